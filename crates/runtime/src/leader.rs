@@ -1,0 +1,209 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's semantics.
+//!
+//! * A standby judges the lease expired by its **own monotonic clock**: it notes when it last
+//!   saw the lease record change and waits `lease_duration` from then. Timestamps written by
+//!   other machines are never compared with the local wall clock, so clock skew between nodes
+//!   cannot make two replicas lead at once.
+//! * The leader renews every `retry_period`. If it has not renewed successfully for
+//!   `renew_deadline` (shorter than `lease_duration`), or finds another holder, it reports the
+//!   loss at once, so its controllers stop before any standby may take over.
+//! * Every write carries the `resourceVersion` it read (optimistic concurrency), so two
+//!   candidates racing for a free lease cannot both win.
+//! * On graceful shutdown the leader releases the lease so a standby takes over without
+//!   waiting for expiry.
+//!
+//! Why not a crate: kube-lease-manager (the best-kept one) judges expiry as the holder's
+//! `renewTime + duration` against the local wall clock (skew up to its `grace` only) and keeps
+//! believing it leads while its renewals fail; both conflict with this module's promises.
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use kube::Client;
+use tokio::time::Instant;
+
+#[derive(Clone, Debug)]
+pub struct LeaderConfig {
+    pub lease_name: String,
+    pub namespace: String,
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl LeaderConfig {
+    /// client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry.
+    pub fn new(lease_name: &str, namespace: &str, identity: &str) -> Self {
+        LeaderConfig {
+            lease_name: lease_name.into(),
+            namespace: namespace.into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    #[error("lease API request failed: {0}")]
+    Api(#[from] kube::Error),
+    #[error("invalid leader election timing: renew deadline must be shorter than the lease duration")]
+    Timing,
+}
+
+/// What was last seen of the lease, and when (by the local monotonic clock).
+#[derive(Default)]
+struct Observed {
+    record: Option<(Option<String>, String)>, // (holder, resourceVersion)
+    seen_at: Option<Instant>,
+}
+
+pub struct LeaderElector {
+    api: Api<Lease>,
+    cfg: LeaderConfig,
+    observed: Observed,
+}
+
+fn holder(lease: &Lease) -> Option<String> {
+    lease.spec.as_ref().and_then(|s| s.holder_identity.clone()).filter(|h| !h.is_empty())
+}
+
+impl LeaderElector {
+    pub fn new(client: Client, cfg: LeaderConfig) -> Result<Self, LeaderError> {
+        if cfg.renew_deadline >= cfg.lease_duration || cfg.retry_period >= cfg.renew_deadline {
+            return Err(LeaderError::Timing);
+        }
+        Ok(LeaderElector { api: Api::namespaced(client, &cfg.namespace), cfg, observed: Observed::default() })
+    }
+
+    pub fn config(&self) -> &LeaderConfig {
+        &self.cfg
+    }
+
+    fn duration_secs(&self) -> i32 {
+        i32::try_from(self.cfg.lease_duration.as_secs()).unwrap_or(i32::MAX)
+    }
+
+    /// One attempt to acquire or renew. Ok(true) when this replica holds the lease afterwards.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaderError> {
+        let now = MicroTime(Timestamp::now());
+        let Some(current) = self.api.get_opt(&self.cfg.lease_name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta { name: Some(self.cfg.lease_name.clone()), ..Default::default() },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.cfg.identity.clone()),
+                    lease_duration_seconds: Some(self.duration_secs()),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    lease_transitions: Some(0),
+                    ..Default::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(e) => Err(e.into()),
+            };
+        };
+
+        let rv = current.metadata.resource_version.clone().unwrap_or_default();
+        let current_holder = holder(&current);
+        let record = (current_holder.clone(), rv);
+        if self.observed.record.as_ref() != Some(&record) {
+            self.observed.record = Some(record);
+            self.observed.seen_at = Some(Instant::now());
+        }
+        let i_hold = current_holder.as_deref() == Some(self.cfg.identity.as_str());
+        if !i_hold && current_holder.is_some() {
+            let their_duration = current
+                .spec
+                .as_ref()
+                .and_then(|s| s.lease_duration_seconds)
+                .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0)))
+                .unwrap_or(self.cfg.lease_duration);
+            let seen_at = self.observed.seen_at.unwrap_or_else(Instant::now);
+            if seen_at.elapsed() < their_duration {
+                return Ok(false);
+            }
+        }
+
+        let mut lease = current.clone();
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if !i_hold {
+            spec.acquire_time = Some(now.clone());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.holder_identity = Some(self.cfg.identity.clone());
+        spec.lease_duration_seconds = Some(self.duration_secs());
+        spec.renew_time = Some(now);
+        // replace() sends the resourceVersion we read: a concurrent writer makes this fail with 409.
+        match self.api.replace(&self.cfg.lease_name, &PostParams::default(), &lease).await {
+            Ok(updated) => {
+                self.observed.record = Some((holder(&updated), updated.metadata.resource_version.unwrap_or_default()));
+                self.observed.seen_at = Some(Instant::now());
+                Ok(true)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Waits until this replica holds the lease.
+    pub async fn acquire(&mut self) {
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => {
+                    tracing::info!(lease = %self.cfg.lease_name, identity = %self.cfg.identity, "acquired leadership");
+                    return;
+                }
+                Ok(false) => tracing::debug!(lease = %self.cfg.lease_name, "lease held by another replica"),
+                Err(e) => tracing::warn!(error = %e, "leader election attempt failed"),
+            }
+            tokio::time::sleep(self.cfg.retry_period).await;
+        }
+    }
+
+    /// Keeps renewing; returns when leadership is lost (renewals failed for `renew_deadline`,
+    /// or another holder was found). The caller must stop writing at once.
+    pub async fn hold(&mut self) {
+        let mut last_renewed = Instant::now();
+        loop {
+            tokio::time::sleep(self.cfg.retry_period).await;
+            let remaining = (last_renewed + self.cfg.renew_deadline).saturating_duration_since(Instant::now());
+            match tokio::time::timeout(remaining, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => last_renewed = Instant::now(),
+                Ok(Ok(false)) => {
+                    tracing::warn!(lease = %self.cfg.lease_name, "lease taken by another replica");
+                    return;
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, "lease renewal failed"),
+                Err(_) => {}
+            }
+            if last_renewed.elapsed() >= self.cfg.renew_deadline {
+                tracing::warn!(lease = %self.cfg.lease_name, "could not renew the lease before the deadline");
+                return;
+            }
+        }
+    }
+
+    /// Gives the lease up so a standby can take over at once. Only clears it if we hold it.
+    pub async fn release(&mut self) -> Result<(), LeaderError> {
+        let Some(mut lease) = self.api.get_opt(&self.cfg.lease_name).await? else { return Ok(()) };
+        if holder(&lease).as_deref() != Some(self.cfg.identity.as_str()) {
+            return Ok(());
+        }
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        match self.api.replace(&self.cfg.lease_name, &PostParams::default(), &lease).await {
+            Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

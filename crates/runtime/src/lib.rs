@@ -1,0 +1,26 @@
+//! bosun's operator runtime: what kube-rs leaves to each operator author.
+//!
+//! * [`manager::Manager`] runs several controllers in one process with bounded concurrency, a
+//!   watch scope, an optional client-side rate limit, and graceful shutdown;
+//! * [`leader::LeaderElector`] holds a `coordination.k8s.io/v1` Lease, client-go style: the
+//!   leader steps down (and the manager stops every controller) as soon as it cannot prove it
+//!   still holds the lease, and a standby judges expiry by its own monotonic clock, never by
+//!   comparing timestamps written by another machine;
+//! * [`http`] serves `/metrics`, `/healthz` and `/readyz`; [`metrics`] holds the registry;
+//! * [`apply::Applier`] does server-side apply with one field manager and skips writes whose
+//!   desired state is already what the cache holds; [`status`] writes status only on change;
+//!   [`conditions`] keeps `lastTransitionTime` honest; [`events`] publishes Kubernetes Events.
+pub mod apply;
+pub mod conditions;
+pub mod error;
+pub mod events;
+pub mod http;
+pub mod leader;
+pub mod manager;
+pub mod metrics;
+pub mod ratelimit;
+pub mod status;
+pub mod telemetry;
+
+pub use error::ErrorCategory;
+pub use manager::{ControllerContext, Manager, ManagerConfig, Operator, Scope};

@@ -1,0 +1,225 @@
+//! A simulated node agent — **test support only**, standing in for the kubelet and a CSI
+//! driver that do not run here (as kwok does):
+//! * Pods are marked Running and Ready (all containers ready); terminating pods are removed.
+//! * Pending PVCs are bound: a PV is created for each (pre-bound via `claimRef`) and the claim
+//!   gets `volumeName`, phase Bound and its capacity.
+//! * A resize (requested storage above the capacity) grows the PV; then either the claim's
+//!   capacity follows at once (online expansion), or — `resize_needs_restart` — the claim
+//!   reports `FileSystemResizePending` until a new pod using it becomes ready, as the seed
+//!   describes for a real cluster.
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+#[derive(Clone, Debug, Default)]
+pub struct NodeAgentConfig {
+    /// Only this namespace; all namespaces when None.
+    pub namespace: Option<String>,
+    /// Hold resizes in `FileSystemResizePending` until a pod using the claim restarts.
+    pub resize_needs_restart: bool,
+}
+
+/// Runs until dropped.
+pub struct NodeAgent {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for NodeAgent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+const PENDING: &str = "FileSystemResizePending";
+
+impl NodeAgent {
+    pub fn start(client: Client, cfg: NodeAgentConfig) -> NodeAgent {
+        let task = tokio::spawn(async move {
+            let (pods, pvcs): (Api<Pod>, Api<PersistentVolumeClaim>) = match &cfg.namespace {
+                Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
+                None => (Api::all(client.clone()), Api::all(client.clone())),
+            };
+            let pod_events = watcher(pods, watcher::Config::default()).default_backoff().applied_objects().map(Ev::Pod).boxed();
+            let pvc_events = watcher(pvcs, watcher::Config::default()).default_backoff().applied_objects().map(Ev::Pvc).boxed();
+            let mut events = futures::stream::select(pod_events, pvc_events);
+            while let Some(ev) = events.next().await {
+                let res = match ev {
+                    Ev::Pod(Ok(p)) => on_pod(&client, &cfg, p).await,
+                    Ev::Pvc(Ok(c)) => on_pvc(&client, &cfg, c).await,
+                    Ev::Pod(Err(e)) | Ev::Pvc(Err(e)) => {
+                        tracing::debug!(error = %e, "node agent watch error");
+                        Ok(())
+                    }
+                };
+                if let Err(e) = res {
+                    tracing::debug!(error = %e, "node agent step failed");
+                }
+            }
+        });
+        NodeAgent { task }
+    }
+}
+
+enum Ev {
+    Pod(Result<Pod, watcher::Error>),
+    Pvc(Result<PersistentVolumeClaim, watcher::Error>),
+}
+
+fn now() -> String {
+    Timestamp::now().to_string()
+}
+
+async fn on_pod(client: &Client, cfg: &NodeAgentConfig, pod: Pod) -> Result<(), kube::Error> {
+    let ns = pod.namespace().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    if pod.metadata.deletion_timestamp.is_some() {
+        let _ = api.delete(&pod.name_any(), &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+        return Ok(());
+    }
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    if ready {
+        return Ok(());
+    }
+    let t = now();
+    let containers: Vec<_> = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.iter().collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| {
+            json!({"name": c.name, "ready": true, "started": true, "restartCount": 0,
+                   "image": c.image.clone().unwrap_or_default(), "imageID": "sim://image",
+                   "state": {"running": {"startedAt": t}}})
+        })
+        .collect();
+    let cond = |ty: &str| json!({"type": ty, "status": "True", "lastTransitionTime": t});
+    let patch = json!({"status": {
+        "phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.2", "startTime": t,
+        "conditions": [cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")],
+        "containerStatuses": containers,
+    }});
+    api.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+
+    // A new pod finishes a file system resize pending on its claims.
+    if cfg.resize_needs_restart {
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+        let claims = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .map(|v| v.iter().filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone())).collect::<Vec<_>>())
+            .unwrap_or_default();
+        for claim in claims {
+            if let Some(pvc) = pvcs.get_opt(&claim).await? {
+                if has_pending(&pvc) {
+                    let want = requested(&pvc);
+                    let patch = json!({"status": {"capacity": {"storage": want}, "conditions": null}});
+                    pvcs.patch_status(&claim, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn requested(pvc: &PersistentVolumeClaim) -> Option<String> {
+    pvc.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?.get("storage").map(|q| q.0.clone())
+}
+
+fn capacity(pvc: &PersistentVolumeClaim) -> Option<String> {
+    pvc.status.as_ref()?.capacity.as_ref()?.get("storage").map(|q| q.0.clone())
+}
+
+fn has_pending(pvc: &PersistentVolumeClaim) -> bool {
+    pvc.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == PENDING && c.status == "True"))
+}
+
+/// Parses the quantities this agent deals with (plain bytes or Ki/Mi/Gi/Ti suffixes).
+fn bytes(q: &str) -> Option<u128> {
+    let units = [("Ki", 1u128 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("Ti", 1 << 40), ("k", 1000), ("M", 1_000_000), ("G", 1_000_000_000)];
+    for (suffix, mult) in units {
+        if let Some(n) = q.strip_suffix(suffix) {
+            return n.parse::<u128>().ok().map(|n| n * mult);
+        }
+    }
+    q.parse().ok()
+}
+
+async fn on_pvc(client: &Client, cfg: &NodeAgentConfig, pvc: PersistentVolumeClaim) -> Result<(), kube::Error> {
+    if pvc.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let ns = pvc.namespace().unwrap_or_default();
+    let name = pvc.name_any();
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let Some(want) = requested(&pvc) else { return Ok(()) };
+    let phase = pvc.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let pv_name = format!("pv-{}", pvc.uid().unwrap_or_default());
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+
+    if phase != "Bound" {
+        if pvs.get_opt(&pv_name).await?.is_none() {
+            let pv: PersistentVolume = serde_json::from_value(json!({
+                "metadata": {"name": pv_name, "labels": {"bosun.dev/simulated": "true"}},
+                "spec": {
+                    "capacity": {"storage": want},
+                    "accessModes": pvc.spec.as_ref().and_then(|s| s.access_modes.clone()).unwrap_or_else(|| vec!["ReadWriteOnce".into()]),
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()).unwrap_or_default(),
+                    "hostPath": {"path": format!("/tmp/bosun-sim/{pv_name}")},
+                    "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": ns, "name": name, "uid": pvc.uid()},
+                }
+            }))
+            .map_err(kube::Error::SerdeError)?;
+            match pvs.create(&PostParams::default(), &pv).await {
+                Ok(_) | Err(kube::Error::Api(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if pvc.spec.as_ref().and_then(|s| s.volume_name.clone()).is_none() {
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"volumeName": pv_name}}))).await?;
+        }
+        let patch = json!({"status": {"phase": "Bound", "capacity": {"storage": want},
+            "accessModes": pvc.spec.as_ref().and_then(|s| s.access_modes.clone())}});
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        return Ok(());
+    }
+
+    // Bound: is a resize requested?
+    let have = capacity(&pvc);
+    let grow = match (bytes(&want), have.as_deref().and_then(bytes)) {
+        (Some(w), Some(h)) => w > h,
+        _ => false,
+    };
+    if !grow || has_pending(&pvc) {
+        return Ok(());
+    }
+    let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone()).unwrap_or(pv_name);
+    let _ = pvs
+        .patch(&volume, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"capacity": {"storage": want}}})))
+        .await;
+    let status = if cfg.resize_needs_restart {
+        json!({"status": {"conditions": [{"type": PENDING, "status": "True", "lastTransitionTime": now(),
+            "message": "Waiting for user to (re-)start a pod to finish file system resize of volume on node."}]}})
+    } else {
+        json!({"status": {"capacity": {"storage": want}}})
+    };
+    // Give the API a moment so resize ordering resembles a real driver's.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+    Ok(())
+}
