@@ -1,0 +1,215 @@
+//! A tiny operator used to prove the runtime: each `Widget` gets a ConfigMap `<name>-w`
+//! holding its value and the identity of the replica that applied it; status mirrors the
+//! value. `spec.delayMs` makes a reconcile slow, to observe shutdown behaviour.
+#![allow(dead_code)]
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_runtime::apply::Applier;
+use bosun_runtime::cache::{reflect, ChildCache};
+use bosun_runtime::error::{Categorized, ErrorCategory};
+use bosun_runtime::manager::{observe, ControllerContext, Operator, OperatorError, Scope};
+use bosun_runtime::metrics::ControllerMetrics;
+use bosun_runtime::status::StatusWriter;
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as CtrlConfig, Controller};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, CustomResource, CustomResourceExt, Resource, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
+#[kube(group = "test.bosun.dev", version = "v1", kind = "Widget", namespaced, status = "WidgetStatus")]
+#[serde(rename_all = "camelCase")]
+pub struct WidgetSpec {
+    pub value: String,
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WidgetStatus {
+    pub observed_generation: Option<i64>,
+    pub value: String,
+}
+
+pub const MANAGER: &str = "bosun-test";
+pub const LABEL: &str = "app.kubernetes.io/managed-by=bosun-test";
+
+pub struct WidgetOperator {
+    pub identity: String,
+}
+
+struct Ctx {
+    client: Client,
+    applier: Applier,
+    status: StatusWriter,
+    cms: ChildCache<ConfigMap>,
+    metrics: ControllerMetrics,
+    identity: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WidgetError {
+    #[error("api: {0}")]
+    Api(#[from] kube::Error),
+}
+
+impl Categorized for WidgetError {
+    fn category(&self) -> ErrorCategory {
+        ErrorCategory::Api
+    }
+}
+
+pub fn desired_configmap(w: &Widget, identity: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("{}-w", w.name_any())),
+            namespace: w.namespace(),
+            labels: Some([("app.kubernetes.io/managed-by".to_string(), "bosun-test".to_string())].into()),
+            owner_references: w.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        data: Some(
+            [("value".to_string(), w.spec.value.clone()), ("reconciledBy".to_string(), identity.to_string())].into(),
+        ),
+        ..Default::default()
+    }
+}
+
+async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, WidgetError> {
+    observe(&ctx.metrics, w.as_ref(), async {
+        if w.spec.delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(w.spec.delay_ms)).await;
+        }
+        let ns = w.namespace().unwrap_or_default();
+        let cm = desired_configmap(&w, &ctx.identity);
+        let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
+        ctx.applier.apply(&api, &cm, ctx.cms.meta(&ns, &cm.name_any()).as_ref()).await?;
+        let status = WidgetStatus { observed_generation: w.metadata.generation, value: w.spec.value.clone() };
+        let widgets: Api<Widget> = Api::namespaced(ctx.client.clone(), &ns);
+        ctx.status.write_if_changed(&widgets, w.as_ref(), w.status.as_ref(), &status).await?;
+        Ok(Action::await_change())
+    })
+    .await
+}
+
+fn error_policy(_: Arc<Widget>, _: &WidgetError, _: Arc<Ctx>) -> Action {
+    Action::requeue(Duration::from_millis(500))
+}
+
+impl Operator for WidgetOperator {
+    fn name(&self) -> &str {
+        "widget"
+    }
+
+    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        let identity = self.identity.clone();
+        Box::pin(async move {
+            // Tests scope each manager to one namespace so parallel tests stay apart.
+            let ns = match &ctx.scope {
+                Scope::Namespaces(list) => list.first().cloned(),
+                Scope::All => None,
+            };
+            let (cms, cm_stream) = ChildCache::<ConfigMap>::watch(ctx.client.clone(), ns.as_deref(), LABEL);
+            let api: Api<Widget> = match &ns {
+                Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+                None => Api::all(ctx.client.clone()),
+            };
+            let (store, widget_stream, widgets_synced) = reflect(api, Default::default());
+            let controller = Controller::for_stream(widget_stream, store);
+            let state = Arc::new(Ctx {
+                client: ctx.client.clone(),
+                applier: Applier::new(MANAGER),
+                status: StatusWriter::new(MANAGER),
+                cms: cms.clone(),
+                metrics: ctx.metrics.clone(),
+                identity,
+            });
+            let sync = {
+                let ctx = ctx.clone();
+                async move {
+                    widgets_synced.wait().await;
+                    cms.synced().wait().await;
+                    ctx.mark_synced();
+                }
+            };
+            tokio::spawn(sync);
+            controller
+                .owns_stream(cm_stream)
+                .with_config(CtrlConfig::default().concurrency(ctx.concurrency))
+                .graceful_shutdown_on(ctx.shutdown_signal())
+                .run(reconcile, error_policy, state)
+                .for_each(|_| async {})
+                .await;
+            Ok(())
+        })
+    }
+}
+
+/// Installs the Widget CRD and waits until it is served.
+pub async fn install_crd(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = Widget::crd();
+    crds.patch(&crd.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(&crd)).await?;
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
+    )
+    .await??;
+    // Established is set a moment before discovery serves the new type.
+    let widgets: Api<Widget> = Api::all(client.clone());
+    for _ in 0..50 {
+        if widgets.list(&Default::default()).await.is_ok() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("widgets never served")
+}
+
+pub fn widget(ns: &str, name: &str, value: &str, delay_ms: u64) -> Widget {
+    let mut w = Widget::new(name, WidgetSpec { value: value.into(), delay_ms });
+    w.metadata.namespace = Some(ns.into());
+    w
+}
+
+/// Polls `f` every 100 ms until it returns Some, for at most `secs`.
+pub async fn eventually<T, F, Fut>(secs: u64, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A minimal HTTP/1.0 GET on loopback: (status code, body).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await?;
+    let code = buf.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Ok((code, body))
+}
+
+pub async fn configmap_value(client: &Client, ns: &str, name: &str, key: &str) -> Option<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.ok().flatten()?.data?.get(key).cloned()
+}

@@ -1,0 +1,236 @@
+//! The manager on the real API server: leader election with real Leases, graceful shutdown,
+//! and the metrics and probe endpoints.
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_runtime::leader::LeaderConfig;
+use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Scope};
+use bosun_testenv::{shared, test_namespace};
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, PostParams};
+use kube::Client;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+type Run = JoinHandle<Result<(), ManagerError>>;
+
+fn fast_lease(ns: &str, lease: &str, identity: &str) -> LeaderConfig {
+    LeaderConfig {
+        lease_name: lease.into(),
+        namespace: ns.into(),
+        identity: identity.into(),
+        lease_duration: Duration::from_secs(4),
+        renew_deadline: Duration::from_secs(3),
+        retry_period: Duration::from_millis(500),
+    }
+}
+
+/// Starts a manager running the widget operator; returns its stop switch, task and address.
+async fn start(client: Client, ns: &str, leader: Option<LeaderConfig>, identity: &str) -> (oneshot::Sender<()>, Run, SocketAddr) {
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.into()]),
+        leader,
+        metrics_addr: Some("127.0.0.1:0".parse().expect("addr")),
+        probe_addr: Some("127.0.0.1:0".parse().expect("addr")),
+        ..Default::default()
+    };
+    let m = Manager::new(client, cfg).add(Arc::new(WidgetOperator { identity: identity.into() }));
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = oneshot::channel::<SocketAddr>();
+    let run = tokio::spawn(m.run(
+        async move {
+            let _ = stop_rx.await;
+        },
+        move |addrs| {
+            let _ = addr_tx.send(addrs[0]);
+        },
+    ));
+    // With distinct metrics and probe addresses the first is metrics; probes share the state.
+    let addr = addr_rx.await.expect("bound");
+    (stop_tx, run, addr)
+}
+
+async fn holder(client: &Client, ns: &str, lease: &str) -> Option<String> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), ns);
+    api.get_opt(lease).await.ok().flatten()?.spec?.holder_identity.filter(|h| !h.is_empty())
+}
+
+async fn reconciled_by(client: &Client, ns: &str, widget: &str) -> Option<String> {
+    configmap_value(client, ns, &format!("{widget}-w"), "reconciledBy").await
+}
+
+#[tokio::test]
+async fn standby_takes_over_when_the_leader_dies() {
+    let cp = shared().await.expect("control plane");
+    let client = cp.client().await.expect("client");
+    install_crd(&client).await.expect("crd");
+    let ns = test_namespace(&client, "le-takeover").await.expect("ns");
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
+
+    let (_stop_a, run_a, _) = start(client.clone(), &ns, Some(fast_lease(&ns, "bosun", "a")), "a").await;
+    eventually(10, || async { (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(()) })
+        .await
+        .expect("a leads");
+    let (_stop_b, run_b, _) = start(client.clone(), &ns, Some(fast_lease(&ns, "bosun", "b")), "b").await;
+
+    widgets.create(&PostParams::default(), &widget(&ns, "w1", "x", 0)).await.expect("create");
+    let by = eventually(15, || reconciled_by(&client, &ns, "w1")).await;
+    assert_eq!(by.as_deref(), Some("a"), "only the leader reconciles");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(reconciled_by(&client, &ns, "w1").await.as_deref(), Some("a"), "the standby did not write");
+
+    // Kill the leader without releasing the lease (a crash).
+    run_a.abort();
+    let _ = run_a.await;
+    widgets.create(&PostParams::default(), &widget(&ns, "w2", "y", 0)).await.expect("create");
+    let by = eventually(20, || async {
+        reconciled_by(&client, &ns, "w2").await.filter(|b| b == "b")
+    })
+    .await;
+    assert_eq!(by.as_deref(), Some("b"), "the standby took over");
+    assert_eq!(holder(&client, &ns, "bosun").await.as_deref(), Some("b"));
+    // The new leader re-applies what the old one wrote (its identity is part of the desired state).
+    let by = eventually(10, || async { reconciled_by(&client, &ns, "w1").await.filter(|b| b == "b") }).await;
+    assert_eq!(by.as_deref(), Some("b"));
+    run_b.abort();
+}
+
+#[tokio::test]
+async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
+    let cp = shared().await.expect("control plane");
+    let client = cp.client().await.expect("client");
+    install_crd(&client).await.expect("crd");
+    let ns = test_namespace(&client, "le-lost").await.expect("ns");
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
+
+    let (_stop, run, addr) = start(client.clone(), &ns, Some(fast_lease(&ns, "bosun", "a")), "a").await;
+    eventually(10, || async { (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(()) })
+        .await
+        .expect("a leads");
+    widgets.create(&PostParams::default(), &widget(&ns, "w1", "x", 0)).await.expect("create");
+    eventually(15, || reconciled_by(&client, &ns, "w1")).await.expect("reconciled while leading");
+    let (_, body) = http_get(addr, "/metrics").await.expect("metrics");
+    assert!(body.contains(r#"leader_election_master_status{name="bosun"} 1"#), "{body}");
+
+    // Another party takes the lease (as after a network partition).
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let mut lease = leases.get("bosun").await.expect("lease");
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.holder_identity = Some("intruder".into());
+        spec.lease_duration_seconds = Some(3600);
+    }
+    leases.replace("bosun", &PostParams::default(), &lease).await.expect("steal");
+
+    let result = tokio::time::timeout(Duration::from_secs(5), run).await.expect("manager stopped within a renew period");
+    assert!(matches!(result.expect("join"), Err(ManagerError::LostLeadership)));
+
+    // Nothing of this replica writes any more.
+    widgets.create(&PostParams::default(), &widget(&ns, "w2", "y", 0)).await.expect("create");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(reconciled_by(&client, &ns, "w2").await, None, "no write after losing the lease");
+    assert_eq!(holder(&client, &ns, "bosun").await.as_deref(), Some("intruder"), "the lease was left alone");
+}
+
+#[tokio::test]
+async fn graceful_shutdown_finishes_in_flight_reconciles_and_releases_the_lease() {
+    let cp = shared().await.expect("control plane");
+    let client = cp.client().await.expect("client");
+    install_crd(&client).await.expect("crd");
+    let ns = test_namespace(&client, "le-shutdown").await.expect("ns");
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
+
+    let (stop, run, _) = start(client.clone(), &ns, Some(fast_lease(&ns, "bosun", "a")), "a").await;
+    eventually(10, || async { (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(()) })
+        .await
+        .expect("a leads");
+    // A slow reconcile (2 s) is in flight when the shutdown signal arrives.
+    widgets.create(&PostParams::default(), &widget(&ns, "slow", "x", 2000)).await.expect("create");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(reconciled_by(&client, &ns, "slow").await, None, "still in flight");
+    let _ = stop.send(());
+    let result = tokio::time::timeout(Duration::from_secs(15), run).await.expect("stopped");
+    result.expect("join").expect("clean shutdown");
+    assert_eq!(reconciled_by(&client, &ns, "slow").await.as_deref(), Some("a"), "the in-flight reconcile finished");
+    assert_eq!(holder(&client, &ns, "bosun").await, None, "the lease was released");
+
+    // A standby started now takes over at once, without waiting for expiry.
+    let (_s, run_b, _) = start(client.clone(), &ns, Some(fast_lease(&ns, "bosun", "b")), "b").await;
+    let took = tokio::time::timeout(Duration::from_secs(3), async {
+        loop {
+            if holder(&client, &ns, "bosun").await.as_deref() == Some("b") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(took.is_ok(), "released lease taken immediately");
+    run_b.abort();
+}
+
+#[tokio::test]
+async fn metrics_and_probes_report_reconciles_and_readiness() {
+    let cp = shared().await.expect("control plane");
+    let client = cp.client().await.expect("client");
+    install_crd(&client).await.expect("crd");
+    let ns = test_namespace(&client, "metrics").await.expect("ns");
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
+
+    // Metrics and probes on one address.
+    let addr: SocketAddr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.clone()]),
+        metrics_addr: Some(addr),
+        probe_addr: Some(addr),
+        ..Default::default()
+    };
+    let m = Manager::new(client.clone(), cfg).add(Arc::new(WidgetOperator { identity: "m".into() }));
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let run = tokio::spawn(m.run(async move { let _ = stop_rx.await; }, |_| {}));
+
+    let ready = eventually(10, || async {
+        http_get(addr, "/readyz").await.ok().filter(|(code, _)| *code == 200)
+    })
+    .await
+    .expect("ready after cache sync");
+    assert!(ready.1.contains("caches synced"), "{}", ready.1);
+    let (code, body) = http_get(addr, "/healthz").await.expect("healthz");
+    assert_eq!((code, body.as_str()), (200, "ok"));
+
+    for i in 0..3 {
+        widgets.create(&PostParams::default(), &widget(&ns, &format!("w{i}"), "v", 0)).await.expect("create");
+    }
+    eventually(15, || async { reconciled_by(&client, &ns, "w2").await }).await.expect("reconciled");
+    let body = eventually(10, || async {
+        let (_, body) = http_get(addr, "/metrics").await.ok()?;
+        let n: f64 = body
+            .lines()
+            .find(|l| l.starts_with(r#"controller_runtime_reconcile_total{controller="widget",result="success"}"#))?
+            .rsplit(' ')
+            .next()?
+            .parse()
+            .ok()?;
+        (n >= 3.0).then_some(body)
+    })
+    .await
+    .expect("three successful reconciles counted");
+    for needle in [
+        "# TYPE controller_runtime_reconcile_time_seconds histogram",
+        r#"controller_runtime_reconcile_time_seconds_bucket{le="0.001",controller="widget"}"#,
+        r#"controller_runtime_active_workers{controller="widget"} 0"#,
+        r#"controller_runtime_reconcile_total{controller="widget",result="error"} 0"#,
+        "# HELP controller_runtime_reconcile_errors Failed reconciliations",
+        "# EOF",
+    ] {
+        assert!(body.contains(needle), "missing {needle:?} in:\n{body}");
+    }
+    let _ = stop_tx.send(());
+    run.await.expect("join").expect("clean");
+}
