@@ -226,7 +226,6 @@ async fn metrics_and_probes_report_reconciles_and_readiness() {
         r#"controller_runtime_reconcile_time_seconds_bucket{le="0.001",controller="widget"}"#,
         r#"controller_runtime_active_workers{controller="widget"} 0"#,
         r#"controller_runtime_reconcile_total{controller="widget",result="error"} 0"#,
-        "# HELP controller_runtime_reconcile_errors Failed reconciliations",
         "# EOF",
     ] {
         assert!(body.contains(needle), "missing {needle:?} in:\n{body}");
