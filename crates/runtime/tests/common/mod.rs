@@ -116,7 +116,7 @@ impl Operator for WidgetOperator {
                 Scope::Namespaces(list) => list.first().cloned(),
                 Scope::All => None,
             };
-            let (cms, cm_stream) = ChildCache::<ConfigMap>::watch(ctx.client.clone(), ns.as_deref(), LABEL);
+            let (cms, cm_stream) = ChildCache::<ConfigMap>::watch(ctx.client.clone(), ns.as_deref(), LABEL, |c| c.data = None);
             let api: Api<Widget> = match &ns {
                 Some(ns) => Api::namespaced(ctx.client.clone(), ns),
                 None => Api::all(ctx.client.clone()),

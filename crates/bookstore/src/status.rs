@@ -1,0 +1,142 @@
+//! The BookStore's status, computed (purely) from what the caches show.
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::jiff::Timestamp;
+use bosun_runtime::conditions::{condition, set_condition};
+
+use crate::api::{BookStore, BookStoreStatus};
+use crate::build::{selector, selector_string};
+use crate::error::Problem;
+use crate::quantity;
+
+/// What the reconcile achieved, for the conditions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Applied,
+    /// Volume expansion under way; the message says which step.
+    Resizing(String),
+    /// Something the user must fix or decide (Degraded).
+    Problem(Problem),
+}
+
+#[derive(Default)]
+pub struct Observed<'a> {
+    pub deployment: Option<&'a Deployment>,
+    pub statefulset: Option<&'a StatefulSet>,
+    pub claims: Vec<&'a PersistentVolumeClaim>,
+}
+
+pub fn claim_capacity(c: &PersistentVolumeClaim) -> Option<u128> {
+    c.status.as_ref()?.capacity.as_ref()?.get("storage").and_then(|q| quantity::to_bytes(&q.0))
+}
+
+pub fn compute(bs: &BookStore, observed: &Observed, outcome: &Outcome, now: Timestamp) -> BookStoreStatus {
+    let gen = bs.metadata.generation;
+    let app_want = bs.spec.book_app.replicas;
+    let db_want = bs.spec.book_db.replicas;
+    let dep_status = observed.deployment.and_then(|d| d.status.as_ref());
+    let app_ready = dep_status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    let app_updated = dep_status.and_then(|s| s.updated_replicas).unwrap_or(0);
+    let app_replicas = dep_status.and_then(|s| s.replicas).unwrap_or(0);
+    let dep_current = observed.deployment.is_some_and(|d| {
+        d.status.as_ref().and_then(|s| s.observed_generation) >= d.metadata.generation
+    });
+    let sts_status = observed.statefulset.and_then(|s| s.status.as_ref());
+    let db_ready = sts_status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    let volume_size = observed.claims.iter().filter_map(|c| claim_capacity(c)).min().map(quantity::human);
+
+    let previous = bs.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+    let mut conditions = Vec::new();
+    let replicas_ready = app_ready >= app_want && db_ready >= db_want && dep_current;
+    let counts = format!("app {app_ready}/{app_want} ready, MongoDB {db_ready}/{db_want} ready");
+    let (ready, ready_reason, ready_msg) = match outcome {
+        Outcome::Problem(p) => (false, p.reason, p.message.clone()),
+        Outcome::Resizing(m) => (false, "Resizing", m.clone()),
+        Outcome::Applied if replicas_ready => (true, "AllReplicasReady", counts.clone()),
+        Outcome::Applied => (false, "ReplicasNotReady", counts.clone()),
+    };
+    let (progressing, prog_reason, prog_msg) = match outcome {
+        Outcome::Resizing(m) => (true, "Resizing", m.clone()),
+        _ if !dep_current || app_updated < app_want || !replicas_ready => (true, "RollingOut", counts.clone()),
+        _ => (false, "Stable", counts.clone()),
+    };
+    let (degraded, deg_reason, deg_msg) = match outcome {
+        Outcome::Problem(p) => (true, p.reason, p.message.clone()),
+        _ => (false, "AsExpected", "no problem found".to_string()),
+    };
+    set_condition(&mut conditions, &previous, condition("Ready", ready, ready_reason, ready_msg, gen), now);
+    set_condition(&mut conditions, &previous, condition("Progressing", progressing, prog_reason, prog_msg, gen), now);
+    set_condition(&mut conditions, &previous, condition("Degraded", degraded, deg_reason, deg_msg, gen), now);
+
+    BookStoreStatus {
+        observed_generation: gen,
+        conditions,
+        app_replicas,
+        app_ready_replicas: app_ready,
+        app_selector: selector_string(&selector(bs, "app")),
+        db_ready_replicas: db_ready,
+        app: format!("{app_ready}/{app_want}"),
+        db: format!("{db_ready}/{db_want}"),
+        volume_size,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::fixtures;
+    use bosun_runtime::conditions::{find, is_true};
+    use k8s_openapi::api::apps::v1::{DeploymentStatus, StatefulSetStatus};
+
+    fn dep(ready: i32, gen: i64, observed: i64) -> Deployment {
+        let mut d = Deployment::default();
+        d.metadata.generation = Some(gen);
+        d.status = Some(DeploymentStatus {
+            ready_replicas: Some(ready),
+            updated_replicas: Some(ready),
+            replicas: Some(ready),
+            observed_generation: Some(observed),
+            ..Default::default()
+        });
+        d
+    }
+
+    fn sts(ready: i32) -> StatefulSet {
+        StatefulSet { status: Some(StatefulSetStatus { ready_replicas: Some(ready), ..Default::default() }), ..Default::default() }
+    }
+
+    #[test]
+    fn ready_when_every_replica_is() {
+        let mut bs = fixtures::sample();
+        bs.metadata.generation = Some(3);
+        let (d, s) = (dep(1, 1, 1), sts(1));
+        let obs = Observed { deployment: Some(&d), statefulset: Some(&s), claims: vec![] };
+        let st = compute(&bs, &obs, &Outcome::Applied, Timestamp::UNIX_EPOCH);
+        assert!(is_true(&st.conditions, "Ready"));
+        assert!(!is_true(&st.conditions, "Progressing"));
+        assert!(!is_true(&st.conditions, "Degraded"));
+        assert_eq!(st.observed_generation, Some(3));
+        assert_eq!((st.app.as_str(), st.db.as_str()), ("1/1", "1/1"));
+        assert_eq!(st.app_selector, "app.kubernetes.io/component=app,app.kubernetes.io/instance=bookstore-sample,app.kubernetes.io/name=bookstore");
+    }
+
+    #[test]
+    fn an_unobserved_deployment_generation_is_progressing() {
+        let bs = fixtures::sample();
+        let (d, s) = (dep(1, 2, 1), sts(1));
+        let obs = Observed { deployment: Some(&d), statefulset: Some(&s), claims: vec![] };
+        let st = compute(&bs, &obs, &Outcome::Applied, Timestamp::UNIX_EPOCH);
+        assert!(!is_true(&st.conditions, "Ready"));
+        assert!(is_true(&st.conditions, "Progressing"));
+    }
+
+    #[test]
+    fn problems_are_degraded_with_their_reason() {
+        let bs = fixtures::sample();
+        let p = Problem::new("ShrinkRefused", "dbSize 1Gi is below the current 2Gi");
+        let st = compute(&bs, &Observed::default(), &Outcome::Problem(p), Timestamp::UNIX_EPOCH);
+        let d = find(&st.conditions, "Degraded").expect("degraded");
+        assert_eq!((d.status.as_str(), d.reason.as_str()), ("True", "ShrinkRefused"));
+        assert_eq!(find(&st.conditions, "Ready").map(|c| c.reason.as_str()), Some("ShrinkRefused"));
+    }
+}

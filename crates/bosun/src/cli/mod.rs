@@ -1,0 +1,42 @@
+//! Subcommands.
+mod crd;
+mod run;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "bosun", version, about = "Kubernetes operators in Rust: smaller, faster, safer with data")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the operators against a cluster (in-cluster config, or KUBECONFIG / --kubeconfig).
+    Run(run::RunArgs),
+    /// Print every CustomResourceDefinition this binary serves, as YAML.
+    Crd,
+    /// Print the RBAC ClusterRole the operators need, as YAML.
+    Rbac,
+    /// Print the version.
+    Version,
+}
+
+pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run(args) => run::run(args).await,
+        Command::Crd => {
+            print!("{}", crd::crds_yaml()?);
+            Ok(())
+        }
+        Command::Rbac => {
+            print!("{}", crd::cluster_role_yaml("bosun")?);
+            Ok(())
+        }
+        Command::Version => {
+            println!("bosun {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! `bosun run`: the manager with every operator.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bosun_runtime::leader::LeaderConfig;
+use bosun_runtime::manager::{shutdown_signal, Manager, ManagerConfig, Scope};
+use bosun_runtime::ratelimit::RateLimitLayer;
+use bosun_runtime::telemetry::{self, LogFormat};
+use clap::Args;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Kubeconfig file; in-cluster config or $KUBECONFIG / ~/.kube/config when unset.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Namespaces to watch (comma-separated or repeated); all namespaces when empty.
+    #[arg(long, value_delimiter = ',', env = "BOSUN_NAMESPACES")]
+    pub namespaces: Vec<String>,
+    /// Operators to run (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "bookstore")]
+    pub operators: Vec<String>,
+    /// Elect a leader through a Lease so only one replica reconciles.
+    #[arg(long, default_value_t = false)]
+    pub leader_elect: bool,
+    /// Name of the Lease used for leader election.
+    #[arg(long, default_value = "bosun-leader")]
+    pub lease_name: String,
+    /// Namespace of the Lease (defaults to the pod's namespace, else "default").
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Lease duration in seconds (renew deadline is 2/3 of it, retry 2 s).
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration: u64,
+    /// Address of the Prometheus /metrics endpoint ("off" to disable). Bound to localhost by
+    /// default: expose it only behind authentication (see README, Metrics).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub metrics_addr: String,
+    /// Address of /healthz and /readyz ("off" to disable).
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    pub probe_addr: String,
+    /// Reconciles in flight at once per operator.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: u16,
+    /// Client-side limit on API requests per second (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub qps: f64,
+    /// Burst above --qps.
+    #[arg(long, default_value_t = 50)]
+    pub burst: u32,
+    /// Log format: text or json.
+    #[arg(long, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+fn addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
+    if s == "off" || s.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(s.parse().with_context(|| format!("invalid address {s:?}"))?))
+}
+
+pub async fn client(kubeconfig: Option<&std::path::Path>, qps: f64, burst: u32) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(p) => {
+            let kc = Kubeconfig::read_from(p).with_context(|| format!("reading {}", p.display()))?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
+        }
+        None => Config::infer().await.context("no cluster configured (in-cluster, KUBECONFIG or ~/.kube/config)")?,
+    };
+    let builder = ClientBuilder::try_from(config)?;
+    Ok(if qps > 0.0 { builder.with_layer(&RateLimitLayer::new(qps, burst)).build() } else { builder.build() })
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    telemetry::init(args.log_format);
+    let client = client(args.kubeconfig.as_deref(), args.qps, args.burst).await?;
+    let leader = if args.leader_elect {
+        let identity = std::env::var("POD_NAME")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| format!("bosun-{}", std::process::id()));
+        let ns = args.lease_namespace.clone().unwrap_or_else(|| "default".into());
+        let mut cfg = LeaderConfig::new(&args.lease_name, &ns, &identity);
+        cfg.lease_duration = Duration::from_secs(args.lease_duration.max(3));
+        cfg.renew_deadline = cfg.lease_duration * 2 / 3;
+        cfg.retry_period = Duration::from_secs(2).min(cfg.renew_deadline / 2);
+        Some(cfg)
+    } else {
+        None
+    };
+    let config = ManagerConfig {
+        scope: Scope::from_list(&args.namespaces),
+        concurrency: args.concurrency.max(1),
+        metrics_addr: addr(&args.metrics_addr)?,
+        probe_addr: addr(&args.probe_addr)?,
+        leader,
+        ..Default::default()
+    };
+    let mut manager = Manager::new(client, config);
+    for op in &args.operators {
+        manager = match op.as_str() {
+            "bookstore" => manager.add(Arc::new(bosun_bookstore::BookStoreOperator)),
+            other => anyhow::bail!("unknown operator {other:?} (available: bookstore)"),
+        };
+    }
+    manager
+        .run(shutdown_signal(), |addrs| tracing::info!(?addrs, "serving metrics and probes"))
+        .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
