@@ -212,6 +212,7 @@ fn unreachable_default_db() -> BookDb {
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = no_defaults)]
 pub struct BookStoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -277,5 +278,17 @@ impl Resources {
     pub fn to_requirements(&self) -> k8s_openapi::api::core::v1::ResourceRequirements {
         let conv = |m: &Option<BTreeMap<String, Qty>>| m.as_ref().map(|m| m.iter().map(|(k, v)| (k.clone(), v.to_quantity())).collect());
         k8s_openapi::api::core::v1::ResourceRequirements { limits: conv(&self.limits), requests: conv(&self.requests), ..Default::default() }
+    }
+}
+
+/// Status is written by the operator only; schema defaults there serve no one (and an empty
+/// string default is refused by Kubernetes 1.20's CRD validation).
+fn no_defaults(schema: &mut schemars::Schema) {
+    if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for (_, p) in props.iter_mut() {
+            if let Some(o) = p.as_object_mut() {
+                o.remove("default");
+            }
+        }
     }
 }

@@ -248,10 +248,11 @@ async fn converge(bs: &BookStore, ctx: &Context) -> Result<Outcome, Error> {
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
     let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
-    ctx.applier.apply(&deployments, &deployment, dep_meta.as_ref()).await?;
-    ctx.applier.apply(&services, &app_service, ctx.services.meta(&ns, &names.app).as_ref()).await?;
-    ctx.applier.apply(&services, &headless, ctx.services.meta(&ns, &names.db_headless).as_ref()).await?;
-    ctx.applier.apply(&services, &client_service, ctx.services.meta(&ns, &names.db_client).as_ref()).await?;
+    ctx.applier.apply(&deployments, &deployment, dep_meta.as_ref()).await.map_err(refused("Deployment", &names.app))?;
+    for svc in [&app_service, &headless, &client_service] {
+        let name = svc.name_any();
+        ctx.applier.apply(&services, svc, ctx.services.meta(&ns, &name).as_ref()).await.map_err(refused("Service", &name))?;
+    }
     if sts_terminating || resizing.is_some() {
         // The old StatefulSet is going away (orphaning its pods); create the new one after.
         return Ok(Outcome::Resizing(resizing.unwrap_or_else(|| {
@@ -263,20 +264,35 @@ async fn converge(bs: &BookStore, ctx: &Context) -> Result<Outcome, Error> {
             ctx.events.publish(&bs.object_ref(&()), false, "ClaimsAdopted", "Adopt", &msg).await;
         }
     }
-    ctx.applier.apply(&sets, &statefulset, sts_meta.as_ref()).await?;
+    ctx.applier.apply(&sets, &statefulset, sts_meta.as_ref()).await.map_err(refused("StatefulSet", &names.db))?;
 
     // Finish file system resizes, one pod at a time.
-    if let Some(msg) = resize::restart_pending(&ctx.client, bs, names, &claims).await? {
-        if msg.starts_with("restarted") {
-            ctx.events.publish(&bs.object_ref(&()), false, "PodRestarted", "Resize", &msg).await;
+    match resize::restart_pending(&ctx.client, bs, names, &claims).await? {
+        Some(resize::Restart::Restarted { pod, message }) => {
+            ctx.events.publish_related(&bs.object_ref(&()), Some(pod), false, "PodRestarted", "Resize", &message).await;
+            return Ok(Outcome::Resizing(message));
         }
-        return Ok(Outcome::Resizing(msg));
+        Some(resize::Restart::Waiting(message)) => return Ok(Outcome::Resizing(message)),
+        None => {}
     }
     let small = claims.iter().filter(|c| crate::status::claim_capacity(c).is_some_and(|b| b < plan.db_bytes)).count();
     if small > 0 {
         return Ok(Outcome::Resizing(format!("waiting for {small} volume(s) to reach {}", bs.spec.book_db.db_size)));
     }
     Ok(Outcome::Applied)
+}
+
+/// The API server's validation refusing a child built from the spec is the user's to fix:
+/// report it (reason `ChildRejected`) instead of retrying it as a transient error.
+fn refused(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error {
+    let name = name.to_string();
+    move |e| match e {
+        kube::Error::Api(s) if s.code == 422 || s.code == 400 => Error::InvalidSpec(Problem::new(
+            "ChildRejected",
+            format!("the API server refused {kind} {name} built from this spec: {}", s.message),
+        )),
+        e => Error::Kube(e),
+    }
 }
 
 async fn publish_status(bs: &BookStore, ctx: &Context, outcome: &Outcome) -> Result<(), Error> {

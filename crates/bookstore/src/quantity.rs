@@ -41,6 +41,21 @@ pub fn to_bytes(q: &str) -> Option<u128> {
     Some(total)
 }
 
+/// True when `q` is written as Kubernetes parses quantities (any unit, sign allowed), e.g.
+/// `100m`, `1.5Gi`, `2e3`: the API server answers a malformed one with a 500, not a 422.
+pub fn is_quantity(q: &str) -> bool {
+    let q = q.strip_prefix(['+', '-']).unwrap_or(q);
+    let digits_end = q.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(q.len());
+    let (num, suffix) = q.split_at(digits_end);
+    let num_ok = !num.is_empty() && num != "." && num.matches('.').count() <= 1;
+    let suffix_ok = matches!(suffix, "" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei")
+        || suffix
+            .strip_prefix(['e', 'E'])
+            .map(|e| e.strip_prefix(['+', '-']).unwrap_or(e))
+            .is_some_and(|e| !e.is_empty() && e.chars().all(|c| c.is_ascii_digit()));
+    num_ok && suffix_ok
+}
+
 /// A byte count printed the way people write volume sizes.
 pub fn human(bytes: u128) -> String {
     for (suffix, m) in [("Ti", 1u128 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)] {
@@ -70,6 +85,16 @@ mod tests {
     fn refuses_nonsense() {
         for bad in ["", "Gi", "2GB", "-1Gi", "1.2.3Gi", "1e999", "ten", "99999999999999999999999999999999999999999Ei"] {
             assert_eq!(to_bytes(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn recognises_resource_quantities() {
+        for ok in ["100m", "1", "0.5", "1.5Gi", "2e3", "64Mi", "-1", "1E+2"] {
+            assert!(is_quantity(ok), "{ok}");
+        }
+        for bad in ["a lot", "", "1GB", "1..2", ".", "1e", "Mi", "1 Gi"] {
+            assert!(!is_quantity(bad), "{bad}");
         }
     }
 

@@ -92,10 +92,6 @@ pub fn resize_pending(c: &PersistentVolumeClaim) -> bool {
     c.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == PENDING && c.status == "True"))
 }
 
-fn pending_since(c: &PersistentVolumeClaim) -> Option<k8s_openapi::jiff::Timestamp> {
-    c.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == PENDING)?.last_transition_time.as_ref().map(|t| t.0)
-}
-
 /// Checks that the claims' storage class allows expansion.
 async fn check_expandable(client: &Client, claims: &[&PersistentVolumeClaim]) -> Result<(), Error> {
     let classes: Api<StorageClass> = Api::all(client.clone());
@@ -158,15 +154,31 @@ pub async fn expand(client: &Client, bs: &BookStore, names: &Names, claims: &[&P
     ))
 }
 
-/// Step 3: restarts, one at a time, a pod whose claim waits for it. Returns what it is
-/// waiting for, or None when no claim is pending.
-pub async fn restart_pending(client: &Client, bs: &BookStore, names: &Names, claims: &[&PersistentVolumeClaim]) -> Result<Option<String>, Error> {
-    let mut pending: Vec<&PersistentVolumeClaim> = claims.iter().copied().filter(|c| resize_pending(c)).collect();
+/// What step 3 did or waits for.
+pub enum Restart {
+    /// A pod was deleted so it restarts with the grown volume.
+    Restarted { pod: k8s_openapi::api::core::v1::ObjectReference, message: String },
+    Waiting(String),
+}
+
+/// On a claim: `<requested size>/<pod UID>` of the pod bosun deleted to finish a resize, so a
+/// pod is restarted once per resize even across operator restarts and stale caches.
+pub const RESTARTED_ANNOTATION: &str = "bookstore.bosun.dev/restarted-pod";
+
+/// Step 3: restarts, one at a time, a pod whose claim waits for it. None when no claim is
+/// pending. `cached` only tells whether to look: claims and pods are then read fresh.
+pub async fn restart_pending(client: &Client, bs: &BookStore, names: &Names, cached: &[&PersistentVolumeClaim]) -> Result<Option<Restart>, Error> {
+    if !cached.iter().any(|c| resize_pending(c)) {
+        return Ok(None);
+    }
+    let ns = bs.namespace().unwrap_or_default();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let lp = ListParams::default().labels(&format!("{INSTANCE_LABEL}={},{OWNER_UID_LABEL}={}", bs.name_any(), bs.uid().unwrap_or_default()));
+    let mut pending: Vec<PersistentVolumeClaim> = pvcs.list(&lp).await?.items.into_iter().filter(resize_pending).collect();
     if pending.is_empty() {
         return Ok(None);
     }
     pending.sort_by_key(|c| c.name_any());
-    let ns = bs.namespace().unwrap_or_default();
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let lp = ListParams::default().labels(&selector_string(&selector(bs, "mongodb")));
     let pods = pods_api.list(&lp).await?.items;
@@ -176,23 +188,36 @@ pub async fn restart_pending(client: &Client, bs: &BookStore, names: &Names, cla
     };
     let want = usize::try_from(bs.spec.book_db.replicas).unwrap_or(0);
     if pods.iter().filter(|p| is_ready(p)).count() < want {
-        return Ok(Some("waiting for every MongoDB pod to be ready before restarting the next one".into()));
+        return Ok(Some(Restart::Waiting("waiting for every MongoDB pod to be ready before restarting the next one".into())));
     }
-    for claim in pending {
+    for claim in &pending {
         let claim_name = claim.name_any();
         let Some(ordinal) = claim_name.strip_prefix(&format!("{}-{}-", crate::build::DATA_VOLUME, names.db)) else { continue };
         let pod_name = format!("{}-{ordinal}", names.db);
         let Some(pod) = pods.iter().find(|p| p.name_any() == pod_name) else { continue };
-        let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        if let (Some(created), Some(since)) = (created, pending_since(claim)) {
-            if created > since {
-                continue; // already restarted; the node finishes the resize
-            }
+        let size = requested(claim).map(quantity::human).unwrap_or_default();
+        let pod_uid = pod.uid().unwrap_or_default();
+        let marker = format!("{size}/{pod_uid}");
+        match claim.annotations().get(RESTARTED_ANNOTATION) {
+            // Restarted for this size already: the new pod finishes the resize.
+            Some(m) if m.starts_with(&format!("{size}/")) && *m != marker => continue,
+            // Recorded but the pod is still the old one (the delete did not happen): retry.
+            _ => {}
         }
-        pods_api.delete(&pod_name, &DeleteParams::default()).await?;
-        return Ok(Some(format!("restarted pod {pod_name} to finish the file system resize of {claim_name}")));
+        let patch = json!({"metadata": {"annotations": {RESTARTED_ANNOTATION: marker}}});
+        pvcs.patch(&claim_name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        let dp = DeleteParams { preconditions: Some(Preconditions { uid: Some(pod_uid), resource_version: None }), ..Default::default() };
+        match pods_api.delete(&pod_name, &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+        return Ok(Some(Restart::Restarted {
+            pod: kube::Resource::object_ref(pod, &()),
+            message: format!("restarted pod {pod_name} to finish the file system resize of {claim_name}"),
+        }));
     }
-    Ok(Some("waiting for the node to finish the file system resize".into()))
+    Ok(Some(Restart::Waiting("waiting for the node to finish the file system resize".into())))
 }
 
 /// Before the StatefulSet is created: claims with its names that another BookStore (an

@@ -40,6 +40,22 @@ pub fn validate(bs: &BookStore) -> Result<Plan, Problem> {
             format!("dbSize {} is below the 64Mi MongoDB needs", db.db_size),
         ));
     }
+    let resources = [("bookApp", &bs.spec.book_app.resources), ("bookDB", &bs.spec.book_db.resources)];
+    for (part, res) in resources {
+        let Some(res) = res else { continue };
+        for (kind, map) in [("limits", &res.limits), ("requests", &res.requests)] {
+            for (key, value) in map.iter().flatten() {
+                if let crate::api::Qty::Str(v) = value {
+                    if !quantity::is_quantity(v) {
+                        return Err(Problem::new(
+                            "InvalidResources",
+                            format!("{part}.resources.{kind}.{key} {v:?} is not a Kubernetes quantity (like 500m, 1, 256Mi)"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
     let names = Names::of(bs);
     if names.db_client == names.app || names.db_client == names.db_headless {
         return Err(Problem::new(

@@ -17,6 +17,21 @@ impl Events {
 
     /// Publishes an event; failures are logged, never fatal to a reconcile.
     pub async fn publish(&self, regarding: &ObjectReference, warning: bool, reason: &str, action: &str, note: impl Into<String>) {
+        self.publish_related(regarding, None, warning, reason, action, note).await
+    }
+
+    /// Publishes an event that also names a related object. Repeats of the same
+    /// (regarding, related, reason, action) are folded into one event series by kube-runtime,
+    /// so events about different related objects stay distinct.
+    pub async fn publish_related(
+        &self,
+        regarding: &ObjectReference,
+        related: Option<ObjectReference>,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: impl Into<String>,
+    ) {
         let mut note: String = note.into();
         if note.len() > 1000 {
             let mut cut = 1000;
@@ -30,7 +45,7 @@ impl Events {
             reason: reason.to_string(),
             note: Some(note),
             action: action.to_string(),
-            secondary: None,
+            secondary: related,
         };
         if let Err(e) = self.recorder.publish(&ev, regarding).await {
             tracing::warn!(error = %e, reason, "could not publish event");

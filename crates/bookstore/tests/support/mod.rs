@@ -1,0 +1,218 @@
+//! Shared set-up for the BookStore end-to-end tests: one control plane per test binary (with
+//! kube-controller-manager), the CRD, storage classes, the operator's RBAC, and per test a
+//! namespace, a node agent and a manager that runs the operator **as its ServiceAccount**
+//! (impersonated), so every test also proves the generated RBAC rules suffice.
+#![allow(dead_code)]
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_bookstore::{BookStore, BookStoreOperator};
+use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Scope};
+use bosun_testenv::{shared, test_namespace, ControlPlane, NodeAgent, NodeAgentConfig};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use tokio::sync::{oneshot, OnceCell};
+
+pub const SA_USER: &str = "system:serviceaccount:bosun-system:bosun";
+
+pub struct Env {
+    pub cp: &'static ControlPlane,
+    pub admin: Client,
+    pub ns: String,
+    _agent: NodeAgent,
+}
+
+pub struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    pub task: tokio::task::JoinHandle<Result<(), ManagerError>>,
+}
+
+impl Running {
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(20), &mut self.task).await;
+    }
+    pub fn kill(self) {
+        self.task.abort();
+    }
+}
+
+async fn cluster_setup(client: &Client) -> anyhow::Result<()> {
+    static DONE: OnceCell<()> = OnceCell::const_new();
+    DONE.get_or_try_init(|| async {
+        let pp = PatchParams::apply("bosun-test").force();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd = BookStore::crd();
+        crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd)).await?;
+        tokio::time::timeout(Duration::from_secs(30), await_condition(crds, &crd.name_any(), conditions::is_crd_established()))
+            .await??;
+        let classes: Api<StorageClass> = Api::all(client.clone());
+        for (name, expand, default) in [("standard", true, true), ("fixed", false, false)] {
+            let sc: StorageClass = serde_json::from_value(serde_json::json!({
+                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": name, "annotations": {"storageclass.kubernetes.io/is-default-class": default.to_string()}},
+                "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": expand,
+                "volumeBindingMode": "Immediate",
+            }))?;
+            classes.patch(name, &pp, &Patch::Apply(&sc)).await?;
+        }
+        // The operator's ClusterRole, exactly as generated, bound to its ServiceAccount user.
+        let mut rules = bosun_bookstore::rbac::rules();
+        rules.extend(bosun_bookstore::rbac::cluster_rules());
+        let role = ClusterRole {
+            metadata: ObjectMeta { name: Some("bosun-test".into()), ..Default::default() },
+            rules: Some(rules),
+            ..Default::default()
+        };
+        Api::<ClusterRole>::all(client.clone()).patch("bosun-test", &pp, &Patch::Apply(&role)).await?;
+        let binding = ClusterRoleBinding {
+            metadata: ObjectMeta { name: Some("bosun-test".into()), ..Default::default() },
+            role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name: "bosun-test".into() },
+            subjects: Some(vec![Subject { kind: "User".into(), name: SA_USER.into(), api_group: Some("rbac.authorization.k8s.io".into()), ..Default::default() }]),
+        };
+        Api::<ClusterRoleBinding>::all(client.clone()).patch("bosun-test", &pp, &Patch::Apply(&binding)).await?;
+        // Discovery needs a moment after Established.
+        let bs: Api<BookStore> = Api::all(client.clone());
+        for _ in 0..50 {
+            if bs.list(&Default::default()).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::Ok(())
+    })
+    .await?;
+    Ok(())
+}
+
+/// A fresh namespace with a node agent in it.
+pub async fn env(prefix: &str, resize_needs_restart: bool) -> Env {
+    if std::env::var_os("RUST_LOG").is_some() {
+        bosun_runtime::telemetry::init(Default::default());
+    }
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    cluster_setup(&admin).await.expect("cluster setup");
+    let ns = test_namespace(&admin, prefix).await.expect("namespace");
+    let agent = NodeAgent::start(admin.clone(), NodeAgentConfig { namespace: Some(ns.clone()), resize_needs_restart });
+    Env { cp, admin, ns, _agent: agent }
+}
+
+impl Env {
+    /// Runs the BookStore operator, scoped to this namespace, as the ServiceAccount.
+    pub async fn start_operator(&self) -> Running {
+        let client = self.cp.client_as(SA_USER, &["system:serviceaccounts", "system:authenticated"]).await.expect("client");
+        let cfg = ManagerConfig { scope: Scope::Namespaces(vec![self.ns.clone()]), ..Default::default() };
+        let m = Manager::new(client, cfg).add(Arc::new(BookStoreOperator));
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(m.run(async move { let _ = rx.await; }, |_| {}));
+        Running { stop: Some(tx), task }
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+    {
+        Api::namespaced(self.admin.clone(), &self.ns)
+    }
+
+    pub async fn create(&self, yaml: &str) -> BookStore {
+        let mut bs: BookStore = serde_yaml::from_str(yaml).expect("yaml");
+        bs.metadata.namespace = Some(self.ns.clone());
+        self.api::<BookStore>().create(&PostParams::default(), &bs).await.expect("create bookstore")
+    }
+
+    pub async fn patch_spec(&self, name: &str, spec: serde_json::Value) {
+        let patch = serde_json::json!({ "spec": spec });
+        self.api::<BookStore>().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("patch spec");
+    }
+
+    pub async fn bookstore(&self, name: &str) -> BookStore {
+        self.api::<BookStore>().get(name).await.expect("get bookstore")
+    }
+
+    /// Waits until the BookStore's condition `type_` has `status` (and, if given, `reason`).
+    pub async fn wait_condition(&self, name: &str, type_: &str, status: &str, reason: Option<&str>, secs: u64) -> BookStore {
+        let api = self.api::<BookStore>();
+        let got = eventually(secs, || async {
+            let bs = api.get(name).await.ok()?;
+            let st = bs.status.as_ref()?;
+            let c = st.conditions.iter().find(|c| c.type_ == type_)?;
+            let gen_ok = st.observed_generation == bs.metadata.generation;
+            (gen_ok && c.status == status && reason.is_none_or(|r| c.reason == r)).then_some(bs)
+        })
+        .await;
+        match got {
+            Some(bs) => bs,
+            None => {
+                let bs = api.get(name).await.ok();
+                panic!("{name}: condition {type_}={status} {reason:?} not reached; status: {:#?}", bs.and_then(|b| b.status))
+            }
+        }
+    }
+
+    /// Warning/Normal events about an object, as (reason, note).
+    pub async fn events_for(&self, name: &str) -> Vec<(String, String)> {
+        let api: Api<k8s_openapi::api::events::v1::Event> = self.api();
+        api.list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect()
+    }
+}
+
+/// Polls `f` every 200 ms until it returns Some, for at most `secs`.
+pub async fn eventually<T, F, Fut>(secs: u64, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The seed's sample CR (000, Go-based section), with its `metadata:name:` typo fixed.
+pub const SEED_SAMPLE: &str = r#"
+apiVersion: charts.example.com/v1
+kind: BookStore
+metadata:
+  name: bookstore-sample
+spec:
+  bookApp:
+    repository: "akash125/pyapp"
+    tag: latest
+    imagePullPolicy: "Always"
+    replicas: 1
+    port: 80
+    targetPort: 3000
+    serviceType: "ClusterIP"
+  bookDB:
+    repository: "mongo"
+    tag: latest
+    imagePullPolicy: "Always"
+    replicas: 1
+    port: 27017
+    dbSize: 2Gi
+"#;
+
+pub fn minimal(name: &str) -> String {
+    format!("apiVersion: charts.example.com/v1\nkind: BookStore\nmetadata:\n  name: {name}\nspec: {{}}\n")
+}
