@@ -11,6 +11,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+#[allow(clippy::duplicated_attributes)] // repeated printcolumn(...) attributes
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[kube(
     group = "charts.example.com",

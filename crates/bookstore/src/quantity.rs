@@ -59,7 +59,7 @@ pub fn is_quantity(q: &str) -> bool {
 /// A byte count printed the way people write volume sizes.
 pub fn human(bytes: u128) -> String {
     for (suffix, m) in [("Ti", 1u128 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)] {
-        if bytes >= m && bytes % m == 0 {
+        if bytes >= m && bytes.is_multiple_of(m) {
             return format!("{}{suffix}", bytes / m);
         }
     }

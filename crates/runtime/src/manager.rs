@@ -137,7 +137,7 @@ impl Manager {
         Manager { client, config, metrics: Metrics::new(), health: Health::default(), operators: Vec::new() }
     }
 
-    pub fn add(mut self, op: Arc<dyn Operator>) -> Self {
+    pub fn with_operator(mut self, op: Arc<dyn Operator>) -> Self {
         self.operators.push(op);
         self
     }

@@ -21,7 +21,12 @@ impl std::str::FromStr for LogFormat {
 
 /// Installs the global subscriber. `RUST_LOG` overrides the default `info` filter.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    init_with(format, "info")
+}
+
+/// Like [`init`] with another default filter (used by `bosun dev` to keep the screen quiet).
+pub fn init_with(format: LogFormat, default_filter: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),

@@ -78,7 +78,7 @@ async fn writes_are_skipped_when_desired_state_is_in_place() {
     // --- status helper, through a running operator ---
     install_crd(&client).await.expect("crd");
     let cfg = ManagerConfig { scope: Scope::Namespaces(vec![ns.clone()]), ..Default::default() };
-    let manager = Manager::new(client.clone(), cfg).add(Arc::new(WidgetOperator { identity: "solo".into() }));
+    let manager = Manager::new(client.clone(), cfg).with_operator(Arc::new(WidgetOperator { identity: "solo".into() }));
     let metrics = manager.metrics();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(manager.run(async move { let _ = stop_rx.await; }, |_| {}));

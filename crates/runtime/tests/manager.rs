@@ -38,7 +38,7 @@ async fn start(client: Client, ns: &str, leader: Option<LeaderConfig>, identity:
         probe_addr: Some("127.0.0.1:0".parse().expect("addr")),
         ..Default::default()
     };
-    let m = Manager::new(client, cfg).add(Arc::new(WidgetOperator { identity: identity.into() }));
+    let m = Manager::new(client, cfg).with_operator(Arc::new(WidgetOperator { identity: identity.into() }));
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (addr_tx, addr_rx) = oneshot::channel::<SocketAddr>();
     let run = tokio::spawn(m.run(
@@ -191,7 +191,7 @@ async fn metrics_and_probes_report_reconciles_and_readiness() {
         probe_addr: Some(addr),
         ..Default::default()
     };
-    let m = Manager::new(client.clone(), cfg).add(Arc::new(WidgetOperator { identity: "m".into() }));
+    let m = Manager::new(client.clone(), cfg).with_operator(Arc::new(WidgetOperator { identity: "m".into() }));
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let run = tokio::spawn(m.run(async move { let _ = stop_rx.await; }, |_| {}));
 

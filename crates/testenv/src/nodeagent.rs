@@ -45,17 +45,19 @@ impl NodeAgent {
                 Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
                 None => (Api::all(client.clone()), Api::all(client.clone())),
             };
-            let pod_events = watcher(pods, watcher::Config::default()).default_backoff().applied_objects().map(Ev::Pod).boxed();
-            let pvc_events = watcher(pvcs, watcher::Config::default()).default_backoff().applied_objects().map(Ev::Pvc).boxed();
+            let pod_events = watcher(pods, watcher::Config::default()).default_backoff().applied_objects().map(|e| Ev::Pod(Box::new(e))).boxed();
+            let pvc_events = watcher(pvcs, watcher::Config::default()).default_backoff().applied_objects().map(|e| Ev::Pvc(Box::new(e))).boxed();
             let mut events = futures::stream::select(pod_events, pvc_events);
             while let Some(ev) = events.next().await {
                 let res = match ev {
-                    Ev::Pod(Ok(p)) => on_pod(&client, &cfg, p).await,
-                    Ev::Pvc(Ok(c)) => on_pvc(&client, &cfg, c).await,
-                    Ev::Pod(Err(e)) | Ev::Pvc(Err(e)) => {
-                        tracing::debug!(error = %e, "node agent watch error");
-                        Ok(())
-                    }
+                    Ev::Pod(e) => match *e {
+                        Ok(p) => on_pod(&client, &cfg, p).await,
+                        Err(e) => watch_error(e),
+                    },
+                    Ev::Pvc(e) => match *e {
+                        Ok(c) => on_pvc(&client, &cfg, c).await,
+                        Err(e) => watch_error(e),
+                    },
                 };
                 if let Err(e) = res {
                     tracing::debug!(error = %e, "node agent step failed");
@@ -66,9 +68,14 @@ impl NodeAgent {
     }
 }
 
+fn watch_error(e: watcher::Error) -> Result<(), kube::Error> {
+    tracing::debug!(error = %e, "node agent watch error");
+    Ok(())
+}
+
 enum Ev {
-    Pod(Result<Pod, watcher::Error>),
-    Pvc(Result<PersistentVolumeClaim, watcher::Error>),
+    Pod(Box<Result<Pod, watcher::Error>>),
+    Pvc(Box<Result<PersistentVolumeClaim, watcher::Error>>),
 }
 
 fn now() -> String {

@@ -109,7 +109,7 @@ impl Env {
     pub async fn start_operator(&self) -> Running {
         let client = self.cp.client_as(SA_USER, &["system:serviceaccounts", "system:authenticated"]).await.expect("client");
         let cfg = ManagerConfig { scope: Scope::Namespaces(vec![self.ns.clone()]), ..Default::default() };
-        let m = Manager::new(client, cfg).add(Arc::new(BookStoreOperator));
+        let m = Manager::new(client, cfg).with_operator(Arc::new(BookStoreOperator));
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(m.run(async move { let _ = rx.await; }, |_| {}));
         Running { stop: Some(tx), task }

@@ -26,3 +26,14 @@ pub fn cluster_role(name: &str) -> ClusterRole {
 pub fn cluster_role_yaml(name: &str) -> anyhow::Result<String> {
     to_yaml_docs(&[cluster_role(name)])
 }
+
+#[cfg(test)]
+mod tests {
+    /// `deploy/crds/` is generated: regenerate with `bosun crd > deploy/crds/bookstores.charts.example.com.yaml`.
+    #[test]
+    fn committed_crds_are_fresh() {
+        let committed = include_str!("../../../../deploy/crds/bookstores.charts.example.com.yaml");
+        let generated = super::crds_yaml().expect("crds");
+        assert!(committed == generated, "deploy/crds is stale: run `cargo run -p bosun -- crd > deploy/crds/bookstores.charts.example.com.yaml`");
+    }
+}

@@ -1,5 +1,6 @@
 //! Subcommands.
 mod crd;
+mod dev;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +20,9 @@ pub enum Command {
     Crd,
     /// Print the RBAC ClusterRole the operators need, as YAML.
     Rbac,
+    /// Try bosun locally: start a control plane (no cluster needed), run the operators, apply
+    /// the sample BookStore and show the result. Ctrl-C stops and cleans up.
+    Dev(dev::DevArgs),
     /// Print the version.
     Version,
 }
@@ -34,6 +38,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             print!("{}", crd::cluster_role_yaml("bosun")?);
             Ok(())
         }
+        Command::Dev(args) => dev::dev(args).await,
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
             Ok(())

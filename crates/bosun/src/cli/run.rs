@@ -104,7 +104,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut manager = Manager::new(client, config);
     for op in &args.operators {
         manager = match op.as_str() {
-            "bookstore" => manager.add(Arc::new(bosun_bookstore::BookStoreOperator)),
+            "bookstore" => manager.with_operator(Arc::new(bosun_bookstore::BookStoreOperator)),
             other => anyhow::bail!("unknown operator {other:?} (available: bookstore)"),
         };
     }

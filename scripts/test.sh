@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs the test control plane's binaries
+# (cached in ~/.cache/bosun), builds, checks formatting-independent lints, runs every test
+# against a real kube-apiserver, then the quick benchmark.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== test control plane assets"
+bash scripts/setup-assets.sh >/dev/null
+
+echo "== build"
+cargo build --workspace --all-targets --locked
+
+if cargo clippy --version >/dev/null 2>&1; then
+  echo "== clippy (unwrap denied outside tests)"
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+fi
+
+echo "== tests"
+# Test binaries run one after another; tests within one share its control plane.
+cargo test --workspace --locked -- --test-threads=4
+
+if [ -x bench/run ]; then
+  echo "== benchmark (quick)"
+  bench/run --quick
+fi
