@@ -92,7 +92,7 @@ pub async fn show(client: &Client, ns: &str) -> anyhow::Result<String> {
         }
     }
     writeln!(out)?;
-    writeln!(out, "{:<44} {}", "CHILD", "STATE")?;
+    writeln!(out, "{:<44} STATE", "CHILD")?;
     for d in Api::<Deployment>::namespaced(client.clone(), ns).list(&ListParams::default()).await?.items {
         let s = d.status.clone().unwrap_or_default();
         writeln!(out, "{:<44} ready {}/{}", format!("deployment/{}", d.name_any()), s.ready_replicas.unwrap_or(0), d.spec.and_then(|s| s.replicas).unwrap_or(0))?;
