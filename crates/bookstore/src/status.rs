@@ -43,11 +43,18 @@ pub fn compute(bs: &BookStore, observed: &Observed, outcome: &Outcome, now: Time
     });
     let sts_status = observed.statefulset.and_then(|s| s.status.as_ref());
     let db_ready = sts_status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    let db_updated = sts_status.and_then(|s| s.updated_replicas).unwrap_or(0);
+    let sts_current = observed.statefulset.is_some_and(|s| {
+        s.status.as_ref().and_then(|st| st.observed_generation) >= s.metadata.generation
+    });
     let volume_size = observed.claims.iter().filter_map(|c| claim_capacity(c)).min().map(quantity::human);
 
     let previous = bs.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
     let mut conditions = Vec::new();
-    let replicas_ready = app_ready >= app_want && db_ready >= db_want && dep_current;
+    // Rolled out: every pod ready and of the current template, no old pod left over.
+    let app_done = dep_current && app_ready >= app_want && app_updated >= app_want && app_replicas == app_want;
+    let db_done = sts_current && db_ready >= db_want && db_updated >= db_want;
+    let replicas_ready = app_done && db_done;
     let counts = format!("app {app_ready}/{app_want} ready, MongoDB {db_ready}/{db_want} ready");
     let (ready, ready_reason, ready_msg) = match outcome {
         Outcome::Problem(p) => (false, p.reason, p.message.clone()),
@@ -57,7 +64,7 @@ pub fn compute(bs: &BookStore, observed: &Observed, outcome: &Outcome, now: Time
     };
     let (progressing, prog_reason, prog_msg) = match outcome {
         Outcome::Resizing(m) => (true, "Resizing", m.clone()),
-        _ if !dep_current || app_updated < app_want || !replicas_ready => (true, "RollingOut", counts.clone()),
+        _ if !replicas_ready => (true, "RollingOut", counts.clone()),
         _ => (false, "Stable", counts.clone()),
     };
     let (degraded, deg_reason, deg_msg) = match outcome {
@@ -102,7 +109,10 @@ mod tests {
     }
 
     fn sts(ready: i32) -> StatefulSet {
-        StatefulSet { status: Some(StatefulSetStatus { ready_replicas: Some(ready), ..Default::default() }), ..Default::default() }
+        let status = StatefulSetStatus { ready_replicas: Some(ready), updated_replicas: Some(ready), observed_generation: Some(1), ..Default::default() };
+        let mut s = StatefulSet { status: Some(status), ..Default::default() };
+        s.metadata.generation = Some(1);
+        s
     }
 
     #[test]
@@ -124,6 +134,20 @@ mod tests {
     fn an_unobserved_deployment_generation_is_progressing() {
         let bs = fixtures::sample();
         let (d, s) = (dep(1, 2, 1), sts(1));
+        let obs = Observed { deployment: Some(&d), statefulset: Some(&s), claims: vec![] };
+        let st = compute(&bs, &obs, &Outcome::Applied, Timestamp::UNIX_EPOCH);
+        assert!(!is_true(&st.conditions, "Ready"));
+        assert!(is_true(&st.conditions, "Progressing"));
+    }
+
+    #[test]
+    fn surge_pods_of_a_rollout_are_not_ready() {
+        let bs = fixtures::sample();
+        let mut d = dep(2, 2, 2); // one new ready pod plus one old: replicas 2 of 1 wanted
+        if let Some(s) = d.status.as_mut() {
+            s.updated_replicas = Some(1);
+        }
+        let s = sts(1);
         let obs = Observed { deployment: Some(&d), statefulset: Some(&s), claims: vec![] };
         let st = compute(&bs, &obs, &Outcome::Applied, Timestamp::UNIX_EPOCH);
         assert!(!is_true(&st.conditions, "Ready"));

@@ -1,6 +1,7 @@
 //! Subcommands.
 mod crd;
 mod dev;
+pub mod manifests;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -20,6 +21,8 @@ pub enum Command {
     Crd,
     /// Print the RBAC ClusterRole the operators need, as YAML.
     Rbac,
+    /// Print the install manifests (CRDs, RBAC, Deployment, metrics Service) as YAML.
+    Manifests(manifests::ManifestArgs),
     /// Try bosun locally: start a control plane (no cluster needed), run the operators, apply
     /// the sample BookStore and show the result. Ctrl-C stops and cleans up.
     Dev(dev::DevArgs),
@@ -36,6 +39,10 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Rbac => {
             print!("{}", crd::cluster_role_yaml("bosun")?);
+            Ok(())
+        }
+        Command::Manifests(args) => {
+            print!("{}", manifests::yaml(&args)?);
             Ok(())
         }
         Command::Dev(args) => dev::dev(args).await,

@@ -1,0 +1,156 @@
+//! The generated install manifests on the real API server: they apply, and `bosun run` (the
+//! binary), authenticated with a token of the ServiceAccount they create, converges a
+//! BookStore — so the generated RBAC is enough — and serves its metrics and probes.
+use std::process::Stdio;
+use std::time::Duration;
+
+use bosun_testenv::{shared, test_namespace, NodeAgent, NodeAgentConfig};
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::core::{DynamicObject, GroupVersionKind};
+use kube::discovery::Discovery;
+use kube::ResourceExt;
+
+fn bosun(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bosun")).args(args).output().expect("run bosun");
+    assert!(out.status.success(), "bosun {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf8")
+}
+
+async fn apply_all(client: &kube::Client, yaml: &str) {
+    let discovery = Discovery::new(client.clone()).run().await.expect("discovery");
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let value: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+        if value.is_null() {
+            continue;
+        }
+        let obj: DynamicObject = serde_json::from_value(value.clone()).expect("object");
+        let tm = obj.types.clone().expect("types");
+        let gvk = GroupVersionKind::try_from(&tm).expect("gvk");
+        let (ar, caps) = match discovery.resolve_gvk(&gvk) {
+            Some(found) => found,
+            None => {
+                // A CRD applied just before: rediscover.
+                let d = Discovery::new(client.clone()).run().await.expect("discovery");
+                d.resolve_gvk(&gvk).expect("resolvable kind")
+            }
+        };
+        let api: Api<DynamicObject> = match (caps.scope, obj.namespace()) {
+            (kube::discovery::Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), &ns, &ar),
+            _ => Api::all_with(client.clone(), &ar),
+        };
+        api.patch(&obj.name_any(), &PatchParams::apply("bosun-install-test").force(), &Patch::Apply(&value))
+            .await
+            .unwrap_or_else(|e| panic!("apply {} {}: {e}", tm.kind, obj.name_any()));
+        if tm.kind == "CustomResourceDefinition" {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn generated_manifests_install_and_the_service_account_can_run_the_operator() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let yaml = bosun(&["manifests"]);
+    assert!(!yaml.contains("\"*\"") && !yaml.contains("- '*'") && !yaml.contains("- \"*\""), "no wildcard");
+    apply_all(&admin, &yaml).await;
+    // Storage class for the claims (a real cluster has one).
+    let sc: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": true
+    }))
+    .expect("sc");
+    let _ = Api::<k8s_openapi::api::storage::v1::StorageClass>::all(admin.clone()).create(&PostParams::default(), &sc).await;
+
+    // A real token of the ServiceAccount the manifests created.
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), "bosun-system");
+    let tr = TokenRequest { spec: Default::default(), ..Default::default() };
+    let token = sas
+        .create_subresource::<TokenRequest, TokenRequest>("token", "bosun", &PostParams::default(), &tr)
+        .await
+        .expect("token request")
+        .status
+        .expect("status")
+        .token;
+    let kubeconfig = cp.dir().join("bosun-sa.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa}}\ncurrent-context: c\n",
+            cp.server()
+        ),
+    )
+    .expect("kubeconfig");
+
+    let ns = test_namespace(&admin, "install").await.expect("ns");
+    let _agent = NodeAgent::start(admin.clone(), NodeAgentConfig { namespace: Some(ns.clone()), resize_needs_restart: false });
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(["run", "--leader-elect", "--lease-name=bosun-leader", "--lease-namespace=bosun-system"])
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--metrics-addr=127.0.0.1:{port}"))
+        .arg(format!("--probe-addr=127.0.0.1:{port}"))
+        .arg("--log-format=json")
+        .env("POD_NAME", "bosun-test-0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn bosun run");
+
+    let bs: bosun_bookstore::BookStore = serde_yaml::from_str(&format!(
+        "apiVersion: charts.example.com/v1\nkind: BookStore\nmetadata:\n  name: installed\n  namespace: {ns}\nspec: {{}}\n"
+    ))
+    .expect("bs");
+    let bss: Api<bosun_bookstore::BookStore> = Api::namespaced(admin.clone(), &ns);
+    bss.create(&PostParams::default(), &bs).await.expect("create");
+    let mut ready = false;
+    for _ in 0..300 {
+        if let Ok(b) = bss.get("installed").await {
+            if b.status.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")) {
+                ready = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if !ready {
+        let _ = child.start_kill();
+        let out = child.wait_with_output().await.expect("output");
+        panic!("not Ready; bosun run said:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    // Leader election used the Lease the Role allows.
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(admin.clone(), "bosun-system").get("bosun-leader").await.expect("lease");
+    assert_eq!(lease.spec.and_then(|s| s.holder_identity).as_deref(), Some("bosun-test-0"));
+
+    // Metrics and probes from the binary.
+    let body = http_get(port, "/metrics").await;
+    assert!(body.contains(r#"controller_runtime_reconcile_total{controller="bookstore",result="success"}"#), "{body}");
+    assert!(body.contains(r#"leader_election_master_status{name="bosun-leader"} 1"#));
+    assert!(http_get(port, "/readyz").await.contains("caches synced"));
+
+    // SIGTERM: graceful shutdown releases the lease.
+    let pid = child.id().expect("pid");
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc_kill(pid as i32, 15) };
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.expect("exited").expect("status");
+    assert!(status.success(), "clean exit on SIGTERM: {status}");
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(admin.clone(), "bosun-system").get("bosun-leader").await.expect("lease");
+    assert_eq!(lease.spec.and_then(|s| s.holder_identity), None, "released");
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+async fn http_get(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).await.expect("write");
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.expect("read");
+    buf
+}
