@@ -14,12 +14,13 @@ fn to_yaml_docs<T: serde::Serialize>(objs: &[T]) -> anyhow::Result<String> {
 }
 
 pub fn crds_yaml() -> anyhow::Result<String> {
-    to_yaml_docs(&[BookStore::crd()])
+    to_yaml_docs(&[BookStore::crd(), bosun_myownshell::MyOwnShell::crd()])
 }
 
 pub fn cluster_role(name: &str) -> ClusterRole {
     let mut rules = bosun_bookstore::rbac::rules();
     rules.extend(bosun_bookstore::rbac::cluster_rules());
+    rules.extend(bosun_myownshell::controller::rbac_rules());
     ClusterRole { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, rules: Some(rules), ..Default::default() }
 }
 
@@ -29,11 +30,11 @@ pub fn cluster_role_yaml(name: &str) -> anyhow::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    /// `deploy/crds/` is generated: regenerate with `bosun crd > deploy/crds/bookstores.charts.example.com.yaml`.
+    /// `deploy/crds/` is generated: regenerate with `bosun crd > deploy/crds/crds.yaml`.
     #[test]
     fn committed_crds_are_fresh() {
-        let committed = include_str!("../../../../deploy/crds/bookstores.charts.example.com.yaml");
+        let committed = include_str!("../../../../deploy/crds/crds.yaml");
         let generated = super::crds_yaml().expect("crds");
-        assert!(committed == generated, "deploy/crds is stale: run `cargo run -p bosun -- crd > deploy/crds/bookstores.charts.example.com.yaml`");
+        assert!(committed == generated, "deploy/crds is stale: run `cargo run -p bosun -- crd > deploy/crds/crds.yaml`");
     }
 }

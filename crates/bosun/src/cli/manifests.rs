@@ -60,6 +60,9 @@ pub fn objects(a: &ManifestArgs) -> Vec<Value> {
     if a.operators.iter().any(|o| o == "bookstore") {
         out.push(serde_json::to_value(BookStore::crd()).unwrap_or(Value::Null));
     }
+    if a.operators.iter().any(|o| o == "myownshell") {
+        out.push(serde_json::to_value(bosun_myownshell::MyOwnShell::crd()).unwrap_or(Value::Null));
+    }
     out.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
     out.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": ns, "labels": labels()}}));
 
@@ -68,6 +71,9 @@ pub fn objects(a: &ManifestArgs) -> Vec<Value> {
     if a.operators.iter().any(|o| o == "bookstore") {
         namespaced_rules.extend(bosun_bookstore::rbac::rules());
         cluster_rules.extend(bosun_bookstore::rbac::cluster_rules());
+    }
+    if a.operators.iter().any(|o| o == "myownshell") {
+        namespaced_rules.extend(bosun_myownshell::controller::rbac_rules());
     }
     let subject = json!([{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]);
     let binding = |kind: &str, name: &str, role_kind: &str, namespace: Option<&str>| {

@@ -105,7 +105,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     for op in &args.operators {
         manager = match op.as_str() {
             "bookstore" => manager.with_operator(Arc::new(bosun_bookstore::BookStoreOperator)),
-            other => anyhow::bail!("unknown operator {other:?} (available: bookstore)"),
+            "myownshell" => manager.with_operator(Arc::new(bosun_myownshell::MyOwnShellOperator)),
+            other => anyhow::bail!("unknown operator {other:?} (available: bookstore, myownshell)"),
         };
     }
     manager

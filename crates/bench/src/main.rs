@@ -1,0 +1,352 @@
+//! bosun's benchmarks, each case on a fresh test control plane (real kube-apiserver v1.20.2):
+//! a. MyOwnShell (bosun) vs client-go's sample-controller: N objects → N Deployments + status;
+//! b. BookStore convergence vs the raw write floor (the same server-side applies from a bare
+//!    client at the same concurrency);
+//! c. restart over converged BookStores: mutating requests until idle;
+//! d. steady RSS of `bosun run` with N BookStores and their children cached.
+//! Figures go to stdout as a table and, with --json, to a file. Nothing here asserts a timing.
+mod measure;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use bosun_bookstore::BookStore;
+use bosun_myownshell::MyOwnShell;
+use bosun_testenv::{ControlPlane, Options};
+use clap::Parser;
+use futures::{stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use measure::{mutating, Counts, Operator};
+use serde_json::{json, Value};
+
+#[derive(Parser, Debug)]
+#[command(about = "bosun benchmarks against the real API server")]
+struct Args {
+    /// A short run (N = 100 only), under two minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Also write the figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// The bosun binary to measure (build it with --release).
+    #[arg(long, default_value = "target/release/bosun")]
+    bosun: PathBuf,
+    /// Concurrency of bosun's reconciles, of the floor's client and of object creation.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+}
+
+const NS: &str = "bench";
+
+async fn install_crd(client: &Client, crd: &CustomResourceDefinition) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch(&crd.name_any(), &PatchParams::apply("bench").force(), &Patch::Apply(crd)).await?;
+    kube::runtime::wait::await_condition(crds, &crd.name_any(), kube::runtime::wait::conditions::is_crd_established()).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Ok(())
+}
+
+async fn namespace(client: &Client) -> anyhow::Result<()> {
+    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({"metadata": {"name": NS}}))?;
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+    Ok(())
+}
+
+/// Creates `n` objects of `ar` from `make(i)`, `conc` at a time.
+async fn create_many(client: &Client, ar: &ApiResource, n: usize, conc: usize, make: impl Fn(usize) -> Value) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, ar);
+    let objs: Vec<DynamicObject> = (0..n).map(|i| serde_json::from_value(make(i))).collect::<Result<_, _>>()?;
+    stream::iter(objs)
+        .map(|o| {
+            let api = api.clone();
+            async move { api.create(&PostParams::default(), &o).await.map(|_| ()) }
+        })
+        .buffer_unordered(conc)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Waits (polling every 250 ms, at most `limit`) until `done` says so.
+async fn wait_until<F, Fut>(limit: Duration, mut done: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let start = Instant::now();
+    loop {
+        if done().await? {
+            return Ok(());
+        }
+        anyhow::ensure!(start.elapsed() < limit, "did not converge within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn deployments(client: &Client) -> anyhow::Result<usize> {
+    Ok(Api::<Deployment>::namespaced(client.clone(), NS).list_metadata(&ListParams::default()).await?.items.len())
+}
+
+#[derive(Default, serde::Serialize)]
+struct Row {
+    case: String,
+    n: usize,
+    seconds: f64,
+    peak_rss_mb: f64,
+    cpu_seconds: f64,
+    writes: BTreeMap<String, f64>,
+    note: String,
+}
+
+async fn case_myownshell(args: &Args, n: usize) -> anyhow::Result<Row> {
+    let cp = ControlPlane::start(Options::default()).await?;
+    let client = cp.client().await?;
+    namespace(&client).await?;
+    install_crd(&client, &MyOwnShell::crd()).await?;
+    let op = Operator::bosun(&args.bosun, cp.kubeconfig(), "myownshell", args.concurrency).await?;
+    let before = Counts::read(&cp, &client).await?;
+    let t0 = Instant::now();
+    let ar = ApiResource::erase::<MyOwnShell>(&());
+    create_many(&client, &ar, n, args.concurrency, |i| {
+        json!({"apiVersion": "my-first-operator.jgato.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": format!("shell-{i}")}, "spec": {"size": 1}})
+    })
+    .await?;
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), NS);
+    wait_until(Duration::from_secs(600), || async {
+        if deployments(&client).await? < n {
+            return Ok(false);
+        }
+        let list = shells.list(&ListParams::default()).await?;
+        Ok(list.items.iter().filter(|s| s.status.as_ref().is_some_and(|st| st.observed_generation.is_some())).count() == n)
+    })
+    .await?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let after = Counts::read(&cp, &client).await?;
+    let (peak, cpu) = (op.peak_rss_mb(), op.cpu_seconds());
+    op.stop().await;
+    Ok(Row {
+        case: "myownshell (bosun)".into(),
+        n,
+        seconds,
+        peak_rss_mb: peak,
+        cpu_seconds: cpu,
+        writes: mutating(&before, &after, &["deployments", "myownshells"]),
+        note: format!("concurrency {}, no client rate limit", args.concurrency),
+    })
+}
+
+async fn case_sample_controller(args: &Args, n: usize) -> anyhow::Result<Row> {
+    let cp = ControlPlane::start(Options::default()).await?;
+    let client = cp.client().await?;
+    namespace(&client).await?;
+    let assets = bosun_testenv::assets_dir();
+    let crd_yaml = std::fs::read_to_string(assets.join("sample-controller-crd.yaml")).context("sample-controller CRD (run scripts/setup-assets.sh)")?;
+    let crd: Value = serde_yaml::from_str(&crd_yaml)?;
+    let v1beta1 = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1beta1", "CustomResourceDefinition"), "customresourcedefinitions");
+    let crds: Api<DynamicObject> = Api::all_with(client.clone(), &v1beta1);
+    crds.create(&PostParams::default(), &serde_json::from_value(crd)?).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let op = Operator::sample_controller(&assets.join("sample-controller"), cp.kubeconfig()).await?;
+    let before = Counts::read(&cp, &client).await?;
+    let t0 = Instant::now();
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo"), "foos");
+    create_many(&client, &ar, n, args.concurrency, |i| {
+        json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": format!("foo-{i}")},
+               "spec": {"deploymentName": format!("foo-{i}"), "replicas": 1}})
+    })
+    .await?;
+    let foos: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
+    wait_until(Duration::from_secs(1200), || async {
+        if deployments(&client).await? < n {
+            return Ok(false);
+        }
+        let list = foos.list(&ListParams::default()).await?;
+        Ok(list.items.iter().filter(|f| f.data.get("status").is_some_and(|s| !s.is_null())).count() == n)
+    })
+    .await?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let after = Counts::read(&cp, &client).await?;
+    let (peak, cpu) = (op.peak_rss_mb(), op.cpu_seconds());
+    op.stop().await;
+    Ok(Row {
+        case: "sample-controller (client-go)".into(),
+        n,
+        seconds,
+        peak_rss_mb: peak,
+        cpu_seconds: cpu,
+        writes: mutating(&before, &after, &["deployments", "foos"]),
+        note: "client-go defaults: 5 QPS, burst 10, 2 workers".into(),
+    })
+}
+
+fn bookstore(i: usize) -> Value {
+    json!({"apiVersion": "charts.example.com/v1", "kind": "BookStore", "metadata": {"name": format!("store-{i}")}, "spec": {}})
+}
+
+/// b, c and d for one N: convergence, restart writes, steady RSS.
+async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
+    let cp = ControlPlane::start(Options::default()).await?;
+    let client = cp.client().await?;
+    namespace(&client).await?;
+    install_crd(&client, &BookStore::crd()).await?;
+    let ar = ApiResource::erase::<BookStore>(&());
+    create_many(&client, &ar, n, args.concurrency, bookstore).await?;
+    let bss: Api<BookStore> = Api::namespaced(client.clone(), NS);
+    let converged = || async {
+        let list = bss.list(&ListParams::default()).await?;
+        Ok(list.items.iter().filter(|b| b.status.as_ref().is_some_and(|s| s.observed_generation == b.metadata.generation)).count() == n)
+    };
+    let before = Counts::read(&cp, &client).await?;
+    let t0 = Instant::now();
+    let op = Operator::bosun(&args.bosun, cp.kubeconfig(), "bookstore", args.concurrency).await?;
+    wait_until(Duration::from_secs(900), converged).await?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let after = Counts::read(&cp, &client).await?;
+    let resources = ["deployments", "statefulsets", "services", "bookstores", "persistentvolumeclaims", "pods"];
+    let converge = Row {
+        case: "bookstore converge (bosun)".into(),
+        n,
+        seconds,
+        peak_rss_mb: op.peak_rss_mb(),
+        cpu_seconds: op.cpu_seconds(),
+        writes: mutating(&before, &after, &resources),
+        note: format!("from process start; {} children + status per BookStore", 5),
+    };
+    // d. steady RSS with everything cached.
+    op.wait_idle(Duration::from_secs(3)).await;
+    let steady = Row {
+        case: "bookstore steady RSS (bosun)".into(),
+        n,
+        peak_rss_mb: op.rss_mb(),
+        note: format!("VmRSS after convergence, {} children cached", n * 5),
+        ..Default::default()
+    };
+    // c. restart over converged objects.
+    op.stop().await;
+    let before = Counts::read(&cp, &client).await?;
+    let op = Operator::bosun(&args.bosun, cp.kubeconfig(), "bookstore", args.concurrency).await?;
+    op.wait_idle(Duration::from_secs(3)).await;
+    let after = Counts::read(&cp, &client).await?;
+    let writes = mutating(&before, &after, &resources);
+    let restart = Row {
+        case: "bookstore restart (bosun)".into(),
+        n,
+        seconds: op.uptime(),
+        peak_rss_mb: op.peak_rss_mb(),
+        cpu_seconds: op.cpu_seconds(),
+        note: format!("{} mutating requests until idle", writes.values().sum::<f64>()),
+        writes,
+    };
+    op.stop().await;
+    drop(cp);
+
+    // The raw write floor, on a fresh control plane: the same applies from a bare client.
+    let cp = ControlPlane::start(Options::default()).await?;
+    let client = cp.client().await?;
+    namespace(&client).await?;
+    install_crd(&client, &BookStore::crd()).await?;
+    create_many(&client, &ar, n, args.concurrency, bookstore).await?;
+    let stores = bss_list(&client).await?;
+    let before = Counts::read(&cp, &client).await?;
+    let t0 = Instant::now();
+    let pp = PatchParams::apply("bench-floor").force();
+    let writes: Vec<(ApiResource, String, Value, bool)> = stores.iter().flat_map(|bs| floor_requests(bs)).collect();
+    stream::iter(writes)
+        .map(|(ar, name, body, status)| {
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
+            let pp = pp.clone();
+            async move {
+                if status {
+                    api.patch_status(&name, &pp, &Patch::Apply(&body)).await.map(|_| ())
+                } else {
+                    api.patch(&name, &pp, &Patch::Apply(&body)).await.map(|_| ())
+                }
+            }
+        })
+        .buffer_unordered(args.concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let floor_s = t0.elapsed().as_secs_f64();
+    let after = Counts::read(&cp, &client).await?;
+    let floor = Row {
+        case: "bookstore raw write floor".into(),
+        n,
+        seconds: floor_s,
+        writes: mutating(&before, &after, &resources),
+        note: format!("bare client, concurrency {}; bosun/floor = {:.2}", args.concurrency, seconds / floor_s),
+        ..Default::default()
+    };
+    Ok(vec![converge, floor, restart, steady])
+}
+
+async fn bss_list(client: &Client) -> anyhow::Result<Vec<BookStore>> {
+    Ok(Api::<BookStore>::namespaced(client.clone(), NS).list(&ListParams::default()).await?.items)
+}
+
+/// What bosun writes for one BookStore: its five children and its status.
+fn floor_requests(bs: &BookStore) -> Vec<(ApiResource, String, Value, bool)> {
+    use bosun_bookstore::build::{app_deployment, app_service, db_services, db_statefulset};
+    let mut out = Vec::new();
+    let mut push = |ar: ApiResource, v: Value| {
+        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        out.push((ar, name, v, false));
+    };
+    let with_kind = |mut v: Value, api_version: &str, kind: &str| {
+        v["apiVersion"] = json!(api_version);
+        v["kind"] = json!(kind);
+        v
+    };
+    let dep = ApiResource::erase::<Deployment>(&());
+    let svc = ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&());
+    let sts = ApiResource::erase::<k8s_openapi::api::apps::v1::StatefulSet>(&());
+    push(dep, with_kind(serde_json::to_value(app_deployment::build(bs)).unwrap_or_default(), "apps/v1", "Deployment"));
+    for s in [app_service::build(bs), db_services::headless(bs), db_services::client(bs)] {
+        push(svc.clone(), with_kind(serde_json::to_value(s).unwrap_or_default(), "v1", "Service"));
+    }
+    push(sts, with_kind(serde_json::to_value(db_statefulset::build(bs)).unwrap_or_default(), "apps/v1", "StatefulSet"));
+    let status = json!({"apiVersion": "charts.example.com/v1", "kind": "BookStore",
+        "status": {"observedGeneration": bs.metadata.generation, "app": "0/1", "db": "0/1"}});
+    out.push((ApiResource::erase::<BookStore>(&()), bs.name_any(), status, true));
+    out
+}
+
+fn print(rows: &[Row]) {
+    println!("{:<32} {:>6} {:>9} {:>9} {:>8}  {:<40} note", "case", "N", "seconds", "RSS MB", "CPU s", "writes by verb");
+    for r in rows {
+        let writes = r.writes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        println!("{:<32} {:>6} {:>9.2} {:>9.1} {:>8.2}  {:<40} {}", r.case, r.n, r.seconds, r.peak_rss_mb, r.cpu_seconds, writes, r.note);
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(args.bosun.exists(), "{} not found: build it with `cargo build --release -p bosun`", args.bosun.display());
+    let (shell_ns, store_ns): (Vec<usize>, Vec<usize>) = if args.quick { (vec![100], vec![100]) } else { (vec![100, 300, 1000], vec![100, 1000]) };
+    let mut rows = Vec::new();
+    for &n in &shell_ns {
+        eprintln!("[bench] myownshell vs sample-controller, N = {n}");
+        rows.push(case_myownshell(&args, n).await?);
+        rows.push(case_sample_controller(&args, n).await?);
+        let (a, b) = (&rows[rows.len() - 2], &rows[rows.len() - 1]);
+        eprintln!("[bench]   bosun {:.2} s / {:.1} MB, sample-controller {:.2} s / {:.1} MB", a.seconds, a.peak_rss_mb, b.seconds, b.peak_rss_mb);
+    }
+    for &n in &store_ns {
+        eprintln!("[bench] bookstore, N = {n}");
+        rows.extend(case_bookstore(&args, n).await?);
+    }
+    println!();
+    print(&rows);
+    if let Some(path) = &args.json {
+        let machine = json!({"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), "apiserver": "v1.20.2", "etcd": "3.4"});
+        std::fs::write(path, serde_json::to_string_pretty(&json!({"machine": machine, "rows": rows}))?)?;
+        eprintln!("[bench] wrote {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! Process and API server measurements: RSS and CPU from /proc, request counts from the
+//! API server's own `apiserver_request_total`.
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use bosun_testenv::ControlPlane;
+use kube::Client;
+
+/// `apiserver_request_total` by (verb, resource, subresource).
+pub struct Counts(BTreeMap<(String, String, String), f64>);
+
+fn label<'a>(line: &'a str, key: &str) -> &'a str {
+    let pat = format!("{key}=\"");
+    line.find(&pat)
+        .map(|i| &line[i + pat.len()..])
+        .and_then(|rest| rest.find('"').map(|j| &rest[..j]))
+        .unwrap_or("")
+}
+
+impl Counts {
+    pub async fn read(cp: &ControlPlane, client: &Client) -> anyhow::Result<Counts> {
+        let text = cp.apiserver_metrics(client).await?;
+        let mut map = BTreeMap::new();
+        for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+            let v: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            let key = (label(line, "verb").to_string(), label(line, "resource").to_string(), label(line, "subresource").to_string());
+            *map.entry(key).or_insert(0.0) += v;
+        }
+        Ok(Counts(map))
+    }
+}
+
+/// Mutating requests between two readings on the given resources, as "VERB resource[/sub]".
+pub fn mutating(before: &Counts, after: &Counts, resources: &[&str]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for ((verb, res, sub), v) in &after.0 {
+        if !["POST", "PUT", "PATCH", "APPLY", "DELETE"].contains(&verb.as_str()) || !resources.contains(&res.as_str()) {
+            continue;
+        }
+        let d = v - before.0.get(&(verb.clone(), res.clone(), sub.clone())).copied().unwrap_or(0.0);
+        if d > 0.0 {
+            let name = if sub.is_empty() { format!("{verb} {res}") } else { format!("{verb} {res}/{sub}") };
+            *out.entry(name).or_insert(0.0) += d;
+        }
+    }
+    out
+}
+
+/// An operator process under measurement.
+pub struct Operator {
+    child: tokio::process::Child,
+    pid: u32,
+    probe: Option<u16>,
+    started: Instant,
+}
+
+fn proc_status(pid: u32, key: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok()))
+        .unwrap_or(0.0)
+}
+
+impl Operator {
+    pub async fn bosun(bin: &Path, kubeconfig: &Path, operator: &str, concurrency: usize) -> anyhow::Result<Operator> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = tokio::process::Command::new(bin)
+            .arg("run")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--operators={operator}"))
+            .arg(format!("--concurrency={concurrency}"))
+            .arg(format!("--metrics-addr=127.0.0.1:{port}"))
+            .arg(format!("--probe-addr=127.0.0.1:{port}"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child.id().unwrap_or(0);
+        Ok(Operator { child, pid, probe: Some(port), started: Instant::now() })
+    }
+
+    pub async fn sample_controller(bin: &Path, kubeconfig: &Path) -> anyhow::Result<Operator> {
+        let child = tokio::process::Command::new(bin)
+            .arg(format!("-kubeconfig={}", kubeconfig.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child.id().unwrap_or(0);
+        // It syncs its informers before working; give it the same head start bosun needs.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        Ok(Operator { child, pid, probe: None, started: Instant::now() })
+    }
+
+    pub fn peak_rss_mb(&self) -> f64 {
+        proc_status(self.pid, "VmHWM:") / 1024.0
+    }
+
+    pub fn rss_mb(&self) -> f64 {
+        proc_status(self.pid, "VmRSS:") / 1024.0
+    }
+
+    pub fn uptime(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// utime + stime of the process, in seconds.
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+        // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+        let rest = stat.rsplit(')').next().unwrap_or("");
+        let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+        let ticks = f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0);
+        ticks / 100.0
+    }
+
+    async fn metric(&self, series: &str) -> Option<f64> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let port = self.probe?;
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").await.ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).await.ok()?;
+        Some(buf.lines().filter(|l| l.starts_with(series)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum())
+    }
+
+    /// Waits until the operator's reconcile count has not moved for `quiet`.
+    pub async fn wait_idle(&self, quiet: Duration) {
+        let mut last = -1.0;
+        let mut since = Instant::now();
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while Instant::now() < deadline {
+            let now = self.metric("controller_runtime_reconcile_total{").await.unwrap_or(-1.0);
+            let active = self.metric("controller_runtime_active_workers{").await.unwrap_or(1.0);
+            if now != last || active > 0.0 || now <= 0.0 {
+                last = now;
+                since = Instant::now();
+            } else if since.elapsed() >= quiet {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// SIGTERM, then wait for the process to end.
+    pub async fn stop(mut self) {
+        // SAFETY: signalling our own child process.
+        unsafe {
+            kill(self.pid as i32, 15);
+        }
+        if tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.is_err() {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
