@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 echo "== test control plane assets"
 bash scripts/setup-assets.sh >/dev/null
 
+echo "== chart renderer (Helm's engine from PyPI)"
+bash scripts/setup-helm.sh >/dev/null
+
 echo "== build"
 cargo build --workspace --all-targets --locked
 

@@ -1,0 +1,55 @@
+{{- define "bosun.labels" -}}
+app.kubernetes.io/component: operator
+app.kubernetes.io/name: bosun
+{{- end -}}
+
+{{- define "bosun.namespacedRules" -}}
+{{- if has "bookstore" .Values.operators }}
+- apiGroups: [charts.example.com]
+  resources: [bookstores]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [charts.example.com]
+  resources: [bookstores/status]
+  verbs: [get, patch, update]
+- apiGroups: [charts.example.com]
+  resources: [bookstores/finalizers]
+  verbs: [update]
+- apiGroups: [apps]
+  resources: [deployments, statefulsets]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, list, watch, patch, delete]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, delete]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
+{{- if has "myownshell" .Values.operators }}
+- apiGroups: [my-first-operator.jgato.io]
+  resources: [myownshells]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [my-first-operator.jgato.io]
+  resources: [myownshells/status]
+  verbs: [get, patch, update]
+- apiGroups: [my-first-operator.jgato.io]
+  resources: [myownshells/finalizers]
+  verbs: [update]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, create, patch]
+{{- end }}
+{{- end -}}
+
+{{- define "bosun.clusterRules" -}}
+{{- if has "bookstore" .Values.operators }}
+- apiGroups: [storage.k8s.io]
+  resources: [storageclasses]
+  verbs: [get, list]
+{{- end }}
+{{- end -}}
