@@ -23,6 +23,12 @@ echo "== tests"
 # Test binaries run one after another; tests within one share its control plane.
 cargo test --workspace --locked -- --test-threads=4
 
+echo "== workflow syntax"
+bash scripts/validate-workflows.sh
+
+echo "== static binary runs with no libc present"
+bash scripts/static-check.sh >/dev/null
+
 if [ -x bench/run ]; then
   echo "== benchmark (quick)"
   bench/run --quick

@@ -1,0 +1,17 @@
+# bosun's container image: a static (musl) binary on distroless, non-root.
+# Build elsewhere (no container engine runs on the project's machines):
+#   docker build -t ghcr.io/bosun-dev/bosun:0.1.0 .
+# What can be checked without an engine — that the static binary runs with no libc present —
+# is checked by scripts/static-check.sh in the test suite.
+FROM rust:1.95-alpine AS build
+RUN apk add --no-cache musl-dev
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked -p bosun \
+ && install -m 0755 target/release/bosun /bosun
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /bosun /bosun
+USER 65532:65532
+ENTRYPOINT ["/bosun"]
+CMD ["run", "--leader-elect"]
