@@ -52,4 +52,10 @@ app.kubernetes.io/name: bosun
   resources: [storageclasses]
   verbs: [get, list]
 {{- end }}
+- apiGroups: [authentication.k8s.io]
+  resources: [tokenreviews]
+  verbs: [create]
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
 {{- end -}}

@@ -92,6 +92,7 @@ async fn generated_manifests_install_and_the_service_account_can_run_the_operato
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg(format!("--metrics-addr=127.0.0.1:{port}"))
         .arg(format!("--probe-addr=127.0.0.1:{port}"))
+        .arg("--metrics-secure")
         .arg("--log-format=json")
         .env("POD_NAME", "bosun-test-0")
         .stdout(Stdio::null())
@@ -125,11 +126,16 @@ async fn generated_manifests_install_and_the_service_account_can_run_the_operato
     let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(admin.clone(), "bosun-system").get("bosun-leader").await.expect("lease");
     assert_eq!(lease.spec.and_then(|s| s.holder_identity).as_deref(), Some("bosun-test-0"));
 
-    // Metrics and probes from the binary.
-    let body = http_get(port, "/metrics").await;
+    // Metrics from the binary, behind TokenReview + SubjectAccessReview.
+    assert!(http_get(port, "/metrics", None).await.starts_with("HTTP/1.0 401"), "no token: 401");
+    assert!(http_get(port, "/metrics", Some("not-a-token")).await.starts_with("HTTP/1.0 401"), "bad token: 401");
+    assert!(http_get(port, "/metrics", Some(&token)).await.starts_with("HTTP/1.0 403"), "bosun's own SA may not read metrics: 403");
+    let kc = std::fs::read_to_string(cp.kubeconfig()).expect("kubeconfig");
+    let admin_token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).expect("admin token").to_string();
+    let body = http_get(port, "/metrics", Some(&admin_token)).await;
     assert!(body.contains(r#"controller_runtime_reconcile_total{controller="bookstore",result="success"}"#), "{body}");
     assert!(body.contains(r#"leader_election_master_status{name="bosun-leader"} 1"#));
-    assert!(http_get(port, "/readyz").await.contains("caches synced"));
+    assert!(http_get(port, "/readyz", None).await.contains("caches synced"), "probes need no token");
 
     // SIGTERM: graceful shutdown releases the lease.
     let pid = child.id().expect("pid");
@@ -146,10 +152,11 @@ extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
-async fn http_get(port: u16, path: &str) -> String {
+async fn http_get(port: u16, path: &str, token: Option<&str>) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).await.expect("write");
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n{auth}\r\n").as_bytes()).await.expect("write");
     let mut buf = String::new();
     s.read_to_string(&mut buf).await.expect("read");
     buf

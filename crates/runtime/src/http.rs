@@ -6,10 +6,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::Router;
 
+use crate::auth::{Decision, MetricsAuth};
 use crate::metrics::Metrics;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,9 +72,18 @@ impl Health {
 struct AppState {
     metrics: Metrics,
     health: Health,
+    auth: Option<MetricsAuth>,
 }
 
-async fn metrics(State(s): State<AppState>) -> (StatusCode, [(&'static str, &'static str); 1], String) {
+async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> (StatusCode, [(&'static str, &'static str); 1], String) {
+    if let Some(auth) = &s.auth {
+        let header = headers.get("authorization").and_then(|v| v.to_str().ok());
+        match auth.check(header, "/metrics").await {
+            Decision::Allowed => {}
+            Decision::Unauthenticated => return (StatusCode::UNAUTHORIZED, [("content-type", "text/plain")], "Unauthorized\n".into()),
+            Decision::Forbidden => return (StatusCode::FORBIDDEN, [("content-type", "text/plain")], "Forbidden\n".into()),
+        }
+    }
     (
         StatusCode::OK,
         [("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")],
@@ -99,8 +109,9 @@ pub async fn bind(
     probe_addr: Option<SocketAddr>,
     m: Metrics,
     health: Health,
+    auth: Option<MetricsAuth>,
 ) -> std::io::Result<(Vec<SocketAddr>, Vec<futures::future::BoxFuture<'static, std::io::Result<()>>>)> {
-    let state = AppState { metrics: m, health };
+    let state = AppState { metrics: m, health, auth };
     let probes = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz));
     let metric = Router::new().route("/metrics", get(metrics));
     let mut plan: Vec<(SocketAddr, Router<AppState>)> = Vec::new();

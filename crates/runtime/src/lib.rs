@@ -11,6 +11,7 @@
 //!   desired state is already what the cache holds; [`status`] writes status only on change;
 //!   [`conditions`] keeps `lastTransitionTime` honest; [`events`] publishes Kubernetes Events.
 pub mod apply;
+pub mod auth;
 pub mod cache;
 pub mod conditions;
 pub mod error;

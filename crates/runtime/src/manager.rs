@@ -60,6 +60,8 @@ pub struct ManagerConfig {
     pub leader: Option<LeaderConfig>,
     /// How long in-flight reconciles get to finish on shutdown.
     pub shutdown_grace: Duration,
+    /// Require a bearer token allowed to `get /metrics` (TokenReview + SubjectAccessReview).
+    pub metrics_auth: bool,
 }
 
 impl Default for ManagerConfig {
@@ -71,6 +73,7 @@ impl Default for ManagerConfig {
             probe_addr: None,
             leader: None,
             shutdown_grace: Duration::from_secs(30),
+            metrics_auth: false,
         }
     }
 }
@@ -157,8 +160,9 @@ impl Manager {
         shutdown: impl Future<Output = ()> + Send,
         on_bound: impl FnOnce(&[SocketAddr]),
     ) -> Result<(), ManagerError> {
+        let auth = self.config.metrics_auth.then(|| crate::auth::MetricsAuth::new(self.client.clone()));
         let (addrs, servers) =
-            http::bind(self.config.metrics_addr, self.config.probe_addr, self.metrics.clone(), self.health.clone())
+            http::bind(self.config.metrics_addr, self.config.probe_addr, self.metrics.clone(), self.health.clone(), auth)
                 .await?;
         on_bound(&addrs);
         let mut http_tasks = JoinSet::new();

@@ -75,6 +75,9 @@ pub fn objects(a: &ManifestArgs) -> Vec<Value> {
     if a.operators.iter().any(|o| o == "myownshell") {
         namespaced_rules.extend(bosun_myownshell::controller::rbac_rules());
     }
+    // The metrics endpoint checks scrapers with TokenReview + SubjectAccessReview.
+    cluster_rules.push(serde_json::from_value(json!({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]})).unwrap_or_default());
+    cluster_rules.push(serde_json::from_value(json!({"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]})).unwrap_or_default());
     let subject = json!([{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]);
     let binding = |kind: &str, name: &str, role_kind: &str, namespace: Option<&str>| {
         let mut meta = json!({"name": name, "labels": labels()});
@@ -102,6 +105,10 @@ pub fn objects(a: &ManifestArgs) -> Vec<Value> {
             out.push(binding("RoleBinding", NAME, "Role", Some(w)));
         }
     }
+    // Bind this to Prometheus' ServiceAccount to let it scrape /metrics.
+    out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": {"name": format!("{NAME}-metrics-reader"), "labels": labels()},
+                    "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}));
     // Leader election: only the Lease it uses, in its own namespace.
     let lease_name = format!("{NAME}-leader-election");
     out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -116,6 +123,7 @@ pub fn objects(a: &ManifestArgs) -> Vec<Value> {
         format!("--operators={}", a.operators.join(",")),
         format!("--log-format={}", a.log_format),
         "--metrics-addr=0.0.0.0:8080".into(),
+        "--metrics-secure".into(),
         "--probe-addr=0.0.0.0:8081".into(),
     ];
     if !a.watch_namespaces.is_empty() {

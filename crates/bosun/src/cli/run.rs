@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// default: expose it only behind authentication (see README, Metrics).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub metrics_addr: String,
+    /// Require a bearer token allowed to `get /metrics` (TokenReview + SubjectAccessReview, as
+    /// kubebuilder does); use it whenever the metrics address is not localhost.
+    #[arg(long, default_value_t = false)]
+    pub metrics_secure: bool,
     /// Address of /healthz and /readyz ("off" to disable).
     #[arg(long, default_value = "0.0.0.0:8081")]
     pub probe_addr: String,
@@ -99,6 +103,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics_addr: addr(&args.metrics_addr)?,
         probe_addr: addr(&args.probe_addr)?,
         leader,
+        metrics_auth: args.metrics_secure,
         ..Default::default()
     };
     let mut manager = Manager::new(client, config);
