@@ -161,13 +161,15 @@ async fn case_sample_controller(args: &Args, n: usize) -> anyhow::Result<Row> {
                "spec": {"deploymentName": format!("foo-{i}"), "replicas": 1}})
     })
     .await?;
-    let foos: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
+    // sample-controller writes Foo status with a plain Update, which the API server ignores
+    // for a CRD with the status subresource; count its status writes as sent requests.
+    let puts = |c: &Counts| c.get("PUT", "foos", "");
+    let puts_before = puts(&before);
     wait_until(Duration::from_secs(1200), || async {
         if deployments(&client).await? < n {
             return Ok(false);
         }
-        let list = foos.list(&ListParams::default()).await?;
-        Ok(list.items.iter().filter(|f| f.data.get("status").is_some_and(|s| !s.is_null())).count() == n)
+        Ok(puts(&Counts::read(&cp, &client).await?) - puts_before >= n as f64)
     })
     .await?;
     let seconds = t0.elapsed().as_secs_f64();
@@ -181,7 +183,7 @@ async fn case_sample_controller(args: &Args, n: usize) -> anyhow::Result<Row> {
         peak_rss_mb: peak,
         cpu_seconds: cpu,
         writes: mutating(&before, &after, &["deployments", "foos"]),
-        note: "client-go defaults: 5 QPS, burst 10, 2 workers".into(),
+        note: "client-go defaults: 5 QPS, burst 10, 2 workers; status = its Foo Update sent".into(),
     })
 }
 
@@ -205,8 +207,11 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let before = Counts::read(&cp, &client).await?;
     let t0 = Instant::now();
     let op = Operator::bosun(&args.bosun, cp.kubeconfig(), "bookstore", args.concurrency).await?;
+    let ready_after = op.wait_ready().await;
     wait_until(Duration::from_secs(900), converged).await?;
-    let seconds = t0.elapsed().as_secs_f64();
+    let from_start = t0.elapsed().as_secs_f64();
+    // Convergence work proper: from caches synced (/readyz) to the last status.
+    let seconds = from_start - ready_after;
     let after = Counts::read(&cp, &client).await?;
     let resources = ["deployments", "statefulsets", "services", "bookstores", "persistentvolumeclaims", "pods"];
     let converge = Row {
@@ -216,7 +221,7 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         peak_rss_mb: op.peak_rss_mb(),
         cpu_seconds: op.cpu_seconds(),
         writes: mutating(&before, &after, &resources),
-        note: format!("from process start; {} children + status per BookStore", 5),
+        note: format!("from caches synced; {from_start:.2} s from process start; 5 children + status each"),
     };
     // d. steady RSS with everything cached.
     op.wait_idle(Duration::from_secs(3)).await;
@@ -240,7 +245,7 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         seconds: op.uptime(),
         peak_rss_mb: op.peak_rss_mb(),
         cpu_seconds: op.cpu_seconds(),
-        note: format!("{} mutating requests until idle", writes.values().sum::<f64>()),
+        note: format!("{:.0} mutating requests until idle", writes.values().copied().fold(0.0, |a, b| a + b)),
         writes,
     };
     op.stop().await;

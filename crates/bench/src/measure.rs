@@ -32,6 +32,12 @@ impl Counts {
     }
 }
 
+impl Counts {
+    pub fn get(&self, verb: &str, resource: &str, subresource: &str) -> f64 {
+        self.0.get(&(verb.to_string(), resource.to_string(), subresource.to_string())).copied().unwrap_or(0.0)
+    }
+}
+
 /// Mutating requests between two readings on the given resources, as "VERB resource[/sub]".
 pub fn mutating(before: &Counts, after: &Counts, resources: &[&str]) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
@@ -125,6 +131,22 @@ impl Operator {
         let mut buf = String::new();
         s.read_to_string(&mut buf).await.ok()?;
         Some(buf.lines().filter(|l| l.starts_with(series)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum())
+    }
+
+    /// Waits for `/readyz` (caches synced); returns the seconds since the process started.
+    pub async fn wait_ready(&self) -> f64 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Some(port) = self.probe else { return 0.0 };
+        for _ in 0..3000 {
+            if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                let mut buf = String::new();
+                if s.write_all(b"GET /readyz HTTP/1.0\r\nHost: x\r\n\r\n").await.is_ok() && s.read_to_string(&mut buf).await.is_ok() && buf.starts_with("HTTP/1.0 200") {
+                    return self.uptime();
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.uptime()
     }
 
     /// Waits until the operator's reconcile count has not moved for `quiet`.

@@ -260,7 +260,8 @@ async fn converge(bs: &BookStore, ctx: &Context) -> Result<Outcome, Error> {
         })));
     }
     if sts_meta.is_none() {
-        if let Some(msg) = resize::guard_claims(&ctx.client, bs).await? {
+        let cached: Vec<&PersistentVolumeClaim> = all_claims.iter().map(|c| c.as_ref()).collect();
+        if let Some(msg) = resize::guard_claims(&ctx.client, bs, &cached).await? {
             ctx.events.publish(&bs.object_ref(&()), false, "ClaimsAdopted", "Adopt", &msg).await;
         }
     }

@@ -222,19 +222,19 @@ pub async fn restart_pending(client: &Client, bs: &BookStore, names: &Names, cac
 
 /// Before the StatefulSet is created: claims with its names that another BookStore (an
 /// earlier one of the same name) left behind are not reused silently. With
-/// `bookDB.adoptClaims` they are relabelled to this BookStore on purpose.
-pub async fn guard_claims(client: &Client, bs: &BookStore) -> Result<Option<String>, Error> {
+/// `bookDB.adoptClaims` they are relabelled to this BookStore on purpose. `cached` are the
+/// claims the operator watches (every claim a BookStore's StatefulSet created carries the
+/// labels of that watch), so the check costs no request.
+pub async fn guard_claims(client: &Client, bs: &BookStore, cached: &[&PersistentVolumeClaim]) -> Result<Option<String>, Error> {
     let ns = bs.namespace().unwrap_or_default();
     let uid = bs.uid().unwrap_or_default();
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    let lp = ListParams::default().labels(&format!("{INSTANCE_LABEL}={}", bs.name_any()));
     let names = Names::of(bs);
     let prefix = format!("{}-{}-", crate::build::DATA_VOLUME, names.db);
-    let foreign: Vec<PersistentVolumeClaim> = pvcs
-        .list(&lp)
-        .await?
-        .items
-        .into_iter()
+    let foreign: Vec<&PersistentVolumeClaim> = cached
+        .iter()
+        .copied()
+        .filter(|c| c.namespace().as_deref() == Some(ns.as_str()))
+        .filter(|c| c.labels().get(INSTANCE_LABEL) == Some(&bs.name_any()))
         .filter(|c| c.name_any().starts_with(&prefix))
         .filter(|c| c.labels().get(OWNER_UID_LABEL) != Some(&uid))
         .collect();
@@ -251,6 +251,7 @@ pub async fn guard_claims(client: &Client, bs: &BookStore) -> Result<Option<Stri
             ),
         )));
     }
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     for c in &foreign {
         let patch = json!({"metadata": {"labels": {OWNER_UID_LABEL: uid}}});
         pvcs.patch(&c.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
