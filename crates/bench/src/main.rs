@@ -37,6 +37,12 @@ struct Args {
     /// The bosun binary to measure (build it with --release).
     #[arg(long, default_value = "target/release/bosun")]
     bosun: PathBuf,
+    /// Only these cases (myownshell, sample-controller, bookstore); all when empty.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Override the object counts (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    n: Vec<usize>,
     /// Concurrency of bosun's reconciles, of the floor's client and of object creation.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
@@ -333,16 +339,25 @@ fn print(rows: &[Row]) {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.bosun.exists(), "{} not found: build it with `cargo build --release -p bosun`", args.bosun.display());
-    let (shell_ns, store_ns): (Vec<usize>, Vec<usize>) = if args.quick { (vec![100], vec![100]) } else { (vec![100, 300, 1000], vec![100, 1000]) };
+    let (mut shell_ns, mut store_ns): (Vec<usize>, Vec<usize>) = if args.quick { (vec![100], vec![100]) } else { (vec![100, 300, 1000], vec![100, 1000]) };
+    if !args.n.is_empty() {
+        shell_ns = args.n.clone();
+        store_ns = args.n.clone();
+    }
+    let run = |case: &str| args.only.is_empty() || args.only.iter().any(|o| o == case);
     let mut rows = Vec::new();
     for &n in &shell_ns {
         eprintln!("[bench] myownshell vs sample-controller, N = {n}");
-        rows.push(case_myownshell(&args, n).await?);
-        rows.push(case_sample_controller(&args, n).await?);
-        let (a, b) = (&rows[rows.len() - 2], &rows[rows.len() - 1]);
-        eprintln!("[bench]   bosun {:.2} s / {:.1} MB, sample-controller {:.2} s / {:.1} MB", a.seconds, a.peak_rss_mb, b.seconds, b.peak_rss_mb);
+        if run("myownshell") {
+            rows.push(case_myownshell(&args, n).await?);
+            eprintln!("[bench]   bosun {:.2} s / {:.1} MB", rows[rows.len() - 1].seconds, rows[rows.len() - 1].peak_rss_mb);
+        }
+        if run("sample-controller") {
+            rows.push(case_sample_controller(&args, n).await?);
+            eprintln!("[bench]   sample-controller {:.2} s / {:.1} MB", rows[rows.len() - 1].seconds, rows[rows.len() - 1].peak_rss_mb);
+        }
     }
-    for &n in &store_ns {
+    for &n in store_ns.iter().filter(|_| run("bookstore")) {
         eprintln!("[bench] bookstore, N = {n}");
         rows.extend(case_bookstore(&args, n).await?);
     }

@@ -81,7 +81,8 @@ impl Operator {
             .arg(format!("--probe-addr=127.0.0.1:{port}"))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            // Its warnings, kept for a look when a figure is odd.
+            .stderr(std::fs::File::create(std::env::temp_dir().join(format!("bosun-bench-{operator}.log"))).map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
             .kill_on_drop(true)
             .spawn()?;
         let pid = child.id().unwrap_or(0);

@@ -149,8 +149,11 @@ fn controller(ctx: &ControllerContext, ns: Option<String>) -> (BoxFuture<'static
         .with_config(CtrlConfig::default().concurrency(ctx.concurrency))
         .graceful_shutdown_on(ctx.shutdown_signal())
         .run(reconcile, error_policy, context)
-        .for_each(move |_| {
+        .for_each(move |res| {
             metrics.set_cached_objects(cached.len());
+            if let Err(e) = res {
+                tracing::warn!(error = %e, "controller stream error");
+            }
             async {}
         });
     (Box::pin(run), synced)

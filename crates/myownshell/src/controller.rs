@@ -87,8 +87,11 @@ impl Operator for MyOwnShellOperator {
                     .with_config(CtrlConfig::default().concurrency(ctx.concurrency))
                     .graceful_shutdown_on(ctx.shutdown_signal())
                     .run(reconcile, error_policy, context)
-                    .for_each(move |_| {
+                    .for_each(move |res| {
                         metrics.set_cached_objects(cached.len());
+                        if let Err(e) = res {
+                            tracing::warn!(error = %e, "controller stream error");
+                        }
                         async {}
                     });
                 runs.push(run);

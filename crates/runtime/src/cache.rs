@@ -18,6 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 use kube::runtime::reflector::{reflector, store, Lookup, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
+#[cfg(test)]
+use futures::stream;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -51,6 +53,39 @@ where
     (s, Synced(rx))
 }
 
+/// Turns reflected watch events into controller triggers, holding back the objects of a
+/// (re-)list until its `InitDone`. kube-runtime's reflector keeps a re-list's objects in a
+/// side buffer and swaps them into the store only at `InitDone`; a trigger sent earlier makes
+/// the controller look up an object that is not in the store yet, and that reconcile is
+/// dropped (`ObjectNotFound`) without a retry. Seen here: objects created while a watch was
+/// being re-established were never reconciled.
+fn triggers<K, S>(events: S, deletes: bool) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    events
+        .scan(Vec::new(), move |pending: &mut Vec<K>, ev| {
+            let out: Vec<Result<K, watcher::Error>> = match ev {
+                Ok(watcher::Event::Apply(o)) => vec![Ok(o)],
+                Ok(watcher::Event::Delete(o)) if deletes => vec![Ok(o)],
+                Ok(watcher::Event::Delete(_)) => vec![],
+                Ok(watcher::Event::Init) => {
+                    pending.clear();
+                    vec![]
+                }
+                Ok(watcher::Event::InitApply(o)) => {
+                    pending.push(o);
+                    vec![]
+                }
+                Ok(watcher::Event::InitDone) => pending.drain(..).map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            };
+            futures::future::ready(Some(futures::stream::iter(out)))
+        })
+        .flatten()
+}
+
 /// A cache of `api`'s objects for `Controller::for_stream(stream, store)`: the stream yields
 /// created/updated objects and must be polled (the controller does) to fill the store.
 pub fn reflect<K>(api: Api<K>, cfg: watcher::Config) -> (Store<K>, ObjectStream<K>, Synced)
@@ -63,7 +98,7 @@ where
     let (events, synced) = track(watcher(api, cfg).default_backoff().modify(|o: &mut K| {
         o.meta_mut().managed_fields = None;
     }));
-    let stream = reflector(writer, events).applied_objects();
+    let stream = triggers(reflector(writer, events), false);
     (reader, Box::pin(stream), synced)
 }
 
@@ -109,7 +144,7 @@ where
             o.meta_mut().managed_fields = None;
             strip(o);
         }));
-        let stream = reflector(writer, events).touched_objects();
+        let stream = triggers(reflector(writer, events), true);
         (ChildCache { store: reader, synced }, Box::pin(stream))
     }
 
@@ -138,5 +173,22 @@ where
 
     pub fn synced(&self) -> &Synced {
         &self.synced
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn relisted_objects_trigger_only_after_init_done() {
+        use watcher::Event::*;
+        let events = || -> Vec<Result<watcher::Event<u32>, watcher::Error>> {
+            vec![Ok(Apply(1)), Ok(Init), Ok(InitApply(2)), Ok(InitApply(3)), Ok(Delete(4)), Ok(InitDone), Ok(Apply(5))]
+        };
+        let got: Vec<u32> = triggers(stream::iter(events()), false).map(|r| r.expect("ok")).collect().await;
+        assert_eq!(got, vec![1, 2, 3, 5]);
+        let got: Vec<u32> = triggers(stream::iter(events()), true).map(|r| r.expect("ok")).collect().await;
+        assert_eq!(got, vec![1, 4, 2, 3, 5]);
     }
 }
