@@ -267,7 +267,7 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let before = Counts::read(&cp, &client).await?;
     let t0 = Instant::now();
     let pp = PatchParams::apply("bench-floor").force();
-    let writes: Vec<(ApiResource, String, Value, bool)> = stores.iter().flat_map(|bs| floor_requests(bs)).collect();
+    let writes: Vec<(ApiResource, String, Value, bool)> = stores.iter().flat_map(floor_requests).collect();
     stream::iter(writes)
         .map(|(ar, name, body, status)| {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
