@@ -229,13 +229,14 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         writes: mutating(&before, &after, &resources),
         note: format!("from caches synced; {from_start:.2} s from process start; 5 children + status each"),
     };
-    // d. steady RSS with everything cached.
+    // d. steady RSS with everything cached: idle, then past bosun's 10 s heap trim.
     op.wait_idle(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(11)).await;
     let steady = Row {
         case: "bookstore steady RSS (bosun)".into(),
         n,
         peak_rss_mb: op.rss_mb(),
-        note: format!("VmRSS after convergence, {} children cached", n * 5),
+        note: format!("VmRSS idle after convergence, {} children cached", n * 5),
         ..Default::default()
     };
     // c. restart over converged objects.

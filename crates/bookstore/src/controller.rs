@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::apply::Applier;
-use bosun_runtime::cache::{reflect, ChildCache, Synced};
+use bosun_runtime::cache::{reflect, ChildCache, MetaCache, Synced};
 use bosun_runtime::conditions::find;
 use bosun_runtime::events::Events;
 use bosun_runtime::manager::{observe, ControllerContext, Operator, OperatorError, Scope};
@@ -52,7 +52,7 @@ pub struct Context {
     pub metrics: ControllerMetrics,
     pub deployments: ChildCache<Deployment>,
     pub statefulsets: ChildCache<StatefulSet>,
-    pub services: ChildCache<Service>,
+    pub services: MetaCache<Service>,
     pub claims: ChildCache<PersistentVolumeClaim>,
 }
 
@@ -96,10 +96,6 @@ fn strip_deployment(d: &mut Deployment) {
 fn strip_statefulset(s: &mut StatefulSet) {
     s.spec = None;
 }
-fn strip_service(s: &mut Service) {
-    s.spec = None;
-    s.status = None;
-}
 fn keep_claim(_: &mut PersistentVolumeClaim) {}
 
 /// One kube-runtime Controller for one namespace (or all).
@@ -113,7 +109,7 @@ fn controller(ctx: &ControllerContext, ns: Option<String>) -> (BoxFuture<'static
     let (store, stream, bs_synced) = reflect(api, Default::default());
     let (deployments, dep_stream) = ChildCache::watch(client.clone(), nsr, "", strip_deployment);
     let (statefulsets, sts_stream) = ChildCache::watch(client.clone(), nsr, "", strip_statefulset);
-    let (services, svc_stream) = ChildCache::watch(client.clone(), nsr, "", strip_service);
+    let (services, svc_stream) = MetaCache::<Service>::watch(client.clone(), nsr, "");
     let claim_labels = format!("{MANAGED_BY_LABEL}={MANAGED_BY},{NAME_LABEL}=bookstore");
     let (claims, claim_stream) = ChildCache::watch(client.clone(), nsr, &claim_labels, keep_claim);
     let synced = vec![

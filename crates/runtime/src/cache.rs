@@ -16,6 +16,8 @@ use std::hash::Hash;
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
+
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{reflector, store, Lookup, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 #[cfg(test)]
@@ -161,6 +163,62 @@ where
     /// Every cached object.
     pub fn all(&self) -> Vec<Arc<K>> {
         self.store.state()
+    }
+
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.store.is_empty()
+    }
+
+    pub fn synced(&self) -> &Synced {
+        &self.synced
+    }
+}
+
+/// A metadata-only cache (`PartialObjectMeta`): for children whose spec and status the
+/// pipeline never reads, the API server sends and bosun parses and keeps only metadata.
+pub struct MetaCache<K: Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<PartialObjectMeta<K>>,
+    synced: Synced,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for MetaCache<K> {
+    fn clone(&self) -> Self {
+        MetaCache { store: self.store.clone(), synced: self.synced.clone() }
+    }
+}
+
+impl<K> MetaCache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Like [`ChildCache::watch`], metadata only.
+    pub fn watch(client: Client, namespace: Option<&str>, label_selector: &str) -> (Self, ObjectStream<PartialObjectMeta<K>>)
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    {
+        let api: Api<PartialObjectMeta<K>> = match namespace {
+            Some(ns) => Api::namespaced(client, ns),
+            None => Api::all(client),
+        };
+        let (reader, writer) = store();
+        let mut cfg = watcher::Config::default();
+        if !label_selector.is_empty() {
+            cfg = cfg.labels(label_selector);
+        }
+        let (events, synced) = track(watcher(api, cfg).default_backoff().modify(|m: &mut PartialObjectMeta<K>| {
+            m.metadata.managed_fields = None;
+        }));
+        let stream = triggers(reflector(writer, events), true);
+        (MetaCache { store: reader, synced }, Box::pin(stream))
+    }
+
+    /// The cached metadata of one object.
+    pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
+        self.store.get(&ObjectRef::<PartialObjectMeta<K>>::new(name).within(namespace)).map(|m| m.metadata.clone())
     }
 
     pub fn len(&self) -> usize {
