@@ -24,6 +24,6 @@ else
   check "$root/bosun" version
 fi
 ls "$root" >&2
-echo "static-check: $passed passed, $failed failed" >&2
+echo "static-check: $passed of $((passed+failed)) checks ok" >&2
 [ "$failed" = 0 ]
 echo "$BIN"

@@ -21,7 +21,9 @@ fi
 
 echo "== tests"
 # Test binaries run one after another; tests within one share its control plane.
-cargo test --workspace --locked -- --test-threads=4
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked -- --test-threads=4 2>&1 | tee "$log"
 
 echo "== workflow syntax"
 bash scripts/validate-workflows.sh
@@ -33,3 +35,7 @@ if [ -x bench/run ]; then
   echo "== benchmark (quick)"
   bench/run --quick
 fi
+
+# One closing line for the whole suite (every cargo test binary summed).
+total=$(grep -E '^test result:' "$log" | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/' | awk '{p+=$1; f+=$2} END {print p+0, f+0}')
+echo "bosun: ${total% *} passed, ${total#* } failed"

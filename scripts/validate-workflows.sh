@@ -13,5 +13,5 @@ for f in .github/workflows/*.yml; do
   if "$TOOLS/node_modules/.bin/action-validator" "$f" >/dev/null; then passed=$((passed+1)); else
     echo "invalid workflow: $f" >&2; "$TOOLS/node_modules/.bin/action-validator" "$f" >&2 || true; failed=$((failed+1)); fi
 done
-echo "workflows: $passed passed, $failed failed"
+echo "workflows valid: $passed of $((passed+failed))"
 [ "$failed" = 0 ]
