@@ -52,22 +52,43 @@ const NS: &str = "bench";
 
 async fn install_crd(client: &Client, crd: &CustomResourceDefinition) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.patch(&crd.name_any(), &PatchParams::apply("bench").force(), &Patch::Apply(crd)).await?;
-    kube::runtime::wait::await_condition(crds, &crd.name_any(), kube::runtime::wait::conditions::is_crd_established()).await?;
+    crds.patch(
+        &crd.name_any(),
+        &PatchParams::apply("bench").force(),
+        &Patch::Apply(crd),
+    )
+    .await?;
+    kube::runtime::wait::await_condition(
+        crds,
+        &crd.name_any(),
+        kube::runtime::wait::conditions::is_crd_established(),
+    )
+    .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     Ok(())
 }
 
 async fn namespace(client: &Client) -> anyhow::Result<()> {
-    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({"metadata": {"name": NS}}))?;
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": NS}}))?;
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
     Ok(())
 }
 
 /// Creates `n` objects of `ar` from `make(i)`, `conc` at a time.
-async fn create_many(client: &Client, ar: &ApiResource, n: usize, conc: usize, make: impl Fn(usize) -> Value) -> anyhow::Result<()> {
+async fn create_many(
+    client: &Client,
+    ar: &ApiResource,
+    n: usize,
+    conc: usize,
+    make: impl Fn(usize) -> Value,
+) -> anyhow::Result<()> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, ar);
-    let objs: Vec<DynamicObject> = (0..n).map(|i| serde_json::from_value(make(i))).collect::<Result<_, _>>()?;
+    let objs: Vec<DynamicObject> = (0..n)
+        .map(|i| serde_json::from_value(make(i)))
+        .collect::<Result<_, _>>()?;
     stream::iter(objs)
         .map(|o| {
             let api = api.clone();
@@ -96,7 +117,11 @@ where
 }
 
 async fn deployments(client: &Client) -> anyhow::Result<usize> {
-    Ok(Api::<Deployment>::namespaced(client.clone(), NS).list_metadata(&ListParams::default()).await?.items.len())
+    Ok(Api::<Deployment>::namespaced(client.clone(), NS)
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .len())
 }
 
 #[derive(Default, serde::Serialize)]
@@ -129,7 +154,16 @@ async fn case_myownshell(args: &Args, n: usize) -> anyhow::Result<Row> {
             return Ok(false);
         }
         let list = shells.list(&ListParams::default()).await?;
-        Ok(list.items.iter().filter(|s| s.status.as_ref().is_some_and(|st| st.observed_generation.is_some())).count() == n)
+        Ok(list
+            .items
+            .iter()
+            .filter(|s| {
+                s.status
+                    .as_ref()
+                    .is_some_and(|st| st.observed_generation.is_some())
+            })
+            .count()
+            == n)
     })
     .await?;
     let seconds = t0.elapsed().as_secs_f64();
@@ -152,16 +186,29 @@ async fn case_sample_controller(args: &Args, n: usize) -> anyhow::Result<Row> {
     let client = cp.client().await?;
     namespace(&client).await?;
     let assets = bosun_testenv::assets_dir();
-    let crd_yaml = std::fs::read_to_string(assets.join("sample-controller-crd.yaml")).context("sample-controller CRD (run scripts/setup-assets.sh)")?;
+    let crd_yaml = std::fs::read_to_string(assets.join("sample-controller-crd.yaml"))
+        .context("sample-controller CRD (run scripts/setup-assets.sh)")?;
     let crd: Value = serde_yaml::from_str(&crd_yaml)?;
-    let v1beta1 = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1beta1", "CustomResourceDefinition"), "customresourcedefinitions");
+    let v1beta1 = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "apiextensions.k8s.io",
+            "v1beta1",
+            "CustomResourceDefinition",
+        ),
+        "customresourcedefinitions",
+    );
     let crds: Api<DynamicObject> = Api::all_with(client.clone(), &v1beta1);
-    crds.create(&PostParams::default(), &serde_json::from_value(crd)?).await?;
+    crds.create(&PostParams::default(), &serde_json::from_value(crd)?)
+        .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let op = Operator::sample_controller(&assets.join("sample-controller"), cp.kubeconfig()).await?;
+    let op =
+        Operator::sample_controller(&assets.join("sample-controller"), cp.kubeconfig()).await?;
     let before = Counts::read(&cp, &client).await?;
     let t0 = Instant::now();
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo"), "foos");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo"),
+        "foos",
+    );
     create_many(&client, &ar, n, args.concurrency, |i| {
         json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": format!("foo-{i}")},
                "spec": {"deploymentName": format!("foo-{i}"), "replicas": 1}})
@@ -208,7 +255,16 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let bss: Api<BookStore> = Api::namespaced(client.clone(), NS);
     let converged = || async {
         let list = bss.list(&ListParams::default()).await?;
-        Ok(list.items.iter().filter(|b| b.status.as_ref().is_some_and(|s| s.observed_generation == b.metadata.generation)).count() == n)
+        Ok(list
+            .items
+            .iter()
+            .filter(|b| {
+                b.status
+                    .as_ref()
+                    .is_some_and(|s| s.observed_generation == b.metadata.generation)
+            })
+            .count()
+            == n)
     };
     let before = Counts::read(&cp, &client).await?;
     let t0 = Instant::now();
@@ -219,7 +275,14 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     // Convergence work proper: from caches synced (/readyz) to the last status.
     let seconds = from_start - ready_after;
     let after = Counts::read(&cp, &client).await?;
-    let resources = ["deployments", "statefulsets", "services", "bookstores", "persistentvolumeclaims", "pods"];
+    let resources = [
+        "deployments",
+        "statefulsets",
+        "services",
+        "bookstores",
+        "persistentvolumeclaims",
+        "pods",
+    ];
     let converge = Row {
         case: "bookstore converge (bosun)".into(),
         n,
@@ -227,7 +290,9 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         peak_rss_mb: op.peak_rss_mb(),
         cpu_seconds: op.cpu_seconds(),
         writes: mutating(&before, &after, &resources),
-        note: format!("from caches synced; {from_start:.2} s from process start; 5 children + status each"),
+        note: format!(
+            "from caches synced; {from_start:.2} s from process start; 5 children + status each"
+        ),
     };
     // d. steady RSS with everything cached: idle, then past bosun's 10 s heap trim.
     op.wait_idle(Duration::from_secs(3)).await;
@@ -252,7 +317,10 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         seconds: op.uptime(),
         peak_rss_mb: op.peak_rss_mb(),
         cpu_seconds: op.cpu_seconds(),
-        note: format!("{:.0} mutating requests until idle", writes.values().copied().fold(0.0, |a, b| a + b)),
+        note: format!(
+            "{:.0} mutating requests until idle",
+            writes.values().copied().fold(0.0, |a, b| a + b)
+        ),
         writes,
     };
     op.stop().await;
@@ -268,16 +336,21 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let before = Counts::read(&cp, &client).await?;
     let t0 = Instant::now();
     let pp = PatchParams::apply("bench-floor").force();
-    let writes: Vec<(ApiResource, String, Value, bool)> = stores.iter().flat_map(floor_requests).collect();
+    let writes: Vec<(ApiResource, String, Value, bool)> =
+        stores.iter().flat_map(floor_requests).collect();
     stream::iter(writes)
         .map(|(ar, name, body, status)| {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
             let pp = pp.clone();
             async move {
                 if status {
-                    api.patch_status(&name, &pp, &Patch::Apply(&body)).await.map(|_| ())
+                    api.patch_status(&name, &pp, &Patch::Apply(&body))
+                        .await
+                        .map(|_| ())
                 } else {
-                    api.patch(&name, &pp, &Patch::Apply(&body)).await.map(|_| ())
+                    api.patch(&name, &pp, &Patch::Apply(&body))
+                        .await
+                        .map(|_| ())
                 }
             }
         })
@@ -291,14 +364,21 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         n,
         seconds: floor_s,
         writes: mutating(&before, &after, &resources),
-        note: format!("bare client, concurrency {}; bosun/floor = {:.2}", args.concurrency, seconds / floor_s),
+        note: format!(
+            "bare client, concurrency {}; bosun/floor = {:.2}",
+            args.concurrency,
+            seconds / floor_s
+        ),
         ..Default::default()
     };
     Ok(vec![converge, floor, restart, steady])
 }
 
 async fn bss_list(client: &Client) -> anyhow::Result<Vec<BookStore>> {
-    Ok(Api::<BookStore>::namespaced(client.clone(), NS).list(&ListParams::default()).await?.items)
+    Ok(Api::<BookStore>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await?
+        .items)
 }
 
 /// What bosun writes for one BookStore: its five children and its status.
@@ -306,7 +386,10 @@ fn floor_requests(bs: &BookStore) -> Vec<(ApiResource, String, Value, bool)> {
     use bosun_bookstore::build::{app_deployment, app_service, db_services, db_statefulset};
     let mut out = Vec::new();
     let mut push = |ar: ApiResource, v: Value| {
-        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         out.push((ar, name, v, false));
     };
     let with_kind = |mut v: Value, api_version: &str, kind: &str| {
@@ -317,30 +400,75 @@ fn floor_requests(bs: &BookStore) -> Vec<(ApiResource, String, Value, bool)> {
     let dep = ApiResource::erase::<Deployment>(&());
     let svc = ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&());
     let sts = ApiResource::erase::<k8s_openapi::api::apps::v1::StatefulSet>(&());
-    push(dep, with_kind(serde_json::to_value(app_deployment::build(bs)).unwrap_or_default(), "apps/v1", "Deployment"));
-    for s in [app_service::build(bs), db_services::headless(bs), db_services::client(bs)] {
-        push(svc.clone(), with_kind(serde_json::to_value(s).unwrap_or_default(), "v1", "Service"));
+    push(
+        dep,
+        with_kind(
+            serde_json::to_value(app_deployment::build(bs)).unwrap_or_default(),
+            "apps/v1",
+            "Deployment",
+        ),
+    );
+    for s in [
+        app_service::build(bs),
+        db_services::headless(bs),
+        db_services::client(bs),
+    ] {
+        push(
+            svc.clone(),
+            with_kind(serde_json::to_value(s).unwrap_or_default(), "v1", "Service"),
+        );
     }
-    push(sts, with_kind(serde_json::to_value(db_statefulset::build(bs)).unwrap_or_default(), "apps/v1", "StatefulSet"));
+    push(
+        sts,
+        with_kind(
+            serde_json::to_value(db_statefulset::build(bs)).unwrap_or_default(),
+            "apps/v1",
+            "StatefulSet",
+        ),
+    );
     let status = json!({"apiVersion": "charts.example.com/v1", "kind": "BookStore",
         "status": {"observedGeneration": bs.metadata.generation, "app": "0/1", "db": "0/1"}});
-    out.push((ApiResource::erase::<BookStore>(&()), bs.name_any(), status, true));
+    out.push((
+        ApiResource::erase::<BookStore>(&()),
+        bs.name_any(),
+        status,
+        true,
+    ));
     out
 }
 
 fn print(rows: &[Row]) {
-    println!("{:<32} {:>6} {:>9} {:>9} {:>8}  {:<40} note", "case", "N", "seconds", "RSS MB", "CPU s", "writes by verb");
+    println!(
+        "{:<32} {:>6} {:>9} {:>9} {:>8}  {:<40} note",
+        "case", "N", "seconds", "RSS MB", "CPU s", "writes by verb"
+    );
     for r in rows {
-        let writes = r.writes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-        println!("{:<32} {:>6} {:>9.2} {:>9.1} {:>8.2}  {:<40} {}", r.case, r.n, r.seconds, r.peak_rss_mb, r.cpu_seconds, writes, r.note);
+        let writes = r
+            .writes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        println!(
+            "{:<32} {:>6} {:>9.2} {:>9.1} {:>8.2}  {:<40} {}",
+            r.case, r.n, r.seconds, r.peak_rss_mb, r.cpu_seconds, writes, r.note
+        );
     }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    anyhow::ensure!(args.bosun.exists(), "{} not found: build it with `cargo build --release -p bosun`", args.bosun.display());
-    let (mut shell_ns, mut store_ns): (Vec<usize>, Vec<usize>) = if args.quick { (vec![100], vec![100]) } else { (vec![100, 300, 1000], vec![100, 1000]) };
+    anyhow::ensure!(
+        args.bosun.exists(),
+        "{} not found: build it with `cargo build --release -p bosun`",
+        args.bosun.display()
+    );
+    let (mut shell_ns, mut store_ns): (Vec<usize>, Vec<usize>) = if args.quick {
+        (vec![100], vec![100])
+    } else {
+        (vec![100, 300, 1000], vec![100, 1000])
+    };
     if !args.n.is_empty() {
         shell_ns = args.n.clone();
         store_ns = args.n.clone();
@@ -351,11 +479,19 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("[bench] myownshell vs sample-controller, N = {n}");
         if run("myownshell") {
             rows.push(case_myownshell(&args, n).await?);
-            eprintln!("[bench]   bosun {:.2} s / {:.1} MB", rows[rows.len() - 1].seconds, rows[rows.len() - 1].peak_rss_mb);
+            eprintln!(
+                "[bench]   bosun {:.2} s / {:.1} MB",
+                rows[rows.len() - 1].seconds,
+                rows[rows.len() - 1].peak_rss_mb
+            );
         }
         if run("sample-controller") {
             rows.push(case_sample_controller(&args, n).await?);
-            eprintln!("[bench]   sample-controller {:.2} s / {:.1} MB", rows[rows.len() - 1].seconds, rows[rows.len() - 1].peak_rss_mb);
+            eprintln!(
+                "[bench]   sample-controller {:.2} s / {:.1} MB",
+                rows[rows.len() - 1].seconds,
+                rows[rows.len() - 1].peak_rss_mb
+            );
         }
     }
     for &n in store_ns.iter().filter(|_| run("bookstore")) {
@@ -366,7 +502,10 @@ async fn main() -> anyhow::Result<()> {
     print(&rows);
     if let Some(path) = &args.json {
         let machine = json!({"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), "apiserver": "v1.20.2", "etcd": "3.4"});
-        std::fs::write(path, serde_json::to_string_pretty(&json!({"machine": machine, "rows": rows}))?)?;
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&json!({"machine": machine, "rows": rows}))?,
+        )?;
         eprintln!("[bench] wrote {}", path.display());
     }
     Ok(())

@@ -23,9 +23,20 @@ impl Counts {
     pub async fn read(cp: &ControlPlane, client: &Client) -> anyhow::Result<Counts> {
         let text = cp.apiserver_metrics(client).await?;
         let mut map = BTreeMap::new();
-        for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
-            let v: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
-            let key = (label(line, "verb").to_string(), label(line, "resource").to_string(), label(line, "subresource").to_string());
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+        {
+            let v: f64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            let key = (
+                label(line, "verb").to_string(),
+                label(line, "resource").to_string(),
+                label(line, "subresource").to_string(),
+            );
             *map.entry(key).or_insert(0.0) += v;
         }
         Ok(Counts(map))
@@ -34,7 +45,14 @@ impl Counts {
 
 impl Counts {
     pub fn get(&self, verb: &str, resource: &str, subresource: &str) -> f64 {
-        self.0.get(&(verb.to_string(), resource.to_string(), subresource.to_string())).copied().unwrap_or(0.0)
+        self.0
+            .get(&(
+                verb.to_string(),
+                resource.to_string(),
+                subresource.to_string(),
+            ))
+            .copied()
+            .unwrap_or(0.0)
     }
 }
 
@@ -42,12 +60,22 @@ impl Counts {
 pub fn mutating(before: &Counts, after: &Counts, resources: &[&str]) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for ((verb, res, sub), v) in &after.0 {
-        if !["POST", "PUT", "PATCH", "APPLY", "DELETE"].contains(&verb.as_str()) || !resources.contains(&res.as_str()) {
+        if !["POST", "PUT", "PATCH", "APPLY", "DELETE"].contains(&verb.as_str())
+            || !resources.contains(&res.as_str())
+        {
             continue;
         }
-        let d = v - before.0.get(&(verb.clone(), res.clone(), sub.clone())).copied().unwrap_or(0.0);
+        let d = v - before
+            .0
+            .get(&(verb.clone(), res.clone(), sub.clone()))
+            .copied()
+            .unwrap_or(0.0);
         if d > 0.0 {
-            let name = if sub.is_empty() { format!("{verb} {res}") } else { format!("{verb} {res}/{sub}") };
+            let name = if sub.is_empty() {
+                format!("{verb} {res}")
+            } else {
+                format!("{verb} {res}/{sub}")
+            };
             *out.entry(name).or_insert(0.0) += d;
         }
     }
@@ -65,13 +93,25 @@ pub struct Operator {
 fn proc_status(pid: u32, key: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
         .unwrap_or(0.0)
 }
 
 impl Operator {
-    pub async fn bosun(bin: &Path, kubeconfig: &Path, operator: &str, concurrency: usize) -> anyhow::Result<Operator> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    pub async fn bosun(
+        bin: &Path,
+        kubeconfig: &Path,
+        operator: &str,
+        concurrency: usize,
+    ) -> anyhow::Result<Operator> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let child = tokio::process::Command::new(bin)
             .arg("run")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
@@ -82,11 +122,22 @@ impl Operator {
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             // Its warnings, kept for a look when a figure is odd.
-            .stderr(std::fs::File::create(std::env::temp_dir().join(format!("bosun-bench-{operator}.log"))).map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
+            .stderr(
+                std::fs::File::create(
+                    std::env::temp_dir().join(format!("bosun-bench-{operator}.log")),
+                )
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+            )
             .kill_on_drop(true)
             .spawn()?;
         let pid = child.id().unwrap_or(0);
-        Ok(Operator { child, pid, probe: Some(port), started: Instant::now() })
+        Ok(Operator {
+            child,
+            pid,
+            probe: Some(port),
+            started: Instant::now(),
+        })
     }
 
     pub async fn sample_controller(bin: &Path, kubeconfig: &Path) -> anyhow::Result<Operator> {
@@ -99,7 +150,12 @@ impl Operator {
         let pid = child.id().unwrap_or(0);
         // It syncs its informers before working; give it the same head start bosun needs.
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        Ok(Operator { child, pid, probe: None, started: Instant::now() })
+        Ok(Operator {
+            child,
+            pid,
+            probe: None,
+            started: Instant::now(),
+        })
     }
 
     pub fn peak_rss_mb(&self) -> f64 {
@@ -119,7 +175,10 @@ impl Operator {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
         // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
         let rest = stat.rsplit(')').next().unwrap_or("");
-        let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+        let f: Vec<f64> = rest
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0.0))
+            .collect();
         let ticks = f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0);
         ticks / 100.0
     }
@@ -127,11 +186,20 @@ impl Operator {
     async fn metric(&self, series: &str) -> Option<f64> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let port = self.probe?;
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").await.ok()?;
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+            .await
+            .ok()?;
         let mut buf = String::new();
         s.read_to_string(&mut buf).await.ok()?;
-        Some(buf.lines().filter(|l| l.starts_with(series)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum())
+        Some(
+            buf.lines()
+                .filter(|l| l.starts_with(series))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum(),
+        )
     }
 
     /// Waits for `/readyz` (caches synced); returns the seconds since the process started.
@@ -141,7 +209,12 @@ impl Operator {
         for _ in 0..3000 {
             if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
                 let mut buf = String::new();
-                if s.write_all(b"GET /readyz HTTP/1.0\r\nHost: x\r\n\r\n").await.is_ok() && s.read_to_string(&mut buf).await.is_ok() && buf.starts_with("HTTP/1.0 200") {
+                if s.write_all(b"GET /readyz HTTP/1.0\r\nHost: x\r\n\r\n")
+                    .await
+                    .is_ok()
+                    && s.read_to_string(&mut buf).await.is_ok()
+                    && buf.starts_with("HTTP/1.0 200")
+                {
                     return self.uptime();
                 }
             }
@@ -156,8 +229,14 @@ impl Operator {
         let mut since = Instant::now();
         let deadline = Instant::now() + Duration::from_secs(600);
         while Instant::now() < deadline {
-            let now = self.metric("controller_runtime_reconcile_total{").await.unwrap_or(-1.0);
-            let active = self.metric("controller_runtime_active_workers{").await.unwrap_or(1.0);
+            let now = self
+                .metric("controller_runtime_reconcile_total{")
+                .await
+                .unwrap_or(-1.0);
+            let active = self
+                .metric("controller_runtime_active_workers{")
+                .await
+                .unwrap_or(1.0);
             if now != last || active > 0.0 || now <= 0.0 {
                 last = now;
                 since = Instant::now();
@@ -174,7 +253,10 @@ impl Operator {
         unsafe {
             kill(self.pid as i32, 15);
         }
-        if tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .is_err()
+        {
             let _ = self.child.kill().await;
         }
     }

@@ -26,11 +26,29 @@ use serde::{Deserialize, Serialize};
         status_replicas_path = ".status.appReplicas",
         label_selector_path = ".status.appSelector"
     ),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "App", type_ = "string", json_path = ".status.app", description = "app replicas ready/desired"),
-    printcolumn(name = "DB", type_ = "string", json_path = ".status.db", description = "MongoDB replicas ready/desired"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "App",
+        type_ = "string",
+        json_path = ".status.app",
+        description = "app replicas ready/desired"
+    ),
+    printcolumn(
+        name = "DB",
+        type_ = "string",
+        json_path = ".status.db",
+        description = "MongoDB replicas ready/desired"
+    ),
     printcolumn(name = "DB-Size", type_ = "string", json_path = ".status.volumeSize"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
     doc = "A Python REST book store backed by MongoDB"
 )]
 #[serde(rename_all = "camelCase")]
@@ -147,11 +165,17 @@ pub struct BookDb {
     pub port: i32,
     /// Volume size per replica, a Kubernetes quantity such as 2Gi. Can grow, never shrink.
     #[serde(default = "size_1gi")]
-    #[schemars(length(min = 1, max = 32), pattern(r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[kMGTPE]|([eE]\+?[0-9]+))?$"))]
+    #[schemars(
+        length(min = 1, max = 32),
+        pattern(r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[kMGTPE]|([eE]\+?[0-9]+))?$")
+    )]
     pub db_size: String,
     /// StorageClass of the volumes; the cluster default when unset. Fixed once created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253), pattern(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"))]
+    #[schemars(
+        length(min = 1, max = 253),
+        pattern(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
     pub storage_class_name: Option<String>,
     /// Name of the MongoDB client Service; `<name>-mongodb` when unset. The stock
     /// akash125/pyapp image expects `mongodb-service`.
@@ -277,8 +301,18 @@ impl JsonSchema for Qty {
 
 impl Resources {
     pub fn to_requirements(&self) -> k8s_openapi::api::core::v1::ResourceRequirements {
-        let conv = |m: &Option<BTreeMap<String, Qty>>| m.as_ref().map(|m| m.iter().map(|(k, v)| (k.clone(), v.to_quantity())).collect());
-        k8s_openapi::api::core::v1::ResourceRequirements { limits: conv(&self.limits), requests: conv(&self.requests), ..Default::default() }
+        let conv = |m: &Option<BTreeMap<String, Qty>>| {
+            m.as_ref().map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.to_quantity()))
+                    .collect()
+            })
+        };
+        k8s_openapi::api::core::v1::ResourceRequirements {
+            limits: conv(&self.limits),
+            requests: conv(&self.requests),
+            ..Default::default()
+        }
     }
 }
 

@@ -99,7 +99,10 @@ fn strip_statefulset(s: &mut StatefulSet) {
 fn keep_claim(_: &mut PersistentVolumeClaim) {}
 
 /// One kube-runtime Controller for one namespace (or all).
-fn controller(ctx: &ControllerContext, ns: Option<String>) -> (BoxFuture<'static, ()>, Vec<Synced>) {
+fn controller(
+    ctx: &ControllerContext,
+    ns: Option<String>,
+) -> (BoxFuture<'static, ()>, Vec<Synced>) {
     let client = ctx.client.clone();
     let nsr = ns.as_deref();
     let api: Api<BookStore> = match nsr {
@@ -147,7 +150,12 @@ fn controller(ctx: &ControllerContext, ns: Option<String>) -> (BoxFuture<'static
         .run(reconcile, error_policy, context)
         .for_each(move |res| {
             metrics.set_cached_objects(cached.len());
-            if let Err(e) = res {
+            // Reconcile failures are logged by `observe`; this catches the rest (a trigger for an
+            // object missing from the cache, a watch error).
+            if let Err(e) = res.as_ref().map(|_| ()).or_else(|e| match e {
+                kube::runtime::controller::Error::ReconcilerFailed(..) => Ok(()),
+                other => Err(other),
+            }) {
                 tracing::warn!(error = %e, "controller stream error");
             }
             async {}
@@ -184,13 +192,20 @@ pub fn error_policy(_bs: Arc<BookStore>, err: &Error, _ctx: Arc<Context>) -> Act
         Error::InvalidSpec(_) | Error::Refused(_) => Action::requeue(Duration::from_secs(300)),
         // The other owner may go away without an event reaching us.
         Error::Conflict(_) => Action::requeue(Duration::from_secs(30)),
-        Error::Kube(kube::Error::Api(s)) if s.code == 422 => Action::requeue(Duration::from_secs(300)),
+        Error::Kube(kube::Error::Api(s)) if s.code == 422 => {
+            Action::requeue(Duration::from_secs(300))
+        }
         Error::Kube(_) => Action::requeue(Duration::from_secs(5)),
     }
 }
 
 /// A child may be written only if absent or controlled by this BookStore.
-fn check_owner(bs: &BookStore, kind: &str, name: &str, meta: Option<ObjectMeta>) -> Result<(), Error> {
+fn check_owner(
+    bs: &BookStore,
+    kind: &str,
+    name: &str,
+    meta: Option<ObjectMeta>,
+) -> Result<(), Error> {
     let Some(meta) = meta else { return Ok(()) };
     let uid = bs.uid().unwrap_or_default();
     let owners = meta.owner_references.unwrap_or_default();
@@ -234,11 +249,28 @@ async fn converge(bs: &BookStore, ctx: &Context) -> Result<Outcome, Error> {
     let claims = resize::own_claims(bs, all_claims.iter().map(|c| c.as_ref()));
     let step = resize::decide(bs, &plan, sts_meta.as_ref())?;
     let mut resizing: Option<String> = None;
-    let sts_terminating = sts_meta.as_ref().is_some_and(|m| m.deletion_timestamp.is_some());
+    let sts_terminating = sts_meta
+        .as_ref()
+        .is_some_and(|m| m.deletion_timestamp.is_some());
     if let Step::Expand { .. } = step {
         if !sts_terminating {
-            let msg = resize::expand(&ctx.client, bs, names, &claims, sts_meta.as_ref().and_then(|m| m.uid.clone())).await?;
-            ctx.events.publish(&bs.object_ref(&()), false, "VolumeExpansionStarted", "Resize", &msg).await;
+            let msg = resize::expand(
+                &ctx.client,
+                bs,
+                names,
+                &claims,
+                sts_meta.as_ref().and_then(|m| m.uid.clone()),
+            )
+            .await?;
+            ctx.events
+                .publish(
+                    &bs.object_ref(&()),
+                    false,
+                    "VolumeExpansionStarted",
+                    "Resize",
+                    &msg,
+                )
+                .await;
             resizing = Some(msg);
         }
     }
@@ -247,37 +279,66 @@ async fn converge(bs: &BookStore, ctx: &Context) -> Result<Outcome, Error> {
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
     let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
-    ctx.applier.apply(&deployments, &deployment, dep_meta.as_ref()).await.map_err(refused("Deployment", &names.app))?;
+    ctx.applier
+        .apply(&deployments, &deployment, dep_meta.as_ref())
+        .await
+        .map_err(refused("Deployment", &names.app))?;
     for svc in [&app_service, &headless, &client_service] {
         let name = svc.name_any();
-        ctx.applier.apply(&services, svc, ctx.services.meta(&ns, &name).as_ref()).await.map_err(refused("Service", &name))?;
+        ctx.applier
+            .apply(&services, svc, ctx.services.meta(&ns, &name).as_ref())
+            .await
+            .map_err(refused("Service", &name))?;
     }
     if sts_terminating || resizing.is_some() {
         // The old StatefulSet is going away (orphaning its pods); create the new one after.
         return Ok(Outcome::Resizing(resizing.unwrap_or_else(|| {
-            format!("waiting for the old StatefulSet {} to be removed before recreating it", names.db)
+            format!(
+                "waiting for the old StatefulSet {} to be removed before recreating it",
+                names.db
+            )
         })));
     }
     if sts_meta.is_none() {
         let cached: Vec<&PersistentVolumeClaim> = all_claims.iter().map(|c| c.as_ref()).collect();
         if let Some(msg) = resize::guard_claims(&ctx.client, bs, &cached).await? {
-            ctx.events.publish(&bs.object_ref(&()), false, "ClaimsAdopted", "Adopt", &msg).await;
+            ctx.events
+                .publish(&bs.object_ref(&()), false, "ClaimsAdopted", "Adopt", &msg)
+                .await;
         }
     }
-    ctx.applier.apply(&sets, &statefulset, sts_meta.as_ref()).await.map_err(refused("StatefulSet", &names.db))?;
+    ctx.applier
+        .apply(&sets, &statefulset, sts_meta.as_ref())
+        .await
+        .map_err(refused("StatefulSet", &names.db))?;
 
     // Finish file system resizes, one pod at a time.
     match resize::restart_pending(&ctx.client, bs, names, &claims).await? {
         Some(resize::Restart::Restarted { pod, message }) => {
-            ctx.events.publish_related(&bs.object_ref(&()), Some(pod), false, "PodRestarted", "Resize", &message).await;
+            ctx.events
+                .publish_related(
+                    &bs.object_ref(&()),
+                    Some(pod),
+                    false,
+                    "PodRestarted",
+                    "Resize",
+                    &message,
+                )
+                .await;
             return Ok(Outcome::Resizing(message));
         }
         Some(resize::Restart::Waiting(message)) => return Ok(Outcome::Resizing(message)),
         None => {}
     }
-    let small = claims.iter().filter(|c| crate::status::claim_capacity(c).is_some_and(|b| b < plan.db_bytes)).count();
+    let small = claims
+        .iter()
+        .filter(|c| crate::status::claim_capacity(c).is_some_and(|b| b < plan.db_bytes))
+        .count();
     if small > 0 {
-        return Ok(Outcome::Resizing(format!("waiting for {small} volume(s) to reach {}", bs.spec.book_db.db_size)));
+        return Ok(Outcome::Resizing(format!(
+            "waiting for {small} volume(s) to reach {}",
+            bs.spec.book_db.db_size
+        )));
     }
     Ok(Outcome::Applied)
 }
@@ -289,7 +350,10 @@ fn refused(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error 
     move |e| match e {
         kube::Error::Api(s) if s.code == 422 || s.code == 400 => Error::InvalidSpec(Problem::new(
             "ChildRejected",
-            format!("the API server refused {kind} {name} built from this spec: {}", s.message),
+            format!(
+                "the API server refused {kind} {name} built from this spec: {}",
+                s.message
+            ),
         )),
         e => Error::Kube(e),
     }
@@ -309,23 +373,44 @@ async fn publish_status(bs: &BookStore, ctx: &Context, outcome: &Outcome) -> Res
     let status = compute(bs, &observed, outcome, Timestamp::now());
 
     // An Event when a problem appears or changes; not on every reconcile.
-    let before = bs.status.as_ref().and_then(|s| find(&s.conditions, "Degraded")).cloned();
+    let before = bs
+        .status
+        .as_ref()
+        .and_then(|s| find(&s.conditions, "Degraded"))
+        .cloned();
     if let Outcome::Problem(p) = outcome {
-        let same = before.as_ref().is_some_and(|c| c.status == "True" && c.reason == p.reason && c.message == p.message);
+        let same = before
+            .as_ref()
+            .is_some_and(|c| c.status == "True" && c.reason == p.reason && c.message == p.message);
         if !same {
-            ctx.events.publish(&bs.object_ref(&()), true, p.reason, "Reconcile", &p.message).await;
+            ctx.events
+                .publish(&bs.object_ref(&()), true, p.reason, "Reconcile", &p.message)
+                .await;
         }
     } else if before.is_some_and(|c| c.status == "True") {
-        ctx.events.publish(&bs.object_ref(&()), false, "Recovered", "Reconcile", "the earlier problem is resolved").await;
+        ctx.events
+            .publish(
+                &bs.object_ref(&()),
+                false,
+                "Recovered",
+                "Reconcile",
+                "the earlier problem is resolved",
+            )
+            .await;
     }
     let api: Api<BookStore> = Api::namespaced(ctx.client.clone(), &ns);
-    ctx.status.write_if_changed(&api, bs, bs.status.as_ref(), &status).await?;
+    ctx.status
+        .write_if_changed(&api, bs, bs.status.as_ref(), &status)
+        .await?;
     Ok(())
 }
 
 fn controlled_by(bs: &BookStore, meta: &ObjectMeta) -> bool {
     let uid = bs.uid();
-    meta.owner_references.as_ref().is_some_and(|o| o.iter().any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref()))
+    meta.owner_references.as_ref().is_some_and(|o| {
+        o.iter()
+            .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
+    })
 }
 
 /// Adds the data-deletion finalizer while the spec asks for it, removes it otherwise.
@@ -336,14 +421,24 @@ async fn ensure_finalizer(bs: &BookStore, ctx: &Context) -> Result<(), Error> {
     if want == has {
         return Ok(());
     }
-    let api: Api<BookStore> = Api::namespaced(ctx.client.clone(), &bs.namespace().unwrap_or_default());
-    let mut next: Vec<String> = finalizers.iter().filter(|f| *f != FINALIZER).cloned().collect();
+    let api: Api<BookStore> =
+        Api::namespaced(ctx.client.clone(), &bs.namespace().unwrap_or_default());
+    let mut next: Vec<String> = finalizers
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
     if want {
         next.push(FINALIZER.to_string());
     }
     // Guarded by the resourceVersion: concurrent finalizer edits by others are not lost.
     let patch = json!({"metadata": {"finalizers": next, "resourceVersion": bs.resource_version()}});
-    api.patch(&bs.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    api.patch(
+        &bs.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
     Ok(())
 }
 
@@ -356,13 +451,32 @@ async fn cleanup(bs: &BookStore, ctx: &Context) -> Result<Action, Error> {
     if bs.spec.book_db.data_policy == DataPolicy::Delete {
         let n = resize::delete_claims(&ctx.client, bs).await?;
         ctx.events
-            .publish(&bs.object_ref(&()), false, "DataDeleted", "Delete", format!("deleted {n} volume claim(s) as bookDB.dataPolicy asks"))
+            .publish(
+                &bs.object_ref(&()),
+                false,
+                "DataDeleted",
+                "Delete",
+                format!("deleted {n} volume claim(s) as bookDB.dataPolicy asks"),
+            )
             .await;
     }
-    let next: Vec<String> = bs.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
-    let api: Api<BookStore> = Api::namespaced(ctx.client.clone(), &bs.namespace().unwrap_or_default());
+    let next: Vec<String> = bs
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    let api: Api<BookStore> =
+        Api::namespaced(ctx.client.clone(), &bs.namespace().unwrap_or_default());
     let patch = json!({"metadata": {"finalizers": next, "resourceVersion": bs.resource_version()}});
-    match api.patch(&bs.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+    match api
+        .patch(
+            &bs.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => return Err(e.into()),

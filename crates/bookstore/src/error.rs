@@ -10,7 +10,10 @@ pub struct Problem {
 
 impl Problem {
     pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
-        Problem { reason, message: message.into() }
+        Problem {
+            reason,
+            message: message.into(),
+        }
     }
 }
 

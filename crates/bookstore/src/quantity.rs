@@ -21,13 +21,18 @@ pub fn to_bytes(q: &str) -> Option<u128> {
             ("P", 1_000_000_000_000_000),
             ("E", 1_000_000_000_000_000_000),
         ];
-        SUFFIXES.iter().find_map(|(s, m)| q.strip_suffix(s).map(|n| (n, *m))).unwrap_or((q, 1))
+        SUFFIXES
+            .iter()
+            .find_map(|(s, m)| q.strip_suffix(s).map(|n| (n, *m)))
+            .unwrap_or((q, 1))
     };
     if num.is_empty() {
         return None;
     }
     let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    if !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) || (int.is_empty() && frac.is_empty()) {
+    if !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
+        || (int.is_empty() && frac.is_empty())
+    {
         return None;
     }
     let int: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
@@ -45,20 +50,43 @@ pub fn to_bytes(q: &str) -> Option<u128> {
 /// `100m`, `1.5Gi`, `2e3`: the API server answers a malformed one with a 500, not a 422.
 pub fn is_quantity(q: &str) -> bool {
     let q = q.strip_prefix(['+', '-']).unwrap_or(q);
-    let digits_end = q.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(q.len());
+    let digits_end = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(q.len());
     let (num, suffix) = q.split_at(digits_end);
     let num_ok = !num.is_empty() && num != "." && num.matches('.').count() <= 1;
-    let suffix_ok = matches!(suffix, "" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei")
-        || suffix
-            .strip_prefix(['e', 'E'])
-            .map(|e| e.strip_prefix(['+', '-']).unwrap_or(e))
-            .is_some_and(|e| !e.is_empty() && e.chars().all(|c| c.is_ascii_digit()));
+    let suffix_ok = matches!(
+        suffix,
+        "" | "n"
+            | "u"
+            | "m"
+            | "k"
+            | "M"
+            | "G"
+            | "T"
+            | "P"
+            | "E"
+            | "Ki"
+            | "Mi"
+            | "Gi"
+            | "Ti"
+            | "Pi"
+            | "Ei"
+    ) || suffix
+        .strip_prefix(['e', 'E'])
+        .map(|e| e.strip_prefix(['+', '-']).unwrap_or(e))
+        .is_some_and(|e| !e.is_empty() && e.chars().all(|c| c.is_ascii_digit()));
     num_ok && suffix_ok
 }
 
 /// A byte count printed the way people write volume sizes.
 pub fn human(bytes: u128) -> String {
-    for (suffix, m) in [("Ti", 1u128 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)] {
+    for (suffix, m) in [
+        ("Ti", 1u128 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ] {
         if bytes >= m && bytes.is_multiple_of(m) {
             return format!("{}{suffix}", bytes / m);
         }
@@ -83,7 +111,16 @@ mod tests {
 
     #[test]
     fn refuses_nonsense() {
-        for bad in ["", "Gi", "2GB", "-1Gi", "1.2.3Gi", "1e999", "ten", "99999999999999999999999999999999999999999Ei"] {
+        for bad in [
+            "",
+            "Gi",
+            "2GB",
+            "-1Gi",
+            "1.2.3Gi",
+            "1e999",
+            "ten",
+            "99999999999999999999999999999999999999999Ei",
+        ] {
             assert_eq!(to_bytes(bad), None, "{bad}");
         }
     }

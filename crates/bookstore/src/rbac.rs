@@ -15,13 +15,37 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 /// namespaces, or a Role per watched namespace).
 pub fn rules() -> Vec<PolicyRule> {
     vec![
-        rule("charts.example.com", &["bookstores"], &["get", "list", "watch", "patch", "update"]),
-        rule("charts.example.com", &["bookstores/status"], &["get", "patch", "update"]),
-        rule("charts.example.com", &["bookstores/finalizers"], &["update"]),
-        rule("apps", &["deployments", "statefulsets"], &["get", "list", "watch", "create", "patch", "delete"]),
-        rule("", &["services"], &["get", "list", "watch", "create", "patch"]),
+        rule(
+            "charts.example.com",
+            &["bookstores"],
+            &["get", "list", "watch", "patch", "update"],
+        ),
+        rule(
+            "charts.example.com",
+            &["bookstores/status"],
+            &["get", "patch", "update"],
+        ),
+        rule(
+            "charts.example.com",
+            &["bookstores/finalizers"],
+            &["update"],
+        ),
+        rule(
+            "apps",
+            &["deployments", "statefulsets"],
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
+        rule(
+            "",
+            &["services"],
+            &["get", "list", "watch", "create", "patch"],
+        ),
         // Claims: grown on resize, relabelled on adoption, deleted only when the spec asks.
-        rule("", &["persistentvolumeclaims"], &["get", "list", "watch", "patch", "delete"]),
+        rule(
+            "",
+            &["persistentvolumeclaims"],
+            &["get", "list", "watch", "patch", "delete"],
+        ),
         // Pods: restarted one at a time to finish a file system resize.
         rule("", &["pods"], &["get", "list", "delete"]),
         rule("events.k8s.io", &["events"], &["create", "patch"]),
@@ -30,7 +54,11 @@ pub fn rules() -> Vec<PolicyRule> {
 
 /// Cluster-scoped reads (storage classes decide whether a volume can grow).
 pub fn cluster_rules() -> Vec<PolicyRule> {
-    vec![rule("storage.k8s.io", &["storageclasses"], &["get", "list"])]
+    vec![rule(
+        "storage.k8s.io",
+        &["storageclasses"],
+        &["get", "list"],
+    )]
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! The BookStore's status, computed (purely) from what the caches show.
+use bosun_runtime::conditions::{condition, set_condition};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::jiff::Timestamp;
-use bosun_runtime::conditions::{condition, set_condition};
 
 use crate::api::{BookStore, BookStoreStatus};
 use crate::build::{selector, selector_string};
@@ -27,10 +27,20 @@ pub struct Observed<'a> {
 }
 
 pub fn claim_capacity(c: &PersistentVolumeClaim) -> Option<u128> {
-    c.status.as_ref()?.capacity.as_ref()?.get("storage").and_then(|q| quantity::to_bytes(&q.0))
+    c.status
+        .as_ref()?
+        .capacity
+        .as_ref()?
+        .get("storage")
+        .and_then(|q| quantity::to_bytes(&q.0))
 }
 
-pub fn compute(bs: &BookStore, observed: &Observed, outcome: &Outcome, now: Timestamp) -> BookStoreStatus {
+pub fn compute(
+    bs: &BookStore,
+    observed: &Observed,
+    outcome: &Outcome,
+    now: Timestamp,
+) -> BookStoreStatus {
     let gen = bs.metadata.generation;
     let app_want = bs.spec.book_app.replicas;
     let db_want = bs.spec.book_db.replicas;
@@ -47,12 +57,22 @@ pub fn compute(bs: &BookStore, observed: &Observed, outcome: &Outcome, now: Time
     let sts_current = observed.statefulset.is_some_and(|s| {
         s.status.as_ref().and_then(|st| st.observed_generation) >= s.metadata.generation
     });
-    let volume_size = observed.claims.iter().filter_map(|c| claim_capacity(c)).min().map(quantity::human);
+    let volume_size = observed
+        .claims
+        .iter()
+        .filter_map(|c| claim_capacity(c))
+        .min()
+        .map(quantity::human);
 
-    let previous = bs.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+    let previous = bs
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
     let mut conditions = Vec::new();
     // Rolled out: every pod ready and of the current template, no old pod left over.
-    let app_done = dep_current && app_ready >= app_want && app_updated >= app_want && app_replicas == app_want;
+    let app_done =
+        dep_current && app_ready >= app_want && app_updated >= app_want && app_replicas == app_want;
     let db_done = sts_current && db_ready >= db_want && db_updated >= db_want;
     let replicas_ready = app_done && db_done;
     let counts = format!("app {app_ready}/{app_want} ready, MongoDB {db_ready}/{db_want} ready");
@@ -71,9 +91,24 @@ pub fn compute(bs: &BookStore, observed: &Observed, outcome: &Outcome, now: Time
         Outcome::Problem(p) => (true, p.reason, p.message.clone()),
         _ => (false, "AsExpected", "no problem found".to_string()),
     };
-    set_condition(&mut conditions, &previous, condition("Ready", ready, ready_reason, ready_msg, gen), now);
-    set_condition(&mut conditions, &previous, condition("Progressing", progressing, prog_reason, prog_msg, gen), now);
-    set_condition(&mut conditions, &previous, condition("Degraded", degraded, deg_reason, deg_msg, gen), now);
+    set_condition(
+        &mut conditions,
+        &previous,
+        condition("Ready", ready, ready_reason, ready_msg, gen),
+        now,
+    );
+    set_condition(
+        &mut conditions,
+        &previous,
+        condition("Progressing", progressing, prog_reason, prog_msg, gen),
+        now,
+    );
+    set_condition(
+        &mut conditions,
+        &previous,
+        condition("Degraded", degraded, deg_reason, deg_msg, gen),
+        now,
+    );
 
     BookStoreStatus {
         observed_generation: gen,
@@ -109,8 +144,16 @@ mod tests {
     }
 
     fn sts(ready: i32) -> StatefulSet {
-        let status = StatefulSetStatus { ready_replicas: Some(ready), updated_replicas: Some(ready), observed_generation: Some(1), ..Default::default() };
-        let mut s = StatefulSet { status: Some(status), ..Default::default() };
+        let status = StatefulSetStatus {
+            ready_replicas: Some(ready),
+            updated_replicas: Some(ready),
+            observed_generation: Some(1),
+            ..Default::default()
+        };
+        let mut s = StatefulSet {
+            status: Some(status),
+            ..Default::default()
+        };
         s.metadata.generation = Some(1);
         s
     }
@@ -120,7 +163,11 @@ mod tests {
         let mut bs = fixtures::sample();
         bs.metadata.generation = Some(3);
         let (d, s) = (dep(1, 1, 1), sts(1));
-        let obs = Observed { deployment: Some(&d), statefulset: Some(&s), claims: vec![] };
+        let obs = Observed {
+            deployment: Some(&d),
+            statefulset: Some(&s),
+            claims: vec![],
+        };
         let st = compute(&bs, &obs, &Outcome::Applied, Timestamp::UNIX_EPOCH);
         assert!(is_true(&st.conditions, "Ready"));
         assert!(!is_true(&st.conditions, "Progressing"));
@@ -134,7 +181,11 @@ mod tests {
     fn an_unobserved_deployment_generation_is_progressing() {
         let bs = fixtures::sample();
         let (d, s) = (dep(1, 2, 1), sts(1));
-        let obs = Observed { deployment: Some(&d), statefulset: Some(&s), claims: vec![] };
+        let obs = Observed {
+            deployment: Some(&d),
+            statefulset: Some(&s),
+            claims: vec![],
+        };
         let st = compute(&bs, &obs, &Outcome::Applied, Timestamp::UNIX_EPOCH);
         assert!(!is_true(&st.conditions, "Ready"));
         assert!(is_true(&st.conditions, "Progressing"));
@@ -148,7 +199,11 @@ mod tests {
             s.updated_replicas = Some(1);
         }
         let s = sts(1);
-        let obs = Observed { deployment: Some(&d), statefulset: Some(&s), claims: vec![] };
+        let obs = Observed {
+            deployment: Some(&d),
+            statefulset: Some(&s),
+            claims: vec![],
+        };
         let st = compute(&bs, &obs, &Outcome::Applied, Timestamp::UNIX_EPOCH);
         assert!(!is_true(&st.conditions, "Ready"));
         assert!(is_true(&st.conditions, "Progressing"));
@@ -158,9 +213,20 @@ mod tests {
     fn problems_are_degraded_with_their_reason() {
         let bs = fixtures::sample();
         let p = Problem::new("ShrinkRefused", "dbSize 1Gi is below the current 2Gi");
-        let st = compute(&bs, &Observed::default(), &Outcome::Problem(p), Timestamp::UNIX_EPOCH);
+        let st = compute(
+            &bs,
+            &Observed::default(),
+            &Outcome::Problem(p),
+            Timestamp::UNIX_EPOCH,
+        );
         let d = find(&st.conditions, "Degraded").expect("degraded");
-        assert_eq!((d.status.as_str(), d.reason.as_str()), ("True", "ShrinkRefused"));
-        assert_eq!(find(&st.conditions, "Ready").map(|c| c.reason.as_str()), Some("ShrinkRefused"));
+        assert_eq!(
+            (d.status.as_str(), d.reason.as_str()),
+            ("True", "ShrinkRefused")
+        );
+        assert_eq!(
+            find(&st.conditions, "Ready").map(|c| c.reason.as_str()),
+            Some("ShrinkRefused")
+        );
     }
 }

@@ -28,11 +28,17 @@ pub fn validate(bs: &BookStore) -> Result<Plan, Problem> {
         ));
     }
     if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
-        return Err(Problem::new("InvalidName", format!("Service names must start with a letter; {name:?} does not")));
+        return Err(Problem::new(
+            "InvalidName",
+            format!("Service names must start with a letter; {name:?} does not"),
+        ));
     }
     let db = &bs.spec.book_db;
     let Some(db_bytes) = quantity::to_bytes(&db.db_size) else {
-        return Err(Problem::new("InvalidDbSize", format!("dbSize {:?} is not a storage quantity", db.db_size)));
+        return Err(Problem::new(
+            "InvalidDbSize",
+            format!("dbSize {:?} is not a storage quantity", db.db_size),
+        ));
     };
     if db_bytes < MIN_DB_BYTES {
         return Err(Problem::new(
@@ -40,7 +46,10 @@ pub fn validate(bs: &BookStore) -> Result<Plan, Problem> {
             format!("dbSize {} is below the 64Mi MongoDB needs", db.db_size),
         ));
     }
-    let resources = [("bookApp", &bs.spec.book_app.resources), ("bookDB", &bs.spec.book_db.resources)];
+    let resources = [
+        ("bookApp", &bs.spec.book_app.resources),
+        ("bookDB", &bs.spec.book_db.resources),
+    ];
     for (part, res) in resources {
         let Some(res) = res else { continue };
         for (kind, map) in [("limits", &res.limits), ("requests", &res.requests)] {
@@ -60,7 +69,10 @@ pub fn validate(bs: &BookStore) -> Result<Plan, Problem> {
     if names.db_client == names.app || names.db_client == names.db_headless {
         return Err(Problem::new(
             "InvalidServiceName",
-            format!("bookDB.serviceName {:?} collides with another Service of this BookStore", names.db_client),
+            format!(
+                "bookDB.serviceName {:?} collides with another Service of this BookStore",
+                names.db_client
+            ),
         ));
     }
     Ok(Plan { names, db_bytes })
@@ -86,7 +98,10 @@ mod tests {
 
         let mut bs = fixtures::sample();
         bs.spec.book_db.service_name = Some("bookstore-sample-app".into());
-        assert_eq!(validate(&bs).map_err(|p| p.reason), Err("InvalidServiceName"));
+        assert_eq!(
+            validate(&bs).map_err(|p| p.reason),
+            Err("InvalidServiceName")
+        );
 
         let mut bs = fixtures::sample();
         bs.metadata.name = Some("a".repeat(43));

@@ -12,9 +12,15 @@ fn repo() -> PathBuf {
 fn python() -> PathBuf {
     let venv = std::env::var_os("BOSUN_HELM_VENV")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cache/bosun/helm-venv"));
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+                .join(".cache/bosun/helm-venv")
+        });
     let py = venv.join("bin/python");
-    assert!(py.exists(), "chart renderer missing: run `bash scripts/setup-helm.sh`");
+    assert!(
+        py.exists(),
+        "chart renderer missing: run `bash scripts/setup-helm.sh`"
+    );
     py
 }
 
@@ -26,12 +32,20 @@ fn render(values: &Value, namespace: &str) -> Vec<Value> {
         .arg(namespace)
         .output()
         .expect("render");
-    assert!(out.status.success(), "render failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "render failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("json")
 }
 
 fn manifests(args: &[&str]) -> Vec<Value> {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bosun")).arg("manifests").args(args).output().expect("bosun");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .arg("manifests")
+        .args(args)
+        .output()
+        .expect("bosun");
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).expect("utf8");
     serde_yaml::Deserializer::from_str(&text)
@@ -41,31 +55,53 @@ fn manifests(args: &[&str]) -> Vec<Value> {
 }
 
 fn key(v: &Value) -> String {
-    format!("{}/{}/{}", v["kind"].as_str().unwrap_or(""), v["metadata"]["namespace"].as_str().unwrap_or(""), v["metadata"]["name"].as_str().unwrap_or(""))
+    format!(
+        "{}/{}/{}",
+        v["kind"].as_str().unwrap_or(""),
+        v["metadata"]["namespace"].as_str().unwrap_or(""),
+        v["metadata"]["name"].as_str().unwrap_or("")
+    )
 }
 
 /// Objects by kind/namespace/name, without the Namespace (Helm installs into an existing or
 /// `--create-namespace` namespace) and with CRDs split out (the chart ships all in `crds/`).
 fn index(objs: Vec<Value>) -> (BTreeMap<String, Value>, BTreeMap<String, Value>) {
-    let (crds, rest): (Vec<Value>, Vec<Value>) = objs.into_iter().filter(|o| o["kind"] != "Namespace").partition(|o| o["kind"] == "CustomResourceDefinition");
-    (rest.into_iter().map(|o| (key(&o), o)).collect(), crds.into_iter().map(|o| (key(&o), o)).collect())
+    let (crds, rest): (Vec<Value>, Vec<Value>) = objs
+        .into_iter()
+        .filter(|o| o["kind"] != "Namespace")
+        .partition(|o| o["kind"] == "CustomResourceDefinition");
+    (
+        rest.into_iter().map(|o| (key(&o), o)).collect(),
+        crds.into_iter().map(|o| (key(&o), o)).collect(),
+    )
 }
 
 fn assert_same(chart: Vec<Value>, cli: Vec<Value>) {
     let (chart, chart_crds) = index(chart);
     let (cli, cli_crds) = index(cli);
-    assert_eq!(chart.keys().collect::<Vec<_>>(), cli.keys().collect::<Vec<_>>(), "same objects");
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        cli.keys().collect::<Vec<_>>(),
+        "same objects"
+    );
     for (k, v) in &cli {
         assert_eq!(&chart[k], v, "{k} differs");
     }
     for (k, v) in &cli_crds {
-        assert_eq!(chart_crds.get(k), Some(v), "chart crds/ lacks or differs on {k}");
+        assert_eq!(
+            chart_crds.get(k),
+            Some(v),
+            "chart crds/ lacks or differs on {k}"
+        );
     }
 }
 
 #[test]
 fn chart_defaults_render_what_bosun_manifests_prints() {
-    assert_same(render(&serde_json::json!({}), "bosun-system"), manifests(&[]));
+    assert_same(
+        render(&serde_json::json!({}), "bosun-system"),
+        manifests(&[]),
+    );
 }
 
 #[test]
@@ -75,14 +111,23 @@ fn chart_with_settings_renders_the_same_as_the_flags() {
         "watchNamespaces": ["shop", "books"], "operators": ["bookstore", "myownshell"]
     });
     let cli = manifests(&[
-        "--image=registry.example/bosun:1.2.3", "--replicas=3", "--log-format=text",
-        "--watch-namespaces=shop,books", "--operators=bookstore,myownshell", "--namespace=ops",
+        "--image=registry.example/bosun:1.2.3",
+        "--replicas=3",
+        "--log-format=text",
+        "--watch-namespaces=shop,books",
+        "--operators=bookstore,myownshell",
+        "--namespace=ops",
     ]);
     assert_same(render(&values, "ops"), cli);
 }
 
 #[test]
 fn chart_crds_are_fresh() {
-    let committed = std::fs::read_to_string(repo().join("charts/bosun/crds/crds.yaml")).expect("chart crds");
-    assert_eq!(committed, include_str!("../../../deploy/crds/crds.yaml"), "charts/bosun/crds/crds.yaml is stale: copy deploy/crds/crds.yaml");
+    let committed =
+        std::fs::read_to_string(repo().join("charts/bosun/crds/crds.yaml")).expect("chart crds");
+    assert_eq!(
+        committed,
+        include_str!("../../../deploy/crds/crds.yaml"),
+        "charts/bosun/crds/crds.yaml is stale: copy deploy/crds/crds.yaml"
+    );
 }

@@ -13,13 +13,23 @@ use kube::discovery::Discovery;
 use kube::ResourceExt;
 
 fn bosun(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bosun")).args(args).output().expect("run bosun");
-    assert!(out.status.success(), "bosun {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(args)
+        .output()
+        .expect("run bosun");
+    assert!(
+        out.status.success(),
+        "bosun {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf8")
 }
 
 async fn apply_all(client: &kube::Client, yaml: &str) {
-    let discovery = Discovery::new(client.clone()).run().await.expect("discovery");
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
     for doc in serde_yaml::Deserializer::from_str(yaml) {
         let value: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
         if value.is_null() {
@@ -32,17 +42,26 @@ async fn apply_all(client: &kube::Client, yaml: &str) {
             Some(found) => found,
             None => {
                 // A CRD applied just before: rediscover.
-                let d = Discovery::new(client.clone()).run().await.expect("discovery");
+                let d = Discovery::new(client.clone())
+                    .run()
+                    .await
+                    .expect("discovery");
                 d.resolve_gvk(&gvk).expect("resolvable kind")
             }
         };
         let api: Api<DynamicObject> = match (caps.scope, obj.namespace()) {
-            (kube::discovery::Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), &ns, &ar),
+            (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                Api::namespaced_with(client.clone(), &ns, &ar)
+            }
             _ => Api::all_with(client.clone(), &ar),
         };
-        api.patch(&obj.name_any(), &PatchParams::apply("bosun-install-test").force(), &Patch::Apply(&value))
-            .await
-            .unwrap_or_else(|e| panic!("apply {} {}: {e}", tm.kind, obj.name_any()));
+        api.patch(
+            &obj.name_any(),
+            &PatchParams::apply("bosun-install-test").force(),
+            &Patch::Apply(&value),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply {} {}: {e}", tm.kind, obj.name_any()));
         if tm.kind == "CustomResourceDefinition" {
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
@@ -54,7 +73,10 @@ async fn generated_manifests_install_and_the_service_account_can_run_the_operato
     let cp = shared().await.expect("control plane");
     let admin = cp.client().await.expect("client");
     let yaml = bosun(&["manifests"]);
-    assert!(!yaml.contains("\"*\"") && !yaml.contains("- '*'") && !yaml.contains("- \"*\""), "no wildcard");
+    assert!(
+        !yaml.contains("\"*\"") && !yaml.contains("- '*'") && !yaml.contains("- \"*\""),
+        "no wildcard"
+    );
     apply_all(&admin, &yaml).await;
     // Storage class for the claims (a real cluster has one).
     let sc: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(serde_json::json!({
@@ -62,13 +84,23 @@ async fn generated_manifests_install_and_the_service_account_can_run_the_operato
         "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": true
     }))
     .expect("sc");
-    let _ = Api::<k8s_openapi::api::storage::v1::StorageClass>::all(admin.clone()).create(&PostParams::default(), &sc).await;
+    let _ = Api::<k8s_openapi::api::storage::v1::StorageClass>::all(admin.clone())
+        .create(&PostParams::default(), &sc)
+        .await;
 
     // A real token of the ServiceAccount the manifests created.
     let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), "bosun-system");
-    let tr = TokenRequest { spec: Default::default(), ..Default::default() };
+    let tr = TokenRequest {
+        spec: Default::default(),
+        ..Default::default()
+    };
     let token = sas
-        .create_subresource::<TokenRequest, TokenRequest>("token", "bosun", &PostParams::default(), &tr)
+        .create_subresource::<TokenRequest, TokenRequest>(
+            "token",
+            "bosun",
+            &PostParams::default(),
+            &tr,
+        )
         .await
         .expect("token request")
         .status
@@ -85,10 +117,25 @@ async fn generated_manifests_install_and_the_service_account_can_run_the_operato
     .expect("kubeconfig");
 
     let ns = test_namespace(&admin, "install").await.expect("ns");
-    let _agent = NodeAgent::start(admin.clone(), NodeAgentConfig { namespace: Some(ns.clone()), resize_needs_restart: false });
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let _agent = NodeAgent::start(
+        admin.clone(),
+        NodeAgentConfig {
+            namespace: Some(ns.clone()),
+            resize_needs_restart: false,
+        },
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .args(["run", "--leader-elect", "--lease-name=bosun-leader", "--lease-namespace=bosun-system"])
+        .args([
+            "run",
+            "--leader-elect",
+            "--lease-name=bosun-leader",
+            "--lease-namespace=bosun-system",
+        ])
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg(format!("--metrics-addr=127.0.0.1:{port}"))
         .arg(format!("--probe-addr=127.0.0.1:{port}"))
@@ -106,11 +153,17 @@ async fn generated_manifests_install_and_the_service_account_can_run_the_operato
     ))
     .expect("bs");
     let bss: Api<bosun_bookstore::BookStore> = Api::namespaced(admin.clone(), &ns);
-    bss.create(&PostParams::default(), &bs).await.expect("create");
+    bss.create(&PostParams::default(), &bs)
+        .await
+        .expect("create");
     let mut ready = false;
     for _ in 0..300 {
         if let Ok(b) = bss.get("installed").await {
-            if b.status.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")) {
+            if b.status.is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            }) {
                 ready = true;
                 break;
             }
@@ -120,30 +173,76 @@ async fn generated_manifests_install_and_the_service_account_can_run_the_operato
     if !ready {
         let _ = child.start_kill();
         let out = child.wait_with_output().await.expect("output");
-        panic!("not Ready; bosun run said:\n{}", String::from_utf8_lossy(&out.stderr));
+        panic!(
+            "not Ready; bosun run said:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     // Leader election used the Lease the Role allows.
-    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(admin.clone(), "bosun-system").get("bosun-leader").await.expect("lease");
-    assert_eq!(lease.spec.and_then(|s| s.holder_identity).as_deref(), Some("bosun-test-0"));
+    let lease =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(admin.clone(), "bosun-system")
+            .get("bosun-leader")
+            .await
+            .expect("lease");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("bosun-test-0")
+    );
 
     // Metrics from the binary, behind TokenReview + SubjectAccessReview.
-    assert!(http_get(port, "/metrics", None).await.starts_with("HTTP/1.0 401"), "no token: 401");
-    assert!(http_get(port, "/metrics", Some("not-a-token")).await.starts_with("HTTP/1.0 401"), "bad token: 401");
-    assert!(http_get(port, "/metrics", Some(&token)).await.starts_with("HTTP/1.0 403"), "bosun's own SA may not read metrics: 403");
+    assert!(
+        http_get(port, "/metrics", None)
+            .await
+            .starts_with("HTTP/1.0 401"),
+        "no token: 401"
+    );
+    assert!(
+        http_get(port, "/metrics", Some("not-a-token"))
+            .await
+            .starts_with("HTTP/1.0 401"),
+        "bad token: 401"
+    );
+    assert!(
+        http_get(port, "/metrics", Some(&token))
+            .await
+            .starts_with("HTTP/1.0 403"),
+        "bosun's own SA may not read metrics: 403"
+    );
     let kc = std::fs::read_to_string(cp.kubeconfig()).expect("kubeconfig");
-    let admin_token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).expect("admin token").to_string();
+    let admin_token = kc
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("admin token")
+        .to_string();
     let body = http_get(port, "/metrics", Some(&admin_token)).await;
-    assert!(body.contains(r#"controller_runtime_reconcile_total{controller="bookstore",result="success"}"#), "{body}");
+    assert!(
+        body.contains(
+            r#"controller_runtime_reconcile_total{controller="bookstore",result="success"}"#
+        ),
+        "{body}"
+    );
     assert!(body.contains(r#"leader_election_master_status{name="bosun-leader"} 1"#));
-    assert!(http_get(port, "/readyz", None).await.contains("caches synced"), "probes need no token");
+    assert!(
+        http_get(port, "/readyz", None)
+            .await
+            .contains("caches synced"),
+        "probes need no token"
+    );
 
     // SIGTERM: graceful shutdown releases the lease.
     let pid = child.id().expect("pid");
     // SAFETY: sending a signal to our own child.
     unsafe { libc_kill(pid as i32, 15) };
-    let status = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.expect("exited").expect("status");
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("exited")
+        .expect("status");
     assert!(status.success(), "clean exit on SIGTERM: {status}");
-    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(admin.clone(), "bosun-system").get("bosun-leader").await.expect("lease");
+    let lease =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(admin.clone(), "bosun-system")
+            .get("bosun-leader")
+            .await
+            .expect("lease");
     assert_eq!(lease.spec.and_then(|s| s.holder_identity), None, "released");
 }
 
@@ -154,9 +253,15 @@ extern "C" {
 
 async fn http_get(port: u16, path: &str, token: Option<&str>) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n{auth}\r\n").as_bytes()).await.expect("write");
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n{auth}\r\n").as_bytes())
+        .await
+        .expect("write");
     let mut buf = String::new();
     s.read_to_string(&mut buf).await.expect("read");
     buf

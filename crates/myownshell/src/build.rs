@@ -9,7 +9,8 @@ use kube::{Resource, ResourceExt};
 use crate::api::MyOwnShell;
 
 /// The seed's command, verbatim.
-pub const COMMAND: &str = "echo The app is running, You can now ssh into for a while! && sleep 99999999 ";
+pub const COMMAND: &str =
+    "echo The app is running, You can now ssh into for a while! && sleep 99999999 ";
 
 pub fn labels(m: &MyOwnShell) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -32,9 +33,15 @@ pub fn deployment(m: &MyOwnShell) -> Deployment {
         },
         spec: Some(DeploymentSpec {
             replicas: Some(m.spec.size),
-            selector: LabelSelector { match_labels: Some(ls.clone()), ..Default::default() },
+            selector: LabelSelector {
+                match_labels: Some(ls.clone()),
+                ..Default::default()
+            },
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(ls), ..Default::default() }),
+                metadata: Some(ObjectMeta {
+                    labels: Some(ls),
+                    ..Default::default()
+                }),
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: "busybox".into(),

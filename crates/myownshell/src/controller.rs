@@ -70,7 +70,8 @@ impl Operator for MyOwnShellOperator {
                     None => Api::all(ctx.client.clone()),
                 };
                 let (store, stream, s1) = reflect(api, Default::default());
-                let (deployments, dep_stream) = ChildCache::watch(ctx.client.clone(), ns.as_deref(), "app=myownshell", strip);
+                let (deployments, dep_stream) =
+                    ChildCache::watch(ctx.client.clone(), ns.as_deref(), "app=myownshell", strip);
                 synced.push(s1);
                 synced.push(deployments.synced().clone());
                 let context = Arc::new(Context {
@@ -89,7 +90,12 @@ impl Operator for MyOwnShellOperator {
                     .run(reconcile, error_policy, context)
                     .for_each(move |res| {
                         metrics.set_cached_objects(cached.len());
-                        if let Err(e) = res {
+                        // Reconcile failures are logged by `observe`; this catches the rest (a trigger for an
+                        // object missing from the cache, a watch error).
+                        if let Err(e) = res.as_ref().map(|_| ()).or_else(|e| match e {
+                            kube::runtime::controller::Error::ReconcilerFailed(..) => Ok(()),
+                            other => Err(other),
+                        }) {
                             tracing::warn!(error = %e, "controller stream error");
                         }
                         async {}
@@ -111,7 +117,8 @@ impl Operator for MyOwnShellOperator {
 
 async fn reconcile(m: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Action, Error> {
     observe(&ctx.metrics, m.as_ref(), async {
-        let api: Api<MyOwnShell> = Api::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default());
+        let api: Api<MyOwnShell> =
+            Api::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default());
         finalizer(&api, FINALIZER, m.clone(), |event| async {
             match event {
                 Event::Apply(m) => apply(&m, &ctx).await,
@@ -125,7 +132,8 @@ async fn reconcile(m: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Action, Erro
         })
         .await
         .map_err(|e| match e {
-            kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+            kube::runtime::finalizer::Error::ApplyFailed(e)
+            | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
             other => Error::Finalizer(other.to_string()),
         })
     })
@@ -136,15 +144,26 @@ async fn apply(m: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
     let ns = m.namespace().unwrap_or_default();
     let desired = build::deployment(m);
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    ctx.applier.apply(&deployments, &desired, ctx.deployments.meta(&ns, &m.name_any()).as_ref()).await?;
+    ctx.applier
+        .apply(
+            &deployments,
+            &desired,
+            ctx.deployments.meta(&ns, &m.name_any()).as_ref(),
+        )
+        .await?;
     let ready = ctx
         .deployments
         .get(&ns, &m.name_any())
         .and_then(|d| d.status.as_ref().and_then(|s| s.ready_replicas))
         .unwrap_or(0);
-    let status = MyOwnShellStatus { observed_generation: m.metadata.generation, ready_replicas: ready };
+    let status = MyOwnShellStatus {
+        observed_generation: m.metadata.generation,
+        ready_replicas: ready,
+    };
     let api: Api<MyOwnShell> = Api::namespaced(ctx.client.clone(), &ns);
-    ctx.status.write_if_changed(&api, m, m.status.as_ref(), &status).await?;
+    ctx.status
+        .write_if_changed(&api, m, m.status.as_ref(), &status)
+        .await?;
     Ok(Action::await_change())
 }
 
@@ -154,16 +173,33 @@ fn error_policy(_: Arc<MyOwnShell>, _: &Error, _: Arc<Context>) -> Action {
 
 /// The RBAC rules this controller needs (no wildcards).
 pub fn rbac_rules() -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
-    let rule = |group: &str, resources: &[&str], verbs: &[&str]| k8s_openapi::api::rbac::v1::PolicyRule {
-        api_groups: Some(vec![group.to_string()]),
-        resources: Some(resources.iter().map(|s| s.to_string()).collect()),
-        verbs: verbs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    };
+    let rule =
+        |group: &str, resources: &[&str], verbs: &[&str]| k8s_openapi::api::rbac::v1::PolicyRule {
+            api_groups: Some(vec![group.to_string()]),
+            resources: Some(resources.iter().map(|s| s.to_string()).collect()),
+            verbs: verbs.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
     vec![
-        rule("my-first-operator.jgato.io", &["myownshells"], &["get", "list", "watch", "patch", "update"]),
-        rule("my-first-operator.jgato.io", &["myownshells/status"], &["get", "patch", "update"]),
-        rule("my-first-operator.jgato.io", &["myownshells/finalizers"], &["update"]),
-        rule("apps", &["deployments"], &["get", "list", "watch", "create", "patch"]),
+        rule(
+            "my-first-operator.jgato.io",
+            &["myownshells"],
+            &["get", "list", "watch", "patch", "update"],
+        ),
+        rule(
+            "my-first-operator.jgato.io",
+            &["myownshells/status"],
+            &["get", "patch", "update"],
+        ),
+        rule(
+            "my-first-operator.jgato.io",
+            &["myownshells/finalizers"],
+            &["update"],
+        ),
+        rule(
+            "apps",
+            &["deployments"],
+            &["get", "list", "watch", "create", "patch"],
+        ),
     ]
 }

@@ -36,24 +36,53 @@ async fn size_drives_the_shell_deployment_and_the_finalizer_runs_on_delete() {
     let client = cp.client().await.expect("client");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = MyOwnShell::crd();
-    crds.patch(&crd.name_any(), &PatchParams::apply("test").force(), &Patch::Apply(&crd)).await.expect("crd");
-    tokio::time::timeout(Duration::from_secs(30), await_condition(crds, &crd.name_any(), conditions::is_crd_established()))
-        .await
-        .expect("established")
-        .expect("crd wait");
+    crds.patch(
+        &crd.name_any(),
+        &PatchParams::apply("test").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("crd");
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
+    )
+    .await
+    .expect("established")
+    .expect("crd wait");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let ns = test_namespace(&client, "mos").await.expect("ns");
-    let _agent = NodeAgent::start(client.clone(), NodeAgentConfig { namespace: Some(ns.clone()), resize_needs_restart: false });
-    let m = Manager::new(client.clone(), ManagerConfig { scope: Scope::Namespaces(vec![ns.clone()]), ..Default::default() })
-        .with_operator(Arc::new(MyOwnShellOperator));
+    let _agent = NodeAgent::start(
+        client.clone(),
+        NodeAgentConfig {
+            namespace: Some(ns.clone()),
+            resize_needs_restart: false,
+        },
+    );
+    let m = Manager::new(
+        client.clone(),
+        ManagerConfig {
+            scope: Scope::Namespaces(vec![ns.clone()]),
+            ..Default::default()
+        },
+    )
+    .with_operator(Arc::new(MyOwnShellOperator));
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(m.run(async move { let _ = rx.await; }, |_| {}));
+    let run = tokio::spawn(m.run(
+        async move {
+            let _ = rx.await;
+        },
+        |_| {},
+    ));
 
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
     let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let mut shell = MyOwnShell::new("myownshell-sample", MyOwnShellSpec { size: 3 });
     shell.metadata.namespace = Some(ns.clone());
-    let created = shells.create(&PostParams::default(), &shell).await.expect("create");
+    let created = shells
+        .create(&PostParams::default(), &shell)
+        .await
+        .expect("create");
 
     let ready = eventually(60, || async {
         let s = shells.get("myownshell-sample").await.ok()?;
@@ -61,15 +90,36 @@ async fn size_drives_the_shell_deployment_and_the_finalizer_runs_on_delete() {
     })
     .await
     .expect("3 shell pods ready");
-    assert!(ready.finalizers().iter().any(|f| f == FINALIZER), "seed's finalizer added");
+    assert!(
+        ready.finalizers().iter().any(|f| f == FINALIZER),
+        "seed's finalizer added"
+    );
     let dep = deps.get("myownshell-sample").await.expect("deployment");
     assert_eq!(dep.owner_references()[0].uid, created.uid().expect("uid"));
-    let c = &dep.spec.as_ref().expect("spec").template.spec.as_ref().expect("pod").containers[0];
+    let c = &dep
+        .spec
+        .as_ref()
+        .expect("spec")
+        .template
+        .spec
+        .as_ref()
+        .expect("pod")
+        .containers[0];
     assert_eq!(c.image.as_deref(), Some("busybox:latest"));
-    assert_eq!(c.command.as_ref().expect("cmd")[2], bosun_myownshell::build::COMMAND);
+    assert_eq!(
+        c.command.as_ref().expect("cmd")[2],
+        bosun_myownshell::build::COMMAND
+    );
 
     // Size change reaches the Deployment and the status.
-    shells.patch("myownshell-sample", &PatchParams::default(), &Patch::Merge(&serde_json::json!({"spec": {"size": 1}}))).await.expect("resize");
+    shells
+        .patch(
+            "myownshell-sample",
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": {"size": 1}})),
+        )
+        .await
+        .expect("resize");
     let s = eventually(60, || async {
         let s = shells.get("myownshell-sample").await.ok()?;
         let st = s.status.clone()?;
@@ -77,10 +127,20 @@ async fn size_drives_the_shell_deployment_and_the_finalizer_runs_on_delete() {
     })
     .await;
     assert!(s.is_some(), "status follows the new size");
-    assert_eq!(deps.get("myownshell-sample").await.expect("dep").spec.and_then(|s| s.replicas), Some(1));
+    assert_eq!(
+        deps.get("myownshell-sample")
+            .await
+            .expect("dep")
+            .spec
+            .and_then(|s| s.replicas),
+        Some(1)
+    );
 
     // Delete: the finalizer runs (and is removed), the Deployment is garbage collected.
-    shells.delete("myownshell-sample", &DeleteParams::default()).await.expect("delete");
+    shells
+        .delete("myownshell-sample", &DeleteParams::default())
+        .await
+        .expect("delete");
     let gone = eventually(60, || async {
         let s = shells.get_opt("myownshell-sample").await.ok()?;
         let d = deps.get_opt("myownshell-sample").await.ok()?;

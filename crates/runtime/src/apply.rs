@@ -65,7 +65,10 @@ fn marker(meta: &ObjectMeta) -> String {
 
 impl Applier {
     pub fn new(field_manager: impl Into<String>) -> Self {
-        Applier { field_manager: field_manager.into(), memo: Arc::default() }
+        Applier {
+            field_manager: field_manager.into(),
+            memo: Arc::default(),
+        }
     }
 
     pub fn field_manager(&self) -> &str {
@@ -81,12 +84,23 @@ impl Applier {
     }
 
     /// Decides from cached metadata whether `desired` (hash `hash`) needs a write.
-    fn is_current<K: Resource<DynamicType = ()>>(&self, desired: &K, hash: &str, cached: Option<&ObjectMeta>) -> bool {
+    fn is_current<K: Resource<DynamicType = ()>>(
+        &self,
+        desired: &K,
+        hash: &str,
+        cached: Option<&ObjectMeta>,
+    ) -> bool {
         let Some(cached) = cached else { return false };
         if cached.deletion_timestamp.is_some() {
             return false;
         }
-        if cached.annotations.as_ref().and_then(|a| a.get(HASH_ANNOTATION)).map(String::as_str) != Some(hash) {
+        if cached
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(HASH_ANNOTATION))
+            .map(String::as_str)
+            != Some(hash)
+        {
             return false;
         }
         let key = Self::key(desired);
@@ -96,7 +110,13 @@ impl Applier {
             _ => {
                 // Nothing remembered (a restart, or another replica applied it): the hash says
                 // the object was applied with this desired state; take its marker as the baseline.
-                memo.insert(key, Applied { hash: hash.to_string(), marker: marker(cached) });
+                memo.insert(
+                    key,
+                    Applied {
+                        hash: hash.to_string(),
+                        marker: marker(cached),
+                    },
+                );
                 true
             }
         }
@@ -104,7 +124,12 @@ impl Applier {
 
     /// Applies `desired` unless `cached` (the object's metadata from a watch cache) shows it
     /// is already in place.
-    pub async fn apply<K>(&self, api: &Api<K>, desired: &K, cached: Option<&ObjectMeta>) -> Result<Outcome, kube::Error>
+    pub async fn apply<K>(
+        &self,
+        api: &Api<K>,
+        desired: &K,
+        cached: Option<&ObjectMeta>,
+    ) -> Result<Outcome, kube::Error>
     where
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
     {
@@ -113,25 +138,34 @@ impl Applier {
             return Ok(Outcome::Unchanged);
         }
         let mut obj = desired.clone();
-        obj.annotations_mut().insert(HASH_ANNOTATION.to_string(), hash.clone());
+        obj.annotations_mut()
+            .insert(HASH_ANNOTATION.to_string(), hash.clone());
         let mut value = serde_json::to_value(&obj).map_err(kube::Error::SerdeError)?;
         if let Some(map) = value.as_object_mut() {
             map.insert("apiVersion".into(), K::api_version(&()).into());
             map.insert("kind".into(), K::kind(&()).into());
         }
         let params = PatchParams::apply(&self.field_manager).force();
-        let applied = api.patch(&obj.name_any(), &params, &Patch::Apply(&value)).await?;
+        let applied = api
+            .patch(&obj.name_any(), &params, &Patch::Apply(&value))
+            .await?;
         let key = Self::key(desired);
-        self.memo
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, Applied { hash, marker: marker(applied.meta()) });
+        self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            key,
+            Applied {
+                hash,
+                marker: marker(applied.meta()),
+            },
+        );
         Ok(Outcome::Applied)
     }
 
     /// Forgets what was applied for an object (after deleting it, say).
     pub fn forget<K: Resource<DynamicType = ()>>(&self, obj: &K) {
-        self.memo.lock().unwrap_or_else(|e| e.into_inner()).remove(&Self::key(obj));
+        self.memo
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&Self::key(obj));
     }
 }
 
@@ -143,7 +177,11 @@ mod tests {
 
     fn cm(data: &str) -> ConfigMap {
         ConfigMap {
-            metadata: ObjectMeta { name: Some("c".into()), namespace: Some("ns".into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("c".into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
             data: Some(BTreeMap::from([("k".to_string(), data.to_string())])),
             ..Default::default()
         }
@@ -151,7 +189,10 @@ mod tests {
 
     fn meta(hash: &str, generation: Option<i64>, rv: &str) -> ObjectMeta {
         ObjectMeta {
-            annotations: Some(BTreeMap::from([(HASH_ANNOTATION.to_string(), hash.to_string())])),
+            annotations: Some(BTreeMap::from([(
+                HASH_ANNOTATION.to_string(),
+                hash.to_string(),
+            )])),
             generation,
             resource_version: Some(rv.into()),
             ..Default::default()
@@ -170,7 +211,10 @@ mod tests {
         let obj = cm("a");
         let h = desired_hash(&obj);
         assert!(!a.is_current(&obj, &h, None), "absent from cache: apply");
-        assert!(!a.is_current(&obj, "other", Some(&meta(&h, None, "5"))), "hash differs: apply");
+        assert!(
+            !a.is_current(&obj, "other", Some(&meta(&h, None, "5"))),
+            "hash differs: apply"
+        );
         // First sight after a restart: trusted, baseline taken.
         assert!(a.is_current(&obj, &h, Some(&meta(&h, None, "5"))));
         assert!(a.is_current(&obj, &h, Some(&meta(&h, None, "5"))));

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
-use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use kube::api::{Api, PostParams};
 use kube::Client;
 
@@ -30,16 +32,28 @@ const TTL: Duration = Duration::from_secs(60);
 
 impl MetricsAuth {
     pub fn new(client: Client) -> Self {
-        MetricsAuth { client, cache: Arc::default() }
+        MetricsAuth {
+            client,
+            cache: Arc::default(),
+        }
     }
 
     /// Decides for an `Authorization` header value.
     pub async fn check(&self, authorization: Option<&str>, path: &str) -> Decision {
-        let Some(token) = authorization.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|t| !t.is_empty()) else {
+        let Some(token) = authorization
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        else {
             return Decision::Unauthenticated;
         };
         let key = format!("{path}\u{0}{token}");
-        if let Some((d, at)) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        if let Some((d, at)) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
             if at.elapsed() < TTL {
                 return *d;
             }
@@ -52,8 +66,17 @@ impl MetricsAuth {
     }
 
     async fn review(&self, token: &str, path: &str) -> Decision {
-        let tr = TokenReview { spec: TokenReviewSpec { token: Some(token.to_string()), ..Default::default() }, ..Default::default() };
-        let reviewed = match Api::<TokenReview>::all(self.client.clone()).create(&PostParams::default(), &tr).await {
+        let tr = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_string()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let reviewed = match Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &tr)
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "TokenReview failed");
@@ -70,12 +93,18 @@ impl MetricsAuth {
                 groups: user.groups.clone(),
                 uid: user.uid.clone(),
                 extra: user.extra.clone(),
-                non_resource_attributes: Some(NonResourceAttributes { path: Some(path.to_string()), verb: Some("get".into()) }),
+                non_resource_attributes: Some(NonResourceAttributes {
+                    path: Some(path.to_string()),
+                    verb: Some("get".into()),
+                }),
                 ..Default::default()
             },
             ..Default::default()
         };
-        match Api::<SubjectAccessReview>::all(self.client.clone()).create(&PostParams::default(), &sar).await {
+        match Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &sar)
+            .await
+        {
             Ok(r) if r.status.as_ref().is_some_and(|s| s.allowed) => Decision::Allowed,
             Ok(_) => Decision::Forbidden,
             Err(e) => {

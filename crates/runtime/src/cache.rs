@@ -17,11 +17,11 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 
+#[cfg(test)]
+use futures::stream;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{reflector, store, Lookup, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-#[cfg(test)]
-use futures::stream;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -113,7 +113,10 @@ pub struct ChildCache<K: Resource<DynamicType = ()> + Clone + 'static> {
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for ChildCache<K> {
     fn clone(&self) -> Self {
-        ChildCache { store: self.store.clone(), synced: self.synced.clone() }
+        ChildCache {
+            store: self.store.clone(),
+            synced: self.synced.clone(),
+        }
     }
 }
 
@@ -142,12 +145,20 @@ where
         if !label_selector.is_empty() {
             cfg = cfg.labels(label_selector);
         }
-        let (events, synced) = track(watcher(api, cfg).default_backoff().modify(move |o: &mut K| {
-            o.meta_mut().managed_fields = None;
-            strip(o);
-        }));
+        let (events, synced) = track(watcher(api, cfg).default_backoff().modify(
+            move |o: &mut K| {
+                o.meta_mut().managed_fields = None;
+                strip(o);
+            },
+        ));
         let stream = triggers(reflector(writer, events), true);
-        (ChildCache { store: reader, synced }, Box::pin(stream))
+        (
+            ChildCache {
+                store: reader,
+                synced,
+            },
+            Box::pin(stream),
+        )
     }
 
     /// One cached object.
@@ -187,7 +198,10 @@ pub struct MetaCache<K: Resource<DynamicType = ()> + Clone + 'static> {
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for MetaCache<K> {
     fn clone(&self) -> Self {
-        MetaCache { store: self.store.clone(), synced: self.synced.clone() }
+        MetaCache {
+            store: self.store.clone(),
+            synced: self.synced.clone(),
+        }
     }
 }
 
@@ -196,7 +210,11 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     /// Like [`ChildCache::watch`], metadata only.
-    pub fn watch(client: Client, namespace: Option<&str>, label_selector: &str) -> (Self, ObjectStream<PartialObjectMeta<K>>)
+    pub fn watch(
+        client: Client,
+        namespace: Option<&str>,
+        label_selector: &str,
+    ) -> (Self, ObjectStream<PartialObjectMeta<K>>)
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     {
@@ -209,16 +227,26 @@ where
         if !label_selector.is_empty() {
             cfg = cfg.labels(label_selector);
         }
-        let (events, synced) = track(watcher(api, cfg).default_backoff().modify(|m: &mut PartialObjectMeta<K>| {
-            m.metadata.managed_fields = None;
-        }));
+        let (events, synced) = track(watcher(api, cfg).default_backoff().modify(
+            |m: &mut PartialObjectMeta<K>| {
+                m.metadata.managed_fields = None;
+            },
+        ));
         let stream = triggers(reflector(writer, events), true);
-        (MetaCache { store: reader, synced }, Box::pin(stream))
+        (
+            MetaCache {
+                store: reader,
+                synced,
+            },
+            Box::pin(stream),
+        )
     }
 
     /// The cached metadata of one object.
     pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
-        self.store.get(&ObjectRef::<PartialObjectMeta<K>>::new(name).within(namespace)).map(|m| m.metadata.clone())
+        self.store
+            .get(&ObjectRef::<PartialObjectMeta<K>>::new(name).within(namespace))
+            .map(|m| m.metadata.clone())
     }
 
     pub fn len(&self) -> usize {
@@ -242,11 +270,25 @@ mod tests {
     async fn relisted_objects_trigger_only_after_init_done() {
         use watcher::Event::*;
         let events = || -> Vec<Result<watcher::Event<u32>, watcher::Error>> {
-            vec![Ok(Apply(1)), Ok(Init), Ok(InitApply(2)), Ok(InitApply(3)), Ok(Delete(4)), Ok(InitDone), Ok(Apply(5))]
+            vec![
+                Ok(Apply(1)),
+                Ok(Init),
+                Ok(InitApply(2)),
+                Ok(InitApply(3)),
+                Ok(Delete(4)),
+                Ok(InitDone),
+                Ok(Apply(5)),
+            ]
         };
-        let got: Vec<u32> = triggers(stream::iter(events()), false).map(|r| r.expect("ok")).collect().await;
+        let got: Vec<u32> = triggers(stream::iter(events()), false)
+            .map(|r| r.expect("ok"))
+            .collect()
+            .await;
         assert_eq!(got, vec![1, 2, 3, 5]);
-        let got: Vec<u32> = triggers(stream::iter(events()), true).map(|r| r.expect("ok")).collect().await;
+        let got: Vec<u32> = triggers(stream::iter(events()), true)
+            .map(|r| r.expect("ok"))
+            .collect()
+            .await;
         assert_eq!(got, vec![1, 4, 2, 3, 5]);
     }
 }

@@ -5,7 +5,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 /// Builds a condition; `lastTransitionTime` is filled in by [`set_condition`].
-pub fn condition(type_: &str, status: bool, reason: &str, message: impl Into<String>, generation: Option<i64>) -> Condition {
+pub fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+) -> Condition {
     Condition {
         type_: type_.to_string(),
         status: if status { "True" } else { "False" }.to_string(),
@@ -18,7 +24,12 @@ pub fn condition(type_: &str, status: bool, reason: &str, message: impl Into<Str
 
 /// Inserts or updates `new` in `conditions`, keeping the previous transition time when the
 /// status did not change. `previous` is the list currently stored on the object.
-pub fn set_condition(conditions: &mut Vec<Condition>, previous: &[Condition], mut new: Condition, now: Timestamp) {
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    previous: &[Condition],
+    mut new: Condition,
+    now: Timestamp,
+) {
     new.last_transition_time = match previous.iter().find(|c| c.type_ == new.type_) {
         Some(old) if old.status == new.status => old.last_transition_time.clone(),
         _ => Time(now),
@@ -50,19 +61,34 @@ mod tests {
     #[test]
     fn transition_time_moves_only_with_status() {
         let mut first = Vec::new();
-        set_condition(&mut first, &[], condition("Ready", false, "Starting", "pods starting", Some(1)), ts(100));
+        set_condition(
+            &mut first,
+            &[],
+            condition("Ready", false, "Starting", "pods starting", Some(1)),
+            ts(100),
+        );
         assert_eq!(first[0].last_transition_time, Time(ts(100)));
 
         // Same status, new reason and message: time stays.
         let mut second = Vec::new();
-        set_condition(&mut second, &first, condition("Ready", false, "Waiting", "1/3 ready", Some(2)), ts(200));
+        set_condition(
+            &mut second,
+            &first,
+            condition("Ready", false, "Waiting", "1/3 ready", Some(2)),
+            ts(200),
+        );
         assert_eq!(second[0].last_transition_time, Time(ts(100)));
         assert_eq!(second[0].reason, "Waiting");
         assert_eq!(second[0].observed_generation, Some(2));
 
         // Status flips: time moves.
         let mut third = Vec::new();
-        set_condition(&mut third, &second, condition("Ready", true, "AllReady", "3/3 ready", Some(2)), ts(300));
+        set_condition(
+            &mut third,
+            &second,
+            condition("Ready", true, "AllReady", "3/3 ready", Some(2)),
+            ts(300),
+        );
         assert_eq!(third[0].last_transition_time, Time(ts(300)));
         assert!(is_true(&third, "Ready"));
         assert!(!is_true(&second, "Ready"));
@@ -72,7 +98,12 @@ mod tests {
     fn set_replaces_by_type() {
         let mut c = Vec::new();
         set_condition(&mut c, &[], condition("Ready", true, "A", "", None), ts(1));
-        set_condition(&mut c, &[], condition("Degraded", false, "B", "", None), ts(1));
+        set_condition(
+            &mut c,
+            &[],
+            condition("Degraded", false, "B", "", None),
+            ts(1),
+        );
         set_condition(&mut c, &[], condition("Ready", false, "C", "", None), ts(2));
         assert_eq!(c.len(), 2);
         assert_eq!(find(&c, "Ready").map(|c| c.reason.as_str()), Some("C"));

@@ -11,13 +11,26 @@ pub struct Events {
 
 impl Events {
     pub fn new(client: Client, controller: &str) -> Self {
-        let reporter = Reporter { controller: controller.to_string(), instance: std::env::var("POD_NAME").ok() };
-        Events { recorder: std::sync::Arc::new(Recorder::new(client, reporter)) }
+        let reporter = Reporter {
+            controller: controller.to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Events {
+            recorder: std::sync::Arc::new(Recorder::new(client, reporter)),
+        }
     }
 
     /// Publishes an event; failures are logged, never fatal to a reconcile.
-    pub async fn publish(&self, regarding: &ObjectReference, warning: bool, reason: &str, action: &str, note: impl Into<String>) {
-        self.publish_related(regarding, None, warning, reason, action, note).await
+    pub async fn publish(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: impl Into<String>,
+    ) {
+        self.publish_related(regarding, None, warning, reason, action, note)
+            .await
     }
 
     /// Publishes an event that also names a related object. Repeats of the same
@@ -41,7 +54,11 @@ impl Events {
             note.truncate(cut);
         }
         let ev = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
             reason: reason.to_string(),
             note: Some(note),
             action: action.to_string(),

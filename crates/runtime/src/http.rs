@@ -33,7 +33,12 @@ struct HealthState {
 
 impl Default for Health {
     fn default() -> Self {
-        Health { inner: Arc::new(Mutex::new(HealthState { role: Role::Starting, synced: BTreeMap::new() })) }
+        Health {
+            inner: Arc::new(Mutex::new(HealthState {
+                role: Role::Starting,
+                synced: BTreeMap::new(),
+            })),
+        }
     }
 }
 
@@ -57,7 +62,12 @@ impl Health {
             Role::Starting => Err("starting".into()),
             Role::Standby => Ok("standby: waiting for the leader lease".into()),
             Role::Leading => {
-                let waiting: Vec<&str> = s.synced.iter().filter(|(_, ok)| !**ok).map(|(n, _)| n.as_str()).collect();
+                let waiting: Vec<&str> = s
+                    .synced
+                    .iter()
+                    .filter(|(_, ok)| !**ok)
+                    .map(|(n, _)| n.as_str())
+                    .collect();
                 if waiting.is_empty() {
                     Ok("caches synced".into())
                 } else {
@@ -75,18 +85,36 @@ struct AppState {
     auth: Option<MetricsAuth>,
 }
 
-async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> (StatusCode, [(&'static str, &'static str); 1], String) {
+async fn metrics(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+) -> (StatusCode, [(&'static str, &'static str); 1], String) {
     if let Some(auth) = &s.auth {
         let header = headers.get("authorization").and_then(|v| v.to_str().ok());
         match auth.check(header, "/metrics").await {
             Decision::Allowed => {}
-            Decision::Unauthenticated => return (StatusCode::UNAUTHORIZED, [("content-type", "text/plain")], "Unauthorized\n".into()),
-            Decision::Forbidden => return (StatusCode::FORBIDDEN, [("content-type", "text/plain")], "Forbidden\n".into()),
+            Decision::Unauthenticated => {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [("content-type", "text/plain")],
+                    "Unauthorized\n".into(),
+                )
+            }
+            Decision::Forbidden => {
+                return (
+                    StatusCode::FORBIDDEN,
+                    [("content-type", "text/plain")],
+                    "Forbidden\n".into(),
+                )
+            }
         }
     }
     (
         StatusCode::OK,
-        [("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            "content-type",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         s.metrics.encode(),
     )
 }
@@ -110,9 +138,18 @@ pub async fn bind(
     m: Metrics,
     health: Health,
     auth: Option<MetricsAuth>,
-) -> std::io::Result<(Vec<SocketAddr>, Vec<futures::future::BoxFuture<'static, std::io::Result<()>>>)> {
-    let state = AppState { metrics: m, health, auth };
-    let probes = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz));
+) -> std::io::Result<(
+    Vec<SocketAddr>,
+    Vec<futures::future::BoxFuture<'static, std::io::Result<()>>>,
+)> {
+    let state = AppState {
+        metrics: m,
+        health,
+        auth,
+    };
+    let probes = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz));
     let metric = Router::new().route("/metrics", get(metrics));
     let mut plan: Vec<(SocketAddr, Router<AppState>)> = Vec::new();
     match (metrics_addr, probe_addr) {

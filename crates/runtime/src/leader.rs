@@ -52,7 +52,9 @@ impl LeaderConfig {
 pub enum LeaderError {
     #[error("lease API request failed: {0}")]
     Api(#[from] kube::Error),
-    #[error("invalid leader election timing: renew deadline must be shorter than the lease duration")]
+    #[error(
+        "invalid leader election timing: renew deadline must be shorter than the lease duration"
+    )]
     Timing,
 }
 
@@ -70,7 +72,11 @@ pub struct LeaderElector {
 }
 
 fn holder(lease: &Lease) -> Option<String> {
-    lease.spec.as_ref().and_then(|s| s.holder_identity.clone()).filter(|h| !h.is_empty())
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .filter(|h| !h.is_empty())
 }
 
 impl LeaderElector {
@@ -78,7 +84,11 @@ impl LeaderElector {
         if cfg.renew_deadline >= cfg.lease_duration || cfg.retry_period >= cfg.renew_deadline {
             return Err(LeaderError::Timing);
         }
-        Ok(LeaderElector { api: Api::namespaced(client, &cfg.namespace), cfg, observed: Observed::default() })
+        Ok(LeaderElector {
+            api: Api::namespaced(client, &cfg.namespace),
+            cfg,
+            observed: Observed::default(),
+        })
     }
 
     pub fn config(&self) -> &LeaderConfig {
@@ -94,7 +104,10 @@ impl LeaderElector {
         let now = MicroTime(Timestamp::now());
         let Some(current) = self.api.get_opt(&self.cfg.lease_name).await? else {
             let lease = Lease {
-                metadata: ObjectMeta { name: Some(self.cfg.lease_name.clone()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(self.cfg.lease_name.clone()),
+                    ..Default::default()
+                },
                 spec: Some(LeaseSpec {
                     holder_identity: Some(self.cfg.identity.clone()),
                     lease_duration_seconds: Some(self.duration_secs()),
@@ -111,7 +124,11 @@ impl LeaderElector {
             };
         };
 
-        let rv = current.metadata.resource_version.clone().unwrap_or_default();
+        let rv = current
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
         let current_holder = holder(&current);
         let record = (current_holder.clone(), rv);
         if self.observed.record.as_ref() != Some(&record) {
@@ -142,9 +159,16 @@ impl LeaderElector {
         spec.lease_duration_seconds = Some(self.duration_secs());
         spec.renew_time = Some(now);
         // replace() sends the resourceVersion we read: a concurrent writer makes this fail with 409.
-        match self.api.replace(&self.cfg.lease_name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.cfg.lease_name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(updated) => {
-                self.observed.record = Some((holder(&updated), updated.metadata.resource_version.unwrap_or_default()));
+                self.observed.record = Some((
+                    holder(&updated),
+                    updated.metadata.resource_version.unwrap_or_default(),
+                ));
                 self.observed.seen_at = Some(Instant::now());
                 Ok(true)
             }
@@ -161,7 +185,9 @@ impl LeaderElector {
                     tracing::info!(lease = %self.cfg.lease_name, identity = %self.cfg.identity, "acquired leadership");
                     return;
                 }
-                Ok(false) => tracing::debug!(lease = %self.cfg.lease_name, "lease held by another replica"),
+                Ok(false) => {
+                    tracing::debug!(lease = %self.cfg.lease_name, "lease held by another replica")
+                }
                 Err(e) => tracing::warn!(error = %e, "leader election attempt failed"),
             }
             tokio::time::sleep(self.cfg.retry_period).await;
@@ -174,7 +200,8 @@ impl LeaderElector {
         let mut last_renewed = Instant::now();
         loop {
             tokio::time::sleep(self.cfg.retry_period).await;
-            let remaining = (last_renewed + self.cfg.renew_deadline).saturating_duration_since(Instant::now());
+            let remaining =
+                (last_renewed + self.cfg.renew_deadline).saturating_duration_since(Instant::now());
             match tokio::time::timeout(remaining, self.try_acquire_or_renew()).await {
                 Ok(Ok(true)) => last_renewed = Instant::now(),
                 Ok(Ok(false)) => {
@@ -193,7 +220,9 @@ impl LeaderElector {
 
     /// Gives the lease up so a standby can take over at once. Only clears it if we hold it.
     pub async fn release(&mut self) -> Result<(), LeaderError> {
-        let Some(mut lease) = self.api.get_opt(&self.cfg.lease_name).await? else { return Ok(()) };
+        let Some(mut lease) = self.api.get_opt(&self.cfg.lease_name).await? else {
+            return Ok(());
+        };
         if holder(&lease).as_deref() != Some(self.cfg.identity.as_str()) {
             return Ok(());
         }
@@ -201,7 +230,11 @@ impl LeaderElector {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(Timestamp::now()));
-        match self.api.replace(&self.cfg.lease_name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.cfg.lease_name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
             Err(e) => Err(e.into()),
         }

@@ -32,19 +32,31 @@ pub enum Scope {
 
 impl Scope {
     pub fn from_list(namespaces: &[String]) -> Self {
-        let list: Vec<String> = namespaces.iter().filter(|n| !n.is_empty()).cloned().collect();
-        if list.is_empty() { Scope::All } else { Scope::Namespaces(list) }
+        let list: Vec<String> = namespaces
+            .iter()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect();
+        if list.is_empty() {
+            Scope::All
+        } else {
+            Scope::Namespaces(list)
+        }
     }
 
     /// One `Api` per watched namespace (one for all namespaces when unscoped); an operator
     /// runs one watch per entry, as controller-runtime's multi-namespace cache does.
     pub fn apis<K>(&self, client: &Client) -> Vec<Api<K>>
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + DeserializeOwned,
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + DeserializeOwned,
     {
         match self {
             Scope::All => vec![Api::all(client.clone())],
-            Scope::Namespaces(ns) => ns.iter().map(|n| Api::namespaced(client.clone(), n)).collect(),
+            Scope::Namespaces(ns) => ns
+                .iter()
+                .map(|n| Api::namespaced(client.clone(), n))
+                .collect(),
         }
     }
 }
@@ -137,7 +149,13 @@ pub struct Manager {
 
 impl Manager {
     pub fn new(client: Client, config: ManagerConfig) -> Self {
-        Manager { client, config, metrics: Metrics::new(), health: Health::default(), operators: Vec::new() }
+        Manager {
+            client,
+            config,
+            metrics: Metrics::new(),
+            health: Health::default(),
+            operators: Vec::new(),
+        }
     }
 
     pub fn with_operator(mut self, op: Arc<dyn Operator>) -> Self {
@@ -160,10 +178,18 @@ impl Manager {
         shutdown: impl Future<Output = ()> + Send,
         on_bound: impl FnOnce(&[SocketAddr]),
     ) -> Result<(), ManagerError> {
-        let auth = self.config.metrics_auth.then(|| crate::auth::MetricsAuth::new(self.client.clone()));
-        let (addrs, servers) =
-            http::bind(self.config.metrics_addr, self.config.probe_addr, self.metrics.clone(), self.health.clone(), auth)
-                .await?;
+        let auth = self
+            .config
+            .metrics_auth
+            .then(|| crate::auth::MetricsAuth::new(self.client.clone()));
+        let (addrs, servers) = http::bind(
+            self.config.metrics_addr,
+            self.config.probe_addr,
+            self.metrics.clone(),
+            self.health.clone(),
+            auth,
+        )
+        .await?;
         on_bound(&addrs);
         let mut http_tasks = JoinSet::new();
         for s in servers {
@@ -174,13 +200,21 @@ impl Manager {
         result
     }
 
-    async fn run_inner(&self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ManagerError> {
+    async fn run_inner(
+        &self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ManagerError> {
         tokio::pin!(shutdown);
         let mut elector = match &self.config.leader {
             Some(cfg) => Some(LeaderElector::new(self.client.clone(), cfg.clone())?),
             None => None,
         };
-        let lease = self.config.leader.as_ref().map(|l| l.lease_name.clone()).unwrap_or_default();
+        let lease = self
+            .config
+            .leader
+            .as_ref()
+            .map(|l| l.lease_name.clone())
+            .unwrap_or_default();
         if let Some(el) = elector.as_mut() {
             self.health.set_role(Role::Standby);
             self.metrics.set_leader(&lease, false);
@@ -208,7 +242,9 @@ impl Manager {
                 shutdown: token.clone(),
             };
             let name = op.name().to_string();
-            let fut = op.run(ctx).instrument(tracing::info_span!("controller", controller = %name));
+            let fut = op
+                .run(ctx)
+                .instrument(tracing::info_span!("controller", controller = %name));
             tasks.spawn(async move { (name, fut.await) });
         }
         tracing::info!(operators = self.operators.len(), "controllers started");
@@ -244,7 +280,10 @@ impl Manager {
                 tracing::info!("shutting down: letting in-flight reconciles finish");
                 token.cancel();
                 let drain = async { while tasks.join_next().await.is_some() {} };
-                if tokio::time::timeout(self.config.shutdown_grace, drain).await.is_err() {
+                if tokio::time::timeout(self.config.shutdown_grace, drain)
+                    .await
+                    .is_err()
+                {
                     tracing::warn!("shutdown grace period over; aborting remaining reconciles");
                     tasks.abort_all();
                 }

@@ -68,7 +68,9 @@ impl Metrics {
         let reconciles = Family::<ResultLabels, Counter>::default();
         let errors = Family::<ErrorLabels, Counter>::default();
         let duration =
-            Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(duration_histogram);
+            Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                duration_histogram,
+            );
         let active = Family::<ControllerLabels, Gauge>::default();
         let cached = Family::<ControllerLabels, Gauge>::default();
         let leader = Family::<LeaseLabels, Gauge>::default();
@@ -92,13 +94,25 @@ impl Metrics {
             "Reconciliations currently in flight",
             active.clone(),
         );
-        registry.register("bosun_cached_objects", "Objects in the controller's cache", cached.clone());
+        registry.register(
+            "bosun_cached_objects",
+            "Objects in the controller's cache",
+            cached.clone(),
+        );
         registry.register(
             "leader_election_master_status",
             "1 while this replica holds the named lease",
             leader.clone(),
         );
-        Metrics { registry: Arc::new(registry), reconciles, errors, duration, active, cached, leader }
+        Metrics {
+            registry: Arc::new(registry),
+            reconciles,
+            errors,
+            duration,
+            active,
+            cached,
+            leader,
+        }
     }
 
     /// The Prometheus text exposition of every metric.
@@ -110,18 +124,28 @@ impl Metrics {
     }
 
     pub fn controller(&self, name: &str) -> ControllerMetrics {
-        let m = ControllerMetrics { metrics: self.clone(), name: name.to_string() };
+        let m = ControllerMetrics {
+            metrics: self.clone(),
+            name: name.to_string(),
+        };
         // Make every series visible from the start, at zero.
         let _ = m.metrics.active.get_or_create(&m.labels());
         let _ = m.metrics.cached.get_or_create(&m.labels());
         for result in ["success", "error"] {
-            let _ = m.metrics.reconciles.get_or_create(&ResultLabels { controller: m.name.clone(), result });
+            let _ = m.metrics.reconciles.get_or_create(&ResultLabels {
+                controller: m.name.clone(),
+                result,
+            });
         }
         m
     }
 
     pub fn set_leader(&self, lease: &str, leading: bool) {
-        self.leader.get_or_create(&LeaseLabels { name: lease.to_string() }).set(i64::from(leading));
+        self.leader
+            .get_or_create(&LeaseLabels {
+                name: lease.to_string(),
+            })
+            .set(i64::from(leading));
     }
 }
 
@@ -134,17 +158,26 @@ pub struct ControllerMetrics {
 
 impl ControllerMetrics {
     fn labels(&self) -> ControllerLabels {
-        ControllerLabels { controller: self.name.clone() }
+        ControllerLabels {
+            controller: self.name.clone(),
+        }
     }
 
     /// Starts timing one reconcile; the guard records duration and in-flight count on drop.
     pub fn reconcile_started(&self) -> ReconcileGuard {
         self.metrics.active.get_or_create(&self.labels()).inc();
-        ReconcileGuard { metrics: self.clone(), start: Instant::now(), outcome: None }
+        ReconcileGuard {
+            metrics: self.clone(),
+            start: Instant::now(),
+            outcome: None,
+        }
     }
 
     pub fn set_cached_objects(&self, n: usize) {
-        self.metrics.cached.get_or_create(&self.labels()).set(i64::try_from(n).unwrap_or(i64::MAX));
+        self.metrics
+            .cached
+            .get_or_create(&self.labels())
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 }
 
@@ -170,18 +203,30 @@ impl Drop for ReconcileGuard {
         let m = &self.metrics;
         let labels = m.labels();
         m.metrics.active.get_or_create(&labels).dec();
-        m.metrics.duration.get_or_create(&labels).observe(self.start.elapsed().as_secs_f64());
+        m.metrics
+            .duration
+            .get_or_create(&labels)
+            .observe(self.start.elapsed().as_secs_f64());
         let failed = match self.outcome {
             Some(None) => None,
             Some(Some(c)) => Some(c),
             None => Some(ErrorCategory::Transient),
         };
         let result = if failed.is_some() { "error" } else { "success" };
-        m.metrics.reconciles.get_or_create(&ResultLabels { controller: m.name.clone(), result }).inc();
+        m.metrics
+            .reconciles
+            .get_or_create(&ResultLabels {
+                controller: m.name.clone(),
+                result,
+            })
+            .inc();
         if let Some(category) = failed {
             m.metrics
                 .errors
-                .get_or_create(&ErrorLabels { controller: m.name.clone(), category: category.as_str() })
+                .get_or_create(&ErrorLabels {
+                    controller: m.name.clone(),
+                    category: category.as_str(),
+                })
                 .inc();
         }
     }
@@ -199,11 +244,23 @@ mod tests {
         c.reconcile_started().failure(ErrorCategory::InvalidSpec);
         drop(c.reconcile_started());
         let text = metrics.encode();
-        assert!(text.contains(r#"controller_runtime_reconcile_total{controller="bookstore",result="success"} 1"#), "{text}");
-        assert!(text.contains(r#"controller_runtime_reconcile_total{controller="bookstore",result="error"} 2"#), "{text}");
+        assert!(
+            text.contains(
+                r#"controller_runtime_reconcile_total{controller="bookstore",result="success"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"controller_runtime_reconcile_total{controller="bookstore",result="error"} 2"#
+            ),
+            "{text}"
+        );
         assert!(text.contains(r#"controller_runtime_reconcile_errors_total{controller="bookstore",category="invalid_spec"} 1"#));
         assert!(text.contains(r#"controller_runtime_reconcile_errors_total{controller="bookstore",category="transient"} 1"#));
         assert!(text.contains(r#"controller_runtime_active_workers{controller="bookstore"} 0"#));
-        assert!(text.contains(r#"controller_runtime_reconcile_time_seconds_count{controller="bookstore"} 3"#));
+        assert!(text.contains(
+            r#"controller_runtime_reconcile_time_seconds_count{controller="bookstore"} 3"#
+        ));
     }
 }

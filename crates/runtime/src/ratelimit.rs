@@ -43,7 +43,11 @@ impl RateLimitLayer {
     pub fn new(qps: f64, burst: u32) -> Self {
         let burst = f64::from(burst.max(1));
         RateLimitLayer {
-            bucket: Arc::new(Bucket { qps: qps.max(0.001), burst, state: Mutex::new((burst, Instant::now())) }),
+            bucket: Arc::new(Bucket {
+                qps: qps.max(0.001),
+                burst,
+                state: Mutex::new((burst, Instant::now())),
+            }),
         }
     }
 }
@@ -51,7 +55,12 @@ impl RateLimitLayer {
 impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimit<S>;
     fn layer(&self, inner: S) -> RateLimit<S> {
-        RateLimit { inner, bucket: self.bucket.clone(), sleep: None, has_token: false }
+        RateLimit {
+            inner,
+            bucket: self.bucket.clone(),
+            sleep: None,
+            has_token: false,
+        }
     }
 }
 
@@ -99,19 +108,31 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn bucket_allows_burst_then_paces() {
         let layer = RateLimitLayer::new(10.0, 3);
-        let mut svc = layer.layer(tower::service_fn(|_: ()| async { Ok::<_, std::convert::Infallible>(()) }));
+        let mut svc = layer.layer(tower::service_fn(|_: ()| async {
+            Ok::<_, std::convert::Infallible>(())
+        }));
         let start = Instant::now();
         for _ in 0..3 {
-            futures::future::poll_fn(|cx| svc.poll_ready(cx)).await.expect("ready");
+            futures::future::poll_fn(|cx| svc.poll_ready(cx))
+                .await
+                .expect("ready");
             svc.call(()).await.expect("call");
         }
-        assert!(start.elapsed() < Duration::from_millis(1), "burst is immediate");
+        assert!(
+            start.elapsed() < Duration::from_millis(1),
+            "burst is immediate"
+        );
         for _ in 0..5 {
-            futures::future::poll_fn(|cx| svc.poll_ready(cx)).await.expect("ready");
+            futures::future::poll_fn(|cx| svc.poll_ready(cx))
+                .await
+                .expect("ready");
             svc.call(()).await.expect("call");
         }
         // 5 more tokens at 10/s take ~0.5 s of (paused, virtual) time.
         let e = start.elapsed();
-        assert!(e >= Duration::from_millis(450) && e <= Duration::from_millis(600), "{e:?}");
+        assert!(
+            e >= Duration::from_millis(450) && e <= Duration::from_millis(600),
+            "{e:?}"
+        );
     }
 }

@@ -24,12 +24,21 @@ pub struct StatusWriter {
 
 impl StatusWriter {
     pub fn new(field_manager: impl Into<String>) -> Self {
-        StatusWriter { field_manager: field_manager.into(), written: Arc::default() }
+        StatusWriter {
+            field_manager: field_manager.into(),
+            written: Arc::default(),
+        }
     }
 
     /// Writes `desired` as the status of `obj` unless `current` (the cached status) equals it
     /// or this writer already wrote exactly it. Returns whether a request was sent.
-    pub async fn write_if_changed<K, S>(&self, api: &Api<K>, obj: &K, current: Option<&S>, desired: &S) -> Result<bool, kube::Error>
+    pub async fn write_if_changed<K, S>(
+        &self,
+        api: &Api<K>,
+        obj: &K,
+        current: Option<&S>,
+        desired: &S,
+    ) -> Result<bool, kube::Error>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
         S: Serialize + PartialEq,
@@ -40,7 +49,13 @@ impl StatusWriter {
             self.remember(uid, hash);
             return Ok(false);
         }
-        if self.written.lock().unwrap_or_else(|e| e.into_inner()).get(&uid) == Some(&hash) {
+        if self
+            .written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&uid)
+            == Some(&hash)
+        {
             return Ok(false);
         }
         let patch = serde_json::json!({
@@ -48,18 +63,28 @@ impl StatusWriter {
             "kind": K::kind(&()),
             "status": desired,
         });
-        api.patch_status(&obj.name_any(), &PatchParams::apply(&self.field_manager).force(), &Patch::Apply(&patch))
-            .await?;
+        api.patch_status(
+            &obj.name_any(),
+            &PatchParams::apply(&self.field_manager).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
         self.remember(uid, hash);
         Ok(true)
     }
 
     fn remember(&self, uid: String, hash: String) {
-        self.written.lock().unwrap_or_else(|e| e.into_inner()).insert(uid, hash);
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid, hash);
     }
 
     /// Forgets a deleted object.
     pub fn forget(&self, uid: &str) {
-        self.written.lock().unwrap_or_else(|e| e.into_inner()).remove(uid);
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
     }
 }

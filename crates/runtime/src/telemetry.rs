@@ -14,7 +14,9 @@ impl std::str::FromStr for LogFormat {
         match s {
             "text" => Ok(LogFormat::Text),
             "json" => Ok(LogFormat::Json),
-            other => Err(format!("unknown log format {other:?} (expected text or json)")),
+            other => Err(format!(
+                "unknown log format {other:?} (expected text or json)"
+            )),
         }
     }
 }
@@ -26,10 +28,15 @@ pub fn init(format: LogFormat) {
 
 /// Like [`init`] with another default filter (used by `bosun dev` to keep the screen quiet).
 pub fn init_with(format: LogFormat, default_filter: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .try_init(),
     };
 }

@@ -14,13 +14,22 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 
 fn cm(ns: &str, value: &str) -> ConfigMap {
     ConfigMap {
-        metadata: ObjectMeta { name: Some("applied".into()), namespace: Some(ns.into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some("applied".into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
         data: Some([("k".to_string(), value.to_string())].into()),
         ..Default::default()
     }
 }
 
-async fn writes(cp: &ControlPlane, client: &kube::Client, resource: &str, subresource: Option<&str>) -> f64 {
+async fn writes(
+    cp: &ControlPlane,
+    client: &kube::Client,
+    resource: &str,
+    subresource: Option<&str>,
+) -> f64 {
     let mut total = 0.0;
     for verb in ["APPLY", "PATCH", "PUT", "POST"] {
         let mut labels = vec![("resource", resource), ("verb", verb)];
@@ -30,7 +39,17 @@ async fn writes(cp: &ControlPlane, client: &kube::Client, resource: &str, subres
         let n = cp.request_count(client, &labels).await.expect("metrics");
         // Series without a subresource label are the main resource.
         total += if subresource.is_none() {
-            n - cp.request_count(client, &[("resource", resource), ("verb", verb), ("subresource", "status")]).await.expect("metrics")
+            n - cp
+                .request_count(
+                    client,
+                    &[
+                        ("resource", resource),
+                        ("verb", verb),
+                        ("subresource", "status"),
+                    ],
+                )
+                .await
+                .expect("metrics")
         } else {
             n
         };
@@ -41,7 +60,9 @@ async fn writes(cp: &ControlPlane, client: &kube::Client, resource: &str, subres
 // One test, run in sequence: request counts are global to the API server.
 #[tokio::test]
 async fn writes_are_skipped_when_desired_state_is_in_place() {
-    let cp = ControlPlane::start(Options::default()).await.expect("control plane");
+    let cp = ControlPlane::start(Options::default())
+        .await
+        .expect("control plane");
     let client = cp.client().await.expect("client");
     let ns = test_namespace(&client, "apply").await.expect("namespace");
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
@@ -49,44 +70,101 @@ async fn writes_are_skipped_when_desired_state_is_in_place() {
     // --- apply helper ---
     let applier = Applier::new("bosun-test");
     let before = writes(&cp, &client, "configmaps", None).await;
-    assert_eq!(applier.apply(&api, &cm(&ns, "a"), None).await.expect("apply"), Outcome::Applied);
+    assert_eq!(
+        applier
+            .apply(&api, &cm(&ns, "a"), None)
+            .await
+            .expect("apply"),
+        Outcome::Applied
+    );
     let after_first = writes(&cp, &client, "configmaps", None).await;
     assert_eq!(after_first - before, 1.0, "the first apply is one request");
 
     let cached = api.get_metadata("applied").await.expect("meta").metadata;
-    assert_eq!(applier.apply(&api, &cm(&ns, "a"), Some(&cached)).await.expect("apply"), Outcome::Unchanged);
+    assert_eq!(
+        applier
+            .apply(&api, &cm(&ns, "a"), Some(&cached))
+            .await
+            .expect("apply"),
+        Outcome::Unchanged
+    );
     // A new applier (a restarted operator) trusts the hash it finds.
     let restarted = Applier::new("bosun-test");
-    assert_eq!(restarted.apply(&api, &cm(&ns, "a"), Some(&cached)).await.expect("apply"), Outcome::Unchanged);
-    assert_eq!(writes(&cp, &client, "configmaps", None).await, after_first, "no-op applies sent no request");
+    assert_eq!(
+        restarted
+            .apply(&api, &cm(&ns, "a"), Some(&cached))
+            .await
+            .expect("apply"),
+        Outcome::Unchanged
+    );
+    assert_eq!(
+        writes(&cp, &client, "configmaps", None).await,
+        after_first,
+        "no-op applies sent no request"
+    );
 
     // A changed desired state is written.
-    assert_eq!(applier.apply(&api, &cm(&ns, "b"), Some(&cached)).await.expect("apply"), Outcome::Applied);
+    assert_eq!(
+        applier
+            .apply(&api, &cm(&ns, "b"), Some(&cached))
+            .await
+            .expect("apply"),
+        Outcome::Applied
+    );
     let cached = api.get_metadata("applied").await.expect("meta").metadata;
 
     // Someone else edits the object: the resourceVersion moves, so the applier repairs it.
     let mut edited = api.get("applied").await.expect("get");
     edited.data = Some([("k".to_string(), "tampered".to_string())].into());
     edited.metadata.managed_fields = None;
-    api.replace("applied", &PostParams::default(), &edited).await.expect("edit");
+    api.replace("applied", &PostParams::default(), &edited)
+        .await
+        .expect("edit");
     let moved = api.get_metadata("applied").await.expect("meta").metadata;
     assert_ne!(moved.resource_version, cached.resource_version);
-    assert_eq!(applier.apply(&api, &cm(&ns, "b"), Some(&moved)).await.expect("apply"), Outcome::Applied);
+    assert_eq!(
+        applier
+            .apply(&api, &cm(&ns, "b"), Some(&moved))
+            .await
+            .expect("apply"),
+        Outcome::Applied
+    );
     let repaired = api.get("applied").await.expect("get");
-    assert_eq!(repaired.data.and_then(|d| d.get("k").cloned()).as_deref(), Some("b"));
+    assert_eq!(
+        repaired.data.and_then(|d| d.get("k").cloned()).as_deref(),
+        Some("b")
+    );
 
     // --- status helper, through a running operator ---
     install_crd(&client).await.expect("crd");
-    let cfg = ManagerConfig { scope: Scope::Namespaces(vec![ns.clone()]), ..Default::default() };
-    let manager = Manager::new(client.clone(), cfg).with_operator(Arc::new(WidgetOperator { identity: "solo".into() }));
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.clone()]),
+        ..Default::default()
+    };
+    let manager = Manager::new(client.clone(), cfg).with_operator(Arc::new(WidgetOperator {
+        identity: "solo".into(),
+    }));
     let metrics = manager.metrics();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(manager.run(async move { let _ = stop_rx.await; }, |_| {}));
+    let run = tokio::spawn(manager.run(
+        async move {
+            let _ = stop_rx.await;
+        },
+        |_| {},
+    ));
 
     let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
-    widgets.create(&PostParams::default(), &widget(&ns, "w1", "one", 0)).await.expect("create");
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "w1", "one", 0))
+        .await
+        .expect("create");
     let status = eventually(20, || async {
-        widgets.get("w1").await.ok().and_then(|w| w.status).filter(|s| s.value == "one")
+        widgets
+            .get("w1")
+            .await
+            .ok()
+            .and_then(|w| w.status)
+            .filter(|s| s.value == "one")
     })
     .await
     .expect("status written");
@@ -96,33 +174,62 @@ async fn writes_are_skipped_when_desired_state_is_in_place() {
 
     // Metadata-only changes trigger reconciles that must not write status.
     let reconciles = |m: &bosun_runtime::metrics::Metrics| {
-        bosun_testenv_sum(&m.encode(), r#"controller_runtime_reconcile_total{controller="widget",result="success"}"#)
+        bosun_testenv_sum(
+            &m.encode(),
+            r#"controller_runtime_reconcile_total{controller="widget",result="success"}"#,
+        )
     };
     let r0 = reconciles(&metrics);
     for i in 0..3 {
         let patch = serde_json::json!({"metadata": {"labels": {"poke": format!("p{i}")}}});
-        widgets.patch("w1", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("poke");
+        widgets
+            .patch("w1", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("poke");
         let target = r0 + f64::from(i + 1);
-        eventually(10, || async { (reconciles(&metrics) >= target).then_some(()) }).await.expect("reconciled");
+        eventually(10, || async {
+            (reconciles(&metrics) >= target).then_some(())
+        })
+        .await
+        .expect("reconciled");
     }
-    assert_eq!(writes(&cp, &client, "widgets", Some("status")).await, status_writes, "unchanged status not rewritten");
+    assert_eq!(
+        writes(&cp, &client, "widgets", Some("status")).await,
+        status_writes,
+        "unchanged status not rewritten"
+    );
 
     // A spec change writes status once more, with the new observedGeneration.
     let patch = serde_json::json!({"spec": {"value": "two"}});
-    widgets.patch("w1", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("edit spec");
+    widgets
+        .patch("w1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("edit spec");
     let status = eventually(20, || async {
-        widgets.get("w1").await.ok().and_then(|w| w.status).filter(|s| s.value == "two")
+        widgets
+            .get("w1")
+            .await
+            .ok()
+            .and_then(|w| w.status)
+            .filter(|s| s.value == "two")
     })
     .await
     .expect("status updated");
     assert_eq!(status.observed_generation, Some(2));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(writes(&cp, &client, "widgets", Some("status")).await, status_writes + 1.0);
+    assert_eq!(
+        writes(&cp, &client, "widgets", Some("status")).await,
+        status_writes + 1.0
+    );
 
     let _ = stop_tx.send(());
     run.await.expect("join").expect("manager ran cleanly");
 }
 
 fn bosun_testenv_sum(text: &str, series: &str) -> f64 {
-    text.lines().find(|l| l.starts_with(series)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
 }

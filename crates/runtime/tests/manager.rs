@@ -30,7 +30,12 @@ fn fast_lease(ns: &str, lease: &str, identity: &str) -> LeaderConfig {
 }
 
 /// Starts a manager running the widget operator; returns its stop switch, task and address.
-async fn start(client: Client, ns: &str, leader: Option<LeaderConfig>, identity: &str) -> (oneshot::Sender<()>, Run, SocketAddr) {
+async fn start(
+    client: Client,
+    ns: &str,
+    leader: Option<LeaderConfig>,
+    identity: &str,
+) -> (oneshot::Sender<()>, Run, SocketAddr) {
     let cfg = ManagerConfig {
         scope: Scope::Namespaces(vec![ns.into()]),
         leader,
@@ -38,7 +43,9 @@ async fn start(client: Client, ns: &str, leader: Option<LeaderConfig>, identity:
         probe_addr: Some("127.0.0.1:0".parse().expect("addr")),
         ..Default::default()
     };
-    let m = Manager::new(client, cfg).with_operator(Arc::new(WidgetOperator { identity: identity.into() }));
+    let m = Manager::new(client, cfg).with_operator(Arc::new(WidgetOperator {
+        identity: identity.into(),
+    }));
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (addr_tx, addr_rx) = oneshot::channel::<SocketAddr>();
     let run = tokio::spawn(m.run(
@@ -56,7 +63,13 @@ async fn start(client: Client, ns: &str, leader: Option<LeaderConfig>, identity:
 
 async fn holder(client: &Client, ns: &str, lease: &str) -> Option<String> {
     let api: Api<Lease> = Api::namespaced(client.clone(), ns);
-    api.get_opt(lease).await.ok().flatten()?.spec?.holder_identity.filter(|h| !h.is_empty())
+    api.get_opt(lease)
+        .await
+        .ok()
+        .flatten()?
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
 }
 
 async fn reconciled_by(client: &Client, ns: &str, widget: &str) -> Option<String> {
@@ -71,22 +84,46 @@ async fn standby_takes_over_when_the_leader_dies() {
     let ns = test_namespace(&client, "le-takeover").await.expect("ns");
     let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
 
-    let (_stop_a, run_a, _) = start(client.clone(), &ns, Some(fast_lease(&ns, "bosun", "a")), "a").await;
-    eventually(10, || async { (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(()) })
-        .await
-        .expect("a leads");
-    let (_stop_b, run_b, _) = start(client.clone(), &ns, Some(fast_lease(&ns, "bosun", "b")), "b").await;
+    let (_stop_a, run_a, _) = start(
+        client.clone(),
+        &ns,
+        Some(fast_lease(&ns, "bosun", "a")),
+        "a",
+    )
+    .await;
+    eventually(10, || async {
+        (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
+    })
+    .await
+    .expect("a leads");
+    let (_stop_b, run_b, _) = start(
+        client.clone(),
+        &ns,
+        Some(fast_lease(&ns, "bosun", "b")),
+        "b",
+    )
+    .await;
 
-    widgets.create(&PostParams::default(), &widget(&ns, "w1", "x", 0)).await.expect("create");
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "w1", "x", 0))
+        .await
+        .expect("create");
     let by = eventually(15, || reconciled_by(&client, &ns, "w1")).await;
     assert_eq!(by.as_deref(), Some("a"), "only the leader reconciles");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(reconciled_by(&client, &ns, "w1").await.as_deref(), Some("a"), "the standby did not write");
+    assert_eq!(
+        reconciled_by(&client, &ns, "w1").await.as_deref(),
+        Some("a"),
+        "the standby did not write"
+    );
 
     // Kill the leader without releasing the lease (a crash).
     run_a.abort();
     let _ = run_a.await;
-    widgets.create(&PostParams::default(), &widget(&ns, "w2", "y", 0)).await.expect("create");
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "w2", "y", 0))
+        .await
+        .expect("create");
     let by = eventually(20, || async {
         reconciled_by(&client, &ns, "w2").await.filter(|b| b == "b")
     })
@@ -94,7 +131,10 @@ async fn standby_takes_over_when_the_leader_dies() {
     assert_eq!(by.as_deref(), Some("b"), "the standby took over");
     assert_eq!(holder(&client, &ns, "bosun").await.as_deref(), Some("b"));
     // The new leader re-applies what the old one wrote (its identity is part of the desired state).
-    let by = eventually(10, || async { reconciled_by(&client, &ns, "w1").await.filter(|b| b == "b") }).await;
+    let by = eventually(10, || async {
+        reconciled_by(&client, &ns, "w1").await.filter(|b| b == "b")
+    })
+    .await;
     assert_eq!(by.as_deref(), Some("b"));
     run_b.abort();
 }
@@ -107,14 +147,30 @@ async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
     let ns = test_namespace(&client, "le-lost").await.expect("ns");
     let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
 
-    let (_stop, run, addr) = start(client.clone(), &ns, Some(fast_lease(&ns, "bosun", "a")), "a").await;
-    eventually(10, || async { (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(()) })
+    let (_stop, run, addr) = start(
+        client.clone(),
+        &ns,
+        Some(fast_lease(&ns, "bosun", "a")),
+        "a",
+    )
+    .await;
+    eventually(10, || async {
+        (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
+    })
+    .await
+    .expect("a leads");
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "w1", "x", 0))
         .await
-        .expect("a leads");
-    widgets.create(&PostParams::default(), &widget(&ns, "w1", "x", 0)).await.expect("create");
-    eventually(15, || reconciled_by(&client, &ns, "w1")).await.expect("reconciled while leading");
+        .expect("create");
+    eventually(15, || reconciled_by(&client, &ns, "w1"))
+        .await
+        .expect("reconciled while leading");
     let (_, body) = http_get(addr, "/metrics").await.expect("metrics");
-    assert!(body.contains(r#"leader_election_master_status{name="bosun"} 1"#), "{body}");
+    assert!(
+        body.contains(r#"leader_election_master_status{name="bosun"} 1"#),
+        "{body}"
+    );
 
     // Another party takes the lease (as after a network partition).
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
@@ -123,16 +179,35 @@ async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
         spec.holder_identity = Some("intruder".into());
         spec.lease_duration_seconds = Some(3600);
     }
-    leases.replace("bosun", &PostParams::default(), &lease).await.expect("steal");
+    leases
+        .replace("bosun", &PostParams::default(), &lease)
+        .await
+        .expect("steal");
 
-    let result = tokio::time::timeout(Duration::from_secs(5), run).await.expect("manager stopped within a renew period");
-    assert!(matches!(result.expect("join"), Err(ManagerError::LostLeadership)));
+    let result = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("manager stopped within a renew period");
+    assert!(matches!(
+        result.expect("join"),
+        Err(ManagerError::LostLeadership)
+    ));
 
     // Nothing of this replica writes any more.
-    widgets.create(&PostParams::default(), &widget(&ns, "w2", "y", 0)).await.expect("create");
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "w2", "y", 0))
+        .await
+        .expect("create");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(reconciled_by(&client, &ns, "w2").await, None, "no write after losing the lease");
-    assert_eq!(holder(&client, &ns, "bosun").await.as_deref(), Some("intruder"), "the lease was left alone");
+    assert_eq!(
+        reconciled_by(&client, &ns, "w2").await,
+        None,
+        "no write after losing the lease"
+    );
+    assert_eq!(
+        holder(&client, &ns, "bosun").await.as_deref(),
+        Some("intruder"),
+        "the lease was left alone"
+    );
 }
 
 #[tokio::test]
@@ -143,22 +218,53 @@ async fn graceful_shutdown_finishes_in_flight_reconciles_and_releases_the_lease(
     let ns = test_namespace(&client, "le-shutdown").await.expect("ns");
     let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
 
-    let (stop, run, _) = start(client.clone(), &ns, Some(fast_lease(&ns, "bosun", "a")), "a").await;
-    eventually(10, || async { (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(()) })
-        .await
-        .expect("a leads");
+    let (stop, run, _) = start(
+        client.clone(),
+        &ns,
+        Some(fast_lease(&ns, "bosun", "a")),
+        "a",
+    )
+    .await;
+    eventually(10, || async {
+        (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
+    })
+    .await
+    .expect("a leads");
     // A slow reconcile (2 s) is in flight when the shutdown signal arrives.
-    widgets.create(&PostParams::default(), &widget(&ns, "slow", "x", 2000)).await.expect("create");
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "slow", "x", 2000))
+        .await
+        .expect("create");
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(reconciled_by(&client, &ns, "slow").await, None, "still in flight");
+    assert_eq!(
+        reconciled_by(&client, &ns, "slow").await,
+        None,
+        "still in flight"
+    );
     let _ = stop.send(());
-    let result = tokio::time::timeout(Duration::from_secs(15), run).await.expect("stopped");
+    let result = tokio::time::timeout(Duration::from_secs(15), run)
+        .await
+        .expect("stopped");
     result.expect("join").expect("clean shutdown");
-    assert_eq!(reconciled_by(&client, &ns, "slow").await.as_deref(), Some("a"), "the in-flight reconcile finished");
-    assert_eq!(holder(&client, &ns, "bosun").await, None, "the lease was released");
+    assert_eq!(
+        reconciled_by(&client, &ns, "slow").await.as_deref(),
+        Some("a"),
+        "the in-flight reconcile finished"
+    );
+    assert_eq!(
+        holder(&client, &ns, "bosun").await,
+        None,
+        "the lease was released"
+    );
 
     // A standby started now takes over at once, without waiting for expiry.
-    let (_s, run_b, _) = start(client.clone(), &ns, Some(fast_lease(&ns, "bosun", "b")), "b").await;
+    let (_s, run_b, _) = start(
+        client.clone(),
+        &ns,
+        Some(fast_lease(&ns, "bosun", "b")),
+        "b",
+    )
+    .await;
     let took = tokio::time::timeout(Duration::from_secs(3), async {
         loop {
             if holder(&client, &ns, "bosun").await.as_deref() == Some("b") {
@@ -191,12 +297,22 @@ async fn metrics_and_probes_report_reconciles_and_readiness() {
         probe_addr: Some(addr),
         ..Default::default()
     };
-    let m = Manager::new(client.clone(), cfg).with_operator(Arc::new(WidgetOperator { identity: "m".into() }));
+    let m = Manager::new(client.clone(), cfg).with_operator(Arc::new(WidgetOperator {
+        identity: "m".into(),
+    }));
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let run = tokio::spawn(m.run(async move { let _ = stop_rx.await; }, |_| {}));
+    let run = tokio::spawn(m.run(
+        async move {
+            let _ = stop_rx.await;
+        },
+        |_| {},
+    ));
 
     let ready = eventually(10, || async {
-        http_get(addr, "/readyz").await.ok().filter(|(code, _)| *code == 200)
+        http_get(addr, "/readyz")
+            .await
+            .ok()
+            .filter(|(code, _)| *code == 200)
     })
     .await
     .expect("ready after cache sync");
@@ -205,14 +321,26 @@ async fn metrics_and_probes_report_reconciles_and_readiness() {
     assert_eq!((code, body.as_str()), (200, "ok"));
 
     for i in 0..3 {
-        widgets.create(&PostParams::default(), &widget(&ns, &format!("w{i}"), "v", 0)).await.expect("create");
+        widgets
+            .create(
+                &PostParams::default(),
+                &widget(&ns, &format!("w{i}"), "v", 0),
+            )
+            .await
+            .expect("create");
     }
-    eventually(15, || async { reconciled_by(&client, &ns, "w2").await }).await.expect("reconciled");
+    eventually(15, || async { reconciled_by(&client, &ns, "w2").await })
+        .await
+        .expect("reconciled");
     let body = eventually(10, || async {
         let (_, body) = http_get(addr, "/metrics").await.ok()?;
         let n: f64 = body
             .lines()
-            .find(|l| l.starts_with(r#"controller_runtime_reconcile_total{controller="widget",result="success"}"#))?
+            .find(|l| {
+                l.starts_with(
+                    r#"controller_runtime_reconcile_total{controller="widget",result="success"}"#,
+                )
+            })?
             .rsplit(' ')
             .next()?
             .parse()

@@ -15,7 +15,9 @@ pub fn assets_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("BOSUN_ASSETS") {
         return PathBuf::from(d);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/root"));
     home.join(".cache/bosun/assets").join(K8S_VERSION)
 }
 
@@ -27,9 +29,15 @@ impl Assets {
         if need_controller_manager {
             needed.push("kube-controller-manager");
         }
-        let missing: Vec<&str> = needed.into_iter().filter(|b| !dir.join(b).is_file()).collect();
+        let missing: Vec<&str> = needed
+            .into_iter()
+            .filter(|b| !dir.join(b).is_file())
+            .collect();
         if !missing.is_empty() {
-            return Err(TestEnvError::AssetsMissing { dir, missing: missing.join(", ") });
+            return Err(TestEnvError::AssetsMissing {
+                dir,
+                missing: missing.join(", "),
+            });
         }
         Ok(Assets { dir })
     }

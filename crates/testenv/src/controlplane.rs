@@ -19,7 +19,12 @@ pub enum TestEnvError {
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
     #[error("{what} did not become ready within {secs} s; last lines of {log}:\n{tail}")]
-    NotReady { what: &'static str, secs: u64, log: PathBuf, tail: String },
+    NotReady {
+        what: &'static str,
+        secs: u64,
+        log: PathBuf,
+        tail: String,
+    },
     #[error("kube client: {0}")]
     Kube(#[from] kube::Error),
     #[error("kubeconfig: {0}")]
@@ -53,7 +58,11 @@ const TOKEN: &str = "bosun-test-admin-token";
 
 fn base_dir() -> PathBuf {
     let shm = PathBuf::from("/dev/shm");
-    if shm.is_dir() && std::fs::metadata(&shm).map(|m| !m.permissions().readonly()).unwrap_or(false) {
+    if shm.is_dir()
+        && std::fs::metadata(&shm)
+            .map(|m| !m.permissions().readonly())
+            .unwrap_or(false)
+    {
         shm
     } else {
         std::env::temp_dir()
@@ -62,10 +71,14 @@ fn base_dir() -> PathBuf {
 
 /// Deletes directories left by test processes that no longer exist.
 fn remove_stale_dirs(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else { return };
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        let Some(rest) = name.strip_prefix("bosun-testenv-") else { continue };
+        let Some(rest) = name.strip_prefix("bosun-testenv-") else {
+            continue;
+        };
         let pid: Option<i32> = rest.split('-').next().and_then(|p| p.parse().ok());
         if let Some(pid) = pid {
             if !process::pid_alive(pid) {
@@ -126,13 +139,19 @@ impl ControlPlane {
             .stdout(out)
             .stderr(err)
             .stdin(Stdio::null());
-        self.procs.push(Proc { name: "etcd", child: process::spawn(cmd)? });
+        self.procs.push(Proc {
+            name: "etcd",
+            child: process::spawn(cmd)?,
+        });
 
         // keys and credentials
         let key = rcgen::KeyPair::generate().map_err(|e| TestEnvError::Key(e.to_string()))?;
         std::fs::write(dir.join("sa.key"), key.serialize_pem())?;
         std::fs::write(dir.join("sa.pub"), key.public_key_pem())?;
-        std::fs::write(dir.join("tokens.csv"), format!("{TOKEN},admin,admin,system:masters\n"))?;
+        std::fs::write(
+            dir.join("tokens.csv"),
+            format!("{TOKEN},admin,admin,system:masters\n"),
+        )?;
         std::fs::create_dir_all(dir.join("certs"))?;
 
         // kube-apiserver
@@ -143,11 +162,20 @@ impl ControlPlane {
             .arg("--bind-address=127.0.0.1")
             .arg("--advertise-address=127.0.0.1")
             .arg(format!("--cert-dir={}", dir.join("certs").display()))
-            .arg(format!("--token-auth-file={}", dir.join("tokens.csv").display()))
+            .arg(format!(
+                "--token-auth-file={}",
+                dir.join("tokens.csv").display()
+            ))
             .arg("--authorization-mode=RBAC")
             .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-            .arg(format!("--service-account-key-file={}", dir.join("sa.pub").display()))
-            .arg(format!("--service-account-signing-key-file={}", dir.join("sa.key").display()))
+            .arg(format!(
+                "--service-account-key-file={}",
+                dir.join("sa.pub").display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                dir.join("sa.key").display()
+            ))
             .arg("--service-cluster-ip-range=10.0.0.0/16")
             .arg("--disable-admission-plugins=ServiceAccount")
             .arg("--allow-privileged=true")
@@ -155,7 +183,10 @@ impl ControlPlane {
             .stdout(out)
             .stderr(err)
             .stdin(Stdio::null());
-        self.procs.push(Proc { name: "kube-apiserver", child: process::spawn(cmd)? });
+        self.procs.push(Proc {
+            name: "kube-apiserver",
+            child: process::spawn(cmd)?,
+        });
         self.server = format!("https://127.0.0.1:{api_port}");
         self.write_kubeconfig()?;
         self.wait_ready().await?;
@@ -175,7 +206,10 @@ impl ControlPlane {
                 .stdout(out)
                 .stderr(err)
                 .stdin(Stdio::null());
-            self.procs.push(Proc { name: "kube-controller-manager", child: process::spawn(cmd)? });
+            self.procs.push(Proc {
+                name: "kube-controller-manager",
+                child: process::spawn(cmd)?,
+            });
         }
         Ok(())
     }
@@ -204,11 +238,14 @@ impl ControlPlane {
                 }
             }
             if let Ok(client) = self.client().await {
-                let req = http::Request::get("/readyz").body(Vec::new()).map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+                let req = http::Request::get("/readyz")
+                    .body(Vec::new())
+                    .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
                 if let Ok(body) = client.request_text(req).await {
                     if body.trim() == "ok" {
                         // The default namespace is created by a post-start controller.
-                        let ns: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+                        let ns: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+                            kube::Api::all(client);
                         if ns.get_opt("default").await.ok().flatten().is_some() {
                             return Ok(());
                         }
@@ -217,7 +254,12 @@ impl ControlPlane {
             }
             if start.elapsed() > limit {
                 let log = self.dir.join("kube-apiserver.log");
-                return Err(TestEnvError::NotReady { what: "kube-apiserver", secs: limit.as_secs(), tail: tail(&log, 30), log });
+                return Err(TestEnvError::NotReady {
+                    what: "kube-apiserver",
+                    secs: limit.as_secs(),
+                    tail: tail(&log, 30),
+                    log,
+                });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -240,7 +282,8 @@ impl ControlPlane {
 
     /// The admin client config.
     pub async fn config(&self) -> Result<Config, TestEnvError> {
-        let kc = Kubeconfig::read_from(&self.kubeconfig).map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+        let kc = Kubeconfig::read_from(&self.kubeconfig)
+            .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
         Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
             .await
             .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))
@@ -261,20 +304,29 @@ impl ControlPlane {
 
     /// The API server's own Prometheus metrics (e.g. `apiserver_request_total`).
     pub async fn apiserver_metrics(&self, client: &Client) -> Result<String, TestEnvError> {
-        let req = http::Request::get("/metrics").body(Vec::new()).map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+        let req = http::Request::get("/metrics")
+            .body(Vec::new())
+            .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
         Ok(client.request_text(req).await?)
     }
 
     /// Sums `apiserver_request_total` over the series whose labels contain every `label="value"`
     /// pair given.
-    pub async fn request_count(&self, client: &Client, labels: &[(&str, &str)]) -> Result<f64, TestEnvError> {
+    pub async fn request_count(
+        &self,
+        client: &Client,
+        labels: &[(&str, &str)],
+    ) -> Result<f64, TestEnvError> {
         let text = self.apiserver_metrics(client).await?;
         Ok(sum_series(&text, "apiserver_request_total", labels))
     }
 
     /// Process id of a component, for tests that need to signal it.
     pub fn pid(&self, name: &str) -> Option<u32> {
-        self.procs.iter().find(|p| p.name == name).map(|p| p.child.id())
+        self.procs
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.child.id())
     }
 }
 
@@ -282,7 +334,11 @@ impl ControlPlane {
 pub fn sum_series(text: &str, metric: &str, labels: &[(&str, &str)]) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with('{'))
-        .filter(|l| labels.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
         .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
         .sum()
 }
@@ -290,7 +346,10 @@ pub fn sum_series(text: &str, metric: &str, labels: &[(&str, &str)]) -> f64 {
 fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     u64::from(t) ^ (N.fetch_add(1, Ordering::Relaxed) << 32)
 }
 
@@ -310,7 +369,12 @@ impl Drop for ControlPlane {
 /// isolate tests by namespace. Its processes die with the test binary.
 pub async fn shared() -> Result<&'static ControlPlane, TestEnvError> {
     static CP: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
-    CP.get_or_try_init(|| ControlPlane::start(Options { controller_manager: true })).await
+    CP.get_or_try_init(|| {
+        ControlPlane::start(Options {
+            controller_manager: true,
+        })
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -323,14 +387,30 @@ mod tests {
                     apiserver_request_total{code=\"201\",resource=\"configmaps\",verb=\"APPLY\"} 2\n\
                     apiserver_request_total{code=\"200\",resource=\"secrets\",verb=\"APPLY\"} 7\n\
                     apiserver_request_total_other{resource=\"configmaps\"} 100\n";
-        assert_eq!(sum_series(text, "apiserver_request_total", &[("resource", "configmaps")]), 5.0);
-        assert_eq!(sum_series(text, "apiserver_request_total", &[("verb", "APPLY")]), 12.0);
-        assert_eq!(sum_series(text, "apiserver_request_total", &[("verb", "GET")]), 0.0);
+        assert_eq!(
+            sum_series(
+                text,
+                "apiserver_request_total",
+                &[("resource", "configmaps")]
+            ),
+            5.0
+        );
+        assert_eq!(
+            sum_series(text, "apiserver_request_total", &[("verb", "APPLY")]),
+            12.0
+        );
+        assert_eq!(
+            sum_series(text, "apiserver_request_total", &[("verb", "GET")]),
+            0.0
+        );
     }
 
     #[test]
     fn missing_assets_name_the_script() {
-        let err = TestEnvError::AssetsMissing { dir: "/nowhere".into(), missing: "etcd".into() };
+        let err = TestEnvError::AssetsMissing {
+            dir: "/nowhere".into(),
+            missing: "etcd".into(),
+        };
         assert!(err.to_string().contains("scripts/setup-assets.sh"));
     }
 }

@@ -24,9 +24,14 @@ pub async fn test_namespace(client: &kube::Client, prefix: &str) -> Result<Strin
     let n = N.fetch_add(1, Ordering::Relaxed);
     let name = format!("{prefix}-{}-{n}", std::process::id() % 100_000);
     let ns = Namespace {
-        metadata: kube::api::ObjectMeta { name: Some(name.clone()), ..Default::default() },
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
         ..Default::default()
     };
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
     Ok(name)
 }

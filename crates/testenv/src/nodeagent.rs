@@ -42,11 +42,22 @@ impl NodeAgent {
     pub fn start(client: Client, cfg: NodeAgentConfig) -> NodeAgent {
         let task = tokio::spawn(async move {
             let (pods, pvcs): (Api<Pod>, Api<PersistentVolumeClaim>) = match &cfg.namespace {
-                Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
+                Some(ns) => (
+                    Api::namespaced(client.clone(), ns),
+                    Api::namespaced(client.clone(), ns),
+                ),
                 None => (Api::all(client.clone()), Api::all(client.clone())),
             };
-            let pod_events = watcher(pods, watcher::Config::default()).default_backoff().applied_objects().map(|e| Ev::Pod(Box::new(e))).boxed();
-            let pvc_events = watcher(pvcs, watcher::Config::default()).default_backoff().applied_objects().map(|e| Ev::Pvc(Box::new(e))).boxed();
+            let pod_events = watcher(pods, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .map(|e| Ev::Pod(Box::new(e)))
+                .boxed();
+            let pvc_events = watcher(pvcs, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .map(|e| Ev::Pvc(Box::new(e)))
+                .boxed();
             let mut events = futures::stream::select(pod_events, pvc_events);
             while let Some(ev) = events.next().await {
                 let res = match ev {
@@ -86,7 +97,15 @@ async fn on_pod(client: &Client, cfg: &NodeAgentConfig, pod: Pod) -> Result<(), 
     let ns = pod.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     if pod.metadata.deletion_timestamp.is_some() {
-        let _ = api.delete(&pod.name_any(), &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+        let _ = api
+            .delete(
+                &pod.name_any(),
+                &DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                },
+            )
+            .await;
         return Ok(());
     }
     let ready = pod
@@ -116,7 +135,12 @@ async fn on_pod(client: &Client, cfg: &NodeAgentConfig, pod: Pod) -> Result<(), 
         "conditions": [cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")],
         "containerStatuses": containers,
     }});
-    api.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    api.patch_status(
+        &pod.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
 
     // A new pod finishes a file system resize pending on its claims.
     if cfg.resize_needs_restart {
@@ -125,14 +149,24 @@ async fn on_pod(client: &Client, cfg: &NodeAgentConfig, pod: Pod) -> Result<(), 
             .spec
             .as_ref()
             .and_then(|s| s.volumes.as_ref())
-            .map(|v| v.iter().filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone())).collect::<Vec<_>>())
+            .map(|v| {
+                v.iter()
+                    .filter_map(|v| {
+                        v.persistent_volume_claim
+                            .as_ref()
+                            .map(|c| c.claim_name.clone())
+                    })
+                    .collect::<Vec<_>>()
+            })
             .unwrap_or_default();
         for claim in claims {
             if let Some(pvc) = pvcs.get_opt(&claim).await? {
                 if has_pending(&pvc) {
                     let want = requested(&pvc);
-                    let patch = json!({"status": {"capacity": {"storage": want}, "conditions": null}});
-                    pvcs.patch_status(&claim, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                    let patch =
+                        json!({"status": {"capacity": {"storage": want}, "conditions": null}});
+                    pvcs.patch_status(&claim, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?;
                 }
             }
         }
@@ -141,11 +175,23 @@ async fn on_pod(client: &Client, cfg: &NodeAgentConfig, pod: Pod) -> Result<(), 
 }
 
 fn requested(pvc: &PersistentVolumeClaim) -> Option<String> {
-    pvc.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?.get("storage").map(|q| q.0.clone())
+    pvc.spec
+        .as_ref()?
+        .resources
+        .as_ref()?
+        .requests
+        .as_ref()?
+        .get("storage")
+        .map(|q| q.0.clone())
 }
 
 fn capacity(pvc: &PersistentVolumeClaim) -> Option<String> {
-    pvc.status.as_ref()?.capacity.as_ref()?.get("storage").map(|q| q.0.clone())
+    pvc.status
+        .as_ref()?
+        .capacity
+        .as_ref()?
+        .get("storage")
+        .map(|q| q.0.clone())
 }
 
 fn has_pending(pvc: &PersistentVolumeClaim) -> bool {
@@ -157,7 +203,15 @@ fn has_pending(pvc: &PersistentVolumeClaim) -> bool {
 
 /// Parses the quantities this agent deals with (plain bytes or Ki/Mi/Gi/Ti suffixes).
 fn bytes(q: &str) -> Option<u128> {
-    let units = [("Ki", 1u128 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("Ti", 1 << 40), ("k", 1000), ("M", 1_000_000), ("G", 1_000_000_000)];
+    let units = [
+        ("Ki", 1u128 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("k", 1000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+    ];
     for (suffix, mult) in units {
         if let Some(n) = q.strip_suffix(suffix) {
             return n.parse::<u128>().ok().map(|n| n * mult);
@@ -166,15 +220,25 @@ fn bytes(q: &str) -> Option<u128> {
     q.parse().ok()
 }
 
-async fn on_pvc(client: &Client, cfg: &NodeAgentConfig, pvc: PersistentVolumeClaim) -> Result<(), kube::Error> {
+async fn on_pvc(
+    client: &Client,
+    cfg: &NodeAgentConfig,
+    pvc: PersistentVolumeClaim,
+) -> Result<(), kube::Error> {
     if pvc.metadata.deletion_timestamp.is_some() {
         return Ok(());
     }
     let ns = pvc.namespace().unwrap_or_default();
     let name = pvc.name_any();
     let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    let Some(want) = requested(&pvc) else { return Ok(()) };
-    let phase = pvc.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let Some(want) = requested(&pvc) else {
+        return Ok(());
+    };
+    let phase = pvc
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default();
     let pv_name = format!("pv-{}", pvc.uid().unwrap_or_default());
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
 
@@ -197,12 +261,23 @@ async fn on_pvc(client: &Client, cfg: &NodeAgentConfig, pvc: PersistentVolumeCla
                 Err(e) => return Err(e),
             }
         }
-        if pvc.spec.as_ref().and_then(|s| s.volume_name.clone()).is_none() {
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"volumeName": pv_name}}))).await?;
+        if pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.clone())
+            .is_none()
+        {
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"volumeName": pv_name}})),
+            )
+            .await?;
         }
         let patch = json!({"status": {"phase": "Bound", "capacity": {"storage": want},
             "accessModes": pvc.spec.as_ref().and_then(|s| s.access_modes.clone())}});
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
         return Ok(());
     }
 
@@ -215,9 +290,17 @@ async fn on_pvc(client: &Client, cfg: &NodeAgentConfig, pvc: PersistentVolumeCla
     if !grow || has_pending(&pvc) {
         return Ok(());
     }
-    let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone()).unwrap_or(pv_name);
+    let volume = pvc
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.clone())
+        .unwrap_or(pv_name);
     let _ = pvs
-        .patch(&volume, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"capacity": {"storage": want}}})))
+        .patch(
+            &volume,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"capacity": {"storage": want}}})),
+        )
         .await;
     let status = if cfg.resize_needs_restart {
         json!({"status": {"conditions": [{"type": PENDING, "status": "True", "lastTransitionTime": now(),
@@ -227,6 +310,7 @@ async fn on_pvc(client: &Client, cfg: &NodeAgentConfig, pvc: PersistentVolumeCla
     };
     // Give the API a moment so resize ordering resembles a real driver's.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
     Ok(())
 }

@@ -49,7 +49,8 @@ pub fn spawn(mut cmd: Command) -> io::Result<Child> {
         .map_err(|_| io::Error::other("launcher lock poisoned"))?
         .send((cmd, tx))
         .map_err(|_| io::Error::other("launcher thread gone"))?;
-    rx.recv().map_err(|_| io::Error::other("launcher thread gone"))?
+    rx.recv()
+        .map_err(|_| io::Error::other("launcher thread gone"))?
 }
 
 static LIVE_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -91,6 +92,11 @@ pub fn pid_alive(pid: i32) -> bool {
 /// `n` distinct free loopback TCP ports (bound together, then released: the short race with
 /// other processes is accepted in tests).
 pub fn free_ports(n: usize) -> io::Result<Vec<u16>> {
-    let listeners = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<io::Result<Vec<_>>>()?;
-    listeners.iter().map(|l| Ok(l.local_addr()?.port())).collect()
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<io::Result<Vec<_>>>()?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
 }

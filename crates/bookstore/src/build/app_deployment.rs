@@ -10,14 +10,24 @@ pub fn build(bs: &BookStore) -> Deployment {
     let app = &bs.spec.book_app;
     let db = &bs.spec.book_db;
     let names = Names::of(bs);
-    let env = |name: &str, value: String| EnvVar { name: name.into(), value: Some(value), ..Default::default() };
+    let env = |name: &str, value: String| EnvVar {
+        name: name.into(),
+        value: Some(value),
+        ..Default::default()
+    };
     Deployment {
         metadata: child_meta(bs, &names.app, "app"),
         spec: Some(DeploymentSpec {
             replicas: Some(app.replicas),
-            selector: LabelSelector { match_labels: Some(selector(bs, "app")), ..Default::default() },
+            selector: LabelSelector {
+                match_labels: Some(selector(bs, "app")),
+                ..Default::default()
+            },
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels(bs, "app")), ..Default::default() }),
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels(bs, "app")),
+                    ..Default::default()
+                }),
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: "bookstore".into(),
@@ -32,7 +42,10 @@ pub fn build(bs: &BookStore) -> Deployment {
                         env: Some(vec![
                             env("MONGODB_HOST", names.db_client.clone()),
                             env("MONGODB_PORT", db.port.to_string()),
-                            env("MONGODB_URI", format!("mongodb://{}:{}", names.db_client, db.port)),
+                            env(
+                                "MONGODB_URI",
+                                format!("mongodb://{}:{}", names.db_client, db.port),
+                            ),
                         ]),
                         resources: app.resources.as_ref().map(|r| r.to_requirements()),
                         ..Default::default()

@@ -63,6 +63,9 @@ mod tests {
     fn client_name_can_be_chosen() {
         let mut bs = fixtures::sample();
         bs.spec.book_db.service_name = Some("mongodb-service".into());
-        assert_eq!(client(&bs).metadata.name.as_deref(), Some("mongodb-service"));
+        assert_eq!(
+            client(&bs).metadata.name.as_deref(),
+            Some("mongodb-service")
+        );
     }
 }

@@ -48,7 +48,12 @@ impl Names {
             app: format!("{n}-app"),
             db: format!("{n}-mongodb"),
             db_headless: format!("{n}-mongodb-headless"),
-            db_client: bs.spec.book_db.service_name.clone().unwrap_or_else(|| format!("{n}-mongodb")),
+            db_client: bs
+                .spec
+                .book_db
+                .service_name
+                .clone()
+                .unwrap_or_else(|| format!("{n}-mongodb")),
         }
     }
 
@@ -95,7 +100,11 @@ pub fn image(repository: &str, tag: &str) -> String {
 
 /// Label selector string for a map of labels.
 pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
-    labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]

@@ -100,24 +100,53 @@ pub async fn env(prefix: &str, resize_needs_restart: bool) -> Env {
     let admin = cp.client().await.expect("client");
     cluster_setup(&admin).await.expect("cluster setup");
     let ns = test_namespace(&admin, prefix).await.expect("namespace");
-    let agent = NodeAgent::start(admin.clone(), NodeAgentConfig { namespace: Some(ns.clone()), resize_needs_restart });
-    Env { cp, admin, ns, _agent: agent }
+    let agent = NodeAgent::start(
+        admin.clone(),
+        NodeAgentConfig {
+            namespace: Some(ns.clone()),
+            resize_needs_restart,
+        },
+    );
+    Env {
+        cp,
+        admin,
+        ns,
+        _agent: agent,
+    }
 }
 
 impl Env {
     /// Runs the BookStore operator, scoped to this namespace, as the ServiceAccount.
     pub async fn start_operator(&self) -> Running {
-        let client = self.cp.client_as(SA_USER, &["system:serviceaccounts", "system:authenticated"]).await.expect("client");
-        let cfg = ManagerConfig { scope: Scope::Namespaces(vec![self.ns.clone()]), ..Default::default() };
+        let client = self
+            .cp
+            .client_as(SA_USER, &["system:serviceaccounts", "system:authenticated"])
+            .await
+            .expect("client");
+        let cfg = ManagerConfig {
+            scope: Scope::Namespaces(vec![self.ns.clone()]),
+            ..Default::default()
+        };
         let m = Manager::new(client, cfg).with_operator(Arc::new(BookStoreOperator));
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(m.run(async move { let _ = rx.await; }, |_| {}));
-        Running { stop: Some(tx), task }
+        let task = tokio::spawn(m.run(
+            async move {
+                let _ = rx.await;
+            },
+            |_| {},
+        ));
+        Running {
+            stop: Some(tx),
+            task,
+        }
     }
 
     pub fn api<K>(&self) -> Api<K>
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + serde::de::DeserializeOwned
+            + Clone
+            + std::fmt::Debug,
     {
         Api::namespaced(self.admin.clone(), &self.ns)
     }
@@ -125,20 +154,36 @@ impl Env {
     pub async fn create(&self, yaml: &str) -> BookStore {
         let mut bs: BookStore = serde_yaml::from_str(yaml).expect("yaml");
         bs.metadata.namespace = Some(self.ns.clone());
-        self.api::<BookStore>().create(&PostParams::default(), &bs).await.expect("create bookstore")
+        self.api::<BookStore>()
+            .create(&PostParams::default(), &bs)
+            .await
+            .expect("create bookstore")
     }
 
     pub async fn patch_spec(&self, name: &str, spec: serde_json::Value) {
         let patch = serde_json::json!({ "spec": spec });
-        self.api::<BookStore>().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("patch spec");
+        self.api::<BookStore>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch spec");
     }
 
     pub async fn bookstore(&self, name: &str) -> BookStore {
-        self.api::<BookStore>().get(name).await.expect("get bookstore")
+        self.api::<BookStore>()
+            .get(name)
+            .await
+            .expect("get bookstore")
     }
 
     /// Waits until the BookStore's condition `type_` has `status` (and, if given, `reason`).
-    pub async fn wait_condition(&self, name: &str, type_: &str, status: &str, reason: Option<&str>, secs: u64) -> BookStore {
+    pub async fn wait_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+        reason: Option<&str>,
+        secs: u64,
+    ) -> BookStore {
         let api = self.api::<BookStore>();
         let got = eventually(secs, || async {
             let bs = api.get(name).await.ok()?;
@@ -152,7 +197,10 @@ impl Env {
             Some(bs) => bs,
             None => {
                 let bs = api.get(name).await.ok();
-                panic!("{name}: condition {type_}={status} {reason:?} not reached; status: {:#?}", bs.and_then(|b| b.status))
+                panic!(
+                    "{name}: condition {type_}={status} {reason:?} not reached; status: {:#?}",
+                    bs.and_then(|b| b.status)
+                )
             }
         }
     }

@@ -21,7 +21,14 @@ pub fn cluster_role(name: &str) -> ClusterRole {
     let mut rules = bosun_bookstore::rbac::rules();
     rules.extend(bosun_bookstore::rbac::cluster_rules());
     rules.extend(bosun_myownshell::controller::rbac_rules());
-    ClusterRole { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, rules: Some(rules), ..Default::default() }
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        rules: Some(rules),
+        ..Default::default()
+    }
 }
 
 pub fn cluster_role_yaml(name: &str) -> anyhow::Result<String> {
@@ -35,6 +42,9 @@ mod tests {
     fn committed_crds_are_fresh() {
         let committed = include_str!("../../../../deploy/crds/crds.yaml");
         let generated = super::crds_yaml().expect("crds");
-        assert!(committed == generated, "deploy/crds is stale: run `cargo run -p bosun -- crd > deploy/crds/crds.yaml`");
+        assert!(
+            committed == generated,
+            "deploy/crds is stale: run `cargo run -p bosun -- crd > deploy/crds/crds.yaml`"
+        );
     }
 }

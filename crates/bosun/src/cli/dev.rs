@@ -52,7 +52,11 @@ async fn ensure_assets() -> anyhow::Result<()> {
     ));
     let script = std::env::temp_dir().join(format!("bosun-setup-assets-{}.sh", std::process::id()));
     std::fs::write(&script, SETUP_SCRIPT)?;
-    let status = tokio::process::Command::new("bash").arg(&script).status().await.context("running the asset script")?;
+    let status = tokio::process::Command::new("bash")
+        .arg(&script)
+        .status()
+        .await
+        .context("running the asset script")?;
     let _ = std::fs::remove_file(&script);
     anyhow::ensure!(status.success(), "asset setup failed ({status})");
     Ok(())
@@ -62,8 +66,13 @@ async fn install(client: &Client) -> anyhow::Result<()> {
     let pp = PatchParams::apply("bosun").force();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = BookStore::crd();
-    crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd)).await?;
-    tokio::time::timeout(Duration::from_secs(30), await_condition(crds, &crd.name_any(), conditions::is_crd_established())).await??;
+    crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
+        .await?;
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
+    )
+    .await??;
     Ok(())
 }
 
@@ -73,7 +82,13 @@ async fn local_storage_class(client: &Client) -> anyhow::Result<()> {
         "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
         "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": true,
     }))?;
-    Api::<StorageClass>::all(client.clone()).patch("standard", &PatchParams::apply("bosun").force(), &Patch::Apply(&sc)).await?;
+    Api::<StorageClass>::all(client.clone())
+        .patch(
+            "standard",
+            &PatchParams::apply("bosun").force(),
+            &Patch::Apply(&sc),
+        )
+        .await?;
     Ok(())
 }
 
@@ -82,46 +97,121 @@ pub async fn show(client: &Client, ns: &str) -> anyhow::Result<String> {
     use std::fmt::Write;
     let mut out = String::new();
     let bss: Api<BookStore> = Api::namespaced(client.clone(), ns);
-    writeln!(out, "{:<28} {:<6} {:<5} {:<5} {:<8}", "BOOKSTORE", "READY", "APP", "DB", "DB-SIZE")?;
+    writeln!(
+        out,
+        "{:<28} {:<6} {:<5} {:<5} {:<8}",
+        "BOOKSTORE", "READY", "APP", "DB", "DB-SIZE"
+    )?;
     for b in bss.list(&ListParams::default()).await?.items {
         let st = b.status.clone().unwrap_or_default();
-        let ready = st.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status.clone()).unwrap_or_default();
-        writeln!(out, "{:<28} {:<6} {:<5} {:<5} {:<8}", b.name_any(), ready, st.app, st.db, st.volume_size.unwrap_or_default())?;
+        let ready = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status.clone())
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{:<28} {:<6} {:<5} {:<5} {:<8}",
+            b.name_any(),
+            ready,
+            st.app,
+            st.db,
+            st.volume_size.unwrap_or_default()
+        )?;
         for c in &st.conditions {
-            writeln!(out, "  {:<12} {:<6} {:<18} {}", c.type_, c.status, c.reason, c.message)?;
+            writeln!(
+                out,
+                "  {:<12} {:<6} {:<18} {}",
+                c.type_, c.status, c.reason, c.message
+            )?;
         }
     }
     writeln!(out)?;
     writeln!(out, "{:<44} STATE", "CHILD")?;
-    for d in Api::<Deployment>::namespaced(client.clone(), ns).list(&ListParams::default()).await?.items {
+    for d in Api::<Deployment>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+    {
         let s = d.status.clone().unwrap_or_default();
-        writeln!(out, "{:<44} ready {}/{}", format!("deployment/{}", d.name_any()), s.ready_replicas.unwrap_or(0), d.spec.and_then(|s| s.replicas).unwrap_or(0))?;
+        writeln!(
+            out,
+            "{:<44} ready {}/{}",
+            format!("deployment/{}", d.name_any()),
+            s.ready_replicas.unwrap_or(0),
+            d.spec.and_then(|s| s.replicas).unwrap_or(0)
+        )?;
     }
-    for d in Api::<StatefulSet>::namespaced(client.clone(), ns).list(&ListParams::default()).await?.items {
+    for d in Api::<StatefulSet>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+    {
         let s = d.status.clone().unwrap_or_default();
-        writeln!(out, "{:<44} ready {}/{}", format!("statefulset/{}", d.name_any()), s.ready_replicas.unwrap_or(0), d.spec.and_then(|s| s.replicas).unwrap_or(0))?;
+        writeln!(
+            out,
+            "{:<44} ready {}/{}",
+            format!("statefulset/{}", d.name_any()),
+            s.ready_replicas.unwrap_or(0),
+            d.spec.and_then(|s| s.replicas).unwrap_or(0)
+        )?;
     }
-    for s in Api::<Service>::namespaced(client.clone(), ns).list(&ListParams::default()).await?.items {
+    for s in Api::<Service>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+    {
         if s.name_any() == "kubernetes" {
             continue;
         }
         let spec = s.spec.clone().unwrap_or_default();
-        writeln!(out, "{:<44} {} {}", format!("service/{}", s.name_any()), spec.type_.unwrap_or_default(), spec.cluster_ip.unwrap_or_default())?;
+        writeln!(
+            out,
+            "{:<44} {} {}",
+            format!("service/{}", s.name_any()),
+            spec.type_.unwrap_or_default(),
+            spec.cluster_ip.unwrap_or_default()
+        )?;
     }
-    for p in Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default()).await?.items {
-        let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    for p in Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+    {
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
         writeln!(out, "{:<44} {}", format!("pod/{}", p.name_any()), phase)?;
     }
-    for c in Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns).list(&ListParams::default()).await?.items {
+    for c in Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+    {
         let st = c.status.clone().unwrap_or_default();
-        let cap = st.capacity.and_then(|c| c.get("storage").map(|q| q.0.clone())).unwrap_or_default();
-        writeln!(out, "{:<44} {} {}", format!("pvc/{}", c.name_any()), st.phase.unwrap_or_default(), cap)?;
+        let cap = st
+            .capacity
+            .and_then(|c| c.get("storage").map(|q| q.0.clone()))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{:<44} {} {}",
+            format!("pvc/{}", c.name_any()),
+            st.phase.unwrap_or_default(),
+            cap
+        )?;
     }
     Ok(out)
 }
 
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
-    bosun_runtime::telemetry::init_with(bosun_runtime::telemetry::LogFormat::Text, "warn,kube_client=off,bosun_runtime=info");
+    bosun_runtime::telemetry::init_with(
+        bosun_runtime::telemetry::LogFormat::Text,
+        "warn,kube_client=off,bosun_runtime=info",
+    );
     let mut _cp: Option<ControlPlane> = None;
     let mut _agent: Option<NodeAgent> = None;
     let client = if args.use_current_cluster {
@@ -130,7 +220,10 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     } else {
         ensure_assets().await?;
         say("starting a local control plane: etcd, kube-apiserver, kube-controller-manager");
-        let cp = ControlPlane::start(Options { controller_manager: true }).await?;
+        let cp = ControlPlane::start(Options {
+            controller_manager: true,
+        })
+        .await?;
         let client = cp.client().await?;
         say(format!("control plane up at {}", cp.server()));
         local_storage_class(&client).await?;
@@ -142,21 +235,38 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     say("installing the BookStore CRD");
     install(&client).await?;
 
-    let manager = Manager::new(client.clone(), ManagerConfig::default()).with_operator(Arc::new(bosun_bookstore::BookStoreOperator));
+    let manager = Manager::new(client.clone(), ManagerConfig::default())
+        .with_operator(Arc::new(bosun_bookstore::BookStoreOperator));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(manager.run(async move { let _ = stop_rx.await; }, |_| {}));
+    let run = tokio::spawn(manager.run(
+        async move {
+            let _ = stop_rx.await;
+        },
+        |_| {},
+    ));
 
-    say(format!("applying the seed's sample BookStore in namespace {}", args.namespace));
+    say(format!(
+        "applying the seed's sample BookStore in namespace {}",
+        args.namespace
+    ));
     let mut sample: BookStore = serde_yaml::from_str(SAMPLE)?;
     sample.metadata.namespace = Some(args.namespace.clone());
     let bss: Api<BookStore> = Api::namespaced(client.clone(), &args.namespace);
-    bss.patch(&sample.name_any(), &PatchParams::apply("bosun-dev").force(), &Patch::Apply(&sample)).await?;
+    bss.patch(
+        &sample.name_any(),
+        &PatchParams::apply("bosun-dev").force(),
+        &Patch::Apply(&sample),
+    )
+    .await?;
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
     let ready = loop {
         let bs = bss.get(&sample.name_any()).await?;
         let ok = bs.status.as_ref().is_some_and(|s| {
-            s.observed_generation == bs.metadata.generation && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+            s.observed_generation == bs.metadata.generation
+                && s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
         });
         if ok || tokio::time::Instant::now() > deadline {
             break ok;
@@ -165,11 +275,18 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     };
     println!("\n{}", show(&client, &args.namespace).await?);
     if let Some(cp) = &_cp {
-        println!("kubeconfig: {}\n  try: KUBECONFIG={} kubectl get bs,deploy,sts,svc,pvc", cp.kubeconfig().display(), cp.kubeconfig().display());
+        println!(
+            "kubeconfig: {}\n  try: KUBECONFIG={} kubectl get bs,deploy,sts,svc,pvc",
+            cp.kubeconfig().display(),
+            cp.kubeconfig().display()
+        );
     }
     if !ready {
         let _ = stop_tx.send(());
-        anyhow::bail!("the sample BookStore did not become Ready within {} s", args.timeout);
+        anyhow::bail!(
+            "the sample BookStore did not become Ready within {} s",
+            args.timeout
+        );
     }
     say("BookStore bookstore-sample is Ready");
     if !args.once {

@@ -91,14 +91,21 @@ pub fn objects(a: &ManifestArgs) -> Vec<Value> {
     if a.watch_namespaces.is_empty() {
         let mut all = namespaced_rules.clone();
         all.extend(cluster_rules.clone());
-        out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                        "metadata": {"name": NAME, "labels": labels()}, "rules": rules_json(all)}));
+        out.push(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                        "metadata": {"name": NAME, "labels": labels()}, "rules": rules_json(all)}),
+        );
         out.push(binding("ClusterRoleBinding", NAME, "ClusterRole", None));
     } else {
         let cluster_name = format!("{NAME}-cluster");
         out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                         "metadata": {"name": cluster_name, "labels": labels()}, "rules": rules_json(cluster_rules)}));
-        out.push(binding("ClusterRoleBinding", &cluster_name, "ClusterRole", None));
+        out.push(binding(
+            "ClusterRoleBinding",
+            &cluster_name,
+            "ClusterRole",
+            None,
+        ));
         for w in &a.watch_namespaces {
             out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                             "metadata": {"name": NAME, "namespace": w, "labels": labels()}, "rules": rules_json(namespaced_rules.clone())}));
@@ -106,9 +113,11 @@ pub fn objects(a: &ManifestArgs) -> Vec<Value> {
         }
     }
     // Bind this to Prometheus' ServiceAccount to let it scrape /metrics.
-    out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+    out.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                     "metadata": {"name": format!("{NAME}-metrics-reader"), "labels": labels()},
-                    "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}));
+                    "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}),
+    );
     // Leader election: only the Lease it uses, in its own namespace.
     let lease_name = format!("{NAME}-leader-election");
     out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -198,7 +207,10 @@ mod tests {
     #[test]
     fn committed_namespaced_overlay_is_fresh() {
         let committed = include_str!("../../../../deploy/overlays/namespaced/bosun.yaml");
-        let args = ManifestArgs { watch_namespaces: vec!["shop".into()], ..Default::default() };
+        let args = ManifestArgs {
+            watch_namespaces: vec!["shop".into()],
+            ..Default::default()
+        };
         assert!(
             committed == yaml(&args).expect("yaml"),
             "deploy/overlays/namespaced/bosun.yaml is stale: run `cargo run -p bosun -- manifests --watch-namespaces=shop > deploy/overlays/namespaced/bosun.yaml`"
@@ -207,7 +219,13 @@ mod tests {
 
     #[test]
     fn no_wildcard_in_any_rule() {
-        for args in [ManifestArgs::default(), ManifestArgs { watch_namespaces: vec!["a".into(), "b".into()], ..Default::default() }] {
+        for args in [
+            ManifestArgs::default(),
+            ManifestArgs {
+                watch_namespaces: vec!["a".into(), "b".into()],
+                ..Default::default()
+            },
+        ] {
             let text = serde_json::to_string(&objects(&args)).expect("json");
             assert!(!text.contains("\"*\""), "wildcard found");
         }
@@ -216,22 +234,52 @@ mod tests {
     #[test]
     fn restricted_security_context() {
         let objs = objects(&ManifestArgs::default());
-        let dep = objs.iter().find(|o| o["kind"] == "Deployment").expect("deployment");
+        let dep = objs
+            .iter()
+            .find(|o| o["kind"] == "Deployment")
+            .expect("deployment");
         let pod = &dep["spec"]["template"]["spec"];
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
-        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault"
+        );
         let c = &pod["containers"][0]["securityContext"];
-        assert_eq!((c["readOnlyRootFilesystem"].as_bool(), c["allowPrivilegeEscalation"].as_bool()), (Some(true), Some(false)));
+        assert_eq!(
+            (
+                c["readOnlyRootFilesystem"].as_bool(),
+                c["allowPrivilegeEscalation"].as_bool()
+            ),
+            (Some(true), Some(false))
+        );
         assert_eq!(c["capabilities"]["drop"][0], "ALL");
         assert_eq!(dep["spec"]["replicas"], 2);
     }
 
     #[test]
     fn namespaced_install_uses_roles_per_watched_namespace() {
-        let objs = objects(&ManifestArgs { watch_namespaces: vec!["shop".into()], ..Default::default() });
-        let role = objs.iter().find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "shop").expect("role in shop");
-        assert!(role["rules"].as_array().expect("rules").iter().any(|r| r["resources"][0] == "bookstores"));
-        let cr = objs.iter().find(|o| o["kind"] == "ClusterRole").expect("cluster role");
-        assert!(!serde_json::to_string(cr).expect("json").contains("bookstores"), "cluster role is only cluster-scoped reads");
+        let objs = objects(&ManifestArgs {
+            watch_namespaces: vec!["shop".into()],
+            ..Default::default()
+        });
+        let role = objs
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "shop")
+            .expect("role in shop");
+        assert!(role["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .any(|r| r["resources"][0] == "bookstores"));
+        let cr = objs
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .expect("cluster role");
+        assert!(
+            !serde_json::to_string(cr)
+                .expect("json")
+                .contains("bookstores"),
+            "cluster role is only cluster-scoped reads"
+        );
     }
 }

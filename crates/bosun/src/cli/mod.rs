@@ -7,7 +7,11 @@ mod run;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "bosun", version, about = "Kubernetes operators in Rust: smaller, faster, safer with data")]
+#[command(
+    name = "bosun",
+    version,
+    about = "Kubernetes operators in Rust: smaller, faster, safer with data"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

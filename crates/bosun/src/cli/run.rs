@@ -65,19 +65,33 @@ fn addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
     if s == "off" || s.is_empty() {
         return Ok(None);
     }
-    Ok(Some(s.parse().with_context(|| format!("invalid address {s:?}"))?))
+    Ok(Some(
+        s.parse()
+            .with_context(|| format!("invalid address {s:?}"))?,
+    ))
 }
 
-pub async fn client(kubeconfig: Option<&std::path::Path>, qps: f64, burst: u32) -> anyhow::Result<Client> {
+pub async fn client(
+    kubeconfig: Option<&std::path::Path>,
+    qps: f64,
+    burst: u32,
+) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(p) => {
-            let kc = Kubeconfig::read_from(p).with_context(|| format!("reading {}", p.display()))?;
+            let kc =
+                Kubeconfig::read_from(p).with_context(|| format!("reading {}", p.display()))?;
             Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
         }
-        None => Config::infer().await.context("no cluster configured (in-cluster, KUBECONFIG or ~/.kube/config)")?,
+        None => Config::infer()
+            .await
+            .context("no cluster configured (in-cluster, KUBECONFIG or ~/.kube/config)")?,
     };
     let builder = ClientBuilder::try_from(config)?;
-    Ok(if qps > 0.0 { builder.with_layer(&RateLimitLayer::new(qps, burst)).build() } else { builder.build() })
+    Ok(if qps > 0.0 {
+        builder.with_layer(&RateLimitLayer::new(qps, burst)).build()
+    } else {
+        builder.build()
+    })
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -88,7 +102,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .ok()
             .or_else(|| std::env::var("HOSTNAME").ok())
             .unwrap_or_else(|| format!("bosun-{}", std::process::id()));
-        let ns = args.lease_namespace.clone().unwrap_or_else(|| "default".into());
+        let ns = args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         let mut cfg = LeaderConfig::new(&args.lease_name, &ns, &identity);
         cfg.lease_duration = Duration::from_secs(args.lease_duration.max(3));
         cfg.renew_deadline = cfg.lease_duration * 2 / 3;
@@ -116,7 +133,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         };
     }
     manager
-        .run(shutdown_signal(), |addrs| tracing::info!(?addrs, "serving metrics and probes"))
+        .run(shutdown_signal(), |addrs| {
+            tracing::info!(?addrs, "serving metrics and probes")
+        })
         .await?;
     tracing::info!("stopped");
     Ok(())

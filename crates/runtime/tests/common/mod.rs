@@ -23,7 +23,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
-#[kube(group = "test.bosun.dev", version = "v1", kind = "Widget", namespaced, status = "WidgetStatus")]
+#[kube(
+    group = "test.bosun.dev",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "WidgetStatus"
+)]
 #[serde(rename_all = "camelCase")]
 pub struct WidgetSpec {
     pub value: String,
@@ -71,12 +77,22 @@ pub fn desired_configmap(w: &Widget, identity: &str) -> ConfigMap {
         metadata: ObjectMeta {
             name: Some(format!("{}-w", w.name_any())),
             namespace: w.namespace(),
-            labels: Some([("app.kubernetes.io/managed-by".to_string(), "bosun-test".to_string())].into()),
+            labels: Some(
+                [(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "bosun-test".to_string(),
+                )]
+                .into(),
+            ),
             owner_references: w.controller_owner_ref(&()).map(|o| vec![o]),
             ..Default::default()
         },
         data: Some(
-            [("value".to_string(), w.spec.value.clone()), ("reconciledBy".to_string(), identity.to_string())].into(),
+            [
+                ("value".to_string(), w.spec.value.clone()),
+                ("reconciledBy".to_string(), identity.to_string()),
+            ]
+            .into(),
         ),
         ..Default::default()
     }
@@ -90,10 +106,17 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, WidgetError>
         let ns = w.namespace().unwrap_or_default();
         let cm = desired_configmap(&w, &ctx.identity);
         let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
-        ctx.applier.apply(&api, &cm, ctx.cms.meta(&ns, &cm.name_any()).as_ref()).await?;
-        let status = WidgetStatus { observed_generation: w.metadata.generation, value: w.spec.value.clone() };
+        ctx.applier
+            .apply(&api, &cm, ctx.cms.meta(&ns, &cm.name_any()).as_ref())
+            .await?;
+        let status = WidgetStatus {
+            observed_generation: w.metadata.generation,
+            value: w.spec.value.clone(),
+        };
         let widgets: Api<Widget> = Api::namespaced(ctx.client.clone(), &ns);
-        ctx.status.write_if_changed(&widgets, w.as_ref(), w.status.as_ref(), &status).await?;
+        ctx.status
+            .write_if_changed(&widgets, w.as_ref(), w.status.as_ref(), &status)
+            .await?;
         Ok(Action::await_change())
     })
     .await
@@ -116,7 +139,10 @@ impl Operator for WidgetOperator {
                 Scope::Namespaces(list) => list.first().cloned(),
                 Scope::All => None,
             };
-            let (cms, cm_stream) = ChildCache::<ConfigMap>::watch(ctx.client.clone(), ns.as_deref(), LABEL, |c| c.data = None);
+            let (cms, cm_stream) =
+                ChildCache::<ConfigMap>::watch(ctx.client.clone(), ns.as_deref(), LABEL, |c| {
+                    c.data = None
+                });
             let api: Api<Widget> = match &ns {
                 Some(ns) => Api::namespaced(ctx.client.clone(), ns),
                 None => Api::all(ctx.client.clone()),
@@ -156,7 +182,12 @@ impl Operator for WidgetOperator {
 pub async fn install_crd(client: &Client) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = Widget::crd();
-    crds.patch(&crd.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(&crd)).await?;
+    crds.patch(
+        &crd.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await?;
     tokio::time::timeout(
         Duration::from_secs(30),
         await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
@@ -174,7 +205,13 @@ pub async fn install_crd(client: &Client) -> anyhow::Result<()> {
 }
 
 pub fn widget(ns: &str, name: &str, value: &str, delay_ms: u64) -> Widget {
-    let mut w = Widget::new(name, WidgetSpec { value: value.into(), delay_ms });
+    let mut w = Widget::new(
+        name,
+        WidgetSpec {
+            value: value.into(),
+            delay_ms,
+        },
+    );
     w.metadata.namespace = Some(ns.into());
     w
 }
@@ -201,15 +238,29 @@ where
 pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await?;
     let mut buf = String::new();
     s.read_to_string(&mut buf).await?;
-    let code = buf.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let code = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Ok((code, body))
 }
 
 pub async fn configmap_value(client: &Client, ns: &str, name: &str, key: &str) -> Option<String> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    api.get_opt(name).await.ok().flatten()?.data?.get(key).cloned()
+    api.get_opt(name)
+        .await
+        .ok()
+        .flatten()?
+        .data?
+        .get(key)
+        .cloned()
 }
