@@ -16,7 +16,9 @@ use bosun_runtime::apply::Applier;
 use bosun_runtime::cache::{reflect, ChildCache, MetaCache, Synced};
 use bosun_runtime::conditions::find;
 use bosun_runtime::events::Events;
-use bosun_runtime::manager::{observe, ControllerContext, Operator, OperatorError, Scope};
+use bosun_runtime::manager::{
+    log_unobserved, observe, ControllerContext, Operator, OperatorError, Scope,
+};
 use bosun_runtime::metrics::ControllerMetrics;
 use bosun_runtime::status::StatusWriter;
 use futures::future::BoxFuture;
@@ -150,14 +152,7 @@ fn controller(
         .run(reconcile, error_policy, context)
         .for_each(move |res| {
             metrics.set_cached_objects(cached.len());
-            // Reconcile failures are logged by `observe`; this catches the rest (a trigger for an
-            // object missing from the cache, a watch error).
-            if let Err(e) = res.as_ref().map(|_| ()).or_else(|e| match e {
-                kube::runtime::controller::Error::ReconcilerFailed(..) => Ok(()),
-                other => Err(other),
-            }) {
-                tracing::warn!(error = %e, "controller stream error");
-            }
+            log_unobserved(&res);
             async {}
         });
     (Box::pin(run), synced)

@@ -1,4 +1,5 @@
 //! MyOwnShell on the real API server with kube-controller-manager and the node agent.
+use bosun_testenv::eventually;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,23 +13,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResourceExt, ResourceExt};
-
-async fn eventually<T, F, Fut>(secs: u64, mut f: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return Some(v);
-        }
-        if tokio::time::Instant::now() > deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 #[tokio::test]
 async fn size_drives_the_shell_deployment_and_the_finalizer_runs_on_delete() {

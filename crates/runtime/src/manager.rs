@@ -345,6 +345,20 @@ where
     res
 }
 
+/// For a kube-runtime `Controller::run` stream: logs what `observe` did not (a trigger for
+/// an object missing from the cache, a queue or watch error); reconcile failures are already
+/// logged and counted there.
+pub fn log_unobserved<T, E1, E2>(res: &Result<T, kube::runtime::controller::Error<E1, E2>>)
+where
+    E1: std::error::Error + 'static,
+    E2: std::error::Error + 'static,
+{
+    match res {
+        Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+        Err(e) => tracing::warn!(error = %e, "controller stream error"),
+    }
+}
+
 /// Signals that end a process gracefully: SIGTERM (Kubernetes) and SIGINT (Ctrl-C).
 pub async fn shutdown_signal() {
     #[cfg(unix)]

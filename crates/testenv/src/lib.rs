@@ -35,3 +35,21 @@ pub async fn test_namespace(client: &kube::Client, prefix: &str) -> Result<Strin
         .await?;
     Ok(name)
 }
+
+/// Polls `f` every 200 ms until it returns Some, for at most `secs` seconds.
+pub async fn eventually<T, F, Fut>(secs: u64, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

@@ -112,28 +112,7 @@ pub(crate) mod fixtures {
     use crate::api::{BookStore, BookStoreSpec};
 
     /// The seed's sample CR, with its `metadata:name:` typo fixed.
-    pub const SEED_SAMPLE: &str = r#"
-apiVersion: charts.example.com/v1
-kind: BookStore
-metadata:
-  name: bookstore-sample
-spec:
-  bookApp:
-    repository: "akash125/pyapp"
-    tag: latest
-    imagePullPolicy: "Always"
-    replicas: 1
-    port: 80
-    targetPort: 3000
-    serviceType: "ClusterIP"
-  bookDB:
-    repository: "mongo"
-    tag: latest
-    imagePullPolicy: "Always"
-    replicas: 1
-    port: 27017
-    dbSize: 2Gi
-"#;
+    pub const SEED_SAMPLE: &str = include_str!("../../../../deploy/samples/bookstore.yaml");
 
     pub fn sample() -> BookStore {
         let mut bs: BookStore = serde_yaml::from_str(SEED_SAMPLE).expect("seed sample parses");

@@ -3,6 +3,7 @@
 //! namespace, a node agent and a manager that runs the operator **as its ServiceAccount**
 //! (impersonated), so every test also proves the generated RBAC rules suffice.
 #![allow(dead_code)]
+pub use bosun_testenv::eventually;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -219,47 +220,8 @@ impl Env {
     }
 }
 
-/// Polls `f` every 200 ms until it returns Some, for at most `secs`.
-pub async fn eventually<T, F, Fut>(secs: u64, mut f: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return Some(v);
-        }
-        if tokio::time::Instant::now() > deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// The seed's sample CR (000, Go-based section), with its `metadata:name:` typo fixed.
-pub const SEED_SAMPLE: &str = r#"
-apiVersion: charts.example.com/v1
-kind: BookStore
-metadata:
-  name: bookstore-sample
-spec:
-  bookApp:
-    repository: "akash125/pyapp"
-    tag: latest
-    imagePullPolicy: "Always"
-    replicas: 1
-    port: 80
-    targetPort: 3000
-    serviceType: "ClusterIP"
-  bookDB:
-    repository: "mongo"
-    tag: latest
-    imagePullPolicy: "Always"
-    replicas: 1
-    port: 27017
-    dbSize: 2Gi
-"#;
+pub const SEED_SAMPLE: &str = include_str!("../../../../deploy/samples/bookstore.yaml");
 
 pub fn minimal(name: &str) -> String {
     format!("apiVersion: charts.example.com/v1\nkind: BookStore\nmetadata:\n  name: {name}\nspec: {{}}\n")

@@ -2,6 +2,7 @@
 //! holding its value and the identity of the replica that applied it; status mirrors the
 //! value. `spec.delayMs` makes a reconcile slow, to observe shutdown behaviour.
 #![allow(dead_code)]
+pub use bosun_testenv::eventually;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -214,24 +215,6 @@ pub fn widget(ns: &str, name: &str, value: &str, delay_ms: u64) -> Widget {
     );
     w.metadata.namespace = Some(ns.into());
     w
-}
-
-/// Polls `f` every 100 ms until it returns Some, for at most `secs`.
-pub async fn eventually<T, F, Fut>(secs: u64, mut f: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return Some(v);
-        }
-        if tokio::time::Instant::now() > deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// A minimal HTTP/1.0 GET on loopback: (status code, body).
