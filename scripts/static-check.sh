@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 TARGET=x86_64-unknown-linux-gnu
 RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked -q --target "$TARGET" -p bosun -p bosun-bench
 BIN=target/$TARGET/release/bosun
-if ldd "$BIN" >/dev/null 2>&1; then
-  echo "static-check: FAILED: $BIN is dynamically linked" >&2; ldd "$BIN" >&2; exit 1
+# A dynamically linked executable names its loader in a PT_INTERP header; a static(-pie) one
+# has none.
+if readelf -l "$BIN" | grep -q INTERP; then
+  echo "static-check: FAILED: $BIN is dynamically linked" >&2; readelf -l "$BIN" | grep -A1 INTERP >&2; exit 1
 fi
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
