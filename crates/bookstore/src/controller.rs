@@ -171,10 +171,13 @@ pub async fn reconcile(bs: Arc<BookStore>, ctx: Arc<Context>) -> Result<Action, 
                 None => return Err(e),
             },
         };
-        publish_status(&bs, &ctx, &outcome).await?;
+        let ready = publish_status(&bs, &ctx, &outcome).await?;
         match (failure, outcome) {
             (Some(e), _) => Err(e),
             (None, Outcome::Resizing(_)) => Ok(Action::requeue(Duration::from_secs(2))),
+            // Still rolling out: children's events normally bring the next reconcile; a
+            // requeue makes sure the status catches up even if one is missed.
+            (None, _) if !ready => Ok(Action::requeue(Duration::from_secs(60))),
             (None, _) => Ok(Action::await_change()),
         }
     })
@@ -354,7 +357,8 @@ fn refused(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error 
     }
 }
 
-async fn publish_status(bs: &BookStore, ctx: &Context, outcome: &Outcome) -> Result<(), Error> {
+/// Computes and writes the status; returns whether the BookStore is Ready.
+async fn publish_status(bs: &BookStore, ctx: &Context, outcome: &Outcome) -> Result<bool, Error> {
     let ns = bs.namespace().unwrap_or_default();
     let names = Names::of(bs);
     let dep = ctx.deployments.get(&ns, &names.app);
@@ -397,7 +401,10 @@ async fn publish_status(bs: &BookStore, ctx: &Context, outcome: &Outcome) -> Res
     ctx.status
         .write_if_changed(&api, bs, bs.status.as_ref(), &status)
         .await?;
-    Ok(())
+    Ok(bosun_runtime::conditions::is_true(
+        &status.conditions,
+        "Ready",
+    ))
 }
 
 fn controlled_by(bs: &BookStore, meta: &ObjectMeta) -> bool {
