@@ -16,9 +16,7 @@ use bosun_runtime::apply::Applier;
 use bosun_runtime::cache::{reflect, ChildCache, MetaCache, Synced};
 use bosun_runtime::conditions::find;
 use bosun_runtime::events::Events;
-use bosun_runtime::manager::{
-    log_unobserved, observe, ControllerContext, Operator, OperatorError, Scope,
-};
+use bosun_runtime::manager::{log_unobserved, observe, ControllerContext, Operator, OperatorError};
 use bosun_runtime::metrics::ControllerMetrics;
 use bosun_runtime::status::StatusWriter;
 use futures::future::BoxFuture;
@@ -65,25 +63,7 @@ impl Operator for BookStoreOperator {
 
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
         Box::pin(async move {
-            let namespaces: Vec<Option<String>> = match &ctx.scope {
-                Scope::All => vec![None],
-                Scope::Namespaces(list) => list.iter().cloned().map(Some).collect(),
-            };
-            let mut synced = Vec::new();
-            let mut runs = Vec::new();
-            for ns in namespaces {
-                let (run, s) = controller(&ctx, ns);
-                synced.extend(s);
-                runs.push(run);
-            }
-            let readiness = ctx.clone();
-            tokio::spawn(async move {
-                for s in synced {
-                    s.wait().await;
-                }
-                readiness.mark_synced();
-            });
-            futures::future::join_all(runs).await;
+            ctx.run_per_namespace(|ns| controller(&ctx, ns)).await;
             Ok(())
         })
     }

@@ -5,9 +5,7 @@ use std::time::Duration;
 use bosun_runtime::apply::Applier;
 use bosun_runtime::cache::{reflect, ChildCache, Synced};
 use bosun_runtime::error::{Categorized, ErrorCategory};
-use bosun_runtime::manager::{
-    log_unobserved, observe, ControllerContext, Operator, OperatorError, Scope,
-};
+use bosun_runtime::manager::{log_unobserved, observe, ControllerContext, Operator, OperatorError};
 use bosun_runtime::metrics::ControllerMetrics;
 use bosun_runtime::status::StatusWriter;
 use futures::future::BoxFuture;
@@ -60,54 +58,45 @@ impl Operator for MyOwnShellOperator {
 
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
         Box::pin(async move {
-            let namespaces: Vec<Option<String>> = match &ctx.scope {
-                Scope::All => vec![None],
-                Scope::Namespaces(list) => list.iter().cloned().map(Some).collect(),
-            };
-            let mut synced: Vec<Synced> = Vec::new();
-            let mut runs = Vec::new();
-            for ns in namespaces {
-                let api: Api<MyOwnShell> = match &ns {
-                    Some(n) => Api::namespaced(ctx.client.clone(), n),
-                    None => Api::all(ctx.client.clone()),
-                };
-                let (store, stream, s1) = reflect(api, Default::default());
-                let (deployments, dep_stream) =
-                    ChildCache::watch(ctx.client.clone(), ns.as_deref(), "app=myownshell", strip);
-                synced.push(s1);
-                synced.push(deployments.synced().clone());
-                let context = Arc::new(Context {
-                    client: ctx.client.clone(),
-                    applier: Applier::new(FIELD_MANAGER),
-                    status: StatusWriter::new(FIELD_MANAGER),
-                    metrics: ctx.metrics.clone(),
-                    deployments,
-                });
-                let metrics = ctx.metrics.clone();
-                let cached = store.clone();
-                let run = Controller::for_stream(stream, store)
-                    .owns_stream(dep_stream)
-                    .with_config(CtrlConfig::default().concurrency(ctx.concurrency))
-                    .graceful_shutdown_on(ctx.shutdown_signal())
-                    .run(reconcile, error_policy, context)
-                    .for_each(move |res| {
-                        metrics.set_cached_objects(cached.len());
-                        log_unobserved(&res);
-                        async {}
-                    });
-                runs.push(run);
-            }
-            let readiness = ctx.clone();
-            tokio::spawn(async move {
-                for s in synced {
-                    s.wait().await;
-                }
-                readiness.mark_synced();
-            });
-            futures::future::join_all(runs).await;
+            ctx.run_per_namespace(|ns| controller(&ctx, ns)).await;
             Ok(())
         })
     }
+}
+
+/// One kube-runtime Controller for one namespace (or all).
+fn controller(
+    ctx: &ControllerContext,
+    ns: Option<String>,
+) -> (BoxFuture<'static, ()>, Vec<Synced>) {
+    let api: Api<MyOwnShell> = match &ns {
+        Some(n) => Api::namespaced(ctx.client.clone(), n),
+        None => Api::all(ctx.client.clone()),
+    };
+    let (store, stream, s1) = reflect(api, Default::default());
+    let (deployments, dep_stream) =
+        ChildCache::watch(ctx.client.clone(), ns.as_deref(), "app=myownshell", strip);
+    let synced = vec![s1, deployments.synced().clone()];
+    let context = Arc::new(Context {
+        client: ctx.client.clone(),
+        applier: Applier::new(FIELD_MANAGER),
+        status: StatusWriter::new(FIELD_MANAGER),
+        metrics: ctx.metrics.clone(),
+        deployments,
+    });
+    let metrics = ctx.metrics.clone();
+    let cached = store.clone();
+    let run = Controller::for_stream(stream, store)
+        .owns_stream(dep_stream)
+        .with_config(CtrlConfig::default().concurrency(ctx.concurrency))
+        .graceful_shutdown_on(ctx.shutdown_signal())
+        .run(reconcile, error_policy, context)
+        .for_each(move |res| {
+            metrics.set_cached_objects(cached.len());
+            log_unobserved(&res);
+            async {}
+        });
+    (Box::pin(run), synced)
 }
 
 async fn reconcile(m: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Action, Error> {

@@ -109,6 +109,34 @@ impl ControllerContext {
         self.health.mark_synced(&self.name);
     }
 
+    /// Runs one controller per watched namespace (one for all namespaces when unscoped), as
+    /// built by `build(ns)` → (controller future, its caches' sync signals), and marks this
+    /// operator ready once every cache has synced.
+    pub async fn run_per_namespace<F>(&self, mut build: F)
+    where
+        F: FnMut(Option<String>) -> (BoxFuture<'static, ()>, Vec<crate::cache::Synced>),
+    {
+        let namespaces: Vec<Option<String>> = match &self.scope {
+            Scope::All => vec![None],
+            Scope::Namespaces(list) => list.iter().cloned().map(Some).collect(),
+        };
+        let mut synced = Vec::new();
+        let mut runs = Vec::new();
+        for ns in namespaces {
+            let (run, s) = build(ns);
+            synced.extend(s);
+            runs.push(run);
+        }
+        let readiness = self.clone();
+        tokio::spawn(async move {
+            for s in synced {
+                s.wait().await;
+            }
+            readiness.mark_synced();
+        });
+        futures::future::join_all(runs).await;
+    }
+
     /// A future that resolves on graceful shutdown, for `Controller::graceful_shutdown_on`.
     pub fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
         let t = self.shutdown.clone();
