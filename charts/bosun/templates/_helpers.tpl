@@ -26,9 +26,6 @@ app.kubernetes.io/name: bosun
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, delete]
-- apiGroups: [events.k8s.io]
-  resources: [events]
-  verbs: [create, patch]
 {{- end }}
 {{- if has "myownshell" .Values.operators }}
 - apiGroups: [my-first-operator.jgato.io]
@@ -44,6 +41,9 @@ app.kubernetes.io/name: bosun
   resources: [deployments]
   verbs: [get, list, watch, create, patch]
 {{- end }}
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
 {{- end -}}
 
 {{- define "bosun.clusterRules" -}}

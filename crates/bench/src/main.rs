@@ -333,11 +333,13 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     install_crd(&client, &BookStore::crd()).await?;
     create_many(&client, &ar, n, args.concurrency, bookstore).await?;
     let stores = bss_list(&client).await?;
+    let mut writes: Vec<(ApiResource, String, Value, bool)> = Vec::new();
+    for bs in &stores {
+        writes.extend(floor_requests(bs)?);
+    }
     let before = Counts::read(&cp, &client).await?;
     let t0 = Instant::now();
     let pp = PatchParams::apply("bench-floor").force();
-    let writes: Vec<(ApiResource, String, Value, bool)> =
-        stores.iter().flat_map(floor_requests).collect();
     stream::iter(writes)
         .map(|(ar, name, body, status)| {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
@@ -382,8 +384,11 @@ async fn bss_list(client: &Client) -> anyhow::Result<Vec<BookStore>> {
 }
 
 /// What bosun writes for one BookStore: its five children and its status.
-fn floor_requests(bs: &BookStore) -> Vec<(ApiResource, String, Value, bool)> {
-    use bosun_bookstore::build::{app_deployment, app_service, db_services, db_statefulset};
+fn floor_requests(bs: &BookStore) -> anyhow::Result<Vec<(ApiResource, String, Value, bool)>> {
+    use bosun_bookstore::build::Children;
+    let plan = bosun_bookstore::validate::validate(bs)
+        .map_err(|p| anyhow::anyhow!("{}: {}", p.reason, p.message))?;
+    let children = Children::build(&plan);
     let mut out = Vec::new();
     let mut push = |ar: ApiResource, v: Value| {
         let name = v["metadata"]["name"]
@@ -403,25 +408,21 @@ fn floor_requests(bs: &BookStore) -> Vec<(ApiResource, String, Value, bool)> {
     push(
         dep,
         with_kind(
-            serde_json::to_value(app_deployment::build(bs)).unwrap_or_default(),
+            serde_json::to_value(&children.deployment)?,
             "apps/v1",
             "Deployment",
         ),
     );
-    for s in [
-        app_service::build(bs),
-        db_services::headless(bs),
-        db_services::client(bs),
-    ] {
+    for s in children.services() {
         push(
             svc.clone(),
-            with_kind(serde_json::to_value(s).unwrap_or_default(), "v1", "Service"),
+            with_kind(serde_json::to_value(s)?, "v1", "Service"),
         );
     }
     push(
         sts,
         with_kind(
-            serde_json::to_value(db_statefulset::build(bs)).unwrap_or_default(),
+            serde_json::to_value(&children.statefulset)?,
             "apps/v1",
             "StatefulSet",
         ),
@@ -434,7 +435,7 @@ fn floor_requests(bs: &BookStore) -> Vec<(ApiResource, String, Value, bool)> {
         status,
         true,
     ));
-    out
+    Ok(out)
 }
 
 fn print(rows: &[Row]) {

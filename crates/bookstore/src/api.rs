@@ -51,16 +51,22 @@ use serde::{Deserialize, Serialize};
     ),
     doc = "A Python REST book store backed by MongoDB"
 )]
+/// The book store to run: the app and its MongoDB.
 #[serde(rename_all = "camelCase")]
 pub struct BookStoreSpec {
+    /// The Python REST app (a Deployment and its Service). Every field has a default, so `{}`
+    /// runs the seed's app.
     #[serde(default)]
     #[schemars(extend("default" = {}))]
     pub book_app: BookApp,
+    /// MongoDB (a StatefulSet with one volume per replica, a headless Service and a client
+    /// Service). Every field has a default.
     #[serde(default, rename = "bookDB")]
     #[schemars(extend("default" = {}))]
     pub book_db: BookDb,
 }
 
+/// When the node pulls the container image: Always, IfNotPresent (default) or Never.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
 pub enum PullPolicy {
     Always,
@@ -69,6 +75,18 @@ pub enum PullPolicy {
     Never,
 }
 
+impl PullPolicy {
+    /// The value Kubernetes expects in `imagePullPolicy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Always => "Always",
+            PullPolicy::IfNotPresent => "IfNotPresent",
+            PullPolicy::Never => "Never",
+        }
+    }
+}
+
+/// How the app's Service is exposed: ClusterIP (default), NodePort or LoadBalancer.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
 pub enum ServiceType {
     #[default]
@@ -77,185 +95,161 @@ pub enum ServiceType {
     LoadBalancer,
 }
 
-/// What happens to MongoDB's PersistentVolumeClaims when the BookStore is deleted.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
-pub enum DataPolicy {
-    /// Keep the claims (and the data); the default.
-    #[default]
-    Retain,
-    /// Delete the claims with the BookStore.
-    Delete,
+impl ServiceType {
+    /// The value Kubernetes expects in a Service's `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceType::ClusterIP => "ClusterIP",
+            ServiceType::NodePort => "NodePort",
+            ServiceType::LoadBalancer => "LoadBalancer",
+        }
+    }
 }
 
-fn app_repository() -> String {
-    "akash125/pyapp".into()
-}
-fn db_repository() -> String {
-    "mongo".into()
-}
-fn latest() -> String {
-    "latest".into()
-}
-fn one() -> i32 {
-    1
-}
-fn port_80() -> i32 {
-    80
-}
-fn port_3000() -> i32 {
-    3000
-}
-fn port_27017() -> i32 {
-    27017
-}
-fn size_1gi() -> String {
-    "1Gi".into()
+/// What happens to MongoDB's PersistentVolumeClaims when the BookStore is deleted: Retain
+/// (default) keeps them and the data; Delete removes them with the BookStore.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum DataPolicy {
+    #[default]
+    Retain,
+    Delete,
 }
 
 /// The app: a Deployment and its Service.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct BookApp {
-    /// Image repository.
-    #[serde(default = "app_repository")]
+    /// Image repository (default akash125/pyapp; 1-255 characters, lower case).
     #[schemars(length(min = 1, max = 255), pattern(r"^[a-z0-9]+([._/:-][a-z0-9]+)*$"))]
     pub repository: String,
-    /// Image tag.
-    #[serde(default = "latest")]
+    /// Image tag (default latest; 1-128 characters).
     #[schemars(length(min = 1, max = 128), pattern(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"))]
     pub tag: String,
-    #[serde(default)]
+    /// When to pull the image: Always, IfNotPresent (default) or Never.
     pub image_pull_policy: PullPolicy,
-    /// App pods.
-    #[serde(default = "one")]
+    /// App pods (default 1, 0-1000). Also set by `kubectl scale bs/NAME --replicas=N`.
     #[schemars(range(min = 0, max = 1000))]
     pub replicas: i32,
-    /// The Service port.
-    #[serde(default = "port_80")]
+    /// Port of the app's Service (default 80, 1-65535).
     #[schemars(range(min = 1, max = 65535))]
     pub port: i32,
-    /// The container port the Service sends to.
-    #[serde(default = "port_3000")]
+    /// Container port the Service sends to (default 3000, 1-65535).
     #[schemars(range(min = 1, max = 65535))]
     pub target_port: i32,
-    #[serde(default)]
+    /// Type of the app's Service: ClusterIP (default), NodePort or LoadBalancer.
     pub service_type: ServiceType,
-    /// Container resources (requests and limits).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<Resources>,
-}
-
-/// MongoDB: a StatefulSet with a volume per replica, a headless Service and a client Service.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BookDb {
-    #[serde(default = "db_repository")]
-    #[schemars(length(min = 1, max = 255), pattern(r"^[a-z0-9]+([._/:-][a-z0-9]+)*$"))]
-    pub repository: String,
-    #[serde(default = "latest")]
-    #[schemars(length(min = 1, max = 128), pattern(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"))]
-    pub tag: String,
-    #[serde(default)]
-    pub image_pull_policy: PullPolicy,
-    #[serde(default = "one")]
-    #[schemars(range(min = 0, max = 100))]
-    pub replicas: i32,
-    #[serde(default = "port_27017")]
-    #[schemars(range(min = 1, max = 65535))]
-    pub port: i32,
-    /// Volume size per replica, a Kubernetes quantity such as 2Gi. Can grow, never shrink.
-    #[serde(default = "size_1gi")]
-    #[schemars(
-        length(min = 1, max = 32),
-        pattern(r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[kMGTPE]|([eE]\+?[0-9]+))?$")
-    )]
-    pub db_size: String,
-    /// StorageClass of the volumes; the cluster default when unset. Fixed once created.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(
-        length(min = 1, max = 253),
-        pattern(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    )]
-    pub storage_class_name: Option<String>,
-    /// Name of the MongoDB client Service; `<name>-mongodb` when unset. The stock
-    /// akash125/pyapp image expects `mongodb-service`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63), pattern(r"^[a-z]([-a-z0-9]*[a-z0-9])?$"))]
-    pub service_name: Option<String>,
-    /// Retain (default) or Delete the data volumes when the BookStore is deleted.
-    #[serde(default)]
-    pub data_policy: DataPolicy,
-    /// Use volume claims left by an earlier BookStore of the same name. Off by default: such
-    /// claims are reported, never silently reused.
-    #[serde(default)]
-    pub adopt_claims: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Container requests and limits of the app (none by default).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,
 }
 
 impl Default for BookApp {
     fn default() -> Self {
-        serde_json::from_value(serde_json::json!({})).unwrap_or_else(|_| unreachable_default_app())
+        BookApp {
+            repository: "akash125/pyapp".into(),
+            tag: "latest".into(),
+            image_pull_policy: PullPolicy::IfNotPresent,
+            replicas: 1,
+            port: 80,
+            target_port: 3000,
+            service_type: ServiceType::ClusterIP,
+            resources: None,
+        }
     }
+}
+
+/// MongoDB: a StatefulSet with a volume per replica, a headless Service and a client Service.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BookDb {
+    /// Image repository (default mongo; 1-255 characters, lower case).
+    #[schemars(length(min = 1, max = 255), pattern(r"^[a-z0-9]+([._/:-][a-z0-9]+)*$"))]
+    pub repository: String,
+    /// Image tag (default latest; 1-128 characters).
+    #[schemars(length(min = 1, max = 128), pattern(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"))]
+    pub tag: String,
+    /// When to pull the image: Always, IfNotPresent (default) or Never.
+    pub image_pull_policy: PullPolicy,
+    /// MongoDB pods, each with its own volume (default 1, 0-100).
+    #[schemars(range(min = 0, max = 100))]
+    pub replicas: i32,
+    /// MongoDB's port, in the pods and on both Services (default 27017, 1-65535).
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+    /// Volume size per replica, a Kubernetes quantity such as 2Gi (default 1Gi, at least
+    /// 64Mi). Can grow, never shrink.
+    #[schemars(
+        length(min = 1, max = 32),
+        pattern(r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[kMGTPE]|([eE]\+?[0-9]+))?$")
+    )]
+    pub db_size: String,
+    /// StorageClass of the volumes (default: the cluster's default class). Fixed once created.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 253),
+        pattern(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub storage_class_name: Option<String>,
+    /// Name of the MongoDB client Service (default `<name>-mongodb`; a DNS label of at most
+    /// 63 characters). The stock akash125/pyapp image expects `mongodb-service`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), pattern(r"^[a-z]([-a-z0-9]*[a-z0-9])?$"))]
+    pub service_name: Option<String>,
+    /// Retain (default) or Delete the data volumes when the BookStore is deleted.
+    pub data_policy: DataPolicy,
+    /// Use volume claims left by an earlier BookStore of the same name (default false: such
+    /// claims are reported, never silently reused).
+    pub adopt_claims: bool,
+    /// Container requests and limits of MongoDB (none by default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
 }
 
 impl Default for BookDb {
     fn default() -> Self {
-        serde_json::from_value(serde_json::json!({})).unwrap_or_else(|_| unreachable_default_db())
+        BookDb {
+            repository: "mongo".into(),
+            tag: "latest".into(),
+            image_pull_policy: PullPolicy::IfNotPresent,
+            replicas: 1,
+            port: 27017,
+            db_size: "1Gi".into(),
+            storage_class_name: None,
+            service_name: None,
+            data_policy: DataPolicy::Retain,
+            adopt_claims: false,
+            resources: None,
+        }
     }
 }
 
-// Deserializing `{}` cannot fail (every field has a default); these keep clippy's
-// unwrap ban honest without a panic path.
-fn unreachable_default_app() -> BookApp {
-    BookApp {
-        repository: app_repository(),
-        tag: latest(),
-        image_pull_policy: PullPolicy::IfNotPresent,
-        replicas: 1,
-        port: 80,
-        target_port: 3000,
-        service_type: ServiceType::ClusterIP,
-        resources: None,
-    }
-}
-fn unreachable_default_db() -> BookDb {
-    BookDb {
-        repository: db_repository(),
-        tag: latest(),
-        image_pull_policy: PullPolicy::IfNotPresent,
-        replicas: 1,
-        port: 27017,
-        db_size: size_1gi(),
-        storage_class_name: None,
-        service_name: None,
-        data_policy: DataPolicy::Retain,
-        adopt_claims: false,
-        resources: None,
-    }
-}
-
+/// What the operator observed, written by bosun only.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = no_defaults)]
 pub struct BookStoreStatus {
+    /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Ready, Progressing and Degraded, each with a reason and a message.
     #[serde(default)]
     pub conditions: Vec<Condition>,
     /// App pods that exist (the scale subresource's status replicas).
     #[serde(default)]
     pub app_replicas: i32,
+    /// App pods that are ready.
     #[serde(default)]
     pub app_ready_replicas: i32,
     /// Label selector of the app pods (for the scale subresource and HPAs).
     #[serde(default)]
     pub app_selector: String,
+    /// MongoDB pods that are ready.
     #[serde(default)]
     pub db_ready_replicas: i32,
-    /// "ready/desired" for printing.
+    /// App pods "ready/desired", for printing.
     #[serde(default)]
     pub app: String,
+    /// MongoDB pods "ready/desired", for printing.
     #[serde(default)]
     pub db: String,
     /// The smallest capacity among the data volumes.
@@ -267,8 +261,10 @@ pub struct BookStoreStatus {
 /// server checks them when the pods are written, and a refusal shows in the status.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 pub struct Resources {
+    /// The most each container may use, per resource (cpu, memory, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<BTreeMap<String, Qty>>,
+    /// What each container is guaranteed, per resource (cpu, memory, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<BTreeMap<String, Qty>>,
 }

@@ -1,15 +1,17 @@
 //! The BookStore controller's errors, each with a fixed category.
 use bosun_runtime::error::{Categorized, ErrorCategory};
 
+use crate::reason::Reason;
+
 /// A problem the user must see: a condition reason and a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
-    pub reason: &'static str,
+    pub reason: Reason,
     pub message: String,
 }
 
 impl Problem {
-    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
         Problem {
             reason,
             message: message.into(),

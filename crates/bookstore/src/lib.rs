@@ -1,17 +1,22 @@
 //! The BookStore operator: the seeds' Python REST app backed by MongoDB, done right.
 //!
-//! Pipeline per BookStore (see [`controller`]): fetch → validate ([`validate`]) → build the
-//! children ([`build`], pure) → guard data and ownership → apply → volume expansion
-//! ([`resize`]) → write status ([`status`]).
+//! Pipeline per BookStore (see [`reconcile`]): validate the spec into a [`validate::Plan`] →
+//! build the children from it ([`build`], pure) → guard ownership and data → apply → volume
+//! expansion ([`resize`], [`claims`]) → write status ([`status`]). [`operator`] says what the
+//! runtime runs: the CRD ([`api`]), the RBAC ([`rbac`]) and the watches.
 pub mod api;
 pub mod build;
-pub mod controller;
+pub mod claims;
 pub mod error;
+pub mod names;
+pub mod operator;
 pub mod quantity;
 pub mod rbac;
+pub mod reason;
+pub mod reconcile;
 pub mod resize;
 pub mod status;
 pub mod validate;
 
 pub use api::{BookStore, BookStoreSpec, BookStoreStatus};
-pub use controller::BookStoreOperator;
+pub use operator::BookStoreOperator;

@@ -1,82 +1,100 @@
-//! Kubernetes storage quantities ("2Gi", "500M", "1.5Gi", "1e9") to bytes, for comparing sizes.
+//! Kubernetes quantities ("2Gi", "500M", "1.5Gi", "1e9", "1E") to bytes, exactly.
+//!
+//! The grammar is Kubernetes' own (`resource.Quantity`):
+//! `<signed number><suffix>`, where the suffix is a binary SI unit (`Ki`…`Ei`), a decimal SI
+//! unit (`n`, `u`, `m`, none, `k`, `M`, `G`, `T`, `P`, `E`) or a decimal exponent (`e`/`E`
+//! followed by a signed integer). An `E` followed by a sign or a digit is an exponent;
+//! otherwise it is the exa unit.
+//!
+//! Not a crate: `kube_quantity` parses the number through an `f64` (inexact past 2^53) and
+//! reads a missing number ("Gi") as zero; `k8s_quantity_parser` returns `i64` and does not
+//! know the exponent forms. Sizes are compared to the byte here, so the parser is exact:
+//! integer arithmetic on u128, fractions rounded up as Kubernetes rounds storage.
 
-/// Bytes of a quantity, rounded up; None when it does not parse or is out of range.
-pub fn to_bytes(q: &str) -> Option<u128> {
-    let q = q.trim().trim_start_matches('+');
-    let (num, mult): (&str, u128) = if let Some((n, e)) = q.split_once(['e', 'E']) {
-        let exp: u32 = e.trim_start_matches('+').parse().ok()?;
-        (n, 10u128.checked_pow(exp)?)
-    } else {
-        const SUFFIXES: [(&str, u128); 12] = [
-            ("Ki", 1 << 10),
-            ("Mi", 1 << 20),
-            ("Gi", 1 << 30),
-            ("Ti", 1 << 40),
-            ("Pi", 1 << 50),
-            ("Ei", 1 << 60),
-            ("k", 1_000),
-            ("M", 1_000_000),
-            ("G", 1_000_000_000),
-            ("T", 1_000_000_000_000),
-            ("P", 1_000_000_000_000_000),
-            ("E", 1_000_000_000_000_000_000),
-        ];
-        SUFFIXES
-            .iter()
-            .find_map(|(s, m)| q.strip_suffix(s).map(|n| (n, *m)))
-            .unwrap_or((q, 1))
+/// A parsed quantity: `±digits / 10^scale × 2^bin × 10^dec`.
+struct Parsed {
+    negative: bool,
+    digits: u128,
+    scale: u32,
+    bin: u32,
+    dec: i32,
+}
+
+fn parse(q: &str) -> Option<Parsed> {
+    let (negative, rest) = match q.as_bytes().first()? {
+        b'+' => (false, &q[1..]),
+        b'-' => (true, &q[1..]),
+        _ => (false, q),
     };
-    if num.is_empty() {
-        return None;
-    }
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (num, suffix) = rest.split_at(end);
     let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    if !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
-        || (int.is_empty() && frac.is_empty())
-    {
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
         return None;
     }
-    let int: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
-    let mut total = int.checked_mul(mult)?;
-    if !frac.is_empty() {
-        let digits = u32::try_from(frac.len()).ok()?;
-        let denom = 10u128.checked_pow(digits)?;
-        let f: u128 = frac.parse().ok()?;
-        total = total.checked_add(f.checked_mul(mult)?.div_ceil(denom))?;
+    let mut digits: u128 = 0;
+    for c in int.bytes().chain(frac.bytes()) {
+        digits = digits.checked_mul(10)?.checked_add(u128::from(c - b'0'))?;
     }
-    Some(total)
+    let scale = u32::try_from(frac.len()).ok()?;
+    let (bin, dec) = match suffix {
+        "" => (0, 0),
+        "Ki" => (10, 0),
+        "Mi" => (20, 0),
+        "Gi" => (30, 0),
+        "Ti" => (40, 0),
+        "Pi" => (50, 0),
+        "Ei" => (60, 0),
+        "n" => (0, -9),
+        "u" => (0, -6),
+        "m" => (0, -3),
+        "k" => (0, 3),
+        "M" => (0, 6),
+        "G" => (0, 9),
+        "T" => (0, 12),
+        "P" => (0, 15),
+        "E" => (0, 18),
+        exp => {
+            let e = exp.strip_prefix(['e', 'E'])?;
+            let digits_part = e.strip_prefix(['+', '-']).unwrap_or(e);
+            if digits_part.is_empty() || !digits_part.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            (0, e.parse::<i32>().ok()?)
+        }
+    };
+    Some(Parsed {
+        negative,
+        digits,
+        scale,
+        bin,
+        dec,
+    })
+}
+
+/// Bytes of a quantity, rounded up; None when it does not parse, is negative or is out of
+/// range.
+pub fn to_bytes(q: &str) -> Option<u128> {
+    let p = parse(q.trim())?;
+    if p.negative && p.digits != 0 {
+        return None;
+    }
+    let mut num = p.digits.checked_mul(1u128.checked_shl(p.bin)?)?;
+    let mut den = 10u128.checked_pow(p.scale)?;
+    if p.dec >= 0 {
+        num = num.checked_mul(10u128.checked_pow(p.dec.unsigned_abs())?)?;
+    } else {
+        den = den.checked_mul(10u128.checked_pow(p.dec.unsigned_abs())?)?;
+    }
+    Some(num.div_ceil(den))
 }
 
 /// True when `q` is written as Kubernetes parses quantities (any unit, sign allowed), e.g.
 /// `100m`, `1.5Gi`, `2e3`: the API server answers a malformed one with a 500, not a 422.
 pub fn is_quantity(q: &str) -> bool {
-    let q = q.strip_prefix(['+', '-']).unwrap_or(q);
-    let digits_end = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(digits_end);
-    let num_ok = !num.is_empty() && num != "." && num.matches('.').count() <= 1;
-    let suffix_ok = matches!(
-        suffix,
-        "" | "n"
-            | "u"
-            | "m"
-            | "k"
-            | "M"
-            | "G"
-            | "T"
-            | "P"
-            | "E"
-            | "Ki"
-            | "Mi"
-            | "Gi"
-            | "Ti"
-            | "Pi"
-            | "Ei"
-    ) || suffix
-        .strip_prefix(['e', 'E'])
-        .map(|e| e.strip_prefix(['+', '-']).unwrap_or(e))
-        .is_some_and(|e| !e.is_empty() && e.chars().all(|c| c.is_ascii_digit()));
-    num_ok && suffix_ok
+    parse(q).is_some()
 }
 
 /// A byte count printed the way people write volume sizes.
@@ -107,6 +125,12 @@ mod tests {
         assert_eq!(to_bytes("+3Ti"), Some(3 << 40));
         assert_eq!(to_bytes("1024"), Some(1024));
         assert_eq!(to_bytes(".5Ki"), Some(512));
+        // The exa suffixes, and the exponent forms beside them.
+        assert_eq!(to_bytes("1E"), Some(1_000_000_000_000_000_000));
+        assert_eq!(to_bytes("2Ei"), Some(2 << 60));
+        assert_eq!(to_bytes("1E3"), Some(1000));
+        assert_eq!(to_bytes("1e+3"), Some(1000));
+        assert_eq!(to_bytes("1500m"), Some(2));
     }
 
     #[test]

@@ -1,19 +1,19 @@
 //! The RBAC rules this controller needs, and nothing more. Printed by `bosun rbac` and used by
 //! the install manifests; tests run the operator with exactly these rules.
+use bosun_runtime::rbac::{rule, Rbac};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
-fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.to_string()]),
-        resources: Some(resources.iter().map(|s| s.to_string()).collect()),
-        verbs: verbs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
+/// What the BookStore operator needs granted.
+pub fn rbac() -> Rbac {
+    Rbac {
+        namespaced: namespaced(),
+        cluster: cluster(),
     }
 }
 
-/// Rules for the BookStore controller (namespaced resources; grant in a ClusterRole for all
-/// namespaces, or a Role per watched namespace).
-pub fn rules() -> Vec<PolicyRule> {
+/// Rules on namespaced resources (a ClusterRole for all namespaces, or a Role per watched
+/// namespace).
+fn namespaced() -> Vec<PolicyRule> {
     vec![
         rule(
             "charts.example.com",
@@ -48,12 +48,11 @@ pub fn rules() -> Vec<PolicyRule> {
         ),
         // Pods: restarted one at a time to finish a file system resize.
         rule("", &["pods"], &["get", "list", "delete"]),
-        rule("events.k8s.io", &["events"], &["create", "patch"]),
     ]
 }
 
 /// Cluster-scoped reads (storage classes decide whether a volume can grow).
-pub fn cluster_rules() -> Vec<PolicyRule> {
+fn cluster() -> Vec<PolicyRule> {
     vec![rule(
         "storage.k8s.io",
         &["storageclasses"],
@@ -65,10 +64,11 @@ pub fn cluster_rules() -> Vec<PolicyRule> {
 mod tests {
     #[test]
     fn no_wildcards() {
-        for r in super::rules().into_iter().chain(super::cluster_rules()) {
-            assert!(!r.verbs.iter().any(|v| v == "*"));
-            assert!(!r.resources.unwrap_or_default().iter().any(|v| v == "*"));
-            assert!(!r.api_groups.unwrap_or_default().iter().any(|v| v == "*"));
-        }
+        let r = super::rbac();
+        assert!(r
+            .namespaced
+            .iter()
+            .chain(&r.cluster)
+            .all(|r| !bosun_runtime::rbac::has_wildcard(r)));
     }
 }

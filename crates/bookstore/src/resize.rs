@@ -1,4 +1,4 @@
-//! Volume expansion and the data guards around the MongoDB StatefulSet.
+//! Volume expansion of the MongoDB StatefulSet's claims.
 //!
 //! Kubernetes forbids changing a StatefulSet's `volumeClaimTemplates`, so growing `dbSize`
 //! takes three steps, each idempotent and resumed by the next reconcile:
@@ -10,28 +10,25 @@
 //!
 //! Shrinking, or changing the storage class, is refused before anything is touched. So is
 //! growing when the storage class does not allow expansion.
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::api::BookStore;
-use crate::build::{
-    selector, selector_string, Names, DB_SIZE_ANNOTATION, INSTANCE_LABEL, OWNER_UID_LABEL,
-    STORAGE_CLASS_ANNOTATION,
-};
+use crate::claims::{requested, resize_pending};
 use crate::error::{Error, Problem};
+use crate::names::{selector_string, Component, DATA_VOLUME, INSTANCE_LABEL, OWNER_UID_LABEL};
 use crate::quantity;
+use crate::reason::Reason;
 use crate::validate::Plan;
 
-const PENDING: &str = "FileSystemResizePending";
 const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
 
-/// What the StatefulSet's current template implies.
+/// What the StatefulSet's current claim template implies.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Step {
     /// Size and class match (or there is no StatefulSet yet).
@@ -40,94 +37,65 @@ pub enum Step {
     Expand { from: u128 },
 }
 
-/// Compares the spec with what the StatefulSet's template carries (from its annotations).
-pub fn decide(bs: &BookStore, plan: &Plan, sts: Option<&ObjectMeta>) -> Result<Step, Error> {
-    let Some(meta) = sts else {
-        return Ok(Step::InPlace);
-    };
-    let ann = meta.annotations.clone().unwrap_or_default();
-    let want_class = bs
+/// The data claim template of a (cached) StatefulSet.
+fn claim_template(sts: &StatefulSet) -> Option<&PersistentVolumeClaimSpec> {
+    sts.spec
+        .as_ref()?
+        .volume_claim_templates
+        .as_ref()?
+        .iter()
+        .find(|t| t.metadata.name.as_deref() == Some(DATA_VOLUME))?
         .spec
-        .book_db
-        .storage_class_name
-        .clone()
-        .unwrap_or_default();
-    if let Some(class) = ann.get(STORAGE_CLASS_ANNOTATION) {
-        if *class != want_class {
-            let show = |c: &str| {
-                if c.is_empty() {
-                    "the cluster default".to_string()
-                } else {
-                    format!("{c:?}")
-                }
-            };
-            return Err(Error::Refused(Problem::new(
-                "StorageClassChangeRefused",
-                format!(
-                    "storageClassName changed from {} to {}; the data volumes cannot move between classes. Set it back to keep this BookStore converging",
-                    show(class),
-                    show(&want_class)
-                ),
-            )));
-        }
-    }
-    let Some(current) = ann
-        .get(DB_SIZE_ANNOTATION)
-        .and_then(|s| quantity::to_bytes(s))
-    else {
+        .as_ref()
+}
+
+/// Compares the plan with what the StatefulSet's claim template holds.
+pub fn decide(plan: &Plan, sts: Option<&StatefulSet>) -> Result<Step, Error> {
+    let Some(template) = sts.and_then(claim_template) else {
         return Ok(Step::InPlace);
     };
-    if plan.db_bytes < current {
+    let want_class = plan.db.storage_class.as_deref();
+    let class = template.storage_class_name.as_deref();
+    if class != want_class {
+        let show = |c: Option<&str>| match c {
+            None => "the cluster default".to_string(),
+            Some(c) => format!("{c:?}"),
+        };
         return Err(Error::Refused(Problem::new(
-            "ShrinkRefused",
+            Reason::StorageClassChangeRefused,
+            format!(
+                "storageClassName changed from {} to {}; the data volumes cannot move between classes. Set it back to keep this BookStore converging",
+                show(class),
+                show(want_class)
+            ),
+        )));
+    }
+    let current = template
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .and_then(|q| quantity::to_bytes(&q.0));
+    let Some(current) = current else {
+        return Ok(Step::InPlace);
+    };
+    let want = plan.db.size.bytes;
+    if want < current {
+        return Err(Error::Refused(Problem::new(
+            Reason::ShrinkRefused,
             format!(
                 "dbSize {} is below the current {}; volumes can grow but never shrink. Nothing was changed: set dbSize to {} or more",
-                bs.spec.book_db.db_size,
+                plan.db.size.text,
                 quantity::human(current),
                 quantity::human(current)
             ),
         )));
     }
-    Ok(if plan.db_bytes > current {
+    Ok(if want > current {
         Step::Expand { from: current }
     } else {
         Step::InPlace
     })
-}
-
-/// Claims that belong to this BookStore: its instance label **and** its UID.
-pub fn own_claims<'a>(
-    bs: &BookStore,
-    claims: impl Iterator<Item = &'a PersistentVolumeClaim>,
-) -> Vec<&'a PersistentVolumeClaim> {
-    let name = bs.name_any();
-    let uid = bs.uid().unwrap_or_default();
-    let ns = bs.namespace().unwrap_or_default();
-    claims
-        .filter(|c| c.namespace().as_deref() == Some(ns.as_str()))
-        .filter(|c| {
-            let l = c.labels();
-            l.get(INSTANCE_LABEL) == Some(&name) && l.get(OWNER_UID_LABEL) == Some(&uid)
-        })
-        .collect()
-}
-
-fn requested(c: &PersistentVolumeClaim) -> Option<u128> {
-    c.spec
-        .as_ref()?
-        .resources
-        .as_ref()?
-        .requests
-        .as_ref()?
-        .get("storage")
-        .and_then(|q| quantity::to_bytes(&q.0))
-}
-
-pub fn resize_pending(c: &PersistentVolumeClaim) -> bool {
-    c.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == PENDING && c.status == "True"))
 }
 
 /// Checks that the claims' storage class allows expansion.
@@ -149,11 +117,11 @@ async fn check_expandable(client: &Client, claims: &[&PersistentVolumeClaim]) ->
     match class {
         Some(c) if c.allow_volume_expansion == Some(true) => Ok(()),
         Some(c) => Err(Error::Refused(Problem::new(
-            "ExpansionNotSupported",
+            Reason::ExpansionNotSupported,
             format!("StorageClass {} does not allow volume expansion (allowVolumeExpansion is not true); the volumes keep their size", c.name_any()),
         ))),
         None => Err(Error::Refused(Problem::new(
-            "ExpansionNotSupported",
+            Reason::ExpansionNotSupported,
             "the volumes' StorageClass was not found, so expansion cannot be checked; the volumes keep their size",
         ))),
     }
@@ -162,21 +130,19 @@ async fn check_expandable(client: &Client, claims: &[&PersistentVolumeClaim]) ->
 /// Steps 1 and 2: grow the claims, then delete the StatefulSet leaving its pods running.
 pub async fn expand(
     client: &Client,
-    bs: &BookStore,
-    names: &Names,
+    plan: &Plan,
     claims: &[&PersistentVolumeClaim],
     sts_uid: Option<String>,
 ) -> Result<String, Error> {
-    let ns = bs.namespace().unwrap_or_default();
+    let ns = &plan.id.namespace;
     if !claims.is_empty() {
         check_expandable(client, claims).await?;
     }
-    let want = &bs.spec.book_db.db_size;
-    let want_bytes = quantity::to_bytes(want).unwrap_or(0);
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let want = &plan.db.size.text;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
     let mut grown = 0;
     for c in claims {
-        if requested(c).is_some_and(|r| r >= want_bytes) {
+        if requested(c).is_some_and(|r| r >= plan.db.size.bytes) {
             continue;
         }
         let patch = json!({"spec": {"resources": {"requests": {"storage": want}}}});
@@ -188,7 +154,7 @@ pub async fn expand(
         .await?;
         grown += 1;
     }
-    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Orphan),
         preconditions: Some(Preconditions {
@@ -197,7 +163,7 @@ pub async fn expand(
         }),
         ..Default::default()
     };
-    match sets.delete(&names.db, &dp).await {
+    match sets.delete(&plan.id.names.db, &dp).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => return Err(e.into()),
@@ -205,7 +171,7 @@ pub async fn expand(
     Ok(format!(
         "grew {grown} of {} volume claims to {want}; recreating StatefulSet {} (pods keep running) so its template carries the new size",
         claims.len(),
-        names.db
+        plan.id.names.db
     ))
 }
 
@@ -227,19 +193,17 @@ pub const RESTARTED_ANNOTATION: &str = "bookstore.bosun.dev/restarted-pod";
 /// pending. `cached` only tells whether to look: claims and pods are then read fresh.
 pub async fn restart_pending(
     client: &Client,
-    bs: &BookStore,
-    names: &Names,
+    plan: &Plan,
     cached: &[&PersistentVolumeClaim],
 ) -> Result<Option<Restart>, Error> {
     if !cached.iter().any(|c| resize_pending(c)) {
         return Ok(None);
     }
-    let ns = bs.namespace().unwrap_or_default();
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let names = &plan.id.names;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &plan.id.namespace);
     let lp = ListParams::default().labels(&format!(
         "{INSTANCE_LABEL}={},{OWNER_UID_LABEL}={}",
-        bs.name_any(),
-        bs.uid().unwrap_or_default()
+        names.instance, plan.id.uid
     ));
     let mut pending: Vec<PersistentVolumeClaim> = pvcs
         .list(&lp)
@@ -252,8 +216,8 @@ pub async fn restart_pending(
         return Ok(None);
     }
     pending.sort_by_key(|c| c.name_any());
-    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let lp = ListParams::default().labels(&selector_string(&selector(bs, "mongodb")));
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &plan.id.namespace);
+    let lp = ListParams::default().labels(&selector_string(&names.selector(Component::MongoDb)));
     let pods = pods_api.list(&lp).await?.items;
     let is_ready = |p: &Pod| {
         p.metadata.deletion_timestamp.is_none()
@@ -262,7 +226,7 @@ pub async fn restart_pending(
                 .and_then(|s| s.conditions.as_ref())
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
     };
-    let want = usize::try_from(bs.spec.book_db.replicas).unwrap_or(0);
+    let want = usize::try_from(plan.db.replicas).unwrap_or(0);
     if pods.iter().filter(|p| is_ready(p)).count() < want {
         return Ok(Some(Restart::Waiting(
             "waiting for every MongoDB pod to be ready before restarting the next one".into(),
@@ -270,12 +234,10 @@ pub async fn restart_pending(
     }
     for claim in &pending {
         let claim_name = claim.name_any();
-        let Some(ordinal) =
-            claim_name.strip_prefix(&format!("{}-{}-", crate::build::DATA_VOLUME, names.db))
-        else {
+        let Some(ordinal) = names.claim_ordinal(&claim_name) else {
             continue;
         };
-        let pod_name = format!("{}-{ordinal}", names.db);
+        let pod_name = names.db_pod(ordinal);
         let Some(pod) = pods.iter().find(|p| p.name_any() == pod_name) else {
             continue;
         };
@@ -315,85 +277,13 @@ pub async fn restart_pending(
     )))
 }
 
-/// Before the StatefulSet is created: claims with its names that another BookStore (an
-/// earlier one of the same name) left behind are not reused silently. With
-/// `bookDB.adoptClaims` they are relabelled to this BookStore on purpose. `cached` are the
-/// claims the operator watches (every claim a BookStore's StatefulSet created carries the
-/// labels of that watch), so the check costs no request.
-pub async fn guard_claims(
-    client: &Client,
-    bs: &BookStore,
-    cached: &[&PersistentVolumeClaim],
-) -> Result<Option<String>, Error> {
-    let ns = bs.namespace().unwrap_or_default();
-    let uid = bs.uid().unwrap_or_default();
-    let names = Names::of(bs);
-    let prefix = format!("{}-{}-", crate::build::DATA_VOLUME, names.db);
-    let foreign: Vec<&PersistentVolumeClaim> = cached
-        .iter()
-        .copied()
-        .filter(|c| c.namespace().as_deref() == Some(ns.as_str()))
-        .filter(|c| c.labels().get(INSTANCE_LABEL) == Some(&bs.name_any()))
-        .filter(|c| c.name_any().starts_with(&prefix))
-        .filter(|c| c.labels().get(OWNER_UID_LABEL) != Some(&uid))
-        .collect();
-    if foreign.is_empty() {
-        return Ok(None);
-    }
-    let list = foreign
-        .iter()
-        .map(|c| c.name_any())
-        .collect::<Vec<_>>()
-        .join(", ");
-    if !bs.spec.book_db.adopt_claims {
-        return Err(Error::Conflict(Problem::new(
-            "ClaimsFromPreviousOwner",
-            format!(
-                "volume claims {list} hold data of an earlier BookStore named {}; they were left untouched. Set bookDB.adoptClaims: true to use that data, or delete the claims",
-                bs.name_any()
-            ),
-        )));
-    }
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    for c in &foreign {
-        let patch = json!({"metadata": {"labels": {OWNER_UID_LABEL: uid}}});
-        pvcs.patch(
-            &c.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
-    }
-    Ok(Some(format!("adopted volume claims {list}")))
-}
-
-/// Deletes this BookStore's claims (only when its spec asks for it).
-pub async fn delete_claims(client: &Client, bs: &BookStore) -> Result<usize, Error> {
-    let ns = bs.namespace().unwrap_or_default();
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    let lp = ListParams::default().labels(&format!(
-        "{INSTANCE_LABEL}={},{OWNER_UID_LABEL}={}",
-        bs.name_any(),
-        bs.uid().unwrap_or_default()
-    ));
-    let claims = pvcs.list(&lp).await?.items;
-    for c in &claims {
-        match pvcs.delete(&c.name_any(), &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(claims.len())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::{db_statefulset, fixtures};
-    use crate::validate::validate;
+    use crate::build::db_statefulset;
+    use crate::build::fixtures::{plan, sample};
 
-    fn refused_reason(r: Result<Step, Error>) -> Option<&'static str> {
+    fn refused_reason(r: Result<Step, Error>) -> Option<Reason> {
         match r {
             Err(Error::Refused(p)) => Some(p.reason),
             _ => None,
@@ -402,64 +292,30 @@ mod tests {
 
     #[test]
     fn grows_refuses_shrink_and_class_change() {
-        let bs = fixtures::sample(); // 2Gi
-        let sts = db_statefulset::build(&bs);
-        let plan = validate(&bs).expect("valid");
-        assert_eq!(
-            decide(&bs, &plan, Some(&sts.metadata)).ok(),
-            Some(Step::InPlace)
-        );
-        assert_eq!(decide(&bs, &plan, None).ok(), Some(Step::InPlace));
+        let bs = sample(); // 2Gi
+        let sts = db_statefulset::build(&plan(&bs));
+        assert_eq!(decide(&plan(&bs), Some(&sts)).ok(), Some(Step::InPlace));
+        assert_eq!(decide(&plan(&bs), None).ok(), Some(Step::InPlace));
 
         let mut bigger = bs.clone();
         bigger.spec.book_db.db_size = "3Gi".into();
-        let plan = validate(&bigger).expect("valid");
         assert_eq!(
-            decide(&bigger, &plan, Some(&sts.metadata)).ok(),
+            decide(&plan(&bigger), Some(&sts)).ok(),
             Some(Step::Expand { from: 2 << 30 })
         );
 
         let mut smaller = bs.clone();
         smaller.spec.book_db.db_size = "1Gi".into();
-        let plan = validate(&smaller).expect("valid");
         assert_eq!(
-            refused_reason(decide(&smaller, &plan, Some(&sts.metadata))),
-            Some("ShrinkRefused")
+            refused_reason(decide(&plan(&smaller), Some(&sts))),
+            Some(Reason::ShrinkRefused)
         );
 
         let mut moved = bs.clone();
         moved.spec.book_db.storage_class_name = Some("other".into());
-        let plan = validate(&moved).expect("valid");
         assert_eq!(
-            refused_reason(decide(&moved, &plan, Some(&sts.metadata))),
-            Some("StorageClassChangeRefused")
+            refused_reason(decide(&plan(&moved), Some(&sts))),
+            Some(Reason::StorageClassChangeRefused)
         );
-    }
-
-    #[test]
-    fn own_claims_need_label_and_uid() {
-        let bs = fixtures::sample();
-        let mk = |name: &str, uid: &str| {
-            let mut c = PersistentVolumeClaim::default();
-            c.metadata.name = Some(name.into());
-            c.metadata.namespace = Some("shop".into());
-            c.metadata.labels = Some(
-                [
-                    (INSTANCE_LABEL.to_string(), "bookstore-sample".to_string()),
-                    (OWNER_UID_LABEL.to_string(), uid.to_string()),
-                ]
-                .into(),
-            );
-            c
-        };
-        let mine = mk(
-            "data-bookstore-sample-mongodb-0",
-            "0ef42889-deb4-11e9-ba56-42010a800256",
-        );
-        let old = mk("data-bookstore-sample-mongodb-1", "older-uid");
-        let all = [mine.clone(), old];
-        let own = own_claims(&bs, all.iter());
-        assert_eq!(own.len(), 1);
-        assert_eq!(own[0].name_any(), "data-bookstore-sample-mongodb-0");
     }
 }

@@ -4,10 +4,13 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{BookStore, BookStoreStatus};
-use crate::build::{selector, selector_string};
+use crate::api::BookStoreStatus;
+use crate::claims::capacity;
 use crate::error::Problem;
+use crate::names::{selector_string, Component};
 use crate::quantity;
+use crate::reason::{ConditionType, Reason};
+use crate::validate::{Identity, Plan};
 
 /// What the reconcile achieved, for the conditions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,24 +29,34 @@ pub struct Observed<'a> {
     pub claims: Vec<&'a PersistentVolumeClaim>,
 }
 
-pub fn claim_capacity(c: &PersistentVolumeClaim) -> Option<u128> {
-    c.status
-        .as_ref()?
-        .capacity
-        .as_ref()?
-        .get("storage")
-        .and_then(|q| quantity::to_bytes(&q.0))
+/// The replicas the spec asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    pub app: i32,
+    pub db: i32,
 }
 
+impl Wanted {
+    pub fn of(plan: &Plan) -> Wanted {
+        Wanted {
+            app: plan.app.replicas,
+            db: plan.db.replicas,
+        }
+    }
+}
+
+/// The status of the BookStore `id`; `previous` is the status it carries.
 pub fn compute(
-    bs: &BookStore,
+    id: &Identity,
+    want: Wanted,
+    previous: Option<&BookStoreStatus>,
     observed: &Observed,
     outcome: &Outcome,
     now: Timestamp,
 ) -> BookStoreStatus {
-    let gen = bs.metadata.generation;
-    let app_want = bs.spec.book_app.replicas;
-    let db_want = bs.spec.book_db.replicas;
+    let gen = id.generation;
+    let app_want = want.app;
+    let db_want = want.db;
     let dep_status = observed.deployment.and_then(|d| d.status.as_ref());
     let app_ready = dep_status.and_then(|s| s.ready_replicas).unwrap_or(0);
     let app_updated = dep_status.and_then(|s| s.updated_replicas).unwrap_or(0);
@@ -60,14 +73,12 @@ pub fn compute(
     let volume_size = observed
         .claims
         .iter()
-        .filter_map(|c| claim_capacity(c))
+        .filter_map(|c| capacity(c))
         .min()
         .map(quantity::human);
 
-    let previous = bs
-        .status
-        .as_ref()
-        .map(|s| s.conditions.clone())
+    let previous = previous
+        .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     let mut conditions = Vec::new();
     // Rolled out: every pod ready and of the current template, no old pod left over.
@@ -76,46 +87,40 @@ pub fn compute(
     let db_done = sts_current && db_ready >= db_want && db_updated >= db_want;
     let replicas_ready = app_done && db_done;
     let counts = format!("app {app_ready}/{app_want} ready, MongoDB {db_ready}/{db_want} ready");
-    let (ready, ready_reason, ready_msg) = match outcome {
+    let ready = match outcome {
         Outcome::Problem(p) => (false, p.reason, p.message.clone()),
-        Outcome::Resizing(m) => (false, "Resizing", m.clone()),
-        Outcome::Applied if replicas_ready => (true, "AllReplicasReady", counts.clone()),
-        Outcome::Applied => (false, "ReplicasNotReady", counts.clone()),
+        Outcome::Resizing(m) => (false, Reason::Resizing, m.clone()),
+        Outcome::Applied if replicas_ready => (true, Reason::AllReplicasReady, counts.clone()),
+        Outcome::Applied => (false, Reason::ReplicasNotReady, counts.clone()),
     };
-    let (progressing, prog_reason, prog_msg) = match outcome {
-        Outcome::Resizing(m) => (true, "Resizing", m.clone()),
-        _ if !replicas_ready => (true, "RollingOut", counts.clone()),
-        _ => (false, "Stable", counts.clone()),
+    let progressing = match outcome {
+        Outcome::Resizing(m) => (true, Reason::Resizing, m.clone()),
+        _ if !replicas_ready => (true, Reason::RollingOut, counts.clone()),
+        _ => (false, Reason::Stable, counts.clone()),
     };
-    let (degraded, deg_reason, deg_msg) = match outcome {
+    let degraded = match outcome {
         Outcome::Problem(p) => (true, p.reason, p.message.clone()),
-        _ => (false, "AsExpected", "no problem found".to_string()),
+        _ => (false, Reason::AsExpected, "no problem found".to_string()),
     };
-    set_condition(
-        &mut conditions,
-        &previous,
-        condition("Ready", ready, ready_reason, ready_msg, gen),
-        now,
-    );
-    set_condition(
-        &mut conditions,
-        &previous,
-        condition("Progressing", progressing, prog_reason, prog_msg, gen),
-        now,
-    );
-    set_condition(
-        &mut conditions,
-        &previous,
-        condition("Degraded", degraded, deg_reason, deg_msg, gen),
-        now,
-    );
+    for (type_, (status, reason, message)) in [
+        (ConditionType::Ready, ready),
+        (ConditionType::Progressing, progressing),
+        (ConditionType::Degraded, degraded),
+    ] {
+        set_condition(
+            &mut conditions,
+            previous,
+            condition(type_.as_str(), status, reason.as_str(), message, gen),
+            now,
+        );
+    }
 
     BookStoreStatus {
         observed_generation: gen,
         conditions,
         app_replicas,
         app_ready_replicas: app_ready,
-        app_selector: selector_string(&selector(bs, "app")),
+        app_selector: selector_string(&id.names.selector(Component::App)),
         db_ready_replicas: db_ready,
         app: format!("{app_ready}/{app_want}"),
         db: format!("{db_ready}/{db_want}"),
@@ -126,7 +131,7 @@ pub fn compute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures;
+    use crate::build::fixtures::{plan, sample};
     use bosun_runtime::conditions::{find, is_true};
     use k8s_openapi::api::apps::v1::{DeploymentStatus, StatefulSetStatus};
 
@@ -160,7 +165,7 @@ mod tests {
 
     #[test]
     fn ready_when_every_replica_is() {
-        let mut bs = fixtures::sample();
+        let mut bs = sample();
         bs.metadata.generation = Some(3);
         let (d, s) = (dep(1, 1, 1), sts(1));
         let obs = Observed {
@@ -168,7 +173,14 @@ mod tests {
             statefulset: Some(&s),
             claims: vec![],
         };
-        let st = compute(&bs, &obs, &Outcome::Applied, Timestamp::UNIX_EPOCH);
+        let st = compute(
+            &plan(&bs).id,
+            Wanted::of(&plan(&bs)),
+            None,
+            &obs,
+            &Outcome::Applied,
+            Timestamp::UNIX_EPOCH,
+        );
         assert!(is_true(&st.conditions, "Ready"));
         assert!(!is_true(&st.conditions, "Progressing"));
         assert!(!is_true(&st.conditions, "Degraded"));
@@ -179,21 +191,28 @@ mod tests {
 
     #[test]
     fn an_unobserved_deployment_generation_is_progressing() {
-        let bs = fixtures::sample();
+        let bs = sample();
         let (d, s) = (dep(1, 2, 1), sts(1));
         let obs = Observed {
             deployment: Some(&d),
             statefulset: Some(&s),
             claims: vec![],
         };
-        let st = compute(&bs, &obs, &Outcome::Applied, Timestamp::UNIX_EPOCH);
+        let st = compute(
+            &plan(&bs).id,
+            Wanted::of(&plan(&bs)),
+            None,
+            &obs,
+            &Outcome::Applied,
+            Timestamp::UNIX_EPOCH,
+        );
         assert!(!is_true(&st.conditions, "Ready"));
         assert!(is_true(&st.conditions, "Progressing"));
     }
 
     #[test]
     fn surge_pods_of_a_rollout_are_not_ready() {
-        let bs = fixtures::sample();
+        let bs = sample();
         let mut d = dep(2, 2, 2); // one new ready pod plus one old: replicas 2 of 1 wanted
         if let Some(s) = d.status.as_mut() {
             s.updated_replicas = Some(1);
@@ -204,17 +223,26 @@ mod tests {
             statefulset: Some(&s),
             claims: vec![],
         };
-        let st = compute(&bs, &obs, &Outcome::Applied, Timestamp::UNIX_EPOCH);
+        let st = compute(
+            &plan(&bs).id,
+            Wanted::of(&plan(&bs)),
+            None,
+            &obs,
+            &Outcome::Applied,
+            Timestamp::UNIX_EPOCH,
+        );
         assert!(!is_true(&st.conditions, "Ready"));
         assert!(is_true(&st.conditions, "Progressing"));
     }
 
     #[test]
     fn problems_are_degraded_with_their_reason() {
-        let bs = fixtures::sample();
-        let p = Problem::new("ShrinkRefused", "dbSize 1Gi is below the current 2Gi");
+        let bs = sample();
+        let p = Problem::new(Reason::ShrinkRefused, "dbSize 1Gi is below the current 2Gi");
         let st = compute(
-            &bs,
+            &plan(&bs).id,
+            Wanted::of(&plan(&bs)),
+            None,
             &Observed::default(),
             &Outcome::Problem(p),
             Timestamp::UNIX_EPOCH,

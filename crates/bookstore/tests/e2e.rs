@@ -320,7 +320,7 @@ async fn delete_keeps_claims_unless_asked() {
     assert!(dropped
         .finalizers()
         .iter()
-        .any(|f| f == bosun_bookstore::controller::FINALIZER));
+        .any(|f| f == bosun_bookstore::reconcile::FINALIZER));
     let keep = env.bookstore("keep").await;
     assert!(
         keep.finalizers().is_empty(),

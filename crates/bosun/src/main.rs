@@ -1,5 +1,7 @@
 //! `bosun`: Kubernetes operators in Rust. Thin: parses flags and wires the crates together.
 mod cli;
+mod manifests;
+mod registry;
 
 use clap::Parser;
 

@@ -51,9 +51,9 @@ pub struct Applier {
 }
 
 /// The hash of a desired object, as stored in [`HASH_ANNOTATION`].
-pub fn desired_hash<K: Serialize>(obj: &K) -> String {
-    let bytes = serde_json::to_vec(obj).unwrap_or_default();
-    hex::encode(&Sha256::digest(&bytes)[..12])
+pub fn desired_hash<K: Serialize>(obj: &K) -> Result<String, serde_json::Error> {
+    let bytes = serde_json::to_vec(obj)?;
+    Ok(hex::encode(&Sha256::digest(&bytes)[..12]))
 }
 
 fn marker(meta: &ObjectMeta) -> String {
@@ -75,18 +75,19 @@ impl Applier {
         &self.field_manager
     }
 
-    fn key<K: Resource<DynamicType = ()>>(obj: &K) -> Key {
+    fn key<K: Resource>(obj: &K, dyntype: &K::DynamicType) -> Key {
         Key {
-            kind: K::kind(&()).to_string(),
+            kind: K::kind(dyntype).to_string(),
             namespace: obj.namespace().unwrap_or_default(),
             name: obj.name_any(),
         }
     }
 
     /// Decides from cached metadata whether `desired` (hash `hash`) needs a write.
-    fn is_current<K: Resource<DynamicType = ()>>(
+    fn is_current<K: Resource>(
         &self,
         desired: &K,
+        dyntype: &K::DynamicType,
         hash: &str,
         cached: Option<&ObjectMeta>,
     ) -> bool {
@@ -103,7 +104,7 @@ impl Applier {
         {
             return false;
         }
-        let key = Self::key(desired);
+        let key = Self::key(desired, dyntype);
         let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
         match memo.get(&key) {
             Some(prev) if prev.hash == hash => prev.marker == marker(cached),
@@ -122,8 +123,8 @@ impl Applier {
         }
     }
 
-    /// Applies `desired` unless `cached` (the object's metadata from a watch cache) shows it
-    /// is already in place.
+    /// Applies `desired` (of a k8s-openapi kind) unless `cached` (the object's metadata from
+    /// a watch cache) shows it is already in place.
     pub async fn apply<K>(
         &self,
         api: &Api<K>,
@@ -133,8 +134,23 @@ impl Applier {
     where
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
     {
-        let hash = desired_hash(desired);
-        if self.is_current(desired, &hash, cached) {
+        self.apply_with(api, &(), desired, cached).await
+    }
+
+    /// [`Applier::apply`] for any kind: `dyntype` says its apiVersion and kind (an
+    /// `ApiResource` for a `DynamicObject`).
+    pub async fn apply_with<K>(
+        &self,
+        api: &Api<K>,
+        dyntype: &K::DynamicType,
+        desired: &K,
+        cached: Option<&ObjectMeta>,
+    ) -> Result<Outcome, kube::Error>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        let hash = desired_hash(desired).map_err(kube::Error::SerdeError)?;
+        if self.is_current(desired, dyntype, &hash, cached) {
             return Ok(Outcome::Unchanged);
         }
         let mut obj = desired.clone();
@@ -142,14 +158,14 @@ impl Applier {
             .insert(HASH_ANNOTATION.to_string(), hash.clone());
         let mut value = serde_json::to_value(&obj).map_err(kube::Error::SerdeError)?;
         if let Some(map) = value.as_object_mut() {
-            map.insert("apiVersion".into(), K::api_version(&()).into());
-            map.insert("kind".into(), K::kind(&()).into());
+            map.insert("apiVersion".into(), K::api_version(dyntype).into());
+            map.insert("kind".into(), K::kind(dyntype).into());
         }
         let params = PatchParams::apply(&self.field_manager).force();
         let applied = api
             .patch(&obj.name_any(), &params, &Patch::Apply(&value))
             .await?;
-        let key = Self::key(desired);
+        let key = Self::key(desired, dyntype);
         self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(
             key,
             Applied {
@@ -158,14 +174,6 @@ impl Applier {
             },
         );
         Ok(Outcome::Applied)
-    }
-
-    /// Forgets what was applied for an object (after deleting it, say).
-    pub fn forget<K: Resource<DynamicType = ()>>(&self, obj: &K) {
-        self.memo
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&Self::key(obj));
     }
 }
 
@@ -201,29 +209,32 @@ mod tests {
 
     #[test]
     fn hash_tracks_desired_state() {
-        assert_eq!(desired_hash(&cm("a")), desired_hash(&cm("a")));
-        assert_ne!(desired_hash(&cm("a")), desired_hash(&cm("b")));
+        let h = |v: &str| desired_hash(&cm(v)).expect("hash");
+        assert_eq!(h("a"), h("a"));
+        assert_ne!(h("a"), h("b"));
     }
 
     #[test]
     fn skip_needs_matching_hash_and_unmoved_marker() {
         let a = Applier::new("test");
         let obj = cm("a");
-        let h = desired_hash(&obj);
-        assert!(!a.is_current(&obj, &h, None), "absent from cache: apply");
+        let h = desired_hash(&obj).expect("hash");
+        let cur =
+            |a: &Applier, hash: &str, m: Option<&ObjectMeta>| a.is_current(&obj, &(), hash, m);
+        assert!(!cur(&a, &h, None), "absent from cache: apply");
         assert!(
-            !a.is_current(&obj, "other", Some(&meta(&h, None, "5"))),
+            !cur(&a, "other", Some(&meta(&h, None, "5"))),
             "hash differs: apply"
         );
         // First sight after a restart: trusted, baseline taken.
-        assert!(a.is_current(&obj, &h, Some(&meta(&h, None, "5"))));
-        assert!(a.is_current(&obj, &h, Some(&meta(&h, None, "5"))));
+        assert!(cur(&a, &h, Some(&meta(&h, None, "5"))));
+        assert!(cur(&a, &h, Some(&meta(&h, None, "5"))));
         // Someone edited it: the resourceVersion moved.
-        assert!(!a.is_current(&obj, &h, Some(&meta(&h, None, "9"))));
+        assert!(!cur(&a, &h, Some(&meta(&h, None, "9"))));
         // Generation, when present, is the marker: status-only changes do not force a write.
         let b = Applier::new("test");
-        assert!(b.is_current(&obj, &h, Some(&meta(&h, Some(2), "5"))));
-        assert!(b.is_current(&obj, &h, Some(&meta(&h, Some(2), "7"))));
-        assert!(!b.is_current(&obj, &h, Some(&meta(&h, Some(3), "8"))));
+        assert!(cur(&b, &h, Some(&meta(&h, Some(2), "5"))));
+        assert!(cur(&b, &h, Some(&meta(&h, Some(2), "7"))));
+        assert!(!cur(&b, &h, Some(&meta(&h, Some(3), "8"))));
     }
 }

@@ -1,26 +1,25 @@
-//! Watch caches.
+//! Watch caches, for typed and `DynamicObject` kinds alike (the kind's `DynamicType` is
+//! carried: `()` for k8s-openapi types, an `ApiResource` for kinds found at run time).
 //!
-//! * [`reflect`] builds the cache of an operator's primary resource for
-//!   `Controller::for_stream`, with `managedFields` dropped and a [`Synced`] signal;
-//! * [`ChildCache`] holds an operator's children slimmed to what the operator reads (metadata
-//!   and status, spec dropped): full objects cost ≈6 KB each, metadata ≈1.6 KB (measured
-//!   against this project's API server). It feeds both the controller's `owns_stream` trigger
-//!   and the applier's skip decision.
+//! * [`reflect_with`] builds the cache of an operator's primary resource, with `managedFields`
+//!   dropped and a [`Synced`] signal;
+//! * [`ChildCache`] holds an operator's children slimmed to what the operator reads (a `strip`
+//!   function drops the rest before an object is stored): full objects cost ≈6 KB each,
+//!   metadata ≈1.6 KB (measured against this project's API server);
+//! * [`MetaCache`] holds metadata only (`PartialObjectMeta`): the API server sends and bosun
+//!   parses nothing else.
 //!
 //! Readiness is tracked from the watcher's `InitDone` event rather than with
 //! `Store::wait_until_ready`: kube-runtime 5's ready signal wakes only the most recent waiter,
 //! so a readiness probe waiting on it can starve the controller's own runner of its wake-up.
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use std::sync::Arc;
-
-#[cfg(test)]
-use futures::stream;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{reflector, store, Lookup, ObjectRef, Store};
+use kube::runtime::reflector::{reflector, store::Writer, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -35,12 +34,21 @@ impl Synced {
         let mut rx = self.0.clone();
         let _ = rx.wait_for(|s| *s).await;
     }
-    pub fn is_synced(&self) -> bool {
-        *self.0.borrow()
-    }
 }
 
 pub type ObjectStream<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
+
+/// The `Api` of a namespaced k8s-openapi kind in one namespace, or in all of them when
+/// `namespace` is None.
+pub fn scoped_api<K>(client: Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    }
+}
 
 fn track<K, S>(events: S) -> (impl Stream<Item = S::Item> + Send, Synced)
 where
@@ -88,82 +96,115 @@ where
         .flatten()
 }
 
-/// A cache of `api`'s objects for `Controller::for_stream(stream, store)`: the stream yields
-/// created/updated objects and must be polled (the controller does) to fill the store.
-pub fn reflect<K>(api: Api<K>, cfg: watcher::Config) -> (Store<K>, ObjectStream<K>, Synced)
+/// Watches `api` into a store, calling `slim` on every object before it is stored.
+fn watch_into<K>(
+    api: Api<K>,
+    dyntype: K::DynamicType,
+    cfg: watcher::Config,
+    deletes: bool,
+    slim: impl FnMut(&mut K) + Send + 'static,
+) -> (Store<K>, ObjectStream<K>, Synced)
 where
-    K: Resource + Lookup + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    <K as Lookup>::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-    <K as Resource>::DynamicType: Default + Eq + Hash + Clone,
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = store();
-    let (events, synced) = track(watcher(api, cfg).default_backoff().modify(|o: &mut K| {
-        o.meta_mut().managed_fields = None;
-    }));
-    let stream = triggers(reflector(writer, events), false);
+    let writer = Writer::new(dyntype);
+    let reader = writer.as_reader();
+    let (events, synced) = track(watcher(api, cfg).default_backoff().modify(slim));
+    let stream = triggers(reflector(writer, events), deletes);
     (reader, Box::pin(stream), synced)
 }
 
-/// A cache of an operator's children, as full typed objects that `strip` slims down (drop
-/// the spec, keep metadata and status) before they are stored.
-pub struct ChildCache<K: Resource<DynamicType = ()> + Clone + 'static> {
-    store: Store<K>,
-    synced: Synced,
+/// A cache of `api`'s objects for `Controller::for_stream_with(stream, store, dyntype)`: the
+/// stream yields created/updated objects and must be polled (the controller does) to fill the
+/// store.
+pub fn reflect_with<K>(
+    api: Api<K>,
+    dyntype: K::DynamicType,
+    cfg: watcher::Config,
+) -> (Store<K>, ObjectStream<K>, Synced)
+where
+    K: Resource,
+    K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    watch_into(api, dyntype, cfg, false, |o: &mut K| {
+        o.meta_mut().managed_fields = None;
+    })
 }
 
-impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for ChildCache<K> {
+fn selector_config(label_selector: &str) -> watcher::Config {
+    let cfg = watcher::Config::default();
+    if label_selector.is_empty() {
+        cfg
+    } else {
+        cfg.labels(label_selector)
+    }
+}
+
+/// A cache of an operator's children, as objects that `strip` slims down (drop the spec, keep
+/// metadata and status, say) before they are stored.
+pub struct ChildCache<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash,
+{
+    store: Store<K>,
+    synced: Synced,
+    dyntype: K::DynamicType,
+}
+
+impl<K: Resource + Clone + 'static> Clone for ChildCache<K>
+where
+    K::DynamicType: Clone + Eq + Hash,
+{
     fn clone(&self) -> Self {
         ChildCache {
             store: self.store.clone(),
             synced: self.synced.clone(),
+            dyntype: self.dyntype.clone(),
         }
     }
 }
 
 impl<K> ChildCache<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource,
+    K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    /// Watches `K` in `namespace` (all when None) for objects matching `label_selector`
-    /// (everything when empty). Poll the returned stream (e.g. hand it to
-    /// `Controller::owns_stream`) to keep the cache filled.
-    pub fn watch(
-        client: Client,
-        namespace: Option<&str>,
+    /// Watches `api` for objects matching `label_selector` (everything when empty). Poll the
+    /// returned stream (hand it to the controller) to keep the cache filled; it also yields
+    /// deletions, so an owner learns that a child went away.
+    pub fn watch_api(
+        api: Api<K>,
+        dyntype: K::DynamicType,
         label_selector: &str,
         strip: fn(&mut K),
-    ) -> (Self, ObjectStream<K>)
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    {
-        let api: Api<K> = match namespace {
-            Some(ns) => Api::namespaced(client, ns),
-            None => Api::all(client),
-        };
-        let (reader, writer) = store();
-        let mut cfg = watcher::Config::default();
-        if !label_selector.is_empty() {
-            cfg = cfg.labels(label_selector);
-        }
-        let (events, synced) = track(watcher(api, cfg).default_backoff().modify(
+    ) -> (Self, ObjectStream<K>) {
+        let (store, stream, synced) = watch_into(
+            api,
+            dyntype.clone(),
+            selector_config(label_selector),
+            true,
             move |o: &mut K| {
                 o.meta_mut().managed_fields = None;
                 strip(o);
             },
-        ));
-        let stream = triggers(reflector(writer, events), true);
+        );
         (
             ChildCache {
-                store: reader,
+                store,
                 synced,
+                dyntype,
             },
-            Box::pin(stream),
+            stream,
         )
     }
 
     /// One cached object.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        self.store.get(&ObjectRef::<K>::new(name).within(namespace))
+        self.store
+            .get(&ObjectRef::<K>::new_with(name, self.dyntype.clone()).within(namespace))
     }
 
     /// The cached metadata of one object.
@@ -189,64 +230,90 @@ where
     }
 }
 
-/// A metadata-only cache (`PartialObjectMeta`): for children whose spec and status the
-/// pipeline never reads, the API server sends and bosun parses and keeps only metadata.
-pub struct MetaCache<K: Resource<DynamicType = ()> + Clone + 'static> {
-    store: Store<PartialObjectMeta<K>>,
-    synced: Synced,
+impl<K> ChildCache<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// [`ChildCache::watch_api`] for a k8s-openapi kind in `namespace` (all when None).
+    pub fn watch(
+        client: Client,
+        namespace: Option<&str>,
+        label_selector: &str,
+        strip: fn(&mut K),
+    ) -> (Self, ObjectStream<K>) {
+        Self::watch_api(scoped_api(client, namespace), (), label_selector, strip)
+    }
 }
 
-impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for MetaCache<K> {
+/// A metadata-only cache (`PartialObjectMeta`): for children whose spec and status the
+/// pipeline never reads.
+pub struct MetaCache<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash,
+{
+    store: Store<PartialObjectMeta<K>>,
+    synced: Synced,
+    dyntype: K::DynamicType,
+}
+
+impl<K: Resource + Clone + 'static> Clone for MetaCache<K>
+where
+    K::DynamicType: Clone + Eq + Hash,
+{
     fn clone(&self) -> Self {
         MetaCache {
             store: self.store.clone(),
             synced: self.synced.clone(),
+            dyntype: self.dyntype.clone(),
         }
     }
 }
 
 impl<K> MetaCache<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    /// Like [`ChildCache::watch`], metadata only.
-    pub fn watch(
-        client: Client,
-        namespace: Option<&str>,
+    /// Watches the metadata of `api`'s kind where `api` points (a namespace, or all) for
+    /// objects matching `label_selector` (everything when empty).
+    pub fn watch_api(
+        api: Api<PartialObjectMeta<K>>,
+        dyntype: K::DynamicType,
         label_selector: &str,
-    ) -> (Self, ObjectStream<PartialObjectMeta<K>>)
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    {
-        let api: Api<PartialObjectMeta<K>> = match namespace {
-            Some(ns) => Api::namespaced(client, ns),
-            None => Api::all(client),
-        };
-        let (reader, writer) = store();
-        let mut cfg = watcher::Config::default();
-        if !label_selector.is_empty() {
-            cfg = cfg.labels(label_selector);
-        }
-        let (events, synced) = track(watcher(api, cfg).default_backoff().modify(
+    ) -> (Self, ObjectStream<PartialObjectMeta<K>>) {
+        let (store, stream, synced) = watch_into(
+            api,
+            dyntype.clone(),
+            selector_config(label_selector),
+            true,
             |m: &mut PartialObjectMeta<K>| {
                 m.metadata.managed_fields = None;
             },
-        ));
-        let stream = triggers(reflector(writer, events), true);
+        );
         (
             MetaCache {
-                store: reader,
+                store,
                 synced,
+                dyntype,
             },
-            Box::pin(stream),
+            stream,
         )
     }
 
-    /// The cached metadata of one object.
+    /// The cached metadata of one object (`namespace` is ignored for cluster-scoped kinds
+    /// when empty).
     pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
-        self.store
-            .get(&ObjectRef::<PartialObjectMeta<K>>::new(name).within(namespace))
-            .map(|m| m.metadata.clone())
+        let mut r = ObjectRef::<PartialObjectMeta<K>>::new_with(name, self.dyntype.clone());
+        if !namespace.is_empty() {
+            r = r.within(namespace);
+        }
+        self.store.get(&r).map(|m| m.metadata.clone())
+    }
+
+    /// The metadata of every cached object.
+    pub fn all(&self) -> Vec<Arc<PartialObjectMeta<K>>> {
+        self.store.state()
     }
 
     pub fn len(&self) -> usize {
@@ -260,11 +327,31 @@ where
     pub fn synced(&self) -> &Synced {
         &self.synced
     }
+
+    pub fn dyntype(&self) -> &K::DynamicType {
+        &self.dyntype
+    }
+}
+
+impl<K> MetaCache<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// [`MetaCache::watch_api`] for a k8s-openapi kind in `namespace` (all when None).
+    pub fn watch(
+        client: Client,
+        namespace: Option<&str>,
+        label_selector: &str,
+    ) -> (Self, ObjectStream<PartialObjectMeta<K>>) {
+        Self::watch_api(scoped_api(client, namespace), (), label_selector)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::stream;
 
     #[tokio::test]
     async fn relisted_objects_trigger_only_after_init_done() {

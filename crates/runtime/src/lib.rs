@@ -1,5 +1,8 @@
 //! bosun's operator runtime: what kube-rs leaves to each operator author.
 //!
+//! * [`controller`] wires any operator the same way — typed or `DynamicObject` kinds — per
+//!   watched namespace, with readiness, re-list safety and a retry policy by error category;
+//!   [`dynamic`] watches children whose kinds are found at run time;
 //! * [`manager::Manager`] runs several controllers in one process with bounded concurrency, a
 //!   watch scope, an optional client-side rate limit, and graceful shutdown;
 //! * [`leader::LeaderElector`] holds a `coordination.k8s.io/v1` Lease, client-go style: the
@@ -14,15 +17,20 @@ pub mod apply;
 pub mod auth;
 pub mod cache;
 pub mod conditions;
+pub mod controller;
+pub mod dynamic;
 pub mod error;
 pub mod events;
 pub mod http;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod owner;
 pub mod ratelimit;
+pub mod rbac;
 pub mod status;
 pub mod telemetry;
 
+pub use controller::{Primary, RetryPolicy, Wiring};
 pub use error::ErrorCategory;
 pub use manager::{ControllerContext, Manager, ManagerConfig, Operator, Scope};

@@ -11,16 +11,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::error::{Categorized, ErrorCategory};
 use crate::http::{self, Health, Role};
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::metrics::{ControllerMetrics, Metrics};
+use crate::rbac::Rbac;
 
 /// Which namespaces the operators watch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,22 +41,6 @@ impl Scope {
             Scope::All
         } else {
             Scope::Namespaces(list)
-        }
-    }
-
-    /// One `Api` per watched namespace (one for all namespaces when unscoped); an operator
-    /// runs one watch per entry, as controller-runtime's multi-namespace cache does.
-    pub fn apis<K>(&self, client: &Client) -> Vec<Api<K>>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + DeserializeOwned,
-    {
-        match self {
-            Scope::All => vec![Api::all(client.clone())],
-            Scope::Namespaces(ns) => ns
-                .iter()
-                .map(|n| Api::namespaced(client.clone(), n))
-                .collect(),
         }
     }
 }
@@ -109,34 +93,6 @@ impl ControllerContext {
         self.health.mark_synced(&self.name);
     }
 
-    /// Runs one controller per watched namespace (one for all namespaces when unscoped), as
-    /// built by `build(ns)` → (controller future, its caches' sync signals), and marks this
-    /// operator ready once every cache has synced.
-    pub async fn run_per_namespace<F>(&self, mut build: F)
-    where
-        F: FnMut(Option<String>) -> (BoxFuture<'static, ()>, Vec<crate::cache::Synced>),
-    {
-        let namespaces: Vec<Option<String>> = match &self.scope {
-            Scope::All => vec![None],
-            Scope::Namespaces(list) => list.iter().cloned().map(Some).collect(),
-        };
-        let mut synced = Vec::new();
-        let mut runs = Vec::new();
-        for ns in namespaces {
-            let (run, s) = build(ns);
-            synced.extend(s);
-            runs.push(run);
-        }
-        let readiness = self.clone();
-        tokio::spawn(async move {
-            for s in synced {
-                s.wait().await;
-            }
-            readiness.mark_synced();
-        });
-        futures::future::join_all(runs).await;
-    }
-
     /// A future that resolves on graceful shutdown, for `Controller::graceful_shutdown_on`.
     pub fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
         let t = self.shutdown.clone();
@@ -146,9 +102,15 @@ impl ControllerContext {
 
 pub type OperatorError = Box<dyn std::error::Error + Send + Sync>;
 
-/// An operator the manager can run: usually one kube-runtime `Controller` per watched scope.
+/// An operator: what it serves and needs (for `bosun crd`, `rbac` and `manifests`) and how it
+/// runs (usually through [`ControllerContext::run_controller`]). The binary keeps one list of
+/// them; every command reads that list.
 pub trait Operator: Send + Sync {
     fn name(&self) -> &str;
+    /// The CustomResourceDefinitions it serves.
+    fn crds(&self) -> Vec<CustomResourceDefinition>;
+    /// What it needs granted.
+    fn rbac(&self) -> Rbac;
     /// Runs until `ctx.shutdown` is cancelled and in-flight work is done.
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>>;
 }
@@ -335,55 +297,6 @@ impl Manager {
                 }
             }
         }
-    }
-}
-
-/// Wraps one reconcile: a span carrying namespace/name, the duration histogram, and the
-/// outcome counted by error category.
-pub async fn observe<K, T, E>(
-    metrics: &ControllerMetrics,
-    obj: &K,
-    fut: impl Future<Output = Result<T, E>>,
-) -> Result<T, E>
-where
-    K: Resource,
-    E: Categorized + std::fmt::Display,
-{
-    let meta = obj.meta();
-    let span = tracing::info_span!(
-        "reconcile",
-        namespace = meta.namespace.as_deref().unwrap_or(""),
-        name = meta.name.as_deref().unwrap_or(""),
-    );
-    let guard = metrics.reconcile_started();
-    let res = fut.instrument(span.clone()).await;
-    match &res {
-        Ok(_) => guard.success(),
-        Err(e) => {
-            let c = e.category();
-            span.in_scope(|| match c {
-                ErrorCategory::InvalidSpec | ErrorCategory::Conflict => {
-                    tracing::info!(category = c.as_str(), error = %e, "reconcile stopped on user input")
-                }
-                _ => tracing::warn!(category = c.as_str(), error = %e, "reconcile failed"),
-            });
-            guard.failure(c);
-        }
-    }
-    res
-}
-
-/// For a kube-runtime `Controller::run` stream: logs what `observe` did not (a trigger for
-/// an object missing from the cache, a queue or watch error); reconcile failures are already
-/// logged and counted there.
-pub fn log_unobserved<T, E1, E2>(res: &Result<T, kube::runtime::controller::Error<E1, E2>>)
-where
-    E1: std::error::Error + 'static,
-    E2: std::error::Error + 'static,
-{
-    match res {
-        Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
-        Err(e) => tracing::warn!(error = %e, "controller stream error"),
     }
 }
 

@@ -30,8 +30,9 @@ impl StatusWriter {
         }
     }
 
-    /// Writes `desired` as the status of `obj` unless `current` (the cached status) equals it
-    /// or this writer already wrote exactly it. Returns whether a request was sent.
+    /// Writes `desired` as the status of `obj` (a k8s-openapi or derived kind) unless
+    /// `current` (the cached status) equals it or this writer already wrote exactly it.
+    /// Returns whether a request was sent.
     pub async fn write_if_changed<K, S>(
         &self,
         api: &Api<K>,
@@ -43,8 +44,26 @@ impl StatusWriter {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
         S: Serialize + PartialEq,
     {
+        self.write_if_changed_with(api, &(), obj, current, desired)
+            .await
+    }
+
+    /// [`StatusWriter::write_if_changed`] for any kind: `dyntype` says its apiVersion and
+    /// kind (an `ApiResource` for a `DynamicObject`).
+    pub async fn write_if_changed_with<K, S>(
+        &self,
+        api: &Api<K>,
+        dyntype: &K::DynamicType,
+        obj: &K,
+        current: Option<&S>,
+        desired: &S,
+    ) -> Result<bool, kube::Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+        S: Serialize + PartialEq,
+    {
         let uid = obj.uid().unwrap_or_else(|| obj.name_any());
-        let hash = desired_hash(desired);
+        let hash = desired_hash(desired).map_err(kube::Error::SerdeError)?;
         if current == Some(desired) {
             self.remember(uid, hash);
             return Ok(false);
@@ -59,8 +78,8 @@ impl StatusWriter {
             return Ok(false);
         }
         let patch = serde_json::json!({
-            "apiVersion": K::api_version(&()),
-            "kind": K::kind(&()),
+            "apiVersion": K::api_version(dyntype),
+            "kind": K::kind(dyntype),
             "status": desired,
         });
         api.patch_status(

@@ -3,36 +3,35 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use super::{child_meta, image, labels, selector, Names};
-use crate::api::BookStore;
+use super::child_meta;
+use crate::names::Component;
+use crate::validate::Plan;
 
-pub fn build(bs: &BookStore) -> Deployment {
-    let app = &bs.spec.book_app;
-    let db = &bs.spec.book_db;
-    let names = Names::of(bs);
+pub fn build(plan: &Plan) -> Deployment {
+    let (app, db, names) = (&plan.app, &plan.db, &plan.id.names);
     let env = |name: &str, value: String| EnvVar {
         name: name.into(),
         value: Some(value),
         ..Default::default()
     };
     Deployment {
-        metadata: child_meta(bs, &names.app, "app"),
+        metadata: child_meta(plan, &names.app, Component::App),
         spec: Some(DeploymentSpec {
             replicas: Some(app.replicas),
             selector: LabelSelector {
-                match_labels: Some(selector(bs, "app")),
+                match_labels: Some(names.selector(Component::App)),
                 ..Default::default()
             },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels(bs, "app")),
+                    labels: Some(names.labels(Component::App)),
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: "bookstore".into(),
-                        image: Some(image(&app.repository, &app.tag)),
-                        image_pull_policy: Some(format!("{:?}", app.image_pull_policy)),
+                        image: Some(app.image.clone()),
+                        image_pull_policy: Some(app.pull_policy.as_str().into()),
                         ports: Some(vec![ContainerPort {
                             name: Some("http".into()),
                             container_port: app.target_port,
@@ -47,7 +46,7 @@ pub fn build(bs: &BookStore) -> Deployment {
                                 format!("mongodb://{}:{}", names.db_client, db.port),
                             ),
                         ]),
-                        resources: app.resources.as_ref().map(|r| r.to_requirements()),
+                        resources: app.resources.clone(),
                         ..Default::default()
                     }],
                     ..Default::default()
@@ -62,15 +61,15 @@ pub fn build(bs: &BookStore) -> Deployment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures;
+    use crate::build::fixtures::{empty, plan, sample};
 
     #[test]
     fn seed_sample() {
-        insta::assert_yaml_snapshot!(build(&fixtures::sample()));
+        insta::assert_yaml_snapshot!(build(&plan(&sample())));
     }
 
     #[test]
     fn defaults_from_empty_spec() {
-        insta::assert_yaml_snapshot!(build(&fixtures::empty()));
+        insta::assert_yaml_snapshot!(build(&plan(&empty())));
     }
 }

@@ -2,16 +2,17 @@
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{child_meta, selector, Names};
-use crate::api::BookStore;
+use super::child_meta;
+use crate::names::Component;
+use crate::validate::Plan;
 
-pub fn build(bs: &BookStore) -> Service {
-    let app = &bs.spec.book_app;
+pub fn build(plan: &Plan) -> Service {
+    let app = &plan.app;
     Service {
-        metadata: child_meta(bs, &Names::of(bs).app, "app"),
+        metadata: child_meta(plan, &plan.id.names.app, Component::App),
         spec: Some(ServiceSpec {
-            type_: Some(format!("{:?}", app.service_type)),
-            selector: Some(selector(bs, "app")),
+            type_: Some(app.service_type.as_str().into()),
+            selector: Some(plan.id.names.selector(Component::App)),
             ports: Some(vec![ServicePort {
                 name: Some("http".into()),
                 port: app.port,
@@ -29,19 +30,19 @@ pub fn build(bs: &BookStore) -> Service {
 mod tests {
     use super::*;
     use crate::api::ServiceType;
-    use crate::build::fixtures;
+    use crate::build::fixtures::{plan, sample};
 
     #[test]
     fn seed_sample() {
-        insta::assert_yaml_snapshot!(build(&fixtures::sample()));
+        insta::assert_yaml_snapshot!(build(&plan(&sample())));
     }
 
     #[test]
     fn node_port() {
-        let mut bs = fixtures::sample();
+        let mut bs = sample();
         bs.spec.book_app.service_type = ServiceType::NodePort;
         bs.spec.book_app.port = 8080;
-        let svc = build(&bs);
+        let svc = build(&plan(&bs));
         let spec = svc.spec.expect("spec");
         assert_eq!(spec.type_.as_deref(), Some("NodePort"));
         assert_eq!(spec.ports.expect("ports")[0].port, 8080);

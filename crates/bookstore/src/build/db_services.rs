@@ -3,11 +3,12 @@
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{child_meta, selector, Names};
-use crate::api::BookStore;
+use super::child_meta;
+use crate::names::Component;
+use crate::validate::Plan;
 
-fn ports(bs: &BookStore) -> Option<Vec<ServicePort>> {
-    let port = bs.spec.book_db.port;
+fn ports(plan: &Plan) -> Option<Vec<ServicePort>> {
+    let port = plan.db.port;
     Some(vec![ServicePort {
         name: Some("mongodb".into()),
         port,
@@ -17,13 +18,13 @@ fn ports(bs: &BookStore) -> Option<Vec<ServicePort>> {
     }])
 }
 
-pub fn headless(bs: &BookStore) -> Service {
+pub fn headless(plan: &Plan) -> Service {
     Service {
-        metadata: child_meta(bs, &Names::of(bs).db_headless, "mongodb"),
+        metadata: child_meta(plan, &plan.id.names.db_headless, Component::MongoDb),
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".into()),
-            selector: Some(selector(bs, "mongodb")),
-            ports: ports(bs),
+            selector: Some(plan.id.names.selector(Component::MongoDb)),
+            ports: ports(plan),
             publish_not_ready_addresses: Some(true),
             ..Default::default()
         }),
@@ -31,13 +32,13 @@ pub fn headless(bs: &BookStore) -> Service {
     }
 }
 
-pub fn client(bs: &BookStore) -> Service {
+pub fn client(plan: &Plan) -> Service {
     Service {
-        metadata: child_meta(bs, &Names::of(bs).db_client, "mongodb"),
+        metadata: child_meta(plan, &plan.id.names.db_client, Component::MongoDb),
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".into()),
-            selector: Some(selector(bs, "mongodb")),
-            ports: ports(bs),
+            selector: Some(plan.id.names.selector(Component::MongoDb)),
+            ports: ports(plan),
             ..Default::default()
         }),
         ..Default::default()
@@ -47,24 +48,24 @@ pub fn client(bs: &BookStore) -> Service {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures;
+    use crate::build::fixtures::{plan, sample};
 
     #[test]
     fn headless_seed_sample() {
-        insta::assert_yaml_snapshot!(headless(&fixtures::sample()));
+        insta::assert_yaml_snapshot!(headless(&plan(&sample())));
     }
 
     #[test]
     fn client_seed_sample() {
-        insta::assert_yaml_snapshot!(client(&fixtures::sample()));
+        insta::assert_yaml_snapshot!(client(&plan(&sample())));
     }
 
     #[test]
     fn client_name_can_be_chosen() {
-        let mut bs = fixtures::sample();
+        let mut bs = sample();
         bs.spec.book_db.service_name = Some("mongodb-service".into());
         assert_eq!(
-            client(&bs).metadata.name.as_deref(),
+            client(&plan(&bs)).metadata.name.as_deref(),
             Some("mongodb-service")
         );
     }

@@ -1,7 +1,7 @@
 //! The MongoDB StatefulSet: one volume claim per replica from `dbSize` and the storage class.
 //! The claim template is immutable in Kubernetes; [`crate::resize`] recreates the StatefulSet
-//! (orphaning its pods) when the size grows. The annotations record what the template holds,
-//! so size and class can be compared from the metadata cache.
+//! (orphaning its pods) when the size grows, reading the current size and class from the
+//! template itself (the StatefulSet cache keeps `volumeClaimTemplates`).
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
@@ -11,46 +11,34 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use kube::ResourceExt;
 
-use super::{
-    child_meta, image, labels, selector, Names, DATA_VOLUME, DB_SIZE_ANNOTATION, OWNER_UID_LABEL,
-    STORAGE_CLASS_ANNOTATION,
-};
-use crate::api::BookStore;
+use super::child_meta;
+use crate::names::{Component, DATA_VOLUME, OWNER_UID_LABEL};
+use crate::validate::Plan;
 
-pub fn build(bs: &BookStore) -> StatefulSet {
-    let db = &bs.spec.book_db;
-    let names = Names::of(bs);
-    let mut meta = child_meta(bs, &names.db, "mongodb");
-    meta.annotations = Some(BTreeMap::from([
-        (DB_SIZE_ANNOTATION.to_string(), db.db_size.clone()),
-        (
-            STORAGE_CLASS_ANNOTATION.to_string(),
-            db.storage_class_name.clone().unwrap_or_default(),
-        ),
-    ]));
-    let mut claim_labels = labels(bs, "mongodb");
-    claim_labels.insert(OWNER_UID_LABEL.to_string(), bs.uid().unwrap_or_default());
+pub fn build(plan: &Plan) -> StatefulSet {
+    let (db, names) = (&plan.db, &plan.id.names);
+    let mut claim_labels = names.labels(Component::MongoDb);
+    claim_labels.insert(OWNER_UID_LABEL.to_string(), plan.id.uid.clone());
     StatefulSet {
-        metadata: meta,
+        metadata: child_meta(plan, &names.db, Component::MongoDb),
         spec: Some(StatefulSetSpec {
             replicas: Some(db.replicas),
             service_name: Some(names.db_headless.clone()),
             selector: LabelSelector {
-                match_labels: Some(selector(bs, "mongodb")),
+                match_labels: Some(names.selector(Component::MongoDb)),
                 ..Default::default()
             },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels(bs, "mongodb")),
+                    labels: Some(names.labels(Component::MongoDb)),
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: "mongodb".into(),
-                        image: Some(image(&db.repository, &db.tag)),
-                        image_pull_policy: Some(format!("{:?}", db.image_pull_policy)),
+                        image: Some(db.image.clone()),
+                        image_pull_policy: Some(db.pull_policy.as_str().into()),
                         ports: Some(vec![ContainerPort {
                             name: Some("mongodb".into()),
                             container_port: db.port,
@@ -67,7 +55,7 @@ pub fn build(bs: &BookStore) -> StatefulSet {
                             mount_path: "/data/db".into(),
                             ..Default::default()
                         }]),
-                        resources: db.resources.as_ref().map(|r| r.to_requirements()),
+                        resources: db.resources.clone(),
                         ..Default::default()
                     }],
                     ..Default::default()
@@ -81,11 +69,11 @@ pub fn build(bs: &BookStore) -> StatefulSet {
                 },
                 spec: Some(PersistentVolumeClaimSpec {
                     access_modes: Some(vec!["ReadWriteOnce".into()]),
-                    storage_class_name: db.storage_class_name.clone(),
+                    storage_class_name: db.storage_class.clone(),
                     resources: Some(VolumeResourceRequirements {
                         requests: Some(BTreeMap::from([(
                             "storage".to_string(),
-                            Quantity(db.db_size.clone()),
+                            Quantity(db.size.text.clone()),
                         )])),
                         ..Default::default()
                     }),
@@ -102,19 +90,19 @@ pub fn build(bs: &BookStore) -> StatefulSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures;
+    use crate::build::fixtures::{plan, sample};
 
     #[test]
     fn seed_sample() {
-        insta::assert_yaml_snapshot!(build(&fixtures::sample()));
+        insta::assert_yaml_snapshot!(build(&plan(&sample())));
     }
 
     #[test]
     fn storage_class_and_size_reach_the_claim_template() {
-        let mut bs = fixtures::sample();
+        let mut bs = sample();
         bs.spec.book_db.storage_class_name = Some("fast".into());
         bs.spec.book_db.db_size = "5Gi".into();
-        let sts = build(&bs);
+        let sts = build(&plan(&bs));
         let tpl = &sts
             .spec
             .expect("spec")

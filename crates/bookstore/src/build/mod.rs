@@ -1,115 +1,66 @@
-//! Pure builders, one per child: BookStore in, typed k8s-openapi object out. No client here.
+//! Pure builders, one per child: the validated [`Plan`] in, a typed k8s-openapi object out.
+//! No client here. Names and labels come from [`crate::names`].
 //!
-//! | child                      | name                         | file              |
-//! |----------------------------|------------------------------|-------------------|
-//! | app Deployment             | `<name>-app`                 | `app_deployment`  |
-//! | app Service                | `<name>-app`                 | `app_service`     |
-//! | MongoDB StatefulSet        | `<name>-mongodb`             | `db_statefulset`  |
-//! | MongoDB headless Service   | `<name>-mongodb-headless`    | `db_services`     |
-//! | MongoDB client Service     | `bookDB.serviceName` or `<name>-mongodb` | `db_services` |
-use std::collections::BTreeMap;
+//! | child                      | file              |
+//! |----------------------------|-------------------|
+//! | app Deployment             | `app_deployment`  |
+//! | app Service                | `app_service`     |
+//! | MongoDB StatefulSet        | `db_statefulset`  |
+//! | MongoDB headless Service   | `db_services`     |
+//! | MongoDB client Service     | `db_services`     |
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::{Resource, ResourceExt};
-
-use crate::api::BookStore;
+use crate::names::Component;
+use crate::validate::Plan;
 
 pub mod app_deployment;
 pub mod app_service;
 pub mod db_services;
 pub mod db_statefulset;
 
-pub const MANAGED_BY: &str = "bosun";
-pub const NAME_LABEL: &str = "app.kubernetes.io/name";
-pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
-pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// On volume claims: the UID of the BookStore whose StatefulSet created them.
-pub const OWNER_UID_LABEL: &str = "bookstore.bosun.dev/owner-uid";
-/// On the StatefulSet: the volume size and class its claim template carries.
-pub const DB_SIZE_ANNOTATION: &str = "bookstore.bosun.dev/db-size";
-pub const STORAGE_CLASS_ANNOTATION: &str = "bookstore.bosun.dev/storage-class";
-/// The claim template's name; claims are `data-<name>-mongodb-<ordinal>`.
-pub const DATA_VOLUME: &str = "data";
-
-/// Every child's name, derived from the BookStore's name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Names {
-    pub app: String,
-    pub db: String,
-    pub db_headless: String,
-    pub db_client: String,
-}
-
-impl Names {
-    pub fn of(bs: &BookStore) -> Names {
-        let n = bs.name_any();
-        Names {
-            app: format!("{n}-app"),
-            db: format!("{n}-mongodb"),
-            db_headless: format!("{n}-mongodb-headless"),
-            db_client: bs
-                .spec
-                .book_db
-                .service_name
-                .clone()
-                .unwrap_or_else(|| format!("{n}-mongodb")),
-        }
-    }
-
-    /// The claim of one MongoDB replica.
-    pub fn claim(&self, ordinal: i32) -> String {
-        format!("{DATA_VOLUME}-{}-{ordinal}", self.db)
-    }
-}
-
-/// Labels that select one component's pods (stable: used in immutable selectors).
-pub fn selector(bs: &BookStore, component: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (NAME_LABEL.to_string(), "bookstore".to_string()),
-        (INSTANCE_LABEL.to_string(), bs.name_any()),
-        (COMPONENT_LABEL.to_string(), component.to_string()),
-    ])
-}
-
-/// Labels on every child.
-pub fn labels(bs: &BookStore, component: &str) -> BTreeMap<String, String> {
-    let mut l = selector(bs, component);
-    l.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string());
-    l
-}
-
-pub fn owner(bs: &BookStore) -> Option<Vec<OwnerReference>> {
-    bs.controller_owner_ref(&()).map(|o| vec![o])
-}
-
 /// Metadata of a child owned by the BookStore.
-pub fn child_meta(bs: &BookStore, name: &str, component: &str) -> ObjectMeta {
+pub fn child_meta(plan: &Plan, name: &str, component: Component) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_string()),
-        namespace: bs.namespace(),
-        labels: Some(labels(bs, component)),
-        owner_references: owner(bs),
+        namespace: Some(plan.id.namespace.clone()),
+        labels: Some(plan.id.names.labels(component)),
+        owner_references: Some(vec![plan.owner.clone()]),
         ..Default::default()
     }
 }
 
-pub fn image(repository: &str, tag: &str) -> String {
-    format!("{repository}:{tag}")
+/// Every child of one BookStore.
+pub struct Children {
+    pub deployment: Deployment,
+    pub app_service: Service,
+    pub statefulset: StatefulSet,
+    pub headless: Service,
+    pub client_service: Service,
 }
 
-/// Label selector string for a map of labels.
-pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
-    labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
+impl Children {
+    pub fn build(plan: &Plan) -> Children {
+        Children {
+            deployment: app_deployment::build(plan),
+            app_service: app_service::build(plan),
+            statefulset: db_statefulset::build(plan),
+            headless: db_services::headless(plan),
+            client_service: db_services::client(plan),
+        }
+    }
+
+    /// The three Services.
+    pub fn services(&self) -> [&Service; 3] {
+        [&self.app_service, &self.headless, &self.client_service]
+    }
 }
 
 #[cfg(test)]
 pub(crate) mod fixtures {
     use crate::api::{BookStore, BookStoreSpec};
+    use crate::validate::{validate, Plan};
 
     /// The seed's sample CR, with its `metadata:name:` typo fixed.
     pub const SEED_SAMPLE: &str = include_str!("../../../../deploy/samples/bookstore.yaml");
@@ -126,5 +77,9 @@ pub(crate) mod fixtures {
         bs.metadata.namespace = Some("shop".into());
         bs.metadata.uid = Some("11111111-2222-3333-4444-555555555555".into());
         bs
+    }
+
+    pub fn plan(bs: &BookStore) -> Plan {
+        validate(bs).expect("valid fixture")
     }
 }

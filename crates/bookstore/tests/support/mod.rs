@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_bookstore::{BookStore, BookStoreOperator};
-use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Scope};
+use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator, Scope};
 use bosun_testenv::{shared, test_namespace, ControlPlane, NodeAgent, NodeAgentConfig};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -33,11 +33,21 @@ pub struct Running {
 }
 
 impl Running {
+    /// Stops the manager gracefully; fails the test if it does not stop within 30 s or
+    /// returns an error.
     pub async fn stop(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
-        let _ = tokio::time::timeout(Duration::from_secs(20), &mut self.task).await;
+        match tokio::time::timeout(Duration::from_secs(30), &mut self.task).await {
+            Err(_) => {
+                self.task.abort();
+                panic!("the manager did not stop within 30 s of the shutdown signal");
+            }
+            Ok(Err(join)) => panic!("the manager task failed: {join}"),
+            Ok(Ok(Err(e))) => panic!("the manager stopped with an error: {e}"),
+            Ok(Ok(Ok(()))) => {}
+        }
     }
     pub fn kill(self) {
         self.task.abort();
@@ -63,9 +73,11 @@ async fn cluster_setup(client: &Client) -> anyhow::Result<()> {
             }))?;
             classes.patch(name, &pp, &Patch::Apply(&sc)).await?;
         }
-        // The operator's ClusterRole, exactly as generated, bound to its ServiceAccount user.
-        let mut rules = bosun_bookstore::rbac::rules();
-        rules.extend(bosun_bookstore::rbac::cluster_rules());
+        // The operator's ClusterRole, exactly as generated (the operator's rules and the
+        // runtime's), bound to its ServiceAccount user.
+        let need = BookStoreOperator.rbac().merge(bosun_runtime::rbac::runtime_rules(false));
+        let mut rules = need.namespaced;
+        rules.extend(need.cluster);
         let role = ClusterRole {
             metadata: ObjectMeta { name: Some("bosun-test".into()), ..Default::default() },
             rules: Some(rules),

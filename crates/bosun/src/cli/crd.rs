@@ -1,50 +1,114 @@
-//! Generated artifacts: CRDs and RBAC.
-use bosun_bookstore::BookStore;
-use k8s_openapi::api::rbac::v1::ClusterRole;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::CustomResourceExt;
+//! `bosun crd` and `bosun rbac`: generated artifacts, from the operator registry.
+use clap::Args;
 
-fn to_yaml_docs<T: serde::Serialize>(objs: &[T]) -> anyhow::Result<String> {
-    let mut out = String::new();
-    for o in objs {
-        out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(o)?);
+use crate::manifests::{self, ManifestArgs};
+use crate::registry;
+
+#[derive(Args, Debug, Clone)]
+pub struct CrdArgs {
+    /// Operators whose CRDs to print (comma-separated); every coded operator when empty.
+    #[arg(long, value_delimiter = ',')]
+    pub operators: Vec<String>,
+}
+
+pub fn crds_yaml(args: &CrdArgs) -> anyhow::Result<String> {
+    let ops = if args.operators.is_empty() {
+        registry::coded()
+    } else {
+        registry::select(&args.operators)?
+    };
+    let mut crds = Vec::new();
+    for op in &ops {
+        for crd in op.crds() {
+            crds.push(serde_json::to_value(crd)?);
+        }
     }
-    Ok(out)
+    manifests::to_yaml(&crds)
 }
 
-pub fn crds_yaml() -> anyhow::Result<String> {
-    to_yaml_docs(&[BookStore::crd(), bosun_myownshell::MyOwnShell::crd()])
-}
-
-pub fn cluster_role(name: &str) -> ClusterRole {
-    let mut rules = bosun_bookstore::rbac::rules();
-    rules.extend(bosun_bookstore::rbac::cluster_rules());
-    rules.extend(bosun_myownshell::controller::rbac_rules());
-    ClusterRole {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        rules: Some(rules),
-        ..Default::default()
-    }
-}
-
-pub fn cluster_role_yaml(name: &str) -> anyhow::Result<String> {
-    to_yaml_docs(&[cluster_role(name)])
+/// Exactly the RBAC objects `bosun manifests` prints for the same flags.
+pub fn rbac_yaml(args: &ManifestArgs) -> anyhow::Result<String> {
+    let ops = registry::select(&args.operators)?;
+    manifests::to_yaml(&manifests::rbac::objects(args, &ops)?)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// `deploy/crds/` is generated: regenerate with `bosun crd > deploy/crds/crds.yaml`.
     #[test]
     fn committed_crds_are_fresh() {
         let committed = include_str!("../../../../deploy/crds/crds.yaml");
-        let generated = super::crds_yaml().expect("crds");
+        let generated = crds_yaml(&CrdArgs { operators: vec![] }).expect("crds");
         assert!(
             committed == generated,
             "deploy/crds is stale: run `cargo run -p bosun -- crd > deploy/crds/crds.yaml`"
+        );
+    }
+
+    #[test]
+    fn rbac_prints_what_the_manifests_grant() {
+        let args = ManifestArgs::default();
+        let ops = registry::select(&args.operators).expect("ops");
+        let all = manifests::objects(&args, &ops).expect("objects");
+        let rbac_kinds = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
+        let from_manifests: Vec<_> = all
+            .into_iter()
+            .filter(|o| rbac_kinds.iter().any(|k| o["kind"] == *k))
+            .collect();
+        assert_eq!(
+            rbac_yaml(&args).expect("rbac"),
+            manifests::to_yaml(&from_manifests).expect("yaml")
+        );
+    }
+
+    /// Every field of every CRD bosun generates says what it is (`kubectl explain` shows it).
+    #[test]
+    fn every_crd_field_is_documented() {
+        fn walk(path: &str, schema: &serde_json::Value, missing: &mut Vec<String>) {
+            let Some(props) = schema.get("properties").and_then(|p| p.as_object()) else {
+                if let Some(items) = schema.get("items") {
+                    walk(&format!("{path}[]"), items, missing);
+                }
+                return;
+            };
+            for (name, prop) in props {
+                let p = format!("{path}.{name}");
+                if ["apiVersion", "kind", "metadata"].contains(&name.as_str()) && path.is_empty() {
+                    continue;
+                }
+                let doc = prop
+                    .get("description")
+                    .and_then(|d| d.as_str())
+                    .unwrap_or("");
+                if doc.trim().is_empty() {
+                    missing.push(p.clone());
+                }
+                walk(&p, prop, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        for op in registry::coded() {
+            for crd in op.crds() {
+                for v in &crd.spec.versions {
+                    let schema = serde_json::to_value(
+                        v.schema
+                            .as_ref()
+                            .and_then(|s| s.open_api_v3_schema.as_ref()),
+                    )
+                    .expect("schema");
+                    walk(
+                        &format!("{}/{}", crd.spec.names.kind, v.name),
+                        &schema,
+                        &mut missing,
+                    );
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "fields without a description: {missing:#?}"
         );
     }
 }

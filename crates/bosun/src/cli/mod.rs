@@ -1,7 +1,6 @@
 //! Subcommands.
 mod crd;
 mod dev;
-pub mod manifests;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -21,12 +20,12 @@ pub struct Cli {
 pub enum Command {
     /// Run the operators against a cluster (in-cluster config, or KUBECONFIG / --kubeconfig).
     Run(run::RunArgs),
-    /// Print every CustomResourceDefinition this binary serves, as YAML.
-    Crd,
-    /// Print the RBAC ClusterRole the operators need, as YAML.
-    Rbac,
+    /// Print the CustomResourceDefinitions of the operators, as YAML.
+    Crd(crd::CrdArgs),
+    /// Print the RBAC objects the install manifests hold for the same flags, as YAML.
+    Rbac(crate::manifests::ManifestArgs),
     /// Print the install manifests (CRDs, RBAC, Deployment, metrics Service) as YAML.
-    Manifests(manifests::ManifestArgs),
+    Manifests(crate::manifests::ManifestArgs),
     /// Try bosun locally: start a control plane (no cluster needed), run the operators, apply
     /// the sample BookStore and show the result. Ctrl-C stops and cleans up.
     Dev(dev::DevArgs),
@@ -37,16 +36,20 @@ pub enum Command {
 pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
-        Command::Crd => {
-            print!("{}", crd::crds_yaml()?);
+        Command::Crd(args) => {
+            print!("{}", crd::crds_yaml(&args)?);
             Ok(())
         }
-        Command::Rbac => {
-            print!("{}", crd::cluster_role_yaml("bosun")?);
+        Command::Rbac(args) => {
+            print!("{}", crd::rbac_yaml(&args)?);
             Ok(())
         }
         Command::Manifests(args) => {
-            print!("{}", manifests::yaml(&args)?);
+            let ops = crate::registry::select(&args.operators)?;
+            print!(
+                "{}",
+                crate::manifests::to_yaml(&crate::manifests::objects(&args, &ops)?)?
+            );
             Ok(())
         }
         Command::Dev(args) => dev::dev(args).await,

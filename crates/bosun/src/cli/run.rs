@@ -1,6 +1,5 @@
 //! `bosun run`: the manager with every operator.
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -125,12 +124,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     trim_heap_periodically();
     let mut manager = Manager::new(client, config);
-    for op in &args.operators {
-        manager = match op.as_str() {
-            "bookstore" => manager.with_operator(Arc::new(bosun_bookstore::BookStoreOperator)),
-            "myownshell" => manager.with_operator(Arc::new(bosun_myownshell::MyOwnShellOperator)),
-            other => anyhow::bail!("unknown operator {other:?} (available: bookstore, myownshell)"),
-        };
+    for op in crate::registry::select(&args.operators)? {
+        manager = manager.with_operator(op);
     }
     manager
         .run(shutdown_signal(), |addrs| {

@@ -7,17 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::apply::Applier;
-use bosun_runtime::cache::{reflect, ChildCache};
+use bosun_runtime::cache::{scoped_api, ChildCache};
 use bosun_runtime::error::{Categorized, ErrorCategory};
-use bosun_runtime::manager::{observe, ControllerContext, Operator, OperatorError, Scope};
-use bosun_runtime::metrics::ControllerMetrics;
+use bosun_runtime::manager::{ControllerContext, Operator, OperatorError};
+use bosun_runtime::rbac::Rbac;
 use bosun_runtime::status::StatusWriter;
+use bosun_runtime::{Primary, Wiring};
 use futures::future::BoxFuture;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
-use kube::runtime::controller::{Action, Config as CtrlConfig, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, CustomResource, CustomResourceExt, Resource, ResourceExt};
 use schemars::JsonSchema;
@@ -57,7 +57,6 @@ struct Ctx {
     applier: Applier,
     status: StatusWriter,
     cms: ChildCache<ConfigMap>,
-    metrics: ControllerMetrics,
     identity: String,
 }
 
@@ -100,31 +99,24 @@ pub fn desired_configmap(w: &Widget, identity: &str) -> ConfigMap {
 }
 
 async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, WidgetError> {
-    observe(&ctx.metrics, w.as_ref(), async {
-        if w.spec.delay_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(w.spec.delay_ms)).await;
-        }
-        let ns = w.namespace().unwrap_or_default();
-        let cm = desired_configmap(&w, &ctx.identity);
-        let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
-        ctx.applier
-            .apply(&api, &cm, ctx.cms.meta(&ns, &cm.name_any()).as_ref())
-            .await?;
-        let status = WidgetStatus {
-            observed_generation: w.metadata.generation,
-            value: w.spec.value.clone(),
-        };
-        let widgets: Api<Widget> = Api::namespaced(ctx.client.clone(), &ns);
-        ctx.status
-            .write_if_changed(&widgets, w.as_ref(), w.status.as_ref(), &status)
-            .await?;
-        Ok(Action::await_change())
-    })
-    .await
-}
-
-fn error_policy(_: Arc<Widget>, _: &WidgetError, _: Arc<Ctx>) -> Action {
-    Action::requeue(Duration::from_millis(500))
+    if w.spec.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(w.spec.delay_ms)).await;
+    }
+    let ns = w.namespace().unwrap_or_default();
+    let cm = desired_configmap(&w, &ctx.identity);
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
+    ctx.applier
+        .apply(&api, &cm, ctx.cms.meta(&ns, &cm.name_any()).as_ref())
+        .await?;
+    let status = WidgetStatus {
+        observed_generation: w.metadata.generation,
+        value: w.spec.value.clone(),
+    };
+    let widgets: Api<Widget> = Api::namespaced(ctx.client.clone(), &ns);
+    ctx.status
+        .write_if_changed(&widgets, w.as_ref(), w.status.as_ref(), &status)
+        .await?;
+    Ok(Action::await_change())
 }
 
 impl Operator for WidgetOperator {
@@ -132,48 +124,38 @@ impl Operator for WidgetOperator {
         "widget"
     }
 
+    fn crds(&self) -> Vec<CustomResourceDefinition> {
+        vec![Widget::crd()]
+    }
+
+    fn rbac(&self) -> Rbac {
+        Rbac::default()
+    }
+
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
         let identity = self.identity.clone();
         Box::pin(async move {
-            // Tests scope each manager to one namespace so parallel tests stay apart.
-            let ns = match &ctx.scope {
-                Scope::Namespaces(list) => list.first().cloned(),
-                Scope::All => None,
-            };
-            let (cms, cm_stream) =
-                ChildCache::<ConfigMap>::watch(ctx.client.clone(), ns.as_deref(), LABEL, |c| {
-                    c.data = None
-                });
-            let api: Api<Widget> = match &ns {
-                Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-                None => Api::all(ctx.client.clone()),
-            };
-            let (store, widget_stream, widgets_synced) = reflect(api, Default::default());
-            let controller = Controller::for_stream(widget_stream, store);
-            let state = Arc::new(Ctx {
-                client: ctx.client.clone(),
-                applier: Applier::new(MANAGER),
-                status: StatusWriter::new(MANAGER),
-                cms: cms.clone(),
-                metrics: ctx.metrics.clone(),
-                identity,
-            });
-            let sync = {
-                let ctx = ctx.clone();
-                async move {
-                    widgets_synced.wait().await;
-                    cms.synced().wait().await;
-                    ctx.mark_synced();
-                }
-            };
-            tokio::spawn(sync);
-            controller
-                .owns_stream(cm_stream)
-                .with_config(CtrlConfig::default().concurrency(ctx.concurrency))
-                .graceful_shutdown_on(ctx.shutdown_signal())
-                .run(reconcile, error_policy, state)
-                .for_each(|_| async {})
-                .await;
+            let client = ctx.client.clone();
+            ctx.run_controller(
+                |ns| {
+                    let (cms, cm_stream) =
+                        ChildCache::<ConfigMap>::watch(client.clone(), ns, LABEL, |c| {
+                            c.data = None
+                        });
+                    let primary =
+                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
+                    let state = Arc::new(Ctx {
+                        client: client.clone(),
+                        applier: Applier::new(MANAGER),
+                        status: StatusWriter::new(MANAGER),
+                        cms: cms.clone(),
+                        identity: identity.clone(),
+                    });
+                    Wiring::new(primary, state).owns(cm_stream, cms.synced())
+                },
+                reconcile,
+            )
+            .await;
             Ok(())
         })
     }

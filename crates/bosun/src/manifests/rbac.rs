@@ -1,0 +1,169 @@
+//! The RBAC objects of an install: what the selected operators and the runtime need, granted
+//! in a ClusterRole (every namespace watched) or a Role per watched namespace, plus the
+//! leader-election Role (its one Lease, in bosun's namespace) and the metrics-reader
+//! ClusterRole to bind to Prometheus. `bosun rbac` prints exactly these objects.
+use std::sync::Arc;
+
+use bosun_runtime::manager::Operator;
+use bosun_runtime::rbac::{lease_rules, runtime_rules, Rbac};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use serde_json::Value;
+
+use super::{meta, ManifestArgs, LEASE_NAME, NAME};
+
+/// What the selected operators and the runtime need (the install always enables the secure
+/// metrics endpoint).
+pub fn needed(operators: &[Arc<dyn Operator>]) -> Rbac {
+    operators
+        .iter()
+        .fold(Rbac::default(), |acc, op| acc.merge(op.rbac()))
+        .merge(runtime_rules(true))
+}
+
+fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef {
+        api_group: "rbac.authorization.k8s.io".into(),
+        kind: kind.into(),
+        name: name.into(),
+    }
+}
+
+fn subjects(a: &ManifestArgs) -> Option<Vec<Subject>> {
+    Some(vec![Subject {
+        kind: "ServiceAccount".into(),
+        name: NAME.into(),
+        namespace: Some(a.namespace.clone()),
+        ..Default::default()
+    }])
+}
+
+fn cluster_role(name: &str, rules: Vec<PolicyRule>) -> ClusterRole {
+    ClusterRole {
+        metadata: meta(name, None),
+        rules: Some(rules),
+        ..Default::default()
+    }
+}
+
+fn role(name: &str, namespace: &str, rules: Vec<PolicyRule>) -> Role {
+    Role {
+        metadata: meta(name, Some(namespace)),
+        rules: Some(rules),
+    }
+}
+
+fn cluster_binding(a: &ManifestArgs, name: &str) -> ClusterRoleBinding {
+    ClusterRoleBinding {
+        metadata: meta(name, None),
+        role_ref: role_ref("ClusterRole", name),
+        subjects: subjects(a),
+    }
+}
+
+fn binding(a: &ManifestArgs, name: &str, namespace: &str) -> RoleBinding {
+    RoleBinding {
+        metadata: meta(name, Some(namespace)),
+        role_ref: role_ref("Role", name),
+        subjects: subjects(a),
+    }
+}
+
+/// The RBAC objects, in apply order.
+pub fn objects(a: &ManifestArgs, operators: &[Arc<dyn Operator>]) -> anyhow::Result<Vec<Value>> {
+    let need = needed(operators);
+    let mut out = Vec::new();
+    if a.watch_namespaces.is_empty() {
+        let mut all = need.namespaced.clone();
+        all.extend(need.cluster.clone());
+        out.push(serde_json::to_value(cluster_role(NAME, all))?);
+        out.push(serde_json::to_value(cluster_binding(a, NAME))?);
+    } else {
+        let cluster_name = format!("{NAME}-cluster");
+        out.push(serde_json::to_value(cluster_role(
+            &cluster_name,
+            need.cluster.clone(),
+        ))?);
+        out.push(serde_json::to_value(cluster_binding(a, &cluster_name))?);
+        for w in &a.watch_namespaces {
+            out.push(serde_json::to_value(role(
+                NAME,
+                w,
+                need.namespaced.clone(),
+            ))?);
+            out.push(serde_json::to_value(binding(a, NAME, w))?);
+        }
+    }
+    // Bind this to Prometheus' ServiceAccount to let it scrape /metrics.
+    let reader = PolicyRule {
+        non_resource_urls: Some(vec!["/metrics".into()]),
+        verbs: vec!["get".into()],
+        ..Default::default()
+    };
+    out.push(serde_json::to_value(cluster_role(
+        &format!("{NAME}-metrics-reader"),
+        vec![reader],
+    ))?);
+    let lease = format!("{NAME}-leader-election");
+    out.push(serde_json::to_value(role(
+        &lease,
+        &a.namespace,
+        lease_rules(LEASE_NAME),
+    ))?);
+    out.push(serde_json::to_value(binding(a, &lease, &a.namespace))?);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry;
+
+    #[test]
+    fn the_lease_role_names_its_lease() {
+        let a = ManifestArgs::default();
+        let objs = objects(&a, &registry::select(&a.operators).expect("ops")).expect("rbac");
+        let lease_role = objs
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "bosun-leader-election")
+            .expect("lease role");
+        for r in lease_role["rules"].as_array().expect("rules") {
+            let verbs: Vec<&str> = r["verbs"]
+                .as_array()
+                .expect("verbs")
+                .iter()
+                .filter_map(|v| v.as_str())
+                .collect();
+            if verbs.iter().any(|v| *v != "create") {
+                assert_eq!(
+                    r["resourceNames"][0], LEASE_NAME,
+                    "get/update only on bosun's own Lease: {r}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_operator_rule_is_granted() {
+        let a = ManifestArgs {
+            operators: vec!["bookstore".into(), "myownshell".into()],
+            ..Default::default()
+        };
+        let ops = registry::select(&a.operators).expect("ops");
+        let objs = objects(&a, &ops).expect("rbac");
+        let granted: Vec<PolicyRule> = objs
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == NAME)
+            .flat_map(|o| {
+                serde_json::from_value::<Vec<PolicyRule>>(o["rules"].clone()).expect("rules")
+            })
+            .collect();
+        for op in &ops {
+            let r = op.rbac();
+            for rule in r.namespaced.iter().chain(&r.cluster) {
+                assert!(granted.contains(rule), "{} needs {rule:?}", op.name());
+            }
+        }
+    }
+}

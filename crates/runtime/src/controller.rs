@@ -1,0 +1,480 @@
+//! One controller builder for every operator, typed or dynamic.
+//!
+//! An operator describes, per watched namespace (or for all of them), what it watches — a
+//! [`Wiring`]: its primary kind's cache, the trigger streams of its children (each mapped to
+//! the owning object), the caches it reads, and its context — and hands a reconcile function
+//! to [`ControllerContext::run_controller`]. The builder does the rest, the same way for all:
+//!
+//! * one kube-runtime `Controller` per watched namespace, with the manager's concurrency and
+//!   graceful shutdown;
+//! * readiness: the operator is ready once every cache of every namespace has synced;
+//! * re-list safety (see [`crate::cache`]);
+//! * a span, metrics and a log line per reconcile ([`observe`]);
+//! * the retry policy, by error category ([`RetryPolicy`]): errors the user must fix wait
+//!   long (a spec change triggers a reconcile anyway), others back off exponentially per
+//!   object, reset by the next success.
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::stream::{BoxStream, SelectAll};
+use futures::{FutureExt, StreamExt};
+use kube::runtime::controller::{Action, Config as CtrlConfig, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tracing::Instrument;
+
+use crate::cache::{reflect_with, ObjectStream, Synced};
+use crate::error::{Categorized, ErrorCategory};
+use crate::manager::{ControllerContext, Scope};
+use crate::metrics::ControllerMetrics;
+
+/// A stream of "reconcile this object" requests.
+pub type Trigger<K> = BoxStream<'static, ObjectRef<K>>;
+
+/// The watch of an operator's primary kind in one scope.
+pub struct Primary<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash,
+{
+    store: Store<K>,
+    stream: ObjectStream<K>,
+    synced: Synced,
+    dyntype: K::DynamicType,
+}
+
+impl<K> Primary<K>
+where
+    K: Resource,
+    K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    /// Watches `api` (a namespace, or all) with `cfg` (label selector, say).
+    pub fn watch(api: Api<K>, dyntype: K::DynamicType, cfg: watcher::Config) -> Self {
+        let (store, stream, synced) = reflect_with(api, dyntype.clone(), cfg);
+        Primary {
+            store,
+            stream,
+            synced,
+            dyntype,
+        }
+    }
+
+    /// The primary objects' cache.
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+}
+
+/// What an operator watches and reads in one scope, and its context there.
+pub struct Wiring<K: Resource + Clone + 'static, C>
+where
+    K::DynamicType: Eq + Hash,
+{
+    primary: Primary<K>,
+    triggers: Vec<Trigger<K>>,
+    caches: Vec<Synced>,
+    context: Arc<C>,
+}
+
+impl<K, C> Wiring<K, C>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    pub fn new(primary: Primary<K>, context: Arc<C>) -> Self {
+        Wiring {
+            primary,
+            triggers: Vec::new(),
+            caches: Vec::new(),
+            context,
+        }
+    }
+
+    /// Children whose controller owner reference names a `K` trigger that owner. `synced` is
+    /// their cache's signal: the operator is not ready before it.
+    pub fn owns<Child>(mut self, children: ObjectStream<Child>, synced: &Synced) -> Self
+    where
+        Child: Resource + Send + 'static,
+    {
+        let dt = self.primary.dyntype.clone();
+        self.triggers.push(
+            log_errors(children)
+                .filter_map(move |child| {
+                    futures::future::ready(controller_owner(child.meta(), &dt))
+                })
+                .boxed(),
+        );
+        self.caches.push(synced.clone());
+        self
+    }
+
+    /// Other objects mapped to a `K` by `map` (claims by label, say).
+    pub fn watches<O>(
+        mut self,
+        objects: ObjectStream<O>,
+        synced: &Synced,
+        map: impl Fn(O) -> Option<ObjectRef<K>> + Send + 'static,
+    ) -> Self
+    where
+        O: Send + 'static,
+    {
+        self.triggers.push(
+            log_errors(objects)
+                .filter_map(move |o| futures::future::ready(map(o)))
+                .boxed(),
+        );
+        self.caches.push(synced.clone());
+        self
+    }
+
+    /// Any other source of reconcile requests (children of kinds found at run time, say).
+    pub fn trigger(mut self, trigger: Trigger<K>) -> Self {
+        self.triggers.push(trigger);
+        self
+    }
+
+    /// A cache the pipeline reads that no trigger above carries.
+    pub fn reads(mut self, synced: &Synced) -> Self {
+        self.caches.push(synced.clone());
+        self
+    }
+}
+
+fn log_errors<T: Send + 'static>(s: ObjectStream<T>) -> BoxStream<'static, T> {
+    s.filter_map(|r| {
+        futures::future::ready(match r {
+            Ok(o) => Some(o),
+            Err(e) => {
+                tracing::warn!(error = %e, "watch error (retrying with backoff)");
+                None
+            }
+        })
+    })
+    .boxed()
+}
+
+/// The object that controls `meta` (its controller owner reference), if it is a `K`.
+pub fn controller_owner<K: Resource>(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    dyntype: &K::DynamicType,
+) -> Option<ObjectRef<K>>
+where
+    K::DynamicType: Clone,
+{
+    let owner = meta
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))?;
+    (owner.kind == K::kind(dyntype) && owner.api_version == K::api_version(dyntype)).then(|| {
+        let r = ObjectRef::new_with(&owner.name, dyntype.clone());
+        match &meta.namespace {
+            Some(ns) => r.within(ns),
+            None => r,
+        }
+    })
+}
+
+/// How long to wait before retrying a failed reconcile, by error category.
+#[derive(Clone, Debug)]
+pub struct RetryPolicy {
+    /// A spec the user must fix: a change triggers a reconcile anyway.
+    pub invalid_spec: Duration,
+    /// First retry of a conflict with another owner (which may go away without an event).
+    pub conflict: Duration,
+    /// First retry of an API or transient error.
+    pub transient: Duration,
+    /// Upper bound of the exponential backoff.
+    pub max: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            invalid_spec: Duration::from_secs(300),
+            conflict: Duration::from_secs(30),
+            transient: Duration::from_secs(1),
+            max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay after the `failures`-th consecutive failure (1-based) of this category.
+    pub fn delay(&self, category: ErrorCategory, failures: u32) -> Duration {
+        let base = match category {
+            ErrorCategory::InvalidSpec => return self.invalid_spec,
+            ErrorCategory::Conflict => self.conflict,
+            ErrorCategory::Api | ErrorCategory::Transient => self.transient,
+        };
+        let factor = 1u32 << failures.saturating_sub(1).min(16);
+        base.saturating_mul(factor).min(self.max)
+    }
+}
+
+/// Consecutive failures per object, for the backoff; forgotten on success.
+#[derive(Default)]
+struct Failures(Mutex<HashMap<(String, String), u32>>);
+
+impl Failures {
+    fn key<K: Resource>(obj: &K) -> (String, String) {
+        (obj.namespace().unwrap_or_default(), obj.name_any())
+    }
+    fn record<K: Resource>(&self, obj: &K) -> u32 {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(Self::key(obj)).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+    fn reset<K: Resource>(&self, obj: &K) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !m.is_empty() {
+            m.remove(&Self::key(obj));
+        }
+    }
+}
+
+/// What the builder's reconcile wrapper holds.
+struct Shared<C, F> {
+    context: Arc<C>,
+    reconcile: F,
+    metrics: ControllerMetrics,
+    policy: RetryPolicy,
+    failures: Failures,
+}
+
+impl ControllerContext {
+    /// Runs one controller per watched namespace (one for all namespaces when unscoped),
+    /// wired by `wire(namespace)`, reconciling with `reconcile`; marks this operator ready
+    /// once every cache has synced. Returns when every controller has stopped (graceful
+    /// shutdown).
+    pub async fn run_controller<K, C, E, F, Fut>(
+        &self,
+        mut wire: impl FnMut(Option<&str>) -> Wiring<K, C>,
+        reconcile: F,
+    ) where
+        K: Resource,
+        K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Debug + Unpin + Send + Sync,
+        C: Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Categorized + std::error::Error + Send + Sync + 'static,
+    {
+        let namespaces: Vec<Option<String>> = match &self.scope {
+            Scope::All => vec![None],
+            Scope::Namespaces(list) => list.iter().cloned().map(Some).collect(),
+        };
+        let mut synced = Vec::new();
+        let mut runs = Vec::new();
+        for ns in namespaces {
+            let w = wire(ns.as_deref());
+            synced.push(w.primary.synced.clone());
+            synced.extend(w.caches.iter().cloned());
+            runs.push(self.controller(w, reconcile.clone()));
+        }
+        let readiness = self.clone();
+        tokio::spawn(async move {
+            for s in synced {
+                s.wait().await;
+            }
+            readiness.mark_synced();
+        });
+        futures::future::join_all(runs).await;
+    }
+
+    fn controller<K, C, E, F, Fut>(
+        &self,
+        w: Wiring<K, C>,
+        reconcile: F,
+    ) -> impl Future<Output = ()> + Send + 'static
+    where
+        K: Resource,
+        K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Debug + Unpin + Send + Sync,
+        C: Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Categorized + std::error::Error + Send + Sync + 'static,
+    {
+        let shared = Arc::new(Shared {
+            context: w.context,
+            reconcile,
+            metrics: self.metrics.clone(),
+            policy: RetryPolicy::default(),
+            failures: Failures::default(),
+        });
+        let store = w.primary.store.clone();
+        let mut triggers = SelectAll::new();
+        for t in w.triggers {
+            triggers.push(t);
+        }
+        let metrics = self.metrics.clone();
+        Controller::for_stream_with(w.primary.stream, w.primary.store, w.primary.dyntype)
+            .reconcile_on(triggers)
+            .with_config(CtrlConfig::default().concurrency(self.concurrency))
+            .graceful_shutdown_on(self.shutdown_signal())
+            .run(
+                |obj: Arc<K>, shared: Arc<Shared<C, F>>| {
+                    async move {
+                        let fut = (shared.reconcile)(obj.clone(), shared.context.clone());
+                        let res = observe(&shared.metrics, obj.as_ref(), fut).await;
+                        if res.is_ok() {
+                            shared.failures.reset(obj.as_ref());
+                        }
+                        res
+                    }
+                    .boxed()
+                },
+                |obj: Arc<K>, err: &E, shared: Arc<Shared<C, F>>| {
+                    let n = shared.failures.record(obj.as_ref());
+                    Action::requeue(shared.policy.delay(err.category(), n))
+                },
+                shared,
+            )
+            .for_each(move |res| {
+                metrics.set_cached_objects(store.len());
+                log_unobserved(&res);
+                async {}
+            })
+    }
+}
+
+/// Wraps one reconcile: a span carrying namespace/name, the duration histogram, and the
+/// outcome counted by error category.
+pub async fn observe<K, T, E>(
+    metrics: &ControllerMetrics,
+    obj: &K,
+    fut: impl Future<Output = Result<T, E>>,
+) -> Result<T, E>
+where
+    K: Resource,
+    E: Categorized + std::fmt::Display,
+{
+    let meta = obj.meta();
+    let span = tracing::info_span!(
+        "reconcile",
+        namespace = meta.namespace.as_deref().unwrap_or(""),
+        name = meta.name.as_deref().unwrap_or(""),
+    );
+    let guard = metrics.reconcile_started();
+    let res = fut.instrument(span.clone()).await;
+    match &res {
+        Ok(_) => guard.success(),
+        Err(e) => {
+            let c = e.category();
+            span.in_scope(|| match c {
+                ErrorCategory::InvalidSpec | ErrorCategory::Conflict => {
+                    tracing::info!(category = c.as_str(), error = %e, "reconcile stopped on user input")
+                }
+                _ => tracing::warn!(category = c.as_str(), error = %e, "reconcile failed"),
+            });
+            guard.failure(c);
+        }
+    }
+    res
+}
+
+/// For a kube-runtime `Controller::run` stream: logs what `observe` did not (a trigger for
+/// an object missing from the cache, a queue or watch error); reconcile failures are already
+/// logged and counted there.
+pub fn log_unobserved<T, E1, E2>(res: &Result<T, kube::runtime::controller::Error<E1, E2>>)
+where
+    E1: std::error::Error + 'static,
+    E2: std::error::Error + 'static,
+{
+    match res {
+        Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+        Err(e) => tracing::warn!(error = %e, "controller stream error"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+
+    #[test]
+    fn backoff_grows_per_category_and_is_capped() {
+        let p = RetryPolicy::default();
+        assert_eq!(p.delay(ErrorCategory::Api, 1), Duration::from_secs(1));
+        assert_eq!(p.delay(ErrorCategory::Api, 2), Duration::from_secs(2));
+        assert_eq!(p.delay(ErrorCategory::Transient, 4), Duration::from_secs(8));
+        assert_eq!(p.delay(ErrorCategory::Api, 30), Duration::from_secs(300));
+        assert_eq!(p.delay(ErrorCategory::Conflict, 1), Duration::from_secs(30));
+        assert_eq!(
+            p.delay(ErrorCategory::Conflict, 3),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            p.delay(ErrorCategory::InvalidSpec, 9),
+            Duration::from_secs(300)
+        );
+    }
+
+    #[test]
+    fn failures_count_per_object_until_success() {
+        let f = Failures::default();
+        let mut d = Deployment::default();
+        d.metadata.name = Some("a".into());
+        d.metadata.namespace = Some("ns".into());
+        assert_eq!(f.record(&d), 1);
+        assert_eq!(f.record(&d), 2);
+        f.reset(&d);
+        assert_eq!(f.record(&d), 1);
+    }
+
+    fn owned(kind: &str, api_version: &str, controller: bool) -> ObjectMeta {
+        ObjectMeta {
+            namespace: Some("ns".into()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: "owner".into(),
+                uid: "u".into(),
+                controller: Some(controller),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn controller_owner_matches_kind_and_group_for_typed_and_dynamic_owners() {
+        let r = controller_owner::<Deployment>(&owned("Deployment", "apps/v1", true), &());
+        assert_eq!(
+            r.map(|r| (r.name, r.namespace)),
+            Some(("owner".to_string(), Some("ns".to_string())))
+        );
+        assert!(
+            controller_owner::<Deployment>(&owned("Deployment", "apps/v1", false), &()).is_none()
+        );
+        assert!(
+            controller_owner::<Deployment>(&owned("Deployment", "other/v1", true), &()).is_none()
+        );
+
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "charts.example.com",
+            "v1alpha1",
+            "BookStore",
+        ));
+        let r = controller_owner::<DynamicObject>(
+            &owned("BookStore", "charts.example.com/v1alpha1", true),
+            &ar,
+        );
+        assert_eq!(r.map(|r| r.name), Some("owner".to_string()));
+        assert!(controller_owner::<DynamicObject>(
+            &owned("BookStore", "charts.example.com/v1", true),
+            &ar
+        )
+        .is_none());
+    }
+}

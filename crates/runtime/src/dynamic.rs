@@ -1,0 +1,371 @@
+//! Children whose kinds are known only at run time (whatever a Helm chart or an Ansible role
+//! creates): discovery resolved once per kind, and one metadata-only, label-selected watch per
+//! kind, added the first time an operator asks for it. Each child event triggers the object
+//! that owns it — by its controller owner reference, or, where an owner reference cannot be
+//! used (a cluster-scoped child, or one in another namespace), by operator-sdk's
+//! `operator-sdk/primary-resource` (`<namespace>/<name>`) and
+//! `operator-sdk/primary-resource-type` (`<Kind>.<group>`) annotations.
+//!
+//! As operator-sdk's dependent predicate does, an update that changes only a child's status
+//! triggers nothing: for kinds with a `generation`, an event whose generation, labels,
+//! annotations, owner references and finalizers are unchanged is dropped. Kinds without a
+//! generation (ConfigMap, Secret, Service) trigger on every change, since their content
+//! moves nothing else.
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
+use kube::discovery::Scope as KubeScope;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client, Resource};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use crate::cache::MetaCache;
+use crate::controller::{controller_owner, Trigger};
+
+pub const PRIMARY_RESOURCE_ANNOTATION: &str = "operator-sdk/primary-resource";
+pub const PRIMARY_RESOURCE_TYPE_ANNOTATION: &str = "operator-sdk/primary-resource-type";
+
+/// A kind as the API server serves it.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+/// Discovery, resolved once per kind and remembered: no reconcile pays for it twice.
+#[derive(Clone)]
+pub struct Discovery {
+    client: Client,
+    known: Arc<Mutex<HashMap<GroupVersionKind, Resolved>>>,
+}
+
+impl Discovery {
+    pub fn new(client: Client) -> Self {
+        Discovery {
+            client,
+            known: Arc::default(),
+        }
+    }
+
+    /// The plural and scope of `gvk`; a kind the API server does not serve is an error (it
+    /// is not remembered, so a CRD installed later is found).
+    pub async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Resolved, kube::Error> {
+        if let Some(r) = self.lock().get(gvk) {
+            return Ok(r.clone());
+        }
+        let (resource, caps) = kube::discovery::pinned_kind(&self.client, gvk).await?;
+        let r = Resolved {
+            resource,
+            namespaced: caps.scope == KubeScope::Namespaced,
+        };
+        self.lock().insert(gvk.clone(), r.clone());
+        Ok(r)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupVersionKind, Resolved>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The primary object named by the annotations on `meta`, if they name a `P`.
+pub fn annotated_primary<P: Resource>(
+    meta: &ObjectMeta,
+    dyntype: &P::DynamicType,
+) -> Option<ObjectRef<P>>
+where
+    P::DynamicType: Clone,
+{
+    let ann = meta.annotations.as_ref()?;
+    let want_type = primary_resource_type::<P>(dyntype);
+    if ann.get(PRIMARY_RESOURCE_TYPE_ANNOTATION)? != &want_type {
+        return None;
+    }
+    let primary = ann.get(PRIMARY_RESOURCE_ANNOTATION)?;
+    let r = match primary.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() => ObjectRef::new_with(name, dyntype.clone()).within(ns),
+        Some((_, name)) => ObjectRef::new_with(name, dyntype.clone()),
+        None => ObjectRef::new_with(primary, dyntype.clone()),
+    };
+    Some(r)
+}
+
+/// `<Kind>.<group>`, as operator-sdk writes it in `operator-sdk/primary-resource-type`.
+pub fn primary_resource_type<P: Resource>(dyntype: &P::DynamicType) -> String {
+    format!("{}.{}", P::kind(dyntype), P::group(dyntype))
+}
+
+/// What about a child's metadata moves when more than its status changed.
+fn fingerprint(meta: &ObjectMeta) -> u64 {
+    let mut h = DefaultHasher::new();
+    meta.generation.hash(&mut h);
+    meta.labels.hash(&mut h);
+    meta.annotations.hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
+    for o in meta.owner_references.iter().flatten() {
+        (&o.uid, &o.kind, &o.name, o.controller).hash(&mut h);
+    }
+    if meta.generation.is_none() {
+        meta.resource_version.hash(&mut h);
+    }
+    h.finish()
+}
+
+struct Inner<P: Resource> {
+    client: Client,
+    discovery: Discovery,
+    namespace: Option<String>,
+    selector: String,
+    primary: P::DynamicType,
+    tx: mpsc::UnboundedSender<ObjectRef<P>>,
+    caches: tokio::sync::Mutex<HashMap<GroupVersionKind, MetaCache<DynamicObject>>>,
+    tasks: Mutex<Vec<AbortHandle>>,
+}
+
+impl<P: Resource> Drop for Inner<P> {
+    fn drop(&mut self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
+}
+
+/// Metadata-only caches of an operator's labelled children, one per kind, keyed by kind.
+pub struct DynamicChildren<P: Resource> {
+    inner: Arc<Inner<P>>,
+}
+
+impl<P: Resource> Clone for DynamicChildren<P> {
+    fn clone(&self) -> Self {
+        DynamicChildren {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<P> DynamicChildren<P>
+where
+    P: Resource + Send + Sync + 'static,
+    P::DynamicType: Clone + Send + Sync + 'static,
+{
+    /// Children of `P` objects (whose kind `primary` describes) carrying `selector`'s labels,
+    /// in `namespace` (all when None; cluster-scoped kinds are always watched cluster-wide).
+    /// The returned trigger is for the operator's controller.
+    pub fn new(
+        client: Client,
+        discovery: Discovery,
+        namespace: Option<&str>,
+        selector: &str,
+        primary: P::DynamicType,
+    ) -> (Self, Trigger<P>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let trigger = tokio_stream_from(rx);
+        let inner = Inner {
+            client,
+            discovery,
+            namespace: namespace.map(str::to_string),
+            selector: selector.to_string(),
+            primary,
+            tx,
+            caches: Default::default(),
+            tasks: Default::default(),
+        };
+        (
+            DynamicChildren {
+                inner: Arc::new(inner),
+            },
+            trigger,
+        )
+    }
+
+    /// The cache of `gvk`'s children, started on first use and synced before it is returned.
+    pub async fn cache(
+        &self,
+        gvk: &GroupVersionKind,
+    ) -> Result<MetaCache<DynamicObject>, kube::Error> {
+        let cache = {
+            let mut caches = self.inner.caches.lock().await;
+            match caches.get(gvk) {
+                Some(c) => c.clone(),
+                None => {
+                    let c = self.start(gvk).await?;
+                    caches.insert(gvk.clone(), c.clone());
+                    c
+                }
+            }
+        };
+        cache.synced().wait().await;
+        Ok(cache)
+    }
+
+    /// The kinds watched so far.
+    pub async fn kinds(&self) -> Vec<GroupVersionKind> {
+        self.inner.caches.lock().await.keys().cloned().collect()
+    }
+
+    async fn start(&self, gvk: &GroupVersionKind) -> Result<MetaCache<DynamicObject>, kube::Error> {
+        let inner = &self.inner;
+        let resolved = inner.discovery.resolve(gvk).await?;
+        let ar = resolved.resource;
+        let api: Api<PartialObjectMeta<DynamicObject>> =
+            match (&inner.namespace, resolved.namespaced) {
+                (Some(ns), true) => Api::namespaced_with(inner.client.clone(), ns, &ar),
+                _ => Api::all_with(inner.client.clone(), &ar),
+            };
+        let (cache, stream) = MetaCache::watch_api(api, ar, &inner.selector);
+        let tx = inner.tx.clone();
+        let primary = inner.primary.clone();
+        let seen_cache = cache.clone();
+        let task = tokio::spawn(async move {
+            let mut seen: HashMap<String, u64> = HashMap::new();
+            let mut stream = stream;
+            while let Some(ev) = stream.next().await {
+                let child = match ev {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "child watch error (retrying with backoff)");
+                        continue;
+                    }
+                };
+                let meta = &child.metadata;
+                let uid = meta.uid.clone().unwrap_or_default();
+                let present = seen_cache
+                    .meta(
+                        meta.namespace.as_deref().unwrap_or(""),
+                        meta.name.as_deref().unwrap_or(""),
+                    )
+                    .is_some();
+                let moved = if present {
+                    let fp = fingerprint(meta);
+                    seen.insert(uid, fp) != Some(fp)
+                } else {
+                    seen.remove(&uid);
+                    true
+                };
+                if !moved {
+                    continue;
+                }
+                let owner = controller_owner::<P>(meta, &primary)
+                    .or_else(|| annotated_primary::<P>(meta, &primary));
+                if let Some(r) = owner {
+                    if tx.send(r).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        inner
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task.abort_handle());
+        Ok(cache)
+    }
+}
+
+fn tokio_stream_from<P>(mut rx: mpsc::UnboundedReceiver<ObjectRef<P>>) -> Trigger<P>
+where
+    P: Resource + 'static,
+    P::DynamicType: Send,
+{
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn ar() -> ApiResource {
+        ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "charts.example.com",
+            "v1alpha1",
+            "BookStore",
+        ))
+    }
+
+    fn annotated(primary: &str, type_: &str) -> ObjectMeta {
+        ObjectMeta {
+            annotations: Some(BTreeMap::from([
+                (PRIMARY_RESOURCE_ANNOTATION.to_string(), primary.to_string()),
+                (
+                    PRIMARY_RESOURCE_TYPE_ANNOTATION.to_string(),
+                    type_.to_string(),
+                ),
+            ])),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn annotations_name_the_primary() {
+        let r = annotated_primary::<DynamicObject>(
+            &annotated("shop/store", "BookStore.charts.example.com"),
+            &ar(),
+        );
+        assert_eq!(
+            r.map(|r| (r.name, r.namespace)),
+            Some(("store".into(), Some("shop".into())))
+        );
+        let r = annotated_primary::<DynamicObject>(
+            &annotated("/cluster-wide", "BookStore.charts.example.com"),
+            &ar(),
+        );
+        assert_eq!(
+            r.map(|r| (r.name, r.namespace)),
+            Some(("cluster-wide".into(), None))
+        );
+        assert!(annotated_primary::<DynamicObject>(
+            &annotated("shop/store", "Other.charts.example.com"),
+            &ar()
+        )
+        .is_none());
+        assert_eq!(
+            primary_resource_type::<DynamicObject>(&ar()),
+            "BookStore.charts.example.com"
+        );
+    }
+
+    #[test]
+    fn status_only_changes_keep_the_fingerprint() {
+        let mut m = ObjectMeta {
+            generation: Some(3),
+            resource_version: Some("10".into()),
+            ..Default::default()
+        };
+        let a = fingerprint(&m);
+        m.resource_version = Some("11".into());
+        assert_eq!(
+            a,
+            fingerprint(&m),
+            "status update of a kind with a generation"
+        );
+        m.generation = Some(4);
+        assert_ne!(a, fingerprint(&m), "spec change");
+        let mut cm = ObjectMeta {
+            resource_version: Some("1".into()),
+            ..Default::default()
+        };
+        let b = fingerprint(&cm);
+        cm.resource_version = Some("2".into());
+        assert_ne!(
+            b,
+            fingerprint(&cm),
+            "a kind without generation: every change counts"
+        );
+    }
+}

@@ -1,0 +1,378 @@
+//! A kind known only at run time (`DynamicObject` + discovery) goes through the same apply,
+//! status, caches and controller builder as a typed one, on the real API server.
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_runtime::apply::{Applier, Outcome};
+use bosun_runtime::dynamic::{
+    Discovery, DynamicChildren, PRIMARY_RESOURCE_ANNOTATION, PRIMARY_RESOURCE_TYPE_ANNOTATION,
+};
+use bosun_runtime::error::{Categorized, ErrorCategory};
+use bosun_runtime::manager::{
+    ControllerContext, Manager, ManagerConfig, Operator, OperatorError, Scope,
+};
+use bosun_runtime::rbac::Rbac;
+use bosun_runtime::status::StatusWriter;
+use bosun_runtime::{Primary, Wiring};
+use bosun_testenv::{shared, test_namespace};
+use common::*;
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::controller::Action;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+fn widget_gvk() -> GroupVersionKind {
+    GroupVersionKind::gvk("test.bosun.dev", "v1", "Widget")
+}
+
+fn configmap_gvk() -> GroupVersionKind {
+    GroupVersionKind::gvk("", "v1", "ConfigMap")
+}
+
+async fn setup() -> (Client, String, Discovery, ApiResource) {
+    let cp = shared().await.expect("control plane");
+    let client = cp.client().await.expect("client");
+    install_crd(&client).await.expect("crd");
+    let ns = test_namespace(&client, "dyn").await.expect("namespace");
+    let discovery = Discovery::new(client.clone());
+    let resolved = discovery.resolve(&widget_gvk()).await.expect("discovered");
+    assert!(resolved.namespaced);
+    assert_eq!(resolved.resource.plural, "widgets");
+    (client, ns, discovery, resolved.resource)
+}
+
+fn dynamic_widget(ar: &ApiResource, ns: &str, name: &str, value: &str) -> DynamicObject {
+    let mut o = DynamicObject::new(name, ar).within(ns);
+    o.data = json!({"spec": {"value": value}});
+    o
+}
+
+#[tokio::test]
+async fn apply_and_status_skip_no_op_writes_for_a_dynamic_kind() {
+    let (client, ns, _, ar) = setup().await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let applier = Applier::new("bosun-dyn-test");
+    let desired = dynamic_widget(&ar, &ns, "w1", "a");
+    assert_eq!(
+        applier
+            .apply_with(&api, &ar, &desired, None)
+            .await
+            .expect("apply"),
+        Outcome::Applied
+    );
+    let live = api.get("w1").await.expect("created");
+    assert_eq!(live.data["spec"]["value"], "a");
+    assert_eq!(
+        applier
+            .apply_with(&api, &ar, &desired, Some(live.meta()))
+            .await
+            .expect("apply"),
+        Outcome::Unchanged,
+        "the live object holds the desired state: no request"
+    );
+    let changed = dynamic_widget(&ar, &ns, "w1", "b");
+    assert_eq!(
+        applier
+            .apply_with(&api, &ar, &changed, Some(live.meta()))
+            .await
+            .expect("apply"),
+        Outcome::Applied
+    );
+    assert_eq!(api.get("w1").await.expect("get").data["spec"]["value"], "b");
+
+    let writer = StatusWriter::new("bosun-dyn-test");
+    let live = api.get("w1").await.expect("get");
+    let status = json!({"observedGeneration": live.metadata.generation, "value": "b"});
+    assert!(writer
+        .write_if_changed_with(&api, &ar, &live, None, &status)
+        .await
+        .expect("status"));
+    let live = api.get("w1").await.expect("get");
+    assert_eq!(live.data["status"], status);
+    assert!(
+        !writer
+            .write_if_changed_with(&api, &ar, &live, live.data.get("status"), &status)
+            .await
+            .expect("status"),
+        "unchanged status: no request"
+    );
+}
+
+#[tokio::test]
+async fn dynamic_children_are_cached_and_trigger_their_owner() {
+    let (client, ns, discovery, ar) = setup().await;
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let owner = widgets
+        .create(
+            &PostParams::default(),
+            &dynamic_widget(&ar, &ns, "owner", "x"),
+        )
+        .await
+        .expect("owner");
+    let (children, mut trigger) = DynamicChildren::<DynamicObject>::new(
+        client.clone(),
+        discovery.clone(),
+        Some(&ns),
+        "app.kubernetes.io/managed-by=bosun-dyn-test",
+        ar.clone(),
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let owner_ref = owner.controller_owner_ref(&ar).expect("owner ref");
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "child", "namespace": ns,
+                     "labels": {"app.kubernetes.io/managed-by": "bosun-dyn-test"},
+                     "ownerReferences": [owner_ref]},
+        "data": {"k": "v"}
+    }))
+    .expect("configmap");
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("child");
+
+    let cache = children.cache(&configmap_gvk()).await.expect("cache");
+    assert!(
+        cache.meta(&ns, "child").is_some(),
+        "synced cache holds the child"
+    );
+    let got = tokio::time::timeout(Duration::from_secs(20), trigger.next())
+        .await
+        .expect("a trigger")
+        .expect("stream open");
+    assert_eq!(
+        (got.name.as_str(), got.namespace.as_deref()),
+        ("owner", Some(ns.as_str()))
+    );
+
+    // A cluster-scoped child names its primary by annotation.
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    let role_name = format!("{ns}-child");
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": role_name,
+                     "labels": {"app.kubernetes.io/managed-by": "bosun-dyn-test"},
+                     "annotations": {PRIMARY_RESOURCE_ANNOTATION: format!("{ns}/owner"),
+                                     PRIMARY_RESOURCE_TYPE_ANNOTATION: "Widget.test.bosun.dev"}},
+        "rules": []
+    }))
+    .expect("role");
+    roles
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("role");
+    let role_gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole");
+    let role_cache = children.cache(&role_gvk).await.expect("cache");
+    assert!(role_cache.meta("", &role_name).is_some());
+    let got = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match trigger.next().await {
+                Some(r) if r.name == "owner" && r.namespace.as_deref() == Some(ns.as_str()) => {
+                    return r
+                }
+                Some(_) => continue,
+                None => panic!("trigger stream ended"),
+            }
+        }
+    })
+    .await
+    .expect("the annotated cluster-scoped child triggered its owner");
+    assert_eq!(got.name, "owner");
+    let mut kinds = children.kinds().await;
+    kinds.sort_by(|a, b| a.kind.cmp(&b.kind));
+    assert_eq!(kinds, vec![role_gvk, configmap_gvk()]);
+    roles
+        .delete(&role_name, &Default::default())
+        .await
+        .expect("cleanup");
+}
+
+// --- a whole operator over a DynamicObject kind ---
+
+struct DynCtx {
+    client: Client,
+    ar: ApiResource,
+    applier: Applier,
+    status: StatusWriter,
+    children: DynamicChildren<DynamicObject>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("api: {0}")]
+struct DynError(#[from] kube::Error);
+
+impl Categorized for DynError {
+    fn category(&self) -> ErrorCategory {
+        ErrorCategory::Api
+    }
+}
+
+async fn reconcile_dynamic(w: Arc<DynamicObject>, ctx: Arc<DynCtx>) -> Result<Action, DynError> {
+    let ns = w.namespace().unwrap_or_default();
+    let cm_ar = ApiResource::from_gvk(&configmap_gvk());
+    let cache = ctx.children.cache(&configmap_gvk()).await?;
+    let mut cm = DynamicObject::new(&format!("{}-w", w.name_any()), &cm_ar).within(&ns);
+    cm.metadata.labels = Some(
+        [(
+            "app.kubernetes.io/managed-by".to_string(),
+            "bosun-dyn-op".to_string(),
+        )]
+        .into(),
+    );
+    cm.metadata.owner_references = w.controller_owner_ref(&ctx.ar).map(|o| vec![o]);
+    cm.data = json!({"data": {"value": w.data["spec"]["value"]}});
+    let cms: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &cm_ar);
+    ctx.applier
+        .apply_with(&cms, &cm_ar, &cm, cache.meta(&ns, &cm.name_any()).as_ref())
+        .await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ctx.ar);
+    let status =
+        json!({"observedGeneration": w.metadata.generation, "value": w.data["spec"]["value"]});
+    ctx.status
+        .write_if_changed_with(&api, &ctx.ar, w.as_ref(), w.data.get("status"), &status)
+        .await?;
+    Ok(Action::await_change())
+}
+
+struct DynOperator {
+    ar: ApiResource,
+    discovery: Discovery,
+}
+
+impl Operator for DynOperator {
+    fn name(&self) -> &str {
+        "dynamic-widget"
+    }
+    fn crds(&self) -> Vec<CustomResourceDefinition> {
+        vec![]
+    }
+    fn rbac(&self) -> Rbac {
+        Rbac::default()
+    }
+    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        let ar = self.ar.clone();
+        let discovery = self.discovery.clone();
+        Box::pin(async move {
+            let client = ctx.client.clone();
+            ctx.run_controller(
+                |ns| {
+                    let api: Api<DynamicObject> = match ns {
+                        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+                        None => Api::all_with(client.clone(), &ar),
+                    };
+                    let (children, trigger) = DynamicChildren::new(
+                        client.clone(),
+                        discovery.clone(),
+                        ns,
+                        "app.kubernetes.io/managed-by=bosun-dyn-op",
+                        ar.clone(),
+                    );
+                    let context = Arc::new(DynCtx {
+                        client: client.clone(),
+                        ar: ar.clone(),
+                        applier: Applier::new("bosun-dyn-op"),
+                        status: StatusWriter::new("bosun-dyn-op"),
+                        children,
+                    });
+                    Wiring::new(Primary::watch(api, ar.clone(), Default::default()), context)
+                        .trigger(trigger)
+                },
+                reconcile_dynamic,
+            )
+            .await;
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_dynamic_operator_converges_and_repairs_a_deleted_child() {
+    let (client, ns, discovery, ar) = setup().await;
+    let manager = Manager::new(
+        client.clone(),
+        ManagerConfig {
+            scope: Scope::Namespaces(vec![ns.clone()]),
+            ..Default::default()
+        },
+    )
+    .with_operator(Arc::new(DynOperator {
+        ar: ar.clone(),
+        discovery,
+    }));
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(manager.run(
+        async move {
+            let _ = rx.await;
+        },
+        |_| {},
+    ));
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    widgets
+        .create(
+            &PostParams::default(),
+            &dynamic_widget(&ar, &ns, "d1", "hello"),
+        )
+        .await
+        .expect("widget");
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let value = |cms: Api<k8s_openapi::api::core::v1::ConfigMap>| async move {
+        cms.get_opt("d1-w")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|c| c.data?.get("value").cloned())
+    };
+    assert_eq!(
+        eventually(30, || async { value(cms.clone()).await })
+            .await
+            .as_deref(),
+        Some("hello")
+    );
+    let st = eventually(30, || async {
+        let w = widgets.get("d1").await.ok()?;
+        (w.data["status"]["value"] == "hello").then_some(w)
+    })
+    .await;
+    assert!(st.is_some(), "status written through the dynamic type");
+
+    // A spec change reaches the child; a deleted child comes back.
+    widgets
+        .patch(
+            "d1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"value": "again"}})),
+        )
+        .await
+        .expect("patch");
+    assert_eq!(
+        eventually(30, || async {
+            value(cms.clone()).await.filter(|v| v == "again")
+        })
+        .await
+        .as_deref(),
+        Some("again")
+    );
+    cms.delete("d1-w", &Default::default())
+        .await
+        .expect("delete child");
+    assert_eq!(
+        eventually(30, || async {
+            let c = cms.get_opt("d1-w").await.ok().flatten()?;
+            c.metadata.deletion_timestamp.is_none().then_some(())?;
+            c.data?.get("value").cloned()
+        })
+        .await
+        .as_deref(),
+        Some("again"),
+        "the child's deletion triggered its owner"
+    );
+    let _ = tx.send(());
+    let stopped = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("manager stops")
+        .expect("task");
+    assert!(stopped.is_ok(), "manager stopped cleanly: {stopped:?}");
+}
