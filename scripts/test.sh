@@ -14,10 +14,13 @@ bash scripts/setup-helm.sh >/dev/null
 echo "== build"
 cargo build --workspace --all-targets --locked
 
-if cargo clippy --version >/dev/null 2>&1; then
-  echo "== clippy (unwrap denied outside tests)"
-  cargo clippy --workspace --all-targets --locked -- -D warnings
-fi
+echo "== format"
+cargo fmt --version >/dev/null 2>&1 || { echo "rustfmt is missing: rustup component add rustfmt" >&2; exit 1; }
+cargo fmt --all -- --check
+
+echo "== clippy (unwrap denied outside tests)"
+cargo clippy --version >/dev/null 2>&1 || { echo "clippy is missing: rustup component add clippy" >&2; exit 1; }
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== tests"
 # Test binaries run one after another; tests within one share its control plane.

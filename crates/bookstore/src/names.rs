@@ -67,11 +67,6 @@ impl Names {
         format!("{DATA_VOLUME}-{}-", self.db)
     }
 
-    /// The claim of one MongoDB replica.
-    pub fn claim(&self, ordinal: i32) -> String {
-        format!("{}{ordinal}", self.claim_prefix())
-    }
-
     /// The pod of one MongoDB replica.
     pub fn db_pod(&self, ordinal: i32) -> String {
         format!("{}-{ordinal}", self.db)
@@ -115,7 +110,6 @@ mod tests {
     #[test]
     fn claims_and_pods_by_ordinal() {
         let n = Names::new("shop", None);
-        assert_eq!(n.claim(2), "data-shop-mongodb-2");
         assert_eq!(n.claim_ordinal("data-shop-mongodb-2"), Some(2));
         assert_eq!(n.claim_ordinal("data-shop-mongodb-x"), None);
         assert_eq!(n.claim_ordinal("data-other-mongodb-0"), None);

@@ -22,11 +22,6 @@ impl ErrorCategory {
             ErrorCategory::Transient => "transient",
         }
     }
-
-    /// Errors the user must fix are not retried on a timer faster than this.
-    pub fn is_permanent(self) -> bool {
-        matches!(self, ErrorCategory::InvalidSpec | ErrorCategory::Conflict)
-    }
 }
 
 /// Implemented by each operator's error type.

@@ -1,5 +1,6 @@
 //! Subcommands.
 mod crd;
+#[cfg(feature = "dev")]
 mod dev;
 mod run;
 
@@ -26,6 +27,7 @@ pub enum Command {
     Rbac(crate::manifests::ManifestArgs),
     /// Print the install manifests (CRDs, RBAC, Deployment, metrics Service) as YAML.
     Manifests(crate::manifests::ManifestArgs),
+    #[cfg(feature = "dev")]
     /// Try bosun locally: start a control plane (no cluster needed), run the operators, apply
     /// the sample BookStore and show the result. Ctrl-C stops and cleans up.
     Dev(dev::DevArgs),
@@ -52,6 +54,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        #[cfg(feature = "dev")]
         Command::Dev(args) => dev::dev(args).await,
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
