@@ -320,6 +320,12 @@ async fn metrics_and_probes_report_reconciles_and_readiness() {
     let (code, body) = http_get(addr, "/healthz").await.expect("healthz");
     assert_eq!((code, body.as_str()), (200, "ok"));
 
+    // One slow reconcile makes the race of the old flake (metrics read while a reconcile is
+    // still in flight) happen every time instead of on a cold CI run.
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "slow", "v", 1500))
+        .await
+        .expect("create");
     for i in 0..3 {
         widgets
             .create(
