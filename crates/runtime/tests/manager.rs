@@ -56,7 +56,7 @@ async fn start(
             let _ = addr_tx.send(addrs[0]);
         },
     ));
-    // With distinct metrics and probe addresses the first is metrics; probes share the state.
+    // Both on port 0 of one address: one server serves metrics and probes.
     let addr = addr_rx.await.expect("bound");
     (stop_tx, run, addr)
 }
@@ -70,6 +70,30 @@ async fn holder(client: &Client, ns: &str, lease: &str) -> Option<String> {
         .spec?
         .holder_identity
         .filter(|h| !h.is_empty())
+}
+
+/// Waits until a reconcile is in flight (by the manager's own metrics).
+async fn wait_in_flight(addr: SocketAddr) {
+    eventually(20, || async {
+        let (_, body) = http_get(addr, "/metrics").await.ok()?;
+        let n = series_value(
+            &body,
+            r#"controller_runtime_active_workers{controller="widget"}"#,
+        )?;
+        (n >= 1.0).then_some(())
+    })
+    .await
+    .expect("a reconcile in flight");
+}
+
+/// Waits until a manager's readiness probe reports `what` (e.g. "standby").
+async fn wait_probe(addr: SocketAddr, what: &str) {
+    eventually(20, || async {
+        let (_, body) = http_get(addr, "/readyz").await.ok()?;
+        body.contains(what).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("/readyz never said {what:?}"));
 }
 
 async fn reconciled_by(client: &Client, ns: &str, widget: &str) -> Option<String> {
@@ -96,13 +120,14 @@ async fn standby_takes_over_when_the_leader_dies() {
     })
     .await
     .expect("a leads");
-    let (_stop_b, run_b, _) = start(
+    let (_stop_b, run_b, addr_b) = start(
         client.clone(),
         &ns,
         Some(fast_lease(&ns, "bosun", "b")),
         "b",
     )
     .await;
+    wait_probe(addr_b, "standby").await;
 
     widgets
         .create(&PostParams::default(), &widget(&ns, "w1", "x", 0))
@@ -218,7 +243,7 @@ async fn graceful_shutdown_finishes_in_flight_reconciles_and_releases_the_lease(
     let ns = test_namespace(&client, "le-shutdown").await.expect("ns");
     let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
 
-    let (stop, run, _) = start(
+    let (stop, run, addr) = start(
         client.clone(),
         &ns,
         Some(fast_lease(&ns, "bosun", "a")),
@@ -235,7 +260,7 @@ async fn graceful_shutdown_finishes_in_flight_reconciles_and_releases_the_lease(
         .create(&PostParams::default(), &widget(&ns, "slow", "x", 2000))
         .await
         .expect("create");
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    wait_in_flight(addr).await;
     assert_eq!(
         reconciled_by(&client, &ns, "slow").await,
         None,
@@ -335,26 +360,22 @@ async fn metrics_and_probes_report_reconciles_and_readiness() {
             .await
             .expect("create");
     }
-    eventually(15, || async { reconciled_by(&client, &ns, "w2").await })
-        .await
-        .expect("reconciled");
-    let body = eventually(10, || async {
+    // Wait for the whole state asserted below (every reconcile counted, none in flight), not
+    // for one part of it: a reconcile still running would leave `active_workers` at 1.
+    let body = eventually(30, || async {
         let (_, body) = http_get(addr, "/metrics").await.ok()?;
-        let n: f64 = body
-            .lines()
-            .find(|l| {
-                l.starts_with(
-                    r#"controller_runtime_reconcile_total{controller="widget",result="success"}"#,
-                )
-            })?
-            .rsplit(' ')
-            .next()?
-            .parse()
-            .ok()?;
-        (n >= 3.0).then_some(body)
+        let success = series_value(
+            &body,
+            r#"controller_runtime_reconcile_total{controller="widget",result="success"}"#,
+        )?;
+        let active = series_value(
+            &body,
+            r#"controller_runtime_active_workers{controller="widget"}"#,
+        )?;
+        (success >= 4.0 && active == 0.0).then_some(body)
     })
     .await
-    .expect("three successful reconciles counted");
+    .expect("four successful reconciles counted and none in flight");
     for needle in [
         "# TYPE controller_runtime_reconcile_time_seconds histogram",
         r#"controller_runtime_reconcile_time_seconds_bucket{le="0.001",controller="widget"}"#,
@@ -364,6 +385,11 @@ async fn metrics_and_probes_report_reconciles_and_readiness() {
     ] {
         assert!(body.contains(needle), "missing {needle:?} in:\n{body}");
     }
+    assert_eq!(
+        reconciled_by(&client, &ns, "slow").await.as_deref(),
+        Some("m"),
+        "the slow reconcile's write is done"
+    );
     let _ = stop_tx.send(());
     run.await.expect("join").expect("clean");
 }

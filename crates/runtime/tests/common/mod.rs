@@ -247,3 +247,13 @@ pub async fn configmap_value(client: &Client, ns: &str, name: &str, key: &str) -
         .get(key)
         .cloned()
 }
+
+/// The value of one Prometheus series (a line starting with `series`), if present.
+pub fn series_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))?
+        .rsplit(' ')
+        .next()?
+        .parse()
+        .ok()
+}
