@@ -107,6 +107,13 @@ async fn metrics(
                     "Forbidden\n".into(),
                 )
             }
+            Decision::Unavailable => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [("content-type", "text/plain")],
+                    "Authentication unavailable, retry later\n".into(),
+                )
+            }
         }
     }
     (

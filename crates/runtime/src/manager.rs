@@ -169,6 +169,9 @@ pub enum ManagerError {
 
 pub struct Manager {
     client: Client,
+    /// Not used yet (the tests of issue 12 finding 9 come first).
+    #[allow(dead_code)]
+    leader_client: Option<Client>,
     config: ManagerConfig,
     metrics: Metrics,
     health: Health,
@@ -179,11 +182,17 @@ impl Manager {
     pub fn new(client: Client, config: ManagerConfig) -> Self {
         Manager {
             client,
+            leader_client: None,
             config,
             metrics: Metrics::new(),
             health: Health::default(),
             operators: Vec::new(),
         }
+    }
+
+    pub fn with_leader_client(mut self, client: Client) -> Self {
+        self.leader_client = Some(client);
+        self
     }
 
     pub fn with_operator(mut self, op: Arc<dyn Operator>) -> Self {

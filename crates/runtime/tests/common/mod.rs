@@ -2,6 +2,7 @@
 //! holding its value and the identity of the replica that applied it; status mirrors the
 //! value. `spec.delayMs` makes a reconcile slow, to observe shutdown behaviour.
 #![allow(dead_code)]
+pub mod layers;
 pub use bosun_testenv::eventually;
 use std::sync::Arc;
 use std::time::Duration;
