@@ -15,7 +15,7 @@ use bosun_runtime::leader::{LeaderConfig, LeaderElector};
 use bosun_runtime::manager::{Manager, ManagerConfig};
 use bosun_runtime::ratelimit::RateLimitLayer;
 use bosun_testenv::{shared, test_namespace, ControlPlane};
-use common::layers::ApiCalls;
+use common::layers::{ApiCalls, Slow};
 use common::*;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -132,21 +132,27 @@ async fn bind(
         .expect("binding");
 }
 
-/// A minimal HTTP/1.0 GET with a bearer token: the status code.
-async fn get_metrics(addr: SocketAddr, token: &str) -> u16 {
+/// A minimal HTTP/1.0 GET of `/metrics` with a bearer token: the whole response.
+async fn get_response(addr: SocketAddr, token: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
-        return 0;
+        return String::new();
     };
     let req = format!(
         "GET /metrics HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\r\n"
     );
     if s.write_all(req.as_bytes()).await.is_err() {
-        return 0;
+        return String::new();
     }
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf).await;
-    String::from_utf8_lossy(&buf)
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The status code of a `/metrics` GET (0 when the connection failed).
+async fn get_metrics(addr: SocketAddr, token: &str) -> u16 {
+    get_response(addr, token)
+        .await
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
@@ -352,6 +358,70 @@ async fn a_flood_of_random_tokens_makes_bounded_reviews_and_a_valid_scraper_stil
         Some(Decision::Allowed),
         "a new scraper gets through: {newcomer:?}"
     );
+}
+
+#[tokio::test]
+async fn requests_beyond_the_review_bound_wait_briefly_then_get_503_which_is_not_cached() {
+    let cp = shared().await.expect("control plane");
+    // Every answer of the API server takes 600 ms.
+    let auth = MetricsAuth::with_limits(
+        Slow(Duration::from_millis(600)).client(cp).await,
+        AuthLimits {
+            concurrent_reviews: 1,
+            review_wait: Duration::from_millis(200),
+            ..AuthLimits::default()
+        },
+    );
+    let tokens: Vec<String> = (0..5).map(|_| bearer(&random_token(512))).collect();
+    let answers = futures::future::join_all(
+        tokens
+            .iter()
+            .map(|t| auth.check(Some(t.as_str()), "/metrics")),
+    )
+    .await;
+    assert_eq!(
+        answers,
+        [
+            Decision::Unauthenticated,
+            Decision::Unavailable,
+            Decision::Unavailable,
+            Decision::Unavailable,
+            Decision::Unavailable
+        ],
+        "one review at a time; the others gave up waiting after 200 ms"
+    );
+    assert_eq!(auth.cached_entries(), 1, "only the verdict is cached");
+    // A deferred token is reviewed when asked again.
+    assert_eq!(
+        auth.check(Some(&tokens[1]), "/metrics").await,
+        Decision::Unauthenticated
+    );
+
+    // The endpoint answers a deferred request 503 with Retry-After (by default 4 reviews at
+    // once and 1 s of waiting; here the API takes 3 s a review).
+    let (stop, addr) = start_secured(Slow(Duration::from_secs(3)).client(cp).await, None).await;
+    let responses = futures::future::join_all(
+        (0..6).map(|_| async move { get_response(addr, &random_token(512)).await }),
+    )
+    .await;
+    let deferred: Vec<&String> = responses
+        .iter()
+        .filter(|r| r.starts_with("HTTP/1.0 503"))
+        .collect();
+    assert_eq!(deferred.len(), 2, "{responses:?}");
+    assert!(
+        deferred[0].to_ascii_lowercase().contains("retry-after: 1"),
+        "{responses:?}"
+    );
+    assert_eq!(
+        responses
+            .iter()
+            .filter(|r| r.starts_with("HTTP/1.0 401"))
+            .count(),
+        4,
+        "{responses:?}"
+    );
+    let _ = stop.send(());
 }
 
 #[tokio::test]

@@ -193,3 +193,58 @@ where
         })
     }
 }
+
+/// Holds back every answer for `delay`, as a slow or overloaded API server would.
+#[derive(Clone)]
+pub struct Slow(pub Duration);
+
+impl Slow {
+    pub async fn client(&self, cp: &bosun_testenv::ControlPlane) -> kube::Client {
+        let cfg = cp.config().await.expect("config");
+        kube::client::ClientBuilder::try_from(cfg)
+            .expect("client builder")
+            .with_layer(self)
+            .build()
+    }
+}
+
+impl<S> Layer<S> for Slow {
+    type Service = SlowAll<S>;
+    fn layer(&self, inner: S) -> SlowAll<S> {
+        SlowAll {
+            inner,
+            delay: self.0,
+        }
+    }
+}
+
+pub struct SlowAll<S> {
+    inner: S,
+    delay: Duration,
+}
+
+impl<S, B> Service<http::Request<B>> for SlowAll<S>
+where
+    S: Service<http::Request<B>>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFut<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let delay = self.delay;
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let res = fut.await;
+            tokio::time::sleep(delay).await;
+            res
+        })
+    }
+}
