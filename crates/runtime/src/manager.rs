@@ -169,8 +169,9 @@ pub enum ManagerError {
 
 pub struct Manager {
     client: Client,
-    /// Not used yet (the tests of issue 12 finding 9 come first).
-    #[allow(dead_code)]
+    /// Lease renewals get their own connection pool and rate limit: requests queued on the
+    /// operators' client (reconciles, `/metrics` reviews) must not delay them past the renew
+    /// deadline.
     leader_client: Option<Client>,
     config: ManagerConfig,
     metrics: Metrics,
@@ -190,6 +191,8 @@ impl Manager {
         }
     }
 
+    /// The client for leader election; build it apart from the operators' client (its own
+    /// connections, no shared rate limit). Without one, leader election shares the main client.
     pub fn with_leader_client(mut self, client: Client) -> Self {
         self.leader_client = Some(client);
         self
@@ -243,7 +246,10 @@ impl Manager {
     ) -> Result<(), ManagerError> {
         tokio::pin!(shutdown);
         let mut elector = match &self.config.leader {
-            Some(cfg) => Some(LeaderElector::new(self.client.clone(), cfg.clone())?),
+            Some(cfg) => {
+                let client = self.leader_client.as_ref().unwrap_or(&self.client);
+                Some(LeaderElector::new(client.clone(), cfg.clone())?)
+            }
             None => None,
         };
         let lease = self
