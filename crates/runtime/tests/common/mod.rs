@@ -3,6 +3,7 @@
 //! value. `spec.delayMs` makes a reconcile slow, to observe shutdown behaviour.
 #![allow(dead_code)]
 pub mod layers;
+#[allow(unused_imports)]
 pub use bosun_testenv::eventually;
 use std::sync::Arc;
 use std::time::Duration;
