@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
@@ -85,27 +86,25 @@ struct AppState {
     auth: Option<MetricsAuth>,
 }
 
-async fn metrics(
-    State(s): State<AppState>,
-    headers: HeaderMap,
-) -> (StatusCode, [(&'static str, &'static str); 1], String) {
+async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
     if let Some(auth) = &s.auth {
         let header = headers.get("authorization").and_then(|v| v.to_str().ok());
+        let text = [("content-type", "text/plain")];
         match auth.check(header, "/metrics").await {
             Decision::Allowed => {}
             Decision::Unauthenticated => {
-                return (
-                    StatusCode::UNAUTHORIZED,
-                    [("content-type", "text/plain")],
-                    "Unauthorized\n".into(),
-                )
+                return (StatusCode::UNAUTHORIZED, text, "Unauthorized\n").into_response()
             }
             Decision::Forbidden => {
+                return (StatusCode::FORBIDDEN, text, "Forbidden\n").into_response()
+            }
+            Decision::Unavailable => {
                 return (
-                    StatusCode::FORBIDDEN,
-                    [("content-type", "text/plain")],
-                    "Forbidden\n".into(),
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [("content-type", "text/plain"), ("retry-after", "1")],
+                    "Authentication unavailable, retry later\n",
                 )
+                    .into_response()
             }
         }
     }
@@ -117,6 +116,7 @@ async fn metrics(
         )],
         s.metrics.encode(),
     )
+        .into_response()
 }
 
 async fn healthz() -> &'static str {

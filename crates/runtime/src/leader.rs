@@ -4,9 +4,13 @@
 //!   saw the lease record change and waits `lease_duration` from then. Timestamps written by
 //!   other machines are never compared with the local wall clock, so clock skew between nodes
 //!   cannot make two replicas lead at once.
-//! * The leader renews every `retry_period`. If it has not renewed successfully for
-//!   `renew_deadline` (shorter than `lease_duration`), or finds another holder, it reports the
-//!   loss at once, so its controllers stop before any standby may take over.
+//! * The leader renews every `retry_period`. It counts itself leader until `renew_deadline`
+//!   (shorter than `lease_duration`) after the **start** of its last successful attempt: the
+//!   renewal reached the server no earlier than that, so a standby, which waits
+//!   `lease_duration` from when it saw the renewal, cannot take over before the leader has
+//!   stopped. (Counting from the answer would let a late answer stretch the leader's belief
+//!   past the standby's takeover.) Past the deadline, or on finding another holder, it reports
+//!   the loss at once, so its controllers stop before any standby may take over.
 //! * Every write carries the `resourceVersion` it read (optimistic concurrency), so two
 //!   candidates racing for a free lease cannot both win.
 //! * On graceful shutdown the leader releases the lease so a standby takes over without
@@ -56,6 +60,8 @@ pub enum LeaderError {
         "invalid leader election timing: renew deadline must be shorter than the lease duration"
     )]
     Timing,
+    #[error("lease API request timed out")]
+    Timeout,
 }
 
 /// What was last seen of the lease, and when (by the local monotonic clock).
@@ -69,6 +75,10 @@ pub struct LeaderElector {
     api: Api<Lease>,
     cfg: LeaderConfig,
     observed: Observed,
+    /// Until when this replica may act as leader (`renew_deadline` after the start of its last
+    /// successful attempt). Kept here, not in `hold`, so a cancelled `hold` resumes without
+    /// stretching it.
+    valid_until: Option<Instant>,
 }
 
 fn holder(lease: &Lease) -> Option<String> {
@@ -88,6 +98,7 @@ impl LeaderElector {
             api: Api::namespaced(client, &cfg.namespace),
             cfg,
             observed: Observed::default(),
+            valid_until: None,
         })
     }
 
@@ -177,10 +188,25 @@ impl LeaderElector {
         }
     }
 
+    /// One attempt bounded by `deadline`; on success the leadership is valid until
+    /// `renew_deadline` after the attempt's start.
+    async fn attempt(&mut self, deadline: Instant) -> Result<bool, LeaderError> {
+        let started = Instant::now();
+        match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
+            Ok(Ok(true)) => {
+                self.valid_until = Some(started + self.cfg.renew_deadline);
+                Ok(true)
+            }
+            Ok(other) => other,
+            Err(_) => Err(LeaderError::Timeout),
+        }
+    }
+
     /// Waits until this replica holds the lease.
     pub async fn acquire(&mut self) {
         loop {
-            match self.try_acquire_or_renew().await {
+            let deadline = Instant::now() + self.cfg.renew_deadline;
+            match self.attempt(deadline).await {
                 Ok(true) => {
                     tracing::info!(lease = %self.cfg.lease_name, identity = %self.cfg.identity, "acquired leadership");
                     return;
@@ -194,32 +220,36 @@ impl LeaderElector {
         }
     }
 
-    /// Keeps renewing; returns when leadership is lost (renewals failed for `renew_deadline`,
-    /// or another holder was found). The caller must stop writing at once.
+    /// Keeps renewing; returns when leadership is lost (no successful renewal started within
+    /// `renew_deadline`, or another holder was found). The caller must stop writing at once.
+    /// Cancel-safe: a later call carries on from the last successful renewal.
     pub async fn hold(&mut self) {
-        let mut last_renewed = Instant::now();
         loop {
-            tokio::time::sleep(self.cfg.retry_period).await;
-            let remaining =
-                (last_renewed + self.cfg.renew_deadline).saturating_duration_since(Instant::now());
-            match tokio::time::timeout(remaining, self.try_acquire_or_renew()).await {
-                Ok(Ok(true)) => last_renewed = Instant::now(),
-                Ok(Ok(false)) => {
+            let Some(valid_until) = self.valid_until else {
+                return;
+            };
+            let next = (Instant::now() + self.cfg.retry_period).min(valid_until);
+            tokio::time::sleep_until(next).await;
+            if Instant::now() >= valid_until {
+                tracing::warn!(lease = %self.cfg.lease_name, "could not renew the lease before the deadline");
+                self.valid_until = None;
+                return;
+            }
+            match self.attempt(valid_until).await {
+                Ok(true) => {}
+                Ok(false) => {
                     tracing::warn!(lease = %self.cfg.lease_name, "lease taken by another replica");
+                    self.valid_until = None;
                     return;
                 }
-                Ok(Err(e)) => tracing::warn!(error = %e, "lease renewal failed"),
-                Err(_) => {}
-            }
-            if last_renewed.elapsed() >= self.cfg.renew_deadline {
-                tracing::warn!(lease = %self.cfg.lease_name, "could not renew the lease before the deadline");
-                return;
+                Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
             }
         }
     }
 
     /// Gives the lease up so a standby can take over at once. Only clears it if we hold it.
     pub async fn release(&mut self) -> Result<(), LeaderError> {
+        self.valid_until = None;
         let Some(mut lease) = self.api.get_opt(&self.cfg.lease_name).await? else {
             return Ok(());
         };

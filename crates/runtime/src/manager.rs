@@ -2,9 +2,12 @@
 //!
 //! Order of life: bind the HTTP endpoints → (with leader election) wait for the lease as a
 //! ready standby → start every operator → run until a shutdown signal, the loss of the lease,
-//! or an operator failing. On shutdown the operators are asked to stop (in-flight reconciles
-//! finish), then the lease is released. On lease loss every operator task is aborted at once:
-//! nothing this replica runs may write after it stopped being sure it leads.
+//! or an operator failing. On shutdown the operators are asked to stop and in-flight
+//! reconciles finish while the lease is still renewed (the grace period may outlast the
+//! lease); the lease is released only after them. On lease loss every operator task is
+//! aborted at once — nothing this replica runs may write after it stopped being sure it
+//! leads — and the manager goes back to standby: an API server blip costs a failover, not a
+//! process restart (and no CrashLoopBackOff after a few of them).
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -121,8 +124,6 @@ pub enum ManagerError {
     Bind(#[from] std::io::Error),
     #[error("leader election: {0}")]
     Leader(#[from] crate::leader::LeaderError),
-    #[error("lost the leader lease; stopped every controller")]
-    LostLeadership,
     #[error("operator {name} failed: {source}")]
     Operator { name: String, source: OperatorError },
     #[error("operator {0} stopped unexpectedly")]
@@ -131,6 +132,10 @@ pub enum ManagerError {
 
 pub struct Manager {
     client: Client,
+    /// Lease renewals get their own connection pool and rate limit: requests queued on the
+    /// operators' client (reconciles, `/metrics` reviews) must not delay them past the renew
+    /// deadline.
+    leader_client: Option<Client>,
     config: ManagerConfig,
     metrics: Metrics,
     health: Health,
@@ -141,11 +146,19 @@ impl Manager {
     pub fn new(client: Client, config: ManagerConfig) -> Self {
         Manager {
             client,
+            leader_client: None,
             config,
             metrics: Metrics::new(),
             health: Health::default(),
             operators: Vec::new(),
         }
+    }
+
+    /// The client for leader election; build it apart from the operators' client (its own
+    /// connections, no shared rate limit). Without one, leader election shares the main client.
+    pub fn with_leader_client(mut self, client: Client) -> Self {
+        self.leader_client = Some(client);
+        self
     }
 
     pub fn with_operator(mut self, op: Arc<dyn Operator>) -> Self {
@@ -190,13 +203,17 @@ impl Manager {
         result
     }
 
+    /// Standby → leading → (lease lost) standby again, until shutdown or an operator fails.
     async fn run_inner(
         &self,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ManagerError> {
         tokio::pin!(shutdown);
         let mut elector = match &self.config.leader {
-            Some(cfg) => Some(LeaderElector::new(self.client.clone(), cfg.clone())?),
+            Some(cfg) => {
+                let client = self.leader_client.as_ref().unwrap_or(&self.client);
+                Some(LeaderElector::new(client.clone(), cfg.clone())?)
+            }
             None => None,
         };
         let lease = self
@@ -205,15 +222,32 @@ impl Manager {
             .as_ref()
             .map(|l| l.lease_name.clone())
             .unwrap_or_default();
-        if let Some(el) = elector.as_mut() {
-            self.health.set_role(Role::Standby);
-            self.metrics.set_leader(&lease, false);
-            tokio::select! {
-                _ = &mut shutdown => return Ok(()),
-                _ = el.acquire() => {}
+        loop {
+            if let Some(el) = elector.as_mut() {
+                self.health.set_role(Role::Standby);
+                self.metrics.set_leader(&lease, false);
+                tokio::select! {
+                    _ = &mut shutdown => return Ok(()),
+                    _ = el.acquire() => {}
+                }
+                self.metrics.set_leader(&lease, true);
             }
-            self.metrics.set_leader(&lease, true);
+            match self.lead(&mut elector, &mut shutdown, &lease).await? {
+                Term::Lost => continue,
+                Term::Stopped => return Ok(()),
+            }
         }
+    }
+
+    /// One term as leader: runs every operator until shutdown (drained while the lease is
+    /// still renewed, then released), the loss of the lease (every operator aborted at once),
+    /// or an operator ending (an error).
+    async fn lead<F: Future<Output = ()>>(
+        &self,
+        elector: &mut Option<LeaderElector>,
+        shutdown: &mut std::pin::Pin<&mut F>,
+        lease: &str,
+    ) -> Result<Term, ManagerError> {
         for op in &self.operators {
             self.health.register(op.name());
         }
@@ -239,20 +273,14 @@ impl Manager {
         }
         tracing::info!(operators = self.operators.len(), "controllers started");
 
-        let hold = async {
-            match elector.as_mut() {
-                Some(el) => el.hold().await,
-                None => std::future::pending::<()>().await,
-            }
-        };
         enum Stop {
             Shutdown,
             Lost,
             Ended(String, Result<(), OperatorError>),
         }
         let stop = tokio::select! {
-            _ = &mut shutdown => Stop::Shutdown,
-            _ = hold => Stop::Lost,
+            _ = shutdown.as_mut() => Stop::Shutdown,
+            _ = hold(elector) => Stop::Lost,
             Some(done) = tasks.join_next() => match done {
                 Ok((name, r)) => Stop::Ended(name, r),
                 Err(e) => Stop::Ended("unknown".into(), Err(Box::new(e))),
@@ -260,37 +288,47 @@ impl Manager {
         };
         match stop {
             Stop::Lost => {
-                tasks.abort_all();
-                self.metrics.set_leader(&lease, false);
-                self.health.set_role(Role::Starting);
-                tracing::error!("lost leadership: every controller aborted");
-                Err(ManagerError::LostLeadership)
+                self.stop_leading(&mut tasks, lease).await;
+                tracing::error!("lost leadership: every controller aborted; back to standby");
+                Ok(Term::Lost)
             }
             Stop::Shutdown => {
                 tracing::info!("shutting down: letting in-flight reconciles finish");
                 token.cancel();
-                let drain = async { while tasks.join_next().await.is_some() {} };
-                if tokio::time::timeout(self.config.shutdown_grace, drain)
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!("shutdown grace period over; aborting remaining reconciles");
-                    tasks.abort_all();
+                // Keep renewing while the reconciles drain: the grace period may outlast
+                // the lease, and a standby must not start writing next to them.
+                enum Drain {
+                    Done,
+                    GraceOver,
+                    Lost,
                 }
-                if let Some(el) = elector.as_mut() {
-                    if let Err(e) = el.release().await {
-                        tracing::warn!(error = %e, "could not release the lease");
+                let drained = tokio::select! {
+                    r = tokio::time::timeout(self.config.shutdown_grace, drain(&mut tasks)) => {
+                        if r.is_ok() { Drain::Done } else { Drain::GraceOver }
                     }
-                    self.metrics.set_leader(&lease, false);
+                    _ = hold(elector) => Drain::Lost,
+                };
+                match drained {
+                    Drain::Done => {}
+                    Drain::GraceOver => {
+                        tracing::warn!("shutdown grace period over; aborting remaining reconciles");
+                        tasks.abort_all();
+                        drain(&mut tasks).await;
+                    }
+                    Drain::Lost => {
+                        self.stop_leading(&mut tasks, lease).await;
+                        tracing::error!("lost leadership while draining: every controller aborted");
+                        return Ok(Term::Stopped);
+                    }
                 }
-                Ok(())
+                self.release(elector, lease).await;
+                Ok(Term::Stopped)
             }
             Stop::Ended(name, r) => {
                 token.cancel();
                 tasks.abort_all();
-                if let Some(el) = elector.as_mut() {
-                    let _ = el.release().await;
-                }
+                drain(&mut tasks).await;
+                self.release(elector, lease).await;
                 match r {
                     Ok(()) => Err(ManagerError::OperatorEnded(name)),
                     Err(source) => Err(ManagerError::Operator { name, source }),
@@ -298,6 +336,53 @@ impl Manager {
             }
         }
     }
+
+    /// Aborts every operator at once (nothing may write once the lease is in doubt) and
+    /// waits until they are gone, so a next term never runs next to them.
+    async fn stop_leading(
+        &self,
+        tasks: &mut JoinSet<(String, Result<(), OperatorError>)>,
+        lease: &str,
+    ) {
+        tasks.abort_all();
+        drain(tasks).await;
+        self.metrics.set_leader(lease, false);
+        self.health.set_role(Role::Standby);
+    }
+
+    async fn release(&self, elector: &mut Option<LeaderElector>, lease: &str) {
+        let Some(el) = elector.as_mut() else {
+            return;
+        };
+        // An unreachable API server must not hold the process past its grace period.
+        let deadline = el.config().renew_deadline;
+        match tokio::time::timeout(deadline, el.release()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not release the lease"),
+            Err(_) => tracing::warn!("could not release the lease: timed out"),
+        }
+        self.metrics.set_leader(lease, false);
+    }
+}
+
+/// How a term as leader ended.
+enum Term {
+    /// The lease was lost: back to standby.
+    Lost,
+    /// Shutdown: the manager returns.
+    Stopped,
+}
+
+/// Renews the lease while leading; never resolves without leader election.
+async fn hold(elector: &mut Option<LeaderElector>) {
+    match elector.as_mut() {
+        Some(el) => el.hold().await,
+        None => std::future::pending::<()>().await,
+    }
+}
+
+async fn drain(tasks: &mut JoinSet<(String, Result<(), OperatorError>)>) {
+    while tasks.join_next().await.is_some() {}
 }
 
 /// Signals that end a process gracefully: SIGTERM (Kubernetes) and SIGINT (Ctrl-C).

@@ -3,7 +3,6 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bosun_runtime::apply::{Applier, Outcome};
 use bosun_runtime::manager::{Manager, ManagerConfig, Scope};
@@ -57,6 +56,22 @@ async fn writes(
     total
 }
 
+/// Waits (up to 10 s) until the write count reaches `at_least`, then returns the count.
+async fn settled_writes(
+    cp: &ControlPlane,
+    client: &kube::Client,
+    resource: &str,
+    subresource: Option<&str>,
+    at_least: f64,
+) -> f64 {
+    eventually(10, || async {
+        let n = writes(cp, client, resource, subresource).await;
+        (n >= at_least).then_some(n)
+    })
+    .await
+    .unwrap_or(writes(cp, client, resource, subresource).await)
+}
+
 // One test, run in sequence: request counts are global to the API server.
 #[tokio::test]
 async fn writes_are_skipped_when_desired_state_is_in_place() {
@@ -77,7 +92,8 @@ async fn writes_are_skipped_when_desired_state_is_in_place() {
             .expect("apply"),
         Outcome::Applied
     );
-    let after_first = writes(&cp, &client, "configmaps", None).await;
+    // The API server counts a request just after answering it: wait for the count.
+    let after_first = settled_writes(&cp, &client, "configmaps", None, before + 1.0).await;
     assert_eq!(after_first - before, 1.0, "the first apply is one request");
 
     let cached = api.get_metadata("applied").await.expect("meta").metadata;
@@ -169,7 +185,7 @@ async fn writes_are_skipped_when_desired_state_is_in_place() {
     .await
     .expect("status written");
     assert_eq!(status.observed_generation, Some(1));
-    let status_writes = writes(&cp, &client, "widgets", Some("status")).await;
+    let status_writes = settled_writes(&cp, &client, "widgets", Some("status"), 1.0).await;
     assert_eq!(status_writes, 1.0, "one status write for one change");
 
     // Metadata-only changes trigger reconciles that must not write status.
@@ -200,6 +216,7 @@ async fn writes_are_skipped_when_desired_state_is_in_place() {
     );
 
     // A spec change writes status once more, with the new observedGeneration.
+    let r_spec = reconciles(&metrics);
     let patch = serde_json::json!({"spec": {"value": "two"}});
     widgets
         .patch("w1", &PatchParams::default(), &Patch::Merge(&patch))
@@ -216,10 +233,24 @@ async fn writes_are_skipped_when_desired_state_is_in_place() {
     .await
     .expect("status updated");
     assert_eq!(status.observed_generation, Some(2));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after_edit =
+        settled_writes(&cp, &client, "widgets", Some("status"), status_writes + 1.0).await;
+    assert_eq!(
+        after_edit,
+        status_writes + 1.0,
+        "one status write for the edit"
+    );
+    // The reconcile the status write itself triggers (the second since the edit) must not
+    // write again.
+    eventually(10, || async {
+        (reconciles(&metrics) >= r_spec + 2.0).then_some(())
+    })
+    .await
+    .expect("the status write triggered a reconcile");
     assert_eq!(
         writes(&cp, &client, "widgets", Some("status")).await,
-        status_writes + 1.0
+        status_writes + 1.0,
+        "no further status write"
     );
 
     let _ = stop_tx.send(());

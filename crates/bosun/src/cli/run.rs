@@ -124,6 +124,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     trim_heap_periodically();
     let mut manager = Manager::new(client, config);
+    if args.leader_elect {
+        // Its own connections and no shared rate limit: lease renewals never queue behind
+        // reconciles or /metrics reviews.
+        manager =
+            manager.with_leader_client(self::client(args.kubeconfig.as_deref(), 0.0, 0).await?);
+    }
     for op in crate::registry::select(&args.operators)? {
         manager = manager.with_operator(op);
     }

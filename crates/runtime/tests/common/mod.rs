@@ -2,6 +2,8 @@
 //! holding its value and the identity of the replica that applied it; status mirrors the
 //! value. `spec.delayMs` makes a reconcile slow, to observe shutdown behaviour.
 #![allow(dead_code)]
+pub mod layers;
+#[allow(unused_imports)]
 pub use bosun_testenv::eventually;
 use std::sync::Arc;
 use std::time::Duration;
@@ -228,4 +230,14 @@ pub async fn configmap_value(client: &Client, ns: &str, name: &str, key: &str) -
         .data?
         .get(key)
         .cloned()
+}
+
+/// The value of one Prometheus series (a line starting with `series`), if present.
+pub fn series_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))?
+        .rsplit(' ')
+        .next()?
+        .parse()
+        .ok()
 }

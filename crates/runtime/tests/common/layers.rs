@@ -1,0 +1,250 @@
+//! Tower layers for `kube::Client`s in tests: count the API calls a component makes, and make
+//! the API server look slow or unreachable to one client, as a network would.
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tower::{Layer, Service};
+
+type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Counts requests whose path contains `matching`: in total and at most at once.
+#[derive(Clone)]
+pub struct ApiCalls(Arc<CallsInner>);
+
+struct CallsInner {
+    matching: String,
+    total: AtomicUsize,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+impl ApiCalls {
+    pub fn matching(path_part: &str) -> Self {
+        ApiCalls(Arc::new(CallsInner {
+            matching: path_part.into(),
+            total: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+        }))
+    }
+    /// A client for the control plane whose requests this counts.
+    pub async fn client(&self, cp: &bosun_testenv::ControlPlane) -> kube::Client {
+        let cfg = cp.config().await.expect("config");
+        kube::client::ClientBuilder::try_from(cfg)
+            .expect("client builder")
+            .with_layer(self)
+            .build()
+    }
+    pub fn total(&self) -> usize {
+        self.0.total.load(Ordering::SeqCst)
+    }
+    pub fn max_in_flight(&self) -> usize {
+        self.0.max_in_flight.load(Ordering::SeqCst)
+    }
+}
+
+impl<S> Layer<S> for ApiCalls {
+    type Service = Counted<S>;
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            calls: self.clone(),
+        }
+    }
+}
+
+pub struct Counted<S> {
+    inner: S,
+    calls: ApiCalls,
+}
+
+impl<S, B> Service<http::Request<B>> for Counted<S>
+where
+    S: Service<http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFut<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let counted = req.uri().path().contains(&self.calls.0.matching);
+        let calls = self.calls.clone();
+        if counted {
+            calls.0.total.fetch_add(1, Ordering::SeqCst);
+            let now = calls.0.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            calls.0.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        }
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let res = fut.await;
+            if counted {
+                calls.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+            }
+            res
+        })
+    }
+}
+
+/// Once armed, the next `PUT` of a path containing `matching` reaches the API server but its
+/// answer is held back for `delay`; every request sent after that one never gets an answer
+/// (a partition). Records when the slow request was sent.
+#[derive(Clone)]
+pub struct SlowThenPartition(Arc<SlowInner>);
+
+struct SlowInner {
+    matching: String,
+    delay: Duration,
+    armed: AtomicBool,
+    partitioned: AtomicBool,
+    slow_sent_at: Mutex<Option<Instant>>,
+}
+
+impl SlowThenPartition {
+    pub fn new(matching: &str, delay: Duration) -> Self {
+        SlowThenPartition(Arc::new(SlowInner {
+            matching: matching.into(),
+            delay,
+            armed: AtomicBool::new(false),
+            partitioned: AtomicBool::new(false),
+            slow_sent_at: Mutex::new(None),
+        }))
+    }
+    /// A client for the control plane that this slows down once armed.
+    pub async fn client(&self, cp: &bosun_testenv::ControlPlane) -> kube::Client {
+        let cfg = cp.config().await.expect("config");
+        kube::client::ClientBuilder::try_from(cfg)
+            .expect("client builder")
+            .with_layer(self)
+            .build()
+    }
+    pub fn arm(&self) {
+        self.0.armed.store(true, Ordering::SeqCst);
+    }
+    pub fn slow_sent_at(&self) -> Option<Instant> {
+        *self
+            .0
+            .slow_sent_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<S> Layer<S> for SlowThenPartition {
+    type Service = Slowed<S>;
+    fn layer(&self, inner: S) -> Slowed<S> {
+        Slowed {
+            inner,
+            state: self.clone(),
+        }
+    }
+}
+
+pub struct Slowed<S> {
+    inner: S,
+    state: SlowThenPartition,
+}
+
+impl<S, B> Service<http::Request<B>> for Slowed<S>
+where
+    S: Service<http::Request<B>>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFut<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let s = &self.state.0;
+        if s.partitioned.load(Ordering::SeqCst) {
+            return Box::pin(std::future::pending());
+        }
+        let slow = s.armed.load(Ordering::SeqCst)
+            && req.method() == http::Method::PUT
+            && req.uri().path().contains(&s.matching);
+        if slow {
+            s.armed.store(false, Ordering::SeqCst);
+            s.partitioned.store(true, Ordering::SeqCst);
+            *s.slow_sent_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        }
+        let delay = s.delay;
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let res = fut.await;
+            if slow {
+                tokio::time::sleep(delay).await;
+            }
+            res
+        })
+    }
+}
+
+/// Holds back every answer for `delay`, as a slow or overloaded API server would.
+#[derive(Clone)]
+pub struct Slow(pub Duration);
+
+impl Slow {
+    pub async fn client(&self, cp: &bosun_testenv::ControlPlane) -> kube::Client {
+        let cfg = cp.config().await.expect("config");
+        kube::client::ClientBuilder::try_from(cfg)
+            .expect("client builder")
+            .with_layer(self)
+            .build()
+    }
+}
+
+impl<S> Layer<S> for Slow {
+    type Service = SlowAll<S>;
+    fn layer(&self, inner: S) -> SlowAll<S> {
+        SlowAll {
+            inner,
+            delay: self.0,
+        }
+    }
+}
+
+pub struct SlowAll<S> {
+    inner: S,
+    delay: Duration,
+}
+
+impl<S, B> Service<http::Request<B>> for SlowAll<S>
+where
+    S: Service<http::Request<B>>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFut<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let delay = self.delay;
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let res = fut.await;
+            tokio::time::sleep(delay).await;
+            res
+        })
+    }
+}
