@@ -2,7 +2,9 @@
 //! scripts/setup-assets.sh (built into the binary). A cold build takes minutes of silent
 //! compiling, so every line the script prints is shown with the time elapsed, and while the
 //! script is quiet a line every [`HEARTBEAT`] repeats the elapsed time and the current step:
-//! a newcomer sees it is not stuck.
+//! a newcomer sees it is not stuck. On a machine that cannot build them (no apt-get, no package
+//! mirror) the script stops before writing anything and the error names what is missing and
+//! the two ways out.
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -36,11 +38,17 @@ pub async fn ensure() -> anyhow::Result<()> {
     let status = relay(cmd, HEARTBEAT, |line| eprintln!("    {line}")).await;
     let _ = std::fs::remove_file(&script);
     let status = status.context("running the asset script")?;
-    anyhow::ensure!(
-        status.success(),
-        "asset setup failed ({status}; {missing} missing in {})",
-        dir.display()
-    );
+    if !status.success() {
+        anyhow::bail!(
+            "the local control plane's binaries ({missing}) are missing in {} and could not be \
+             built here (asset script: {status}; its output is above). Ways out:\n  \
+             - put official etcd, kube-apiserver and kube-controller-manager binaries (v1.20, for \
+             instance an envtest set) in a directory and run with BOSUN_ASSETS=/that/dir\n  \
+             - or use a cluster you already have: bosun dev --use-current-cluster (the one in \
+             KUBECONFIG)",
+            dir.display()
+        );
+    }
     Ok(())
 }
 
