@@ -29,7 +29,24 @@ SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 
-apt_updated=
+# Everything below needs apt-get and Debian's package mirror (etcd, Go 1.19 and the kubernetes
+# source package come from there). Check both before writing anything, so that a machine that
+# cannot build says so at once instead of failing somewhere in the build.
+cannot() {
+  local absent=()
+  for b in "${BINARIES[@]}"; do [ -x "$ASSETS/$b" ] || absent+=("$b"); done
+  [ -f "$ASSETS/sample-controller-crd.yaml" ] || absent+=(sample-controller-crd.yaml)
+  log "cannot build the test control plane here: $*"
+  log "missing in $ASSETS: ${absent[*]}"
+  log "instead, set BOSUN_ASSETS to a directory holding official binaries of these names (v1.20)"
+  exit 3
+}
+command -v apt-get >/dev/null || cannot "no apt-get (it installs etcd and Go 1.19 from Debian packages and fetches Debian's kubernetes source package)"
+[ -z "$SUDO" ] || command -v sudo >/dev/null || cannot "not root, and no sudo to run apt-get with"
+# Error-Mode=any: by default apt-get update exits 0 when no index could be fetched.
+$SUDO apt-get update -qq -o APT::Update::Error-Mode=any -o Acquire::http::Timeout=30 ||
+  cannot "apt-get update failed (above): the build needs Debian's package mirror"
+apt_updated=1
 apt_install() {
   local missing=()
   for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

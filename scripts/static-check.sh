@@ -4,9 +4,7 @@
 # empty chroot holding nothing but the binary. Prints the binary's path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TARGET=x86_64-unknown-linux-gnu
-RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked -q --target "$TARGET" -p bosun -p bosun-bench
-BIN=target/$TARGET/release/bosun
+BIN=$(bash scripts/static-build.sh)/bosun
 # A dynamically linked executable names its loader in a PT_INTERP header; a static(-pie) one
 # has none.
 if readelf -l "$BIN" | grep -q INTERP; then

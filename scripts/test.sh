@@ -34,6 +34,9 @@ bash scripts/validate-workflows.sh
 echo "== static binary runs with no libc present"
 bash scripts/static-check.sh >/dev/null
 
+echo "== built binaries found wherever CARGO_TARGET_DIR points"
+bash scripts/test-target-dir.sh
+
 if [ -x bench/run ]; then
   echo "== benchmark (quick)"
   bench/run --quick

@@ -34,8 +34,9 @@ struct Args {
     /// Also write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// The bosun binary to measure (build it with --release).
-    #[arg(long, default_value = "target/release/bosun")]
+    /// The bosun binary to measure (build it with --release); by default the one beside this
+    /// harness, where cargo builds both.
+    #[arg(long, default_value_os_t = sibling_bosun())]
     bosun: PathBuf,
     /// Only these cases (myownshell, sample-controller, bookstore); all when empty.
     #[arg(long, value_delimiter = ',')]
@@ -49,6 +50,15 @@ struct Args {
 }
 
 const NS: &str = "bench";
+
+/// `bosun` in this executable's directory: cargo puts both binaries of one build there,
+/// wherever CARGO_TARGET_DIR points.
+fn sibling_bosun() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("bosun")))
+        .unwrap_or_else(|| PathBuf::from("bosun"))
+}
 
 async fn install_crd(client: &Client, crd: &CustomResourceDefinition) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -462,7 +472,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(
         args.bosun.exists(),
-        "{} not found: build it with `cargo build --release -p bosun`",
+        "{} not found: build it with `cargo build --release -p bosun` (bench/run does)",
         args.bosun.display()
     );
     let (mut shell_ns, mut store_ns): (Vec<usize>, Vec<usize>) = if args.quick {

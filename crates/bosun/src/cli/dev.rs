@@ -3,10 +3,11 @@
 //! agent, installs the CRDs, runs the operators, applies the seed's sample BookStore and shows
 //! what happened. Ctrl-C stops and cleans up. `--use-current-cluster` runs against the cluster
 //! in KUBECONFIG instead.
+mod assets;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use bosun_bookstore::BookStore;
 use bosun_runtime::manager::{shutdown_signal, Manager, ManagerConfig};
 use bosun_testenv::{ControlPlane, NodeAgent, NodeAgentConfig, Options};
@@ -19,7 +20,6 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, CustomResourceExt, ResourceExt};
 
-const SETUP_SCRIPT: &str = include_str!("../../../../scripts/setup-assets.sh");
 pub const SAMPLE: &str = include_str!("../../../../deploy/samples/bookstore.yaml");
 
 #[derive(Args, Debug, Clone)]
@@ -40,26 +40,6 @@ pub struct DevArgs {
 
 fn say(msg: impl AsRef<str>) {
     eprintln!("\x1b[1m==>\x1b[0m {}", msg.as_ref());
-}
-
-async fn ensure_assets() -> anyhow::Result<()> {
-    if bosun_testenv::Assets::locate(true).is_ok() {
-        return Ok(());
-    }
-    say(format!(
-        "first run: installing etcd and building kube-apiserver v1.20.2 into {} (several minutes on 2 cores)",
-        bosun_testenv::assets_dir().display()
-    ));
-    let script = std::env::temp_dir().join(format!("bosun-setup-assets-{}.sh", std::process::id()));
-    std::fs::write(&script, SETUP_SCRIPT)?;
-    let status = tokio::process::Command::new("bash")
-        .arg(&script)
-        .status()
-        .await
-        .context("running the asset script")?;
-    let _ = std::fs::remove_file(&script);
-    anyhow::ensure!(status.success(), "asset setup failed ({status})");
-    Ok(())
 }
 
 async fn install(client: &Client) -> anyhow::Result<()> {
@@ -218,7 +198,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         say("using the cluster in KUBECONFIG");
         super::run::client(None, 0.0, 0).await?
     } else {
-        ensure_assets().await?;
+        assets::ensure().await?;
         say("starting a local control plane: etcd, kube-apiserver, kube-controller-manager");
         let cp = ControlPlane::start(Options {
             controller_manager: true,
