@@ -30,9 +30,12 @@ use tokio::sync::watch;
 pub struct Synced(watch::Receiver<bool>);
 
 impl Synced {
-    pub async fn wait(&self) {
+    /// Waits for the first full list; false when the watch ended before it (its controller
+    /// was stopped), so a stale waiter never reports readiness.
+    pub async fn wait(&self) -> bool {
         let mut rx = self.0.clone();
-        let _ = rx.wait_for(|s| *s).await;
+        let synced = rx.wait_for(|s| *s).await.is_ok();
+        synced
     }
 }
 

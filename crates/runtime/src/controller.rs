@@ -282,7 +282,9 @@ impl ControllerContext {
         let readiness = self.clone();
         tokio::spawn(async move {
             for s in synced {
-                s.wait().await;
+                if !s.wait().await {
+                    return;
+                }
             }
             readiness.mark_synced();
         });

@@ -31,6 +31,17 @@ use crate::controller::{controller_owner, Trigger};
 pub const PRIMARY_RESOURCE_ANNOTATION: &str = "operator-sdk/primary-resource";
 pub const PRIMARY_RESOURCE_TYPE_ANNOTATION: &str = "operator-sdk/primary-resource-type";
 
+/// Why a child cache could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ChildCacheError {
+    /// Discovery failed, or the API server does not serve the kind.
+    #[error("kind {kind} not served: {source}")]
+    Discovery { kind: String, source: kube::Error },
+    /// The watch ended before its first list completed (the operator is stopping).
+    #[error("the watch of {0} stopped before it synced")]
+    Stopped(String),
+}
+
 /// A kind as the API server serves it.
 #[derive(Clone, Debug)]
 pub struct Resolved {

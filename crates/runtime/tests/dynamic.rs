@@ -201,8 +201,12 @@ struct DynCtx {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("api: {0}")]
-struct DynError(#[from] kube::Error);
+enum DynError {
+    #[error("api: {0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Children(#[from] bosun_runtime::dynamic::ChildCacheError),
+}
 
 impl Categorized for DynError {
     fn category(&self) -> ErrorCategory {
