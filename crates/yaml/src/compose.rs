@@ -8,18 +8,15 @@
 use std::collections::HashMap;
 
 use crate::syntax::parser::{Event, EventKind, Parser};
-use crate::syntax::{Pos, ScalarStyle, SyntaxError};
+use crate::syntax::{Pos, SyntaxError};
 use crate::MAX_DEPTH;
 
-// Tags and styles of collections serve the PyYAML constructor.
-#[allow(dead_code)]
 #[derive(Debug)]
 pub(crate) enum RawKind {
     Scalar {
         value: String,
         tag: Option<String>,
         plain_implicit: bool,
-        style: ScalarStyle,
     },
     Seq {
         tag: Option<String>,
@@ -49,22 +46,12 @@ pub(crate) struct RawDoc {
 }
 
 /// What stopped composition.
-#[allow(dead_code)]
 #[derive(Debug)]
 pub(crate) enum ComposeError {
     Syntax(SyntaxError),
-    UndefinedAlias {
-        anchor: String,
-        at: Pos,
-    },
-    DuplicateAnchor {
-        anchor: String,
-        first: Pos,
-        second: Pos,
-    },
-    TooDeep {
-        at: Pos,
-    },
+    UndefinedAlias { anchor: String, at: Pos },
+    DuplicateAnchor { first: Pos, second: Pos },
+    TooDeep { at: Pos },
 }
 
 impl From<SyntaxError> for ComposeError {
@@ -149,14 +136,13 @@ impl Composer {
                     tag,
                     value,
                     plain_implicit,
-                    style,
+                    ..
                 } => {
                     nodes.push(RawNode {
                         kind: RawKind::Scalar {
                             value,
                             tag,
                             plain_implicit,
-                            style,
                         },
                         start,
                     });
@@ -201,7 +187,6 @@ impl Composer {
                 if let Some(&(_, first)) = anchors.get(&name) {
                     if self.rule == AnchorRule::Refuse {
                         return Err(ComposeError::DuplicateAnchor {
-                            anchor: name,
                             first,
                             second: start,
                         });

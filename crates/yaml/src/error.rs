@@ -83,7 +83,6 @@ impl Error {
         )
     }
 
-    #[allow(dead_code)]
     /// PyYAML's `MarkedYAMLError` text for a string input (`in "<unicode string>"`).
     pub(crate) fn from_syntax_pyyaml(e: &SyntaxError) -> Error {
         if e.stage == Stage::Reader {
@@ -113,7 +112,6 @@ impl Error {
     }
 }
 
-#[allow(dead_code)]
 /// `MarkedYAMLError.__str__`: the context mark is printed only when it differs from the
 /// problem mark.
 pub(crate) fn pyyaml_marked(
@@ -138,7 +136,6 @@ pub(crate) fn pyyaml_marked(
     lines.join("\n")
 }
 
-#[allow(dead_code)]
 fn mark_line(m: Mark) -> String {
     format!(
         "  in \"<unicode string>\", line {}, column {}",

@@ -40,10 +40,11 @@ mod value;
 pub use error::Error;
 pub use value::{Mark, Node, Timestamp, TimestampTime, Yaml};
 
-/// Deepest nesting of collections accepted, counting through aliases. go-yaml allows 10000;
-/// bosun stops at 1000 so that the recursive walks over a tree stay far from a thread's stack
-/// limit (no real chart or role nests beyond a few dozen levels).
-pub const MAX_DEPTH: usize = 1000;
+/// Deepest nesting accepted while reading, counting collections and alias hops. go-yaml
+/// allows 10000 and Python about 1000; bosun stops at 512 so that building a tree recursively
+/// stays well inside a 2 MiB thread stack even in debug builds (real charts and roles nest a
+/// few dozen levels). The writers walk trees iteratively and have no such limit.
+pub const MAX_DEPTH: usize = 512;
 
 /// Whose rules resolve scalars and build the tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

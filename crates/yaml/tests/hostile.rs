@@ -4,7 +4,7 @@
 use bosun_yaml::goyaml::{json_to_yaml, yaml_to_json};
 use bosun_yaml::{load_all, Schema};
 
-const SCHEMAS: [Schema; 1] = [Schema::GoYamlV2];
+const SCHEMAS: [Schema; 2] = [Schema::GoYamlV2, Schema::PyYaml];
 
 fn assert_limit(src: &str, what: &str) {
     for schema in SCHEMAS {
@@ -121,4 +121,53 @@ fn many_keys_and_items_stay_linear() {
     }
     let flow = format!("[{}]", vec!["1"; 300_000].join(","));
     assert!(yaml_to_json(&flow).is_ok());
+}
+
+/// Writers walk trees with explicit stacks: a tree built in code far deeper than anything a
+/// reader accepts still writes (and fails cleanly where the format cannot carry it). YAML's
+/// indentation makes block output quadratic in depth, so those get a smaller tree.
+#[test]
+fn writers_handle_trees_of_any_depth() {
+    use bosun_yaml::{goyaml, pyyaml};
+    let tree = deep_tree(100_000);
+    let json = goyaml::to_json(&tree).expect("JSON of a deep tree");
+    assert_eq!(json.matches('[').count(), 50_000);
+    // Reading such output back is refused by depth, not by a crash.
+    assert!(goyaml::yaml_to_json(&json).is_err());
+    dismantle(tree);
+    let tree = deep_tree(3000);
+    assert!(goyaml::marshal(&tree).len() > 3000);
+    assert!(pyyaml::dump(&tree, &pyyaml::DumpOptions::to_nice_yaml()).len() > 3000);
+    dismantle(tree);
+}
+
+fn deep_tree(depth: usize) -> bosun_yaml::Yaml {
+    use bosun_yaml::{Node, Yaml};
+    let mut tree = Yaml::Str("x".into());
+    for i in 0..depth {
+        tree = if i % 2 == 0 {
+            Yaml::Seq(vec![Node::new(tree)])
+        } else {
+            Yaml::Map(vec![(Node::new(Yaml::Str("k".into())), Node::new(tree))])
+        };
+    }
+    tree
+}
+
+/// Drops a deep tree without recursion (Rust's own drop of nested vectors recurses).
+fn dismantle(tree: bosun_yaml::Yaml) {
+    use bosun_yaml::Yaml;
+    let mut stack = vec![tree];
+    while let Some(v) = stack.pop() {
+        match v {
+            Yaml::Seq(items) => stack.extend(items.into_iter().map(|n| n.value)),
+            Yaml::Map(pairs) => {
+                for (k, v) in pairs {
+                    stack.push(k.value);
+                    stack.push(v.value);
+                }
+            }
+            _ => {}
+        }
+    }
 }

@@ -95,7 +95,13 @@ impl<'a> Decoder<'a> {
                     .map_err(|m| fail(ErrorKind::Construct, m, mark))?;
                 Ok(Node { value, mark })
             }
-            RawKind::Alias { .. } => self.alias(idx, |d, target| d.unmarshal(target)),
+            RawKind::Alias { .. } => {
+                // An alias hop counts as depth: expansion recurses like nesting does.
+                self.enter(mark)?;
+                let node = self.alias(idx, |d, target| d.unmarshal(target));
+                self.depth -= 1;
+                node
+            }
             RawKind::Seq { items, .. } => {
                 self.enter(mark)?;
                 let mut out = Vec::with_capacity(items.len());

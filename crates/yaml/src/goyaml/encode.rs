@@ -41,55 +41,68 @@ fn plain(value: String) -> EmitEvent {
     })
 }
 
-fn push_value(v: &Yaml, events: &mut Vec<EmitEvent>) {
-    match v {
-        Yaml::Null => events.push(plain("null".into())),
-        Yaml::Bool(b) => events.push(plain(b.to_string())),
-        Yaml::Int(i) => events.push(plain(i.to_string())),
-        Yaml::BigInt(s) => events.push(plain(s.clone())),
-        Yaml::Float(f) => events.push(plain(format_yaml_float(*f))),
-        Yaml::Str(s) => events.push(string_event(s)),
-        Yaml::Timestamp(t) => events.push(string_event(&t.to_string())),
-        Yaml::Binary(bytes) => {
-            // Invalid UTF-8 goes out as tagged base64, plain unless it spans lines.
-            let value = encode_base64_lines(bytes);
-            let style = if value.contains('\n') {
-                ScalarStyle::Literal
-            } else {
-                ScalarStyle::Plain
-            };
-            events.push(EmitEvent::Scalar(ScalarEvent {
-                tag: Some(BINARY.to_string()),
-                value,
-                plain_implicit: false,
-                quoted_implicit: false,
-                style: Some(style),
-            }))
-        }
-        Yaml::Seq(items) => {
-            events.push(EmitEvent::SequenceStart {
-                tag: None,
-                implicit: true,
-                flow: false,
-            });
-            for item in items {
-                push_value(&item.value, events);
+/// Values to events with an explicit stack, so no tree is too deep to write.
+fn push_value(root: &Yaml, events: &mut Vec<EmitEvent>) {
+    enum Work<'a> {
+        Value(&'a Yaml),
+        End(EmitEvent),
+    }
+    let mut stack = vec![Work::Value(root)];
+    while let Some(work) = stack.pop() {
+        let v = match work {
+            Work::End(event) => {
+                events.push(event);
+                continue;
             }
-            events.push(EmitEvent::SequenceEnd);
-        }
-        Yaml::Map(pairs) => {
-            let mut sorted: Vec<_> = pairs.iter().collect();
-            sort_pairs(&mut sorted, |(k, _)| &k.value);
-            events.push(EmitEvent::MappingStart {
-                tag: None,
-                implicit: true,
-                flow: false,
-            });
-            for (k, v) in sorted {
-                push_value(&k.value, events);
-                push_value(&v.value, events);
+            Work::Value(v) => v,
+        };
+        match v {
+            Yaml::Null => events.push(plain("null".into())),
+            Yaml::Bool(b) => events.push(plain(b.to_string())),
+            Yaml::Int(i) => events.push(plain(i.to_string())),
+            Yaml::BigInt(s) => events.push(plain(s.clone())),
+            Yaml::Float(f) => events.push(plain(format_yaml_float(*f))),
+            Yaml::Str(s) => events.push(string_event(s)),
+            Yaml::Timestamp(t) => events.push(string_event(&t.to_string())),
+            Yaml::Binary(bytes) => {
+                // Invalid UTF-8 goes out as tagged base64, plain unless it spans lines.
+                let value = encode_base64_lines(bytes);
+                let style = if value.contains('\n') {
+                    ScalarStyle::Literal
+                } else {
+                    ScalarStyle::Plain
+                };
+                events.push(EmitEvent::Scalar(ScalarEvent {
+                    tag: Some(BINARY.to_string()),
+                    value,
+                    plain_implicit: false,
+                    quoted_implicit: false,
+                    style: Some(style),
+                }))
             }
-            events.push(EmitEvent::MappingEnd);
+            Yaml::Seq(items) => {
+                events.push(EmitEvent::SequenceStart {
+                    tag: None,
+                    implicit: true,
+                    flow: false,
+                });
+                stack.push(Work::End(EmitEvent::SequenceEnd));
+                stack.extend(items.iter().rev().map(|i| Work::Value(&i.value)));
+            }
+            Yaml::Map(pairs) => {
+                let mut sorted: Vec<_> = pairs.iter().collect();
+                sort_pairs(&mut sorted, |(k, _)| &k.value);
+                events.push(EmitEvent::MappingStart {
+                    tag: None,
+                    implicit: true,
+                    flow: false,
+                });
+                stack.push(Work::End(EmitEvent::MappingEnd));
+                for (k, v) in sorted.into_iter().rev() {
+                    stack.push(Work::Value(&v.value));
+                    stack.push(Work::Value(&k.value));
+                }
+            }
         }
     }
 }

@@ -18,66 +18,96 @@ pub fn to_json(v: &Yaml) -> Result<String, Error> {
     Ok(out)
 }
 
-fn check_keys(v: &Yaml) -> Result<(), Error> {
-    match v {
-        Yaml::Seq(items) => items.iter().try_for_each(|i| check_keys(&i.value)),
-        Yaml::Map(pairs) => pairs.iter().try_for_each(|(k, v)| {
-            key_string(&k.value, &v.value)?;
-            check_keys(&v.value)
-        }),
-        _ => Ok(()),
+fn check_keys(root: &Yaml) -> Result<(), Error> {
+    let mut stack = vec![root];
+    while let Some(v) = stack.pop() {
+        match v {
+            Yaml::Seq(items) => stack.extend(items.iter().rev().map(|i| &i.value)),
+            Yaml::Map(pairs) => {
+                // Depth first in document order: keys of a mapping before its values' keys.
+                let mut values = Vec::with_capacity(pairs.len());
+                for (k, v) in pairs {
+                    key_string(&k.value, &v.value)?;
+                    values.push(&v.value);
+                }
+                stack.extend(values.into_iter().rev());
+            }
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 fn json_error(message: String) -> Error {
     Error::new(ErrorKind::Json, message, None)
 }
 
-fn write_value(v: &Yaml, out: &mut String) -> Result<(), Error> {
-    match v {
-        Yaml::Null => out.push_str("null"),
-        Yaml::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Yaml::Int(i) => out.push_str(&i.to_string()),
-        Yaml::BigInt(s) => out.push_str(s),
-        Yaml::Float(f) => match format_json(*f) {
-            Some(s) => out.push_str(&s),
-            None => {
-                return Err(json_error(format!(
-                    "json: unsupported value: {}",
-                    format_g(*f, false)
-                )))
+/// Writes with an explicit stack, so no tree is too deep to encode.
+fn write_value(root: &Yaml, out: &mut String) -> Result<(), Error> {
+    enum Work<'a> {
+        Value(&'a Yaml),
+        Text(&'static str),
+        Key(Vec<u8>),
+    }
+    let mut stack = vec![Work::Value(root)];
+    while let Some(work) = stack.pop() {
+        let v = match work {
+            Work::Text(t) => {
+                out.push_str(t);
+                continue;
             }
-        },
-        Yaml::Str(s) => write_string(s.as_bytes(), out),
-        Yaml::Binary(b) => write_string(b, out),
-        Yaml::Timestamp(t) => write_string(t.to_string().as_bytes(), out),
-        Yaml::Seq(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_value(&item.value, out)?;
-            }
-            out.push(']');
-        }
-        Yaml::Map(pairs) => {
-            // Keys that stringify alike collide; the later one wins (Go's order is random).
-            let mut by_key: std::collections::BTreeMap<Vec<u8>, &Node> = Default::default();
-            for (k, v) in pairs {
-                by_key.insert(key_string(&k.value, &v.value)?, v);
-            }
-            let entries: Vec<(Vec<u8>, &Node)> = by_key.into_iter().collect();
-            out.push('{');
-            for (i, (k, v)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
+            Work::Key(k) => {
+                write_string(&k, out);
                 out.push(':');
-                write_value(&v.value, out)?;
+                continue;
             }
-            out.push('}');
+            Work::Value(v) => v,
+        };
+        match v {
+            Yaml::Null => out.push_str("null"),
+            Yaml::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Yaml::Int(i) => out.push_str(&i.to_string()),
+            Yaml::BigInt(s) => out.push_str(s),
+            Yaml::Float(f) => match format_json(*f) {
+                Some(s) => out.push_str(&s),
+                None => {
+                    return Err(json_error(format!(
+                        "json: unsupported value: {}",
+                        format_g(*f, false)
+                    )))
+                }
+            },
+            Yaml::Str(s) => write_string(s.as_bytes(), out),
+            Yaml::Binary(b) => write_string(b, out),
+            Yaml::Timestamp(t) => write_string(t.to_string().as_bytes(), out),
+            Yaml::Seq(items) => {
+                out.push('[');
+                stack.push(Work::Text("]"));
+                for (i, item) in items.iter().enumerate().rev() {
+                    stack.push(Work::Value(&item.value));
+                    if i > 0 {
+                        stack.push(Work::Text(","));
+                    }
+                }
+            }
+            Yaml::Map(pairs) => {
+                // Keys that stringify alike collide; the later one wins (Go's order is random).
+                let mut by_key: std::collections::BTreeMap<Vec<u8>, &Node> = Default::default();
+                for (k, v) in pairs {
+                    by_key.insert(key_string(&k.value, &v.value)?, v);
+                }
+                out.push('{');
+                stack.push(Work::Text("}"));
+                let entries: Vec<(Vec<u8>, &Node)> = by_key.into_iter().collect();
+                let n = entries.len();
+                for (i, (k, v)) in entries.into_iter().enumerate().rev() {
+                    stack.push(Work::Value(&v.value));
+                    stack.push(Work::Key(k));
+                    if i > 0 && i < n {
+                        stack.push(Work::Text(","));
+                    }
+                }
+            }
         }
     }
     Ok(())

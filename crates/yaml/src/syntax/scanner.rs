@@ -51,12 +51,21 @@ impl Scanner {
             chars.remove(0);
         }
         let reader_error = first_disallowed(&chars).map(|(index, c, at)| {
+            // Readers report the offset in bytes of the UTF-8 input, BOM included.
+            let bom = usize::from(input.starts_with('\u{FEFF}'));
+            let offset = input
+                .char_indices()
+                .nth(index + bom)
+                .map_or(input.len(), |(o, _)| o);
             let error = SyntaxError {
                 stage: Stage::Reader,
                 context: None,
                 context_mark: None,
                 problem: "control characters are not allowed".to_string(),
-                problem_mark: at,
+                problem_mark: Pos {
+                    index: offset,
+                    ..at
+                },
                 value: Some(c as u32),
             };
             (reader_trigger(input, index, dialect), error)
@@ -314,13 +323,8 @@ impl Scanner {
         ))
     }
 
-    /// libyaml 0.2.5 takes `?` in a flow collection as a key indicator only before a blank
-    /// ("Allow question marks in plain scalars in flow collections"); go-yaml always does.
     fn is_key_indicator(&self, next: char) -> bool {
-        match self.dialect {
-            Dialect::GoYamlV2 => self.flow_level > 0 || is_blankz(next),
-            Dialect::LibYaml => is_blankz(next),
-        }
+        self.flow_level > 0 || is_blankz(next)
     }
 
     fn can_start_plain(&self, c: char, next: char) -> bool {

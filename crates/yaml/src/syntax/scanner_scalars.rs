@@ -316,11 +316,16 @@ impl Scanner {
         }
         match self.dialect {
             Dialect::GoYamlV2 => matches!(c, ',' | '?' | '[' | ']' | '{' | '}'),
-            Dialect::LibYaml => {
-                matches!(c, ',' | '[' | ']' | '{' | '}')
-                    || (c == ':' && matches!(next, ',' | '?' | '[' | ']' | '{' | '}'))
-            }
+            Dialect::LibYaml => matches!(c, ',' | '[' | ']' | '{' | '}'),
         }
+    }
+
+    /// libyaml 0.2.5 refuses `x:` followed by a flow indicator inside a flow collection.
+    fn unexpected_colon(&self) -> bool {
+        self.dialect == Dialect::LibYaml
+            && self.flow_level > 0
+            && self.ch(0) == ':'
+            && matches!(self.ch(1), ',' | '?' | '[' | ']' | '{' | '}')
     }
 
     pub(super) fn scan_plain_scalar(&mut self) -> ScanResult<Token> {
@@ -340,6 +345,13 @@ impl Scanner {
                 break;
             }
             while !is_blankz(self.ch(0)) {
+                if self.unexpected_colon() {
+                    return Err(self.error(
+                        "while scanning a plain scalar",
+                        start,
+                        "found unexpected ':'",
+                    ));
+                }
                 if self.ends_plain() {
                     break;
                 }

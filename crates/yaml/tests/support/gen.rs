@@ -667,3 +667,99 @@ pub fn mutate(rng: &mut Rng, text: &str) -> String {
     }
     out.into_iter().collect()
 }
+
+/// A value of the kinds PyYAML represents: Python ints of any size, floats (NaN and
+/// infinities included), str, bool, None, bytes, dates and datetimes, lists, dicts with
+/// (mostly) string keys.
+pub fn python_value(rng: &mut Rng, depth: usize) -> Yaml {
+    use bosun_yaml::{Timestamp, TimestampTime};
+    let leaf = depth == 0 || rng.chance(40);
+    if leaf {
+        return match rng.below(16) {
+            0..=6 => Yaml::Str(string(rng)),
+            7 => Yaml::Int(rng.next() as i64 >> rng.below(64)),
+            8 => Yaml::BigInt(format!("{}{}", rng.next(), rng.next())),
+            9 => Yaml::Float(float(rng)),
+            10 => Yaml::Float(*rng.pick(&[
+                f64::NAN,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                -0.0,
+                1e16,
+                1e17,
+                0.1,
+            ])),
+            11 => Yaml::Bool(rng.chance(50)),
+            12 => Yaml::Null,
+            13 => Yaml::Binary((0..rng.below(120)).map(|_| rng.next() as u8).collect()),
+            14 => Yaml::Timestamp(Timestamp {
+                year: 1900 + rng.below(200) as i32,
+                month: 1 + rng.below(12) as u8,
+                day: 1 + rng.below(28) as u8,
+                time: None,
+            }),
+            _ => Yaml::Timestamp(Timestamp {
+                year: 1970 + rng.below(100) as i32,
+                month: 1 + rng.below(12) as u8,
+                day: 1 + rng.below(28) as u8,
+                time: Some(TimestampTime {
+                    hour: rng.below(24) as u8,
+                    minute: rng.below(60) as u8,
+                    second: rng.below(60) as u8,
+                    microsecond: if rng.chance(50) {
+                        0
+                    } else {
+                        rng.below(1_000_000) as u32
+                    },
+                    offset_minutes: match rng.below(3) {
+                        0 => None,
+                        1 => Some(0),
+                        _ => Some(rng.below(1400) as i32 - 700),
+                    },
+                }),
+            }),
+        };
+    }
+    if rng.chance(45) {
+        let n = rng.below(5);
+        Yaml::Seq(
+            (0..n)
+                .map(|_| Node::new(python_value(rng, depth - 1)))
+                .collect(),
+        )
+    } else {
+        let n = rng.below(6);
+        let mut pairs: Vec<(Node, Node)> = Vec::new();
+        let mut seen: Vec<String> = Vec::new();
+        let mixed = rng.chance(10);
+        for _ in 0..n {
+            let k = if mixed && rng.chance(40) {
+                match rng.below(4) {
+                    0 => Yaml::Int(rng.below(1000) as i64 - 500),
+                    1 => Yaml::Float(rng.below(100) as f64 + 0.5),
+                    2 => Yaml::Null,
+                    _ => Yaml::Bool(rng.chance(50)),
+                }
+            } else if rng.chance(5) {
+                Yaml::Int(rng.below(100) as i64)
+            } else {
+                Yaml::Str(key(rng))
+            };
+            // Python folds 1, 1.0 and True into one key; keep keys distinct for it.
+            let canon = match &k {
+                Yaml::Bool(b) => format!("n{}", u8::from(*b)),
+                Yaml::Int(i) => format!("n{i}"),
+                Yaml::Float(f) => format!("n{f}"),
+                Yaml::Null => "none".into(),
+                Yaml::Str(s) => format!("s{s}"),
+                _ => String::new(),
+            };
+            if seen.contains(&canon) {
+                continue;
+            }
+            seen.push(canon);
+            pairs.push((Node::new(k), Node::new(python_value(rng, depth - 1))));
+        }
+        Yaml::Map(pairs)
+    }
+}
