@@ -69,6 +69,19 @@ where
     pub fn store(&self) -> Store<K> {
         self.store.clone()
     }
+
+    /// Triggers a reconcile only for the objects `keep` passes (the cache still sees every
+    /// change): a predicate such as "the generation moved" keeps an operator's own status
+    /// writes from re-running its reconcile.
+    pub fn filter(mut self, mut keep: impl FnMut(&K) -> bool + Send + 'static) -> Self {
+        self.stream = Box::pin(self.stream.filter(move |r| {
+            futures::future::ready(match r {
+                Ok(o) => keep(o),
+                Err(_) => true,
+            })
+        }));
+        self
+    }
 }
 
 /// What an operator watches and reads in one scope, and its context there.

@@ -96,6 +96,13 @@ impl ControllerContext {
         self.health.mark_synced(&self.name);
     }
 
+    /// The same context with another number of reconciles in flight (an operator's own
+    /// setting, say).
+    pub fn with_concurrency(mut self, concurrency: u16) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+
     /// A future that resolves on graceful shutdown, for `Controller::graceful_shutdown_on`.
     pub fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
         let t = self.shutdown.clone();

@@ -1,0 +1,384 @@
+//! The dynamic operator host: one watches entry run as an operator on the shared runtime,
+//! whatever its flavour. The primary kind is known only at run time: discovery resolves its
+//! plural and scope once (waiting while its CRD is not served yet), the primary watch honours
+//! the entry's selector and triggers only when the spec (generation), the deletion state, or
+//! — when the flavour reads them — the annotations move, so a status write never re-runs a
+//! reconcile. Children of any kind are watched through [`DynamicChildren`] and trigger their
+//! owner unless `watchDependentResources: false`. The entry's concurrency, and its reconcile
+//! period (or the per-object annotation), apply.
+//!
+//! A [`Flavor`] (Helm charts, Ansible roles) supplies the reconcile and what it serves
+//! (CRD) and needs (RBAC).
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bosun_runtime::apply::Applier;
+use bosun_runtime::dynamic::{Discovery, DynamicChildren, Resolved};
+use bosun_runtime::error::Categorized;
+use bosun_runtime::events::Events;
+use bosun_runtime::manager::{ControllerContext, Operator, OperatorError};
+use bosun_runtime::rbac::Rbac;
+use bosun_runtime::status::StatusWriter;
+use bosun_runtime::{Primary, Wiring};
+use futures::future::BoxFuture;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::core::{ApiResource, DynamicObject};
+use kube::runtime::controller::Action;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+
+use crate::file::{parse_duration, Entry};
+
+/// What a reconcile asks for next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing until something changes (or the reconcile period passes).
+    AwaitChange,
+    /// Again after this long (sooner if the reconcile period is shorter).
+    After(Duration),
+}
+
+/// A way of running watches entries: Helm charts, Ansible roles.
+pub trait Flavor: Send + Sync + Sized + 'static {
+    type Error: Categorized + std::error::Error + Send + Sync + 'static;
+    /// The per-object annotation that overrides the entry's reconcile period.
+    const PERIOD_ANNOTATION: &'static str;
+    /// Field manager, Event reporter and log name (`bosun-helm`, say).
+    const MANAGER: &'static str;
+
+    /// The CRD of the entry's kind.
+    fn crd(&self) -> CustomResourceDefinition;
+    /// What running the entry needs granted.
+    fn rbac(&self) -> Rbac;
+    /// Whether annotation changes of the primary object trigger a reconcile.
+    fn watches_annotations(&self) -> bool {
+        false
+    }
+    /// Reconciles one object of the entry's kind.
+    fn reconcile(
+        obj: Arc<DynamicObject>,
+        host: Arc<Host<Self>>,
+    ) -> BoxFuture<'static, Result<Next, Self::Error>>;
+}
+
+/// What a flavour's reconcile works with, per watched namespace.
+pub struct Host<F: Flavor> {
+    pub flavor: Arc<F>,
+    pub entry: Arc<Entry>,
+    pub client: Client,
+    /// The primary kind as the API server serves it.
+    pub resource: ApiResource,
+    pub namespaced: bool,
+    pub discovery: Discovery,
+    pub children: DynamicChildren<DynamicObject>,
+    pub applier: Applier,
+    pub status: StatusWriter,
+    pub events: Events,
+}
+
+impl<F: Flavor> Host<F> {
+    /// The primary objects' API in `namespace` (cluster-wide for a cluster-scoped kind).
+    pub fn api(&self, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (namespace, self.namespaced) {
+            (Some(ns), true) => Api::namespaced_with(self.client.clone(), ns, &self.resource),
+            _ => Api::all_with(self.client.clone(), &self.resource),
+        }
+    }
+
+    /// The API of `obj`'s own kind and namespace.
+    pub fn api_of(&self, obj: &DynamicObject) -> Api<DynamicObject> {
+        self.api(obj.namespace().as_deref())
+    }
+
+    /// The reconcile period for `obj`: its annotation, else the entry's. An annotation that
+    /// does not parse is an error for the flavour to report.
+    pub fn period(&self, obj: &DynamicObject) -> Result<Option<Duration>, String> {
+        match obj.annotations().get(F::PERIOD_ANNOTATION) {
+            Some(v) => parse_duration(v)
+                .map(|d| (!d.is_zero()).then_some(d))
+                .map_err(|e| format!("annotation {}: {e}", F::PERIOD_ANNOTATION)),
+            None => Ok(self.entry.reconcile_period.filter(|d| !d.is_zero())),
+        }
+    }
+}
+
+/// One watches entry as an operator.
+pub struct WatchOperator<F: Flavor> {
+    name: String,
+    entry: Arc<Entry>,
+    flavor: Arc<F>,
+}
+
+impl<F: Flavor> WatchOperator<F> {
+    pub fn new(entry: Entry, flavor: F) -> Self {
+        WatchOperator {
+            name: format!("{}.{}", entry.gvk.kind.to_lowercase(), entry.gvk.group),
+            entry: Arc::new(entry),
+            flavor: Arc::new(flavor),
+        }
+    }
+
+    pub fn entry(&self) -> &Entry {
+        &self.entry
+    }
+
+    pub fn flavor(&self) -> &F {
+        &self.flavor
+    }
+}
+
+/// `MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP>` (upper case, `.` and `-` as `_`), as
+/// ansible-operator reads it.
+pub fn concurrency_env_name(entry: &Entry) -> String {
+    let up = |s: &str| s.to_uppercase().replace(['.', '-'], "_");
+    format!(
+        "MAX_CONCURRENT_RECONCILES_{}_{}",
+        up(&entry.gvk.kind),
+        up(&entry.gvk.group)
+    )
+}
+
+/// The entry's concurrency: its field, else its environment variable, else `default`.
+pub fn concurrency(entry: &Entry, default: u16, env: &dyn Fn(&str) -> Option<String>) -> u16 {
+    entry
+        .max_concurrent_reconciles
+        .or_else(|| env(&concurrency_env_name(entry)).and_then(|v| v.trim().parse().ok()))
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
+}
+
+impl<F: Flavor> Operator for WatchOperator<F> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn crds(&self) -> Vec<CustomResourceDefinition> {
+        vec![self.flavor.crd()]
+    }
+
+    fn rbac(&self) -> Rbac {
+        self.flavor.rbac()
+    }
+
+    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        let entry = self.entry.clone();
+        let flavor = self.flavor.clone();
+        Box::pin(async move {
+            let discovery = Discovery::new(ctx.client.clone());
+            let Some(resolved) = served_kind(&ctx, &discovery, &entry).await else {
+                return Ok(()); // shut down while waiting
+            };
+            let n = concurrency(&entry, ctx.concurrency, &|k| std::env::var(k).ok());
+            let ctx = ctx.with_concurrency(n);
+            let client = ctx.client.clone();
+            ctx.run_controller(
+                |ns| wire(&client, ns, &entry, &flavor, &discovery, &resolved),
+                reconcile::<F>,
+            )
+            .await;
+            Ok(())
+        })
+    }
+}
+
+/// Waits until the API server serves the entry's kind (its CRD may be applied after bosun
+/// starts); None when the operator is shut down first.
+async fn served_kind(
+    ctx: &ControllerContext,
+    discovery: &Discovery,
+    entry: &Entry,
+) -> Option<Resolved> {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match discovery.resolve(&entry.gvk).await {
+            Ok(r) => return Some(r),
+            Err(e) => tracing::warn!(
+                kind = %entry.describe(),
+                error = %e,
+                "kind not served yet (install its CRD: bosun crd --watches ...); retrying"
+            ),
+        }
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// What about a primary object moves when a reconcile is due: its spec (generation), its
+/// deletion, and (when the flavour reads them) its annotations. Status writes move none.
+fn fingerprint(obj: &DynamicObject, annotations: bool) -> u64 {
+    let mut h = DefaultHasher::new();
+    let m = obj.meta();
+    m.generation.hash(&mut h);
+    m.deletion_timestamp.is_some().hash(&mut h);
+    if annotations {
+        m.annotations.hash(&mut h);
+    }
+    if m.generation.is_none() {
+        m.resource_version.hash(&mut h);
+    }
+    h.finish()
+}
+
+fn wire<F: Flavor>(
+    client: &Client,
+    ns: Option<&str>,
+    entry: &Arc<Entry>,
+    flavor: &Arc<F>,
+    discovery: &Discovery,
+    resolved: &Resolved,
+) -> Wiring<DynamicObject, Host<F>> {
+    let ar = resolved.resource.clone();
+    let api: Api<DynamicObject> = match (ns, resolved.namespaced) {
+        (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
+        _ => Api::all_with(client.clone(), &ar),
+    };
+    let mut cfg = watcher::Config::default();
+    if let Some(sel) = entry.selector_string() {
+        cfg = cfg.labels(&sel);
+    }
+    let annotations = flavor.watches_annotations();
+    let seen: Mutex<HashMap<String, u64>> = Mutex::default();
+    let primary = Primary::watch(api, ar.clone(), cfg).filter(move |obj: &DynamicObject| {
+        let fp = fingerprint(obj, annotations);
+        let uid = obj.uid().unwrap_or_default();
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.insert(uid, fp) != Some(fp)
+    });
+    let (children, trigger) = DynamicChildren::new(
+        client.clone(),
+        discovery.clone(),
+        ns,
+        &child_selector(entry),
+        ar.clone(),
+    );
+    let host = Arc::new(Host {
+        flavor: flavor.clone(),
+        entry: entry.clone(),
+        client: client.clone(),
+        resource: ar,
+        namespaced: resolved.namespaced,
+        discovery: discovery.clone(),
+        children,
+        applier: Applier::new(F::MANAGER),
+        status: StatusWriter::new(F::MANAGER),
+        events: Events::new(client.clone(), F::MANAGER),
+    });
+    let wiring = Wiring::new(primary, host);
+    if entry.watch_dependent_resources {
+        wiring.trigger(trigger)
+    } else {
+        wiring
+    }
+}
+
+/// The label every child of an entry carries, so child watches see only its own objects.
+pub const OWNER_KIND_LABEL: &str = "bosun.dev/owner-kind";
+
+/// The child watch selector of an entry: `bosun.dev/owner-kind=<kind>.<group>`.
+pub fn child_selector(entry: &Entry) -> String {
+    format!("{OWNER_KIND_LABEL}={}", owner_kind_value(entry))
+}
+
+/// The value of [`OWNER_KIND_LABEL`] for an entry (a valid label value: ≤ 63 characters).
+pub fn owner_kind_value(entry: &Entry) -> String {
+    let mut v = format!("{}.{}", entry.gvk.kind.to_lowercase(), entry.gvk.group);
+    v.truncate(63);
+    v.trim_end_matches(['.', '-', '_']).to_string()
+}
+
+async fn reconcile<F: Flavor>(
+    obj: Arc<DynamicObject>,
+    host: Arc<Host<F>>,
+) -> Result<Action, F::Error> {
+    let period = host.period(&obj).ok().flatten();
+    let next = F::reconcile(obj, host).await?;
+    let after = match (next, period) {
+        (Next::After(d), Some(p)) => Some(d.min(p)),
+        (Next::After(d), None) => Some(d),
+        (Next::AwaitChange, p) => p,
+    };
+    Ok(match after {
+        Some(d) => Action::requeue(d),
+        None => Action::await_change(),
+    })
+}
+
+impl<F: Flavor> Debug for Host<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("kind", &self.entry.describe())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::{AnsibleOptions, Runner};
+    use kube::core::GroupVersionKind;
+
+    fn entry(max: Option<u16>) -> Entry {
+        Entry {
+            index: 1,
+            line: 1,
+            gvk: GroupVersionKind::gvk("charts.example.com", "v1alpha1", "BookStore"),
+            runner: Runner::Role("r".into()),
+            watch_dependent_resources: true,
+            selector: None,
+            reconcile_period: None,
+            max_concurrent_reconciles: max,
+            override_values: Default::default(),
+            ansible: AnsibleOptions::default(),
+        }
+    }
+
+    #[test]
+    fn concurrency_from_the_entry_then_the_environment_then_the_default() {
+        assert_eq!(
+            concurrency_env_name(&entry(None)),
+            "MAX_CONCURRENT_RECONCILES_BOOKSTORE_CHARTS_EXAMPLE_COM"
+        );
+        let env = |k: &str| {
+            (k == "MAX_CONCURRENT_RECONCILES_BOOKSTORE_CHARTS_EXAMPLE_COM").then(|| "3".to_string())
+        };
+        assert_eq!(concurrency(&entry(Some(7)), 16, &env), 7);
+        assert_eq!(concurrency(&entry(None), 16, &env), 3);
+        assert_eq!(concurrency(&entry(None), 16, &|_| None), 16);
+        assert_eq!(concurrency(&entry(None), 16, &|_| Some("zero".into())), 16);
+    }
+
+    #[test]
+    fn owner_kind_label_is_a_valid_label_value() {
+        assert_eq!(
+            child_selector(&entry(None)),
+            "bosun.dev/owner-kind=bookstore.charts.example.com"
+        );
+        let mut long = entry(None);
+        long.gvk.group = format!("{}.example.com", "x".repeat(70));
+        let v = owner_kind_value(&long);
+        assert!(v.len() <= 63 && !v.ends_with('.'));
+    }
+
+    #[test]
+    fn status_writes_do_not_move_the_fingerprint() {
+        let ar = ApiResource::from_gvk(&entry(None).gvk);
+        let mut o = DynamicObject::new("a", &ar);
+        o.metadata.generation = Some(1);
+        o.metadata.resource_version = Some("1".into());
+        let base = fingerprint(&o, false);
+        o.metadata.resource_version = Some("2".into());
+        o.data = serde_json::json!({"status": {"x": 1}});
+        assert_eq!(base, fingerprint(&o, false));
+        o.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        assert_eq!(base, fingerprint(&o, false));
+        assert_ne!(base, fingerprint(&o, true));
+        o.metadata.generation = Some(2);
+        assert_ne!(base, fingerprint(&o, false));
+    }
+}

@@ -1,0 +1,8 @@
+//! Operators whose kinds are known only at run time, from operator-sdk's `watches.yaml`:
+//! [`file`] reads and checks the file (both flavours' fields), [`host`] runs one entry as an
+//! operator on the shared runtime, for any [`host::Flavor`] — Helm charts and Ansible roles.
+pub mod file;
+pub mod host;
+
+pub use file::{Entry, Runner, WatchesError, WatchesFile};
+pub use host::{Flavor, Host, Next, WatchOperator};
