@@ -7,6 +7,7 @@
 //! * [`chart`]: chart loading, values coalescing, dependencies, render objects.
 pub mod chart;
 pub mod funcs;
+pub mod render;
 pub mod template;
 pub mod toml;
 pub mod value;

@@ -24,7 +24,7 @@ pub fn method(m: &Map, name: &str) -> Option<Method> {
                 };
             }
             match cur {
-                Value::Map(x) => Ok(Value::Map(x.shallow_copy(MapKind::Values))),
+                Value::Map(x) => Ok(Value::Map(x.with_kind(MapKind::Values))),
                 _ => Err(format!("no table named {path:?}")),
             }
         }),

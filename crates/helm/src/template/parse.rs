@@ -55,8 +55,8 @@ type PResult<T> = Result<T, ParseError>;
 
 /// What `itemList` stopped at.
 enum Stop {
-    End(u32),
-    Else(u32),
+    End,
+    Else,
 }
 
 enum ListItem {
@@ -189,7 +189,7 @@ impl Parser {
         let (list, stop) = self.item_list()?;
         self.vars = saved_vars;
         self.range_depth = saved_range;
-        if !matches!(stop, Stop::End(_)) {
+        if !matches!(stop, Stop::End) {
             return Err(self.errorf(format!("unexpected {{{{else}}}} in {CONTEXT}")));
         }
         let tree = Tree {
@@ -206,8 +206,8 @@ impl Parser {
         while self.peek_non_space().typ != ItemType::Eof {
             match self.text_or_action()? {
                 ListItem::Node(n) => list.push(n),
-                ListItem::End(p) => return Ok((list, Stop::End(p))),
-                ListItem::Else(p) => return Ok((list, Stop::Else(p))),
+                ListItem::End(_) => return Ok((list, Stop::End)),
+                ListItem::Else(_) => return Ok((list, Stop::Else)),
             }
         }
         Err(self.errorf("unexpected EOF".into()))
@@ -299,7 +299,7 @@ impl Parser {
         }
         let (list, stop) = listed?;
         let mut else_list = None;
-        if let Stop::Else(_) = stop {
+        if let Stop::Else = stop {
             if context == "if" && self.peek().typ == ItemType::If {
                 self.next();
                 let b = self.control("if")?;
@@ -310,7 +310,7 @@ impl Parser {
                 else_list = Some(vec![Node::With(b)]);
             } else {
                 let (l, stop2) = self.item_list()?;
-                if !matches!(stop2, Stop::End(_)) {
+                if !matches!(stop2, Stop::End) {
                     return Err(self.errorf("expected end; found {{else}}".into()));
                 }
                 else_list = Some(l);
@@ -360,7 +360,7 @@ impl Parser {
         self.vars = saved_vars;
         self.range_depth = saved_range;
         let (list, stop) = listed?;
-        if !matches!(stop, Stop::End(_)) {
+        if !matches!(stop, Stop::End) {
             return Err(self.errorf(format!("unexpected {{{{else}}}} in {CONTEXT}")));
         }
         self.add(Tree {

@@ -31,6 +31,16 @@ impl TemplateSet {
         Ok(())
     }
 
+    /// Adds already-parsed trees (one file's), replacing earlier definitions.
+    pub fn add_trees(&mut self, trees: &[Arc<Tree>]) {
+        for t in trees {
+            if t.is_empty() && self.trees.contains_key(&t.name) {
+                continue;
+            }
+            self.trees.insert(t.name.clone(), t.clone());
+        }
+    }
+
     pub fn get(&self, name: &str) -> Option<&Arc<Tree>> {
         self.trees.get(name)
     }

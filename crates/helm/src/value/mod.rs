@@ -85,69 +85,75 @@ pub enum MapKind {
     Files,
 }
 
-struct MapInner {
-    kind: MapKind,
-    entries: RefCell<BTreeMap<Str, Value>>,
-}
-
-/// A Go map: a shared, mutable reference with keys kept in Go's print order.
+/// A Go map: a shared, mutable reference with keys kept in Go's print order. Two
+/// handles may see the same entries as different Go types (Helm's `Values.Table`
+/// returns a `common.Values` view of a `map[string]interface {}`).
 #[derive(Clone)]
-pub struct Map(Rc<MapInner>);
+pub struct Map {
+    entries: Rc<RefCell<BTreeMap<Str, Value>>>,
+    kind: MapKind,
+}
 
 impl Map {
     pub fn new(kind: MapKind) -> Map {
         Map::from_entries(kind, BTreeMap::new())
     }
     pub fn from_entries(kind: MapKind, entries: BTreeMap<Str, Value>) -> Map {
-        Map(Rc::new(MapInner {
+        Map {
+            entries: Rc::new(RefCell::new(entries)),
             kind,
-            entries: RefCell::new(entries),
-        }))
+        }
+    }
+    /// The same Go map seen as another map type.
+    pub fn with_kind(&self, kind: MapKind) -> Map {
+        Map {
+            entries: self.entries.clone(),
+            kind,
+        }
     }
     pub fn kind(&self) -> MapKind {
-        self.0.kind
+        self.kind
     }
     pub fn get(&self, key: &str) -> Option<Value> {
-        self.0.entries.borrow().get(key).cloned()
+        self.entries.borrow().get(key).cloned()
     }
     pub fn contains_key(&self, key: &str) -> bool {
-        self.0.entries.borrow().contains_key(key)
+        self.entries.borrow().contains_key(key)
     }
     pub fn insert(&self, key: Str, value: Value) {
-        self.0.entries.borrow_mut().insert(key, value);
+        self.entries.borrow_mut().insert(key, value);
     }
     pub fn remove(&self, key: &str) -> Option<Value> {
-        self.0.entries.borrow_mut().remove(key)
+        self.entries.borrow_mut().remove(key)
     }
     pub fn len(&self) -> usize {
-        self.0.entries.borrow().len()
+        self.entries.borrow().len()
     }
     pub fn is_empty(&self) -> bool {
-        self.0.entries.borrow().is_empty()
+        self.entries.borrow().is_empty()
     }
     /// Borrow the entries; do not evaluate templates while holding this.
     pub fn entries(&self) -> Ref<'_, BTreeMap<Str, Value>> {
-        self.0.entries.borrow()
+        self.entries.borrow()
     }
     /// A snapshot of the entries in key order, as Go's `range` takes one before looping.
     pub fn snapshot(&self) -> Vec<(Str, Value)> {
-        self.0
-            .entries
+        self.entries
             .borrow()
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
     pub fn keys(&self) -> Vec<Str> {
-        self.0.entries.borrow().keys().cloned().collect()
+        self.entries.borrow().keys().cloned().collect()
     }
     /// Whether two handles name the same Go map.
     pub fn same(&self, other: &Map) -> bool {
-        Rc::ptr_eq(&self.0, &other.0)
+        Rc::ptr_eq(&self.entries, &other.entries)
     }
     /// A new map with the same entries (a shallow copy).
     pub fn shallow_copy(&self, kind: MapKind) -> Map {
-        Map::from_entries(kind, self.0.entries.borrow().clone())
+        Map::from_entries(kind, self.entries.borrow().clone())
     }
 }
 
