@@ -1,21 +1,14 @@
-//! The YAML side of Helm: `sigs.k8s.io/yaml`'s `YAMLToJSON` (reading values files,
-//! `fromYaml`) and `JSONToYAML` (`toYaml`), with go-yaml v2's YAML 1.1 rules.
-//!
-//! Interim backend: until the workspace's go-yaml v2 port (`bosun-yaml`) is merged,
-//! this goes through serde_yaml, which reads YAML 1.2 and writes its own style; only the
-//! engine's tests that do not depend on YAML details are meaningful meanwhile.
+//! The YAML side of Helm: `sigs.k8s.io/yaml`'s `YAMLToJSON` (reading values files and
+//! `Chart.yaml`, `fromYaml`) and `JSONToYAML` (`toYaml`), with go-yaml v2's YAML 1.1
+//! rules, from the workspace's `bosun-yaml` crate.
 
-/// `sigs.k8s.io/yaml.YAMLToJSON` of the first document.
+/// `sigs.k8s.io/yaml.YAMLToJSON` of the first document; errors carry the
+/// `error converting YAML to JSON: ` prefix that `yaml.Unmarshal` adds.
 pub fn yaml_to_json(src: &str) -> Result<String, String> {
-    let v: serde_yaml::Value =
-        serde_yaml::from_str(src).map_err(|e| format!("error converting YAML to JSON: {e}"))?;
-    let j: serde_json::Value =
-        serde_yaml::from_value(v).map_err(|e| format!("error converting YAML to JSON: {e}"))?;
-    serde_json::to_string(&j).map_err(|e| e.to_string())
+    bosun_yaml::goyaml::yaml_to_json(src).map_err(|e| format!("error converting YAML to JSON: {e}"))
 }
 
 /// `sigs.k8s.io/yaml.JSONToYAML`.
 pub fn json_to_yaml(json: &str) -> Result<String, String> {
-    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
-    serde_yaml::to_string(&v).map_err(|e| e.to_string())
+    bosun_yaml::goyaml::json_to_yaml(json).map_err(|e| e.to_string())
 }
