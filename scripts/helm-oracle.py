@@ -6,6 +6,9 @@ Usage:
   helm-oracle.py cases < cases.json
       Batch of one-off charts: [{"templates": {name: text}, "values_yaml": str,
       "values": obj, "opts": obj, "chart_yaml": str}]; prints a JSON list of results.
+  helm-oracle.py batch < jobs.json
+      Jobs [{"chart": path, "values_files": [paths], "set": [strings], "opts": obj}];
+      values files are parsed by Helm and merged; prints [{"values": obj, "result": ...}].
   helm-oracle.py bench CHART VALUES_JSON OPTS_JSON N
       Prints the median load and render times in milliseconds.
 Values are passed as JSON, so numbers are float64 as with `helm template -f`.
@@ -58,6 +61,29 @@ def run_case(case, root):
     return render(chart, values, opts)
 
 
+def merge(base, over):
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            merge(base[k], v)
+        else:
+            base[k] = v
+    return base
+
+
+def run_job(job):
+    vals = {}
+    try:
+        for f in job.get("values_files", []):
+            with open(f) as fh:
+                merge(vals, helm.values_from_yaml(fh.read()))
+        for s in job.get("set", []):
+            merge(vals, helm.parse_set_string(s))
+    except Exception as e:  # noqa: BLE001
+        return {"values": vals, "result": {"err": f"values: {e}"}}
+    opts = job.get("opts", {"kube_version": "v1.31.0"})
+    return {"values": vals, "result": render(job["chart"], json.dumps(vals), json.dumps(opts))}
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "render":
@@ -66,6 +92,8 @@ def main():
         cases = json.load(sys.stdin)
         with tempfile.TemporaryDirectory() as root:
             print(json.dumps([run_case(c, root) for c in cases]))
+    elif cmd == "batch":
+        print(json.dumps([run_job(j) for j in json.load(sys.stdin)]))
     elif cmd == "bench":
         chart_path, values_json, opts_json, n = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
         loads, renders = [], []
