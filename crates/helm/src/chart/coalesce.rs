@@ -98,6 +98,12 @@ fn coalesce_values(ch: &EffChart, v: &Map, merge: bool) {
                     }
                 }
             }
+            // Helm v4 never lets a chart default's null into coalesced values.
+            None if !merge => match table(&val) {
+                Some(t) => v.insert(key, Value::Map(trim_nils(&t))),
+                None if val.is_nil() => {}
+                None => v.insert(key, val),
+            },
             None => v.insert(key, val),
         }
     }
@@ -122,6 +128,11 @@ fn coalesce_tables_depth(dst: &Map, src: &Map, merge: bool, depth: usize) {
             Some(dv) if !merge && dv.is_nil() => {
                 dst.remove(&key);
             }
+            None if !merge => match table(&val) {
+                Some(t) => dst.insert(key, Value::Map(trim_nils(&t))),
+                None if val.is_nil() => {}
+                None => dst.insert(key, val),
+            },
             None => dst.insert(key, val),
             Some(dv) => {
                 if let Some(sm) = table(&val) {

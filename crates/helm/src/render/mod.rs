@@ -157,7 +157,8 @@ fn parse_error(msg: &str) -> String {
     )
 }
 
-/// Helm's `cleanupExecError` for `required`/`fail` messages.
+/// Helm's `cleanupExecError`: `required`/`fail` messages alone with their position;
+/// a single-level evaluator error laid out on three lines as Helm v4 does.
 fn exec_error(msg: &str) -> String {
     let tokens: Vec<&str> = msg.splitn(3, ": ").collect();
     if tokens.len() == 3 {
@@ -165,6 +166,18 @@ fn exec_error(msg: &str) -> String {
             let rest = &tokens[2][start + HELM_ERR_START.len()..];
             if let Some(end) = rest.rfind(HELM_ERR_END) {
                 return format!("execution error at ({}): {}", tokens[1], &rest[..end]);
+            }
+        }
+    }
+    if let Some(body) = msg.strip_prefix("template: ") {
+        if let Some((loc, rest)) = body.split_once(": executing ") {
+            if let Some((what, detail)) = rest.split_once(">: ") {
+                if !detail.contains("template: ") && !detail.starts_with("error calling ") {
+                    return format!("{loc}\n  executing {what}>:\n    {detail}");
+                }
+                if let Some(inner) = detail.strip_prefix("error calling include: template: no template") {
+                    return format!("{loc}\n  executing {what}>:\n    error calling include:\ntemplate: no template{inner}");
+                }
             }
         }
     }

@@ -61,8 +61,8 @@ enum Stop {
 
 enum ListItem {
     Node(Node),
-    End(u32),
-    Else(u32),
+    End,
+    Else,
 }
 
 impl Parser {
@@ -79,10 +79,10 @@ impl Parser {
     }
     fn next(&mut self) -> Item {
         let it = self.item(self.i);
+        self.furthest = self.furthest.max(self.i.min(self.items.len().saturating_sub(1)));
         if self.i < self.items.len().saturating_sub(1) || it.typ != ItemType::Eof {
             self.i += 1;
         }
-        self.furthest = self.furthest.max(self.i.saturating_sub(1));
         it
     }
     fn backup(&mut self) {
@@ -169,8 +169,8 @@ impl Parser {
             }
             match self.text_or_action()? {
                 ListItem::Node(n) => root.push(n),
-                ListItem::End(_) => return Err(self.errorf("unexpected {{end}}".into())),
-                ListItem::Else(_) => return Err(self.errorf("unexpected {{else}}".into())),
+                ListItem::End => return Err(self.errorf("unexpected {{end}}".into())),
+                ListItem::Else => return Err(self.errorf("unexpected {{else}}".into())),
             }
         }
         Ok(root)
@@ -206,8 +206,8 @@ impl Parser {
         while self.peek_non_space().typ != ItemType::Eof {
             match self.text_or_action()? {
                 ListItem::Node(n) => list.push(n),
-                ListItem::End(_) => return Ok((list, Stop::End)),
-                ListItem::Else(_) => return Ok((list, Stop::Else)),
+                ListItem::End => return Ok((list, Stop::End)),
+                ListItem::Else => return Ok((list, Stop::Else)),
             }
         }
         Err(self.errorf("unexpected EOF".into()))
@@ -253,14 +253,14 @@ impl Parser {
             ItemType::Else => {
                 let peek = self.peek_non_space();
                 if peek.typ == ItemType::If || peek.typ == ItemType::With {
-                    return Ok(ListItem::Else(peek.pos));
+                    return Ok(ListItem::Else);
                 }
-                let t = self.expect(ItemType::RightDelim, "else")?;
-                return Ok(ListItem::Else(t.pos));
+                self.expect(ItemType::RightDelim, "else")?;
+                return Ok(ListItem::Else);
             }
             ItemType::End => {
-                let t = self.expect(ItemType::RightDelim, "end")?;
-                return Ok(ListItem::End(t.pos));
+                self.expect(ItemType::RightDelim, "end")?;
+                return Ok(ListItem::End);
             }
             ItemType::If => return self.control("if").map(|b| ListItem::Node(Node::If(b))),
             ItemType::Range => {
