@@ -110,7 +110,7 @@ metadata:
 data:
 """ + "".join(f"""  key{k}: {{{{ printf "%s-%d-%v" (include "large.name" $) {k} $c.port | quote }}}}
   flag{k}: {{{{ if and $c.enabled (gt (int $c.replicas) {k % 4}) }}}}{{{{ $c.image.tag | default "none" | upper | quote }}}}{{{{ else }}}}{{{{ "off" | quote }}}}{{{{ end }}}}
-""" for k in range(12)) + """{{{{- end }}}}
+""" for k in range(12)) + """{{- end }}
 """
     with open(os.path.join(out, "templates", f"c{i:03d}.yaml"), "w") as f:
         f.write(t)
