@@ -204,10 +204,13 @@ where
         )
     }
 
-    /// One cached object.
+    /// One cached object (`namespace` empty for a cluster-scoped kind).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        self.store
-            .get(&ObjectRef::<K>::new_with(name, self.dyntype.clone()).within(namespace))
+        let mut r = ObjectRef::<K>::new_with(name, self.dyntype.clone());
+        if !namespace.is_empty() {
+            r = r.within(namespace);
+        }
+        self.store.get(&r)
     }
 
     /// The cached metadata of one object.

@@ -25,7 +25,7 @@ use kube::{Api, Client, Resource};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use crate::cache::MetaCache;
+use crate::cache::{ChildCache, MetaCache};
 use crate::controller::{controller_owner, Trigger};
 
 pub const PRIMARY_RESOURCE_ANNOTATION: &str = "operator-sdk/primary-resource";
@@ -131,14 +131,67 @@ fn fingerprint(meta: &ObjectMeta) -> u64 {
     h.finish()
 }
 
+/// The cache of one kind of children: metadata only, or (for kinds whose status an operator
+/// reads, such as workloads) objects slimmed by the operator's function.
+#[derive(Clone)]
+pub enum KindCache {
+    Meta(MetaCache<DynamicObject>),
+    Full(ChildCache<DynamicObject>),
+}
+
+impl KindCache {
+    /// The cached metadata of one object (`namespace` empty for cluster-scoped kinds).
+    pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
+        match self {
+            KindCache::Meta(c) => c.meta(namespace, name),
+            KindCache::Full(c) => c.meta(namespace, name),
+        }
+    }
+
+    /// The cached (slimmed) object, for kinds cached in full.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
+        match self {
+            KindCache::Meta(_) => None,
+            KindCache::Full(c) => c.get(namespace, name),
+        }
+    }
+
+    /// How many objects it holds.
+    pub fn len(&self) -> usize {
+        match self {
+            KindCache::Meta(c) => c.len(),
+            KindCache::Full(c) => c.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn synced(&self) -> &crate::cache::Synced {
+        match self {
+            KindCache::Meta(c) => c.synced(),
+            KindCache::Full(c) => c.synced(),
+        }
+    }
+}
+
+/// Which kinds are cached in full (see [`KindCache`]), and how they are slimmed.
+#[derive(Clone, Copy)]
+pub struct FullKinds {
+    pub is_full: fn(&GroupVersionKind) -> bool,
+    pub slim: fn(&mut DynamicObject),
+}
+
 struct Inner<P: Resource> {
     client: Client,
+    full: Option<FullKinds>,
     discovery: Discovery,
     namespace: Option<String>,
     selector: String,
     primary: P::DynamicType,
     tx: mpsc::UnboundedSender<ObjectRef<P>>,
-    caches: tokio::sync::Mutex<HashMap<GroupVersionKind, MetaCache<DynamicObject>>>,
+    caches: tokio::sync::Mutex<HashMap<GroupVersionKind, KindCache>>,
     tasks: Mutex<Vec<AbortHandle>>,
 }
 
@@ -183,10 +236,23 @@ where
         selector: &str,
         primary: P::DynamicType,
     ) -> (Self, Trigger<P>) {
+        Self::new_with(client, discovery, namespace, selector, primary, None)
+    }
+
+    /// [`DynamicChildren::new`], with some kinds cached in full.
+    pub fn new_with(
+        client: Client,
+        discovery: Discovery,
+        namespace: Option<&str>,
+        selector: &str,
+        primary: P::DynamicType,
+        full: Option<FullKinds>,
+    ) -> (Self, Trigger<P>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let trigger = tokio_stream_from(rx);
         let inner = Inner {
             client,
+            full,
             discovery,
             namespace: namespace.map(str::to_string),
             selector: selector.to_string(),
@@ -204,22 +270,28 @@ where
     }
 
     /// The cache of `gvk`'s children, started on first use and synced before it is returned.
-    pub async fn cache(
-        &self,
-        gvk: &GroupVersionKind,
-    ) -> Result<MetaCache<DynamicObject>, kube::Error> {
+    pub async fn cache(&self, gvk: &GroupVersionKind) -> Result<KindCache, ChildCacheError> {
+        let kind = || format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind);
         let cache = {
             let mut caches = self.inner.caches.lock().await;
             match caches.get(gvk) {
                 Some(c) => c.clone(),
                 None => {
-                    let c = self.start(gvk).await?;
+                    let c = self
+                        .start(gvk)
+                        .await
+                        .map_err(|source| ChildCacheError::Discovery {
+                            kind: kind(),
+                            source,
+                        })?;
                     caches.insert(gvk.clone(), c.clone());
                     c
                 }
             }
         };
-        cache.synced().wait().await;
+        if !cache.synced().wait().await {
+            return Err(ChildCacheError::Stopped(kind()));
+        }
         Ok(cache)
     }
 
@@ -228,16 +300,51 @@ where
         self.inner.caches.lock().await.keys().cloned().collect()
     }
 
-    async fn start(&self, gvk: &GroupVersionKind) -> Result<MetaCache<DynamicObject>, kube::Error> {
+    async fn start(&self, gvk: &GroupVersionKind) -> Result<KindCache, kube::Error> {
         let inner = &self.inner;
         let resolved = inner.discovery.resolve(gvk).await?;
         let ar = resolved.resource;
-        let api: Api<PartialObjectMeta<DynamicObject>> =
+        let scoped = |c: &Client| -> Api<DynamicObject> {
             match (&inner.namespace, resolved.namespaced) {
-                (Some(ns), true) => Api::namespaced_with(inner.client.clone(), ns, &ar),
-                _ => Api::all_with(inner.client.clone(), &ar),
-            };
-        let (cache, stream) = MetaCache::watch_api(api, ar, &inner.selector);
+                (Some(ns), true) => Api::namespaced_with(c.clone(), ns, &ar),
+                _ => Api::all_with(c.clone(), &ar),
+            }
+        };
+        let full = inner.full.filter(|f| (f.is_full)(gvk));
+        // Each event as the child's metadata and, for kinds cached in full, a digest of
+        // what else is kept (their status): a full kind's status change is what its owner
+        // waits for (a workload becoming ready).
+        type Seen = (ObjectMeta, u64);
+        let (cache, stream): (KindCache, crate::cache::ObjectStream<Seen>) = match full {
+            Some(f) => {
+                let (c, s) = ChildCache::watch_api(
+                    scoped(&inner.client),
+                    ar.clone(),
+                    &inner.selector,
+                    f.slim,
+                );
+                let s = s.map(|r| {
+                    r.map(|o| {
+                        let mut h = DefaultHasher::new();
+                        o.data.to_string().hash(&mut h);
+                        (o.metadata, h.finish())
+                    })
+                });
+                (KindCache::Full(c), Box::pin(s))
+            }
+            None => {
+                let api: Api<PartialObjectMeta<DynamicObject>> =
+                    match (&inner.namespace, resolved.namespaced) {
+                        (Some(ns), true) => Api::namespaced_with(inner.client.clone(), ns, &ar),
+                        _ => Api::all_with(inner.client.clone(), &ar),
+                    };
+                let (c, s) = MetaCache::watch_api(api, ar.clone(), &inner.selector);
+                (
+                    KindCache::Meta(c),
+                    Box::pin(s.map(|r| r.map(|o| (o.metadata, 0)))),
+                )
+            }
+        };
         let tx = inner.tx.clone();
         let primary = inner.primary.clone();
         let seen_cache = cache.clone();
@@ -245,14 +352,14 @@ where
             let mut seen: HashMap<String, u64> = HashMap::new();
             let mut stream = stream;
             while let Some(ev) = stream.next().await {
-                let child = match ev {
-                    Ok(c) => c,
+                let (meta, extra) = match ev {
+                    Ok(m) => m,
                     Err(e) => {
                         tracing::warn!(error = %e, "child watch error (retrying with backoff)");
                         continue;
                     }
                 };
-                let meta = &child.metadata;
+                let meta = &meta;
                 let uid = meta.uid.clone().unwrap_or_default();
                 let present = seen_cache
                     .meta(
@@ -261,7 +368,7 @@ where
                     )
                     .is_some();
                 let moved = if present {
-                    let fp = fingerprint(meta);
+                    let fp = fingerprint(meta) ^ extra;
                     seen.insert(uid, fp) != Some(fp)
                 } else {
                     seen.remove(&uid);

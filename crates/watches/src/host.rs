@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bosun_runtime::apply::Applier;
-use bosun_runtime::dynamic::{Discovery, DynamicChildren, Resolved};
+use bosun_runtime::dynamic::{Discovery, DynamicChildren, FullKinds, Resolved};
 use bosun_runtime::error::Categorized;
 use bosun_runtime::events::Events;
 use bosun_runtime::manager::{ControllerContext, Operator, OperatorError};
@@ -56,6 +56,15 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     /// Whether annotation changes of the primary object trigger a reconcile.
     fn watches_annotations(&self) -> bool {
         false
+    }
+    /// Child kinds cached with more than metadata (workloads whose status the flavour
+    /// reads), and how they are slimmed.
+    fn full_kinds(&self) -> Option<FullKinds> {
+        None
+    }
+    /// The label selector of the child watches (every child carries it).
+    fn child_selector(&self, entry: &Entry) -> String {
+        child_selector(entry)
     }
     /// Reconciles one object of the entry's kind.
     fn reconcile(
@@ -250,12 +259,13 @@ fn wire<F: Flavor>(
         let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.insert(uid, fp) != Some(fp)
     });
-    let (children, trigger) = DynamicChildren::new(
+    let (children, trigger) = DynamicChildren::new_with(
         client.clone(),
         discovery.clone(),
         ns,
-        &child_selector(entry),
+        &flavor.child_selector(entry),
         ar.clone(),
+        flavor.full_kinds(),
     );
     let host = Arc::new(Host {
         flavor: flavor.clone(),

@@ -2,6 +2,7 @@
 mod crd;
 #[cfg(feature = "dev")]
 mod dev;
+mod render;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +32,8 @@ pub enum Command {
     /// Try bosun locally: start a control plane (no cluster needed), run the operators, apply
     /// the sample BookStore and show the result. Ctrl-C stops and cleans up.
     Dev(dev::DevArgs),
+    /// Render a Helm chart as `helm template` does, with bosun's own engine.
+    Render(render::RenderArgs),
     /// Print the version.
     Version,
 }
@@ -56,6 +59,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         #[cfg(feature = "dev")]
         Command::Dev(args) => dev::dev(args).await,
+        Command::Render(args) => render::run(args),
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -1,0 +1,154 @@
+//! `bosun render CHART`: what `helm template` prints, rendered by bosun's own engine.
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use bosun_helm::render::manifest::helm_template_output;
+use bosun_helm::render::strvals;
+use bosun_helm::render::{Chart, RenderOptions};
+use bosun_helm::value::Data;
+
+#[derive(clap::Args, Debug)]
+pub struct RenderArgs {
+    /// Chart directory or .tgz archive.
+    pub chart: PathBuf,
+    /// Values files, later ones winning.
+    #[arg(short = 'f', long = "values")]
+    pub values: Vec<PathBuf>,
+    /// Set values (a.b=c), typed as Helm types them.
+    #[arg(long = "set")]
+    pub set: Vec<String>,
+    /// Set string values (a.b=c).
+    #[arg(long = "set-string")]
+    pub set_string: Vec<String>,
+    /// Release name.
+    #[arg(long, default_value = "release-name")]
+    pub name: String,
+    /// Release namespace.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    /// Kubernetes version for .Capabilities (Helm's default when unset).
+    #[arg(long)]
+    pub kube_version: Option<String>,
+    /// Extra API versions for .Capabilities.APIVersions.
+    #[arg(short = 'a', long = "api-versions")]
+    pub api_versions: Vec<String>,
+    /// Only print manifests from these templates (glob patterns).
+    #[arg(short = 's', long = "show-only")]
+    pub show_only: Vec<String>,
+    /// Also print the chart's crds/ files.
+    #[arg(long)]
+    pub include_crds: bool,
+    /// Benchmark: render N times and print the median time per render.
+    #[arg(long, hide = true)]
+    pub bench: Option<usize>,
+    /// Values as JSON with every number a float64 (how Helm's engine receives them in
+    /// the differential harness); replaces -f/--set.
+    #[arg(long, hide = true)]
+    pub values_json: Option<PathBuf>,
+    /// Print the rendered files as a JSON object {"ok": {path: text}} or {"err": msg}.
+    #[arg(long, hide = true)]
+    pub files_json: bool,
+}
+
+/// Merges values files and --set flags the way Helm's `values.Options` does.
+fn user_values(args: &RenderArgs) -> anyhow::Result<Data> {
+    let vals = bosun_helm::value::Map::new(bosun_helm::value::MapKind::Iface);
+    for f in &args.values {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let d = bosun_helm::funcs::helm::yaml_data(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+        if let bosun_helm::value::Value::Map(m) = d.to_value() {
+            bosun_helm::chart::coalesce::merge_maps(&vals, &m);
+        }
+    }
+    let mut d = Data::from_value(&bosun_helm::value::Value::Map(vals));
+    for s in &args.set {
+        strvals::parse_into(s, &mut d, false)
+            .map_err(|e| anyhow::anyhow!("failed parsing --set data: {e}"))?;
+    }
+    for s in &args.set_string {
+        strvals::parse_into(s, &mut d, true)
+            .map_err(|e| anyhow::anyhow!("failed parsing --set-string data: {e}"))?;
+    }
+    Ok(d)
+}
+
+pub fn run(args: RenderArgs) -> anyhow::Result<()> {
+    let chart = Chart::load(&args.chart).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut opts = RenderOptions::new(&args.name, &args.namespace);
+    opts.values = match &args.values_json {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            Data::from_json_float(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
+        }
+        None => user_values(&args)?,
+    };
+    opts.kube_version = args.kube_version.clone();
+    opts.api_versions = args.api_versions.clone();
+    if let Some(n) = args.bench {
+        let mut times = Vec::with_capacity(n);
+        for _ in 0..n.max(1) {
+            let t = std::time::Instant::now();
+            chart.render(&opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        times.sort_by(f64::total_cmp);
+        println!("render_ms {:.3}", times[times.len() / 2]);
+        return Ok(());
+    }
+    if args.files_json {
+        use bosun_helm::value::{json, Map, MapKind, Value};
+        let out = match chart.render(&opts) {
+            Ok(r) => {
+                let m = Map::new(MapKind::Iface);
+                for (k, v) in &r.files {
+                    m.insert(k.as_str().into(), Value::str(v));
+                }
+                let top = Map::new(MapKind::Iface);
+                top.insert("ok".into(), Value::Map(m));
+                Value::Map(top)
+            }
+            Err(e) => {
+                let top = Map::new(MapKind::Iface);
+                top.insert("err".into(), Value::string(e.message));
+                Value::Map(top)
+            }
+        };
+        println!(
+            "{}",
+            json::marshal(&out).map_err(|e| anyhow::anyhow!("{e}"))?
+        );
+        return Ok(());
+    }
+    let rendered = chart.render(&opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let out =
+        helm_template_output(&rendered, args.include_crds).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if args.show_only.is_empty() {
+        print!("{out}");
+        return Ok(());
+    }
+    let docs: Vec<&str> = out
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .collect();
+    for pattern in &args.show_only {
+        let mut found = false;
+        for d in &docs {
+            let Some(src) = d.strip_prefix("# Source: ") else {
+                continue;
+            };
+            let path = src.lines().next().unwrap_or("");
+            let rel = path.split_once('/').map_or(path, |(_, r)| r);
+            if bosun_helm::chart::ignore::go_match(pattern, rel) {
+                print!("---\n{}\n", d.trim_end_matches('\n'));
+                found = true;
+            }
+        }
+        if !found {
+            bail!("could not find template {pattern} in chart");
+        }
+    }
+    Ok(())
+}

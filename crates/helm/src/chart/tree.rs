@@ -1,0 +1,113 @@
+//! The effective chart tree: subcharts under their alias, as Helm's
+//! `processDependencyEnabled` arranges them, with every template parsed once under its
+//! full name (`parent/charts/sub/templates/x.yaml`). Which subcharts are enabled
+//! depends on values and is decided per render (see [`super::deps`]).
+use std::sync::Arc;
+
+use super::load::ChartNode;
+use super::metadata::Dependency;
+use crate::funcs::semver::{Constraints, Version};
+use crate::template::node::Tree;
+use crate::template::parse::parse;
+use crate::value::Data;
+
+/// One template file, parsed (or the parse error Go would report).
+#[derive(Debug)]
+pub struct Parsed {
+    pub name: String,
+    pub trees: Result<Vec<Arc<Tree>>, String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct EffChart {
+    /// The chart's name in this tree (its alias when it has one).
+    pub name: String,
+    pub node: Arc<ChartNode>,
+    /// Chart defaults (`import-values` may replace them for one render).
+    pub values: Arc<Data>,
+    /// `parent/charts/name`.
+    pub full_path: String,
+    /// `Chart.yaml` dependencies as Helm leaves them (alias applied).
+    pub reqs: Vec<Dependency>,
+    pub deps: Vec<EffChart>,
+    pub templates: Arc<Vec<Parsed>>,
+}
+
+/// Helm's `IsCompatibleRange`.
+pub fn compatible(constraint: &str, version: &str) -> bool {
+    match (Constraints::parse(constraint), Version::parse(version)) {
+        (Ok(c), Ok(v)) => c.check(&v),
+        _ => false,
+    }
+}
+
+impl EffChart {
+    pub fn build(node: Arc<ChartNode>, name: &str, parent: Option<&str>) -> EffChart {
+        let full_path = match parent {
+            Some(p) => format!("{p}/charts/{name}"),
+            None => name.to_string(),
+        };
+        let library = node.meta.is_library();
+        let templates: Vec<Parsed> = node
+            .templates
+            .iter()
+            .filter(|(n, _)| !library || n.rsplit('/').next().unwrap_or(n).starts_with('_'))
+            .map(|(n, text)| {
+                let full = format!("{full_path}/{n}");
+                let trees = parse(&full, &full, text)
+                    .map(|ts| ts.into_iter().map(Arc::new).collect())
+                    .map_err(|e| e.0);
+                Parsed { name: full, trees }
+            })
+            .collect();
+        let mut deps = Vec::new();
+        let mut reqs = Vec::new();
+        if node.meta.dependencies.is_empty() {
+            for d in &node.deps {
+                deps.push(EffChart::build(d.clone(), &d.meta.name, Some(&full_path)));
+            }
+        } else {
+            // Subcharts not named in Chart.yaml stay as they are.
+            for d in &node.deps {
+                let listed = node
+                    .meta
+                    .dependencies
+                    .iter()
+                    .any(|r| r.name == d.meta.name && compatible(&r.version, &d.meta.version));
+                if !listed {
+                    deps.push(EffChart::build(d.clone(), &d.meta.name, Some(&full_path)));
+                }
+            }
+            for r in &node.meta.dependencies {
+                let found = node
+                    .deps
+                    .iter()
+                    .find(|d| d.meta.name == r.name && compatible(&r.version, &d.meta.version));
+                let name = if r.alias.is_empty() {
+                    r.name.clone()
+                } else {
+                    r.alias.clone()
+                };
+                if let Some(d) = found {
+                    deps.push(EffChart::build(d.clone(), &name, Some(&full_path)));
+                }
+                let mut r = r.clone();
+                r.name = name;
+                reqs.push(r);
+            }
+        }
+        EffChart {
+            name: name.to_string(),
+            values: Arc::new(node.values.clone()),
+            node,
+            full_path,
+            reqs,
+            deps,
+            templates: Arc::new(templates),
+        }
+    }
+
+    pub fn is_root(&self) -> bool {
+        !self.full_path.contains("/charts/")
+    }
+}

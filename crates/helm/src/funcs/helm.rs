@@ -1,0 +1,256 @@
+//! Helm's own functions (`pkg/engine/funcs.go`, `engine.go`): YAML and JSON through
+//! Go's encoders, `include` and `tpl` with Helm's recursion limit, `required` and
+//! `fail` with Helm's error markers, and an offline `lookup` that finds nothing.
+use super::{s, FnResult, FuncDef};
+use crate::template::error::{helm_wrap, ExecError, FnError};
+use crate::template::exec::Exec;
+use crate::template::parse::parse;
+use crate::template::set::Layer;
+use crate::value::json::{self, Encode};
+use crate::value::{format, Data, ListKind, Map, MapKind, Str, Value};
+use crate::{func, yaml};
+
+pub const FUNCS: &[FuncDef] = &[
+    func!("toYaml", [Any], |_, a| Ok(Value::string(
+        to_yaml(&a[0]).unwrap_or_default()
+    ))),
+    func!("mustToYaml", [Any], |_, a| Ok(Value::string(to_yaml(
+        &a[0]
+    )?))),
+    func!("toYamlPretty", [Any], |_, a| Ok(Value::string(
+        to_yaml(&a[0]).unwrap_or_default()
+    ))),
+    func!("fromYaml", [Str], |_, a| Ok(from_yaml_map(s(&a[0])))),
+    func!("fromYamlArray", [Str], |_, a| Ok(from_yaml_array(s(&a[0])))),
+    func!("toJson", [Any], |_, a| Ok(Value::string(
+        json::marshal(&a[0]).unwrap_or_default()
+    ))),
+    func!("mustToJson", [Any], |_, a| Ok(Value::string(
+        json::marshal(&a[0]).map_err(|e| e.0)?
+    ))),
+    func!("toPrettyJson", [Any], |_, a| Ok(Value::string(
+        pretty(&a[0]).unwrap_or_default()
+    ))),
+    func!("mustToPrettyJson", [Any], |_, a| Ok(Value::string(
+        pretty(&a[0]).map_err(|e| e.0)?
+    ))),
+    func!("toRawJson", [Any], |_, a| Ok(Value::string(
+        raw(&a[0]).unwrap_or_default()
+    ))),
+    func!("mustToRawJson", [Any], |_, a| Ok(Value::string(
+        raw(&a[0]).map_err(|e| e.0)?
+    ))),
+    func!("fromJson", [Str], |_, a| Ok(from_json_map(s(&a[0])))),
+    func!("fromJsonArray", [Str], |_, a| Ok(from_json_array(s(&a[0])))),
+    func!("mustFromJson", [Str], |_, a| Ok(json::decode(
+        s(&a[0]),
+        json::Numbers::Float
+    )
+    .map_err(|e| e.0)?
+    .to_value())),
+    func!("toToml", [Any], |_, a| Ok(Value::string(
+        crate::toml::encode(&a[0]).unwrap_or_else(|e| e)
+    ))),
+    func!("mustToToml", [Any], |_, a| Ok(Value::string(
+        crate::toml::encode(&a[0])?
+    ))),
+    func!("fromToml", [Str], |_, a| Ok(crate::toml::decode_map(s(
+        &a[0]
+    )))),
+    func!("include", [Str, Any], include),
+    func!("tpl", [Str, Any], tpl),
+    func!("required", [Str, Any], |_, a| match &a[1] {
+        Value::Nil => Err(helm_wrap(s(&a[0])).into()),
+        Value::Str(v) if v.is_empty() => Err(helm_wrap(s(&a[0])).into()),
+        v => Ok(v.clone()),
+    }),
+    func!("fail", [Str], |_, a| Err(helm_wrap(s(&a[0])).into())),
+    func!(
+        "lookup",
+        [Str, Str, Str, Str],
+        |_, _| Ok(Value::empty_map())
+    ),
+    func!("getHostByName", [Str], |_, _| Ok(Value::str(""))),
+];
+
+/// Helm's `toYAML`: JSON first (so Go's JSON rules apply), then YAML, without the
+/// final newline.
+pub fn to_yaml(v: &Value) -> Result<String, String> {
+    let j = json::marshal(v).map_err(|e| e.0)?;
+    let y = yaml::json_to_yaml(&j)?;
+    Ok(y.strip_suffix('\n').unwrap_or(&y).to_string())
+}
+
+fn pretty(v: &Value) -> Result<String, json::JsonError> {
+    json::encode(
+        v,
+        Encode {
+            escape_html: true,
+            indent: Some("  "),
+        },
+    )
+}
+
+fn raw(v: &Value) -> Result<String, json::JsonError> {
+    json::encode(
+        v,
+        Encode {
+            escape_html: false,
+            indent: None,
+        },
+    )
+}
+
+/// YAML text to data the way `sigs.k8s.io/yaml.Unmarshal` into `interface{}` does.
+pub fn yaml_data(src: &str) -> Result<Data, String> {
+    let j = yaml::yaml_to_json(src)?;
+    json::decode(&j, json::Numbers::Float)
+        .map_err(|e| format!("error unmarshaling JSON: while decoding JSON: {}", e.0))
+}
+
+fn error_map(msg: String) -> Value {
+    let m = Map::new(MapKind::Iface);
+    m.insert(Str::from("Error"), Value::string(msg));
+    Value::Map(m)
+}
+
+fn unmarshal_into_map(d: Data, what: &str) -> Value {
+    match d {
+        Data::Map(_) => d.to_value(),
+        Data::Null => Value::empty_map(),
+        other => error_map(format!(
+            "{what}json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+            json_kind(&other)
+        )),
+    }
+}
+
+fn json_kind(d: &Data) -> &'static str {
+    match d {
+        Data::List(_) => "array",
+        Data::String(_) => "string",
+        Data::Int(_) | Data::Float(_) => "number",
+        Data::Bool(_) => "bool",
+        Data::Map(_) => "object",
+        Data::Null => "null",
+    }
+}
+
+fn from_yaml_map(src: &str) -> Value {
+    match yaml::yaml_to_json(src) {
+        Err(e) => error_map(e),
+        Ok(j) => match json::decode(&j, json::Numbers::Float) {
+            Ok(d) => unmarshal_into_map(d, "error unmarshaling JSON: while decoding JSON: "),
+            Err(e) => error_map(e.0),
+        },
+    }
+}
+
+fn from_yaml_array(src: &str) -> Value {
+    let r = yaml::yaml_to_json(src)
+        .and_then(|j| json::decode(&j, json::Numbers::Float).map_err(|e| e.0));
+    match r {
+        Ok(Data::List(l)) => Value::list(ListKind::Iface, l.iter().map(Data::to_value).collect()),
+        Ok(Data::Null) => Value::list(ListKind::Iface, Vec::new()),
+        Ok(other) => Value::list(
+            ListKind::Iface,
+            vec![Value::string(format!(
+                "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type []interface {{}}",
+                json_kind(&other)
+            ))],
+        ),
+        Err(e) => Value::list(ListKind::Iface, vec![Value::string(e)]),
+    }
+}
+
+fn from_json_map(src: &str) -> Value {
+    match json::decode(src, json::Numbers::Float) {
+        Ok(d) => unmarshal_into_map(d, ""),
+        Err(e) => error_map(e.0),
+    }
+}
+
+fn from_json_array(src: &str) -> Value {
+    match json::decode(src, json::Numbers::Float) {
+        Ok(Data::List(l)) => Value::list(ListKind::Iface, l.iter().map(Data::to_value).collect()),
+        Ok(Data::Null) => Value::list(ListKind::Iface, Vec::new()),
+        Ok(other) => Value::list(
+            ListKind::Iface,
+            vec![Value::string(format!(
+                "json: cannot unmarshal {} into Go value of type []interface {{}}",
+                json_kind(&other)
+            ))],
+        ),
+        Err(e) => Value::list(ListKind::Iface, vec![Value::string(e.0)]),
+    }
+}
+
+fn include(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
+    let name: Str = Str::from(s(&a[0]));
+    {
+        let mut inc = ex.rt.includes.borrow_mut();
+        let limit = ex.rt.limits.max_include_per_name;
+        match inc.get_mut(&name) {
+            Some(v) => {
+                if *v > limit {
+                    return Err(FnError::Msg(format!(
+                        "rendering template has a nested reference name: {name}: unable to execute template"
+                    )));
+                }
+                *v += 1;
+            }
+            None => {
+                inc.insert(name.clone(), 1);
+            }
+        }
+    }
+    let data = a.into_iter().nth(1).unwrap_or_default();
+    let r = ex.execute_template(&name, data);
+    if let Some(v) = ex.rt.includes.borrow_mut().get_mut(&name) {
+        *v = v.saturating_sub(1);
+    }
+    r.map(Value::string).map_err(FnError::Nested)
+}
+
+fn tpl(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
+    let text = s(&a[0]).to_string();
+    let cached = ex.rt.tpl_cache.borrow().get(&text).cloned();
+    let trees = match cached {
+        Some(t) => t,
+        None => {
+            let parsed = parse("gotpl", "gotpl", &text)
+                .map(|ts| {
+                    std::rc::Rc::new(ts.into_iter().map(std::sync::Arc::new).collect::<Vec<_>>())
+                })
+                .map_err(|e| e.0);
+            ex.rt
+                .tpl_cache
+                .borrow_mut()
+                .insert(text.clone(), parsed.clone());
+            parsed
+        }
+    };
+    let trees = match trees {
+        Ok(t) => t,
+        Err(e) => {
+            return Err(FnError::Msg(format!(
+                "cannot parse template {}: {e}",
+                format::quote(&text, false)
+            )))
+        }
+    };
+    let layer = Layer::over(&ex.set, &trees);
+    let Some(main) = layer.lookup("gotpl") else {
+        return Ok(Value::str(""));
+    };
+    let data = a.into_iter().nth(1).unwrap_or_default();
+    match ex.execute_in(layer.clone(), &main, data) {
+        Ok(out) => Ok(Value::string(out.replace("<no value>", ""))),
+        Err(e) if e.kind == crate::template::error::ErrorKind::Limit => Err(FnError::Nested(e)),
+        Err(e) => Err(FnError::Nested(ExecError::exec(format!(
+            "error during tpl function execution for {}: {}",
+            format::quote(&text, false),
+            e.msg
+        )))),
+    }
+}

@@ -1,0 +1,3 @@
+{{- define "toolkit.banner" -}}
+banner from the parent
+{{- end -}}
