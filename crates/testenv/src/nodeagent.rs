@@ -1,6 +1,8 @@
 //! A simulated node agent — **test support only**, standing in for the kubelet and a CSI
 //! driver that do not run here (as kwok does):
 //! * Pods are marked Running and Ready (all containers ready); terminating pods are removed.
+//!   Pods that run to completion (`restartPolicy` Never or OnFailure, as Jobs' pods) end
+//!   Succeeded — or Failed when annotated `bosun.dev/test-exit-code` with a non-zero code.
 //! * Pending PVCs are bound: a PV is created for each (pre-bound via `claimRef`) and the claim
 //!   gets `volumeName`, phase Bound and its capacity.
 //! * A resize (requested storage above the capacity) grows the PV; then either the claim's
@@ -113,10 +115,52 @@ async fn on_pod(client: &Client, cfg: &NodeAgentConfig, pod: Pod) -> Result<(), 
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    if ready {
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("");
+    if ready || phase == "Succeeded" || phase == "Failed" {
         return Ok(());
     }
     let t = now();
+    let batch = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .is_some_and(|p| p == "Never" || p == "OnFailure");
+    if batch {
+        let code: i32 = pod
+            .annotations()
+            .get("bosun.dev/test-exit-code")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let containers: Vec<_> = pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.iter().collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| {
+                json!({"name": c.name, "ready": false, "started": false, "restartCount": 0,
+                       "image": c.image.clone().unwrap_or_default(), "imageID": "sim://image",
+                       "state": {"terminated": {"exitCode": code, "startedAt": t, "finishedAt": t,
+                                                "reason": if code == 0 { "Completed" } else { "Error" }}}})
+            })
+            .collect();
+        let patch = json!({"status": {
+            "phase": if code == 0 { "Succeeded" } else { "Failed" },
+            "hostIP": "127.0.0.1", "podIP": "127.0.0.2", "startTime": t,
+            "containerStatuses": containers,
+        }});
+        api.patch_status(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+        return Ok(());
+    }
     let containers: Vec<_> = pod
         .spec
         .as_ref()

@@ -1,0 +1,57 @@
+//! The Helm flavour's errors, each with a fixed category (the runtime's retry policy and
+//! metric label).
+use bosun_runtime::error::{Categorized, ErrorCategory};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The spec cannot become values (not a map, a bad override).
+    #[error("{0}")]
+    Values(#[from] crate::values::ValuesError),
+    /// The chart does not render with these values (a template error, `required`, `fail`,
+    /// a schema refusal): the message names the template's file:line.
+    #[error("{0}")]
+    Render(String),
+    /// A rendered document is not an object, or its kind is not served.
+    #[error("{0}")]
+    Manifest(String),
+    /// An object the release would write belongs to someone else, or the release name is
+    /// another chart's.
+    #[error("{0}")]
+    Conflict(String),
+    /// A hook failed or timed out.
+    #[error("{0}")]
+    Hook(#[from] crate::hooks::HookError),
+    #[error("{0}")]
+    Storage(#[from] crate::storage::StorageError),
+    #[error("{0}")]
+    Children(#[from] bosun_runtime::dynamic::ChildCacheError),
+    /// The API server refused to store an object built from the values.
+    #[error("{0}")]
+    Rejected(String),
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+impl Categorized for Error {
+    fn category(&self) -> ErrorCategory {
+        match self {
+            Error::Values(_) | Error::Render(_) | Error::Manifest(_) | Error::Rejected(_) => {
+                ErrorCategory::InvalidSpec
+            }
+            Error::Conflict(_) => ErrorCategory::Conflict,
+            Error::Hook(_) => ErrorCategory::Transient,
+            Error::Storage(_) | Error::Children(_) | Error::Kube(_) => ErrorCategory::Api,
+        }
+    }
+}
+
+/// A write the API server refused as invalid is the user's to fix; anything else is
+/// retried.
+pub fn write_error(what: &str, e: kube::Error) -> Error {
+    match e {
+        kube::Error::Api(s) if s.code == 422 || s.code == 400 => {
+            Error::Rejected(format!("the API server refused {what}: {}", s.message))
+        }
+        other => Error::Kube(other),
+    }
+}

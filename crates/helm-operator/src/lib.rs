@@ -1,0 +1,263 @@
+//! Helm-based operators: a `watches.yaml` entry with a `chart` runs that chart for every
+//! custom resource of its kind — a drop-in for operator-sdk's helm-operator, on bosun's
+//! runtime and renderer.
+//!
+//! * [`HelmFlavor::load`] parses the chart once per entry (renders reuse it);
+//! * [`reconcile`] installs, upgrades, repairs and uninstalls releases;
+//! * [`release`] and [`storage`] keep Helm-compatible release records (or none);
+//! * [`values`], [`objects`], [`hooks`], [`ready`], [`status`]: the steps' pieces;
+//! * [`crd`] and [`rbac`] say what the entry serves and needs.
+pub mod crd;
+pub mod error;
+pub mod hooks;
+pub mod objects;
+pub mod rbac;
+pub mod ready;
+pub mod reconcile;
+pub mod release;
+pub mod status;
+pub mod storage;
+pub mod values;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use bosun_helm::render::{Chart, RenderOptions};
+use bosun_runtime::dynamic::FullKinds;
+use bosun_runtime::rbac::Rbac;
+use bosun_watches::{Entry, Flavor, Host, Next, Runner, WatchOperator};
+use futures::future::BoxFuture;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::core::DynamicObject;
+use serde_json::{json, Value};
+
+pub use error::Error;
+pub use storage::Storage;
+
+/// Options for every chart entry of a watches file.
+#[derive(Clone, Debug)]
+pub struct HelmOptions {
+    pub storage: Storage,
+    /// Revisions kept per release (Helm's `--history-max`; helm-operator-plugins' 10).
+    pub max_history: usize,
+    /// `.Capabilities.KubeVersion` (Helm's default when None).
+    pub kube_version: Option<String>,
+}
+
+impl Default for HelmOptions {
+    fn default() -> Self {
+        HelmOptions {
+            storage: Storage::Secrets,
+            max_history: 10,
+            kube_version: None,
+        }
+    }
+}
+
+/// A chart entry, loaded.
+pub struct HelmFlavor {
+    pub chart: Arc<Chart>,
+    pub storage: Storage,
+    pub max_history: usize,
+    pub kube_version: Option<String>,
+    /// The chart as release records carry it (metadata, values, schema; no templates).
+    pub chart_record: Value,
+    crd: CustomResourceDefinition,
+    rbac: Rbac,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{entry}: chart {path}: {message}")]
+    Chart {
+        entry: String,
+        path: String,
+        message: String,
+    },
+    #[error("{entry}: not a chart entry (it runs {runner})")]
+    NotAChart { entry: String, runner: String },
+}
+
+fn metadata_json(m: &bosun_helm::chart::metadata::Metadata) -> Value {
+    let mut o = serde_json::Map::new();
+    let mut put = |k: &str, v: &str| {
+        if !v.is_empty() {
+            o.insert(k.into(), json!(v));
+        }
+    };
+    put("name", &m.name);
+    put("version", &m.version);
+    put("description", &m.description);
+    put("apiVersion", &m.api_version);
+    put("appVersion", &m.app_version);
+    put("kubeVersion", &m.kube_version);
+    put("type", &m.chart_type);
+    put("home", &m.home);
+    put("icon", &m.icon);
+    if !m.keywords.is_empty() {
+        o.insert("keywords".into(), json!(m.keywords));
+    }
+    if !m.sources.is_empty() {
+        o.insert("sources".into(), json!(m.sources));
+    }
+    if !m.annotations.is_empty() {
+        o.insert("annotations".into(), json!(m.annotations));
+    }
+    if m.deprecated {
+        o.insert("deprecated".into(), json!(true));
+    }
+    Value::Object(o)
+}
+
+impl HelmFlavor {
+    /// Loads the entry's chart (once: every render reuses it) and derives its CRD and RBAC.
+    pub fn load(entry: &Entry, opts: &HelmOptions) -> Result<HelmFlavor, LoadError> {
+        let Runner::Chart(path) = &entry.runner else {
+            return Err(LoadError::NotAChart {
+                entry: entry.describe(),
+                runner: format!("{:?}", entry.runner),
+            });
+        };
+        let err = |message: String| LoadError::Chart {
+            entry: entry.describe(),
+            path: path.display().to_string(),
+            message,
+        };
+        let chart = Chart::load(path).map_err(|e| err(e.to_string()))?;
+        let node = bosun_helm::chart::load::load(path).map_err(|e| err(e.to_string()))?;
+        let schema: Option<Value> = match &node.schema {
+            Some(bytes) => Some(
+                serde_json::from_slice(bytes)
+                    .map_err(|e| err(format!("values.schema.json: {e}")))?,
+            ),
+            None => None,
+        };
+        let values = chart.default_values().clone();
+        let spec_schema = crd::spec_schema(&values, schema.as_ref());
+        let crd = crd::crd(
+            &entry.gvk,
+            spec_schema,
+            &format!(
+                "Values of the {} chart (its values.yaml is the default).",
+                chart.name()
+            ),
+        )
+        .map_err(|e| err(format!("CRD: {e}")))?;
+        let (kinds, has_crds) = rendered_kinds(&chart, entry, opts)?;
+        let rbac = rbac::rbac(&entry.gvk, &kinds, has_crds, opts.storage);
+        let chart_record = json!({
+            "metadata": metadata_json(&node.meta),
+            "lock": null,
+            "templates": [],
+            "values": crd::data_json(&values),
+            "schema": node.schema.as_ref().map(|b| base64_of(b)),
+            "files": [],
+        });
+        Ok(HelmFlavor {
+            chart: Arc::new(chart),
+            storage: opts.storage,
+            max_history: opts.max_history.max(1),
+            kube_version: opts.kube_version.clone(),
+            chart_record,
+            crd,
+            rbac,
+        })
+    }
+
+    /// The entry as an operator.
+    pub fn operator(
+        entry: Entry,
+        opts: &HelmOptions,
+    ) -> Result<WatchOperator<HelmFlavor>, LoadError> {
+        let flavor = HelmFlavor::load(&entry, opts)?;
+        Ok(WatchOperator::new(entry, flavor))
+    }
+}
+
+fn base64_of(b: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+/// The (group, kind)s the chart renders with its default values (hooks included), and
+/// whether it has `crds/`.
+fn rendered_kinds(
+    chart: &Chart,
+    entry: &Entry,
+    opts: &HelmOptions,
+) -> Result<(BTreeSet<(String, String)>, bool), LoadError> {
+    let mut ro = RenderOptions::new("release-name", "default");
+    ro.kube_version = opts.kube_version.clone();
+    let mut kinds = BTreeSet::new();
+    let rendered = match chart.render(&ro) {
+        Ok(r) => r,
+        // A chart that needs values to render (`required`) still gets its CR kind's rules.
+        Err(e) => {
+            tracing::warn!(entry = %entry.describe(), error = %e, "chart does not render with its defaults; RBAC covers what it renders then");
+            return Ok((kinds, false));
+        }
+    };
+    let (generic, hooks) =
+        bosun_helm::render::manifest::sort_manifests(&rendered).map_err(|e| LoadError::Chart {
+            entry: entry.describe(),
+            path: String::new(),
+            message: e.to_string(),
+        })?;
+    for m in generic.iter().chain(&hooks) {
+        let gvk = objects::gvk_of(&m.api_version, &m.kind);
+        kinds.insert((gvk.group, gvk.kind));
+    }
+    Ok((kinds, !rendered.crds.is_empty()))
+}
+
+impl Flavor for HelmFlavor {
+    type Error = Error;
+    const PERIOD_ANNOTATION: &'static str = reconcile::PERIOD_ANNOTATION;
+    const MANAGER: &'static str = "bosun-helm";
+
+    fn crd(&self) -> CustomResourceDefinition {
+        self.crd.clone()
+    }
+
+    fn rbac(&self) -> Rbac {
+        self.rbac.clone()
+    }
+
+    /// helm-operator's annotations (`upgrade-force`, `reconcile-period`, ...) are read on
+    /// every reconcile, so their changes trigger one.
+    fn watches_annotations(&self) -> bool {
+        true
+    }
+
+    fn full_kinds(&self) -> Option<FullKinds> {
+        Some(FullKinds {
+            is_full: ready::is_workload,
+            slim: ready::slim,
+        })
+    }
+
+    fn reconcile(
+        obj: Arc<DynamicObject>,
+        host: Arc<Host<Self>>,
+    ) -> BoxFuture<'static, Result<Next, Error>> {
+        Box::pin(reconcile::reconcile(obj, host))
+    }
+}
+
+/// Loads every chart entry of a watches file.
+pub fn operators(
+    entries: &[Entry],
+    opts: &HelmOptions,
+) -> Result<Vec<WatchOperator<HelmFlavor>>, LoadError> {
+    entries
+        .iter()
+        .filter(|e| matches!(e.runner, Runner::Chart(_)))
+        .map(|e| HelmFlavor::operator(e.clone(), opts))
+        .collect()
+}
+
+/// True when `path` is a chart directory or archive.
+pub fn is_chart(path: &Path) -> bool {
+    path.join("Chart.yaml").is_file() || path.extension().is_some_and(|e| e == "tgz")
+}

@@ -1,0 +1,917 @@
+//! One custom resource's release, reconciled:
+//!
+//! 1. **uninstall** when it is being deleted (pre-delete hooks, the release's objects but
+//!    those kept by policy, post-delete hooks, the records), then release the finalizer;
+//! 2. keep the **finalizer** (`helm.sdk.operatorframework.io/uninstall-release`) from the
+//!    first reconcile on, so nothing is orphaned by a delete during an install;
+//! 3. build the **values** (spec + the watch's overrides) and **render** the chart (parsed
+//!    once per watch entry) at the deployed revision;
+//! 4. if the rendered release is what was deployed (its digest, kept in the status), **sync**:
+//!    every object applied only where the cache shows drift — no release record is read,
+//!    nothing is written when nothing changed;
+//! 5. otherwise **install or upgrade**: a new revision recorded (pending, then deployed or
+//!    failed), CRDs of `crds/` created first, pre hooks, every object applied in Helm's
+//!    order, objects the release no longer renders pruned (never those with
+//!    `helm.sh/resource-policy: keep`), post hooks. A failure leaves the objects applied so
+//!    far and the last good ones in place — no rollback, no recreation — and says so;
+//! 6. compute **Ready** from the rendered workloads' status and write the **status** once,
+//!    only if it changed.
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_helm::render::manifest::{sort_manifests, split_documents, Manifest};
+use bosun_helm::render::RenderOptions;
+use bosun_helm::value::Data;
+use bosun_runtime::dynamic::Resolved;
+use bosun_runtime::owner::set_finalizer;
+use bosun_watches::host::{owner_kind_value, Host, Next, OWNER_KIND_LABEL};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::core::{DynamicObject, GroupVersionKind};
+use kube::{Resource, ResourceExt};
+use sha2::{Digest, Sha256};
+
+use crate::error::{write_error, Error};
+use crate::hooks::{self, Event, Hook};
+use crate::objects::{self, Desired, ReleaseOwner};
+use crate::ready;
+use crate::release::{self, Release};
+use crate::status::{ConditionType as C, DeployedRelease, HelmStatus, InventoryItem, Reason as R};
+use crate::storage::{beyond_history, Secrets, Storage};
+use crate::values;
+use crate::HelmFlavor;
+
+pub const FINALIZER: &str = "helm.sdk.operatorframework.io/uninstall-release";
+/// operator-sdk's older finalizer name, still honoured on deletion.
+pub const LEGACY_FINALIZER: &str = "uninstall-helm-release";
+pub const PERIOD_ANNOTATION: &str = "helm.sdk.operatorframework.io/reconcile-period";
+pub const UPGRADE_FORCE_ANNOTATION: &str = "helm.sdk.operatorframework.io/upgrade-force";
+pub const UNINSTALL_WAIT_ANNOTATION: &str = "helm.sdk.operatorframework.io/uninstall-wait";
+
+type Ctx = Host<HelmFlavor>;
+
+/// One object of a render, with its kind as served.
+struct Item {
+    desired: Desired,
+    resolved: Resolved,
+}
+
+/// One render of the release.
+struct Plan {
+    revision: i64,
+    manifest: String,
+    items: Vec<Item>,
+    hooks: Vec<Hook>,
+    notes: String,
+    crds: Vec<(String, String)>,
+    digest: String,
+}
+
+fn now() -> String {
+    release::go_time(k8s_openapi::jiff::Timestamp::now())
+}
+
+fn owner_of(cr: &DynamicObject, host: &Ctx) -> Result<ReleaseOwner, Error> {
+    let owner = cr
+        .controller_owner_ref(&host.resource)
+        .ok_or_else(|| Error::Manifest("the custom resource has no name or UID yet".into()))?;
+    Ok(ReleaseOwner {
+        release: cr.name_any(),
+        namespace: cr.namespace().unwrap_or_default(),
+        chart: host.flavor.chart.name().to_string(),
+        owner,
+        owner_type: bosun_runtime::dynamic::primary_resource_type::<DynamicObject>(&host.resource),
+        child_label: (OWNER_KIND_LABEL.to_string(), owner_kind_value(&host.entry)),
+        force: annotation_true(cr, UPGRADE_FORCE_ANNOTATION),
+    })
+}
+
+fn annotation_true(cr: &DynamicObject, key: &str) -> bool {
+    cr.annotations().get(key).is_some_and(|v| v == "true")
+}
+
+pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, Error> {
+    let api = host.api_of(&cr);
+    let previous = HelmStatus::of(&cr.data);
+    if cr.meta().deletion_timestamp.is_some() {
+        return uninstall(&cr, &host, &api, &previous).await;
+    }
+    set_finalizer(&api, cr.as_ref(), FINALIZER, true).await?;
+    let mut status = HelmStatus {
+        conditions: previous.conditions.clone(),
+        deployed_release: previous.deployed_release.clone(),
+        observed_generation: cr.metadata.generation,
+        inventory: previous.inventory.clone(),
+    };
+    let t = now();
+    status.set(&previous, C::Initialized, true, None, None, &t);
+    let result = converge(&cr, &host, &previous, &mut status).await;
+    let next = match &result {
+        Ok(plan) => {
+            status.remove(C::Irreconcilable);
+            status.remove(C::ReleaseFailed);
+            let waiting = readiness(&host, &plan.items).await?;
+            match waiting {
+                None => status.set(&previous, C::Ready, true, Some(R::AllReady), None, &t),
+                Some(msg) => {
+                    status.set(&previous, C::Ready, false, Some(R::NotReady), Some(msg), &t)
+                }
+            }
+            if status.is_true(C::Ready) {
+                Next::AwaitChange
+            } else {
+                Next::After(Duration::from_secs(60))
+            }
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            match e {
+                Error::Values(_) => status.set(
+                    &previous,
+                    C::Irreconcilable,
+                    true,
+                    Some(R::ReconcileError),
+                    Some(msg.clone()),
+                    &t,
+                ),
+                _ => {
+                    let reason = if status.deployed_release.is_some() {
+                        R::UpgradeError
+                    } else {
+                        R::InstallError
+                    };
+                    status.set(
+                        &previous,
+                        C::ReleaseFailed,
+                        true,
+                        Some(reason),
+                        Some(msg.clone()),
+                        &t,
+                    );
+                }
+            }
+            status.set(
+                &previous,
+                C::Ready,
+                false,
+                Some(R::NotReady),
+                Some(format!("the release failed: {msg}")),
+                &t,
+            );
+            Next::AwaitChange
+        }
+    };
+    if let Err(e) = &result {
+        let already = previous
+            .condition(C::ReleaseFailed)
+            .or(previous.condition(C::Irreconcilable));
+        if already.and_then(|c| c.message.as_deref()) != Some(e.to_string().as_str()) {
+            publish(&host, &cr, true, "ReleaseFailed", &e.to_string()).await;
+        }
+    }
+    host.status
+        .write_if_changed_with(&api, &host.resource, cr.as_ref(), Some(&previous), &status)
+        .await?;
+    result.map(|_| next)
+}
+
+async fn publish(host: &Ctx, cr: &DynamicObject, warning: bool, reason: &str, note: &str) {
+    host.events
+        .publish(
+            &cr.object_ref(&host.resource),
+            warning,
+            reason,
+            "Reconcile",
+            note,
+        )
+        .await;
+}
+
+/// Steps 3-5: returns the plan that is now deployed.
+async fn converge(
+    cr: &DynamicObject,
+    host: &Ctx,
+    previous: &HelmStatus,
+    status: &mut HelmStatus,
+) -> Result<Plan, Error> {
+    if let Err(e) = host.period(cr) {
+        return Err(Error::Values(values::ValuesError::Spec(e)));
+    }
+    let owner = owner_of(cr, host)?;
+    let vals = values::with_overrides(
+        values::from_spec(cr.data.get("spec"))?,
+        &host.entry.override_values,
+    )?;
+    let deployed = previous.deployed_release.clone();
+    let at = deployed.as_ref().map(|d| d.revision).unwrap_or(1);
+    let plan = render(host, &owner, &vals, at, at > 1).await?;
+    let t = now();
+    if let Some(d) = deployed.as_ref().filter(|d| d.digest == plan.digest) {
+        // Step 4: what is deployed is what the spec asks for.
+        apply_all(host, &owner, &plan.items, false).await?;
+        let reason = if d.revision > 1 {
+            R::UpgradeSuccessful
+        } else {
+            R::InstallSuccessful
+        };
+        status.set(
+            previous,
+            C::Deployed,
+            true,
+            Some(reason),
+            Some(plan.notes.clone()),
+            &t,
+        );
+        return Ok(plan);
+    }
+    // Step 5: read the record before deciding.
+    let (history, deployed_rec) = match host.flavor.storage {
+        Storage::Secrets => {
+            let h = Secrets::new(host.client.clone(), &owner.namespace)
+                .history(&owner.release)
+                .await?;
+            if let Some(foreign) = h.iter().rev().find(|r| r.chart_name() != owner.chart) {
+                return Err(Error::Conflict(format!(
+                    "duplicate release name: found existing release with name {:?} for chart {:?}",
+                    owner.release,
+                    foreign.chart_name()
+                )));
+            }
+            let d = h
+                .iter()
+                .rev()
+                .find(|r| r.info.status == release::status::DEPLOYED)
+                .cloned();
+            (h, d)
+        }
+        Storage::None => (Vec::new(), None),
+    };
+    if let Some(rec) = &deployed_rec {
+        // Taken over (or the status was lost): the recorded release may already be this one.
+        let same = render(host, &owner, &vals, rec.version, rec.version > 1).await?;
+        if same.manifest == rec.manifest {
+            apply_all(host, &owner, &same.items, true).await?;
+            status.deployed_release = Some(DeployedRelease {
+                name: owner.release.clone(),
+                revision: rec.version,
+                digest: same.digest.clone(),
+            });
+            let reason = if rec.version > 1 {
+                R::UpgradeSuccessful
+            } else {
+                R::InstallSuccessful
+            };
+            status.set(
+                previous,
+                C::Deployed,
+                true,
+                Some(reason),
+                Some(same.notes.clone()),
+                &t,
+            );
+            return Ok(same);
+        }
+    }
+    let base = history
+        .iter()
+        .map(|r| r.version)
+        .max()
+        .unwrap_or(0)
+        .max(deployed.as_ref().map(|d| d.revision).unwrap_or(0));
+    let revision = base + 1;
+    let upgrade = deployed_rec.is_some() || deployed.is_some();
+    let plan = if plan.revision == revision && upgrade == (revision > 1) {
+        plan
+    } else {
+        render(host, &owner, &vals, revision, upgrade).await?
+    };
+    let old: Vec<Old> = match (&deployed_rec, host.flavor.storage) {
+        (Some(rec), _) => old_objects(host, &owner, &rec.manifest).await,
+        (None, Storage::None) => previous.inventory.iter().map(Old::from_inventory).collect(),
+        (None, Storage::Secrets) => Vec::new(),
+    };
+    let outcome = install_or_upgrade(
+        cr,
+        host,
+        &owner,
+        &vals,
+        &plan,
+        deployed_rec.as_ref(),
+        &old,
+        upgrade,
+    )
+    .await;
+    if let Err(e) = outcome {
+        return Err(e);
+    }
+    status.deployed_release = Some(DeployedRelease {
+        name: owner.release.clone(),
+        revision,
+        digest: plan.digest.clone(),
+    });
+    if host.flavor.storage == Storage::None {
+        status.inventory = plan
+            .items
+            .iter()
+            .map(|i| inventory_item(&i.desired))
+            .collect();
+    }
+    let reason = if upgrade {
+        R::UpgradeSuccessful
+    } else {
+        R::InstallSuccessful
+    };
+    status.set(
+        previous,
+        C::Deployed,
+        true,
+        Some(reason),
+        Some(plan.notes.clone()),
+        &t,
+    );
+    let what = if upgrade { "upgraded" } else { "installed" };
+    publish(
+        host,
+        cr,
+        false,
+        reason.as_str(),
+        &format!("release {} {what} (revision {revision})", owner.release),
+    )
+    .await;
+    if !host.entry.override_values.is_empty() {
+        for (k, v) in &host.entry.override_values {
+            let note = format!("Chart value {k:?} overridden to {v:?} by operator's watches.yaml");
+            publish(host, cr, true, "OverrideValuesInUse", &note).await;
+        }
+    }
+    Ok(plan)
+}
+
+fn inventory_item(d: &Desired) -> InventoryItem {
+    InventoryItem {
+        api_version: d.gvk.api_version(),
+        kind: d.gvk.kind.clone(),
+        namespace: d.namespace().map(str::to_string),
+        name: d.name().to_string(),
+        keep: d.keep,
+    }
+}
+
+/// Renders the release at `revision` and turns it into objects.
+async fn render(
+    host: &Ctx,
+    owner: &ReleaseOwner,
+    vals: &Data,
+    revision: i64,
+    upgrade: bool,
+) -> Result<Plan, Error> {
+    let mut opts = RenderOptions::new(&owner.release, &owner.namespace);
+    opts.revision = revision;
+    opts.is_install = !upgrade;
+    opts.is_upgrade = upgrade;
+    opts.values = vals.clone();
+    opts.kube_version = host.flavor.kube_version.clone();
+    let chart = host.flavor.chart.clone();
+    let rendered = tokio::task::block_in_place(|| chart.render(&opts))
+        .map_err(|e| Error::Render(e.to_string()))?;
+    let (generic, hook_manifests) =
+        sort_manifests(&rendered).map_err(|e| Error::Render(e.to_string()))?;
+    let mut manifest = String::new();
+    let mut items = Vec::new();
+    for m in &generic {
+        manifest.push_str(&format!("---\n# Source: {}\n{}\n", m.path, m.content));
+        items.push(item(host, owner, m).await?);
+    }
+    let runnable: Vec<Manifest> = hook_manifests
+        .into_iter()
+        .filter(|m| {
+            m.hook
+                .as_deref()
+                .is_some_and(|h| h.split(',').any(|e| !e.trim().starts_with("test")))
+        })
+        .collect();
+    let hooks = hooks::parse(&runnable)?;
+    let notes = rendered.notes.clone().unwrap_or_default();
+    let mut h = Sha256::new();
+    h.update(manifest.as_bytes());
+    for hk in &hooks {
+        h.update(hk.manifest.content.as_bytes());
+    }
+    h.update(notes.as_bytes());
+    Ok(Plan {
+        revision,
+        manifest,
+        items,
+        hooks,
+        notes,
+        crds: rendered.crds.clone(),
+        digest: hex::encode(&h.finalize()[..16]),
+    })
+}
+
+async fn item(host: &Ctx, owner: &ReleaseOwner, m: &Manifest) -> Result<Item, Error> {
+    let (gvk, mut object) = objects::parse(m).map_err(|e| Error::Manifest(e.to_string()))?;
+    let resolved = host.discovery.resolve(&gvk).await.map_err(|e| {
+        Error::Manifest(format!(
+            "{}: kind {} is not served by the API server: {e}",
+            m.path,
+            gvk.api_version() + "/" + &gvk.kind
+        ))
+    })?;
+    let keep = objects::mark(&mut object, resolved.namespaced, owner);
+    Ok(Item {
+        desired: Desired {
+            path: m.path.clone(),
+            gvk,
+            object,
+            keep,
+        },
+        resolved,
+    })
+}
+
+fn api_of(host: &Ctx, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
+    match (namespace, resolved.namespaced) {
+        (Some(ns), true) => Api::namespaced_with(host.client.clone(), ns, &resolved.resource),
+        _ => Api::all_with(host.client.clone(), &resolved.resource),
+    }
+}
+
+/// Applies every object where the cache shows it is not in place. `take_over` lets a
+/// release record written by Helm's library (operator-sdk) vouch for objects that carry its
+/// release annotations.
+async fn apply_all(
+    host: &Ctx,
+    owner: &ReleaseOwner,
+    items: &[Item],
+    take_over: bool,
+) -> Result<(), Error> {
+    let _ = take_over;
+    for it in items {
+        let d = &it.desired;
+        let cache = host.children.cache(&d.gvk).await?;
+        let cached = cache.meta(d.namespace().unwrap_or(""), d.name());
+        if let Some(meta) = &cached {
+            if let Some(msg) = objects::ownership_conflict(meta, owner, &d.describe()) {
+                return Err(Error::Conflict(msg));
+            }
+        }
+        let api = api_of(host, &it.resolved, d.namespace());
+        let res = host
+            .applier
+            .apply_with(&api, &it.resolved.resource, &d.object, cached.as_ref())
+            .await;
+        match res {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 422 && cached.is_some() && owner.force => {
+                // upgrade-force: an immutable field changed; replace the object.
+                tracing::info!(object = %d.describe(), "upgrade-force: recreating after {}", s.message);
+                delete_object(&api, d.name()).await?;
+                host.applier
+                    .apply_with(&api, &it.resolved.resource, &d.object, None)
+                    .await
+                    .map_err(|e| write_error(&d.describe(), e))?;
+            }
+            Err(e) => return Err(write_error(&d.describe(), e)),
+        }
+    }
+    Ok(())
+}
+
+async fn delete_object(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// An object of the previous revision.
+struct Old {
+    gvk: GroupVersionKind,
+    namespace: Option<String>,
+    name: String,
+    keep: bool,
+}
+
+impl Old {
+    fn from_inventory(i: &InventoryItem) -> Old {
+        Old {
+            gvk: objects::gvk_of(&i.api_version, &i.kind),
+            namespace: i.namespace.clone(),
+            name: i.name.clone(),
+            keep: i.keep,
+        }
+    }
+
+    fn key(&self) -> (String, String, Option<String>, String) {
+        (
+            self.gvk.group.clone(),
+            self.gvk.kind.clone(),
+            self.namespace.clone(),
+            self.name.clone(),
+        )
+    }
+}
+
+fn key_of(d: &Desired) -> (String, String, Option<String>, String) {
+    (
+        d.gvk.group.clone(),
+        d.gvk.kind.clone(),
+        d.namespace().map(str::to_string),
+        d.name().to_string(),
+    )
+}
+
+/// The objects of a recorded manifest; documents that no longer parse or whose kind is no
+/// longer served are left alone.
+async fn old_objects(host: &Ctx, owner: &ReleaseOwner, manifest: &str) -> Vec<Old> {
+    let mut out = Vec::new();
+    for doc in split_documents(manifest) {
+        let m = Manifest {
+            path: String::new(),
+            content: doc,
+            api_version: String::new(),
+            kind: String::new(),
+            name: String::new(),
+            hook: None,
+        };
+        let Ok(it) = item(host, owner, &m).await else {
+            continue;
+        };
+        out.push(Old {
+            namespace: it.desired.namespace().map(str::to_string),
+            name: it.desired.name().to_string(),
+            keep: it.desired.keep,
+            gvk: it.desired.gvk,
+        });
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn install_or_upgrade(
+    cr: &DynamicObject,
+    host: &Ctx,
+    owner: &ReleaseOwner,
+    vals: &Data,
+    plan: &Plan,
+    deployed: Option<&Release>,
+    old: &[Old],
+    upgrade: bool,
+) -> Result<(), Error> {
+    let store = (host.flavor.storage == Storage::Secrets)
+        .then(|| Secrets::new(host.client.clone(), &owner.namespace));
+    let mut rec = new_record(host, owner, vals, plan, deployed, upgrade);
+    if let Some(s) = &store {
+        s.create(&rec, Some(&owner.owner)).await?;
+    }
+    let result = run_release(host, owner, plan, old, upgrade, &mut rec).await;
+    let Some(s) = store else { return result };
+    match &result {
+        Ok(()) => {
+            rec.info.status = release::status::DEPLOYED.into();
+            rec.info.description = if upgrade {
+                "Upgrade complete"
+            } else {
+                "Install complete"
+            }
+            .into();
+            s.update(&rec, Some(&owner.owner)).await?;
+            if let Some(prev) = deployed {
+                let mut prev = prev.clone();
+                prev.info.status = release::status::SUPERSEDED.into();
+                prev.info.description = "Superseded".into();
+                s.update(&prev, Some(&owner.owner)).await?;
+            }
+            let history = s.history(&owner.release).await?;
+            for r in beyond_history(&history, host.flavor.max_history) {
+                s.delete(r).await?;
+            }
+        }
+        Err(e) => {
+            rec.info.status = release::status::FAILED.into();
+            rec.info.description = format!(
+                "{} \"{}\" failed: {e}",
+                if upgrade { "Upgrade" } else { "Release" },
+                owner.release
+            );
+            s.update(&rec, Some(&owner.owner)).await?;
+        }
+    }
+    let _ = cr;
+    result
+}
+
+fn new_record(
+    host: &Ctx,
+    owner: &ReleaseOwner,
+    vals: &Data,
+    plan: &Plan,
+    deployed: Option<&Release>,
+    upgrade: bool,
+) -> Release {
+    let t = now();
+    let config = match crate::crd::data_json(vals) {
+        serde_json::Value::Object(m) => m,
+        _ => Default::default(),
+    };
+    Release {
+        name: owner.release.clone(),
+        info: release::Info {
+            first_deployed: deployed
+                .map(|d| d.info.first_deployed.clone())
+                .unwrap_or_else(|| t.clone()),
+            last_deployed: t,
+            deleted: release::ZERO_TIME.into(),
+            description: if upgrade {
+                "Preparing upgrade"
+            } else {
+                "Initial install underway"
+            }
+            .into(),
+            status: if upgrade {
+                release::status::PENDING_UPGRADE
+            } else {
+                release::status::PENDING_INSTALL
+            }
+            .into(),
+            notes: plan.notes.clone(),
+            other: Default::default(),
+        },
+        chart: host.flavor.chart_record.clone(),
+        config,
+        manifest: plan.manifest.clone(),
+        hooks: hooks::records(&plan.hooks),
+        version: plan.revision,
+        namespace: owner.namespace.clone(),
+        other: Default::default(),
+    }
+}
+
+async fn run_release(
+    host: &Ctx,
+    owner: &ReleaseOwner,
+    plan: &Plan,
+    old: &[Old],
+    upgrade: bool,
+    rec: &mut Release,
+) -> Result<(), Error> {
+    install_crds(host, &plan.crds).await?;
+    let runner = hooks::Runner {
+        client: &host.client,
+        discovery: &host.discovery,
+        owner,
+        timeout: hooks::TIMEOUT,
+    };
+    let (pre, post) = if upgrade {
+        (Event::PreUpgrade, Event::PostUpgrade)
+    } else {
+        (Event::PreInstall, Event::PostInstall)
+    };
+    runner.run(&plan.hooks, pre, &mut rec.hooks).await?;
+    apply_all(host, owner, &plan.items, false).await?;
+    prune(host, owner, plan, old).await?;
+    runner.run(&plan.hooks, post, &mut rec.hooks).await?;
+    Ok(())
+}
+
+/// Deletes the objects of the previous revision the new one no longer renders (never those
+/// kept by policy, never objects the release does not own).
+async fn prune(host: &Ctx, owner: &ReleaseOwner, plan: &Plan, old: &[Old]) -> Result<(), Error> {
+    let now: BTreeSet<_> = plan.items.iter().map(|i| key_of(&i.desired)).collect();
+    for o in old.iter().filter(|o| !o.keep && !now.contains(&o.key())) {
+        let Ok(resolved) = host.discovery.resolve(&o.gvk).await else {
+            continue;
+        };
+        let cache = host.children.cache(&o.gvk).await?;
+        let Some(meta) = cache.meta(o.namespace.as_deref().unwrap_or(""), &o.name) else {
+            continue;
+        };
+        if objects::ownership_conflict(&meta, owner, &o.name).is_some() {
+            continue;
+        }
+        let api = api_of(host, &resolved, o.namespace.as_deref());
+        delete_object(&api, &o.name).await?;
+    }
+    Ok(())
+}
+
+/// The chart's `crds/`: created when absent, never changed (Helm's rule), before anything
+/// else of the release.
+async fn install_crds(host: &Ctx, crds: &[(String, String)]) -> Result<(), Error> {
+    if crds.is_empty() {
+        return Ok(());
+    }
+    let api: Api<CustomResourceDefinition> = Api::all(host.client.clone());
+    for (path, content) in crds {
+        for doc in split_documents(content) {
+            let json = bosun_yaml::goyaml::yaml_to_json(&doc)
+                .map_err(|e| Error::Manifest(format!("{path}: {e}")))?;
+            let crd: CustomResourceDefinition = serde_json::from_str(&json).map_err(|e| {
+                Error::Manifest(format!("{path}: not a CustomResourceDefinition: {e}"))
+            })?;
+            let name = crd.name_any();
+            if api.get_opt(&name).await?.is_none() {
+                match api.create(&PostParams::default(), &crd).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => {
+                        return Err(write_error(&format!("CustomResourceDefinition {name}"), e))
+                    }
+                }
+                let established = kube::runtime::wait::await_condition(
+                    api.clone(),
+                    &name,
+                    kube::runtime::wait::conditions::is_crd_established(),
+                );
+                let _ = tokio::time::timeout(Duration::from_secs(30), established).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Step 6: None when every rendered workload is rolled out and ready.
+async fn readiness(host: &Ctx, items: &[Item]) -> Result<Option<String>, Error> {
+    let mut waiting = Vec::new();
+    for it in items.iter().filter(|i| ready::is_workload(&i.desired.gvk)) {
+        let d = &it.desired;
+        let cache = host.children.cache(&d.gvk).await?;
+        match cache.get(d.namespace().unwrap_or(""), d.name()) {
+            Some(obj) => {
+                if let Some(why) = ready::not_ready(&d.gvk.kind, &obj) {
+                    waiting.push(why);
+                }
+            }
+            None => waiting.push(format!("{} not created yet", d.describe())),
+        }
+    }
+    Ok((!waiting.is_empty()).then(|| waiting.join("; ")))
+}
+
+/// Step 1.
+async fn uninstall(
+    cr: &DynamicObject,
+    host: &Ctx,
+    api: &Api<DynamicObject>,
+    previous: &HelmStatus,
+) -> Result<Next, Error> {
+    let finalizers = cr.finalizers();
+    let ours = finalizers
+        .iter()
+        .any(|f| f == FINALIZER || f == LEGACY_FINALIZER);
+    if !ours {
+        return Ok(Next::AwaitChange);
+    }
+    let t = now();
+    let result = remove_release(cr, host).await;
+    let mut status = previous.clone();
+    match &result {
+        Ok(remaining) if *remaining > 0 && annotation_true(cr, UNINSTALL_WAIT_ANNOTATION) => {
+            status.set(
+                previous,
+                C::Deployed,
+                false,
+                Some(R::UninstallSuccessful),
+                Some(format!("waiting for {remaining} object(s) to be deleted")),
+                &t,
+            );
+            host.status
+                .write_if_changed_with(api, &host.resource, cr, Some(previous), &status)
+                .await?;
+            return Ok(Next::After(Duration::from_secs(2)));
+        }
+        Ok(_) => {}
+        Err(e) => {
+            status.set(
+                previous,
+                C::ReleaseFailed,
+                true,
+                Some(R::UninstallError),
+                Some(e.to_string()),
+                &t,
+            );
+            host.status
+                .write_if_changed_with(api, &host.resource, cr, Some(previous), &status)
+                .await?;
+            return Err(Error::Manifest(e.to_string()));
+        }
+    }
+    status.remove(C::ReleaseFailed);
+    status.set(
+        previous,
+        C::Deployed,
+        false,
+        Some(R::UninstallSuccessful),
+        None,
+        &t,
+    );
+    status.deployed_release = None;
+    match host
+        .status
+        .write_if_changed_with(api, &host.resource, cr, Some(previous), &status)
+        .await
+    {
+        Ok(_) | Err(kube::Error::Api(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    set_finalizer(api, cr, LEGACY_FINALIZER, false).await?;
+    let fresh = api.get_opt(&cr.name_any()).await?;
+    if let Some(fresh) = fresh {
+        set_finalizer(api, &fresh, FINALIZER, false).await?;
+    }
+    Ok(Next::AwaitChange)
+}
+
+/// Deletes the release's objects and records; returns how many objects still exist.
+async fn remove_release(cr: &DynamicObject, host: &Ctx) -> Result<usize, Error> {
+    let owner = owner_of(cr, host)?;
+    let vals = values::with_overrides(
+        values::from_spec(cr.data.get("spec"))?,
+        &host.entry.override_values,
+    )
+    .ok();
+    let previous = HelmStatus::of(&cr.data);
+    let (records, old) = match host.flavor.storage {
+        Storage::Secrets => {
+            let s = Secrets::new(host.client.clone(), &owner.namespace);
+            let h = s.history(&owner.release).await?;
+            let last = h
+                .iter()
+                .rev()
+                .find(|r| r.info.status == release::status::DEPLOYED)
+                .or(h.last())
+                .cloned();
+            let old = match &last {
+                Some(r) => old_objects(host, &owner, &r.manifest).await,
+                None => Vec::new(),
+            };
+            (Some((s, h)), old)
+        }
+        Storage::None => (
+            None,
+            previous.inventory.iter().map(Old::from_inventory).collect(),
+        ),
+    };
+    let hooks = match &vals {
+        Some(v) => render(
+            host,
+            &owner,
+            v,
+            previous
+                .deployed_release
+                .as_ref()
+                .map(|d| d.revision)
+                .unwrap_or(1),
+            true,
+        )
+        .await
+        .map(|p| p.hooks)
+        .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let mut recs = hooks::records(&hooks);
+    let runner = hooks::Runner {
+        client: &host.client,
+        discovery: &host.discovery,
+        owner: &owner,
+        timeout: hooks::TIMEOUT,
+    };
+    runner.run(&hooks, Event::PreDelete, &mut recs).await?;
+    let mut remaining = 0;
+    for o in old.iter().filter(|o| !o.keep) {
+        let Ok(resolved) = host.discovery.resolve(&o.gvk).await else {
+            continue;
+        };
+        let api = api_of(host, &resolved, o.namespace.as_deref());
+        match api.get_opt(&o.name).await? {
+            Some(live)
+                if objects::ownership_conflict(&live.metadata, &owner, &o.name).is_none() =>
+            {
+                delete_object(&api, &o.name).await?;
+                if api.get_opt(&o.name).await?.is_some() {
+                    remaining += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    runner.run(&hooks, Event::PostDelete, &mut recs).await?;
+    if let Some((s, history)) = records {
+        for r in &history {
+            s.delete(r).await?;
+        }
+    }
+    Ok(remaining)
+}
+
+/// The values of a custom resource as JSON (for tests and `bosun render`-style checks).
+pub fn values_json(
+    spec: Option<&serde_json::Value>,
+    overrides: &BTreeMap<String, String>,
+) -> Result<serde_json::Value, Error> {
+    let v = values::with_overrides(values::from_spec(spec)?, overrides)?;
+    Ok(crate::crd::data_json(&v))
+}

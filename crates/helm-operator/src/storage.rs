@@ -1,0 +1,210 @@
+//! Where releases are recorded.
+//!
+//! * [`Storage::Secrets`] (default): Helm's own format in the release's namespace (see
+//!   [`crate::release`]), each Secret owned by the custom resource so history goes with it,
+//!   history bounded (10 revisions by default, as helm-operator-plugins does). Needs
+//!   `get,list,create,update,delete` on Secrets where CRs are watched.
+//! * [`Storage::None`]: no Secrets at all. The inventory of what the release created
+//!   (apiVersion/kind/namespace/name, never the manifest) is kept in the custom resource's
+//!   status; the Helm CLI then does not see the release.
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::ByteString;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+
+use crate::release::{self, Release};
+
+/// Label values Helm sets on release Secrets.
+pub const OWNER_LABEL: &str = "owner";
+pub const OWNER_HELM: &str = "helm";
+pub const RELEASE_TYPE: &str = "helm.sh/release.v1";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Storage {
+    #[default]
+    Secrets,
+    None,
+}
+
+impl std::str::FromStr for Storage {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Storage, String> {
+        match s {
+            "secret" | "secrets" => Ok(Storage::Secrets),
+            "none" => Ok(Storage::None),
+            other => Err(format!(
+                "unknown release storage {other:?} (secret or none)"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("release storage: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("release record {key}: {source}")]
+    Codec {
+        key: String,
+        source: release::CodecError,
+    },
+}
+
+/// The release records of one namespace, as Secrets.
+pub struct Secrets {
+    api: Api<Secret>,
+}
+
+impl Secrets {
+    pub fn new(client: Client, namespace: &str) -> Secrets {
+        Secrets {
+            api: Api::namespaced(client, namespace),
+        }
+    }
+
+    /// Every recorded revision of `name`, oldest first. Records that do not decode are
+    /// skipped with a warning (Helm does the same).
+    pub async fn history(&self, name: &str) -> Result<Vec<Release>, StorageError> {
+        let lp = ListParams::default().labels(&format!("{OWNER_LABEL}={OWNER_HELM},name={name}"));
+        let mut out = Vec::new();
+        for s in self.api.list(&lp).await?.items {
+            let Some(data) = s.data.as_ref().and_then(|d| d.get("release")) else {
+                continue;
+            };
+            match release::decode(&String::from_utf8_lossy(&data.0)) {
+                Ok(r) if r.name == name => out.push(r),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(secret = %s.name_any(), error = %e, "release record does not decode; skipped")
+                }
+            }
+        }
+        out.sort_by_key(|r| r.version);
+        Ok(out)
+    }
+
+    fn object(
+        &self,
+        r: &Release,
+        owner: Option<&OwnerReference>,
+        time_label: (&str, String),
+    ) -> Result<Secret, StorageError> {
+        let key = r.key();
+        let data = release::encode(r).map_err(|source| StorageError::Codec {
+            key: key.clone(),
+            source,
+        })?;
+        let labels = BTreeMap::from([
+            ("name".to_string(), r.name.clone()),
+            (OWNER_LABEL.to_string(), OWNER_HELM.to_string()),
+            ("status".to_string(), r.info.status.clone()),
+            ("version".to_string(), r.version.to_string()),
+            (time_label.0.to_string(), time_label.1),
+        ]);
+        Ok(Secret {
+            metadata: ObjectMeta {
+                name: Some(key),
+                labels: Some(labels),
+                owner_references: owner.map(|o| vec![o.clone()]),
+                ..Default::default()
+            },
+            type_: Some(RELEASE_TYPE.to_string()),
+            data: Some(BTreeMap::from([(
+                "release".to_string(),
+                ByteString(data.into_bytes()),
+            )])),
+            ..Default::default()
+        })
+    }
+
+    /// Records a new revision (Helm's `Create`).
+    pub async fn create(
+        &self,
+        r: &Release,
+        owner: Option<&OwnerReference>,
+    ) -> Result<(), StorageError> {
+        let s = self.object(r, owner, ("createdAt", now_unix()))?;
+        self.api.create(&PostParams::default(), &s).await?;
+        Ok(())
+    }
+
+    /// Rewrites a revision (Helm's `Update`: a new status, say), keeping its owner.
+    pub async fn update(
+        &self,
+        r: &Release,
+        owner: Option<&OwnerReference>,
+    ) -> Result<(), StorageError> {
+        let s = self.object(r, owner, ("modifiedAt", now_unix()))?;
+        self.api
+            .replace(&r.key(), &PostParams::default(), &s)
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes one revision; gone already is fine.
+    pub async fn delete(&self, r: &Release) -> Result<(), StorageError> {
+        match self.api.delete(&r.key(), &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn now_unix() -> String {
+    k8s_openapi::jiff::Timestamp::now().as_second().to_string()
+}
+
+/// The revisions to delete so that at most `max` remain, oldest first; the deployed one is
+/// never among them.
+pub fn beyond_history<'a>(history: &'a [Release], max: usize) -> Vec<&'a Release> {
+    if history.len() <= max {
+        return Vec::new();
+    }
+    let excess = history.len() - max;
+    history
+        .iter()
+        .filter(|r| r.info.status != release::status::DEPLOYED)
+        .take(excess)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rev(v: i64, status: &str) -> Release {
+        Release {
+            name: "a".into(),
+            version: v,
+            info: release::Info {
+                status: status.into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn history_is_bounded_without_losing_the_deployed_revision() {
+        let h: Vec<Release> = (1..=12)
+            .map(|v| rev(v, if v == 12 { "deployed" } else { "superseded" }))
+            .collect();
+        let gone: Vec<i64> = beyond_history(&h, 10).iter().map(|r| r.version).collect();
+        assert_eq!(gone, vec![1, 2]);
+        assert!(beyond_history(&h[..5], 10).is_empty());
+        let odd = vec![rev(1, "deployed"), rev(2, "failed"), rev(3, "failed")];
+        let gone: Vec<i64> = beyond_history(&odd, 1).iter().map(|r| r.version).collect();
+        assert_eq!(gone, vec![2, 3]);
+    }
+
+    #[test]
+    fn storage_names() {
+        assert_eq!("none".parse::<Storage>(), Ok(Storage::None));
+        assert_eq!("secret".parse::<Storage>(), Ok(Storage::Secrets));
+        assert!("configmap".parse::<Storage>().is_err());
+    }
+}

@@ -1,0 +1,137 @@
+//! The values a custom resource renders its chart with, exactly as helm-operator builds them:
+//! the spec (numbers from the API server: integral ones int64, others float64), with the
+//! watch's `overrideValues` set over it (each a Go template executed with Helm's functions and
+//! no data, then set as a string by Helm's `--set-string` rules, so they win over the spec).
+//! Helm then coalesces these over the chart's values.yaml in the render: maps merge, lists and
+//! scalars replace, a `null` removes the chart's default, `global` flows to subcharts.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bosun_helm::render::strvals;
+use bosun_helm::template::exec::{execute, Limits, Runtime};
+use bosun_helm::template::set::{Layer, TemplateSet};
+use bosun_helm::value::{Data, Value};
+
+/// Why values could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ValuesError {
+    #[error("spec is not a map of values: {0}")]
+    Spec(String),
+    #[error("overrideValues {key}: {message}")]
+    Override { key: String, message: String },
+}
+
+/// The spec of a custom resource (its JSON), as values; a missing spec is `{}`.
+pub fn from_spec(spec: Option<&serde_json::Value>) -> Result<Data, ValuesError> {
+    match spec {
+        None | Some(serde_json::Value::Null) => Ok(Data::Map(BTreeMap::new())),
+        Some(v @ serde_json::Value::Object(_)) => {
+            let text = serde_json::to_string(v).map_err(|e| ValuesError::Spec(e.to_string()))?;
+            Data::from_json_k8s(&text).map_err(|e| ValuesError::Spec(e.to_string()))
+        }
+        Some(other) => Err(ValuesError::Spec(format!(
+            "expected a map, got {}",
+            match other {
+                serde_json::Value::Array(_) => "a list",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                _ => "a boolean",
+            }
+        ))),
+    }
+}
+
+/// Executes one override value as helm-operator does: a Go template with Helm's functions
+/// and no data (`'{{ ("$IMAGE" | split ":")._0 }}'`).
+pub fn execute_override(key: &str, text: &str) -> Result<String, ValuesError> {
+    if !text.contains("{{") {
+        return Ok(text.to_string());
+    }
+    let err = |message: String| ValuesError::Override {
+        key: key.to_string(),
+        message,
+    };
+    let mut set = TemplateSet::new();
+    set.add(key, text).map_err(|e| err(e.to_string()))?;
+    let layer = Layer::base(Arc::new(set));
+    let tree = layer
+        .lookup(key)
+        .ok_or_else(|| err("template did not parse".into()))?;
+    let rt = Runtime::new(Limits::default(), false);
+    let out = execute(&rt, layer, &tree, Value::Nil).map_err(|e| err(e.to_string()))?;
+    Ok(out.replace("<no value>", ""))
+}
+
+/// The spec with the overrides set over it (`--set-string` rules).
+pub fn with_overrides(
+    mut values: Data,
+    overrides: &BTreeMap<String, String>,
+) -> Result<Data, ValuesError> {
+    for (key, text) in overrides {
+        let value = execute_override(key, text)?;
+        strvals::parse_into(&format!("{key}={value}"), &mut values, true).map_err(|message| {
+            ValuesError::Override {
+                key: key.clone(),
+                message,
+            }
+        })?;
+    }
+    Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn spec_numbers_keep_their_kind() {
+        let v = from_spec(Some(
+            &json!({"replicaCount": 1234567, "ratio": 0.5, "name": "x"}),
+        ))
+        .expect("values");
+        let printed = format!("{:?}", v.lookup("replicaCount"));
+        assert!(printed.contains("1234567"), "{printed}");
+        assert!(from_spec(None)
+            .expect("empty")
+            .as_map()
+            .is_some_and(|m| m.is_empty()));
+        assert!(matches!(
+            from_spec(Some(&json!([1]))),
+            Err(ValuesError::Spec(_))
+        ));
+    }
+
+    #[test]
+    fn overrides_win_as_strings_and_may_be_templates() {
+        let spec = from_spec(Some(
+            &json!({"image": {"repository": "a", "tag": "1"}, "keep": true}),
+        ))
+        .expect("values");
+        let overrides = BTreeMap::from([
+            (
+                "image.repository".to_string(),
+                "{{ (\"repo/app:2.0\" | split \":\")._0 }}".to_string(),
+            ),
+            ("image.tag".to_string(), "2".to_string()),
+            ("extra.deep.key".to_string(), "v".to_string()),
+        ]);
+        let v = with_overrides(spec, &overrides).expect("merged");
+        assert_eq!(
+            v.lookup("image.repository").and_then(Data::as_str),
+            Some("repo/app")
+        );
+        assert_eq!(
+            v.lookup("image.tag").and_then(Data::as_str),
+            Some("2"),
+            "a string, not a number"
+        );
+        assert_eq!(v.lookup("extra.deep.key").and_then(Data::as_str), Some("v"));
+        assert!(v.lookup("keep").is_some());
+        let bad = BTreeMap::from([("a".to_string(), "{{ nope }}".to_string())]);
+        assert!(matches!(
+            with_overrides(Data::Map(BTreeMap::new()), &bad),
+            Err(ValuesError::Override { .. })
+        ));
+    }
+}

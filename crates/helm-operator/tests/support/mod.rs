@@ -1,0 +1,319 @@
+//! Shared set-up for the Helm operator's tests on the real API server: one control plane per
+//! test binary (with kube-controller-manager), a namespace and a node agent per test, and the
+//! operators of a watches file run as a ServiceAccount bound to exactly the RBAC they declare,
+//! through a client that counts every write it sends.
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_helm_operator::{HelmOptions, Storage};
+use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator, Scope};
+pub use bosun_testenv::eventually;
+use bosun_testenv::{shared, test_namespace, ControlPlane, NodeAgent, NodeAgentConfig};
+use bosun_watches::WatchesFile;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, ResourceExt};
+use tokio::sync::oneshot;
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub struct Env {
+    pub cp: &'static ControlPlane,
+    pub admin: Client,
+    pub ns: String,
+    _agent: NodeAgent,
+}
+
+pub async fn env(prefix: &str) -> Env {
+    if std::env::var_os("RUST_LOG").is_some() {
+        bosun_runtime::telemetry::init(Default::default());
+    }
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let ns = test_namespace(&admin, prefix).await.expect("namespace");
+    let agent = NodeAgent::start(
+        admin.clone(),
+        NodeAgentConfig {
+            namespace: Some(ns.clone()),
+            resize_needs_restart: false,
+        },
+    );
+    Env {
+        cp,
+        admin,
+        ns,
+        _agent: agent,
+    }
+}
+
+/// The operators of a watches file.
+pub fn operators(watches: &Path, storage: Storage) -> Vec<Arc<dyn Operator>> {
+    let file = WatchesFile::load(watches).expect("watches file");
+    let opts = HelmOptions {
+        storage,
+        ..Default::default()
+    };
+    bosun_helm_operator::operators(&file.entries, &opts)
+        .expect("charts load")
+        .into_iter()
+        .map(|o| Arc::new(o) as Arc<dyn Operator>)
+        .collect()
+}
+
+/// Installs the operators' CRDs and waits until they are served.
+pub async fn install_crds(client: &Client, ops: &[Arc<dyn Operator>]) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for op in ops {
+        for crd in op.crds() {
+            let name = crd.name_any();
+            crds.patch(
+                &name,
+                &PatchParams::apply("bosun-test").force(),
+                &Patch::Apply(&crd),
+            )
+            .await
+            .expect("apply CRD");
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                await_condition(crds.clone(), &name, conditions::is_crd_established()),
+            )
+            .await
+            .expect("established in time")
+            .expect("established");
+        }
+    }
+}
+
+/// A ServiceAccount-like user bound to exactly what the operators (and the runtime) need.
+pub async fn grant(env: &Env, ops: &[Arc<dyn Operator>], user: &str) {
+    let mut need = bosun_runtime::rbac::runtime_rules(false);
+    for op in ops {
+        need = need.merge(op.rbac());
+    }
+    let mut rules = need.namespaced;
+    rules.extend(need.cluster);
+    let name = format!("bosun-helm-test-{}", env.ns);
+    let role: ClusterRole = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name}, "rules": rules
+    }))
+    .expect("role");
+    let pp = PatchParams::apply("bosun-test").force();
+    Api::<ClusterRole>::all(env.admin.clone())
+        .patch(&name, &pp, &Patch::Apply(&role))
+        .await
+        .expect("role");
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]
+    }))
+    .expect("binding");
+    Api::<ClusterRoleBinding>::all(env.admin.clone())
+        .patch(&name, &pp, &Patch::Apply(&binding))
+        .await
+        .expect("binding");
+}
+
+/// Counts the writes (anything but GET) a client sends.
+#[derive(Clone, Default)]
+pub struct Writes(Arc<AtomicU64>);
+
+impl Writes {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Clone)]
+struct CountLayer(Writes);
+
+impl<S> tower::Layer<S> for CountLayer {
+    type Service = CountService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        CountService {
+            inner,
+            writes: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct CountService<S> {
+    inner: S,
+    writes: Writes,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for CountService<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if req.method() != http::Method::GET {
+            self.writes.0.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.call(req)
+    }
+}
+
+pub struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    pub task: tokio::task::JoinHandle<Result<(), ManagerError>>,
+    pub writes: Writes,
+    pub health: bosun_runtime::http::Health,
+    pub metrics: bosun_runtime::metrics::Metrics,
+}
+
+impl Running {
+    /// Stops gracefully; fails the test when the manager errs or does not stop.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        match tokio::time::timeout(Duration::from_secs(30), &mut self.task).await {
+            Err(_) => panic!("the manager did not stop within 30 s"),
+            Ok(Err(e)) => panic!("the manager task failed: {e}"),
+            Ok(Ok(Err(e))) => panic!("the manager stopped with an error: {e}"),
+            Ok(Ok(Ok(()))) => {}
+        }
+    }
+
+    /// Successful reconciles counted so far.
+    pub fn reconciles(&self) -> f64 {
+        bosun_testenv::sum_series(
+            &self.metrics.encode(),
+            "controller_runtime_reconcile_total",
+            &[("result", "success")],
+        )
+    }
+
+    /// Waits until every cache of every operator has synced.
+    pub async fn ready(&self) {
+        let h = self.health.clone();
+        eventually(60, || {
+            let h = h.clone();
+            async move { h.readiness().ok() }
+        })
+        .await
+        .expect("operators ready");
+    }
+}
+
+/// Runs the operators in the test's namespace as `user` (granted with [`grant`]).
+pub async fn start(env: &Env, ops: Vec<Arc<dyn Operator>>, user: &str) -> Running {
+    let mut config = env.cp.config().await.expect("config");
+    config.auth_info.impersonate = Some(user.to_string());
+    config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
+    let writes = Writes::default();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .expect("builder")
+        .with_layer(&CountLayer(writes.clone()))
+        .build();
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![env.ns.clone()]),
+        ..Default::default()
+    };
+    let mut m = Manager::new(client, cfg);
+    for op in ops {
+        m = m.with_operator(op);
+    }
+    let health = m.health();
+    let metrics = m.metrics();
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(m.run(
+        async move {
+            let _ = rx.await;
+        },
+        |_| {},
+    ));
+    Running {
+        stop: Some(tx),
+        task,
+        writes,
+        health,
+        metrics,
+    }
+}
+
+pub fn resource(group: &str, version: &str, kind: &str) -> ApiResource {
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    ApiResource::from_gvk_with_plural(&gvk, &bosun_helm_operator::crd::plural(kind))
+}
+
+pub fn api(env: &Env, ar: &ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(env.admin.clone(), &env.ns, ar)
+}
+
+/// Creates a custom resource from YAML (its namespace set to the test's).
+pub async fn create(env: &Env, ar: &ApiResource, yaml: &str) -> DynamicObject {
+    let json = bosun_yaml::goyaml::yaml_to_json(yaml).expect("yaml");
+    let mut obj: DynamicObject = serde_json::from_str(&json).expect("object");
+    obj.metadata.namespace = Some(env.ns.clone());
+    api(env, ar)
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("create")
+}
+
+pub fn condition<'a>(obj: &'a DynamicObject, type_: &str) -> Option<&'a serde_json::Value> {
+    obj.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Waits until `pred` holds for the named object; panics with its status otherwise.
+pub async fn wait_for(
+    env: &Env,
+    ar: &ApiResource,
+    name: &str,
+    secs: u64,
+    what: &str,
+    pred: impl Fn(&DynamicObject) -> bool,
+) -> DynamicObject {
+    let a = api(env, ar);
+    let got = eventually(secs, || async {
+        let o = a.get(name).await.ok()?;
+        pred(&o).then_some(o)
+    })
+    .await;
+    match got {
+        Some(o) => o,
+        None => panic!(
+            "{name}: {what} not reached; status: {:#}",
+            a.get(name)
+                .await
+                .map(|o| o.data["status"].clone())
+                .unwrap_or_default()
+        ),
+    }
+}
+
+/// True when the condition has that status (and reason, when given) for the current spec.
+pub fn has(o: &DynamicObject, type_: &str, status: &str, reason: Option<&str>) -> bool {
+    let current = o
+        .data
+        .pointer("/status/observedGeneration")
+        .and_then(|g| g.as_i64())
+        == o.metadata.generation;
+    condition(o, type_)
+        .is_some_and(|c| c["status"] == status && reason.is_none_or(|r| c["reason"] == r))
+        && current
+}
