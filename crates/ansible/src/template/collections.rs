@@ -1,7 +1,7 @@
 //! Filters over lists and dicts: `combine` (recursive, `list_merge`), `dict2items`,
 //! `items2dict`, `flatten`, set operations (order kept as Ansible keeps it), `zip`,
 //! `extract`, `json_query` (JMESPath) and the `dict`/`range` globals.
-use minijinja::value::{Kwargs, Rest, Value, ValueKind};
+use minijinja::value::{Kwargs, Rest, Value, ValueKind, ValueOrKwargs};
 use minijinja::{Error, State};
 
 use super::args::{defined, invalid, Args};
@@ -225,8 +225,8 @@ pub fn dict_filter(_: &State, v: Value, args: Args) -> Result<Value, Error> {
 }
 
 /// Python's `dict(**kwargs)` / `dict(pairs)`.
-pub fn dict_fn(args: Rest<Value>) -> Result<Value, Error> {
-    let args = Args::parse(args.0);
+pub fn dict_fn(args: Rest<ValueOrKwargs>) -> Result<Value, Error> {
+    let args = Args::parse(args.0.into_iter().map(Value::from).collect());
     let mut out: Vec<(Value, Value)> = Vec::new();
     if let Some(first) = args.pos.first() {
         if is_map(first) {

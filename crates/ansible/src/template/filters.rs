@@ -1,6 +1,6 @@
 //! Ansible's filters that minijinja lacks or implements differently. Names registered here
 //! are the supported set; `SUPPORTED` is what load-time validation accepts.
-use minijinja::value::{Rest, Value, ValueKind};
+use minijinja::value::{Rest, Value, ValueKind, ValueOrKwargs};
 use minijinja::{Environment, Error, State};
 
 use super::args::{defined, invalid, split_first, Args};
@@ -69,8 +69,8 @@ const OWN: &[(&str, Filter)] = &[
 pub fn register(env: &mut Environment<'static>) {
     for (name, f) in OWN {
         let f = *f;
-        env.add_filter(*name, move |state: &State, rest: Rest<Value>| {
-            let (v, args) = split_first(rest.0);
+        env.add_filter(*name, move |state: &State, rest: Rest<ValueOrKwargs>| {
+            let (v, args) = split_first(rest.0.into_iter().map(Value::from).collect());
             f(state, v, args)
         });
     }
@@ -95,6 +95,10 @@ pub fn to_bool(v: &Value) -> bool {
 
 fn bool_filter(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("bool", &[], 0)?;
+    // Ansible's filter passes None through (it renders as "").
+    if v.is_none() {
+        return Ok(v);
+    }
     Ok(Value::from(to_bool(defined(&v)?)))
 }
 

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use minijinja::value::{Rest, Value, ValueKind};
+use minijinja::value::{Rest, Value, ValueKind, ValueOrKwargs};
 use minijinja::{Environment, Error, State};
 
 use super::args::{invalid, Args};
@@ -30,9 +30,9 @@ pub fn supported(name: &str) -> bool {
 }
 
 pub fn register(env: &mut Environment<'static>) {
-    env.add_function("lookup", |state: &State, args: Rest<Value>| run(state, args.0, false));
-    env.add_function("query", |state: &State, args: Rest<Value>| run(state, args.0, true));
-    env.add_function("q", |state: &State, args: Rest<Value>| run(state, args.0, true));
+    env.add_function("lookup", |state: &State, args: Rest<ValueOrKwargs>| run(state, args.0.into_iter().map(Value::from).collect(), false));
+    env.add_function("query", |state: &State, args: Rest<ValueOrKwargs>| run(state, args.0.into_iter().map(Value::from).collect(), true));
+    env.add_function("q", |state: &State, args: Rest<ValueOrKwargs>| run(state, args.0.into_iter().map(Value::from).collect(), true));
 }
 
 fn run(state: &State, mut args: Vec<Value>, wantlist: bool) -> Result<Value, Error> {

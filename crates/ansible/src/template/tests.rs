@@ -1,6 +1,6 @@
 //! Ansible's Jinja tests (`is match`, `is version`, `is failed`, ...) beside minijinja's
 //! built-in ones.
-use minijinja::value::{Rest, Value, ValueKind};
+use minijinja::value::{Rest, Value, ValueKind, ValueOrKwargs};
 use minijinja::{Environment, Error, State};
 
 use super::args::{invalid, split_first, Args};
@@ -57,8 +57,8 @@ pub fn supported(name: &str) -> bool {
 pub fn register(env: &mut Environment<'static>) {
     for (name, f) in OWN {
         let f = *f;
-        env.add_test(*name, move |state: &State, rest: Rest<Value>| {
-            let (v, args) = split_first(rest.0);
+        env.add_test(*name, move |state: &State, rest: Rest<ValueOrKwargs>| {
+            let (v, args) = split_first(rest.0.into_iter().map(Value::from).collect());
             f(state, v, args)
         });
     }
