@@ -20,6 +20,7 @@ pub mod yaml;
 
 
 pub use extra_vars::{for_cr, ExtraVarsOptions};
+pub use role::{LoadOptions, Role};
 
 
 

@@ -1,1 +1,5 @@
+//! The modules a task can call.
+pub mod spec;
 
+pub use spec::Module;
+pub mod validate;
