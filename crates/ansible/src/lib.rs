@@ -20,6 +20,8 @@ pub mod yaml;
 
 
 pub use extra_vars::{for_cr, ExtraVarsOptions};
+pub use engine::{Outcome, RunContext, Stats, StatusRequest, TaskResult, TaskStatus};
+pub use kube_api::{Discovery, Owner};
 pub use role::{LoadOptions, Role};
 
 
