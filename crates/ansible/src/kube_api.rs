@@ -96,6 +96,8 @@ pub struct Owner {
     pub uid: String,
     /// Its status when the run started (to tell whether `k8s_status` changes anything).
     pub status: Option<Json>,
+    /// The whole object as the run started.
+    pub object: Json,
 }
 
 impl Owner {
@@ -108,6 +110,7 @@ impl Owner {
             namespace: m.get("namespace").and_then(Json::as_str).filter(|s| !s.is_empty()).map(String::from),
             uid: m.get("uid").and_then(Json::as_str).unwrap_or_default().to_string(),
             status: obj.get("status").cloned(),
+            object: obj.clone(),
         })
     }
 

@@ -325,7 +325,7 @@ impl Run {
                 Err(msg) => return self.fail(task, name, msg, ignore),
             }
             if let Action::IncludeTasks { .. } = task.action {
-                return self.include_tasks(task, frame, &scope, None).await;
+                return self.include_tasks(task, frame, &scope, None, true).await;
             }
             let mut fx = Effects::default();
             let r = if module.is_none() { self.include_vars(task, frame, &mut fx) } else { self.attempt(task, module, &scope, &mut fx).await };
@@ -334,12 +334,13 @@ impl Run {
         // A loop: one result per item, aggregated as Ansible registers it.
         let mut results = Vec::new();
         let mut all_fx = Effects::default();
+        let mut includes = Vec::new();
         for (i, item) in items.iter().enumerate() {
             if !self.count() {
                 return Flow::Failed;
             }
             let top = loops::item_layer(task, item, i, items.len());
-            let iscope = self.scope(frame, &task.vars, Some(top));
+            let iscope = self.scope(frame, &task.vars, Some(top.clone()));
             let label = loops::label(self, task, item, &iscope);
             match self.conditions_hold(task, frame, &iscope) {
                 Ok(true) => {}
@@ -353,15 +354,24 @@ impl Run {
                     continue;
                 }
             }
-            if let Action::IncludeTasks { .. } = task.action {
-                let f = self.include_tasks(task, frame, &iscope, Some(loops::item_layer(task, item, i, items.len()))).await;
-                if f != Flow::Continue {
-                    return f;
-                }
+            if let Action::IncludeTasks { file, .. } = &task.action {
+                // Ansible first resolves every item's include, then runs them in order.
+                let name = self.templar.template_value(file, &iscope).map(|v| value::py_str(&v)).unwrap_or_default();
+                results.push(loops::with_item(task, json!({"changed": false, "include": name, "include_args": {}}), item, i, label));
+                includes.push((iscope, top));
                 continue;
             }
             let mut fx = Effects::default();
             let r = if module.is_none() { self.include_vars(task, frame, &mut fx) } else { self.attempt(task, module, &iscope, &mut fx).await };
+            let item_failed = r.get("failed").and_then(Json::as_bool).unwrap_or(false);
+            // Facts set by one item are seen by the next, as in Ansible.
+            if !item_failed {
+                let facts = std::mem::take(&mut fx.facts);
+                let layer = Arc::make_mut(&mut self.facts);
+                for (k, v) in facts {
+                    layer.insert(k, v);
+                }
+            }
             all_fx.merge(fx);
             results.push(loops::with_item(task, r, item, i, label));
             if let Some(p) = &task.loop_control.pause {
@@ -371,10 +381,21 @@ impl Run {
                 }
             }
         }
+        let aggregate = loops::aggregate(results);
         if let Action::IncludeTasks { .. } = task.action {
+            let skipped = aggregate.get("skipped").and_then(Json::as_bool).unwrap_or(false);
+            self.register(task, &aggregate);
+            self.record(task, name, if skipped { TaskStatus::Skipped } else { TaskStatus::Ok }, aggregate);
+            // Ansible counts every included file of a looped include as an ok.
+            self.outcome.stats.ok += includes.len().saturating_sub(1) as u64;
+            for (iscope, top) in includes {
+                let f = self.include_tasks(task, frame, &iscope, Some(top), false).await;
+                if f != Flow::Continue {
+                    return f;
+                }
+            }
             return Flow::Continue;
         }
-        let aggregate = loops::aggregate(results);
         self.finish_task(task, name, aggregate, all_fx, ignore)
     }
 
@@ -406,7 +427,7 @@ impl Run {
 
     /// `include_tasks`: the file's tasks, with the include's vars (and loop variable) below
     /// them; the include's own `when` is not inherited.
-    async fn include_tasks(&mut self, task: &Task, frame: &Frame, scope: &Arc<Scope>, item: Option<Arc<VarLayer>>) -> Flow {
+    async fn include_tasks(&mut self, task: &Task, frame: &Frame, scope: &Arc<Scope>, item: Option<Arc<VarLayer>>, record: bool) -> Flow {
         let Action::IncludeTasks { file, base } = &task.action else { return Flow::Continue };
         let name = match self.templar.template_value(file, scope) {
             Ok(v) => value::py_str(&v),
@@ -424,6 +445,10 @@ impl Run {
         let Some(tasks) = found else {
             return self.fail(task, "include_tasks", format!("Could not find or access '{name}' among the role's task files"), false);
         };
+        if record {
+            // Ansible counts an include that ran as an ok task.
+            self.record(task, "include_tasks", TaskStatus::Ok, json!({"changed": false, "include": name, "include_args": {}}));
+        }
         if self.depth >= MAX_INCLUDE_DEPTH {
             self.aborted = Some(format!("include_tasks nests deeper than {MAX_INCLUDE_DEPTH} (an include of itself?)"));
             return Flow::Failed;

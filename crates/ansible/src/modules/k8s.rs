@@ -192,7 +192,14 @@ async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Resul
         }
         dp.grace_period_seconds = opts.get("gracePeriodSeconds").and_then(Json::as_u64).map(|g| g as u32);
         let r = api.delete(&n, &dp).await.map_err(|e| format!("Failed to delete object: {}", kube_msg(e)))?;
-        let result = r.either(|o| to_json(&o), |st| serde_json::to_value(st).unwrap_or(Json::Null));
+        let result = r.either(|o| to_json(&o), |st| {
+            let mut j = serde_json::to_value(st).unwrap_or(Json::Null);
+            if let Some(o) = j.as_object_mut() {
+                o.insert("kind".into(), json!("Status"));
+                o.insert("apiVersion".into(), json!("v1"));
+            }
+            j
+        });
         if truthy(a, "wait") {
             let (timeout, sleep) = wait_params(a, ctx);
             let start = std::time::Instant::now();

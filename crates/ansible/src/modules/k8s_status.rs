@@ -105,7 +105,9 @@ pub async fn run(a: &Args, ctx: &RunContext, fx: &mut Effects) -> Result<Json, S
         let after = apply(Some(&before), &req);
         let changed = after != before;
         fx.status = Some(req);
-        return Ok(json!({"changed": changed, "result": {"status": after}}));
+        let mut result = owner.object.clone();
+        result["status"] = after;
+        return Ok(json!({"changed": changed, "result": result}));
     }
     let client = client(ctx)?;
     let res = ctx.discovery.resolve(client, api_version, kind).await?;

@@ -1,6 +1,7 @@
 //! The Ansible oracle: `ansible-playbook` from the venv `scripts/setup-ansible.sh` installs
 //! (ansible 11.13.0 = ansible-core 2.18), run with the JSON stdout callback.
 #![allow(dead_code)]
+pub mod diff;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
