@@ -93,3 +93,10 @@ async fn failing_role_matches_ansible() {
     let case = Case { roles_dir: crate_dir().join("tests/roles"), role: "failing", group: "test.bosun.dev", kind: "Widget", spec: json!({"size": 5}), watch_vars: None, kinds: kinds() };
     diff_case(case, 1, None).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semantics_role_matches_ansible() {
+    let spec = json!({"size": 3, "labels": {"app": "x", "tier": "y"}});
+    let case = Case { roles_dir: crate_dir().join("tests/roles"), role: "semantics", group: "test.bosun.dev", kind: "Widget", spec, watch_vars: None, kinds: vec![] };
+    diff_case(case, 1, None).await;
+}

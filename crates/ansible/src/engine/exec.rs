@@ -200,7 +200,7 @@ impl Run {
                     MetaAction::Noop | MetaAction::FlushHandlers => Flow::Continue,
                 }
             }
-            Action::Role { role, tasks_from } => {
+            Action::Role { role, tasks_from, dynamic } => {
                 let scope = self.scope(frame, &task.vars, None);
                 match self.conditions_hold(task, frame, &scope) {
                     Ok(true) => {}
@@ -209,6 +209,10 @@ impl Run {
                         return Flow::Continue;
                     }
                     Err(msg) => return self.fail(task, "include_role", msg, false),
+                }
+                if *dynamic {
+                    // Like include_tasks, a dynamic include counts as an ok task.
+                    self.record(task, "include_role", TaskStatus::Ok, json!({"changed": false, "include_args": {"name": role.name}}));
                 }
                 let dep = RoleDep { role: role.clone(), params: task.vars.clone(), when: Vec::new() };
                 let mut outer = frame.clone();

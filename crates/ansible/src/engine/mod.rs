@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub(crate) use exec::OMIT;
 pub use outcome::{FailedTask, Outcome, Stats, StatusRequest, TaskResult, TaskStatus};
 /// Re-exported for the modules.
 pub(crate) mod outcome_types {

@@ -53,8 +53,9 @@ pub fn debug(args: &Value, scope: &Arc<Scope>) -> Result<Json, String> {
     }
     let msg = match get("msg") {
         Some(m) => value::to_json(&templar.template_value(&m, scope).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?,
-        None => Json::String("Hello world!".into()),
+        None => Json::Null,
     };
+    let msg = if msg.is_null() || msg.as_str() == Some(crate::engine::OMIT) { Json::String("Hello world!".into()) } else { msg };
     Ok(json!({"changed": false, "msg": msg}))
 }
 

@@ -65,7 +65,8 @@ struct BodyBuilder {
 pub(crate) struct Loader {
     templar: Templar,
     opts: LoadOptions,
-    roles: HashMap<PathBuf, Arc<RoleBody>>,
+    /// Loaded roles by directory and extra entry point (`tasks_from`).
+    roles: HashMap<(PathBuf, String), Arc<RoleBody>>,
     stack: Vec<PathBuf>,
     bodies: Vec<BodyBuilder>,
 }
@@ -148,6 +149,11 @@ impl Loader {
     }
 
     pub(crate) fn load_role(&mut self, name: &str, from: Option<(&Arc<PathBuf>, &Node)>) -> Result<Arc<RoleBody>, Error> {
+        self.load_role_from(name, from, "main")
+    }
+
+    /// Loads a role with `entry` (a `tasks_from` file) as well as `tasks/main`.
+    pub(crate) fn load_role_from(&mut self, name: &str, from: Option<(&Arc<PathBuf>, &Node)>, entry: &str) -> Result<Arc<RoleBody>, Error> {
         let near = self.stack.last().and_then(|p| p.parent()).map(Path::to_path_buf);
         let dir = self.resolve_role(name, near.as_deref()).ok_or_else(|| {
             let msg = format!("the role '{name}' was not found (looked in collections paths, ANSIBLE_ROLES_PATH and ./roles)");
@@ -156,7 +162,8 @@ impl Loader {
                 None => Error::Io(msg),
             }
         })?;
-        if let Some(r) = self.roles.get(&dir) {
+        let key = (dir.clone(), entry.to_string());
+        if let Some(r) = self.roles.get(&key) {
             return Ok(r.clone());
         }
         if self.stack.contains(&dir) || self.stack.len() > MAX_ROLE_DEPTH {
@@ -167,14 +174,14 @@ impl Loader {
             });
         }
         self.stack.push(dir.clone());
-        let r = self.build_role(name, &dir);
+        let r = self.build_role(name, &dir, entry);
         self.stack.pop();
         let body = Arc::new(r?);
-        self.roles.insert(dir, body.clone());
+        self.roles.insert(key, body.clone());
         Ok(body)
     }
 
-    fn build_role(&mut self, name: &str, dir: &Path) -> Result<RoleBody, Error> {
+    fn build_role(&mut self, name: &str, dir: &Path, entry: &str) -> Result<RoleBody, Error> {
         let defaults = match self.optional_main(&dir.join("defaults")) {
             Some(p) => self.vars_file(&p, dir)?,
             None => VarLayer::new(),
@@ -196,6 +203,14 @@ impl Loader {
         self.bodies.push(BodyBuilder { role_dir: dir.to_path_buf(), files: HashMap::new(), var_files: HashMap::new(), pending: Vec::new(), seen: HashSet::new() });
         if let Some(main) = self.optional_main(&dir.join("tasks")) {
             self.want_file(std::fs::canonicalize(&main).unwrap_or(main));
+        }
+        if entry != "main" {
+            let tasks = dir.join("tasks");
+            let found = ["", ".yml", ".yaml"].iter().map(|e| tasks.join(format!("{entry}{e}"))).find(|p| p.is_file());
+            match found {
+                Some(p) => self.want_file(std::fs::canonicalize(&p).unwrap_or(p)),
+                None => return Err(Error::Io(format!("role {name} has no tasks file {entry}"))),
+            }
         }
         let built = self.drain_files();
         let b = self.bodies.pop();

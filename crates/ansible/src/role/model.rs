@@ -65,7 +65,7 @@ pub enum Action {
     /// `include_tasks`: the file name (maybe a template) and the files it may name.
     IncludeTasks { file: Value, base: PathBuf },
     /// `include_role`/`import_role` (static: loaded with the role).
-    Role { role: Arc<RoleBody>, tasks_from: String },
+    Role { role: Arc<RoleBody>, tasks_from: String, dynamic: bool },
     IncludeVars { file: Value, base: PathBuf },
     Meta(MetaAction),
 }

@@ -408,11 +408,11 @@ impl Loader {
             Module::IncludeRole | Module::ImportRole => {
                 let name = arg("name").and_then(Node::as_str).filter(|s| !scan::is_possibly_template(s)).ok_or_else(|| ctx.err(mk, "include_role needs a role name without templates"))?;
                 let tasks_from = arg("tasks_from").and_then(Node::as_str).unwrap_or("main").to_string();
-                let role = self.load_role(name, Some((&ctx.file, mk)))?;
+                let role = self.load_role_from(name, Some((&ctx.file, mk)), &tasks_from)?;
                 if role.tasks_file(&tasks_from).is_none() && tasks_from != "main" {
                     return Err(ctx.err(mk, format!("role {name} has no tasks file {tasks_from}")));
                 }
-                Action::Role { role, tasks_from }
+                Action::Role { role, tasks_from, dynamic: module == Module::IncludeRole }
             }
             Module::IncludeVars => {
                 let file = arg("file").or(arg("_raw_params")).ok_or_else(|| ctx.err(mk, "include_vars needs a file"))?;
