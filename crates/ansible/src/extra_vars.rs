@@ -31,7 +31,7 @@ pub fn for_cr(cr: &Value, opts: &ExtraVarsOptions<'_>) -> Map<String, Value> {
     };
     let mut params: Map<String, Value> = if opts.snake_case {
         spec.iter()
-            .map(|(k, v)| (to_snake(k), snake_keys(v)))
+            .map(|(k, v)| (to_snake(k), snake_keys(v, 0)))
             .collect()
     } else {
         spec.clone()
@@ -76,22 +76,51 @@ pub fn cr_var_name(group: &str, kind: &str) -> String {
     format!("_{group}_{}", kind.to_lowercase()).replace(['.', '-'], "_")
 }
 
-fn snake_keys(v: &Value) -> Value {
+/// JSON nesting deeper than serde_json's own parser accepts (128) is left as it is, so a
+/// hand-built value cannot exhaust the stack.
+const MAX_DEPTH: usize = 128;
+
+fn snake_keys(v: &Value, depth: usize) -> Value {
+    if depth > MAX_DEPTH {
+        return v.clone();
+    }
     match v {
         Value::Object(m) => Value::Object(
             m.iter()
-                .map(|(k, v)| (to_snake(k), snake_keys(v)))
+                .map(|(k, v)| (to_snake(k), snake_keys(v, depth + 1)))
                 .collect(),
         ),
-        Value::Array(a) => Value::Array(a.iter().map(snake_keys).collect()),
+        Value::Array(a) => Value::Array(a.iter().map(|x| snake_keys(x, depth + 1)).collect()),
         other => other.clone(),
     }
 }
 
+/// How deep a JSON value nests (iteratively).
+pub fn depth(v: &Value) -> usize {
+    let mut max = 0;
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        max = max.max(d);
+        match v {
+            Value::Object(m) => stack.extend(m.values().map(|x| (x, d + 1))),
+            Value::Array(a) => stack.extend(a.iter().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    max
+}
+
 fn mark_unsafe(v: &Value) -> Value {
+    mark_unsafe_at(v, 0)
+}
+
+fn mark_unsafe_at(v: &Value, depth: usize) -> Value {
+    if depth > MAX_DEPTH {
+        return v.clone();
+    }
     match v {
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), mark_unsafe(v))).collect()),
-        Value::Array(a) => Value::Array(a.iter().map(mark_unsafe).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), mark_unsafe_at(v, depth + 1))).collect()),
+        Value::Array(a) => Value::Array(a.iter().map(|x| mark_unsafe_at(x, depth + 1)).collect()),
         Value::String(_) => {
             let mut m = Map::new();
             m.insert("__ansible_unsafe".into(), v.clone());

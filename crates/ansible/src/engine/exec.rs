@@ -16,7 +16,7 @@ use crate::template::{value, Scope, Templar, VarLayer};
 /// Ansible's `omit` placeholder: an argument templated to it is dropped.
 pub(crate) const OMIT: &str = "__omit_place_holder__bosun";
 /// How deep `include_tasks`/roles may nest at run time.
-const MAX_INCLUDE_DEPTH: usize = 64;
+const MAX_INCLUDE_DEPTH: usize = 24;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Flow {

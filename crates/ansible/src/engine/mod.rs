@@ -50,6 +50,13 @@ impl RunContext {
 impl Role {
     /// Runs the role with `extra_vars` (see [`crate::extra_vars::for_cr`]).
     pub async fn run(&self, ctx: &RunContext, extra_vars: &serde_json::Map<String, serde_json::Value>) -> Outcome {
+        if let Some((k, _)) = extra_vars.iter().find(|(_, v)| crate::extra_vars::depth(v) > MAX_VAR_NESTING) {
+            let mut o = Outcome::default();
+            o.stats.failures = 1;
+            o.failures.push(FailedTask { name: "extra vars".into(), msg: format!("variable '{k}' nests deeper than {MAX_VAR_NESTING} levels"), location: String::new() });
+            o.completed = Some(chrono::Utc::now());
+            return o;
+        }
         let extra: VarLayer = extra_vars.iter().map(|(k, v)| (k.clone(), value::from_json(v))).collect();
         let mut run = exec::Run::new(ctx.clone(), Templar::new(), Arc::new(extra), &self.path);
         for play in &self.plays {
@@ -60,6 +67,9 @@ impl Role {
         run.finish()
     }
 }
+
+/// Deepest extra var a run takes (serde_json's parser stops at 128 anyway).
+const MAX_VAR_NESTING: usize = 128;
 
 /// The kinds `k8s` tasks touched, for dependent watches: `(apiVersion, kind)`.
 pub type TouchedKinds = BTreeSet<(String, String)>;

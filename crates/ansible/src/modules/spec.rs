@@ -142,3 +142,15 @@ pub const TASK_KEYWORDS: &[&str] = &[
 
 /// Keywords that are no-ops for one `localhost` host and so are accepted as such.
 pub const NOOP_KEYWORDS: &[&str] = &["tags", "run_once", "any_errors_fatal", "collections", "throttle", "no_log"];
+
+/// Ansible task keywords bosun does not honour (refused with their name).
+pub const UNSUPPORTED_KEYWORDS: &[&str] = &[
+    "action", "local_action", "async", "poll", "become", "become_user", "become_method",
+    "become_flags", "become_exe", "check_mode", "connection", "debugger", "delegate_to",
+    "delegate_facts", "diff", "environment", "ignore_unreachable", "module_defaults", "notify",
+    "listen", "port", "remote_user", "timeout", "with_fileglob", "with_first_found",
+    "with_sequence", "with_subelements", "with_nested", "with_together", "with_random_choice",
+    "with_lines", "with_indexed_items", "with_flattened", "with_inventory_hostnames",
+    "with_k8s", "with_template", "with_file", "with_env", "apply", "handlers", "vars_files",
+    "vars_prompt",
+];

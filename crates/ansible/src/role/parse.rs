@@ -7,7 +7,7 @@ use minijinja::value::Value;
 
 use super::model::*;
 use super::Loader;
-use crate::modules::spec::{Module, TASK_KEYWORDS};
+use crate::modules::spec::{Module, TASK_KEYWORDS, UNSUPPORTED_KEYWORDS};
 use crate::template::yamlfilters::node_value;
 use crate::template::{scan, VarLayer};
 use crate::yaml::{key_text, Node, Yaml};
@@ -191,6 +191,9 @@ impl Loader {
                 "rescue" => rescue = Some(v),
                 "always" => always = Some(v),
                 k2 if TASK_KEYWORDS.contains(&k2) => {}
+                other if UNSUPPORTED_KEYWORDS.contains(&other) => {
+                    return Err(ctx.err(k, format!("task keyword '{other}' is not supported by bosun")));
+                }
                 other => {
                     if Module::from_name(other).is_some() {
                         if let Some((prev, _)) = action {

@@ -31,7 +31,7 @@ use minijinja::{Environment, UndefinedBehavior};
 use crate::Error;
 
 /// How deep variables may refer to variables that are templates themselves.
-const MAX_VAR_DEPTH: usize = 64;
+const MAX_VAR_DEPTH: usize = 24;
 
 /// One layer of variables (a name → value map).
 pub type VarLayer = HashMap<String, Value>;
@@ -41,7 +41,11 @@ pub type VarLayer = HashMap<String, Value>;
 pub struct Scope {
     layers: Vec<Arc<VarLayer>>,
     templar: Templar,
-    memo: Mutex<HashMap<String, Value>>,
+    /// Variables already templated in this scope (errors too: minijinja may look a name up
+    /// more than once, and a failing chain must not be re-evaluated each time).
+    memo: Mutex<HashMap<String, Result<Value, (bool, String)>>>,
+    /// Variables being templated: reading one of them again is a cycle.
+    in_progress: Mutex<std::collections::HashSet<String>>,
     depth: AtomicUsize,
     runtime: Option<Arc<dyn lookups::Runtime>>,
 }
@@ -57,7 +61,7 @@ pub(crate) const SCOPE_KEY: &str = "__bosun_scope";
 
 impl Scope {
     pub fn new(templar: Templar, layers: Vec<Arc<VarLayer>>, runtime: Option<Arc<dyn lookups::Runtime>>) -> Arc<Scope> {
-        Arc::new(Scope { layers, templar, memo: Mutex::new(HashMap::new()), depth: AtomicUsize::new(0), runtime })
+        Arc::new(Scope { layers, templar, memo: Mutex::new(HashMap::new()), in_progress: Mutex::new(Default::default()), depth: AtomicUsize::new(0), runtime })
     }
 
     pub fn templar(&self) -> &Templar {
@@ -79,20 +83,38 @@ impl Scope {
         if !needs_templating(raw) {
             return Ok(Some(raw.clone()));
         }
-        if let Some(v) = self.memo.lock().ok().and_then(|m| m.get(name).cloned()) {
-            return Ok(Some(v));
+        if let Some(r) = self.memo.lock().ok().and_then(|m| m.get(name).cloned()) {
+            return match r {
+                Ok(v) => Ok(Some(v)),
+                Err((true, m)) => Err(Error::Undefined(m)),
+                Err((false, m)) => Err(Error::Template(m)),
+            };
         }
-        if self.depth.fetch_add(1, Ordering::SeqCst) >= MAX_VAR_DEPTH {
+        let cycle = self.in_progress.lock().map(|mut p| !p.insert(name.to_string())).unwrap_or(false);
+        let r = if cycle {
+            Err(Error::Template(format!("recursive loop detected in template string for variable '{name}'")))
+        } else if self.depth.fetch_add(1, Ordering::SeqCst) >= MAX_VAR_DEPTH {
             self.depth.fetch_sub(1, Ordering::SeqCst);
-            return Err(Error::Template(format!("recursive loop detected in template string for variable '{name}'")));
+            Err(Error::Template(format!("variables refer to variables more than {MAX_VAR_DEPTH} deep at '{name}'")))
+        } else {
+            let r = self.templar.template_value(raw, self);
+            self.depth.fetch_sub(1, Ordering::SeqCst);
+            r
+        };
+        if !cycle {
+            if let Ok(mut p) = self.in_progress.lock() {
+                p.remove(name);
+            }
         }
-        let r = self.templar.template_value(raw, self);
-        self.depth.fetch_sub(1, Ordering::SeqCst);
-        let v = r?;
+        let stored = match &r {
+            Ok(v) => Ok(v.clone()),
+            Err(Error::Undefined(m)) => Err((true, m.clone())),
+            Err(e) => Err((false, e.to_string())),
+        };
         if let Ok(mut m) = self.memo.lock() {
-            m.insert(name.to_string(), v.clone());
+            m.insert(name.to_string(), stored);
         }
-        Ok(Some(v))
+        r.map(Some)
     }
 
     /// A copy with one more layer on top.
