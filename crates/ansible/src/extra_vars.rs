@@ -119,7 +119,11 @@ fn mark_unsafe_at(v: &Value, depth: usize) -> Value {
         return v.clone();
     }
     match v {
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), mark_unsafe_at(v, depth + 1))).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), mark_unsafe_at(v, depth + 1)))
+                .collect(),
+        ),
         Value::Array(a) => Value::Array(a.iter().map(|x| mark_unsafe_at(x, depth + 1)).collect()),
         Value::String(_) => {
             let mut m = Map::new();
@@ -293,8 +297,14 @@ mod tests {
                      "image": {"app": {"pullPolicy": "Always"}},
                      "list": [{"fooBar": 1}]}
         });
-        let watch: Map<String, Value> = json!({"state": "present"}).as_object().cloned().unwrap();
-        let fin: Map<String, Value> = json!({"state": "absent"}).as_object().cloned().unwrap();
+        let watch: Map<String, Value> = json!({"state": "present"})
+            .as_object()
+            .cloned()
+            .expect("test value");
+        let fin: Map<String, Value> = json!({"state": "absent"})
+            .as_object()
+            .cloned()
+            .expect("test value");
         let vars = for_cr(
             &cr,
             &ExtraVarsOptions {
@@ -309,20 +319,44 @@ mod tests {
         assert_eq!(vars["image"]["app"]["pull_policy"], "Always");
         assert_eq!(vars["list"][0]["foo_bar"], 1);
         assert_eq!(vars["metadata"]["namespace"], "default");
-        assert_eq!(vars["ansible_operator_meta"], json!({"name": "bookstore-sample", "namespace": "default"}));
+        assert_eq!(
+            vars["ansible_operator_meta"],
+            json!({"name": "bookstore-sample", "namespace": "default"})
+        );
         assert_eq!(vars["_charts_example_com_bookstore"], cr);
-        assert_eq!(vars["_charts_example_com_bookstore_spec"]["image"]["app"]["pullPolicy"], "Always");
+        assert_eq!(
+            vars["_charts_example_com_bookstore_spec"]["image"]["app"]["pullPolicy"],
+            "Always"
+        );
         assert_eq!(vars["state"], "absent");
     }
 
     #[test]
     fn unsafe_marking_and_no_spec() {
         let cr = json!({"metadata": {"name": "a"}, "spec": {"x": ["s", 1]}});
-        let vars = for_cr(&cr, &ExtraVarsOptions { mark_unsafe: true, group: "", kind: "Foo", ..Default::default() });
+        let vars = for_cr(
+            &cr,
+            &ExtraVarsOptions {
+                mark_unsafe: true,
+                group: "",
+                kind: "Foo",
+                ..Default::default()
+            },
+        );
         assert_eq!(vars["x"], json!([{"__ansible_unsafe": "s"}, 1]));
-        assert_eq!(vars["__foo"]["metadata"]["name"], json!({"__ansible_unsafe": "a"}));
+        assert_eq!(
+            vars["__foo"]["metadata"]["name"],
+            json!({"__ansible_unsafe": "a"})
+        );
         assert_eq!(vars["ansible_operator_meta"]["namespace"], "");
-        let vars = for_cr(&json!({"metadata": {}}), &ExtraVarsOptions { group: "a-b.c", kind: "K", ..Default::default() });
+        let vars = for_cr(
+            &json!({"metadata": {}}),
+            &ExtraVarsOptions {
+                group: "a-b.c",
+                kind: "K",
+                ..Default::default()
+            },
+        );
         assert_eq!(vars["_a_b_c_k_spec"], json!({}));
     }
 }

@@ -31,8 +31,18 @@ impl Discovery {
 
     /// The resource for `api_version`/`kind`; one discovery request per group-version, the
     /// first time (or again when a kind is missing: a CRD may have been added since).
-    pub async fn resolve(&self, client: &Client, api_version: &str, kind: &str) -> Result<Resolved, String> {
-        if let Some(r) = self.cache.read().ok().and_then(|c| c.get(api_version).and_then(|m| m.get(kind).cloned())) {
+    pub async fn resolve(
+        &self,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Resolved, String> {
+        if let Some(r) = self
+            .cache
+            .read()
+            .ok()
+            .and_then(|c| c.get(api_version).and_then(|m| m.get(kind).cloned()))
+        {
             return Ok(r);
         }
         let list = if api_version.contains('/') {
@@ -54,11 +64,20 @@ impl Discovery {
                 }
                 continue;
             }
-            kinds.insert(r.kind.clone(), Resolved {
-                resource: ApiResource { group: group.into(), version: version.into(), api_version: api_version.into(), kind: r.kind.clone(), plural: plural.into() },
-                namespaced: r.namespaced,
-                subresources: Vec::new(),
-            });
+            kinds.insert(
+                r.kind.clone(),
+                Resolved {
+                    resource: ApiResource {
+                        group: group.into(),
+                        version: version.into(),
+                        api_version: api_version.into(),
+                        kind: r.kind.clone(),
+                        plural: plural.into(),
+                    },
+                    namespaced: r.namespaced,
+                    subresources: Vec::new(),
+                },
+            );
         }
         // Subresources may be listed before their parent.
         for r in &list.resources {
@@ -107,8 +126,16 @@ impl Owner {
             api_version: obj.get("apiVersion")?.as_str()?.to_string(),
             kind: obj.get("kind")?.as_str()?.to_string(),
             name: m.get("name")?.as_str()?.to_string(),
-            namespace: m.get("namespace").and_then(Json::as_str).filter(|s| !s.is_empty()).map(String::from),
-            uid: m.get("uid").and_then(Json::as_str).unwrap_or_default().to_string(),
+            namespace: m
+                .get("namespace")
+                .and_then(Json::as_str)
+                .filter(|s| !s.is_empty())
+                .map(String::from),
+            uid: m
+                .get("uid")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_string(),
             status: obj.get("status").cloned(),
             object: obj.clone(),
         })
@@ -120,19 +147,27 @@ impl Owner {
 
     /// Whether the object `api_version`/`kind`/`name`/`namespace` is this CR.
     pub fn is(&self, api_version: &str, kind: &str, name: &str, namespace: Option<&str>) -> bool {
-        self.api_version == api_version && self.kind == kind && self.name == name && self.namespace.as_deref() == namespace.filter(|n| !n.is_empty())
+        self.api_version == api_version
+            && self.kind == kind
+            && self.name == name
+            && self.namespace.as_deref() == namespace.filter(|n| !n.is_empty())
     }
 
     /// What ansible-operator's proxy adds to an object it creates: an owner reference when
     /// the owner is cluster-scoped or in the object's namespace, otherwise the
     /// `operator-sdk/primary-resource` annotations (such objects are not garbage-collected).
     pub fn inject(&self, obj: &mut Json, dependent_namespaced: bool) {
-        let dep_ns = obj.pointer("/metadata/namespace").and_then(Json::as_str).map(String::from);
+        let dep_ns = obj
+            .pointer("/metadata/namespace")
+            .and_then(Json::as_str)
+            .map(String::from);
         let supports = match &self.namespace {
             None => true,
             Some(ns) => dependent_namespaced && dep_ns.as_deref() == Some(ns.as_str()),
         };
-        let Some(meta) = obj.get_mut("metadata").and_then(Json::as_object_mut) else { return };
+        let Some(meta) = obj.get_mut("metadata").and_then(Json::as_object_mut) else {
+            return;
+        };
         if supports {
             let refs = meta.entry("ownerReferences").or_insert_with(|| json!([]));
             if let Some(a) = refs.as_array_mut() {
@@ -141,8 +176,18 @@ impl Owner {
         } else {
             let ann = meta.entry("annotations").or_insert_with(|| json!({}));
             if let Some(a) = ann.as_object_mut() {
-                a.insert("operator-sdk/primary-resource".into(), json!(format!("{}/{}", self.namespace.clone().unwrap_or_default(), self.name)));
-                a.insert("operator-sdk/primary-resource-type".into(), json!(format!("{}.{}", self.kind, self.group())));
+                a.insert(
+                    "operator-sdk/primary-resource".into(),
+                    json!(format!(
+                        "{}/{}",
+                        self.namespace.clone().unwrap_or_default(),
+                        self.name
+                    )),
+                );
+                a.insert(
+                    "operator-sdk/primary-resource-type".into(),
+                    json!(format!("{}.{}", self.kind, self.group())),
+                );
             }
         }
     }
@@ -163,19 +208,30 @@ impl std::fmt::Debug for LookupRuntime {
 
 impl LookupRuntime {
     pub fn new(ctx: &RunContext) -> LookupRuntime {
-        LookupRuntime { client: ctx.client.clone(), discovery: ctx.discovery.clone() }
+        LookupRuntime {
+            client: ctx.client.clone(),
+            discovery: ctx.discovery.clone(),
+        }
     }
 }
 
 impl crate::template::lookups::Runtime for LookupRuntime {
     fn k8s(&self, params: &serde_json::Map<String, Json>) -> Result<Vec<Json>, String> {
-        let client = self.client.clone().ok_or("lookup('k8s') needs a Kubernetes client")?;
-        let handle = tokio::runtime::Handle::try_current().map_err(|_| "lookup('k8s') outside a tokio runtime".to_string())?;
+        let client = self
+            .client
+            .clone()
+            .ok_or("lookup('k8s') needs a Kubernetes client")?;
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|_| "lookup('k8s') outside a tokio runtime".to_string())?;
         if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
             return Err("lookup('k8s') needs a multi-threaded tokio runtime".into());
         }
         let discovery = self.discovery.clone();
         let params = params.clone();
-        tokio::task::block_in_place(|| handle.block_on(async move { crate::modules::k8s_info::find(&client, &discovery, &params).await }))
+        tokio::task::block_in_place(|| {
+            handle.block_on(async move {
+                crate::modules::k8s_info::find(&client, &discovery, &params).await
+            })
+        })
     }
 }

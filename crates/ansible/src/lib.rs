@@ -18,13 +18,10 @@ pub mod status;
 pub mod template;
 pub mod yaml;
 
-
-pub use extra_vars::{for_cr, ExtraVarsOptions};
 pub use engine::{Outcome, RunContext, Stats, StatusRequest, TaskResult, TaskStatus};
+pub use extra_vars::{for_cr, ExtraVarsOptions};
 pub use kube_api::{Discovery, Owner};
 pub use role::{LoadOptions, Role};
-
-
 
 use std::path::PathBuf;
 
@@ -32,7 +29,12 @@ use std::path::PathBuf;
 pub enum Error {
     /// A role, playbook or template outside the supported subset, or malformed.
     #[error("{}:{line}:{col}: {msg}", file.display())]
-    Load { file: PathBuf, line: usize, col: usize, msg: String },
+    Load {
+        file: PathBuf,
+        line: usize,
+        col: usize,
+        msg: String,
+    },
     #[error("{0}")]
     Io(String),
     #[error("{0}")]

@@ -64,7 +64,12 @@ impl Status {
         let conditions = m
             .get("conditions")
             .and_then(Value::as_array)
-            .map(|cs| cs.iter().filter_map(Value::as_object).map(|c| normalize(c, now)).collect())
+            .map(|cs| {
+                cs.iter()
+                    .filter_map(Value::as_object)
+                    .map(|c| normalize(c, now))
+                    .collect()
+            })
             .unwrap_or_default();
         Status { conditions, custom }
     }
@@ -81,7 +86,10 @@ impl Status {
                 return;
             }
             if cur["status"] == cond["status"] {
-                cond.insert("lastTransitionTime".into(), cur["lastTransitionTime"].clone());
+                cond.insert(
+                    "lastTransitionTime".into(),
+                    cur["lastTransitionTime"].clone(),
+                );
             }
             if same && same_result(cur, &cond) && cur["message"] == cond["message"] {
                 // Nothing the user can see changed: keep the old completion time too.
@@ -101,7 +109,10 @@ impl Status {
 
     fn into_json(self) -> Value {
         let mut m = self.custom;
-        m.insert("conditions".into(), Value::Array(self.conditions.into_iter().map(Value::Object).collect()));
+        m.insert(
+            "conditions".into(),
+            Value::Array(self.conditions.into_iter().map(Value::Object).collect()),
+        );
         Value::Object(m)
     }
 }
@@ -109,14 +120,16 @@ impl Status {
 fn same_result(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
     let counts = |c: &Map<String, Value>| {
         c.get("ansibleResult").map(|r| {
-            ["ok", "changed", "skipped", "failures"].map(|k| r.get(k).cloned().unwrap_or(Value::Null))
+            ["ok", "changed", "skipped", "failures"]
+                .map(|k| r.get(k).cloned().unwrap_or(Value::Null))
         })
     };
     counts(a) == counts(b)
 }
 
 fn normalize(c: &Map<String, Value>, now: &str) -> Map<String, Value> {
-    let s = |k: &str, d: &str| Value::String(c.get(k).and_then(Value::as_str).unwrap_or(d).to_string());
+    let s =
+        |k: &str, d: &str| Value::String(c.get(k).and_then(Value::as_str).unwrap_or(d).to_string());
     let mut out = Map::new();
     out.insert("type".into(), s("type", RUNNING));
     out.insert("status".into(), s("status", "True"));
@@ -129,7 +142,14 @@ fn normalize(c: &Map<String, Value>, now: &str) -> Map<String, Value> {
     out
 }
 
-fn condition(ty: &str, status: &str, result: Option<&AnsibleResult>, reason: &str, msg: &str, now: &str) -> Map<String, Value> {
+fn condition(
+    ty: &str,
+    status: &str,
+    result: Option<&AnsibleResult>,
+    reason: &str,
+    msg: &str,
+    now: &str,
+) -> Map<String, Value> {
     let mut c = Map::new();
     c.insert("type".into(), ty.into());
     c.insert("status".into(), status.into());
@@ -146,22 +166,55 @@ fn condition(ty: &str, status: &str, result: Option<&AnsibleResult>, reason: &st
 /// that want to show a run in progress).
 pub fn mark_running(status: Option<&Value>, now: &str) -> Value {
     let mut st = Status::parse(status, now);
-    st.set(condition(RUNNING, "True", None, REASON_RUNNING, MSG_RUNNING, now));
+    st.set(condition(
+        RUNNING,
+        "True",
+        None,
+        REASON_RUNNING,
+        MSG_RUNNING,
+        now,
+    ));
     st.set_status_of(SUCCESSFUL, "False");
     st.into_json()
 }
 
 /// ansible-operator's `markDone`: the status after a run whose stats are `result` and whose
 /// failed tasks said `failures` (empty: the run succeeded).
-pub fn mark_done(status: Option<&Value>, result: &AnsibleResult, failures: &[String], now: &str) -> Value {
+pub fn mark_done(
+    status: Option<&Value>,
+    result: &AnsibleResult,
+    failures: &[String],
+    now: &str,
+) -> Value {
     let mut st = Status::parse(status, now);
     if failures.is_empty() {
-        st.set(condition(RUNNING, "True", Some(result), REASON_SUCCESSFUL, MSG_AWAITING, now));
-        st.set(condition(SUCCESSFUL, "True", None, REASON_SUCCESSFUL, MSG_SUCCEEDED, now));
+        st.set(condition(
+            RUNNING,
+            "True",
+            Some(result),
+            REASON_SUCCESSFUL,
+            MSG_AWAITING,
+            now,
+        ));
+        st.set(condition(
+            SUCCESSFUL,
+            "True",
+            None,
+            REASON_SUCCESSFUL,
+            MSG_SUCCEEDED,
+            now,
+        ));
         st.set(condition(FAILURE, "False", None, "", "", now));
     } else {
         st.set_status_of(RUNNING, "False");
-        st.set(condition(FAILURE, "True", Some(result), REASON_FAILED, &failures.join("\n"), now));
+        st.set(condition(
+            FAILURE,
+            "True",
+            Some(result),
+            REASON_FAILED,
+            &failures.join("\n"),
+            now,
+        ));
         st.set(condition(SUCCESSFUL, "False", None, "", "", now));
     }
     st.into_json()
@@ -171,7 +224,14 @@ pub fn mark_done(status: Option<&Value>, result: &AnsibleResult, failures: &[Str
 pub fn mark_error(status: Option<&Value>, message: &str, now: &str) -> Value {
     let mut st = Status::parse(status, now);
     st.set_status_of(RUNNING, "False");
-    st.set(condition(FAILURE, "True", None, REASON_FAILED, message, now));
+    st.set(condition(
+        FAILURE,
+        "True",
+        None,
+        REASON_FAILED,
+        message,
+        now,
+    ));
     st.into_json()
 }
 
@@ -180,22 +240,44 @@ mod tests {
     use super::*;
 
     fn res(changed: u64, t: &str) -> AnsibleResult {
-        AnsibleResult { ok: 4, changed, skipped: 0, failures: 0, completion: t.into() }
+        AnsibleResult {
+            ok: 4,
+            changed,
+            skipped: 0,
+            failures: 0,
+            completion: t.into(),
+        }
     }
 
     #[test]
     fn success_then_unchanged_is_identical() {
         let s1 = mark_done(Some(&json!({"custom": 1})), &res(4, "t1"), &[], "T1");
         assert_eq!(s1["custom"], 1);
-        let types: Vec<_> = s1["conditions"].as_array().unwrap().iter().map(|c| c["type"].clone()).collect();
+        let types: Vec<_> = s1["conditions"]
+            .as_array()
+            .expect("test value")
+            .iter()
+            .map(|c| c["type"].clone())
+            .collect();
         assert_eq!(types, vec!["Running", "Successful", "Failure"]);
         assert_eq!(s1["conditions"][0]["ansibleResult"]["changed"], 4);
         assert_eq!(s1["conditions"][0]["message"], MSG_AWAITING);
-        assert_eq!(s1["conditions"][2], json!({"type": "Failure", "status": "False", "lastTransitionTime": "T1", "reason": "", "message": ""}));
+        assert_eq!(
+            s1["conditions"][2],
+            json!({"type": "Failure", "status": "False", "lastTransitionTime": "T1", "reason": "", "message": ""})
+        );
         let s2 = mark_done(Some(&s1), &res(0, "t2"), &[], "T2");
-        let running = s2["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Running").unwrap();
+        let running = s2["conditions"]
+            .as_array()
+            .expect("test value")
+            .iter()
+            .find(|c| c["type"] == "Running")
+            .expect("test value");
         assert_eq!(running["ansibleResult"]["changed"], 0, "{s2}");
-        assert_eq!(running["lastTransitionTime"], "T1", "status unchanged keeps the time");
+        assert_eq!(
+            running["lastTransitionTime"], "T1",
+            "status unchanged keeps the time"
+        );
         let s3 = mark_done(Some(&s2), &res(0, "t3"), &[], "T3");
         assert_eq!(s3, s2, "an unchanged run changes nothing");
     }
@@ -203,15 +285,34 @@ mod tests {
     #[test]
     fn failure_and_recovery() {
         let ok = mark_done(None, &res(1, "t1"), &[], "T1");
-        let failed = mark_done(Some(&ok), &res(0, "t2"), &["boom".into(), "bang".into()], "T2");
-        let by = |s: &Value, t: &str| s["conditions"].as_array().unwrap().iter().find(|c| c["type"] == t).cloned().unwrap();
+        let failed = mark_done(
+            Some(&ok),
+            &res(0, "t2"),
+            &["boom".into(), "bang".into()],
+            "T2",
+        );
+        let by = |s: &Value, t: &str| {
+            s["conditions"]
+                .as_array()
+                .expect("test value")
+                .iter()
+                .find(|c| c["type"] == t)
+                .cloned()
+                .expect("test value")
+        };
         assert_eq!(by(&failed, "Running")["status"], "False");
         assert_eq!(by(&failed, "Running")["reason"], "Successful");
         assert_eq!(by(&failed, "Failure")["message"], "boom\nbang");
         assert_eq!(by(&failed, "Failure")["reason"], "Failed");
-        assert_eq!(by(&failed, "Successful"), json!({"type": "Successful", "status": "False", "lastTransitionTime": "T2", "reason": "", "message": ""}));
+        assert_eq!(
+            by(&failed, "Successful"),
+            json!({"type": "Successful", "status": "False", "lastTransitionTime": "T2", "reason": "", "message": ""})
+        );
         let err = mark_error(Some(&ok), "Unable to run reconciliation", "T3");
-        assert_eq!(by(&err, "Failure")["message"], "Unable to run reconciliation");
+        assert_eq!(
+            by(&err, "Failure")["message"],
+            "Unable to run reconciliation"
+        );
         let running = mark_running(Some(&ok), "T4");
         assert_eq!(by(&running, "Running")["reason"], "Running");
         assert_eq!(by(&running, "Successful")["status"], "False");

@@ -69,7 +69,11 @@ impl Node {
     }
 
     pub fn get(&self, key: &str) -> Option<&Node> {
-        self.as_map()?.iter().rev().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v)
+        self.as_map()?
+            .iter()
+            .rev()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v)
     }
 
     /// The node as JSON (unsafe strings become `{"__ansible_unsafe": s}`).
@@ -83,7 +87,12 @@ impl Node {
             Yaml::Str(s) => J::String(s.clone()),
             Yaml::Unsafe(s) => serde_json::json!({"__ansible_unsafe": s}),
             Yaml::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),
-            Yaml::Map(pairs) => J::Object(pairs.iter().map(|(k, v)| (key_text(k), v.to_json())).collect()),
+            Yaml::Map(pairs) => J::Object(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (key_text(k), v.to_json()))
+                    .collect(),
+            ),
         }
     }
 }
@@ -126,13 +135,20 @@ struct Builder {
 }
 
 fn mark(m: &Marker) -> Mark {
-    Mark { line: m.line(), col: m.col() + 1 }
+    Mark {
+        line: m.line(),
+        col: m.col() + 1,
+    }
 }
 
 impl Builder {
     fn fail(&mut self, m: Mark, msg: impl Into<String>) {
         if self.error.is_none() {
-            self.error = Some(YamlError { line: m.line, col: m.col, msg: msg.into() });
+            self.error = Some(YamlError {
+                line: m.line,
+                col: m.col,
+                msg: msg.into(),
+            });
         }
     }
 
@@ -217,16 +233,25 @@ impl MarkedEventReceiver for Builder {
             },
             Event::SequenceStart(..) | Event::MappingStart(..) => {
                 let is_map = matches!(ev, Event::MappingStart(..));
-                let (Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag)) = ev else { return };
+                let (Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag)) = ev
+                else {
+                    return;
+                };
                 if self.stack.len() >= MAX_DEPTH {
                     self.fail(at, "nesting too deep");
                     return;
                 }
-                if let Some(t) = tag.filter(|t| !matches!(t.suffix.as_str(), "seq" | "map" | "omap")) {
+                if let Some(t) =
+                    tag.filter(|t| !matches!(t.suffix.as_str(), "seq" | "map" | "omap"))
+                {
                     self.fail(at, format!("unsupported tag {}{}", t.handle, t.suffix));
                     return;
                 }
-                let value = if is_map { Yaml::Map(Vec::new()) } else { Yaml::Seq(Vec::new()) };
+                let value = if is_map {
+                    Yaml::Map(Vec::new())
+                } else {
+                    Yaml::Seq(Vec::new())
+                };
                 self.stack.push((Node { value, mark: at }, Some(anchor)));
                 self.pending_key.push(None);
             }
@@ -237,15 +262,16 @@ impl MarkedEventReceiver for Builder {
                 }
             }
             Event::Alias(id) => match self.anchors.get(&id).cloned() {
-                Some((node, weight)) => self.push_value(Node { value: node.value, mark: at }, None, weight),
+                Some((node, weight)) => self.push_value(
+                    Node {
+                        value: node.value,
+                        mark: at,
+                    },
+                    None,
+                    weight,
+                ),
                 None => self.fail(at, "found undefined alias"),
             },
-            Event::DocumentEnd => {
-                // An empty document is null, as PyYAML's load_all yields None for it.
-                if self.docs.is_empty() && self.stack.is_empty() {
-                    return;
-                }
-            }
             _ => {}
         }
     }
@@ -258,9 +284,16 @@ fn resolve(text: &str, style: TScalarStyle, tag: Option<&Tag>) -> Result<Yaml, S
         return match full.as_str() {
             "!unsafe" => Ok(Yaml::Unsafe(text.to_string())),
             "tag:yaml.org,2002:str" | "!!str" => Ok(Yaml::Str(text.to_string())),
-            "tag:yaml.org,2002:int" | "!!int" => int(text).map(Yaml::Int).ok_or_else(|| format!("invalid int {text:?}")),
-            "tag:yaml.org,2002:float" | "!!float" => float(text).or_else(|| int(text).map(|i| i as f64)).map(Yaml::Float).ok_or_else(|| format!("invalid float {text:?}")),
-            "tag:yaml.org,2002:bool" | "!!bool" => boolean(text).map(Yaml::Bool).ok_or_else(|| format!("invalid bool {text:?}")),
+            "tag:yaml.org,2002:int" | "!!int" => int(text)
+                .map(Yaml::Int)
+                .ok_or_else(|| format!("invalid int {text:?}")),
+            "tag:yaml.org,2002:float" | "!!float" => float(text)
+                .or_else(|| int(text).map(|i| i as f64))
+                .map(Yaml::Float)
+                .ok_or_else(|| format!("invalid float {text:?}")),
+            "tag:yaml.org,2002:bool" | "!!bool" => boolean(text)
+                .map(Yaml::Bool)
+                .ok_or_else(|| format!("invalid bool {text:?}")),
             "tag:yaml.org,2002:null" | "!!null" => Ok(Yaml::Null),
             other => Err(format!("unsupported tag {other}")),
         };
@@ -315,13 +348,17 @@ fn int(t: &str) -> Option<i64> {
     if body.is_empty() || !body.as_bytes()[0].is_ascii_digit() {
         return None;
     }
-    let digits = |s: &str, ok: fn(char) -> bool| !s.is_empty() && s.chars().all(|c| ok(c) || c == '_');
+    let digits =
+        |s: &str, ok: fn(char) -> bool| !s.is_empty() && s.chars().all(|c| ok(c) || c == '_');
     let v = if let Some(b) = body.strip_prefix("0b") {
-        digits(b, |c| c == '0' || c == '1').then(|| i64::from_str_radix(&b.replace('_', ""), 2).ok())??
+        digits(b, |c| c == '0' || c == '1')
+            .then(|| i64::from_str_radix(&b.replace('_', ""), 2).ok())??
     } else if let Some(x) = body.strip_prefix("0x") {
-        digits(x, |c| c.is_ascii_hexdigit()).then(|| i64::from_str_radix(&x.replace('_', ""), 16).ok())??
+        digits(x, |c| c.is_ascii_hexdigit())
+            .then(|| i64::from_str_radix(&x.replace('_', ""), 16).ok())??
     } else if body.len() > 1 && body.starts_with('0') {
-        digits(&body[1..], |c| ('0'..='7').contains(&c)).then(|| i64::from_str_radix(&body[1..].replace('_', ""), 8).ok())??
+        digits(&body[1..], |c| ('0'..='7').contains(&c))
+            .then(|| i64::from_str_radix(&body[1..].replace('_', ""), 8).ok())??
     } else if body.contains(':') {
         let (head, _) = body.split_once(':')?;
         if !digits(head, |c| c.is_ascii_digit()) || head.starts_with('0') {
@@ -366,7 +403,8 @@ fn float(t: &str) -> Option<f64> {
     let int_ok = if int_part.is_empty() {
         !frac.is_empty() && frac.as_bytes()[0].is_ascii_digit()
     } else {
-        int_part.as_bytes()[0].is_ascii_digit() && int_part.chars().all(|c| c.is_ascii_digit() || c == '_')
+        int_part.as_bytes()[0].is_ascii_digit()
+            && int_part.chars().all(|c| c.is_ascii_digit() || c == '_')
     };
     if !int_ok || !frac.chars().all(|c| c.is_ascii_digit() || c == '_') {
         return None;
@@ -378,7 +416,11 @@ fn float(t: &str) -> Option<f64> {
         }
     }
     let clean = body.replace('_', "");
-    let clean = if clean.ends_with('.') { format!("{clean}0") } else { clean };
+    let clean = if clean.ends_with('.') {
+        format!("{clean}0")
+    } else {
+        clean
+    };
     clean.parse::<f64>().ok().map(|f| sign * f)
 }
 
@@ -387,7 +429,7 @@ mod tests {
     use super::*;
 
     fn one(s: &str) -> Yaml {
-        load_all(s).unwrap().remove(0).value
+        load_all(s).expect("test value").remove(0).value
     }
 
     #[test]
@@ -410,13 +452,21 @@ mod tests {
 
     #[test]
     fn marks_merges_and_limits() {
-        let docs = load_all("a: 1\nb:\n  - &x {c: 2}\n  - <<: *x\n    d: 3\n").unwrap();
-        let b = docs[0].get("b").unwrap();
+        let docs = load_all("a: 1\nb:\n  - &x {c: 2}\n  - <<: *x\n    d: 3\n").expect("test value");
+        let b = docs[0].get("b").expect("test value");
         assert_eq!(b.mark, Mark { line: 3, col: 3 });
-        assert_eq!(b.as_seq().unwrap()[1].to_json(), serde_json::json!({"c": 2, "d": 3}));
+        assert_eq!(
+            b.as_seq().expect("test value")[1].to_json(),
+            serde_json::json!({"c": 2, "d": 3})
+        );
         let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 1..9 {
-            bomb.push_str(&format!("{}: &{} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n", (b'a' + i) as char, (b'a' + i) as char, p = (b'a' + i - 1) as char));
+            bomb.push_str(&format!(
+                "{}: &{} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n",
+                (b'a' + i) as char,
+                (b'a' + i) as char,
+                p = (b'a' + i - 1) as char
+            ));
         }
         assert!(load_all(&bomb).is_err());
         assert!(load_all(&"[".repeat(100_000)).is_err());

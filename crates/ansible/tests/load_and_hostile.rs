@@ -8,14 +8,18 @@ use bosun_ansible::{Discovery, LoadOptions, Role, RunContext};
 fn role_with(dir: &Path, files: &[(&str, &str)]) -> LoadOptions {
     for (p, text) in files {
         let path = dir.join("roles/r").join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
+        std::fs::create_dir_all(path.parent().expect("test value")).expect("test value");
+        std::fs::write(path, text).expect("test value");
     }
-    LoadOptions { roles_path: vec![], collections_paths: vec![], cwd: dir.to_path_buf() }
+    LoadOptions {
+        roles_path: vec![],
+        collections_paths: vec![],
+        cwd: dir.to_path_buf(),
+    }
 }
 
 fn load_err(tasks: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test value");
     let opts = role_with(dir.path(), &[("tasks/main.yml", tasks)]);
     match Role::load("r", &opts) {
         Ok(_) => panic!("loaded a role that should be refused:\n{tasks}"),
@@ -26,22 +30,69 @@ fn load_err(tasks: &str) -> String {
 #[test]
 fn unsupported_constructs_are_refused_with_their_location() {
     let cases: &[(&str, &str, &str)] = &[
-        ("- name: x\n  shell: echo hi\n", "main.yml:2:3", "module 'shell'"),
-        ("- name: x\n  debug: {msg: hi}\n  become: true\n", "main.yml:3:3", "task keyword 'become'"),
-        ("- name: x\n  k8s:\n    definition: {}\n    kubeconfig: /tmp/k\n", "main.yml:4:17", "option 'kubeconfig'"),
-        ("- name: x\n  debug:\n    msg: \"{{ x | password_hash('sha512') }}\"\n", "main.yml:3:10", "filter 'password_hash'"),
-        ("- name: x\n  debug:\n    msg: \"{{ lookup('pipe', 'date') }}\"\n", "main.yml:3:10", "lookup plugin 'pipe'"),
-        ("- name: x\n  debug: {msg: hi}\n  when: x is ansible.builtin.file\n", "main.yml:3:9", "test 'file'"),
-        ("- name: x\n  debug: {msg: \"{{ x \"}\n", "main.yml:2:16", "template error"),
-        ("- name: x\n  k8s: {state: patched}\n", "main.yml:2:16", "k8s state: 'patched'"),
-        ("- name: x\n  meta: refresh_inventory\n", "main.yml:2:3", "meta: refresh_inventory"),
-        ("- name: x\n  include_tasks: missing.yml\n", "main.yml:2:18", "could not find tasks file"),
-        ("- name: x\n  debug: {msg: hi}\n  notify: restart\n", "main.yml:3:3", "task keyword 'notify'"),
+        (
+            "- name: x\n  shell: echo hi\n",
+            "main.yml:2:3",
+            "module 'shell'",
+        ),
+        (
+            "- name: x\n  debug: {msg: hi}\n  become: true\n",
+            "main.yml:3:3",
+            "task keyword 'become'",
+        ),
+        (
+            "- name: x\n  k8s:\n    definition: {}\n    kubeconfig: /tmp/k\n",
+            "main.yml:4:17",
+            "option 'kubeconfig'",
+        ),
+        (
+            "- name: x\n  debug:\n    msg: \"{{ x | password_hash('sha512') }}\"\n",
+            "main.yml:3:10",
+            "filter 'password_hash'",
+        ),
+        (
+            "- name: x\n  debug:\n    msg: \"{{ lookup('pipe', 'date') }}\"\n",
+            "main.yml:3:10",
+            "lookup plugin 'pipe'",
+        ),
+        (
+            "- name: x\n  debug: {msg: hi}\n  when: x is ansible.builtin.file\n",
+            "main.yml:3:9",
+            "test 'file'",
+        ),
+        (
+            "- name: x\n  debug: {msg: \"{{ x \"}\n",
+            "main.yml:2:16",
+            "template error",
+        ),
+        (
+            "- name: x\n  k8s: {state: patched}\n",
+            "main.yml:2:16",
+            "k8s state: 'patched'",
+        ),
+        (
+            "- name: x\n  meta: refresh_inventory\n",
+            "main.yml:2:3",
+            "meta: refresh_inventory",
+        ),
+        (
+            "- name: x\n  include_tasks: missing.yml\n",
+            "main.yml:2:18",
+            "could not find tasks file",
+        ),
+        (
+            "- name: x\n  debug: {msg: hi}\n  notify: restart\n",
+            "main.yml:3:3",
+            "task keyword 'notify'",
+        ),
         ("- x: [\n", "main.yml:", "YAML"),
     ];
     for (tasks, at, what) in cases {
         let err = load_err(tasks);
-        assert!(err.contains(at) && err.contains(what), "for\n{tasks}\nexpected {at} and {what:?} in: {err}");
+        assert!(
+            err.contains(at) && err.contains(what),
+            "for\n{tasks}\nexpected {at} and {what:?} in: {err}"
+        );
     }
 }
 
@@ -54,21 +105,34 @@ fn a_role_importing_itself_is_refused() {
 #[test]
 fn seed_role_loads() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ansible-bookstore");
-    let opts = LoadOptions { roles_path: vec![], collections_paths: vec![], cwd: root.clone() };
-    let role = Role::load("bookstore", &opts).unwrap();
+    let opts = LoadOptions {
+        roles_path: vec![],
+        collections_paths: vec![],
+        cwd: root.clone(),
+    };
+    let role = Role::load("bookstore", &opts).expect("test value");
     assert_eq!(role.plays.len(), 1);
     let body = &role.plays[0].roles[0].role;
-    assert_eq!(body.tasks_file("main").unwrap().len(), 4);
+    assert_eq!(body.tasks_file("main").expect("test value").len(), 4);
     assert!(body.defaults.is_empty());
 }
 
 fn run_pure(tasks: &str, max_tasks: usize) -> bosun_ansible::Outcome {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = role_with(dir.path(), &[("tasks/main.yml", tasks), ("tasks/again.yml", "- include_tasks: again.yml\n")]);
-    let role = Role::load("r", &opts).unwrap();
+    let dir = tempfile::tempdir().expect("test value");
+    let opts = role_with(
+        dir.path(),
+        &[
+            ("tasks/main.yml", tasks),
+            ("tasks/again.yml", "- include_tasks: again.yml\n"),
+        ],
+    );
+    let role = Role::load("r", &opts).expect("test value");
     let mut ctx = RunContext::new(None, Arc::new(Discovery::new()), None);
     ctx.max_tasks = max_tasks;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("test value");
     rt.block_on(role.run(&ctx, &serde_json::Map::new()))
 }
 
@@ -76,24 +140,44 @@ fn run_pure(tasks: &str, max_tasks: usize) -> bosun_ansible::Outcome {
 fn hostile_include_recursion() {
     // Endless include recursion.
     let o = run_pure("- include_tasks: again.yml\n", 100_000);
-    assert!(!o.succeeded() && o.failures[0].msg.contains("nests deeper"), "{:?}", o.failures);
+    assert!(
+        !o.succeeded() && o.failures[0].msg.contains("nests deeper"),
+        "{:?}",
+        o.failures
+    );
 }
 
 #[test]
 fn hostile_var_recursion() {
     // Self-referencing variables.
-    let o = run_pure("- set_fact: {a: \"{{ b }}\"}\n  vars: {b: \"{{ c }}\", c: \"{{ b }}\"}\n", 1000);
+    let o = run_pure(
+        "- set_fact: {a: \"{{ b }}\"}\n  vars: {b: \"{{ c }}\", c: \"{{ b }}\"}\n",
+        1000,
+    );
     assert!(!o.succeeded(), "{:?}", o.tasks);
 }
 
 #[test]
 fn hostile_roles_end_in_errors() {
     // A loop too long.
-    let o = run_pure("- debug: {msg: x}\n  loop: \"{{ range(100000) | list }}\"\n", 100_000);
+    let o = run_pure(
+        "- debug: {msg: x}\n  loop: \"{{ range(100000) | list }}\"\n",
+        100_000,
+    );
     assert!(!o.succeeded(), "{:?}", o.stats);
     // Too many task executions.
-    let o = run_pure("- debug: {msg: x}\n  loop: \"{{ range(5000) | list }}\"\n", 1000);
-    assert!(!o.succeeded() && o.failures.iter().any(|f| f.msg.contains("more than 1000 tasks")), "{:?}", o.failures);
+    let o = run_pure(
+        "- debug: {msg: x}\n  loop: \"{{ range(5000) | list }}\"\n",
+        1000,
+    );
+    assert!(
+        !o.succeeded()
+            && o.failures
+                .iter()
+                .any(|f| f.msg.contains("more than 1000 tasks")),
+        "{:?}",
+        o.failures
+    );
     // A template that computes forever.
     let o = run_pure("- debug: {msg: \"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\"}\n", 1000);
     assert!(!o.succeeded());
@@ -109,8 +193,12 @@ fn hostile_roles_end_in_errors() {
 fn hostile_specs_never_crash() {
     // Extra vars from arbitrary CR specs: the seed role fails cleanly or succeeds, never panics.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ansible-bookstore");
-    let opts = LoadOptions { roles_path: vec![], collections_paths: vec![], cwd: root };
-    let role = Role::load("bookstore", &opts).unwrap();
+    let opts = LoadOptions {
+        roles_path: vec![],
+        collections_paths: vec![],
+        cwd: root,
+    };
+    let role = Role::load("bookstore", &opts).expect("test value");
     let ctx = RunContext::new(None, Arc::new(Discovery::new()), None);
     let deep = (0..200).fold(serde_json::json!(1), |acc, _| serde_json::json!([acc]));
     let specs = vec![
@@ -137,10 +225,21 @@ fn hostile_specs_never_crash() {
         serde_json::json!({"metadata": {"namespace": "{{ [1] * 999999999 }}"}}),
         serde_json::json!({"metadata": {"namespace": "{{ 9 ** 9 ** 9 }}"}}),
     ];
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("test value");
     for spec in specs {
         let cr = serde_json::json!({"apiVersion": "charts.example.com/v1alpha1", "kind": "BookStore", "metadata": {"name": "x", "namespace": "y"}, "spec": spec});
-        let vars = bosun_ansible::for_cr(&cr, &bosun_ansible::ExtraVarsOptions { snake_case: true, group: "charts.example.com", kind: "BookStore", ..Default::default() });
+        let vars = bosun_ansible::for_cr(
+            &cr,
+            &bosun_ansible::ExtraVarsOptions {
+                snake_case: true,
+                group: "charts.example.com",
+                kind: "BookStore",
+                ..Default::default()
+            },
+        );
         let o = rt.block_on(role.run(&ctx, &vars));
         // No client: every spec ends in a failed first task, with a message.
         assert!(!o.succeeded(), "{spec}");

@@ -49,20 +49,44 @@ pub(crate) struct Run {
 }
 
 fn str_layer(pairs: &[(&str, Value)]) -> Arc<VarLayer> {
-    Arc::new(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    Arc::new(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+    )
 }
 
 impl Run {
     pub fn new(ctx: RunContext, templar: Templar, extra: Arc<VarLayer>, path: &Path) -> Run {
-        let playbook_dir = if path.is_file() { path.parent().map(Path::to_path_buf).unwrap_or_default() } else { path.to_path_buf() };
+        let playbook_dir = if path.is_file() {
+            path.parent().map(Path::to_path_buf).unwrap_or_default()
+        } else {
+            path.to_path_buf()
+        };
         let runtime = Arc::new(crate::kube_api::LookupRuntime::new(&ctx));
-        Run { ctx, templar, extra, facts: Arc::new(VarLayer::new()), outcome: Outcome::default(), executed: 0, depth: 0, playbook_dir, runtime, aborted: None }
+        Run {
+            ctx,
+            templar,
+            extra,
+            facts: Arc::new(VarLayer::new()),
+            outcome: Outcome::default(),
+            executed: 0,
+            depth: 0,
+            playbook_dir,
+            runtime,
+            aborted: None,
+        }
     }
 
     pub fn finish(mut self) -> Outcome {
         if let Some(msg) = self.aborted.take() {
             self.outcome.stats.failures += 1;
-            self.outcome.failures.push(FailedTask { name: "run".into(), msg, location: String::new() });
+            self.outcome.failures.push(FailedTask {
+                name: "run".into(),
+                msg,
+                location: String::new(),
+            });
         }
         self.outcome.completed = Some(chrono::Utc::now());
         self.outcome
@@ -70,7 +94,10 @@ impl Run {
 
     fn magic(&self, body: &RoleBody, role: bool) -> Arc<VarLayer> {
         let mut m = vec![
-            ("playbook_dir", Value::from(self.playbook_dir.display().to_string())),
+            (
+                "playbook_dir",
+                Value::from(self.playbook_dir.display().to_string()),
+            ),
             ("inventory_hostname", Value::from("localhost")),
             ("inventory_hostname_short", Value::from("localhost")),
             ("ansible_check_mode", Value::from(false)),
@@ -83,7 +110,12 @@ impl Run {
         str_layer(&m)
     }
 
-    pub(crate) fn scope(&self, frame: &Frame, task_vars: &Arc<VarLayer>, top: Option<Arc<VarLayer>>) -> Arc<Scope> {
+    pub(crate) fn scope(
+        &self,
+        frame: &Frame,
+        task_vars: &Arc<VarLayer>,
+        top: Option<Arc<VarLayer>>,
+    ) -> Arc<Scope> {
         let mut layers = frame.low.clone();
         layers.push(task_vars.clone());
         layers.push(self.facts.clone());
@@ -96,7 +128,12 @@ impl Run {
     }
 
     pub async fn play(&mut self, play: &Play) -> Flow {
-        let base = Frame { low: vec![play.vars.clone()], when: Vec::new(), magic: self.magic(&play.body, false), body: play.body.clone() };
+        let base = Frame {
+            low: vec![play.vars.clone()],
+            when: Vec::new(),
+            magic: self.magic(&play.body, false),
+            body: play.body.clone(),
+        };
         for list in [&play.pre_tasks] {
             match self.run_tasks(list, &base).await {
                 Flow::Continue | Flow::EndRole => {}
@@ -120,10 +157,17 @@ impl Run {
 
     /// A role: its dependencies, then its tasks, with its defaults below the play's vars and
     /// its vars above them.
-    fn run_role<'a>(&'a mut self, dep: &'a RoleDep, outer: &'a Frame, tasks_from: &'a str) -> futures::future::BoxFuture<'a, Flow> {
+    fn run_role<'a>(
+        &'a mut self,
+        dep: &'a RoleDep,
+        outer: &'a Frame,
+        tasks_from: &'a str,
+    ) -> futures::future::BoxFuture<'a, Flow> {
         Box::pin(async move {
             if self.depth >= MAX_INCLUDE_DEPTH {
-                self.aborted = Some(format!("roles and includes nest deeper than {MAX_INCLUDE_DEPTH}"));
+                self.aborted = Some(format!(
+                    "roles and includes nest deeper than {MAX_INCLUDE_DEPTH}"
+                ));
                 return Flow::Failed;
             }
             self.depth += 1;
@@ -134,7 +178,12 @@ impl Run {
             low.push(dep.params.clone());
             let mut when = outer.when.clone();
             when.extend(dep.when.iter().cloned());
-            let frame = Frame { low, when, magic: self.magic(role, true), body: role.clone() };
+            let frame = Frame {
+                low,
+                when,
+                magic: self.magic(role, true),
+                body: role.clone(),
+            };
             let mut flow = Flow::Continue;
             for d in &role.deps {
                 flow = self.run_role(d, &frame, "main").await;
@@ -148,11 +197,19 @@ impl Run {
                 }
             }
             self.depth -= 1;
-            if flow == Flow::EndRole { Flow::Continue } else { flow }
+            if flow == Flow::EndRole {
+                Flow::Continue
+            } else {
+                flow
+            }
         })
     }
 
-    pub(crate) fn run_tasks<'a>(&'a mut self, tasks: &'a [Task], frame: &'a Frame) -> futures::future::BoxFuture<'a, Flow> {
+    pub(crate) fn run_tasks<'a>(
+        &'a mut self,
+        tasks: &'a [Task],
+        frame: &'a Frame,
+    ) -> futures::future::BoxFuture<'a, Flow> {
         Box::pin(async move {
             for t in tasks {
                 let f = self.run_task(t, frame).await;
@@ -167,7 +224,10 @@ impl Run {
     fn count(&mut self) -> bool {
         self.executed += 1;
         if self.executed > self.ctx.max_tasks {
-            self.aborted = Some(format!("the run executed more than {} tasks (loops and includes count); stopped", self.ctx.max_tasks));
+            self.aborted = Some(format!(
+                "the run executed more than {} tasks (loops and includes count); stopped",
+                self.ctx.max_tasks
+            ));
             return false;
         }
         true
@@ -178,7 +238,11 @@ impl Run {
             return Flow::Failed;
         }
         match &task.action {
-            Action::Block { block, rescue, always } => {
+            Action::Block {
+                block,
+                rescue,
+                always,
+            } => {
                 let mut inner = frame.clone();
                 inner.low.push(task.vars.clone());
                 inner.when.extend(task.when.iter().cloned());
@@ -200,30 +264,56 @@ impl Run {
                     MetaAction::Noop | MetaAction::FlushHandlers => Flow::Continue,
                 }
             }
-            Action::Role { role, tasks_from, dynamic } => {
+            Action::Role {
+                role,
+                tasks_from,
+                dynamic,
+            } => {
                 let scope = self.scope(frame, &task.vars, None);
                 match self.conditions_hold(task, frame, &scope) {
                     Ok(true) => {}
                     Ok(false) => {
-                        self.record(task, "include_role", TaskStatus::Skipped, skipped_result(None));
+                        self.record(
+                            task,
+                            "include_role",
+                            TaskStatus::Skipped,
+                            skipped_result(None),
+                        );
                         return Flow::Continue;
                     }
                     Err(msg) => return self.fail(task, "include_role", msg, false),
                 }
                 if *dynamic {
                     // Like include_tasks, a dynamic include counts as an ok task.
-                    self.record(task, "include_role", TaskStatus::Ok, json!({"changed": false, "include_args": {"name": role.name}}));
+                    self.record(
+                        task,
+                        "include_role",
+                        TaskStatus::Ok,
+                        json!({"changed": false, "include_args": {"name": role.name}}),
+                    );
                 }
-                let dep = RoleDep { role: role.clone(), params: task.vars.clone(), when: Vec::new() };
+                let dep = RoleDep {
+                    role: role.clone(),
+                    params: task.vars.clone(),
+                    when: Vec::new(),
+                };
                 let mut outer = frame.clone();
                 outer.when.clear();
                 self.run_role(&dep, &outer, tasks_from).await
             }
-            Action::IncludeTasks { .. } | Action::IncludeVars { .. } | Action::Module { .. } => self.run_module_task(task, frame).await,
+            Action::IncludeTasks { .. } | Action::IncludeVars { .. } | Action::Module { .. } => {
+                self.run_module_task(task, frame).await
+            }
         }
     }
 
-    async fn run_block(&mut self, block: &[Task], rescue: &[Task], always: &[Task], frame: &Frame) -> Flow {
+    async fn run_block(
+        &mut self,
+        block: &[Task],
+        rescue: &[Task],
+        always: &[Task],
+        frame: &Frame,
+    ) -> Flow {
         let failures_before = self.outcome.failures.len();
         let tasks_before = self.outcome.tasks.len();
         let mut flow = self.run_tasks(block, frame).await;
@@ -250,12 +340,21 @@ impl Run {
     }
 
     /// The task's inherited and own `when`, for the current scope.
-    pub(crate) fn conditions_hold(&self, task: &Task, frame: &Frame, scope: &Arc<Scope>) -> Result<bool, String> {
+    pub(crate) fn conditions_hold(
+        &self,
+        task: &Task,
+        frame: &Frame,
+        scope: &Arc<Scope>,
+    ) -> Result<bool, String> {
         for cond in frame.when.iter().chain(task.when.iter()) {
             match self.templar.eval_bool(cond, scope) {
                 Ok(true) => {}
                 Ok(false) => return Ok(false),
-                Err(e) => return Err(format!("The conditional check '{cond}' failed. The error was: {e}")),
+                Err(e) => {
+                    return Err(format!(
+                        "The conditional check '{cond}' failed. The error was: {e}"
+                    ))
+                }
             }
         }
         Ok(true)
@@ -277,7 +376,13 @@ impl Run {
             }
             TaskStatus::Rescued => s.rescued += 1,
         }
-        self.outcome.tasks.push(TaskResult { name: task.display_name(), module: module.to_string(), status, result, location: task.loc.to_string() });
+        self.outcome.tasks.push(TaskResult {
+            name: task.display_name(),
+            module: module.to_string(),
+            status,
+            result,
+            location: task.loc.to_string(),
+        });
     }
 
     fn fail(&mut self, task: &Task, module: &str, msg: String, ignore: bool) -> Flow {
@@ -286,7 +391,11 @@ impl Run {
             self.record(task, module, TaskStatus::Ignored, result);
             return Flow::Continue;
         }
-        self.outcome.failures.push(FailedTask { name: task.display_name(), msg, location: task.loc.to_string() });
+        self.outcome.failures.push(FailedTask {
+            name: task.display_name(),
+            msg,
+            location: task.loc.to_string(),
+        });
         self.record(task, module, TaskStatus::Failed, result);
         Flow::Failed
     }
@@ -320,7 +429,12 @@ impl Run {
             match self.conditions_hold(task, frame, &scope) {
                 Ok(true) => {}
                 Ok(false) => {
-                    let cond = frame.when.iter().chain(task.when.iter()).find(|c| !matches!(self.templar.eval_bool(c, &scope), Ok(true))).cloned();
+                    let cond = frame
+                        .when
+                        .iter()
+                        .chain(task.when.iter())
+                        .find(|c| !matches!(self.templar.eval_bool(c, &scope), Ok(true)))
+                        .cloned();
                     let r = skipped_result(cond);
                     self.register(task, &r);
                     self.record(task, name, TaskStatus::Skipped, r);
@@ -332,7 +446,11 @@ impl Run {
                 return self.include_tasks(task, frame, &scope, None, true).await;
             }
             let mut fx = Effects::default();
-            let r = if module.is_none() { self.include_vars(task, frame, &mut fx) } else { self.attempt(task, module, &scope, &mut fx).await };
+            let r = if module.is_none() {
+                self.include_vars(task, frame, &mut fx)
+            } else {
+                self.attempt(task, module, &scope, &mut fx).await
+            };
             return self.finish_task(task, name, r, fx, ignore);
         };
         // A loop: one result per item, aggregated as Ansible registers it.
@@ -349,24 +467,48 @@ impl Run {
             match self.conditions_hold(task, frame, &iscope) {
                 Ok(true) => {}
                 Ok(false) => {
-                    let cond = task.when.iter().find(|c| !matches!(self.templar.eval_bool(c, &iscope), Ok(true))).cloned();
+                    let cond = task
+                        .when
+                        .iter()
+                        .find(|c| !matches!(self.templar.eval_bool(c, &iscope), Ok(true)))
+                        .cloned();
                     results.push(loops::with_item(task, skipped_result(cond), item, i, label));
                     continue;
                 }
                 Err(msg) => {
-                    results.push(loops::with_item(task, json!({"failed": true, "msg": msg, "changed": false}), item, i, label));
+                    results.push(loops::with_item(
+                        task,
+                        json!({"failed": true, "msg": msg, "changed": false}),
+                        item,
+                        i,
+                        label,
+                    ));
                     continue;
                 }
             }
             if let Action::IncludeTasks { file, .. } = &task.action {
                 // Ansible first resolves every item's include, then runs them in order.
-                let name = self.templar.template_value(file, &iscope).map(|v| value::py_str(&v)).unwrap_or_default();
-                results.push(loops::with_item(task, json!({"changed": false, "include": name, "include_args": {}}), item, i, label));
+                let name = self
+                    .templar
+                    .template_value(file, &iscope)
+                    .map(|v| value::py_str(&v))
+                    .unwrap_or_default();
+                results.push(loops::with_item(
+                    task,
+                    json!({"changed": false, "include": name, "include_args": {}}),
+                    item,
+                    i,
+                    label,
+                ));
                 includes.push((iscope, top));
                 continue;
             }
             let mut fx = Effects::default();
-            let r = if module.is_none() { self.include_vars(task, frame, &mut fx) } else { self.attempt(task, module, &iscope, &mut fx).await };
+            let r = if module.is_none() {
+                self.include_vars(task, frame, &mut fx)
+            } else {
+                self.attempt(task, module, &iscope, &mut fx).await
+            };
             let item_failed = r.get("failed").and_then(Json::as_bool).unwrap_or(false);
             // Facts set by one item are seen by the next, as in Ansible.
             if !item_failed {
@@ -379,21 +521,43 @@ impl Run {
             all_fx.merge(fx);
             results.push(loops::with_item(task, r, item, i, label));
             if let Some(p) = &task.loop_control.pause {
-                let secs = self.templar.template_value(p, &iscope).ok().and_then(|v| f64::try_from(v).ok()).unwrap_or(0.0);
+                let secs = self
+                    .templar
+                    .template_value(p, &iscope)
+                    .ok()
+                    .and_then(|v| f64::try_from(v).ok())
+                    .unwrap_or(0.0);
                 if secs > 0.0 {
-                    tokio::time::sleep(Duration::from_secs_f64(secs.min(self.ctx.max_wait.as_secs_f64()))).await;
+                    tokio::time::sleep(Duration::from_secs_f64(
+                        secs.min(self.ctx.max_wait.as_secs_f64()),
+                    ))
+                    .await;
                 }
             }
         }
         let aggregate = loops::aggregate(results);
         if let Action::IncludeTasks { .. } = task.action {
-            let skipped = aggregate.get("skipped").and_then(Json::as_bool).unwrap_or(false);
+            let skipped = aggregate
+                .get("skipped")
+                .and_then(Json::as_bool)
+                .unwrap_or(false);
             self.register(task, &aggregate);
-            self.record(task, name, if skipped { TaskStatus::Skipped } else { TaskStatus::Ok }, aggregate);
+            self.record(
+                task,
+                name,
+                if skipped {
+                    TaskStatus::Skipped
+                } else {
+                    TaskStatus::Ok
+                },
+                aggregate,
+            );
             // Ansible counts every included file of a looped include as an ok.
             self.outcome.stats.ok += includes.len().saturating_sub(1) as u64;
             for (iscope, top) in includes {
-                let f = self.include_tasks(task, frame, &iscope, Some(top), false).await;
+                let f = self
+                    .include_tasks(task, frame, &iscope, Some(top), false)
+                    .await;
                 if f != Flow::Continue {
                     return f;
                 }
@@ -403,10 +567,26 @@ impl Run {
         self.finish_task(task, name, aggregate, all_fx, ignore)
     }
 
-    fn finish_task(&mut self, task: &Task, name: &str, result: Json, fx: Effects, ignore: bool) -> Flow {
-        let failed = result.get("failed").and_then(Json::as_bool).unwrap_or(false);
-        let skipped = result.get("skipped").and_then(Json::as_bool).unwrap_or(false);
-        let changed = result.get("changed").and_then(Json::as_bool).unwrap_or(false);
+    fn finish_task(
+        &mut self,
+        task: &Task,
+        name: &str,
+        result: Json,
+        fx: Effects,
+        ignore: bool,
+    ) -> Flow {
+        let failed = result
+            .get("failed")
+            .and_then(Json::as_bool)
+            .unwrap_or(false);
+        let skipped = result
+            .get("skipped")
+            .and_then(Json::as_bool)
+            .unwrap_or(false);
+        let changed = result
+            .get("changed")
+            .and_then(Json::as_bool)
+            .unwrap_or(false);
         if !failed {
             self.apply_effects(fx);
         } else {
@@ -415,24 +595,50 @@ impl Run {
         }
         self.register(task, &result);
         if failed {
-            let msg = result.get("msg").map(|m| m.as_str().map(String::from).unwrap_or_else(|| m.to_string())).unwrap_or_else(|| "unknown playbook failure".into());
+            let msg = result
+                .get("msg")
+                .map(|m| {
+                    m.as_str()
+                        .map(String::from)
+                        .unwrap_or_else(|| m.to_string())
+                })
+                .unwrap_or_else(|| "unknown playbook failure".into());
             if ignore {
                 self.record(task, name, TaskStatus::Ignored, result);
                 return Flow::Continue;
             }
-            self.outcome.failures.push(FailedTask { name: task.display_name(), msg, location: task.loc.to_string() });
+            self.outcome.failures.push(FailedTask {
+                name: task.display_name(),
+                msg,
+                location: task.loc.to_string(),
+            });
             self.record(task, name, TaskStatus::Failed, result);
             return Flow::Failed;
         }
-        let status = if skipped { TaskStatus::Skipped } else if changed { TaskStatus::Changed } else { TaskStatus::Ok };
+        let status = if skipped {
+            TaskStatus::Skipped
+        } else if changed {
+            TaskStatus::Changed
+        } else {
+            TaskStatus::Ok
+        };
         self.record(task, name, status, result);
         Flow::Continue
     }
 
     /// `include_tasks`: the file's tasks, with the include's vars (and loop variable) below
     /// them; the include's own `when` is not inherited.
-    async fn include_tasks(&mut self, task: &Task, frame: &Frame, scope: &Arc<Scope>, item: Option<Arc<VarLayer>>, record: bool) -> Flow {
-        let Action::IncludeTasks { file, base } = &task.action else { return Flow::Continue };
+    async fn include_tasks(
+        &mut self,
+        task: &Task,
+        frame: &Frame,
+        scope: &Arc<Scope>,
+        item: Option<Arc<VarLayer>>,
+        record: bool,
+    ) -> Flow {
+        let Action::IncludeTasks { file, base } = &task.action else {
+            return Flow::Continue;
+        };
         let name = match self.templar.template_value(file, scope) {
             Ok(v) => value::py_str(&v),
             Err(e) => return self.fail(task, "include_tasks", e.to_string(), false),
@@ -447,14 +653,26 @@ impl Run {
             frame.body.files.get(&key).cloned()
         });
         let Some(tasks) = found else {
-            return self.fail(task, "include_tasks", format!("Could not find or access '{name}' among the role's task files"), false);
+            return self.fail(
+                task,
+                "include_tasks",
+                format!("Could not find or access '{name}' among the role's task files"),
+                false,
+            );
         };
         if record {
             // Ansible counts an include that ran as an ok task.
-            self.record(task, "include_tasks", TaskStatus::Ok, json!({"changed": false, "include": name, "include_args": {}}));
+            self.record(
+                task,
+                "include_tasks",
+                TaskStatus::Ok,
+                json!({"changed": false, "include": name, "include_args": {}}),
+            );
         }
         if self.depth >= MAX_INCLUDE_DEPTH {
-            self.aborted = Some(format!("include_tasks nests deeper than {MAX_INCLUDE_DEPTH} (an include of itself?)"));
+            self.aborted = Some(format!(
+                "include_tasks nests deeper than {MAX_INCLUDE_DEPTH} (an include of itself?)"
+            ));
             return Flow::Failed;
         }
         let mut inner = frame.clone();
@@ -487,15 +705,24 @@ impl Run {
     }
 
     /// One module call with `until`/`retries`/`delay`, `changed_when` and `failed_when`.
-    async fn attempt(&mut self, task: &Task, module: Option<Module>, scope: &Arc<Scope>, fx: &mut Effects) -> Json {
+    async fn attempt(
+        &mut self,
+        task: &Task,
+        module: Option<Module>,
+        scope: &Arc<Scope>,
+        fx: &mut Effects,
+    ) -> Json {
         let Some(module) = module else {
             return json!({"failed": true, "msg": "not a module", "changed": false});
         };
         let int_of = |v: &Option<Value>, default: i64, s: &Arc<Scope>| -> i64 {
-            v.as_ref().and_then(|v| self.templar.template_value(v, s).ok()).and_then(|v| match v.kind() {
-                ValueKind::Number => v.as_i64(),
-                _ => value::py_str(&v).trim().parse().ok(),
-            }).unwrap_or(default)
+            v.as_ref()
+                .and_then(|v| self.templar.template_value(v, s).ok())
+                .and_then(|v| match v.kind() {
+                    ValueKind::Number => v.as_i64(),
+                    _ => value::py_str(&v).trim().parse().ok(),
+                })
+                .unwrap_or(default)
         };
         let mut retries = 1i64;
         if task.retries.is_some() {
@@ -510,14 +737,19 @@ impl Run {
         for attempt in 1..=retries {
             let mut one = Effects::default();
             let mut r = self.call(task, module, scope, &mut one).await;
-            let obj = r.as_object_mut().expect("module results are objects");
+            if !r.is_object() {
+                r = json!({"result": r});
+            }
+            let Some(obj) = r.as_object_mut() else {
+                return r;
+            };
             obj.entry("failed").or_insert(Json::Bool(false));
             obj.entry("changed").or_insert(Json::Bool(false));
             if retries > 1 {
                 obj.insert("attempts".into(), json!(attempt));
             }
             let reg_scope = match &task.register {
-                Some(name) => scope.with_layer(str_layer(&[(name.as_str(), value::from_json(&r))]).into()),
+                Some(name) => scope.with_layer(str_layer(&[(name.as_str(), value::from_json(&r))])),
                 None => scope.clone(),
             };
             if r.get("skipped").is_none() {
@@ -527,11 +759,15 @@ impl Run {
             fx.merge(one);
             if retries > 1 {
                 let reg_scope = match &task.register {
-                    Some(name) => scope.with_layer(str_layer(&[(name.as_str(), value::from_json(&result))]).into()),
+                    Some(name) => {
+                        scope.with_layer(str_layer(&[(name.as_str(), value::from_json(&result))]))
+                    }
                     None => scope.clone(),
                 };
                 let done = match &task.until {
-                    Some(conds) => conds.iter().all(|c| matches!(self.templar.eval_bool(c, &reg_scope), Ok(true))),
+                    Some(conds) => conds
+                        .iter()
+                        .all(|c| matches!(self.templar.eval_bool(c, &reg_scope), Ok(true))),
                     None => !result["failed"].as_bool().unwrap_or(false),
                 };
                 if done {
@@ -561,7 +797,11 @@ impl Run {
     fn evaluate_when_results(&self, task: &Task, r: &mut Json, scope: &Arc<Scope>) {
         let eval_all = |conds: &[String]| -> Result<bool, String> {
             for c in conds {
-                if !self.templar.eval_bool(c, scope).map_err(|e| e.to_string())? {
+                if !self
+                    .templar
+                    .eval_bool(c, scope)
+                    .map_err(|e| e.to_string())?
+                {
                     return Ok(false);
                 }
             }
@@ -595,7 +835,13 @@ impl Run {
     }
 
     /// Templates the arguments and calls the module; an error becomes a failed result.
-    async fn call(&mut self, task: &Task, module: Module, scope: &Arc<Scope>, fx: &mut Effects) -> Json {
+    async fn call(
+        &mut self,
+        task: &Task,
+        module: Module,
+        scope: &Arc<Scope>,
+        fx: &mut Effects,
+    ) -> Json {
         let Action::Module { args, .. } = &task.action else {
             return json!({"failed": true, "changed": false, "msg": "not a module"});
         };
@@ -603,11 +849,16 @@ impl Run {
             // `var` and `that` are expressions: the module evaluates them itself.
             Ok(args.clone())
         } else {
-            self.templar.template_value(args, scope).and_then(|v| value::to_json(&v)).map(|j| value::from_json(&remove_omit(j)))
+            self.templar
+                .template_value(args, scope)
+                .and_then(|v| value::to_json(&v))
+                .map(|j| value::from_json(&remove_omit(j)))
         };
         let args = match templated {
             Ok(a) => a,
-            Err(e) => return json!({"failed": true, "changed": false, "msg": format!("The task includes an option with an undefined variable or a template error. The error was: {e}")}),
+            Err(e) => {
+                return json!({"failed": true, "changed": false, "msg": format!("The task includes an option with an undefined variable or a template error. The error was: {e}")})
+            }
         };
         match modules::call(module, &args, scope, &self.ctx, fx).await {
             Ok(Json::Object(m)) => Json::Object(m),
@@ -617,9 +868,15 @@ impl Run {
     }
 
     fn include_vars(&mut self, task: &Task, frame: &Frame, fx: &mut Effects) -> Json {
-        let Action::IncludeVars { file, base } = &task.action else { return json!({"changed": false}) };
+        let Action::IncludeVars { file, base } = &task.action else {
+            return json!({"changed": false});
+        };
         let name = value::py_str(file);
-        let cands = [base.join(&name), frame.body.path.join("vars").join(&name), frame.body.path.join(&name)];
+        let cands = [
+            base.join(&name),
+            frame.body.path.join("vars").join(&name),
+            frame.body.path.join(&name),
+        ];
         for c in cands {
             let key = std::fs::canonicalize(&c).unwrap_or(c);
             if let Some(layer) = frame.body.var_files.get(&key) {
@@ -637,14 +894,25 @@ impl Run {
 
 fn remove_omit(j: Json) -> Json {
     match j {
-        Json::Object(m) => Json::Object(m.into_iter().filter(|(_, v)| v.as_str() != Some(OMIT)).map(|(k, v)| (k, remove_omit(v))).collect()),
-        Json::Array(a) => Json::Array(a.into_iter().filter(|v| v.as_str() != Some(OMIT)).map(remove_omit).collect()),
+        Json::Object(m) => Json::Object(
+            m.into_iter()
+                .filter(|(_, v)| v.as_str() != Some(OMIT))
+                .map(|(k, v)| (k, remove_omit(v)))
+                .collect(),
+        ),
+        Json::Array(a) => Json::Array(
+            a.into_iter()
+                .filter(|v| v.as_str() != Some(OMIT))
+                .map(remove_omit)
+                .collect(),
+        ),
         other => other,
     }
 }
 
 pub(crate) fn skipped_result(cond: Option<String>) -> Json {
-    let mut r = json!({"changed": false, "skipped": true, "skip_reason": "Conditional result was False"});
+    let mut r =
+        json!({"changed": false, "skipped": true, "skip_reason": "Conditional result was False"});
     if let Some(c) = cond {
         r["false_condition"] = Json::String(c);
     }

@@ -13,12 +13,28 @@ use crate::template::{value, Scope, VarLayer};
 const MAX_ITEMS: usize = 10_000;
 
 /// The loop's items, or None when the task does not loop.
-pub(crate) fn items(run: &Run, task: &Task, scope: &Arc<Scope>) -> Result<Option<Vec<Value>>, String> {
-    let (Some(kind), Some(raw)) = (task.loop_kind, &task.loop_value) else { return Ok(None) };
-    let v = run.templar.template_value(raw, scope).map_err(|e| format!("Error in loop: {e}"))?;
+pub(crate) fn items(
+    run: &Run,
+    task: &Task,
+    scope: &Arc<Scope>,
+) -> Result<Option<Vec<Value>>, String> {
+    let (Some(kind), Some(raw)) = (task.loop_kind, &task.loop_value) else {
+        return Ok(None);
+    };
+    let v = run
+        .templar
+        .template_value(raw, scope)
+        .map_err(|e| format!("Error in loop: {e}"))?;
     let list: Vec<Value> = match (kind, v.kind()) {
-        (LoopKind::WithDict, ValueKind::Map) => v.try_iter().map_err(|e| e.to_string())?
-            .map(|k| Value::from_pairs([(Value::from("key"), k.clone()), (Value::from("value"), v.get_item(&k).unwrap_or_default())]))
+        (LoopKind::WithDict, ValueKind::Map) => v
+            .try_iter()
+            .map_err(|e| e.to_string())?
+            .map(|k| {
+                Value::from_pairs([
+                    (Value::from("key"), k.clone()),
+                    (Value::from("value"), v.get_item(&k).unwrap_or_default()),
+                ])
+            })
             .collect(),
         (LoopKind::WithDict, _) => return Err("with_dict expects a dict".into()),
         (_, ValueKind::Seq) => v.try_iter().map_err(|e| e.to_string())?.collect(),
@@ -27,16 +43,34 @@ pub(crate) fn items(run: &Run, task: &Task, scope: &Arc<Scope>) -> Result<Option
         (LoopKind::Loop, _) => {
             return Err(format!("Invalid data passed to 'loop', it requires a list, got this instead: {}. Hint: If you passed a list/dict of just one element, try adding wantlist=True to your lookup invocation or use q/query instead of lookup.", value::py_str(&v)));
         }
-        _ => return Err(format!("loop items must be a list, got {}", value::py_str(&v))),
+        _ => {
+            return Err(format!(
+                "loop items must be a list, got {}",
+                value::py_str(&v)
+            ))
+        }
     };
     let list = if kind == LoopKind::WithItems {
         // with_items flattens one level.
-        list.into_iter().flat_map(|x| if x.kind() == ValueKind::Seq { x.try_iter().map(|i| i.collect::<Vec<_>>()).unwrap_or_default() } else { vec![x] }).collect()
+        list.into_iter()
+            .flat_map(|x| {
+                if x.kind() == ValueKind::Seq {
+                    x.try_iter()
+                        .map(|i| i.collect::<Vec<_>>())
+                        .unwrap_or_default()
+                } else {
+                    vec![x]
+                }
+            })
+            .collect()
     } else {
         list
     };
     if list.len() > MAX_ITEMS {
-        return Err(format!("the loop has {} items, more than bosun's limit of {MAX_ITEMS}", list.len()));
+        return Err(format!(
+            "the loop has {} items, more than bosun's limit of {MAX_ITEMS}",
+            list.len()
+        ));
     }
     Ok(Some(list))
 }
@@ -53,30 +87,45 @@ pub(crate) fn item_layer(task: &Task, item: &Value, i: usize, n: usize) -> Arc<V
         l.insert("ansible_index_var".into(), Value::from(iv.as_str()));
     }
     if lc.extended {
-        l.insert("ansible_loop".into(), Value::from_pairs([
-            ("index", Value::from(i + 1)),
-            ("index0", Value::from(i)),
-            ("revindex", Value::from(n - i)),
-            ("revindex0", Value::from(n - i - 1)),
-            ("first", Value::from(i == 0)),
-            ("last", Value::from(i + 1 == n)),
-            ("length", Value::from(n)),
-        ]));
+        l.insert(
+            "ansible_loop".into(),
+            Value::from_pairs([
+                ("index", Value::from(i + 1)),
+                ("index0", Value::from(i)),
+                ("revindex", Value::from(n - i)),
+                ("revindex0", Value::from(n - i - 1)),
+                ("first", Value::from(i == 0)),
+                ("last", Value::from(i + 1 == n)),
+                ("length", Value::from(n)),
+            ]),
+        );
     }
     Arc::new(l)
 }
 
 pub(crate) fn label(run: &Run, task: &Task, item: &Value, scope: &Arc<Scope>) -> Option<Json> {
     let l = task.loop_control.label.as_ref()?;
-    let v = run.templar.template_value(l, scope).unwrap_or_else(|_| item.clone());
+    let v = run
+        .templar
+        .template_value(l, scope)
+        .unwrap_or_else(|_| item.clone());
     value::to_json(&v).ok()
 }
 
 /// One item's result with the loop keys Ansible adds.
-pub(crate) fn with_item(task: &Task, mut r: Json, item: &Value, i: usize, label: Option<Json>) -> Json {
+pub(crate) fn with_item(
+    task: &Task,
+    mut r: Json,
+    item: &Value,
+    i: usize,
+    label: Option<Json>,
+) -> Json {
     let lc = &task.loop_control;
     if let Some(o) = r.as_object_mut() {
-        o.insert(lc.loop_var.clone(), value::to_json(item).unwrap_or(Json::Null));
+        o.insert(
+            lc.loop_var.clone(),
+            value::to_json(item).unwrap_or(Json::Null),
+        );
         o.insert("ansible_loop_var".into(), Json::String(lc.loop_var.clone()));
         if let Some(iv) = &lc.index_var {
             o.insert(iv.clone(), json!(i));

@@ -42,22 +42,46 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    pub fn new(client: Option<kube::Client>, discovery: Arc<Discovery>, owner: Option<Owner>) -> RunContext {
-        RunContext { client, discovery, owner, max_tasks: 100_000, max_wait: Duration::from_secs(600) }
+    pub fn new(
+        client: Option<kube::Client>,
+        discovery: Arc<Discovery>,
+        owner: Option<Owner>,
+    ) -> RunContext {
+        RunContext {
+            client,
+            discovery,
+            owner,
+            max_tasks: 100_000,
+            max_wait: Duration::from_secs(600),
+        }
     }
 }
 
 impl Role {
     /// Runs the role with `extra_vars` (see [`crate::extra_vars::for_cr`]).
-    pub async fn run(&self, ctx: &RunContext, extra_vars: &serde_json::Map<String, serde_json::Value>) -> Outcome {
-        if let Some((k, _)) = extra_vars.iter().find(|(_, v)| crate::extra_vars::depth(v) > MAX_VAR_NESTING) {
+    pub async fn run(
+        &self,
+        ctx: &RunContext,
+        extra_vars: &serde_json::Map<String, serde_json::Value>,
+    ) -> Outcome {
+        if let Some((k, _)) = extra_vars
+            .iter()
+            .find(|(_, v)| crate::extra_vars::depth(v) > MAX_VAR_NESTING)
+        {
             let mut o = Outcome::default();
             o.stats.failures = 1;
-            o.failures.push(FailedTask { name: "extra vars".into(), msg: format!("variable '{k}' nests deeper than {MAX_VAR_NESTING} levels"), location: String::new() });
+            o.failures.push(FailedTask {
+                name: "extra vars".into(),
+                msg: format!("variable '{k}' nests deeper than {MAX_VAR_NESTING} levels"),
+                location: String::new(),
+            });
             o.completed = Some(chrono::Utc::now());
             return o;
         }
-        let extra: VarLayer = extra_vars.iter().map(|(k, v)| (k.clone(), value::from_json(v))).collect();
+        let extra: VarLayer = extra_vars
+            .iter()
+            .map(|(k, v)| (k.clone(), value::from_json(v)))
+            .collect();
         let mut run = exec::Run::new(ctx.clone(), Templar::new(), Arc::new(extra), &self.path);
         for play in &self.plays {
             if run.play(play).await == exec::Flow::EndPlay {

@@ -90,7 +90,9 @@ impl Outcome {
             changed: self.stats.changed,
             skipped: self.stats.skipped,
             failures: self.stats.failures,
-            completion: crate::status::completion_time(self.completed.unwrap_or_else(chrono::Utc::now)),
+            completion: crate::status::completion_time(
+                self.completed.unwrap_or_else(chrono::Utc::now),
+            ),
         }
     }
 
@@ -99,5 +101,3 @@ impl Outcome {
         self.failures.iter().map(|f| f.msg.clone()).collect()
     }
 }
-
-

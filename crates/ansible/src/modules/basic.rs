@@ -31,7 +31,10 @@ pub fn set_fact(args: &Value, fx: &mut Effects) -> Result<Json, String> {
         fx.facts.push((name, v));
     }
     if facts.is_empty() {
-        return Err("No key/value pairs provided, at least one is required for this action to succeed".into());
+        return Err(
+            "No key/value pairs provided, at least one is required for this action to succeed"
+                .into(),
+        );
     }
     Ok(json!({"changed": false, "ansible_facts": facts}))
 }
@@ -52,35 +55,66 @@ pub fn debug(args: &Value, scope: &Arc<Scope>) -> Result<Json, String> {
         return Ok(Json::Object(m));
     }
     let msg = match get("msg") {
-        Some(m) => value::to_json(&templar.template_value(&m, scope).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?,
+        Some(m) => value::to_json(
+            &templar
+                .template_value(&m, scope)
+                .map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())?,
         None => Json::Null,
     };
-    let msg = if msg.is_null() || msg.as_str() == Some(crate::engine::OMIT) { Json::String("Hello world!".into()) } else { msg };
+    let msg = if msg.is_null() || msg.as_str() == Some(crate::engine::OMIT) {
+        Json::String("Hello world!".into())
+    } else {
+        msg
+    };
     Ok(json!({"changed": false, "msg": msg}))
 }
 
 pub fn fail(args: &Value) -> Result<Json, String> {
     let msg = args.get_attr("msg").ok().filter(|v| !v.is_undefined());
-    let msg = msg.map_or_else(|| Json::String("Failed as requested from task".into()), |m| value::to_json(&m).unwrap_or(Json::Null));
+    let msg = msg.map_or_else(
+        || Json::String("Failed as requested from task".into()),
+        |m| value::to_json(&m).unwrap_or(Json::Null),
+    );
     Ok(json!({"changed": false, "failed": true, "msg": msg}))
 }
 
 pub fn assert(args: &Value, scope: &Arc<Scope>) -> Result<Json, String> {
     let templar = scope.templar();
-    let get = |k: &str| args.get_attr(k).ok().filter(|v| !v.is_undefined() && !v.is_none());
+    let get = |k: &str| {
+        args.get_attr(k)
+            .ok()
+            .filter(|v| !v.is_undefined() && !v.is_none())
+    };
     let that: Vec<String> = match get("that") {
-        Some(t) if t.kind() == ValueKind::Seq => t.try_iter().map_err(|e| e.to_string())?.map(|c| value::py_str(&c)).collect(),
+        Some(t) if t.kind() == ValueKind::Seq => t
+            .try_iter()
+            .map_err(|e| e.to_string())?
+            .map(|c| value::py_str(&c))
+            .collect(),
         Some(t) => vec![value::py_str(&t)],
         None => return Err("conditional required in \"that\" string".into()),
     };
     let render = |v: Option<Value>| -> Result<Option<Json>, String> {
-        v.map(|m| templar.template_value(&m, scope).map_err(|e| e.to_string()).and_then(|x| value::to_json(&x).map_err(|e| e.to_string()))).transpose()
+        v.map(|m| {
+            templar
+                .template_value(&m, scope)
+                .map_err(|e| e.to_string())
+                .and_then(|x| value::to_json(&x).map_err(|e| e.to_string()))
+        })
+        .transpose()
     };
     for cond in &that {
-        let ok = templar.eval_bool(cond, scope).map_err(|e| format!("The conditional check '{cond}' failed. The error was: {e}"))?;
+        let ok = templar
+            .eval_bool(cond, scope)
+            .map_err(|e| format!("The conditional check '{cond}' failed. The error was: {e}"))?;
         if !ok {
-            let msg = render(get("fail_msg").or(get("msg")))?.unwrap_or(Json::String("Assertion failed".into()));
-            return Ok(json!({"changed": false, "failed": true, "assertion": cond, "evaluated_to": false, "msg": msg}));
+            let msg = render(get("fail_msg").or(get("msg")))?
+                .unwrap_or(Json::String("Assertion failed".into()));
+            return Ok(
+                json!({"changed": false, "failed": true, "assertion": cond, "evaluated_to": false, "msg": msg}),
+            );
         }
     }
     let msg = render(get("success_msg"))?.unwrap_or(Json::String("All assertions passed".into()));
@@ -89,18 +123,38 @@ pub fn assert(args: &Value, scope: &Arc<Scope>) -> Result<Json, String> {
 
 pub async fn pause(args: &Value, ctx: &RunContext) -> Result<Json, String> {
     let num = |k: &str| -> Result<Option<f64>, String> {
-        match args.get_attr(k).ok().filter(|v| !v.is_undefined() && !v.is_none()) {
+        match args
+            .get_attr(k)
+            .ok()
+            .filter(|v| !v.is_undefined() && !v.is_none())
+        {
             None => Ok(None),
-            Some(v) => value::py_str(&v).trim().parse::<f64>().map(Some).map_err(|_| format!("non-integer value given for prompt duration: {}", value::py_str(&v))),
+            Some(v) => value::py_str(&v)
+                .trim()
+                .parse::<f64>()
+                .map(Some)
+                .map_err(|_| {
+                    format!(
+                        "non-integer value given for prompt duration: {}",
+                        value::py_str(&v)
+                    )
+                }),
         }
     };
-    let secs = match (num("seconds")?, num("minutes")?) {
-        (Some(s), _) => s,
-        (None, Some(m)) => m * 60.0,
-        (None, None) => return Err("pause without seconds or minutes waits for a prompt, which bosun cannot answer".into()),
-    };
+    let secs =
+        match (num("seconds")?, num("minutes")?) {
+            (Some(s), _) => s,
+            (None, Some(m)) => m * 60.0,
+            (None, None) => return Err(
+                "pause without seconds or minutes waits for a prompt, which bosun cannot answer"
+                    .into(),
+            ),
+        };
     if secs > ctx.max_wait.as_secs_f64() {
-        return Err(format!("pause of {secs} s is longer than bosun's limit of {} s", ctx.max_wait.as_secs()));
+        return Err(format!(
+            "pause of {secs} s is longer than bosun's limit of {} s",
+            ctx.max_wait.as_secs()
+        ));
     }
     let start = chrono::Utc::now();
     if secs > 0.0 {
@@ -108,7 +162,9 @@ pub async fn pause(args: &Value, ctx: &RunContext) -> Result<Json, String> {
     }
     let stop = chrono::Utc::now();
     let fmt = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M:%S%.6f").to_string();
-    Ok(json!({"changed": false, "rc": 0, "stderr": "", "stdout": format!("Paused for {} seconds", secs), "start": fmt(start), "stop": fmt(stop), "delta": secs as i64, "echo": true, "user_input": ""}))
+    Ok(
+        json!({"changed": false, "rc": 0, "stderr": "", "stdout": format!("Paused for {} seconds", secs), "start": fmt(start), "stop": fmt(stop), "delta": secs as i64, "echo": true, "user_input": ""}),
+    )
 }
 
 /// Go's `time.ParseDuration` (what ansible-operator applies to the module's `period`).
@@ -127,13 +183,17 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
     }
     let mut total = 0f64;
     while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
         if num_end == 0 {
             return Err(bad());
         }
         let n: f64 = rest[..num_end].parse().map_err(|_| bad())?;
         rest = &rest[num_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let mult = match &rest[..unit_end] {
             "ns" => 1e-9,
             "us" | "µs" | "μs" => 1e-6,
@@ -153,7 +213,12 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub fn requeue_after(args: &Value, fx: &mut Effects) -> Result<Json, String> {
-    let time = args.get_attr("time").ok().filter(|v| !v.is_undefined()).map(|v| value::py_str(&v)).ok_or("requeue_after needs time")?;
+    let time = args
+        .get_attr("time")
+        .ok()
+        .filter(|v| !v.is_undefined())
+        .map(|v| value::py_str(&v))
+        .ok_or("requeue_after needs time")?;
     fx.requeue = Some(parse_go_duration(&time)?);
     Ok(json!({"changed": false, "period": time}))
 }
@@ -164,10 +229,22 @@ mod tests {
 
     #[test]
     fn go_durations() {
-        assert_eq!(parse_go_duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_go_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_go_duration("1.5h").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_go_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(
+            parse_go_duration("30s").expect("test value"),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            parse_go_duration("1m30s").expect("test value"),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            parse_go_duration("1.5h").expect("test value"),
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            parse_go_duration("250ms").expect("test value"),
+            Duration::from_millis(250)
+        );
         assert!(parse_go_duration("30").is_err());
         assert!(parse_go_duration("").is_err());
         assert!(parse_go_duration("5x").is_err());

@@ -12,18 +12,35 @@ type Args = Map<String, Json>;
 pub async fn run(a: &Args, ctx: &RunContext, fx: &mut Effects) -> Result<Json, String> {
     let client = client(ctx)?;
     let s = |k: &str| a.get(k).and_then(Json::as_str).map(String::from);
-    let ns = s("namespace").or_else(|| ctx.owner.as_ref().and_then(|o| o.namespace.clone())).unwrap_or_else(|| "default".into());
+    let ns = s("namespace")
+        .or_else(|| ctx.owner.as_ref().and_then(|o| o.namespace.clone()))
+        .unwrap_or_else(|| "default".into());
     let mut name = s("name").ok_or("name is required")?;
     let now = chrono::Utc::now();
-    if a.get("appendTimestamp").and_then(Json::as_bool).unwrap_or(false) {
+    if a.get("appendTimestamp")
+        .and_then(Json::as_bool)
+        .unwrap_or(false)
+    {
         name = format!("{name}.{}", now.timestamp_nanos_opt().unwrap_or_default());
     }
     let ts = crate::status::transition_time(now);
     let res = ctx.discovery.resolve(client, "v1", "Event").await?;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &res.resource);
     if let Some(existing) = api.get_opt(&name).await.map_err(|e| e.to_string())? {
-        let count = existing.data.get("count").and_then(Json::as_i64).unwrap_or(1) + 1;
-        let patched = api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"count": count, "lastTimestamp": ts}))).await.map_err(|e| e.to_string())?;
+        let count = existing
+            .data
+            .get("count")
+            .and_then(Json::as_i64)
+            .unwrap_or(1)
+            + 1;
+        let patched = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"count": count, "lastTimestamp": ts})),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
         let r = serde_json::to_value(&patched).unwrap_or(Json::Null);
         fx.events.push(r.clone());
         return Ok(json!({"changed": true, "result": r}));
@@ -42,7 +59,10 @@ pub async fn run(a: &Args, ctx: &RunContext, fx: &mut Effects) -> Result<Json, S
         ev["reportingComponent"] = json!(rc);
     }
     let obj: DynamicObject = serde_json::from_value(ev).map_err(|e| e.to_string())?;
-    let created = api.create(&PostParams::default(), &obj).await.map_err(|e| e.to_string())?;
+    let created = api
+        .create(&PostParams::default(), &obj)
+        .await
+        .map_err(|e| e.to_string())?;
     let r = serde_json::to_value(&created).unwrap_or(Json::Null);
     fx.events.push(r.clone());
     Ok(json!({"changed": true, "result": r}))

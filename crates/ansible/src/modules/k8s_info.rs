@@ -15,7 +15,13 @@ type Args = Map<String, Json>;
 fn selectors(v: Option<&Json>) -> Option<String> {
     match v? {
         Json::String(s) => Some(s.clone()),
-        Json::Array(items) => Some(items.iter().filter_map(|i| i.as_str()).collect::<Vec<_>>().join(",")),
+        Json::Array(items) => Some(
+            items
+                .iter()
+                .filter_map(|i| i.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
         _ => None,
     }
 }
@@ -23,12 +29,26 @@ fn selectors(v: Option<&Json>) -> Option<String> {
 /// The objects matching `kind`, `api_version`, `name`/`resource_name`, `namespace`,
 /// `label_selector(s)`, `field_selector(s)`.
 pub async fn find(client: &Client, discovery: &Discovery, a: &Args) -> Result<Vec<Json>, String> {
-    let kind = a.get("kind").and_then(Json::as_str).ok_or("kind is required")?;
-    let api_version = a.get("api_version").or(a.get("api")).or(a.get("version")).and_then(Json::as_str).unwrap_or("v1");
+    let kind = a
+        .get("kind")
+        .and_then(Json::as_str)
+        .ok_or("kind is required")?;
+    let api_version = a
+        .get("api_version")
+        .or(a.get("api"))
+        .or(a.get("version"))
+        .and_then(Json::as_str)
+        .unwrap_or("v1");
     let res = discovery.resolve(client, api_version, kind).await?;
-    let ns = a.get("namespace").and_then(Json::as_str).filter(|s| !s.is_empty());
+    let ns = a
+        .get("namespace")
+        .and_then(Json::as_str)
+        .filter(|s| !s.is_empty());
     let api = Discovery::api(client, &res, ns);
-    let name = a.get("name").or(a.get("resource_name")).and_then(Json::as_str);
+    let name = a
+        .get("name")
+        .or(a.get("resource_name"))
+        .and_then(Json::as_str);
     if let Some(n) = name {
         return Ok(match api.get_opt(n).await.map_err(|e| e.to_string())? {
             Some(o) => vec![serde_json::to_value(o).unwrap_or(Json::Null)],
@@ -43,11 +63,18 @@ pub async fn find(client: &Client, discovery: &Discovery, a: &Args) -> Result<Ve
         lp = lp.fields(&f);
     }
     let list = api.list(&lp).await.map_err(|e| e.to_string())?;
-    Ok(list.items.into_iter().map(|mut o| {
-        // Items of a list carry no apiVersion/kind; the module adds them.
-        o.types = Some(kube::api::TypeMeta { api_version: res.resource.api_version.clone(), kind: res.resource.kind.clone() });
-        serde_json::to_value(o).unwrap_or(Json::Null)
-    }).collect())
+    Ok(list
+        .items
+        .into_iter()
+        .map(|mut o| {
+            // Items of a list carry no apiVersion/kind; the module adds them.
+            o.types = Some(kube::api::TypeMeta {
+                api_version: res.resource.api_version.clone(),
+                kind: res.resource.kind.clone(),
+            });
+            serde_json::to_value(o).unwrap_or(Json::Null)
+        })
+        .collect())
 }
 
 pub async fn run(a: &Args, ctx: &RunContext) -> Result<Json, String> {

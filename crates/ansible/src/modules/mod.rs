@@ -56,10 +56,18 @@ pub(crate) fn json_args(args: &Value) -> serde_json::Map<String, Json> {
 }
 
 pub(crate) fn client(ctx: &RunContext) -> Result<&kube::Client, String> {
-    ctx.client.as_ref().ok_or_else(|| "this module needs a Kubernetes client".to_string())
+    ctx.client
+        .as_ref()
+        .ok_or_else(|| "this module needs a Kubernetes client".to_string())
 }
 
-pub async fn call(module: Module, args: &Value, scope: &Arc<Scope>, ctx: &RunContext, fx: &mut Effects) -> Result<Json, String> {
+pub async fn call(
+    module: Module,
+    args: &Value,
+    scope: &Arc<Scope>,
+    ctx: &RunContext,
+    fx: &mut Effects,
+) -> Result<Json, String> {
     match module {
         Module::SetFact => basic::set_fact(args, fx),
         Module::Debug => basic::debug(args, scope),
@@ -72,8 +80,11 @@ pub async fn call(module: Module, args: &Value, scope: &Arc<Scope>, ctx: &RunCon
         Module::K8sStatus => k8s_status::run(&json_args(args), ctx, fx).await,
         Module::K8sEvent => k8s_event::run(&json_args(args), ctx, fx).await,
         Module::K8sScale => k8s_scale::run(&json_args(args), ctx, fx).await,
-        Module::Meta | Module::IncludeTasks | Module::ImportTasks | Module::IncludeRole | Module::ImportRole | Module::IncludeVars => {
-            Err(format!("{} is not a module call", module.name()))
-        }
+        Module::Meta
+        | Module::IncludeTasks
+        | Module::ImportTasks
+        | Module::IncludeRole
+        | Module::ImportRole
+        | Module::IncludeVars => Err(format!("{} is not a module call", module.name())),
     }
 }

@@ -26,10 +26,17 @@ pub enum Module {
 impl Module {
     /// The module a task names (`k8s`, `kubernetes.core.k8s`, `ansible.builtin.debug`, ...).
     pub fn from_name(name: &str) -> Option<Module> {
-        let short = ["ansible.builtin.", "ansible.legacy.", "kubernetes.core.", "community.kubernetes.", "operator_sdk.util.", "community.okd."]
-            .iter()
-            .find_map(|p| name.strip_prefix(p))
-            .unwrap_or(name);
+        let short = [
+            "ansible.builtin.",
+            "ansible.legacy.",
+            "kubernetes.core.",
+            "community.kubernetes.",
+            "operator_sdk.util.",
+            "community.okd.",
+        ]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .unwrap_or(name);
         // A collection-qualified name must come from a collection that has the module.
         let qualified = short.len() != name.len();
         let m = match short {
@@ -55,8 +62,13 @@ impl Module {
         if qualified {
             let coll = &name[..name.len() - short.len() - 1];
             let ok = match m {
-                Module::K8s | Module::K8sInfo | Module::K8sScale => matches!(coll, "kubernetes.core" | "community.kubernetes" | "community.okd"),
-                Module::K8sStatus | Module::K8sEvent | Module::RequeueAfter => coll == "operator_sdk.util",
+                Module::K8s | Module::K8sInfo | Module::K8sScale => matches!(
+                    coll,
+                    "kubernetes.core" | "community.kubernetes" | "community.okd"
+                ),
+                Module::K8sStatus | Module::K8sEvent | Module::RequeueAfter => {
+                    coll == "operator_sdk.util"
+                }
                 _ => matches!(coll, "ansible.builtin" | "ansible.legacy"),
             };
             if !ok {
@@ -70,20 +82,85 @@ impl Module {
     pub fn options(self) -> Option<&'static [&'static str]> {
         Some(match self {
             Module::K8s => &[
-                "state", "definition", "resource_definition", "src", "template", "namespace", "name",
-                "kind", "api_version", "api", "version", "merge_type", "apply", "server_side_apply",
-                "force", "wait", "wait_condition", "wait_sleep", "wait_timeout", "generate_name",
-                "label_selectors", "delete_options", "continue_on_error",
+                "state",
+                "definition",
+                "resource_definition",
+                "src",
+                "template",
+                "namespace",
+                "name",
+                "kind",
+                "api_version",
+                "api",
+                "version",
+                "merge_type",
+                "apply",
+                "server_side_apply",
+                "force",
+                "wait",
+                "wait_condition",
+                "wait_sleep",
+                "wait_timeout",
+                "generate_name",
+                "label_selectors",
+                "delete_options",
+                "continue_on_error",
             ],
             Module::K8sInfo => &[
-                "kind", "api_version", "api", "version", "name", "namespace", "label_selectors",
-                "field_selectors", "wait", "wait_condition", "wait_sleep", "wait_timeout",
+                "kind",
+                "api_version",
+                "api",
+                "version",
+                "name",
+                "namespace",
+                "label_selectors",
+                "field_selectors",
+                "wait",
+                "wait_condition",
+                "wait_sleep",
+                "wait_timeout",
             ],
-            Module::K8sStatus => &["api_version", "api", "version", "kind", "name", "namespace", "status", "conditions", "replace", "force", "replace_lists"],
-            Module::K8sEvent => &["state", "name", "namespace", "message", "reason", "reportingComponent", "type", "source", "involvedObject", "appendTimestamp"],
+            Module::K8sStatus => &[
+                "api_version",
+                "api",
+                "version",
+                "kind",
+                "name",
+                "namespace",
+                "status",
+                "conditions",
+                "replace",
+                "force",
+                "replace_lists",
+            ],
+            Module::K8sEvent => &[
+                "state",
+                "name",
+                "namespace",
+                "message",
+                "reason",
+                "reportingComponent",
+                "type",
+                "source",
+                "involvedObject",
+                "appendTimestamp",
+            ],
             Module::K8sScale => &[
-                "kind", "api_version", "api", "version", "name", "namespace", "replicas", "current_replicas",
-                "resource_version", "wait", "wait_timeout", "wait_sleep", "label_selectors", "resource_definition", "src",
+                "kind",
+                "api_version",
+                "api",
+                "version",
+                "name",
+                "namespace",
+                "replicas",
+                "current_replicas",
+                "resource_version",
+                "wait",
+                "wait_timeout",
+                "wait_sleep",
+                "label_selectors",
+                "resource_definition",
+                "src",
             ],
             Module::RequeueAfter => &["time"],
             Module::SetFact => return None,
@@ -93,19 +170,33 @@ impl Module {
             Module::Pause => &["seconds", "minutes", "echo"],
             Module::Meta => &["_raw_params"],
             Module::IncludeTasks | Module::ImportTasks => &["_raw_params", "file"],
-            Module::IncludeRole | Module::ImportRole => &["name", "tasks_from", "vars_from", "defaults_from", "public", "allow_duplicates", "rolespec_validate"],
+            Module::IncludeRole | Module::ImportRole => &[
+                "name",
+                "tasks_from",
+                "vars_from",
+                "defaults_from",
+                "public",
+                "allow_duplicates",
+                "rolespec_validate",
+            ],
             Module::IncludeVars => &["_raw_params", "file", "name"],
         })
     }
 
     /// Whether the module takes free-form text (`include_tasks: file.yml`).
     pub fn free_form(self) -> bool {
-        matches!(self, Module::Meta | Module::IncludeTasks | Module::ImportTasks | Module::IncludeVars)
+        matches!(
+            self,
+            Module::Meta | Module::IncludeTasks | Module::ImportTasks | Module::IncludeVars
+        )
     }
 
     /// Whether a failure of this module kind can come from the cluster (for dependent watches).
     pub fn is_kubernetes(self) -> bool {
-        matches!(self, Module::K8s | Module::K8sInfo | Module::K8sStatus | Module::K8sEvent | Module::K8sScale)
+        matches!(
+            self,
+            Module::K8s | Module::K8sInfo | Module::K8sStatus | Module::K8sEvent | Module::K8sScale
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -134,23 +225,85 @@ impl Module {
 /// Task keywords bosun honours. Others (`become`, `delegate_to`, `notify`, `environment`, ...)
 /// would change what the task does; a role using one is refused.
 pub const TASK_KEYWORDS: &[&str] = &[
-    "name", "when", "loop", "with_items", "with_list", "with_dict", "loop_control", "register",
-    "until", "retries", "delay", "changed_when", "failed_when", "ignore_errors", "vars", "no_log",
-    "tags", "args", "block", "rescue", "always", "run_once", "any_errors_fatal", "collections",
+    "name",
+    "when",
+    "loop",
+    "with_items",
+    "with_list",
+    "with_dict",
+    "loop_control",
+    "register",
+    "until",
+    "retries",
+    "delay",
+    "changed_when",
+    "failed_when",
+    "ignore_errors",
+    "vars",
+    "no_log",
+    "tags",
+    "args",
+    "block",
+    "rescue",
+    "always",
+    "run_once",
+    "any_errors_fatal",
+    "collections",
     "throttle",
 ];
 
 /// Keywords that are no-ops for one `localhost` host and so are accepted as such.
-pub const NOOP_KEYWORDS: &[&str] = &["tags", "run_once", "any_errors_fatal", "collections", "throttle", "no_log"];
+pub const NOOP_KEYWORDS: &[&str] = &[
+    "tags",
+    "run_once",
+    "any_errors_fatal",
+    "collections",
+    "throttle",
+    "no_log",
+];
 
 /// Ansible task keywords bosun does not honour (refused with their name).
 pub const UNSUPPORTED_KEYWORDS: &[&str] = &[
-    "action", "local_action", "async", "poll", "become", "become_user", "become_method",
-    "become_flags", "become_exe", "check_mode", "connection", "debugger", "delegate_to",
-    "delegate_facts", "diff", "environment", "ignore_unreachable", "module_defaults", "notify",
-    "listen", "port", "remote_user", "timeout", "with_fileglob", "with_first_found",
-    "with_sequence", "with_subelements", "with_nested", "with_together", "with_random_choice",
-    "with_lines", "with_indexed_items", "with_flattened", "with_inventory_hostnames",
-    "with_k8s", "with_template", "with_file", "with_env", "apply", "handlers", "vars_files",
+    "action",
+    "local_action",
+    "async",
+    "poll",
+    "become",
+    "become_user",
+    "become_method",
+    "become_flags",
+    "become_exe",
+    "check_mode",
+    "connection",
+    "debugger",
+    "delegate_to",
+    "delegate_facts",
+    "diff",
+    "environment",
+    "ignore_unreachable",
+    "module_defaults",
+    "notify",
+    "listen",
+    "port",
+    "remote_user",
+    "timeout",
+    "with_fileglob",
+    "with_first_found",
+    "with_sequence",
+    "with_subelements",
+    "with_nested",
+    "with_together",
+    "with_random_choice",
+    "with_lines",
+    "with_indexed_items",
+    "with_flattened",
+    "with_inventory_hostnames",
+    "with_k8s",
+    "with_template",
+    "with_file",
+    "with_env",
+    "apply",
+    "handlers",
+    "vars_files",
     "vars_prompt",
 ];

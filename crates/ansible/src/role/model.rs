@@ -44,7 +44,13 @@ pub struct LoopControl {
 
 impl Default for LoopControl {
     fn default() -> Self {
-        LoopControl { loop_var: "item".into(), index_var: None, label: None, pause: None, extended: false }
+        LoopControl {
+            loop_var: "item".into(),
+            index_var: None,
+            label: None,
+            pause: None,
+            extended: false,
+        }
     }
 }
 
@@ -59,14 +65,31 @@ pub enum MetaAction {
 
 #[derive(Clone, Debug)]
 pub enum Action {
-    Module { module: Module, args: Value },
+    Module {
+        module: Module,
+        args: Value,
+    },
     /// `block`/`rescue`/`always` (also what `import_tasks` becomes).
-    Block { block: Vec<Task>, rescue: Vec<Task>, always: Vec<Task> },
+    Block {
+        block: Vec<Task>,
+        rescue: Vec<Task>,
+        always: Vec<Task>,
+    },
     /// `include_tasks`: the file name (maybe a template) and the files it may name.
-    IncludeTasks { file: Value, base: PathBuf },
+    IncludeTasks {
+        file: Value,
+        base: PathBuf,
+    },
     /// `include_role`/`import_role` (static: loaded with the role).
-    Role { role: Arc<RoleBody>, tasks_from: String, dynamic: bool },
-    IncludeVars { file: Value, base: PathBuf },
+    Role {
+        role: Arc<RoleBody>,
+        tasks_from: String,
+        dynamic: bool,
+    },
+    IncludeVars {
+        file: Value,
+        base: PathBuf,
+    },
     Meta(MetaAction),
 }
 
@@ -131,7 +154,9 @@ pub struct RoleDep {
 impl RoleBody {
     pub fn tasks_file(&self, name: &str) -> Option<&Arc<Vec<Task>>> {
         let dir = self.path.join("tasks");
-        ["", ".yml", ".yaml"].iter().find_map(|ext| self.files.get(&dir.join(format!("{name}{ext}"))))
+        ["", ".yml", ".yaml"]
+            .iter()
+            .find_map(|ext| self.files.get(&dir.join(format!("{name}{ext}"))))
     }
 }
 

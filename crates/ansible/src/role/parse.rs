@@ -17,7 +17,12 @@ use crate::Error;
 const MAX_NESTING: usize = 48;
 
 pub(crate) fn load_err(file: &Path, n: &Node, msg: impl Into<String>) -> Error {
-    Error::Load { file: file.to_path_buf(), line: n.mark.line, col: n.mark.col, msg: msg.into() }
+    Error::Load {
+        file: file.to_path_buf(),
+        line: n.mark.line,
+        col: n.mark.col,
+        msg: msg.into(),
+    }
 }
 
 /// The task-level context of the file being parsed.
@@ -30,7 +35,11 @@ pub(crate) struct FileCtx<'a> {
 
 impl FileCtx<'_> {
     fn loc(&self, n: &Node) -> Loc {
-        Loc { file: self.file.clone(), line: n.mark.line, col: n.mark.col }
+        Loc {
+            file: self.file.clone(),
+            line: n.mark.line,
+            col: n.mark.col,
+        }
     }
 
     pub(crate) fn err(&self, n: &Node, msg: impl Into<String>) -> Error {
@@ -88,7 +97,14 @@ pub(crate) fn parse_kv(s: &str) -> Result<Vec<(String, String)>, String> {
         match item.split_once('=') {
             Some((k, v)) if !k.is_empty() && k.chars().all(|c| c.is_alphanumeric() || c == '_') => {
                 let v = v.trim();
-                let unq = if v.len() >= 2 && ((v.starts_with('"') && v.ends_with('"')) || (v.starts_with('\'') && v.ends_with('\''))) { &v[1..v.len() - 1] } else { v };
+                let unq = if v.len() >= 2
+                    && ((v.starts_with('"') && v.ends_with('"'))
+                        || (v.starts_with('\'') && v.ends_with('\'')))
+                {
+                    &v[1..v.len() - 1]
+                } else {
+                    v
+                };
                 out.push((k.to_string(), unq.to_string()));
             }
             _ => return Err(format!("'{item}' is not a key=value argument")),
@@ -102,19 +118,28 @@ fn conditions(ctx: &FileCtx, n: &Node) -> Result<Vec<String>, Error> {
         Yaml::Seq(items) => items.iter().collect(),
         _ => vec![n],
     };
-    items.into_iter().map(|c| match &c.value {
-        Yaml::Str(s) => Ok(s.clone()),
-        Yaml::Bool(b) => Ok(if *b { "True" } else { "False" }.to_string()),
-        Yaml::Int(i) => Ok(i.to_string()),
-        Yaml::Null => Ok("None".into()),
-        _ => Err(ctx.err(c, "a conditional must be a string, a boolean or a list of them")),
-    }).collect()
+    items
+        .into_iter()
+        .map(|c| match &c.value {
+            Yaml::Str(s) => Ok(s.clone()),
+            Yaml::Bool(b) => Ok(if *b { "True" } else { "False" }.to_string()),
+            Yaml::Int(i) => Ok(i.to_string()),
+            Yaml::Null => Ok("None".into()),
+            _ => Err(ctx.err(
+                c,
+                "a conditional must be a string, a boolean or a list of them",
+            )),
+        })
+        .collect()
 }
 
 impl Loader {
     pub(crate) fn parse_tasks(&mut self, ctx: &FileCtx, list: &Node) -> Result<Vec<Task>, Error> {
         if ctx.depth > MAX_NESTING {
-            return Err(ctx.err(list, "tasks nest too deep (an import or block that includes itself?)"));
+            return Err(ctx.err(
+                list,
+                "tasks nest too deep (an import or block that includes itself?)",
+            ));
         }
         match &list.value {
             Yaml::Null => Ok(Vec::new()),
@@ -148,7 +173,9 @@ impl Loader {
         let mut block: Option<&Node> = None;
         let (mut rescue, mut always, mut extra_args) = (None, None, None);
         for (k, v) in pairs {
-            let key = k.as_str().ok_or_else(|| ctx.err(k, "task keys must be strings"))?;
+            let key = k
+                .as_str()
+                .ok_or_else(|| ctx.err(k, "task keys must be strings"))?;
             match key {
                 "name" => task.name = Some(self.static_or_template(ctx, v)?),
                 "when" => task.when = self.exprs(ctx, v)?,
@@ -170,7 +197,9 @@ impl Loader {
                 }
                 "loop_control" => task.loop_control = self.loop_control(ctx, v)?,
                 "register" => {
-                    let r = v.as_str().ok_or_else(|| ctx.err(v, "register takes a variable name"))?;
+                    let r = v
+                        .as_str()
+                        .ok_or_else(|| ctx.err(v, "register takes a variable name"))?;
                     if !valid_var_name(r) {
                         return Err(ctx.err(v, format!("invalid variable name in 'register': {r}")));
                     }
@@ -192,23 +221,39 @@ impl Loader {
                 "always" => always = Some(v),
                 k2 if TASK_KEYWORDS.contains(&k2) => {}
                 other if UNSUPPORTED_KEYWORDS.contains(&other) => {
-                    return Err(ctx.err(k, format!("task keyword '{other}' is not supported by bosun")));
+                    return Err(ctx.err(
+                        k,
+                        format!("task keyword '{other}' is not supported by bosun"),
+                    ));
                 }
                 other => {
                     if Module::from_name(other).is_some() {
                         if let Some((prev, _)) = action {
-                            return Err(ctx.err(k, format!("conflicting action statements: {}, {other}", prev.as_str().unwrap_or_default())));
+                            return Err(ctx.err(
+                                k,
+                                format!(
+                                    "conflicting action statements: {}, {other}",
+                                    prev.as_str().unwrap_or_default()
+                                ),
+                            ));
                         }
                         action = Some((k, v));
                     } else if other.contains('.') || looks_like_module(other) {
                         return Err(ctx.err(k, format!("module '{other}' is not supported by bosun (supported: k8s, k8s_info, k8s_status, k8s_event, k8s_scale, requeue_after, set_fact, debug, fail, assert, pause, meta, include_tasks, import_tasks, include_role, import_role, include_vars)")));
                     } else {
-                        return Err(ctx.err(k, format!("task keyword '{other}' is not supported by bosun")));
+                        return Err(ctx.err(
+                            k,
+                            format!("task keyword '{other}' is not supported by bosun"),
+                        ));
                     }
                 }
             }
         }
-        let deeper = FileCtx { file: ctx.file.clone(), role_dir: ctx.role_dir, depth: ctx.depth + 1 };
+        let deeper = FileCtx {
+            file: ctx.file.clone(),
+            role_dir: ctx.role_dir,
+            depth: ctx.depth + 1,
+        };
         if let Some(b) = block {
             if action.is_some() {
                 return Err(ctx.err(node, "a block cannot also call a module"));
@@ -218,8 +263,14 @@ impl Loader {
             }
             task.action = Action::Block {
                 block: self.parse_tasks(&deeper, b)?,
-                rescue: rescue.map(|r| self.parse_tasks(&deeper, r)).transpose()?.unwrap_or_default(),
-                always: always.map(|a| self.parse_tasks(&deeper, a)).transpose()?.unwrap_or_default(),
+                rescue: rescue
+                    .map(|r| self.parse_tasks(&deeper, r))
+                    .transpose()?
+                    .unwrap_or_default(),
+                always: always
+                    .map(|a| self.parse_tasks(&deeper, a))
+                    .transpose()?
+                    .unwrap_or_default(),
             };
             return Ok(task);
         }
@@ -229,7 +280,8 @@ impl Loader {
         let Some((mk, mv)) = action else {
             return Err(ctx.err(node, "no module or action found in this task"));
         };
-        let module = Module::from_name(mk.as_str().unwrap_or_default()).ok_or_else(|| ctx.err(mk, "unknown module"))?;
+        let module = Module::from_name(mk.as_str().unwrap_or_default())
+            .ok_or_else(|| ctx.err(mk, "unknown module"))?;
         let args = self.module_args(ctx, module, mk, mv, extra_args)?;
         task.action = self.action(&deeper, module, mk, args, &task)?;
         Ok(task)
@@ -238,7 +290,10 @@ impl Loader {
     fn exprs(&mut self, ctx: &FileCtx, v: &Node) -> Result<Vec<String>, Error> {
         let list = conditions(ctx, v)?;
         for e in &list {
-            let names = self.templar.check_expr(e).map_err(|m| ctx.err(v, format!("invalid conditional '{e}': {m}")))?;
+            let names = self
+                .templar
+                .check_expr(e)
+                .map_err(|m| ctx.err(v, format!("invalid conditional '{e}': {m}")))?;
             self.check_names(ctx, v, &names)?;
         }
         Ok(list)
@@ -254,10 +309,26 @@ impl Loader {
 
     fn loop_control(&mut self, ctx: &FileCtx, v: &Node) -> Result<LoopControl, Error> {
         let mut lc = LoopControl::default();
-        for (k, val) in v.as_map().ok_or_else(|| ctx.err(v, "loop_control must be a mapping"))? {
+        for (k, val) in v
+            .as_map()
+            .ok_or_else(|| ctx.err(v, "loop_control must be a mapping"))?
+        {
             match k.as_str().unwrap_or_default() {
-                "loop_var" => lc.loop_var = val.as_str().filter(|s| valid_var_name(s)).ok_or_else(|| ctx.err(val, "loop_var must be a variable name"))?.to_string(),
-                "index_var" => lc.index_var = Some(val.as_str().filter(|s| valid_var_name(s)).ok_or_else(|| ctx.err(val, "index_var must be a variable name"))?.to_string()),
+                "loop_var" => {
+                    lc.loop_var = val
+                        .as_str()
+                        .filter(|s| valid_var_name(s))
+                        .ok_or_else(|| ctx.err(val, "loop_var must be a variable name"))?
+                        .to_string()
+                }
+                "index_var" => {
+                    lc.index_var = Some(
+                        val.as_str()
+                            .filter(|s| valid_var_name(s))
+                            .ok_or_else(|| ctx.err(val, "index_var must be a variable name"))?
+                            .to_string(),
+                    )
+                }
                 "label" => {
                     self.check_node(ctx, val)?;
                     lc.label = Some(node_value(val));
@@ -267,7 +338,12 @@ impl Loader {
                     lc.pause = Some(node_value(val));
                 }
                 "extended" => lc.extended = matches!(val.value, Yaml::Bool(true)),
-                other => return Err(ctx.err(k, format!("loop_control option '{other}' is not supported by bosun"))),
+                other => {
+                    return Err(ctx.err(
+                        k,
+                        format!("loop_control option '{other}' is not supported by bosun"),
+                    ))
+                }
             }
         }
         Ok(lc)
@@ -296,7 +372,10 @@ impl Loader {
     pub(crate) fn check_node(&mut self, ctx: &FileCtx, v: &Node) -> Result<(), Error> {
         match &v.value {
             Yaml::Str(s) if scan::is_possibly_template(s) => {
-                let names = self.templar.check(s).map_err(|m| ctx.err(v, format!("template error: {m}")))?;
+                let names = self
+                    .templar
+                    .check(s)
+                    .map_err(|m| ctx.err(v, format!("template error: {m}")))?;
                 self.check_names(ctx, v, &names)
             }
             Yaml::Seq(items) => items.iter().try_for_each(|i| self.check_node(ctx, i)),
@@ -306,10 +385,18 @@ impl Loader {
     }
 
     fn check_names(&mut self, ctx: &FileCtx, v: &Node, names: &scan::Names) -> Result<(), Error> {
-        if let Some(f) = names.filters.iter().find(|f| !crate::template::filters::supported(f)) {
+        if let Some(f) = names
+            .filters
+            .iter()
+            .find(|f| !crate::template::filters::supported(f))
+        {
             return Err(ctx.err(v, format!("filter '{f}' is not supported by bosun")));
         }
-        if let Some(t) = names.tests.iter().find(|t| !crate::template::tests::supported(t)) {
+        if let Some(t) = names
+            .tests
+            .iter()
+            .find(|t| !crate::template::tests::supported(t))
+        {
             return Err(ctx.err(v, format!("test '{t}' is not supported by bosun")));
         }
         for l in &names.lookups {
@@ -324,34 +411,75 @@ impl Loader {
         Ok(())
     }
 
-    fn module_args(&mut self, ctx: &FileCtx, module: Module, mk: &Node, mv: &Node, extra: Option<&Node>) -> Result<Vec<(String, Node)>, Error> {
+    fn module_args(
+        &mut self,
+        ctx: &FileCtx,
+        module: Module,
+        mk: &Node,
+        mv: &Node,
+        extra: Option<&Node>,
+    ) -> Result<Vec<(String, Node)>, Error> {
         let mut args: Vec<(String, Node)> = Vec::new();
         match &mv.value {
             Yaml::Null => {}
             Yaml::Map(pairs) => args.extend(pairs.iter().map(|(k, v)| (key_text(k), v.clone()))),
             Yaml::Str(s) if module.free_form() => {
                 // `include_tasks: file.yml`, `meta: end_play`; `k=v` pairs are allowed too.
-                let kv = if s.contains('=') && !scan::is_possibly_template(s) { parse_kv(s).ok() } else { None };
+                let kv = if s.contains('=') && !scan::is_possibly_template(s) {
+                    parse_kv(s).ok()
+                } else {
+                    None
+                };
                 match kv {
-                    Some(kv) if !kv.is_empty() => args.extend(kv.into_iter().map(|(k, v)| (k, Node { value: Yaml::Str(v), mark: mv.mark }))),
+                    Some(kv) if !kv.is_empty() => args.extend(kv.into_iter().map(|(k, v)| {
+                        (
+                            k,
+                            Node {
+                                value: Yaml::Str(v),
+                                mark: mv.mark,
+                            },
+                        )
+                    })),
                     _ => args.push(("_raw_params".into(), mv.clone())),
                 }
             }
             Yaml::Str(s) => {
                 let kv = parse_kv(s).map_err(|m| ctx.err(mv, m))?;
-                args.extend(kv.into_iter().map(|(k, v)| (k, Node { value: Yaml::Str(v), mark: mv.mark })));
+                args.extend(kv.into_iter().map(|(k, v)| {
+                    (
+                        k,
+                        Node {
+                            value: Yaml::Str(v),
+                            mark: mv.mark,
+                        },
+                    )
+                }));
             }
-            _ => return Err(ctx.err(mv, format!("arguments of {} must be a mapping", module.name()))),
+            _ => {
+                return Err(ctx.err(
+                    mv,
+                    format!("arguments of {} must be a mapping", module.name()),
+                ))
+            }
         }
         if let Some(e) = extra {
-            let pairs = e.as_map().ok_or_else(|| ctx.err(e, "args must be a mapping"))?;
+            let pairs = e
+                .as_map()
+                .ok_or_else(|| ctx.err(e, "args must be a mapping"))?;
             args.extend(pairs.iter().map(|(k, v)| (key_text(k), v.clone())));
         }
         if let Some(opts) = module.options() {
             for (k, v) in &args {
                 if !opts.contains(&k.as_str()) {
                     let at = if k == "_raw_params" { mv } else { v };
-                    return Err(ctx.err(at, format!("option '{k}' of module {} is not supported by bosun (supported: {})", module.name(), opts.join(", "))));
+                    return Err(ctx.err(
+                        at,
+                        format!(
+                            "option '{k}' of module {} is not supported by bosun (supported: {})",
+                            module.name(),
+                            opts.join(", ")
+                        ),
+                    ));
                 }
             }
         } else if module == Module::SetFact {
@@ -367,72 +495,142 @@ impl Loader {
         Ok(args)
     }
 
-    fn action(&mut self, ctx: &FileCtx, module: Module, mk: &Node, args: Vec<(String, Node)>, task: &Task) -> Result<Action, Error> {
+    fn action(
+        &mut self,
+        ctx: &FileCtx,
+        module: Module,
+        mk: &Node,
+        args: Vec<(String, Node)>,
+        task: &Task,
+    ) -> Result<Action, Error> {
         let arg = |name: &str| args.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v);
         let base = ctx.file.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(match module {
             Module::Meta => {
-                let what = arg("_raw_params").and_then(Node::as_str).unwrap_or_default();
+                let what = arg("_raw_params")
+                    .and_then(Node::as_str)
+                    .unwrap_or_default();
                 Action::Meta(match what {
                     "end_play" => MetaAction::EndPlay,
                     "end_host" => MetaAction::EndHost,
                     "end_role" => MetaAction::EndRole,
                     "noop" => MetaAction::Noop,
                     "flush_handlers" => MetaAction::FlushHandlers,
-                    other => return Err(ctx.err(mk, format!("meta: {other} is not supported by bosun"))),
+                    other => {
+                        return Err(ctx.err(mk, format!("meta: {other} is not supported by bosun")))
+                    }
                 })
             }
             Module::ImportTasks => {
-                let file = arg("file").or(arg("_raw_params")).ok_or_else(|| ctx.err(mk, "import_tasks needs a file"))?;
-                let name = file.as_str().filter(|s| !scan::is_possibly_template(s)).ok_or_else(|| ctx.err(file, "import_tasks needs a file name without templates"))?;
+                let file = arg("file")
+                    .or(arg("_raw_params"))
+                    .ok_or_else(|| ctx.err(mk, "import_tasks needs a file"))?;
+                let name = file
+                    .as_str()
+                    .filter(|s| !scan::is_possibly_template(s))
+                    .ok_or_else(|| {
+                        ctx.err(file, "import_tasks needs a file name without templates")
+                    })?;
                 if task.loop_kind.is_some() {
                     return Err(ctx.err(mk, "import_tasks cannot loop (use include_tasks)"));
                 }
-                let path = self.find_tasks_file(ctx, &base, name).ok_or_else(|| ctx.err(file, format!("could not find tasks file '{name}'")))?;
+                let path = self
+                    .find_tasks_file(ctx, &base, name)
+                    .ok_or_else(|| ctx.err(file, format!("could not find tasks file '{name}'")))?;
                 let nodes = self.read_yaml(&path)?;
-                let fctx = FileCtx { file: Arc::new(path.clone()), role_dir: ctx.role_dir, depth: ctx.depth + 1 };
-                let doc = nodes.first().cloned().unwrap_or(Node { value: Yaml::Null, mark: Default::default() });
-                Action::Block { block: self.parse_tasks(&fctx, &doc)?, rescue: Vec::new(), always: Vec::new() }
+                let fctx = FileCtx {
+                    file: Arc::new(path.clone()),
+                    role_dir: ctx.role_dir,
+                    depth: ctx.depth + 1,
+                };
+                let doc = nodes.first().cloned().unwrap_or(Node {
+                    value: Yaml::Null,
+                    mark: Default::default(),
+                });
+                Action::Block {
+                    block: self.parse_tasks(&fctx, &doc)?,
+                    rescue: Vec::new(),
+                    always: Vec::new(),
+                }
             }
             Module::IncludeTasks => {
-                let file = arg("file").or(arg("_raw_params")).ok_or_else(|| ctx.err(mk, "include_tasks needs a file"))?;
-                let name = file.as_str().ok_or_else(|| ctx.err(file, "include_tasks needs a file name"))?;
+                let file = arg("file")
+                    .or(arg("_raw_params"))
+                    .ok_or_else(|| ctx.err(mk, "include_tasks needs a file"))?;
+                let name = file
+                    .as_str()
+                    .ok_or_else(|| ctx.err(file, "include_tasks needs a file name"))?;
                 if scan::is_possibly_template(name) {
                     // Any task file of the role may be named: load and check them all.
                     for p in self.all_task_files(ctx) {
                         self.want_file(p);
                     }
                 } else {
-                    let path = self.find_tasks_file(ctx, &base, name).ok_or_else(|| ctx.err(file, format!("could not find tasks file '{name}'")))?;
+                    let path = self.find_tasks_file(ctx, &base, name).ok_or_else(|| {
+                        ctx.err(file, format!("could not find tasks file '{name}'"))
+                    })?;
                     self.want_file(path);
                 }
-                Action::IncludeTasks { file: node_value(file), base }
+                Action::IncludeTasks {
+                    file: node_value(file),
+                    base,
+                }
             }
             Module::IncludeRole | Module::ImportRole => {
-                let name = arg("name").and_then(Node::as_str).filter(|s| !scan::is_possibly_template(s)).ok_or_else(|| ctx.err(mk, "include_role needs a role name without templates"))?;
-                let tasks_from = arg("tasks_from").and_then(Node::as_str).unwrap_or("main").to_string();
+                let name = arg("name")
+                    .and_then(Node::as_str)
+                    .filter(|s| !scan::is_possibly_template(s))
+                    .ok_or_else(|| {
+                        ctx.err(mk, "include_role needs a role name without templates")
+                    })?;
+                let tasks_from = arg("tasks_from")
+                    .and_then(Node::as_str)
+                    .unwrap_or("main")
+                    .to_string();
                 let role = self.load_role_from(name, Some((&ctx.file, mk)), &tasks_from)?;
                 if role.tasks_file(&tasks_from).is_none() && tasks_from != "main" {
                     return Err(ctx.err(mk, format!("role {name} has no tasks file {tasks_from}")));
                 }
-                Action::Role { role, tasks_from, dynamic: module == Module::IncludeRole }
+                Action::Role {
+                    role,
+                    tasks_from,
+                    dynamic: module == Module::IncludeRole,
+                }
             }
             Module::IncludeVars => {
-                let file = arg("file").or(arg("_raw_params")).ok_or_else(|| ctx.err(mk, "include_vars needs a file"))?;
-                let name = file.as_str().filter(|s| !scan::is_possibly_template(s)).ok_or_else(|| ctx.err(file, "include_vars needs a file name without templates"))?;
+                let file = arg("file")
+                    .or(arg("_raw_params"))
+                    .ok_or_else(|| ctx.err(mk, "include_vars needs a file"))?;
+                let name = file
+                    .as_str()
+                    .filter(|s| !scan::is_possibly_template(s))
+                    .ok_or_else(|| {
+                        ctx.err(file, "include_vars needs a file name without templates")
+                    })?;
                 if arg("name").is_some() {
                     return Err(ctx.err(mk, "include_vars name= is not supported by bosun"));
                 }
-                let path = [base.join(name), ctx.role_dir.join("vars").join(name), ctx.role_dir.join(name)]
-                    .into_iter()
-                    .find(|p| p.is_file())
-                    .ok_or_else(|| ctx.err(file, format!("could not find vars file '{name}'")))?;
+                let path = [
+                    base.join(name),
+                    ctx.role_dir.join("vars").join(name),
+                    ctx.role_dir.join(name),
+                ]
+                .into_iter()
+                .find(|p| p.is_file())
+                .ok_or_else(|| ctx.err(file, format!("could not find vars file '{name}'")))?;
                 self.want_var_file(&path)?;
-                Action::IncludeVars { file: node_value(file), base }
+                Action::IncludeVars {
+                    file: node_value(file),
+                    base,
+                }
             }
             _ => {
-                crate::modules::validate::static_args(module, &args).map_err(|(n, m)| ctx.err(n.unwrap_or(mk), m))?;
-                let v = Value::from_pairs(args.iter().map(|(k, v)| (Value::from(k.as_str()), node_value(v))));
+                crate::modules::validate::static_args(module, &args)
+                    .map_err(|(n, m)| ctx.err(n.unwrap_or(mk), m))?;
+                let v = Value::from_pairs(
+                    args.iter()
+                        .map(|(k, v)| (Value::from(k.as_str()), node_value(v))),
+                );
                 Action::Module { module, args: v }
             }
         })
@@ -444,12 +642,18 @@ impl Loader {
             cands.push(base.join(format!("{name}.yml")));
             cands.push(ctx.role_dir.join("tasks").join(format!("{name}.yml")));
         }
-        cands.into_iter().find(|p| p.is_file()).map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        cands
+            .into_iter()
+            .find(|p| p.is_file())
+            .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
     }
 
     fn all_task_files(&self, ctx: &FileCtx) -> Vec<PathBuf> {
         let mut out = Vec::new();
-        for dir in [ctx.role_dir.join("tasks"), ctx.file.parent().map(Path::to_path_buf).unwrap_or_default()] {
+        for dir in [
+            ctx.role_dir.join("tasks"),
+            ctx.file.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ] {
             if let Ok(rd) = std::fs::read_dir(&dir) {
                 for e in rd.flatten() {
                     let p = e.path();
@@ -465,10 +669,12 @@ impl Loader {
 
 pub(crate) fn valid_var_name(s: &str) -> bool {
     let mut c = s.chars();
-    c.next().is_some_and(|f| f.is_alphabetic() || f == '_') && c.all(|x| x.is_alphanumeric() || x == '_')
+    c.next().is_some_and(|f| f.is_alphabetic() || f == '_')
+        && c.all(|x| x.is_alphanumeric() || x == '_')
 }
 
 /// Heuristic for an error message: a key that is not a known keyword is most likely a module.
 fn looks_like_module(k: &str) -> bool {
-    k.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
+    k.chars()
+        .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
 }

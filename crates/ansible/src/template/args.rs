@@ -33,7 +33,10 @@ impl Args {
     }
 
     pub fn kw(&self, name: &str) -> Option<Value> {
-        self.kw.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        self.kw
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
     }
 
     pub fn get_str(&self, i: usize, name: &str, default: &str) -> Result<String, Error> {
@@ -51,10 +54,15 @@ impl Args {
     /// Refuses keyword arguments not in `known` and more positionals than `max`.
     pub fn check(&self, what: &str, known: &[&str], max: usize) -> Result<(), Error> {
         if let Some((k, _)) = self.kw.iter().find(|(k, _)| !known.contains(&k.as_str())) {
-            return Err(invalid(format!("{what}() got an unexpected keyword argument '{k}'")));
+            return Err(invalid(format!(
+                "{what}() got an unexpected keyword argument '{k}'"
+            )));
         }
         if self.pos.len() > max {
-            return Err(invalid(format!("{what}() takes at most {max} arguments ({} given)", self.pos.len())));
+            return Err(invalid(format!(
+                "{what}() takes at most {max} arguments ({} given)",
+                self.pos.len()
+            )));
         }
         Ok(())
     }
@@ -65,13 +73,19 @@ pub fn invalid(msg: impl Into<String>) -> Error {
 }
 
 pub fn undefined_arg(name: &str) -> Error {
-    Error::new(ErrorKind::UndefinedError, format!("argument '{name}' is undefined"))
+    Error::new(
+        ErrorKind::UndefinedError,
+        format!("argument '{name}' is undefined"),
+    )
 }
 
 /// Refuses an undefined input, as Ansible's filters do when they touch it.
 pub fn defined(v: &Value) -> Result<&Value, Error> {
     if v.is_undefined() {
-        Err(Error::new(ErrorKind::UndefinedError, "undefined value passed to a filter"))
+        Err(Error::new(
+            ErrorKind::UndefinedError,
+            "undefined value passed to a filter",
+        ))
     } else if v.kind() == ValueKind::Invalid {
         v.get_attr("x").map(|_| v)
     } else {
@@ -81,6 +95,10 @@ pub fn defined(v: &Value) -> Result<&Value, Error> {
 
 /// The first element of a filter's arguments: the value being filtered.
 pub fn split_first(mut rest: Vec<Value>) -> (Value, Args) {
-    let first = if rest.is_empty() { Value::UNDEFINED } else { rest.remove(0) };
+    let first = if rest.is_empty() {
+        Value::UNDEFINED
+    } else {
+        rest.remove(0)
+    };
     (first, Args::parse(rest))
 }

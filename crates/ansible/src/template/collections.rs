@@ -28,8 +28,19 @@ pub fn combine(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("combine", &["recursive", "list_merge"], usize::MAX)?;
     let recursive = args.get_bool(usize::MAX, "recursive", false);
     let list_merge = args.get_str(usize::MAX, "list_merge", "replace")?;
-    if !["replace", "keep", "append", "prepend", "append_rp", "prepend_rp"].contains(&list_merge.as_str()) {
-        return Err(invalid(format!("'{list_merge}' is not a valid list_merge value")));
+    if ![
+        "replace",
+        "keep",
+        "append",
+        "prepend",
+        "append_rp",
+        "prepend_rp",
+    ]
+    .contains(&list_merge.as_str())
+    {
+        return Err(invalid(format!(
+            "'{list_merge}' is not a valid list_merge value"
+        )));
     }
     let mut dicts = vec![v];
     for a in &args.pos {
@@ -43,14 +54,22 @@ pub fn combine(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     let mut acc: Vec<(Value, Value)> = Vec::new();
     for d in dicts {
         if !is_map(defined(&d)?) {
-            return Err(invalid(format!("combine expects dictionaries, got {}", py_str(&d))));
+            return Err(invalid(format!(
+                "combine expects dictionaries, got {}",
+                py_str(&d)
+            )));
         }
         acc = merge(acc, pairs(&d)?, recursive, &list_merge)?;
     }
     Ok(Value::from_pairs(acc))
 }
 
-fn merge(mut a: Vec<(Value, Value)>, b: Vec<(Value, Value)>, recursive: bool, lm: &str) -> Result<Vec<(Value, Value)>, Error> {
+fn merge(
+    mut a: Vec<(Value, Value)>,
+    b: Vec<(Value, Value)>,
+    recursive: bool,
+    lm: &str,
+) -> Result<Vec<(Value, Value)>, Error> {
     for (k, bv) in b {
         match a.iter_mut().find(|(ak, _)| *ak == k) {
             None => a.push((k, bv)),
@@ -70,7 +89,12 @@ fn merge(mut a: Vec<(Value, Value)>, b: Vec<(Value, Value)>, recursive: bool, lm
 }
 
 fn merge_lists(a: Vec<Value>, b: Vec<Value>, lm: &str) -> Value {
-    let without = |xs: &[Value], drop: &[Value]| xs.iter().filter(|x| !drop.contains(x)).cloned().collect::<Vec<_>>();
+    let without = |xs: &[Value], drop: &[Value]| {
+        xs.iter()
+            .filter(|x| !drop.contains(x))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
     Value::from(match lm {
         "keep" => a,
         "append" => a.into_iter().chain(b).collect(),
@@ -84,28 +108,45 @@ fn merge_lists(a: Vec<Value>, b: Vec<Value>, lm: &str) -> Value {
 pub fn dict2items(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("dict2items", &["key_name", "value_name"], 2)?;
     if !is_map(defined(&v)?) {
-        return Err(invalid(format!("dict2items requires a dictionary, got {} instead.", v.kind())));
+        return Err(invalid(format!(
+            "dict2items requires a dictionary, got {} instead.",
+            v.kind()
+        )));
     }
-    let (kn, vn) = (args.get_str(0, "key_name", "key")?, args.get_str(1, "value_name", "value")?);
+    let (kn, vn) = (
+        args.get_str(0, "key_name", "key")?,
+        args.get_str(1, "value_name", "value")?,
+    );
     Ok(Value::from(
-        pairs(&v)?.into_iter()
-            .map(|(k, x)| Value::from_pairs([(Value::from(kn.as_str()), k), (Value::from(vn.as_str()), x)]))
+        pairs(&v)?
+            .into_iter()
+            .map(|(k, x)| {
+                Value::from_pairs([(Value::from(kn.as_str()), k), (Value::from(vn.as_str()), x)])
+            })
             .collect::<Vec<_>>(),
     ))
 }
 
 pub fn items2dict(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("items2dict", &["key_name", "value_name"], 2)?;
-    let (kn, vn) = (args.get_str(0, "key_name", "key")?, args.get_str(1, "value_name", "value")?);
+    let (kn, vn) = (
+        args.get_str(0, "key_name", "key")?,
+        args.get_str(1, "value_name", "value")?,
+    );
     let mut out: Vec<(Value, Value)> = Vec::new();
     for item in items(&v)? {
         if !is_map(&item) {
-            return Err(invalid(format!("items2dict requires a list of dictionaries, got {}", py_str(&item))));
+            return Err(invalid(format!(
+                "items2dict requires a list of dictionaries, got {}",
+                py_str(&item)
+            )));
         }
         let k = item.get_attr(&kn)?;
         let x = item.get_attr(&vn)?;
         if k.is_undefined() || x.is_undefined() {
-            return Err(invalid(format!("items2dict requires each dictionary to have keys '{kn}' and '{vn}'")));
+            return Err(invalid(format!(
+                "items2dict requires each dictionary to have keys '{kn}' and '{vn}'"
+            )));
         }
         match out.iter_mut().find(|(ok, _)| *ok == k) {
             Some(slot) => slot.1 = x,
@@ -119,7 +160,13 @@ pub fn flatten(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("flatten", &["levels", "skip_nulls"], 2)?;
     let levels = args.get(0, "levels").and_then(|l| l.as_i64());
     let skip_nulls = args.get_bool(1, "skip_nulls", true);
-    fn go(xs: Vec<Value>, levels: Option<i64>, skip_nulls: bool, out: &mut Vec<Value>, depth: usize) -> Result<(), Error> {
+    fn go(
+        xs: Vec<Value>,
+        levels: Option<i64>,
+        skip_nulls: bool,
+        out: &mut Vec<Value>,
+        depth: usize,
+    ) -> Result<(), Error> {
         if depth > 200 {
             return Err(invalid("flatten: nesting too deep"));
         }
@@ -128,7 +175,13 @@ pub fn flatten(_: &State, v: Value, args: Args) -> Result<Value, Error> {
                 continue;
             }
             if x.kind() == ValueKind::Seq && levels.is_none_or(|l| l > 0) {
-                go(x.try_iter()?.collect(), levels.map(|l| l - 1), skip_nulls, out, depth + 1)?;
+                go(
+                    x.try_iter()?.collect(),
+                    levels.map(|l| l - 1),
+                    skip_nulls,
+                    out,
+                    depth + 1,
+                )?;
             } else {
                 out.push(x);
             }
@@ -152,17 +205,25 @@ fn unique(xs: impl IntoIterator<Item = Value>) -> Vec<Value> {
 
 fn other(args: &Args, what: &str) -> Result<Vec<Value>, Error> {
     args.check(what, &[], 1)?;
-    items(&args.get(0, "b").ok_or_else(|| invalid(format!("{what} needs a list")))?)
+    items(
+        &args
+            .get(0, "b")
+            .ok_or_else(|| invalid(format!("{what} needs a list")))?,
+    )
 }
 
 pub fn difference(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     let b = other(&args, "difference")?;
-    Ok(Value::from(unique(items(&v)?.into_iter().filter(|x| !b.contains(x)))))
+    Ok(Value::from(unique(
+        items(&v)?.into_iter().filter(|x| !b.contains(x)),
+    )))
 }
 
 pub fn intersect(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     let b = other(&args, "intersect")?;
-    Ok(Value::from(unique(items(&v)?.into_iter().filter(|x| b.contains(x)))))
+    Ok(Value::from(unique(
+        items(&v)?.into_iter().filter(|x| b.contains(x)),
+    )))
 }
 
 pub fn union(_: &State, v: Value, args: Args) -> Result<Value, Error> {
@@ -174,7 +235,11 @@ pub fn symmetric_difference(_: &State, v: Value, args: Args) -> Result<Value, Er
     let b = other(&args, "symmetric_difference")?;
     let a = items(&v)?;
     let both = unique(a.iter().cloned().chain(b.iter().cloned()));
-    Ok(Value::from(both.into_iter().filter(|x| !(a.contains(x) && b.contains(x))).collect::<Vec<_>>()))
+    Ok(Value::from(
+        both.into_iter()
+            .filter(|x| !(a.contains(x) && b.contains(x)))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 pub fn zip(_: &State, v: Value, args: Args) -> Result<Value, Error> {
@@ -184,15 +249,25 @@ pub fn zip(_: &State, v: Value, args: Args) -> Result<Value, Error> {
         lists.push(items(a)?);
     }
     let n = lists.iter().map(Vec::len).min().unwrap_or(0);
-    Ok(Value::from((0..n).map(|i| Value::from(lists.iter().map(|l| l[i].clone()).collect::<Vec<_>>())).collect::<Vec<_>>()))
+    Ok(Value::from(
+        (0..n)
+            .map(|i| Value::from(lists.iter().map(|l| l[i].clone()).collect::<Vec<_>>()))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 pub fn extract(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("extract", &["container", "morekeys"], 2)?;
-    let container = args.get(0, "container").ok_or_else(|| invalid("extract needs a container"))?;
+    let container = args
+        .get(0, "container")
+        .ok_or_else(|| invalid("extract needs a container"))?;
     let mut out = container.get_item(defined(&v)?)?;
     if let Some(more) = args.get(1, "morekeys").filter(|m| !m.is_none()) {
-        let keys = if more.kind() == ValueKind::Seq { items(&more)? } else { vec![more] };
+        let keys = if more.kind() == ValueKind::Seq {
+            items(&more)?
+        } else {
+            vec![more]
+        };
         for k in keys {
             out = out.get_item(&k)?;
         }
@@ -204,9 +279,12 @@ pub fn json_query(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("json_query", &["expr"], 1)?;
     let expr = args.get_str(0, "expr", "")?;
     let data = to_json(defined(&v)?).map_err(|e| invalid(e.to_string()))?;
-    let compiled = jmespath::compile(&expr).map_err(|e| invalid(format!("JMESPathError in json_query filter plugin: {e}")))?;
+    let compiled = jmespath::compile(&expr)
+        .map_err(|e| invalid(format!("JMESPathError in json_query filter plugin: {e}")))?;
     let var = jmespath::Variable::from_json(&data.to_string()).map_err(invalid)?;
-    let found = compiled.search(var).map_err(|e| invalid(format!("JMESPathError in json_query filter plugin: {e}")))?;
+    let found = compiled
+        .search(var)
+        .map_err(|e| invalid(format!("JMESPathError in json_query filter plugin: {e}")))?;
     let j = serde_json::to_value(&*found).map_err(|e| invalid(e.to_string()))?;
     Ok(from_json(&j))
 }
@@ -217,7 +295,9 @@ pub fn dict_filter(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     for pair in items(&v)? {
         let kv = items(&pair)?;
         if kv.len() != 2 {
-            return Err(invalid("dictionary update sequence element has wrong length"));
+            return Err(invalid(
+                "dictionary update sequence element has wrong length",
+            ));
         }
         out.push((kv[0].clone(), kv[1].clone()));
     }
@@ -235,7 +315,9 @@ pub fn dict_fn(args: Rest<ValueOrKwargs>) -> Result<Value, Error> {
             for pair in items(first)? {
                 let kv = items(&pair)?;
                 if kv.len() != 2 {
-                    return Err(invalid("dictionary update sequence element has wrong length"));
+                    return Err(invalid(
+                        "dictionary update sequence element has wrong length",
+                    ));
                 }
                 out.push((kv[0].clone(), kv[1].clone()));
             }
@@ -248,7 +330,12 @@ pub fn dict_fn(args: Rest<ValueOrKwargs>) -> Result<Value, Error> {
 }
 
 /// Python's `range`, capped so a hostile role cannot allocate without bound.
-pub fn range(lower: i64, upper: Option<i64>, step: Option<i64>, _kw: Option<Kwargs>) -> Result<Value, Error> {
+pub fn range(
+    lower: i64,
+    upper: Option<i64>,
+    step: Option<i64>,
+    _kw: Option<Kwargs>,
+) -> Result<Value, Error> {
     let (start, stop) = match upper {
         Some(u) => (lower, u),
         None => (0, lower),
@@ -257,9 +344,15 @@ pub fn range(lower: i64, upper: Option<i64>, step: Option<i64>, _kw: Option<Kwar
     if step == 0 {
         return Err(invalid("range() arg 3 must not be zero"));
     }
-    let n = if step > 0 { (stop - start).max(0) / step + i64::from((stop - start).max(0) % step != 0) } else { (start - stop).max(0) / -step + i64::from((start - stop).max(0) % -step != 0) };
+    let n = if step > 0 {
+        (stop - start).max(0) / step + i64::from((stop - start).max(0) % step != 0)
+    } else {
+        (start - stop).max(0) / -step + i64::from((start - stop).max(0) % -step != 0)
+    };
     if n > 100_000 {
         return Err(invalid("range() too large (more than 100000 items)"));
     }
-    Ok(Value::from((0..n).map(|i| start + i * step).collect::<Vec<_>>()))
+    Ok(Value::from(
+        (0..n).map(|i| start + i * step).collect::<Vec<_>>(),
+    ))
 }

@@ -9,11 +9,47 @@ use super::{collections, pyjson, text, yamlfilters};
 
 /// minijinja built-ins whose behaviour matches Jinja2's closely enough to keep.
 const BUILTIN: &[&str] = &[
-    "abs", "attr", "batch", "capitalize", "count", "d", "default", "dictsort", "first", "groupby",
-    "indent", "items", "last", "length", "list", "lower", "map", "max", "min", "reject",
-    "rejectattr", "replace", "reverse", "round", "select", "selectattr", "slice", "sort", "sum",
-    "title", "trim", "unique", "upper", "format", "safe", "escape", "e", "tojson", "wordcount",
-    "center", "truncate",
+    "abs",
+    "attr",
+    "batch",
+    "capitalize",
+    "count",
+    "d",
+    "default",
+    "dictsort",
+    "first",
+    "groupby",
+    "indent",
+    "items",
+    "last",
+    "length",
+    "list",
+    "lower",
+    "map",
+    "max",
+    "min",
+    "reject",
+    "rejectattr",
+    "replace",
+    "reverse",
+    "round",
+    "select",
+    "selectattr",
+    "slice",
+    "sort",
+    "sum",
+    "title",
+    "trim",
+    "unique",
+    "upper",
+    "format",
+    "safe",
+    "escape",
+    "e",
+    "tojson",
+    "wordcount",
+    "center",
+    "truncate",
 ];
 
 /// Every filter a role may use.
@@ -87,7 +123,10 @@ pub fn text_result(s: String) -> Value {
 pub fn to_bool(v: &Value) -> bool {
     match v.kind() {
         ValueKind::Bool => v.is_true(),
-        ValueKind::String => matches!(v.as_str().unwrap_or_default().to_lowercase().as_str(), "yes" | "on" | "1" | "true"),
+        ValueKind::String => matches!(
+            v.as_str().unwrap_or_default().to_lowercase().as_str(),
+            "yes" | "on" | "1" | "true"
+        ),
         ValueKind::Number => f64::try_from(v.clone()).is_ok_and(|f| f == 1.0),
         _ => false,
     }
@@ -111,7 +150,11 @@ fn int_filter(_: &State, v: Value, args: Args) -> Result<Value, Error> {
         ValueKind::Number if v.is_integer() => v,
         ValueKind::Number => {
             let f = f64::try_from(v).unwrap_or(0.0);
-            if f.is_finite() { Value::from(f.trunc() as i64) } else { default }
+            if f.is_finite() {
+                Value::from(f.trunc() as i64)
+            } else {
+                default
+            }
         }
         ValueKind::String => {
             let s = v.as_str().unwrap_or_default().trim().replace('_', "");
@@ -146,11 +189,21 @@ fn float_filter(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     Ok(match defined(&v)?.kind() {
         ValueKind::Bool => Value::from(if v.is_true() { 1.0 } else { 0.0 }),
         ValueKind::Number => Value::from(f64::try_from(v).unwrap_or(0.0)),
-        ValueKind::String => match v.as_str().unwrap_or_default().trim().to_lowercase().as_str() {
+        ValueKind::String => match v
+            .as_str()
+            .unwrap_or_default()
+            .trim()
+            .to_lowercase()
+            .as_str()
+        {
             "inf" | "infinity" | "+inf" => Value::from(f64::INFINITY),
             "-inf" | "-infinity" => Value::from(f64::NEG_INFINITY),
             "nan" => Value::from(f64::NAN),
-            s => s.replace('_', "").parse::<f64>().map(Value::from).unwrap_or(default),
+            s => s
+                .replace('_', "")
+                .parse::<f64>()
+                .map(Value::from)
+                .unwrap_or(default),
         },
         _ => default,
     })
@@ -167,7 +220,9 @@ fn join_filter(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     let attr = args.get(1, "attribute");
     let v = defined(&v)?;
     if let Some(s) = v.as_str() {
-        return Ok(Value::from(s.chars().map(String::from).collect::<Vec<_>>().join(&sep)));
+        return Ok(Value::from(
+            s.chars().map(String::from).collect::<Vec<_>>().join(&sep),
+        ));
     }
     let mut parts = Vec::new();
     for item in v.try_iter()? {
@@ -188,7 +243,11 @@ fn ternary(_: &State, v: Value, args: Args) -> Result<Value, Error> {
             return Ok(n);
         }
     }
-    let pick = if defined(&v)?.is_true() { args.get(0, "true_val") } else { args.get(1, "false_val") };
+    let pick = if defined(&v)?.is_true() {
+        args.get(0, "true_val")
+    } else {
+        args.get(1, "false_val")
+    };
     Ok(pick.unwrap_or(Value::from(())))
 }
 
@@ -220,7 +279,18 @@ fn type_debug(_: &State, v: Value, args: Args) -> Result<Value, Error> {
 }
 
 fn json_opts(args: &Args, nice: bool) -> Result<pyjson::JsonOpts, Error> {
-    args.check(if nice { "to_nice_json" } else { "to_json" }, &["indent", "sort_keys", "ensure_ascii", "separators", "vault_to_text", "preprocess_unsafe"], 0)?;
+    args.check(
+        if nice { "to_nice_json" } else { "to_json" },
+        &[
+            "indent",
+            "sort_keys",
+            "ensure_ascii",
+            "separators",
+            "vault_to_text",
+            "preprocess_unsafe",
+        ],
+        0,
+    )?;
     let mut o = pyjson::JsonOpts::default();
     let indent = match args.kw("indent") {
         Some(i) if i.is_none() => None,
@@ -250,17 +320,22 @@ fn json_opts(args: &Args, nice: bool) -> Result<pyjson::JsonOpts, Error> {
 
 fn to_json(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     let o = json_opts(&args, false)?;
-    pyjson::dumps(defined(&v)?, &o).map(text_result).map_err(invalid)
+    pyjson::dumps(defined(&v)?, &o)
+        .map(text_result)
+        .map_err(invalid)
 }
 
 fn to_nice_json(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     let o = json_opts(&args, true)?;
-    pyjson::dumps(defined(&v)?, &o).map(text_result).map_err(invalid)
+    pyjson::dumps(defined(&v)?, &o)
+        .map(text_result)
+        .map_err(invalid)
 }
 
 fn from_json(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("from_json", &[], 0)?;
     let s = py_str(defined(&v)?);
-    let j: serde_json::Value = serde_json::from_str(&s).map_err(|e| invalid(format!("from_json: {e}")))?;
+    let j: serde_json::Value =
+        serde_json::from_str(&s).map_err(|e| invalid(format!("from_json: {e}")))?;
     Ok(super::value::from_json(&j))
 }

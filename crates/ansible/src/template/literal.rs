@@ -8,7 +8,12 @@ const MAX_DEPTH: usize = 200;
 
 /// The value of `s` read as a Python literal, or None when it is not one.
 pub fn literal_eval(s: &str) -> Option<Value> {
-    let mut p = Parser { s: s.as_bytes(), src: s, i: 0, depth: 0 };
+    let mut p = Parser {
+        s: s.as_bytes(),
+        src: s,
+        i: 0,
+        depth: 0,
+    };
     let v = p.value()?;
     p.ws();
     (p.i == p.s.len()).then_some(v)
@@ -23,7 +28,9 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn ws(&mut self) {
-        while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r' | b'\x0c') {
+        while self.i < self.s.len()
+            && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r' | b'\x0c')
+        {
             self.i += 1;
         }
     }
@@ -57,7 +64,13 @@ impl Parser<'_> {
                 let start = self.i;
                 let items = self.items(b')')?;
                 // `(x)` is x, `(x,)` a tuple.
-                if items.len() == 1 && !self.src[start..self.i].trim_end().trim_end_matches(')').trim_end().ends_with(',') {
+                if items.len() == 1
+                    && !self.src[start..self.i]
+                        .trim_end()
+                        .trim_end_matches(')')
+                        .trim_end()
+                        .ends_with(',')
+                {
                     items.into_iter().next()
                 } else {
                     Some(Value::from(items))
@@ -68,7 +81,9 @@ impl Parser<'_> {
                 self.dict()
             }
             b'\'' | b'"' => self.strings(),
-            b'r' | b'R' | b'u' | b'U' | b'b' | b'B' if matches!(self.s.get(self.i + 1), Some(b'\'' | b'"')) => {
+            b'r' | b'R' | b'u' | b'U' | b'b' | b'B'
+                if matches!(self.s.get(self.i + 1), Some(b'\'' | b'"')) =>
+            {
                 self.strings()
             }
             b'-' | b'+' => {
@@ -133,7 +148,9 @@ impl Parser<'_> {
 
     fn name(&mut self) -> Option<Value> {
         let start = self.i;
-        while self.i < self.s.len() && (self.s[self.i].is_ascii_alphanumeric() || self.s[self.i] == b'_') {
+        while self.i < self.s.len()
+            && (self.s[self.i].is_ascii_alphanumeric() || self.s[self.i] == b'_')
+        {
             self.i += 1;
         }
         match &self.src[start..self.i] {
@@ -146,8 +163,11 @@ impl Parser<'_> {
 
     fn number(&mut self) -> Option<Value> {
         let start = self.i;
-        while self.i < self.s.len() && (self.s[self.i].is_ascii_alphanumeric() || matches!(self.s[self.i], b'.' | b'_')
-            || (matches!(self.s[self.i], b'+' | b'-') && matches!(self.s[self.i - 1], b'e' | b'E')))
+        while self.i < self.s.len()
+            && (self.s[self.i].is_ascii_alphanumeric()
+                || matches!(self.s[self.i], b'.' | b'_')
+                || (matches!(self.s[self.i], b'+' | b'-')
+                    && matches!(self.s[self.i - 1], b'e' | b'E')))
         {
             self.i += 1;
         }
@@ -164,7 +184,10 @@ impl Parser<'_> {
         }
         if lower.chars().all(|c| c.is_ascii_digit()) {
             // Python 3 refuses leading zeros except for 0 itself.
-            if lower.len() > 1 && lower.starts_with('0') && lower.trim_start_matches('0') != "" {
+            if lower.len() > 1
+                && lower.starts_with('0')
+                && !lower.trim_start_matches('0').is_empty()
+            {
                 return None;
             }
             return match lower.parse::<i64>() {
@@ -184,7 +207,8 @@ impl Parser<'_> {
         loop {
             match self.peek() {
                 Some(b'\'' | b'"') => {}
-                Some(b'r' | b'R' | b'u' | b'U' | b'b' | b'B') if matches!(self.s.get(self.i + 1), Some(b'\'' | b'"')) => {}
+                Some(b'r' | b'R' | b'u' | b'U' | b'b' | b'B')
+                    if matches!(self.s.get(self.i + 1), Some(b'\'' | b'"')) => {}
                 _ => break,
             }
             let mut raw = false;
@@ -215,7 +239,7 @@ impl Parser<'_> {
                     self.i += off + 1;
                     return Some(out);
                 }
-                if rest[off..].as_bytes().starts_with(&[q, q, q]) {
+                if rest.as_bytes()[off..].starts_with(&[q, q, q]) {
                     self.i += off + 3;
                     return Some(out);
                 }
@@ -253,7 +277,11 @@ impl Parser<'_> {
                         out.push(char::from_u32(n)?);
                     }
                     'x' | 'u' | 'U' => {
-                        let len = match e { 'x' => 2, 'u' => 4, _ => 8 };
+                        let len = match e {
+                            'x' => 2,
+                            'u' => 4,
+                            _ => 8,
+                        };
                         let mut n = 0u32;
                         for _ in 0..len {
                             let (_, d) = chars.next()?;
@@ -292,8 +320,14 @@ mod tests {
 
     #[test]
     fn literals() {
-        assert_eq!(ev("[1, 'a', True, None, -2.5]").as_deref(), Some("[1, 'a', True, None, -2.5]"));
-        assert_eq!(ev("{'a': {\"b\": [true, null]}}").as_deref(), Some("{'a': {'b': [True, None]}}"));
+        assert_eq!(
+            ev("[1, 'a', True, None, -2.5]").as_deref(),
+            Some("[1, 'a', True, None, -2.5]")
+        );
+        assert_eq!(
+            ev("{'a': {\"b\": [true, null]}}").as_deref(),
+            Some("{'a': {'b': [True, None]}}")
+        );
         assert_eq!(ev("True").as_deref(), Some("True"));
         assert_eq!(ev("(1,)").as_deref(), Some("[1]"));
         assert_eq!(ev("'a' 'b'").as_deref(), Some("'ab'"));

@@ -13,23 +13,45 @@ pub fn call_method(_: &mut State, v: &Value, name: &str, args: &[Value]) -> Resu
         (ValueKind::Map, "get") => {
             let key = a.pos.first().ok_or_else(|| invalid("get() needs a key"))?;
             let found = v.get_item(key)?;
-            Ok(if found.is_undefined() { a.pos.get(1).cloned().unwrap_or(Value::from(())) } else { found })
+            Ok(if found.is_undefined() {
+                a.pos.get(1).cloned().unwrap_or(Value::from(()))
+            } else {
+                found
+            })
         }
         (ValueKind::Map, "keys") => Ok(Value::from(v.try_iter()?.collect::<Vec<_>>())),
-        (ValueKind::Map, "values") => Ok(Value::from(v.try_iter()?.map(|k| v.get_item(&k).unwrap_or_default()).collect::<Vec<_>>())),
+        (ValueKind::Map, "values") => Ok(Value::from(
+            v.try_iter()?
+                .map(|k| v.get_item(&k).unwrap_or_default())
+                .collect::<Vec<_>>(),
+        )),
         (ValueKind::Map, "items") => Ok(Value::from(
-            v.try_iter()?.map(|k| Value::from(vec![k.clone(), v.get_item(&k).unwrap_or_default()])).collect::<Vec<_>>(),
+            v.try_iter()?
+                .map(|k| Value::from(vec![k.clone(), v.get_item(&k).unwrap_or_default()]))
+                .collect::<Vec<_>>(),
         )),
         (ValueKind::String, _) => string_method(v.as_str().unwrap_or_default(), name, &a),
         (ValueKind::Seq, "index") => {
-            let x = a.pos.first().ok_or_else(|| invalid("index() needs a value"))?;
-            v.try_iter()?.position(|y| &y == x).map(Value::from).ok_or_else(|| invalid(format!("{} is not in list", py_str(x))))
+            let x = a
+                .pos
+                .first()
+                .ok_or_else(|| invalid("index() needs a value"))?;
+            v.try_iter()?
+                .position(|y| &y == x)
+                .map(Value::from)
+                .ok_or_else(|| invalid(format!("{} is not in list", py_str(x))))
         }
         (ValueKind::Seq, "count") => {
-            let x = a.pos.first().ok_or_else(|| invalid("count() needs a value"))?;
+            let x = a
+                .pos
+                .first()
+                .ok_or_else(|| invalid("count() needs a value"))?;
             Ok(Value::from(v.try_iter()?.filter(|y| y == x).count()))
         }
-        _ => Err(invalid(format!("method '{name}' of {} is not supported by bosun", v.kind()))),
+        _ => Err(invalid(format!(
+            "method '{name}' of {} is not supported by bosun",
+            v.kind()
+        ))),
     }
 }
 
@@ -38,9 +60,18 @@ fn string_method(s: &str, name: &str, a: &Args) -> Result<Value, Error> {
     Ok(match name {
         "lower" => Value::from(s.to_lowercase()),
         "upper" => Value::from(s.to_uppercase()),
-        "strip" => Value::from(match arg(0) { Some(c) => s.trim_matches(|x| c.contains(x)), None => s.trim() }),
-        "lstrip" => Value::from(match arg(0) { Some(c) => s.trim_start_matches(|x| c.contains(x)), None => s.trim_start() }),
-        "rstrip" => Value::from(match arg(0) { Some(c) => s.trim_end_matches(|x| c.contains(x)), None => s.trim_end() }),
+        "strip" => Value::from(match arg(0) {
+            Some(c) => s.trim_matches(|x| c.contains(x)),
+            None => s.trim(),
+        }),
+        "lstrip" => Value::from(match arg(0) {
+            Some(c) => s.trim_start_matches(|x| c.contains(x)),
+            None => s.trim_start(),
+        }),
+        "rstrip" => Value::from(match arg(0) {
+            Some(c) => s.trim_end_matches(|x| c.contains(x)),
+            None => s.trim_end(),
+        }),
         "startswith" => Value::from(arg(0).is_some_and(|p| s.starts_with(p.as_str()))),
         "endswith" => Value::from(arg(0).is_some_and(|p| s.ends_with(p.as_str()))),
         "replace" => {
@@ -55,23 +86,52 @@ fn string_method(s: &str, name: &str, a: &Args) -> Result<Value, Error> {
             Value::from(parts)
         }
         "join" => {
-            let items: Vec<String> = a.pos.first().ok_or_else(|| invalid("join() needs a list"))?.try_iter()?.map(|x| py_str(&x)).collect();
+            let items: Vec<String> = a
+                .pos
+                .first()
+                .ok_or_else(|| invalid("join() needs a list"))?
+                .try_iter()?
+                .map(|x| py_str(&x))
+                .collect();
             Value::from(items.join(s))
         }
-        "find" => Value::from(arg(0).and_then(|p| s.find(p.as_str())).map_or(-1, |i| s[..i].chars().count() as i64)),
-        "count" => Value::from(arg(0).map_or(0, |p| if p.is_empty() { s.chars().count() + 1 } else { s.matches(p.as_str()).count() })),
+        "find" => Value::from(
+            arg(0)
+                .and_then(|p| s.find(p.as_str()))
+                .map_or(-1, |i| s[..i].chars().count() as i64),
+        ),
+        "count" => Value::from(arg(0).map_or(0, |p| {
+            if p.is_empty() {
+                s.chars().count() + 1
+            } else {
+                s.matches(p.as_str()).count()
+            }
+        })),
         "isdigit" => Value::from(!s.is_empty() && s.chars().all(|c| c.is_ascii_digit())),
         "isalpha" => Value::from(!s.is_empty() && s.chars().all(char::is_alphabetic)),
         "capitalize" => {
             let mut c = s.chars();
-            Value::from(c.next().map(|f| f.to_uppercase().collect::<String>() + &c.as_str().to_lowercase()).unwrap_or_default())
+            Value::from(
+                c.next()
+                    .map(|f| f.to_uppercase().collect::<String>() + &c.as_str().to_lowercase())
+                    .unwrap_or_default(),
+            )
         }
         "title" => Value::from(
-            s.split(' ').map(|w| {
-                let mut c = w.chars();
-                c.next().map(|f| f.to_uppercase().collect::<String>() + &c.as_str().to_lowercase()).unwrap_or_default()
-            }).collect::<Vec<_>>().join(" "),
+            s.split(' ')
+                .map(|w| {
+                    let mut c = w.chars();
+                    c.next()
+                        .map(|f| f.to_uppercase().collect::<String>() + &c.as_str().to_lowercase())
+                        .unwrap_or_default()
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
         ),
-        _ => return Err(invalid(format!("method '{name}' of str is not supported by bosun"))),
+        _ => {
+            return Err(invalid(format!(
+                "method '{name}' of str is not supported by bosun"
+            )))
+        }
     })
 }

@@ -12,14 +12,14 @@ pub mod args;
 pub mod collections;
 pub mod filters;
 pub mod literal;
-pub mod pyjson;
-pub mod text;
-pub mod yamlfilters;
 pub mod lookups;
 pub mod methods;
+pub mod pyjson;
 pub mod scan;
 pub mod tests;
+pub mod text;
 pub mod value;
+pub mod yamlfilters;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,6 +36,9 @@ const MAX_VAR_DEPTH: usize = 24;
 /// One layer of variables (a name → value map).
 pub type VarLayer = HashMap<String, Value>;
 
+/// A templated variable, or its error (whether it was an undefined, and the message).
+type Memo = Result<Value, (bool, String)>;
+
 /// The variables visible at one point of a run: layers from the lowest precedence to the
 /// highest, looked up from the top. Values that contain templates are templated when read.
 pub struct Scope {
@@ -43,7 +46,7 @@ pub struct Scope {
     templar: Templar,
     /// Variables already templated in this scope (errors too: minijinja may look a name up
     /// more than once, and a failing chain must not be re-evaluated each time).
-    memo: Mutex<HashMap<String, Result<Value, (bool, String)>>>,
+    memo: Mutex<HashMap<String, Memo>>,
     /// Variables being templated: reading one of them again is a cycle.
     in_progress: Mutex<std::collections::HashSet<String>>,
     depth: AtomicUsize,
@@ -52,7 +55,9 @@ pub struct Scope {
 
 impl std::fmt::Debug for Scope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scope").field("layers", &self.layers.len()).finish()
+        f.debug_struct("Scope")
+            .field("layers", &self.layers.len())
+            .finish()
     }
 }
 
@@ -60,8 +65,19 @@ impl std::fmt::Debug for Scope {
 pub(crate) const SCOPE_KEY: &str = "__bosun_scope";
 
 impl Scope {
-    pub fn new(templar: Templar, layers: Vec<Arc<VarLayer>>, runtime: Option<Arc<dyn lookups::Runtime>>) -> Arc<Scope> {
-        Arc::new(Scope { layers, templar, memo: Mutex::new(HashMap::new()), in_progress: Mutex::new(Default::default()), depth: AtomicUsize::new(0), runtime })
+    pub fn new(
+        templar: Templar,
+        layers: Vec<Arc<VarLayer>>,
+        runtime: Option<Arc<dyn lookups::Runtime>>,
+    ) -> Arc<Scope> {
+        Arc::new(Scope {
+            layers,
+            templar,
+            memo: Mutex::new(HashMap::new()),
+            in_progress: Mutex::new(Default::default()),
+            depth: AtomicUsize::new(0),
+            runtime,
+        })
     }
 
     pub fn templar(&self) -> &Templar {
@@ -79,7 +95,9 @@ impl Scope {
 
     /// The value of a variable, templated.
     pub fn get(self: &Arc<Self>, name: &str) -> Result<Option<Value>, Error> {
-        let Some(raw) = self.raw(name) else { return Ok(None) };
+        let Some(raw) = self.raw(name) else {
+            return Ok(None);
+        };
         if !needs_templating(raw) {
             return Ok(Some(raw.clone()));
         }
@@ -90,12 +108,20 @@ impl Scope {
                 Err((false, m)) => Err(Error::Template(m)),
             };
         }
-        let cycle = self.in_progress.lock().map(|mut p| !p.insert(name.to_string())).unwrap_or(false);
+        let cycle = self
+            .in_progress
+            .lock()
+            .map(|mut p| !p.insert(name.to_string()))
+            .unwrap_or(false);
         let r = if cycle {
-            Err(Error::Template(format!("recursive loop detected in template string for variable '{name}'")))
+            Err(Error::Template(format!(
+                "recursive loop detected in template string for variable '{name}'"
+            )))
         } else if self.depth.fetch_add(1, Ordering::SeqCst) >= MAX_VAR_DEPTH {
             self.depth.fetch_sub(1, Ordering::SeqCst);
-            Err(Error::Template(format!("variables refer to variables more than {MAX_VAR_DEPTH} deep at '{name}'")))
+            Err(Error::Template(format!(
+                "variables refer to variables more than {MAX_VAR_DEPTH} deep at '{name}'"
+            )))
         } else {
             let r = self.templar.template_value(raw, self);
             self.depth.fetch_sub(1, Ordering::SeqCst);
@@ -144,7 +170,10 @@ impl Object for ScopeRef {
             // Ansible turns a variable whose template hits an undefined into an undefined
             // value (so `is defined` is false); other errors surface when it is used.
             Err(Error::Undefined(_)) => None,
-            Err(e) => Some(Value::from(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string()))),
+            Err(e) => Some(Value::from(minijinja::Error::new(
+                minijinja::ErrorKind::InvalidOperation,
+                e.to_string(),
+            ))),
         }
     }
 
@@ -161,7 +190,10 @@ impl Object for ScopeHandle {}
 
 /// Fetches the run's scope from inside a filter or function.
 pub(crate) fn scope_of(state: &minijinja::State) -> Option<Arc<Scope>> {
-    state.lookup(SCOPE_KEY).and_then(|v| v.downcast_object::<ScopeHandle>()).map(|h| h.0.clone())
+    state
+        .lookup(SCOPE_KEY)
+        .and_then(|v| v.downcast_object::<ScopeHandle>())
+        .map(|h| h.0.clone())
 }
 
 /// Whether a value holds a string that is a template (and is not marked unsafe).
@@ -229,7 +261,10 @@ impl Templar {
         env.set_fuel(Some(50_000_000));
         env.set_formatter(|out, _state, v| {
             if v.is_undefined() {
-                return Err(minijinja::Error::new(minijinja::ErrorKind::UndefinedError, "undefined value rendered"));
+                return Err(minijinja::Error::new(
+                    minijinja::ErrorKind::UndefinedError,
+                    "undefined value rendered",
+                ));
             }
             // Ansible's finalize renders None as nothing.
             if v.is_none() {
@@ -238,7 +273,8 @@ impl Templar {
             if let ValueKind::Invalid = v.kind() {
                 return v.get_attr("x").map(|_| ());
             }
-            out.write_str(&value::py_str(v)).map_err(|_| minijinja::Error::new(minijinja::ErrorKind::WriteFailure, "write"))
+            out.write_str(&value::py_str(v))
+                .map_err(|_| minijinja::Error::new(minijinja::ErrorKind::WriteFailure, "write"))
         });
         env.set_unknown_method_callback(methods::call_method);
         filters::register(&mut env);
@@ -251,9 +287,13 @@ impl Templar {
     /// lists and dict values recursively (keys are left as they are).
     pub fn template_value(&self, v: &Value, scope: &Arc<Scope>) -> Result<Value, Error> {
         match v.kind() {
-            ValueKind::String if !v.is_safe() => self.template_str(v.as_str().unwrap_or_default(), scope),
+            ValueKind::String if !v.is_safe() => {
+                self.template_str(v.as_str().unwrap_or_default(), scope)
+            }
             ValueKind::Seq => {
-                let items: Result<Vec<Value>, Error> = value::iter(v)?.map(|x| self.template_value(&x, scope)).collect();
+                let items: Result<Vec<Value>, Error> = value::iter(v)?
+                    .map(|x| self.template_value(&x, scope))
+                    .collect();
                 Ok(Value::from(items?))
             }
             ValueKind::Map => {
@@ -278,11 +318,22 @@ impl Templar {
 
     /// Templates a template file's text as the `template` lookup does: no backslash
     /// doubling; `convert` is its `convert_data` option.
-    pub fn template_file(&self, s: &str, scope: &Arc<Scope>, convert: bool) -> Result<Value, Error> {
+    pub fn template_file(
+        &self,
+        s: &str,
+        scope: &Arc<Scope>,
+        convert: bool,
+    ) -> Result<Value, Error> {
         self.template_impl(s, scope, false, convert)
     }
 
-    fn template_impl(&self, s: &str, scope: &Arc<Scope>, escape: bool, convert: bool) -> Result<Value, Error> {
+    fn template_impl(
+        &self,
+        s: &str,
+        scope: &Arc<Scope>,
+        escape: bool,
+        convert: bool,
+    ) -> Result<Value, Error> {
         if !scan::is_possibly_template(s) {
             return Ok(Value::from(s));
         }
@@ -294,18 +345,31 @@ impl Templar {
                 }
             }
         }
-        let prepared = scan::prepare_with(s, escape).map_err(|e| Error::Template(format!("template error while templating string: {e}. String: {s}")))?;
+        let prepared = scan::prepare_with(s, escape).map_err(|e| {
+            Error::Template(format!(
+                "template error while templating string: {e}. String: {s}"
+            ))
+        })?;
         let ctx = Value::from_object(ScopeRef(scope.clone()));
         let data_newlines = trailing_newlines(s);
         let mut out = match &prepared.single_expr {
             Some(expr) => {
-                let e = self.env.compile_expression(expr).map_err(|e| Error::Template(format!("template error while templating string: {}. String: {s}", error_text(&e))))?;
+                let e = self.env.compile_expression(expr).map_err(|e| {
+                    Error::Template(format!(
+                        "template error while templating string: {}. String: {s}",
+                        error_text(&e)
+                    ))
+                })?;
                 let v = e.eval(ctx).map_err(map_err)?;
                 if v.is_undefined() {
                     return Err(Error::Undefined(format!("'{}' is undefined", expr.trim())));
                 }
                 if let ValueKind::Invalid = v.kind() {
-                    return Err(v.get_attr("x").map_err(map_err).err().unwrap_or_else(|| Error::Template("invalid value".into())));
+                    return Err(v
+                        .get_attr("x")
+                        .map_err(map_err)
+                        .err()
+                        .unwrap_or_else(|| Error::Template("invalid value".into())));
                 }
                 match v.kind() {
                     // Filters that return text on purpose (to_json, to_yaml, string…) mark it
@@ -320,8 +384,15 @@ impl Templar {
                 }
             }
             None => {
-                let text = self.env.render_str(&prepared.source, ctx).map_err(map_err)?;
-                if convert { convert_text(text) } else { Value::from(text) }
+                let text = self
+                    .env
+                    .render_str(&prepared.source, ctx)
+                    .map_err(map_err)?;
+                if convert {
+                    convert_text(text)
+                } else {
+                    Value::from(text)
+                }
             }
         };
         if let Some(text) = out.as_str() {
@@ -360,15 +431,25 @@ impl Templar {
             return self.template_str(expr, scope);
         }
         let prepared = scan::prepare(&format!("{{{{ {expr} }}}}")).map_err(Error::Template)?;
-        let inner = prepared.single_expr.ok_or_else(|| Error::Template(format!("not an expression: {expr}")))?;
-        let e = self.env.compile_expression(&inner).map_err(|e| Error::Template(format!("template error in '{expr}': {}", error_text(&e))))?;
+        let inner = prepared
+            .single_expr
+            .ok_or_else(|| Error::Template(format!("not an expression: {expr}")))?;
+        let e = self.env.compile_expression(&inner).map_err(|e| {
+            Error::Template(format!("template error in '{expr}': {}", error_text(&e)))
+        })?;
         let ctx = Value::from_object(ScopeRef(scope.clone()));
         let v = e.eval(ctx).map_err(map_err)?;
         if v.is_undefined() {
-            return Err(Error::Undefined(format!("error while evaluating conditional ({expr}): undefined")));
+            return Err(Error::Undefined(format!(
+                "error while evaluating conditional ({expr}): undefined"
+            )));
         }
         if let ValueKind::Invalid = v.kind() {
-            return Err(v.get_attr("x").map_err(map_err).err().unwrap_or_else(|| Error::Template("invalid value".into())));
+            return Err(v
+                .get_attr("x")
+                .map_err(map_err)
+                .err()
+                .unwrap_or_else(|| Error::Template("invalid value".into())));
         }
         Ok(v)
     }
@@ -377,7 +458,10 @@ impl Templar {
     pub fn render_text(&self, src: &str, scope: &Arc<Scope>) -> Result<String, Error> {
         let prepared = scan::prepare(src).map_err(Error::Template)?;
         let ctx = Value::from_object(ScopeRef(scope.clone()));
-        let mut text = self.env.render_str(&prepared.source, ctx).map_err(map_err)?;
+        let mut text = self
+            .env
+            .render_str(&prepared.source, ctx)
+            .map_err(map_err)?;
         let (want, have) = (trailing_newlines(src), trailing_newlines(&text));
         if want > have {
             text.push_str(&"\n".repeat(want - have));
@@ -389,8 +473,16 @@ impl Templar {
     pub fn check(&self, src: &str) -> Result<scan::Names, String> {
         let prepared = scan::prepare(src)?;
         match &prepared.single_expr {
-            Some(e) => self.env.compile_expression(e).map(|_| ()).map_err(|e| error_text(&e))?,
-            None => self.env.template_from_str(&prepared.source).map(|_| ()).map_err(|e| error_text(&e))?,
+            Some(e) => self
+                .env
+                .compile_expression(e)
+                .map(|_| ())
+                .map_err(|e| error_text(&e))?,
+            None => self
+                .env
+                .template_from_str(&prepared.source)
+                .map(|_| ())
+                .map_err(|e| error_text(&e))?,
         }
         Ok(prepared.names)
     }

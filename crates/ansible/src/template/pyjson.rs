@@ -14,7 +14,13 @@ pub struct JsonOpts {
 
 impl Default for JsonOpts {
     fn default() -> Self {
-        JsonOpts { indent: None, sort_keys: false, ensure_ascii: true, item_sep: ", ".into(), key_sep: ": ".into() }
+        JsonOpts {
+            indent: None,
+            sort_keys: false,
+            ensure_ascii: true,
+            item_sep: ", ".into(),
+            key_sep: ": ".into(),
+        }
     }
 }
 
@@ -29,7 +35,9 @@ fn write(v: &Value, o: &JsonOpts, level: usize, out: &mut String) -> Result<(), 
         return Err("maximum recursion depth exceeded while encoding a JSON object".into());
     }
     match v.kind() {
-        ValueKind::Undefined => return Err("Object of type AnsibleUndefined is not JSON serializable".into()),
+        ValueKind::Undefined => {
+            return Err("Object of type AnsibleUndefined is not JSON serializable".into())
+        }
         ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
         ValueKind::Number => {
@@ -69,7 +77,12 @@ fn write(v: &Value, o: &JsonOpts, level: usize, out: &mut String) -> Result<(), 
                     ValueKind::None => "null".to_string(),
                     ValueKind::Number if k.is_integer() => k.to_string(),
                     ValueKind::Number => py_float(f64::try_from(k.clone()).unwrap_or(f64::NAN)),
-                    _ => return Err(format!("keys must be str, int, float, bool or None, not {}", k.kind())),
+                    _ => {
+                        return Err(format!(
+                            "keys must be str, int, float, bool or None, not {}",
+                            k.kind()
+                        ))
+                    }
                 };
                 let item = v.get_item(&k).unwrap_or_default();
                 pairs.push((key, item));
@@ -155,9 +168,19 @@ mod tests {
 
     #[test]
     fn python_formatting() {
-        let v = from_json(&serde_json::json!({"b": [1, 2.0, {"x": null}], "a": "é\n", "c": {}, "d": []}));
-        assert_eq!(dumps(&v, &JsonOpts::default()).unwrap(), r#"{"a": "\u00e9\n", "b": [1, 2.0, {"x": null}], "c": {}, "d": []}"#);
-        let nice = JsonOpts { indent: Some("    ".into()), sort_keys: true, item_sep: ",".into(), ..JsonOpts::default() };
-        assert_eq!(dumps(&v, &nice).unwrap(), "{\n    \"a\": \"\\u00e9\\n\",\n    \"b\": [\n        1,\n        2.0,\n        {\n            \"x\": null\n        }\n    ],\n    \"c\": {},\n    \"d\": []\n}");
+        let v = from_json(
+            &serde_json::json!({"b": [1, 2.0, {"x": null}], "a": "é\n", "c": {}, "d": []}),
+        );
+        assert_eq!(
+            dumps(&v, &JsonOpts::default()).expect("test value"),
+            r#"{"a": "\u00e9\n", "b": [1, 2.0, {"x": null}], "c": {}, "d": []}"#
+        );
+        let nice = JsonOpts {
+            indent: Some("    ".into()),
+            sort_keys: true,
+            item_sep: ",".into(),
+            ..JsonOpts::default()
+        };
+        assert_eq!(dumps(&v, &nice).expect("test value"), "{\n    \"a\": \"\\u00e9\\n\",\n    \"b\": [\n        1,\n        2.0,\n        {\n            \"x\": null\n        }\n    ],\n    \"c\": {},\n    \"d\": []\n}");
     }
 }

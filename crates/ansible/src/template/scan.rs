@@ -37,7 +37,9 @@ pub fn is_possibly_template(s: &str) -> bool {
 pub fn single_var(s: &str) -> Option<&str> {
     let inner = s.strip_prefix("{{")?.strip_suffix("}}")?;
     let name = inner.trim_matches(|c: char| c.is_whitespace());
-    name.chars().all(|c| c.is_alphanumeric() || c == '_').then_some(name)
+    name.chars()
+        .all(|c| c.is_alphanumeric() || c == '_')
+        .then_some(name)
 }
 
 #[derive(PartialEq)]
@@ -58,7 +60,10 @@ pub fn prepare_with(src: &str, escape_backslashes: bool) -> Result<Prepared, Str
     let mut blocks = 0usize;
     let mut text_outside = false;
     let mut single: Option<String> = None;
-    let body_end = src.strip_suffix("\r\n").or_else(|| src.strip_suffix('\n')).map_or(src.len(), str::len);
+    let body_end = src
+        .strip_suffix("\r\n")
+        .or_else(|| src.strip_suffix('\n'))
+        .map_or(src.len(), str::len);
     let b = src.as_bytes();
     let mut i = 0;
     let mut in_raw = false;
@@ -100,7 +105,10 @@ pub fn prepare_with(src: &str, escape_backslashes: bool) -> Result<Prepared, Str
         }
         let Some(kind) = kind else {
             // A comment: kept for minijinja, it renders nothing.
-            let end = src[o + 2..].find("#}").map(|e| o + 2 + e + 2).ok_or("unclosed comment")?;
+            let end = src[o + 2..]
+                .find("#}")
+                .map(|e| o + 2 + e + 2)
+                .ok_or("unclosed comment")?;
             out.push_str(&src[o..end]);
             text_outside = true;
             i = end;
@@ -126,8 +134,16 @@ pub fn prepare_with(src: &str, escape_backslashes: bool) -> Result<Prepared, Str
         }
         i = end;
     }
-    let single_expr = if blocks == 1 && !text_outside { single } else { None };
-    Ok(Prepared { source: out, single_expr, names })
+    let single_expr = if blocks == 1 && !text_outside {
+        single
+    } else {
+        None
+    };
+    Ok(Prepared {
+        source: out,
+        single_expr,
+        names,
+    })
 }
 
 fn find_endraw(src: &str, from: usize) -> Option<usize> {
@@ -224,7 +240,14 @@ fn rewrite_expr(inner: &str, is_expr: bool, names: &mut Names) -> Result<String,
         }
         if c.is_ascii_alphabetic() || c == b'_' {
             let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || (b[i] == b'.' && (prev == "|" || prev == "is" || prev == "not") && i + 1 < b.len() && (b[i + 1].is_ascii_alphabetic() || b[i + 1] == b'_'))) {
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric()
+                    || b[i] == b'_'
+                    || (b[i] == b'.'
+                        && (prev == "|" || prev == "is" || prev == "not")
+                        && i + 1 < b.len()
+                        && (b[i + 1].is_ascii_alphabetic() || b[i + 1] == b'_')))
+            {
                 i += 1;
             }
             let word = &inner[start..i];
@@ -297,13 +320,45 @@ mod tests {
 
     #[test]
     fn single_expressions() {
-        assert_eq!(prepare("{{ a }}").unwrap().single_expr.as_deref(), Some(" a "));
-        assert_eq!(prepare("{{ a }}\n").unwrap().single_expr.as_deref(), Some(" a "));
-        assert_eq!(prepare("{{ {'a': {'b': 1}} }}").unwrap().single_expr.as_deref(), Some(" {'a': {'b': 1}} "));
-        assert_eq!(prepare(" {{ a }}").unwrap().single_expr, None);
-        assert_eq!(prepare("{{ a }}{{ b }}").unwrap().single_expr, None);
-        assert_eq!(prepare("{% if x %}{{ a }}{% endif %}").unwrap().single_expr, None);
-        assert_eq!(prepare("{{ '}}' }}").unwrap().single_expr.as_deref(), Some(" '}}' "));
+        assert_eq!(
+            prepare("{{ a }}")
+                .expect("test value")
+                .single_expr
+                .as_deref(),
+            Some(" a ")
+        );
+        assert_eq!(
+            prepare("{{ a }}\n")
+                .expect("test value")
+                .single_expr
+                .as_deref(),
+            Some(" a ")
+        );
+        assert_eq!(
+            prepare("{{ {'a': {'b': 1}} }}")
+                .expect("test value")
+                .single_expr
+                .as_deref(),
+            Some(" {'a': {'b': 1}} ")
+        );
+        assert_eq!(prepare(" {{ a }}").expect("test value").single_expr, None);
+        assert_eq!(
+            prepare("{{ a }}{{ b }}").expect("test value").single_expr,
+            None
+        );
+        assert_eq!(
+            prepare("{% if x %}{{ a }}{% endif %}")
+                .expect("test value")
+                .single_expr,
+            None
+        );
+        assert_eq!(
+            prepare("{{ '}}' }}")
+                .expect("test value")
+                .single_expr
+                .as_deref(),
+            Some(" '}}' ")
+        );
         assert!(prepare("{{ a ").is_err());
         assert_eq!(single_var("{{ size }}"), Some("size"));
         assert_eq!(single_var("{{ a.b }}"), None);
@@ -311,12 +366,16 @@ mod tests {
 
     #[test]
     fn rewrites_and_names() {
-        let p = prepare(r"{{ x | ansible.builtin.regex_replace('\d', 'y') is not ansible.builtin.match('a') }}{% if lookup('env', 'HOME') | bool %}{% endif %}").unwrap();
-        assert_eq!(p.source, r"{{ x | regex_replace('\\d', 'y') is not match('a') }}{% if lookup('env', 'HOME') | bool %}{% endif %}");
+        let p = prepare(r"{{ x | ansible.builtin.regex_replace('\d', 'y') is not ansible.builtin.match('a') }}{% if lookup('env', 'HOME') | bool %}{% endif %}").expect("test value");
+        assert_eq!(
+            p.source,
+            r"{{ x | regex_replace('\\d', 'y') is not match('a') }}{% if lookup('env', 'HOME') | bool %}{% endif %}"
+        );
         assert_eq!(p.names.filters, vec!["regex_replace", "bool"]);
         assert_eq!(p.names.tests, vec!["match"]);
         assert_eq!(p.names.lookups, vec![Some("env".to_string())]);
-        let p = prepare("{{ query(name) }}{% raw %}{{ not | parsed }}{% endraw %}").unwrap();
+        let p = prepare("{{ query(name) }}{% raw %}{{ not | parsed }}{% endraw %}")
+            .expect("test value");
         assert_eq!(p.names.lookups, vec![None]);
         assert!(p.names.filters.is_empty());
     }

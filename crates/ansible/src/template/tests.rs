@@ -8,10 +8,45 @@ use super::text::python_regex;
 use super::value::py_str;
 
 const BUILTIN: &[&str] = &[
-    "defined", "undefined", "none", "boolean", "odd", "even", "divisibleby", "number", "integer",
-    "float", "string", "sequence", "iterable", "mapping", "startingwith", "endingwith", "lower",
-    "upper", "sameas", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt",
-    "greaterthan", ">", "ge", ">=", "in", "true", "false", "filter", "test",
+    "defined",
+    "undefined",
+    "none",
+    "boolean",
+    "odd",
+    "even",
+    "divisibleby",
+    "number",
+    "integer",
+    "float",
+    "string",
+    "sequence",
+    "iterable",
+    "mapping",
+    "startingwith",
+    "endingwith",
+    "lower",
+    "upper",
+    "sameas",
+    "eq",
+    "equalto",
+    "==",
+    "ne",
+    "!=",
+    "lt",
+    "lessthan",
+    "<",
+    "le",
+    "<=",
+    "gt",
+    "greaterthan",
+    ">",
+    "ge",
+    ">=",
+    "in",
+    "true",
+    "false",
+    "filter",
+    "test",
 ];
 
 type Test = fn(&State, Value, Args) -> Result<bool, Error>;
@@ -27,14 +62,23 @@ const OWN: &[(&str, Test)] = &[
     ("version_compare", version),
     ("truthy", |_, v, a| Ok(truthy(&v, &a))),
     ("falsy", |_, v, a| Ok(!truthy(&v, &a))),
-    ("contains", |_, v, a| Ok(v.try_iter()?.any(|x| Some(&x) == a.pos.first()))),
+    ("contains", |_, v, a| {
+        Ok(v.try_iter()?.any(|x| Some(&x) == a.pos.first()))
+    }),
     ("subset", |_, v, a| {
-        let b: Vec<Value> = a.get(0, "b").ok_or_else(|| invalid("subset needs a list"))?.try_iter()?.collect();
+        let b: Vec<Value> = a
+            .get(0, "b")
+            .ok_or_else(|| invalid("subset needs a list"))?
+            .try_iter()?
+            .collect();
         Ok(v.try_iter()?.all(|x| b.contains(&x)))
     }),
     ("superset", |_, v, a| {
         let mine: Vec<Value> = v.try_iter()?.collect();
-        Ok(a.get(0, "b").ok_or_else(|| invalid("superset needs a list"))?.try_iter()?.all(|x| mine.contains(&x)))
+        Ok(a.get(0, "b")
+            .ok_or_else(|| invalid("superset needs a list"))?
+            .try_iter()?
+            .all(|x| mine.contains(&x)))
     }),
     ("all", |_, v, _| Ok(v.try_iter()?.all(|x| x.is_true()))),
     ("any", |_, v, _| Ok(v.try_iter()?.any(|x| x.is_true()))),
@@ -42,12 +86,16 @@ const OWN: &[(&str, Test)] = &[
     ("failure", |_, v, _| result_flag(&v, "failed")),
     ("succeeded", |_, v, _| result_flag(&v, "failed").map(|f| !f)),
     ("success", |_, v, _| result_flag(&v, "failed").map(|f| !f)),
-    ("successful", |_, v, _| result_flag(&v, "failed").map(|f| !f)),
+    ("successful", |_, v, _| {
+        result_flag(&v, "failed").map(|f| !f)
+    }),
     ("changed", |_, v, _| result_flag(&v, "changed")),
     ("change", |_, v, _| result_flag(&v, "changed")),
     ("skipped", |_, v, _| result_flag(&v, "skipped")),
     ("skip", |_, v, _| result_flag(&v, "skipped")),
-    ("finished", |_, v, _| result_flag(&v, "finished").map(|_| true)),
+    ("finished", |_, v, _| {
+        result_flag(&v, "finished").map(|_| true)
+    }),
 ];
 
 pub fn supported(name: &str) -> bool {
@@ -65,10 +113,17 @@ pub fn register(env: &mut Environment<'static>) {
 }
 
 fn regex_test(v: Value, a: Args, kind: &str) -> Result<bool, Error> {
-    a.check(kind, &["pattern", "ignorecase", "multiline", "match_type"], 4)?;
+    a.check(
+        kind,
+        &["pattern", "ignorecase", "multiline", "match_type"],
+        4,
+    )?;
     let s = py_str(&v);
     let pat = a.get_str(0, "pattern", "")?;
-    let (ic, ml) = (a.get_bool(1, "ignorecase", false), a.get_bool(2, "multiline", false));
+    let (ic, ml) = (
+        a.get_bool(1, "ignorecase", false),
+        a.get_bool(2, "multiline", false),
+    );
     let pat = match kind {
         "match" => format!("\\A(?:{pat})"),
         "fullmatch" => format!("\\A(?:{pat})\\z"),
@@ -85,7 +140,12 @@ fn result_flag(v: &Value, key: &str) -> Result<bool, Error> {
 }
 
 fn truthy(v: &Value, a: &Args) -> bool {
-    if a.get_bool(0, "convert_bool", false) && matches!(v.kind(), ValueKind::String | ValueKind::Bool | ValueKind::Number) {
+    if a.get_bool(0, "convert_bool", false)
+        && matches!(
+            v.kind(),
+            ValueKind::String | ValueKind::Bool | ValueKind::Number
+        )
+    {
         let s = py_str(v).to_lowercase();
         if ["yes", "on", "1", "true"].contains(&s.as_str()) {
             return true;
@@ -146,15 +206,23 @@ fn cmp_loose(a: &[Part], b: &[Part]) -> Result<std::cmp::Ordering, Error> {
 }
 
 fn version(_: &State, v: Value, a: Args) -> Result<bool, Error> {
-    a.check("version", &["version", "operator", "strict", "version_type"], 4)?;
+    a.check(
+        "version",
+        &["version", "operator", "strict", "version_type"],
+        4,
+    )?;
     let other = a.get_str(0, "version", "")?;
     if other.is_empty() {
-        return Err(invalid("Version parameter to compare against cannot be empty"));
+        return Err(invalid(
+            "Version parameter to compare against cannot be empty",
+        ));
     }
     let op = a.get_str(1, "operator", "eq")?;
     let vt = a.get_str(3, "version_type", "loose")?;
     if vt != "loose" {
-        return Err(invalid(format!("version_type '{vt}' is not supported by bosun (loose only)")));
+        return Err(invalid(format!(
+            "version_type '{vt}' is not supported by bosun (loose only)"
+        )));
     }
     let ord = cmp_loose(&loose(&py_str(&v)), &loose(&other))?;
     use std::cmp::Ordering::*;

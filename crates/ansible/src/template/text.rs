@@ -22,7 +22,11 @@ pub fn python_regex(pat: &str, ignorecase: bool, multiline: bool) -> Result<rege
         .multi_line(multiline)
         .size_limit(1 << 22)
         .build()
-        .map_err(|e| invalid(format!("unsupported or invalid regular expression '{pat}': {e}")))
+        .map_err(|e| {
+            invalid(format!(
+                "unsupported or invalid regular expression '{pat}': {e}"
+            ))
+        })
 }
 
 /// Python's replacement syntax (`\1`, `\g<1>`, `\g<name>`, `\n`) in Rust's (`${1}`).
@@ -65,20 +69,47 @@ fn replacement(rep: &str) -> String {
 }
 
 pub fn regex_replace(_: &State, v: Value, args: Args) -> Result<Value, Error> {
-    args.check("regex_replace", &["pattern", "replacement", "ignorecase", "multiline", "count", "mandatory_count"], 3)?;
+    args.check(
+        "regex_replace",
+        &[
+            "pattern",
+            "replacement",
+            "ignorecase",
+            "multiline",
+            "count",
+            "mandatory_count",
+        ],
+        3,
+    )?;
     let s = input(&v)?;
-    let re = python_regex(&args.get_str(0, "pattern", "")?, args.get_bool(3, "ignorecase", false), args.get_bool(4, "multiline", false))?;
+    let re = python_regex(
+        &args.get_str(0, "pattern", "")?,
+        args.get_bool(3, "ignorecase", false),
+        args.get_bool(4, "multiline", false),
+    )?;
     let rep = replacement(&args.get_str(1, "replacement", "")?);
-    let count = args.get(2, "count").and_then(|c| c.as_i64()).unwrap_or(0).max(0) as usize;
-    Ok(Value::from(re.replacen(&s, count, rep.as_str()).into_owned()))
+    let count = args
+        .get(2, "count")
+        .and_then(|c| c.as_i64())
+        .unwrap_or(0)
+        .max(0) as usize;
+    Ok(Value::from(
+        re.replacen(&s, count, rep.as_str()).into_owned(),
+    ))
 }
 
 pub fn regex_search(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("regex_search", &["ignorecase", "multiline"], 8)?;
     let s = input(&v)?;
     let pat = args.get_str(0, "regex", "")?;
-    let re = python_regex(&pat, args.get_bool(usize::MAX, "ignorecase", false), args.get_bool(usize::MAX, "multiline", false))?;
-    let Some(caps) = re.captures(&s) else { return Ok(Value::from(())) };
+    let re = python_regex(
+        &pat,
+        args.get_bool(usize::MAX, "ignorecase", false),
+        args.get_bool(usize::MAX, "multiline", false),
+    )?;
+    let Some(caps) = re.captures(&s) else {
+        return Ok(Value::from(()));
+    };
     let groups: Vec<&Value> = args.pos.iter().skip(1).collect();
     if groups.is_empty() {
         return Ok(Value::from(caps.get(0).map_or("", |m| m.as_str())));
@@ -92,7 +123,10 @@ pub fn regex_search(_: &State, v: Value, args: Args) -> Result<Value, Error> {
                 Err(_) => caps.name(n),
             }
         } else if let Some(n) = g.strip_prefix('\\') {
-            caps.get(n.parse::<usize>().map_err(|_| invalid(format!("Unknown argument {g}")))?)
+            caps.get(
+                n.parse::<usize>()
+                    .map_err(|_| invalid(format!("Unknown argument {g}")))?,
+            )
         } else {
             return Err(invalid(format!("Unknown argument {g}")));
         };
@@ -104,7 +138,11 @@ pub fn regex_search(_: &State, v: Value, args: Args) -> Result<Value, Error> {
 pub fn regex_findall(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("regex_findall", &["regex", "multiline", "ignorecase"], 3)?;
     let s = input(&v)?;
-    let re = python_regex(&args.get_str(0, "regex", "")?, args.get_bool(2, "ignorecase", false), args.get_bool(1, "multiline", false))?;
+    let re = python_regex(
+        &args.get_str(0, "regex", "")?,
+        args.get_bool(2, "ignorecase", false),
+        args.get_bool(1, "multiline", false),
+    )?;
     let groups = re.captures_len() - 1;
     let mut out = Vec::new();
     for caps in re.captures_iter(&s) {
@@ -135,14 +173,23 @@ pub fn regex_escape(_: &State, v: Value, args: Args) -> Result<Value, Error> {
 pub fn split(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("split", &["sep", "maxsplit"], 2)?;
     let s = input(&v)?;
-    let max = args.get(1, "maxsplit").and_then(|m| m.as_i64()).unwrap_or(-1);
+    let max = args
+        .get(1, "maxsplit")
+        .and_then(|m| m.as_i64())
+        .unwrap_or(-1);
     let parts: Vec<String> = match args.get(0, "sep").filter(|s| !s.is_none()) {
         Some(sep) => {
             let sep = py_str(&sep);
             if sep.is_empty() {
                 return Err(invalid("empty separator"));
             }
-            if max < 0 { s.split(sep.as_str()).map(String::from).collect() } else { s.splitn(max as usize + 1, sep.as_str()).map(String::from).collect() }
+            if max < 0 {
+                s.split(sep.as_str()).map(String::from).collect()
+            } else {
+                s.splitn(max as usize + 1, sep.as_str())
+                    .map(String::from)
+                    .collect()
+            }
         }
         None => {
             let mut out = Vec::new();
@@ -164,7 +211,9 @@ pub fn split(_: &State, v: Value, args: Args) -> Result<Value, Error> {
 
 pub fn b64encode(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("b64encode", &["encoding", "errors"], 2)?;
-    Ok(Value::from(base64::engine::general_purpose::STANDARD.encode(input(&v)?)))
+    Ok(Value::from(
+        base64::engine::general_purpose::STANDARD.encode(input(&v)?),
+    ))
 }
 
 pub fn b64decode(_: &State, v: Value, args: Args) -> Result<Value, Error> {
@@ -207,8 +256,15 @@ pub fn md5(_: &State, v: Value, args: Args) -> Result<Value, Error> {
 /// Python's `shlex.quote`.
 pub fn quote(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("quote", &[], 0)?;
-    let s = if v.is_none() { String::new() } else { input(&v)? };
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c)) {
+    let s = if v.is_none() {
+        String::new()
+    } else {
+        input(&v)?
+    };
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c))
+    {
         return Ok(Value::from(s));
     }
     Ok(Value::from(format!("'{}'", s.replace('\'', "'\"'\"'"))))
@@ -223,7 +279,9 @@ pub fn basename(_: &State, v: Value, args: Args) -> Result<Value, Error> {
 pub fn dirname(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("dirname", &[], 0)?;
     let s = input(&v)?;
-    let Some(i) = s.rfind('/') else { return Ok(Value::from("")) };
+    let Some(i) = s.rfind('/') else {
+        return Ok(Value::from(""));
+    };
     let head = &s[..=i];
     let trimmed = head.trim_end_matches('/');
     Ok(Value::from(if trimmed.is_empty() { head } else { trimmed }))

@@ -29,7 +29,10 @@ pub fn from_json(j: &Json) -> Value {
                     return Value::from_safe_string(s.clone());
                 }
             }
-            Value::from_pairs(m.iter().map(|(k, v)| (Value::from(k.as_str()), from_json(v))))
+            Value::from_pairs(
+                m.iter()
+                    .map(|(k, v)| (Value::from(k.as_str()), from_json(v))),
+            )
         }
     }
 }
@@ -42,10 +45,12 @@ pub fn to_json(v: &Value) -> Result<Json, Error> {
         ValueKind::Bool => Json::Bool(v.is_true()),
         ValueKind::Number => number_json(v),
         ValueKind::String => Json::String(v.as_str().unwrap_or_default().to_string()),
-        ValueKind::Bytes => Json::String(String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned()),
-        ValueKind::Seq | ValueKind::Iterable => Json::Array(
-            iter(v)?.map(|x| to_json(&x)).collect::<Result<_, _>>()?,
-        ),
+        ValueKind::Bytes => {
+            Json::String(String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned())
+        }
+        ValueKind::Seq | ValueKind::Iterable => {
+            Json::Array(iter(v)?.map(|x| to_json(&x)).collect::<Result<_, _>>()?)
+        }
         ValueKind::Map => {
             let mut m = serde_json::Map::new();
             for k in iter(v)? {
@@ -72,7 +77,9 @@ fn number_json(v: &Value) -> Json {
         return Json::from(u);
     }
     let f = f64::try_from(v.clone()).unwrap_or(f64::NAN);
-    serde_json::Number::from_f64(f).map(Json::Number).unwrap_or(Json::Null)
+    serde_json::Number::from_f64(f)
+        .map(Json::Number)
+        .unwrap_or(Json::Null)
 }
 
 pub(crate) fn iter(v: &Value) -> Result<minijinja::value::ValueIter, Error> {
@@ -177,7 +184,11 @@ pub fn py_float(f: f64) -> String {
         } else if point as usize >= digits.len() {
             format!("{}{}.0", digits, "0".repeat(point as usize - digits.len()))
         } else {
-            format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
+            format!(
+                "{}.{}",
+                &digits[..point as usize],
+                &digits[point as usize..]
+            )
         };
         format!("{sign}{s}")
     } else {
@@ -192,7 +203,11 @@ pub fn py_float(f: f64) -> String {
 }
 
 fn py_str_repr(s: &str, out: &mut String) {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     out.push(quote);
     for c in s.chars() {
         match c {
@@ -239,8 +254,15 @@ mod tests {
 
     #[test]
     fn floats_like_python() {
-        for (f, s) in [(1.0, "1.0"), (0.1, "0.1"), (2.5e-5, "2.5e-05"), (1e16, "1e+16"),
-                       (123456789012345.6, "123456789012345.6"), (-0.0001, "-0.0001"), (1.5e300, "1.5e+300")] {
+        for (f, s) in [
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (2.5e-5, "2.5e-05"),
+            (1e16, "1e+16"),
+            (123456789012345.6, "123456789012345.6"),
+            (-0.0001, "-0.0001"),
+            (1.5e300, "1.5e+300"),
+        ] {
             assert_eq!(py_float(f), s);
         }
     }
@@ -248,6 +270,9 @@ mod tests {
     #[test]
     fn reprs_like_python() {
         let v = from_json(&serde_json::json!({"a": [1, true, null, "it's", 1.5], "b": "x\ny"}));
-        assert_eq!(py_repr(&v), r#"{'a': [1, True, None, "it's", 1.5], 'b': 'x\ny'}"#);
+        assert_eq!(
+            py_repr(&v),
+            r#"{'a': [1, True, None, "it's", 1.5], 'b': 'x\ny'}"#
+        );
     }
 }

@@ -16,7 +16,9 @@ pub fn node_value(n: &Node) -> Value {
         Yaml::Str(s) => Value::from(s.as_str()),
         Yaml::Unsafe(s) => Value::from_safe_string(s.clone()),
         Yaml::Seq(items) => items.iter().map(node_value).collect(),
-        Yaml::Map(pairs) => Value::from_pairs(pairs.iter().map(|(k, v)| (node_value(k), node_value(v)))),
+        Yaml::Map(pairs) => {
+            Value::from_pairs(pairs.iter().map(|(k, v)| (node_value(k), node_value(v))))
+        }
     }
 }
 
@@ -35,7 +37,9 @@ pub fn from_yaml(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     match docs.len() {
         0 => Ok(Value::from(())),
         1 => Ok(node_value(&docs[0])),
-        _ => Err(invalid("from_yaml: expected a single document in the stream")),
+        _ => Err(invalid(
+            "from_yaml: expected a single document in the stream",
+        )),
     }
 }
 
@@ -44,5 +48,7 @@ pub fn from_yaml_all(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     if v.as_str().is_none() {
         return Ok(v);
     }
-    Ok(Value::from(parse(&v)?.iter().map(node_value).collect::<Vec<_>>()))
+    Ok(Value::from(
+        parse(&v)?.iter().map(node_value).collect::<Vec<_>>(),
+    ))
 }

@@ -15,23 +15,44 @@ pub fn ansible_venv() -> PathBuf {
         .arg(repo_root().join("scripts/setup-ansible.sh"))
         .output()
         .expect("run scripts/setup-ansible.sh");
-    assert!(out.status.success(), "scripts/setup-ansible.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "scripts/setup-ansible.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Runs a playbook (JSON text) against localhost with `extra_vars` and returns the JSON
 /// callback's report.
-pub fn run_playbook(dir: &Path, playbook: &serde_json::Value, extra_vars: &serde_json::Value, env: &[(&str, &str)]) -> serde_json::Value {
+pub fn run_playbook(
+    dir: &Path,
+    playbook: &serde_json::Value,
+    extra_vars: &serde_json::Value,
+    env: &[(&str, &str)],
+) -> serde_json::Value {
     let venv = ansible_venv();
-    std::fs::write(dir.join("playbook.yml"), serde_json::to_string_pretty(playbook).unwrap()).unwrap();
-    std::fs::write(dir.join("extra_vars.json"), serde_json::to_string(extra_vars).unwrap()).unwrap();
+    std::fs::write(
+        dir.join("playbook.yml"),
+        serde_json::to_string_pretty(playbook).expect("test value"),
+    )
+    .expect("test value");
+    std::fs::write(
+        dir.join("extra_vars.json"),
+        serde_json::to_string(extra_vars).expect("test value"),
+    )
+    .expect("test value");
     let python = venv.join("bin/python");
     let mut cmd = Command::new(venv.join("bin/ansible-playbook"));
     cmd.current_dir(dir)
-        .arg("-i").arg("localhost,")
-        .arg("-c").arg("local")
-        .arg("-e").arg(format!("ansible_python_interpreter={}", python.display()))
-        .arg("-e").arg("@extra_vars.json")
+        .arg("-i")
+        .arg("localhost,")
+        .arg("-c")
+        .arg("local")
+        .arg("-e")
+        .arg(format!("ansible_python_interpreter={}", python.display()))
+        .arg("-e")
+        .arg("@extra_vars.json")
         .arg("playbook.yml")
         .env("ANSIBLE_STDOUT_CALLBACK", "json")
         .env("ANSIBLE_LOCALHOST_WARNING", "false")
@@ -45,15 +66,25 @@ pub fn run_playbook(dir: &Path, playbook: &serde_json::Value, extra_vars: &serde
     }
     let out = cmd.output().expect("run ansible-playbook");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let start = stdout.find('{').unwrap_or_else(|| panic!("no JSON from ansible-playbook:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
-    serde_json::from_str(&stdout[start..]).unwrap_or_else(|e| panic!("bad JSON from ansible-playbook ({e}):\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr)))
+    let start = stdout.find('{').unwrap_or_else(|| {
+        panic!(
+            "no JSON from ansible-playbook:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    serde_json::from_str(&stdout[start..]).unwrap_or_else(|e| {
+        panic!(
+            "bad JSON from ansible-playbook ({e}):\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
 
 /// The per-task results for localhost, in order: (task name, result).
 pub fn task_results(report: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
     let mut out = Vec::new();
-    for play in report["plays"].as_array().unwrap() {
-        for t in play["tasks"].as_array().unwrap() {
+    for play in report["plays"].as_array().expect("test value") {
+        for t in play["tasks"].as_array().expect("test value") {
             let name = t["task"]["name"].as_str().unwrap_or_default().to_string();
             out.push((name, t["hosts"]["localhost"].clone()));
         }
