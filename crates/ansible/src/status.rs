@@ -318,3 +318,57 @@ mod tests {
         assert_eq!(by(&running, "Successful")["status"], "False");
     }
 }
+
+/// The status the host writes after a run (its single status write): what `k8s_status`
+/// asked for the CR merged into `current`, then [`mark_done`] with the run's stats and
+/// failures. Equal to `current` when nothing changed: then the host writes nothing.
+pub fn after_run(
+    current: Option<&Value>,
+    outcome: &crate::Outcome,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Value {
+    let merged = match &outcome.status {
+        Some(req) => crate::modules::k8s_status::apply(current, req),
+        None => current.cloned().unwrap_or_else(|| json!({})),
+    };
+    mark_done(
+        Some(&merged),
+        &outcome.ansible_result(),
+        &outcome.failure_messages(),
+        &transition_time(now),
+    )
+}
+
+#[cfg(test)]
+mod after_run_tests {
+    use super::*;
+
+    #[test]
+    fn requested_status_is_merged_then_marked() {
+        let mut o = crate::Outcome::default();
+        o.stats.ok = 2;
+        o.status = Some(crate::StatusRequest {
+            status: json!({"phase": "Ready"}).as_object().cloned().expect("map"),
+            conditions: vec![
+                json!({"type": "Custom", "status": "True", "lastTransitionTime": "t"}),
+            ],
+            replace: false,
+        });
+        let now = chrono::Utc::now();
+        let s = after_run(Some(&json!({"keep": 1})), &o, now);
+        assert_eq!(s["keep"], 1);
+        assert_eq!(s["phase"], "Ready");
+        let types: Vec<&str> = s["conditions"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .filter_map(|c| c["type"].as_str())
+            .collect();
+        assert_eq!(types, vec!["Custom", "Running", "Successful", "Failure"]);
+        assert_eq!(
+            after_run(Some(&s), &o, now),
+            s,
+            "a second identical run changes nothing"
+        );
+    }
+}

@@ -22,7 +22,7 @@ pub(crate) mod outcome_types {
 
 use crate::kube_api::{Discovery, Owner};
 use crate::role::Role;
-use crate::template::{value, Templar, VarLayer};
+use crate::template::{value, VarLayer};
 
 /// What a run needs from its host.
 #[derive(Clone)]
@@ -82,7 +82,12 @@ impl Role {
             .iter()
             .map(|(k, v)| (k.clone(), value::from_json(v)))
             .collect();
-        let mut run = exec::Run::new(ctx.clone(), Templar::new(), Arc::new(extra), &self.path);
+        let mut run = exec::Run::new(
+            ctx.clone(),
+            self.templar.clone(),
+            Arc::new(extra),
+            &self.path,
+        );
         for play in &self.plays {
             if run.play(play).await == exec::Flow::EndPlay {
                 continue;

@@ -64,6 +64,8 @@ pub struct Role {
     pub plays: Vec<Play>,
     /// Where it was loaded from (the role directory or the playbook file).
     pub path: PathBuf,
+    /// The Jinja environment, built once and shared by every run.
+    pub templar: Templar,
 }
 
 struct BodyBuilder {
@@ -104,6 +106,7 @@ impl Role {
         if p.is_file() {
             return loader.load_playbook(&p);
         }
+        let templar = loader.templar.clone();
         let role = loader.load_role(spec, None)?;
         // ansible-runner's generated play: localhost, the one role, no fact gathering
         // (ansible-operator's scaffold sets ANSIBLE_GATHERING=explicit).
@@ -132,6 +135,7 @@ impl Role {
                 body,
             }],
             path,
+            templar,
         })
     }
 }
@@ -436,7 +440,11 @@ impl Loader {
             });
             plays.push(play);
         }
-        Ok(Role { plays, path })
+        Ok(Role {
+            plays,
+            path,
+            templar: self.templar.clone(),
+        })
     }
 
     fn play(&mut self, file: &Arc<PathBuf>, dir: &Path, p: &Node) -> Result<Play, Error> {
