@@ -8,5 +8,5 @@ if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import helm_python, yaml"
   echo "$VENV"; exit 0
 fi
 python3 -m venv "$VENV"
-"$VENV/bin/pip" install -q "helm-python-sdk==0.2.2" "pyyaml>=6" >&2
+"$VENV/bin/pip" install -q "helm-python-sdk==0.2.2" "pyyaml==6.0.3" >&2
 echo "$VENV"

@@ -35,7 +35,7 @@ pub(crate) fn yaml_objects(text: &str) -> Result<Vec<Json>, String> {
         .map_err(|e| format!("Failed to load resource definition: {e}"))?;
     Ok(docs
         .iter()
-        .map(|d| d.to_json())
+        .map(crate::yaml::NodeExt::to_json)
         .filter(|d| !d.is_null())
         .collect())
 }

@@ -1,7 +1,7 @@
 //! Load-time checks of module arguments whose values are static.
 use super::Module;
 use crate::template::scan::is_possibly_template;
-use crate::yaml::Node;
+use crate::yaml::{Node, NodeExt};
 
 fn one_of<'a>(
     args: &'a [(String, Node)],
@@ -31,7 +31,7 @@ pub fn static_args(module: Module, args: &[(String, Node)]) -> Result<(), (Optio
             one_of(args, "state", &["present", "absent"], "k8s state")?;
             if let Some((_, v)) = args.iter().find(|(k, _)| k == "merge_type") {
                 let items: Vec<&str> = match v.as_seq() {
-                    Some(s) => s.iter().filter_map(Node::as_str).collect(),
+                    Some(s) => s.iter().filter_map(NodeExt::as_str).collect(),
                     None => v.as_str().into_iter().collect(),
                 };
                 if let Some(bad) = items.iter().find(|m| {

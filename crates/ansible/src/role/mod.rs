@@ -17,7 +17,7 @@ pub use model::*;
 use parse::{load_err, FileCtx};
 
 use crate::template::{Templar, VarLayer};
-use crate::yaml::{self, Node, Yaml};
+use crate::yaml::{self, Node, NodeExt, Yaml};
 use crate::Error;
 
 /// Where roles and collections are looked for.
@@ -324,7 +324,7 @@ impl Loader {
                 let name = d
                     .get("role")
                     .or(d.get("name"))
-                    .and_then(Node::as_str)
+                    .and_then(NodeExt::as_str)
                     .ok_or_else(|| ctx.err(d, "a dependency needs 'role'"))?
                     .to_string();
                 let mut params = VarLayer::new();

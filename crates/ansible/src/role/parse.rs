@@ -10,7 +10,7 @@ use super::Loader;
 use crate::modules::spec::{Module, TASK_KEYWORDS, UNSUPPORTED_KEYWORDS};
 use crate::template::yamlfilters::node_value;
 use crate::template::{scan, VarLayer};
-use crate::yaml::{key_text, Node, Yaml};
+use crate::yaml::{key_text, Node, NodeExt, Yaml};
 use crate::Error;
 
 /// How deep `import_tasks`/`block` may nest: a file importing itself ends in an error.
@@ -302,7 +302,7 @@ impl Loader {
     fn static_or_template(&mut self, ctx: &FileCtx, v: &Node) -> Result<String, Error> {
         self.check_node(ctx, v)?;
         Ok(match &v.value {
-            Yaml::Str(s) | Yaml::Unsafe(s) => s.clone(),
+            Yaml::Str(s) => s.clone(),
             _ => key_text(v),
         })
     }
@@ -508,7 +508,7 @@ impl Loader {
         Ok(match module {
             Module::Meta => {
                 let what = arg("_raw_params")
-                    .and_then(Node::as_str)
+                    .and_then(NodeExt::as_str)
                     .unwrap_or_default();
                 Action::Meta(match what {
                     "end_play" => MetaAction::EndPlay,
@@ -578,13 +578,13 @@ impl Loader {
             }
             Module::IncludeRole | Module::ImportRole => {
                 let name = arg("name")
-                    .and_then(Node::as_str)
+                    .and_then(NodeExt::as_str)
                     .filter(|s| !scan::is_possibly_template(s))
                     .ok_or_else(|| {
                         ctx.err(mk, "include_role needs a role name without templates")
                     })?;
                 let tasks_from = arg("tasks_from")
-                    .and_then(Node::as_str)
+                    .and_then(NodeExt::as_str)
                     .unwrap_or("main")
                     .to_string();
                 let role = self.load_role_from(name, Some((&ctx.file, mk)), &tasks_from)?;

@@ -86,6 +86,8 @@ const OWN: &[(&str, Filter)] = &[
     ("to_json", to_json),
     ("to_nice_json", to_nice_json),
     ("from_json", from_json),
+    ("to_yaml", yamlfilters::to_yaml),
+    ("to_nice_yaml", yamlfilters::to_nice_yaml),
     ("from_yaml", yamlfilters::from_yaml),
     ("from_yaml_all", yamlfilters::from_yaml_all),
     ("combine", collections::combine),
