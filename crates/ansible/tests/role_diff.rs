@@ -181,3 +181,18 @@ async fn semantics_role_matches_ansible() {
     };
     diff_case(case, 1, None).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k8s_modes_role_matches_ansible() {
+    let spec = json!({"replicas": 1, "image": "nginx:1.25", "args": ["--port", "8080"], "env": {"mode": "test", "level": 2}});
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "k8s_modes",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec,
+        watch_vars: None,
+        kinds: kinds(),
+    };
+    diff_case(case, 2, None).await;
+}
