@@ -246,3 +246,47 @@ fn hostile_specs_never_crash() {
         assert!(!o.failures[0].msg.is_empty());
     }
 }
+
+#[test]
+fn mark_unsafe_strings_are_never_templated() {
+    let dir = tempfile::tempdir().expect("dir");
+    let opts = role_with(dir.path(), &[("tasks/main.yml", "- debug: {msg: \"{{ payload }}\"}\n  register: shown\n- set_fact: {copy: \"{{ payload }}-x\"}\n")]);
+    let role = Role::load("r", &opts).expect("load");
+    let cr = serde_json::json!({"metadata": {"name": "a", "namespace": "b"}, "spec": {"payload": "{{ lookup('env', 'HOME') }}"}});
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    let ctx = RunContext::new(None, Arc::new(Discovery::new()), None);
+    let unsafe_vars = bosun_ansible::for_cr(
+        &cr,
+        &bosun_ansible::ExtraVarsOptions {
+            snake_case: true,
+            mark_unsafe: true,
+            group: "g",
+            kind: "K",
+            ..Default::default()
+        },
+    );
+    let o = rt.block_on(role.run(&ctx, &unsafe_vars));
+    assert_eq!(o.tasks[0].result["msg"], "{{ lookup('env', 'HOME') }}");
+    assert_eq!(
+        o.tasks[1].result["ansible_facts"]["copy"],
+        "{{ lookup('env', 'HOME') }}-x"
+    );
+    // Without markUnsafe, Ansible templates the value when it is read.
+    let vars = bosun_ansible::for_cr(
+        &cr,
+        &bosun_ansible::ExtraVarsOptions {
+            snake_case: true,
+            group: "g",
+            kind: "K",
+            ..Default::default()
+        },
+    );
+    let o = rt.block_on(role.run(&ctx, &vars));
+    assert_eq!(
+        o.tasks[0].result["msg"],
+        std::env::var("HOME").unwrap_or_default()
+    );
+}
