@@ -279,10 +279,11 @@ async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Resul
         }
         return Ok(json!({"changed": true, "method": "delete", "result": result}));
     }
-    let ssa = a.get("server_side_apply").filter(|v| v.is_object());
-    if truthy(a, "apply") && ssa.is_none() {
-        return Err("apply: true without server_side_apply (client-side apply) is not supported by bosun; use server_side_apply".into());
-    }
+    // server_side_apply only counts with apply: true, as in the collection.
+    let apply = truthy(a, "apply");
+    let ssa = a
+        .get("server_side_apply")
+        .filter(|v| v.is_object() && apply);
     let (method, after) = if let Some(ssa) = ssa {
         let n = name
             .clone()
@@ -309,6 +310,31 @@ async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Resul
             .await
             .map_err(|e| format!("Failed to apply object: {}", kube_msg(e)))?;
         ("apply", r)
+    } else if apply {
+        let n = name.clone().ok_or("name is required to apply")?;
+        match &existing {
+            None => {
+                let mut desired = super::apply::dict_merge(&d, &super::apply::annotate(&d)?);
+                if let Some(o) = &ctx.owner {
+                    o.inject(&mut desired, res.namespaced);
+                }
+                let r = api
+                    .create(&PostParams::default(), &to_dynamic(&desired)?)
+                    .await
+                    .map_err(|e| format!("Failed to apply object: {}", kube_msg(e)))?;
+                ("apply", r)
+            }
+            Some(ex) => match super::apply::patch_for(&to_json(ex), &d)? {
+                None => ("apply", ex.clone()),
+                Some(p) => {
+                    let r = api
+                        .patch(&n, &PatchParams::default(), &Patch::Merge(p))
+                        .await
+                        .map_err(|e| format!("Failed to apply object: {}", kube_msg(e)))?;
+                    ("apply", r)
+                }
+            },
+        }
     } else if existing.is_none() {
         if let Some(o) = &ctx.owner {
             o.inject(&mut d, res.namespaced);

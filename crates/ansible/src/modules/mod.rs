@@ -1,6 +1,7 @@
 //! The modules a task can call. Each takes its templated arguments and returns the result
 //! Ansible would register (`Err`: the task fails with that message); side effects on the
 //! run (facts, requeue, status for the host) go through [`Effects`].
+pub mod apply;
 pub mod basic;
 pub mod k8s;
 pub mod k8s_event;
