@@ -11,6 +11,9 @@ bash scripts/setup-assets.sh >/dev/null
 echo "== chart renderer (Helm's engine from PyPI)"
 bash scripts/setup-helm.sh >/dev/null
 
+echo "== Ansible oracle (ansible-core 2.18 from PyPI, for crates/ansible's differential tests)"
+bash scripts/setup-ansible.sh >/dev/null
+
 echo "== build"
 cargo build --workspace --all-targets --locked
 

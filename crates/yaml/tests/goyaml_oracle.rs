@@ -10,26 +10,32 @@ use bosun_yaml::goyaml::{json_to_yaml, key_less, marshal, split_documents, to_js
 use bosun_yaml::{Node, Yaml};
 use serde_json::{json, Value};
 use support::gen::{self, Rng};
-use support::{run_oracle, Diff};
+use support::{fixtures, run_oracle, Diff};
 
-/// Go's `json.Unmarshal` into `interface{}` (every number a float64) and `json.Marshal` back:
-/// what Helm does to `yaml_to_json`'s output before a template sees it.
-fn go_json_roundtrip(v: &Value) -> String {
-    fn convert(v: &Value) -> Yaml {
-        match v {
-            Value::Null => Yaml::Null,
-            Value::Bool(b) => Yaml::Bool(*b),
-            Value::Number(n) => Yaml::Float(n.as_f64().unwrap_or(f64::NAN)),
-            Value::String(s) => Yaml::Str(s.clone()),
-            Value::Array(items) => Yaml::Seq(items.iter().map(|i| Node::new(convert(i))).collect()),
-            Value::Object(map) => Yaml::Map(
-                map.iter()
-                    .map(|(k, v)| (Node::new(Yaml::Str(k.clone())), Node::new(convert(v))))
-                    .collect(),
-            ),
-        }
+/// Go's `json.Unmarshal` into `interface{}`: every number a float64.
+fn helm_value(v: &Value) -> Yaml {
+    convert(v)
+}
+
+fn convert(v: &Value) -> Yaml {
+    match v {
+        Value::Null => Yaml::Null,
+        Value::Bool(b) => Yaml::Bool(*b),
+        Value::Number(n) => Yaml::Float(n.as_f64().unwrap_or(f64::NAN)),
+        Value::String(s) => Yaml::Str(s.clone()),
+        Value::Array(items) => Yaml::Seq(items.iter().map(|i| Node::new(convert(i))).collect()),
+        Value::Object(map) => Yaml::Map(
+            map.iter()
+                .map(|(k, v)| (Node::new(Yaml::Str(k.clone())), Node::new(convert(v))))
+                .collect(),
+        ),
     }
-    to_json(&convert(v)).unwrap_or_else(|e| format!("unexpected: {e}"))
+}
+
+/// `json.Unmarshal` then `json.Marshal`: what Helm does to `yaml_to_json`'s output before a
+/// template sees it.
+fn go_json_roundtrip(v: &Value) -> String {
+    to_json(&helm_value(v)).unwrap_or_else(|e| format!("unexpected: {e}"))
 }
 
 /// What `sigs.k8s.io/yaml.Unmarshal(src, &map[string]interface{})` yields, as Go JSON, or its
@@ -245,11 +251,18 @@ fn goyaml_matches_helm() {
     to_yaml_cases.push(Yaml::Bool(true));
     to_yaml_cases.push(Yaml::Map(vec![]));
     to_yaml_cases.push(Yaml::Seq(vec![]));
+    for doc in fixtures::DOCUMENTS {
+        if let Ok(json) = yaml_to_json(doc) {
+            to_yaml_cases.push(helm_value(&serde_json::from_str(&json).expect("JSON")));
+        }
+    }
     for _ in 0..3000 {
         to_yaml_cases.push(gen::json_value(&mut rng, 4));
     }
 
     let mut from_yaml_cases: Vec<String> = FACTS_VALUES.iter().map(|s| s.to_string()).collect();
+    let fixed = FACTS_VALUES.len();
+    from_yaml_cases.extend(fixtures::DOCUMENTS.iter().map(|d| d.to_string()));
     for w in gen::SPECIAL_WORDS {
         from_yaml_cases.push(format!("v: {w}\n"));
         from_yaml_cases.push(format!("{w}: v\n"));
@@ -259,7 +272,9 @@ fn goyaml_matches_helm() {
         from_yaml_cases.push(gen::yaml_text(&mut rng));
     }
     for i in 0..800 {
-        let base = from_yaml_cases[FACTS_VALUES.len() + 3 * gen::SPECIAL_WORDS.len() + i].clone();
+        let base = from_yaml_cases
+            [fixed + fixtures::DOCUMENTS.len() + 3 * gen::SPECIAL_WORDS.len() + i]
+            .clone();
         from_yaml_cases.push(gen::mutate(&mut rng, &base));
     }
     for v in to_yaml_cases.iter().skip(to_yaml_cases.len() - 600) {
@@ -272,6 +287,7 @@ fn goyaml_matches_helm() {
 
     let values_files: Vec<String> = FACTS_VALUES
         .iter()
+        .chain(fixtures::DOCUMENTS.iter().take(3))
         .map(|s| s.to_string())
         .chain(from_yaml_cases.iter().skip(200).step_by(9).cloned())
         .filter(|s| !s.contains("\n--") && !s.starts_with("--"))

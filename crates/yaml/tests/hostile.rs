@@ -171,3 +171,88 @@ fn dismantle(tree: bosun_yaml::Yaml) {
         }
     }
 }
+
+/// Random text over YAML's syntax characters: every entry point returns, never panics.
+#[test]
+fn random_text_never_panics() {
+    use bosun_yaml::{goyaml, pyyaml};
+    const ALPHABET: &[&str] = &[
+        " ",
+        "  ",
+        "\n",
+        "\r\n",
+        "\t",
+        "-",
+        "- ",
+        "?",
+        "? ",
+        ":",
+        ": ",
+        ",",
+        "[",
+        "]",
+        "{",
+        "}",
+        "#",
+        "&a",
+        "*a",
+        "!",
+        "!!str",
+        "!<x>",
+        "|",
+        "|+",
+        ">-",
+        "|2",
+        "'",
+        "\"",
+        "%YAML 1.1",
+        "%TAG ! x",
+        "@",
+        "`",
+        "---",
+        "...",
+        "a",
+        "b1",
+        "yes",
+        "~",
+        "0x1F",
+        "1e3",
+        "<<",
+        "=",
+        "\\",
+        "\\x41",
+        "\\u00e9",
+        "é",
+        "😀",
+        "\u{feff}",
+        "\u{85}",
+        "\u{2028}",
+        "\u{1}",
+        "0",
+    ];
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for _ in 0..20_000 {
+        let len = (next() % 40) as usize;
+        let text: String = (0..len)
+            .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
+            .collect();
+        for schema in SCHEMAS {
+            if let Ok(docs) = load_all(&text, schema) {
+                for d in docs {
+                    let _ = goyaml::marshal(&d.value);
+                    let _ = goyaml::to_json(&d.value);
+                    let _ = pyyaml::dump(&d.value, &pyyaml::DumpOptions::to_yaml());
+                }
+            }
+        }
+        let _ = yaml_to_json(&text);
+        let _ = json_to_yaml(&text);
+        let _ = goyaml::split_documents(&text);
+    }
+}

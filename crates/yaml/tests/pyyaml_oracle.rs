@@ -11,7 +11,7 @@ use bosun_yaml::pyyaml::{dump, DumpOptions};
 use bosun_yaml::{load_all, Node, Schema, Timestamp, Yaml};
 use serde_json::{json, Value};
 use support::gen::{self, Rng};
-use support::{run_oracle, Diff};
+use support::{fixtures, run_oracle, Diff};
 
 /// The oracle's typed JSON for a value (see pyyaml_oracle.py).
 fn typed(v: &Yaml) -> Value {
@@ -187,6 +187,17 @@ fn pyyaml_matches_python() {
         dump_cases.push((Yaml::Str(w.to_string()), options_for(i, &mut rng)));
         dump_cases.push((v, options_for(i + 1, &mut rng)));
     }
+    for (i, doc) in fixtures::DOCUMENTS.iter().enumerate() {
+        for value in load_all(doc, Schema::PyYaml).expect("fixtures load") {
+            for opts in [
+                DumpOptions::to_yaml(),
+                DumpOptions::to_nice_yaml(),
+                options_for(i, &mut rng),
+            ] {
+                dump_cases.push((value.value.clone(), opts));
+            }
+        }
+    }
     for i in 0..3000 {
         let v = gen::python_value(&mut rng, 4);
         let o = options_for(i, &mut rng);
@@ -194,6 +205,7 @@ fn pyyaml_matches_python() {
     }
 
     let mut load_cases: Vec<String> = PYYAML_CASES.iter().map(|s| s.to_string()).collect();
+    load_cases.extend(fixtures::DOCUMENTS.iter().map(|d| d.to_string()));
     for w in gen::SPECIAL_WORDS {
         load_cases.push(format!("v: {w}\n"));
         load_cases.push(format!("{w}: v\n"));

@@ -9,6 +9,7 @@
 //! three after MAPPING-START).
 
 mod scalar;
+mod states;
 
 pub(crate) use crate::syntax::Dialect;
 use crate::syntax::ScalarStyle;
@@ -59,7 +60,7 @@ pub(crate) struct Settings {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+pub(super) enum State {
     StreamStart,
     FirstDocumentStart,
     DocumentStart,
@@ -91,19 +92,19 @@ pub(super) struct ScalarAnalysis {
 }
 
 pub(crate) struct Emitter<'e> {
-    events: &'e [EmitEvent],
-    head: usize,
+    pub(super) events: &'e [EmitEvent],
+    pub(super) head: usize,
     pub(super) dialect: Dialect,
     pub(super) best_indent: usize,
     pub(super) best_width: usize,
     pub(super) unicode: bool,
     pub(super) out: String,
-    state: State,
-    states: Vec<State>,
-    indents: Vec<i64>,
+    pub(super) state: State,
+    pub(super) states: Vec<State>,
+    pub(super) indents: Vec<i64>,
     pub(super) indent: i64,
     pub(super) flow_level: usize,
-    mapping_context: bool,
+    pub(super) mapping_context: bool,
     pub(super) simple_key_context: bool,
     pub(super) column: usize,
     pub(super) whitespace: bool,
@@ -111,8 +112,8 @@ pub(crate) struct Emitter<'e> {
     /// 0: closed; 1: a document may need `...` before directives; 2: a `|+` scalar ended the
     /// stream and needs `...`. go-yaml uses it as a plain boolean.
     pub(super) open_ended: u8,
-    tag_handle: Option<String>,
-    tag_suffix: Option<String>,
+    pub(super) tag_handle: Option<String>,
+    pub(super) tag_suffix: Option<String>,
     pub(super) analysis: ScalarAnalysis,
 }
 
@@ -160,11 +161,11 @@ pub(crate) fn emit(events: &[EmitEvent], settings: Settings) -> String {
 }
 
 impl Emitter<'_> {
-    fn event(&self) -> &EmitEvent {
+    pub(super) fn event(&self) -> &EmitEvent {
         &self.events[self.head]
     }
 
-    fn analyze_event(&mut self) {
+    pub(super) fn analyze_event(&mut self) {
         self.tag_handle = None;
         self.tag_suffix = None;
         match self.events[self.head].clone() {
@@ -192,7 +193,7 @@ impl Emitter<'_> {
         }
     }
 
-    fn analyze_tag(&mut self, tag: &str) {
+    pub(super) fn analyze_tag(&mut self, tag: &str) {
         // Only the default directives exist: `!` -> `!`, `!!` -> `tag:yaml.org,2002:`.
         for (handle, prefix) in [("!", "!"), ("!!", "tag:yaml.org,2002:")] {
             let matches = match self.dialect {
@@ -209,7 +210,7 @@ impl Emitter<'_> {
         self.tag_suffix = Some(tag.to_string());
     }
 
-    fn state_machine(&mut self) {
+    pub(super) fn state_machine(&mut self) {
         match self.state {
             State::StreamStart => {
                 self.indent = -1;
@@ -242,15 +243,15 @@ impl Emitter<'_> {
         }
     }
 
-    fn pop_state(&mut self) {
+    pub(super) fn pop_state(&mut self) {
         self.state = self.states.pop().unwrap_or(State::End);
     }
 
-    fn pop_indent(&mut self) {
+    pub(super) fn pop_indent(&mut self) {
         self.indent = self.indents.pop().unwrap_or(-1);
     }
 
-    fn increase_indent(&mut self, flow: bool, indentless: bool) {
+    pub(super) fn increase_indent(&mut self, flow: bool, indentless: bool) {
         self.indents.push(self.indent);
         if self.indent < 0 {
             self.indent = if flow { self.best_indent as i64 } else { 0 };
@@ -259,7 +260,7 @@ impl Emitter<'_> {
         }
     }
 
-    fn emit_document_start(&mut self, first: bool) {
+    pub(super) fn emit_document_start(&mut self, first: bool) {
         match self.event() {
             EmitEvent::DocumentStart { implicit } => {
                 let implicit = *implicit && first;
@@ -284,7 +285,7 @@ impl Emitter<'_> {
         }
     }
 
-    fn emit_document_end(&mut self) {
+    pub(super) fn emit_document_end(&mut self) {
         let EmitEvent::DocumentEnd { implicit } = *self.event() else {
             return;
         };
@@ -299,119 +300,7 @@ impl Emitter<'_> {
         self.state = State::DocumentStart;
     }
 
-    fn emit_flow_sequence_item(&mut self, first: bool) {
-        if first {
-            self.write_indicator("[", true, true, false);
-            self.increase_indent(true, false);
-            self.flow_level += 1;
-        }
-        if *self.event() == EmitEvent::SequenceEnd {
-            self.flow_level -= 1;
-            self.pop_indent();
-            self.write_indicator("]", false, false, false);
-            self.pop_state();
-            return;
-        }
-        if !first {
-            self.write_indicator(",", false, false, false);
-        }
-        if self.column > self.best_width {
-            self.write_indent();
-        }
-        self.states.push(State::FlowSequenceItem);
-        self.emit_node(false, false);
-    }
-
-    fn emit_flow_mapping_key(&mut self, first: bool) {
-        if first {
-            self.write_indicator("{", true, true, false);
-            self.increase_indent(true, false);
-            self.flow_level += 1;
-        }
-        if *self.event() == EmitEvent::MappingEnd {
-            self.flow_level -= 1;
-            self.pop_indent();
-            self.write_indicator("}", false, false, false);
-            self.pop_state();
-            return;
-        }
-        if !first {
-            self.write_indicator(",", false, false, false);
-        }
-        if self.column > self.best_width {
-            self.write_indent();
-        }
-        if self.check_simple_key() {
-            self.states.push(State::FlowMappingSimpleValue);
-            self.emit_node(true, true);
-        } else {
-            self.write_indicator("?", true, false, false);
-            self.states.push(State::FlowMappingValue);
-            self.emit_node(true, false);
-        }
-    }
-
-    fn emit_flow_mapping_value(&mut self, simple: bool) {
-        if simple {
-            self.write_indicator(":", false, false, false);
-        } else {
-            if self.column > self.best_width {
-                self.write_indent();
-            }
-            self.write_indicator(":", true, false, false);
-        }
-        self.states.push(State::FlowMappingKey);
-        self.emit_node(true, false);
-    }
-
-    fn emit_block_sequence_item(&mut self, first: bool) {
-        if first {
-            let indentless = self.mapping_context && !self.indention;
-            self.increase_indent(false, indentless);
-        }
-        if *self.event() == EmitEvent::SequenceEnd {
-            self.pop_indent();
-            self.pop_state();
-            return;
-        }
-        self.write_indent();
-        self.write_indicator("-", true, false, true);
-        self.states.push(State::BlockSequenceItem);
-        self.emit_node(false, false);
-    }
-
-    fn emit_block_mapping_key(&mut self, first: bool) {
-        if first {
-            self.increase_indent(false, false);
-        }
-        if *self.event() == EmitEvent::MappingEnd {
-            self.pop_indent();
-            self.pop_state();
-            return;
-        }
-        self.write_indent();
-        if self.check_simple_key() {
-            self.states.push(State::BlockMappingSimpleValue);
-            self.emit_node(true, true);
-        } else {
-            self.write_indicator("?", true, false, true);
-            self.states.push(State::BlockMappingValue);
-            self.emit_node(true, false);
-        }
-    }
-
-    fn emit_block_mapping_value(&mut self, simple: bool) {
-        if simple {
-            self.write_indicator(":", false, false, false);
-        } else {
-            self.write_indent();
-            self.write_indicator(":", true, false, true);
-        }
-        self.states.push(State::BlockMappingKey);
-        self.emit_node(true, false);
-    }
-
-    fn emit_node(&mut self, mapping: bool, simple_key: bool) {
+    pub(super) fn emit_node(&mut self, mapping: bool, simple_key: bool) {
         self.mapping_context = mapping;
         self.simple_key_context = simple_key;
         match self.event().clone() {
@@ -438,7 +327,7 @@ impl Emitter<'_> {
         }
     }
 
-    fn emit_scalar(&mut self, event: &ScalarEvent) {
+    pub(super) fn emit_scalar(&mut self, event: &ScalarEvent) {
         let style = self.select_scalar_style(event);
         self.process_tag();
         self.increase_indent(true, false);
@@ -448,7 +337,7 @@ impl Emitter<'_> {
     }
 
     /// Whether the next node fits on one line as a key (at most 128 bytes).
-    fn check_simple_key(&self) -> bool {
+    pub(super) fn check_simple_key(&self) -> bool {
         let tag_len = self.tag_handle.as_ref().map_or(0, String::len)
             + self.tag_suffix.as_ref().map_or(0, String::len);
         let next = self.events.get(self.head + 1);
@@ -476,7 +365,7 @@ impl Emitter<'_> {
         length <= 128
     }
 
-    fn select_scalar_style(&mut self, event: &ScalarEvent) -> ScalarStyle {
+    pub(super) fn select_scalar_style(&mut self, event: &ScalarEvent) -> ScalarStyle {
         let no_tag = self.tag_handle.is_none() && self.tag_suffix.is_none();
         let mut style = event.style.unwrap_or(ScalarStyle::Plain);
         let a = &self.analysis;
@@ -510,7 +399,7 @@ impl Emitter<'_> {
         style
     }
 
-    fn process_tag(&mut self) {
+    pub(super) fn process_tag(&mut self) {
         match (self.tag_handle.clone(), self.tag_suffix.clone()) {
             (None, None) => {}
             (Some(handle), suffix) => {
@@ -527,7 +416,7 @@ impl Emitter<'_> {
         }
     }
 
-    fn process_scalar(&mut self, value: &str, style: ScalarStyle) {
+    pub(super) fn process_scalar(&mut self, value: &str, style: ScalarStyle) {
         let allow_breaks = !self.simple_key_context;
         match style {
             ScalarStyle::Plain => self.write_plain(value, allow_breaks),
@@ -589,7 +478,7 @@ impl Emitter<'_> {
         self.indention = self.indention && is_indention;
     }
 
-    fn write_tag_handle(&mut self, handle: &str) {
+    pub(super) fn write_tag_handle(&mut self, handle: &str) {
         if !self.whitespace {
             self.put(' ');
         }
@@ -600,7 +489,7 @@ impl Emitter<'_> {
         self.indention = false;
     }
 
-    fn write_tag_content(&mut self, content: &str) {
+    pub(super) fn write_tag_content(&mut self, content: &str) {
         for c in content.chars() {
             let keep = c.is_ascii_alphanumeric()
                 || matches!(

@@ -1,7 +1,7 @@
 //! PyYAML 6 as Ansible uses it.
 //!
 //! * Reading is `yaml.load_all(src, Loader=CSafeLoader)`: libyaml 0.2.5's parser (the
-//!   [`crate::syntax::Dialect::LibYaml`] scanner rules), PyYAML's composer (a repeated anchor
+//!   libyaml dialect of the shared scanner), PyYAML's composer (a repeated anchor
 //!   is an error) and SafeConstructor ([`Schema::PyYaml`](crate::Schema::PyYaml) resolution:
 //!   `y`/`n` stay strings, `1:20` is 80, dates are timestamps, `=` cannot be constructed).
 //!   Error messages are PyYAML's `str(exc)`, with marks `in "<unicode string>", line L,
@@ -13,9 +13,12 @@
 mod binary;
 mod construct;
 mod number;
+mod pydict;
 mod pystr;
+mod python_order;
 mod represent;
 mod resolve;
+mod scalars;
 
 use crate::compose::{AnchorRule, ComposeError, Composer};
 use crate::error::{pyyaml_marked, ErrorKind};

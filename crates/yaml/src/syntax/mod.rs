@@ -15,9 +15,11 @@
 
 pub(crate) mod chars;
 pub(crate) mod parser;
+mod parser_collections;
 pub(crate) mod scanner;
 mod scanner_props;
 mod scanner_scalars;
+mod scanner_tokens;
 
 /// A position in the input, 0-based as libyaml keeps it. `index` and `column` count
 /// characters, not bytes.

@@ -46,7 +46,7 @@ pub(crate) struct Event {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+pub(super) enum State {
     StreamStart,
     ImplicitDocumentStart,
     DocumentStart,
@@ -72,12 +72,12 @@ enum State {
 }
 
 pub(crate) struct Parser {
-    scanner: Scanner,
-    state: State,
-    states: Vec<State>,
-    marks: Vec<Pos>,
-    tag_directives: Vec<(String, String)>,
-    dialect: Dialect,
+    pub(super) scanner: Scanner,
+    pub(super) state: State,
+    pub(super) states: Vec<State>,
+    pub(super) marks: Vec<Pos>,
+    pub(super) tag_directives: Vec<(String, String)>,
+    pub(super) dialect: Dialect,
 }
 
 const DEFAULT_TAGS: [(&str, &str); 2] = [("!", "!"), ("!!", "tag:yaml.org,2002:")];
@@ -102,7 +102,7 @@ impl Parser {
         self.state_machine().map(Some)
     }
 
-    fn peek(&mut self) -> ScanResult<Token> {
+    pub(super) fn peek(&mut self) -> ScanResult<Token> {
         match self.scanner.peek()? {
             Some(t) => Ok(t.clone()),
             // Unreachable in practice: the parser stops at STREAM-END.
@@ -114,15 +114,15 @@ impl Parser {
         }
     }
 
-    fn skip(&mut self) -> ScanResult<()> {
+    pub(super) fn skip(&mut self) -> ScanResult<()> {
         self.scanner.next_token().map(|_| ())
     }
 
-    fn pop_state(&mut self) {
+    pub(super) fn pop_state(&mut self) {
         self.state = self.states.pop().unwrap_or(State::End);
     }
 
-    fn error(&self, problem: &str, problem_mark: Pos) -> SyntaxError {
+    pub(super) fn error(&self, problem: &str, problem_mark: Pos) -> SyntaxError {
         SyntaxError {
             stage: Stage::Parser,
             context: None,
@@ -133,7 +133,7 @@ impl Parser {
         }
     }
 
-    fn error_context(
+    pub(super) fn error_context(
         &self,
         context: &'static str,
         context_mark: Pos,
@@ -150,7 +150,7 @@ impl Parser {
         }
     }
 
-    fn state_machine(&mut self) -> ScanResult<Event> {
+    pub(super) fn state_machine(&mut self) -> ScanResult<Event> {
         match self.state {
             State::StreamStart => self.parse_stream_start(),
             State::ImplicitDocumentStart => self.parse_document_start(true),
@@ -177,7 +177,7 @@ impl Parser {
         }
     }
 
-    fn parse_stream_start(&mut self) -> ScanResult<Event> {
+    pub(super) fn parse_stream_start(&mut self) -> ScanResult<Event> {
         let token = self.peek()?;
         if token.kind != TokenKind::StreamStart {
             return Err(self.error("did not find expected <stream-start>", token.start));
@@ -191,7 +191,7 @@ impl Parser {
         })
     }
 
-    fn parse_document_start(&mut self, implicit: bool) -> ScanResult<Event> {
+    pub(super) fn parse_document_start(&mut self, implicit: bool) -> ScanResult<Event> {
         let mut token = self.peek()?;
         if !implicit {
             while token.kind == TokenKind::DocumentEnd {
@@ -241,7 +241,7 @@ impl Parser {
         })
     }
 
-    fn process_directives(&mut self) -> ScanResult<()> {
+    pub(super) fn process_directives(&mut self) -> ScanResult<()> {
         let mut seen_version = false;
         let mut tags: Vec<(String, String)> = Vec::new();
         loop {
@@ -279,7 +279,7 @@ impl Parser {
         Ok(())
     }
 
-    fn parse_document_content(&mut self) -> ScanResult<Event> {
+    pub(super) fn parse_document_content(&mut self) -> ScanResult<Event> {
         let token = self.peek()?;
         if matches!(
             token.kind,
@@ -295,7 +295,7 @@ impl Parser {
         self.parse_node(true, false)
     }
 
-    fn parse_document_end(&mut self) -> ScanResult<Event> {
+    pub(super) fn parse_document_end(&mut self) -> ScanResult<Event> {
         let token = self.peek()?;
         let start = token.start;
         let mut end = token.start;
@@ -314,7 +314,11 @@ impl Parser {
         })
     }
 
-    fn parse_node(&mut self, block: bool, indentless_sequence: bool) -> ScanResult<Event> {
+    pub(super) fn parse_node(
+        &mut self,
+        block: bool,
+        indentless_sequence: bool,
+    ) -> ScanResult<Event> {
         let mut token = self.peek()?;
         if let TokenKind::Alias(anchor) = token.kind {
             self.pop_state();
@@ -476,296 +480,9 @@ impl Parser {
             token.start,
         ))
     }
-
-    fn parse_block_sequence_entry(&mut self, first: bool) -> ScanResult<Event> {
-        if first {
-            let token = self.peek()?;
-            self.marks.push(token.start);
-            self.skip()?;
-        }
-        let token = self.peek()?;
-        match token.kind {
-            TokenKind::BlockEntry => {
-                let mark = token.end;
-                self.skip()?;
-                let token = self.peek()?;
-                if !matches!(token.kind, TokenKind::BlockEntry | TokenKind::BlockEnd) {
-                    self.states.push(State::BlockSequenceEntry);
-                    return self.parse_node(true, false);
-                }
-                self.state = State::BlockSequenceEntry;
-                Ok(empty_scalar(mark))
-            }
-            TokenKind::BlockEnd => {
-                self.pop_state();
-                self.marks.pop();
-                self.skip()?;
-                Ok(Event {
-                    kind: EventKind::SequenceEnd,
-                    start: token.start,
-                    end: token.end,
-                })
-            }
-            _ => {
-                let context_mark = self.marks.pop().unwrap_or_default();
-                Err(self.error_context(
-                    "while parsing a block collection",
-                    context_mark,
-                    "did not find expected '-' indicator",
-                    token.start,
-                ))
-            }
-        }
-    }
-
-    fn parse_indentless_sequence_entry(&mut self) -> ScanResult<Event> {
-        let token = self.peek()?;
-        if token.kind == TokenKind::BlockEntry {
-            let mark = token.end;
-            self.skip()?;
-            let token = self.peek()?;
-            if !matches!(
-                token.kind,
-                TokenKind::BlockEntry | TokenKind::Key | TokenKind::Value | TokenKind::BlockEnd
-            ) {
-                self.states.push(State::IndentlessSequenceEntry);
-                return self.parse_node(true, false);
-            }
-            self.state = State::IndentlessSequenceEntry;
-            return Ok(empty_scalar(mark));
-        }
-        self.pop_state();
-        Ok(Event {
-            kind: EventKind::SequenceEnd,
-            start: token.start,
-            end: token.start,
-        })
-    }
-
-    fn parse_block_mapping_key(&mut self, first: bool) -> ScanResult<Event> {
-        if first {
-            let token = self.peek()?;
-            self.marks.push(token.start);
-            self.skip()?;
-        }
-        let token = self.peek()?;
-        match token.kind {
-            TokenKind::Key => {
-                let mark = token.end;
-                self.skip()?;
-                let token = self.peek()?;
-                if !matches!(
-                    token.kind,
-                    TokenKind::Key | TokenKind::Value | TokenKind::BlockEnd
-                ) {
-                    self.states.push(State::BlockMappingValue);
-                    return self.parse_node(true, true);
-                }
-                self.state = State::BlockMappingValue;
-                Ok(empty_scalar(mark))
-            }
-            TokenKind::BlockEnd => {
-                self.pop_state();
-                self.marks.pop();
-                self.skip()?;
-                Ok(Event {
-                    kind: EventKind::MappingEnd,
-                    start: token.start,
-                    end: token.end,
-                })
-            }
-            _ => {
-                let context_mark = self.marks.pop().unwrap_or_default();
-                Err(self.error_context(
-                    "while parsing a block mapping",
-                    context_mark,
-                    "did not find expected key",
-                    token.start,
-                ))
-            }
-        }
-    }
-
-    fn parse_block_mapping_value(&mut self) -> ScanResult<Event> {
-        let token = self.peek()?;
-        if token.kind == TokenKind::Value {
-            let mark = token.end;
-            self.skip()?;
-            let token = self.peek()?;
-            if !matches!(
-                token.kind,
-                TokenKind::Key | TokenKind::Value | TokenKind::BlockEnd
-            ) {
-                self.states.push(State::BlockMappingKey);
-                return self.parse_node(true, true);
-            }
-            self.state = State::BlockMappingKey;
-            return Ok(empty_scalar(mark));
-        }
-        self.state = State::BlockMappingKey;
-        Ok(empty_scalar(token.start))
-    }
-
-    fn parse_flow_sequence_entry(&mut self, first: bool) -> ScanResult<Event> {
-        if first {
-            let token = self.peek()?;
-            self.marks.push(token.start);
-            self.skip()?;
-        }
-        let mut token = self.peek()?;
-        if token.kind != TokenKind::FlowSequenceEnd {
-            if !first {
-                if token.kind == TokenKind::FlowEntry {
-                    self.skip()?;
-                    token = self.peek()?;
-                } else {
-                    let context_mark = self.marks.pop().unwrap_or_default();
-                    return Err(self.error_context(
-                        "while parsing a flow sequence",
-                        context_mark,
-                        "did not find expected ',' or ']'",
-                        token.start,
-                    ));
-                }
-            }
-            if token.kind == TokenKind::Key {
-                self.state = State::FlowSequenceEntryMappingKey;
-                self.skip()?;
-                return Ok(Event {
-                    kind: EventKind::MappingStart {
-                        anchor: None,
-                        tag: None,
-                        flow: true,
-                    },
-                    start: token.start,
-                    end: token.end,
-                });
-            }
-            if token.kind != TokenKind::FlowSequenceEnd {
-                self.states.push(State::FlowSequenceEntry);
-                return self.parse_node(false, false);
-            }
-        }
-        self.pop_state();
-        self.marks.pop();
-        self.skip()?;
-        Ok(Event {
-            kind: EventKind::SequenceEnd,
-            start: token.start,
-            end: token.end,
-        })
-    }
-
-    fn parse_flow_sequence_entry_mapping_key(&mut self) -> ScanResult<Event> {
-        let token = self.peek()?;
-        if !matches!(
-            token.kind,
-            TokenKind::Value | TokenKind::FlowEntry | TokenKind::FlowSequenceEnd
-        ) {
-            self.states.push(State::FlowSequenceEntryMappingValue);
-            return self.parse_node(false, false);
-        }
-        let mark = token.end;
-        self.skip()?;
-        self.state = State::FlowSequenceEntryMappingValue;
-        Ok(empty_scalar(mark))
-    }
-
-    fn parse_flow_sequence_entry_mapping_value(&mut self) -> ScanResult<Event> {
-        // As in libyaml, an empty value is marked at the ':' rather than at what follows.
-        let token = self.peek()?;
-        if token.kind == TokenKind::Value {
-            self.skip()?;
-            let next = self.peek()?;
-            if !matches!(next.kind, TokenKind::FlowEntry | TokenKind::FlowSequenceEnd) {
-                self.states.push(State::FlowSequenceEntryMappingEnd);
-                return self.parse_node(false, false);
-            }
-        }
-        self.state = State::FlowSequenceEntryMappingEnd;
-        Ok(empty_scalar(token.start))
-    }
-
-    fn parse_flow_sequence_entry_mapping_end(&mut self) -> ScanResult<Event> {
-        let token = self.peek()?;
-        self.state = State::FlowSequenceEntry;
-        Ok(Event {
-            kind: EventKind::MappingEnd,
-            start: token.start,
-            end: token.start,
-        })
-    }
-
-    fn parse_flow_mapping_key(&mut self, first: bool) -> ScanResult<Event> {
-        if first {
-            let token = self.peek()?;
-            self.marks.push(token.start);
-            self.skip()?;
-        }
-        let mut token = self.peek()?;
-        if token.kind != TokenKind::FlowMappingEnd {
-            if !first {
-                if token.kind == TokenKind::FlowEntry {
-                    self.skip()?;
-                    token = self.peek()?;
-                } else {
-                    let context_mark = self.marks.pop().unwrap_or_default();
-                    return Err(self.error_context(
-                        "while parsing a flow mapping",
-                        context_mark,
-                        "did not find expected ',' or '}'",
-                        token.start,
-                    ));
-                }
-            }
-            if token.kind == TokenKind::Key {
-                self.skip()?;
-                let token = self.peek()?;
-                if !matches!(
-                    token.kind,
-                    TokenKind::Value | TokenKind::FlowEntry | TokenKind::FlowMappingEnd
-                ) {
-                    self.states.push(State::FlowMappingValue);
-                    return self.parse_node(false, false);
-                }
-                self.state = State::FlowMappingValue;
-                return Ok(empty_scalar(token.start));
-            }
-            if token.kind != TokenKind::FlowMappingEnd {
-                self.states.push(State::FlowMappingEmptyValue);
-                return self.parse_node(false, false);
-            }
-        }
-        self.pop_state();
-        self.marks.pop();
-        self.skip()?;
-        Ok(Event {
-            kind: EventKind::MappingEnd,
-            start: token.start,
-            end: token.end,
-        })
-    }
-
-    fn parse_flow_mapping_value(&mut self, empty: bool) -> ScanResult<Event> {
-        let mut token = self.peek()?;
-        if empty {
-            self.state = State::FlowMappingKey;
-            return Ok(empty_scalar(token.start));
-        }
-        if token.kind == TokenKind::Value {
-            self.skip()?;
-            token = self.peek()?;
-            if !matches!(token.kind, TokenKind::FlowEntry | TokenKind::FlowMappingEnd) {
-                self.states.push(State::FlowMappingKey);
-                return self.parse_node(false, false);
-            }
-        }
-        self.state = State::FlowMappingKey;
-        Ok(empty_scalar(token.start))
-    }
 }
 
-fn empty_scalar(mark: Pos) -> Event {
+pub(super) fn empty_scalar(mark: Pos) -> Event {
     Event {
         kind: EventKind::Scalar {
             anchor: None,

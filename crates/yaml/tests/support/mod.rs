@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod fixtures;
 pub mod gen;
 
 use std::io::Write;

@@ -1,0 +1,104 @@
+//! Running a loaded role: the play's roles and tasks in order, Ansible's variable precedence,
+//! `block`/`rescue`/`always`, loops, conditionals, `register`, `until`, and the stats
+//! ansible-operator turns into `ansibleResult`.
+//!
+//! Layers of a task's variables, lowest first (Ansible's precedence, for one host):
+//! role defaults (dependencies first) < play vars < role vars < role params < block vars <
+//! task vars < `include_vars`/`set_fact`/registered < magic vars < extra vars < loop vars.
+mod exec;
+mod loops;
+mod outcome;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(crate) use exec::OMIT;
+pub use outcome::{FailedTask, Outcome, Stats, StatusRequest, TaskResult, TaskStatus};
+/// Re-exported for the modules.
+pub(crate) mod outcome_types {
+    pub use super::outcome::StatusRequest;
+}
+
+use crate::kube_api::{Discovery, Owner};
+use crate::role::Role;
+use crate::template::{value, VarLayer};
+
+/// What a run needs from its host.
+#[derive(Clone)]
+pub struct RunContext {
+    /// The client the Kubernetes modules use (`None`: they fail, for pure runs).
+    pub client: Option<kube::Client>,
+    /// Shared resolver of apiVersion/kind to resources, cached across runs.
+    pub discovery: Arc<Discovery>,
+    /// The custom resource the run is for: owner of what `k8s` creates, and the object whose
+    /// `k8s_status` requests are collected for the host's single status write.
+    pub owner: Option<Owner>,
+    /// Most task executions one run may make (loops and includes count): a hostile role ends
+    /// in an error instead of running forever.
+    pub max_tasks: usize,
+    /// Longest `pause`/`until` wait one task may ask for.
+    pub max_wait: Duration,
+}
+
+impl RunContext {
+    pub fn new(
+        client: Option<kube::Client>,
+        discovery: Arc<Discovery>,
+        owner: Option<Owner>,
+    ) -> RunContext {
+        RunContext {
+            client,
+            discovery,
+            owner,
+            max_tasks: 100_000,
+            max_wait: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Role {
+    /// Runs the role with `extra_vars` (see [`crate::extra_vars::for_cr`]).
+    pub async fn run(
+        &self,
+        ctx: &RunContext,
+        extra_vars: &serde_json::Map<String, serde_json::Value>,
+    ) -> Outcome {
+        if let Some((k, _)) = extra_vars
+            .iter()
+            .find(|(_, v)| crate::extra_vars::depth(v) > MAX_VAR_NESTING)
+        {
+            let mut o = Outcome::default();
+            o.stats.failures = 1;
+            o.failures.push(FailedTask {
+                name: "extra vars".into(),
+                msg: format!("variable '{k}' nests deeper than {MAX_VAR_NESTING} levels"),
+                location: String::new(),
+            });
+            o.completed = Some(chrono::Utc::now());
+            return o;
+        }
+        let extra: VarLayer = extra_vars
+            .iter()
+            .map(|(k, v)| (k.clone(), value::from_json(v)))
+            .collect();
+        let mut run = exec::Run::new(
+            ctx.clone(),
+            self.templar.clone(),
+            Arc::new(extra),
+            &self.path,
+        );
+        for play in &self.plays {
+            if run.play(play).await == exec::Flow::EndPlay {
+                continue;
+            }
+        }
+        run.finish()
+    }
+}
+
+/// Deepest extra var a run takes (serde_json's parser stops at 128 anyway).
+const MAX_VAR_NESTING: usize = 128;
+
+/// The kinds `k8s` tasks touched, for dependent watches: `(apiVersion, kind)`.
+pub type TouchedKinds = BTreeSet<(String, String)>;

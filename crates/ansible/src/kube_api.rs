@@ -1,0 +1,237 @@
+//! The Kubernetes side of the engine: a discovery cache shared by every run (apiVersion +
+//! kind → resource and scope, looked up once per group-version), the owner of a run's
+//! objects, and ansible-operator's owner-reference injection on create.
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::Client;
+use serde_json::{json, Value as Json};
+
+use crate::engine::RunContext;
+
+/// A resolved kind.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+    pub subresources: Vec<String>,
+}
+
+/// apiVersion/kind → resource, cached per group-version.
+#[derive(Debug, Default)]
+pub struct Discovery {
+    cache: RwLock<HashMap<String, Arc<HashMap<String, Resolved>>>>,
+}
+
+impl Discovery {
+    pub fn new() -> Discovery {
+        Discovery::default()
+    }
+
+    /// The resource for `api_version`/`kind`; one discovery request per group-version, the
+    /// first time (or again when a kind is missing: a CRD may have been added since).
+    pub async fn resolve(
+        &self,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Resolved, String> {
+        if let Some(r) = self
+            .cache
+            .read()
+            .ok()
+            .and_then(|c| c.get(api_version).and_then(|m| m.get(kind).cloned()))
+        {
+            return Ok(r);
+        }
+        let list = if api_version.contains('/') {
+            client.list_api_group_resources(api_version).await
+        } else {
+            client.list_core_api_resources(api_version).await
+        }
+        .map_err(|e| format!("Failed to find exact match for {api_version}.{kind} by [kind, name, singularName, shortNames]: {e}"))?;
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let mut kinds: HashMap<String, Resolved> = HashMap::new();
+        for r in &list.resources {
+            let (plural, sub) = match r.name.split_once('/') {
+                Some((p, s)) => (p, Some(s)),
+                None => (r.name.as_str(), None),
+            };
+            if let Some(s) = sub {
+                if let Some(k) = kinds.values_mut().find(|k| k.resource.plural == plural) {
+                    k.subresources.push(s.to_string());
+                }
+                continue;
+            }
+            kinds.insert(
+                r.kind.clone(),
+                Resolved {
+                    resource: ApiResource {
+                        group: group.into(),
+                        version: version.into(),
+                        api_version: api_version.into(),
+                        kind: r.kind.clone(),
+                        plural: plural.into(),
+                    },
+                    namespaced: r.namespaced,
+                    subresources: Vec::new(),
+                },
+            );
+        }
+        // Subresources may be listed before their parent.
+        for r in &list.resources {
+            if let Some((plural, s)) = r.name.split_once('/') {
+                if let Some(k) = kinds.values_mut().find(|k| k.resource.plural == plural) {
+                    if !k.subresources.iter().any(|x| x == s) {
+                        k.subresources.push(s.to_string());
+                    }
+                }
+            }
+        }
+        let found = kinds.get(kind).cloned();
+        if let Ok(mut c) = self.cache.write() {
+            c.insert(api_version.to_string(), Arc::new(kinds));
+        }
+        found.ok_or_else(|| format!("Failed to find exact match for {api_version}.{kind} by [kind, name, singularName, shortNames]"))
+    }
+
+    pub fn api(client: &Client, r: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (r.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &r.resource),
+            _ => Api::all_with(client.clone(), &r.resource),
+        }
+    }
+}
+
+/// The custom resource a run reconciles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Owner {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    /// None for a cluster-scoped CR.
+    pub namespace: Option<String>,
+    pub uid: String,
+    /// Its status when the run started (to tell whether `k8s_status` changes anything).
+    pub status: Option<Json>,
+    /// The whole object as the run started.
+    pub object: Json,
+}
+
+impl Owner {
+    pub fn from_object(obj: &Json) -> Option<Owner> {
+        let m = obj.get("metadata")?;
+        Some(Owner {
+            api_version: obj.get("apiVersion")?.as_str()?.to_string(),
+            kind: obj.get("kind")?.as_str()?.to_string(),
+            name: m.get("name")?.as_str()?.to_string(),
+            namespace: m
+                .get("namespace")
+                .and_then(Json::as_str)
+                .filter(|s| !s.is_empty())
+                .map(String::from),
+            uid: m
+                .get("uid")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            status: obj.get("status").cloned(),
+            object: obj.clone(),
+        })
+    }
+
+    fn group(&self) -> &str {
+        self.api_version.split_once('/').map_or("", |(g, _)| g)
+    }
+
+    /// Whether the object `api_version`/`kind`/`name`/`namespace` is this CR.
+    pub fn is(&self, api_version: &str, kind: &str, name: &str, namespace: Option<&str>) -> bool {
+        self.api_version == api_version
+            && self.kind == kind
+            && self.name == name
+            && self.namespace.as_deref() == namespace.filter(|n| !n.is_empty())
+    }
+
+    /// What ansible-operator's proxy adds to an object it creates: an owner reference when
+    /// the owner is cluster-scoped or in the object's namespace, otherwise the
+    /// `operator-sdk/primary-resource` annotations (such objects are not garbage-collected).
+    pub fn inject(&self, obj: &mut Json, dependent_namespaced: bool) {
+        let dep_ns = obj
+            .pointer("/metadata/namespace")
+            .and_then(Json::as_str)
+            .map(String::from);
+        let supports = match &self.namespace {
+            None => true,
+            Some(ns) => dependent_namespaced && dep_ns.as_deref() == Some(ns.as_str()),
+        };
+        let Some(meta) = obj.get_mut("metadata").and_then(Json::as_object_mut) else {
+            return;
+        };
+        if supports {
+            let refs = meta.entry("ownerReferences").or_insert_with(|| json!([]));
+            if let Some(a) = refs.as_array_mut() {
+                a.push(json!({"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid}));
+            }
+        } else {
+            let ann = meta.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(a) = ann.as_object_mut() {
+                a.insert(
+                    "operator-sdk/primary-resource".into(),
+                    json!(format!(
+                        "{}/{}",
+                        self.namespace.clone().unwrap_or_default(),
+                        self.name
+                    )),
+                );
+                a.insert(
+                    "operator-sdk/primary-resource-type".into(),
+                    json!(format!("{}.{}", self.kind, self.group())),
+                );
+            }
+        }
+    }
+}
+
+/// `lookup('k8s')` on the run's client, blocking the (multi-threaded) runtime's worker while
+/// it waits, as templates are evaluated synchronously.
+pub struct LookupRuntime {
+    client: Option<Client>,
+    discovery: Arc<Discovery>,
+}
+
+impl std::fmt::Debug for LookupRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LookupRuntime")
+    }
+}
+
+impl LookupRuntime {
+    pub fn new(ctx: &RunContext) -> LookupRuntime {
+        LookupRuntime {
+            client: ctx.client.clone(),
+            discovery: ctx.discovery.clone(),
+        }
+    }
+}
+
+impl crate::template::lookups::Runtime for LookupRuntime {
+    fn k8s(&self, params: &serde_json::Map<String, Json>) -> Result<Vec<Json>, String> {
+        let client = self
+            .client
+            .clone()
+            .ok_or("lookup('k8s') needs a Kubernetes client")?;
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|_| "lookup('k8s') outside a tokio runtime".to_string())?;
+        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            return Err("lookup('k8s') needs a multi-threaded tokio runtime".into());
+        }
+        let discovery = self.discovery.clone();
+        let params = params.clone();
+        tokio::task::block_in_place(|| {
+            handle.block_on(async move {
+                crate::modules::k8s_info::find(&client, &discovery, &params).await
+            })
+        })
+    }
+}

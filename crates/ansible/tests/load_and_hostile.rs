@@ -1,0 +1,292 @@
+//! Roles outside the supported subset are refused at load time with file:line:col and the
+//! construct; hostile roles and inputs end in errors, never hangs, panics or stack overflows.
+use std::path::Path;
+use std::sync::Arc;
+
+use bosun_ansible::{Discovery, LoadOptions, Role, RunContext};
+
+fn role_with(dir: &Path, files: &[(&str, &str)]) -> LoadOptions {
+    for (p, text) in files {
+        let path = dir.join("roles/r").join(p);
+        std::fs::create_dir_all(path.parent().expect("test value")).expect("test value");
+        std::fs::write(path, text).expect("test value");
+    }
+    LoadOptions {
+        roles_path: vec![],
+        collections_paths: vec![],
+        cwd: dir.to_path_buf(),
+    }
+}
+
+fn load_err(tasks: &str) -> String {
+    let dir = tempfile::tempdir().expect("test value");
+    let opts = role_with(dir.path(), &[("tasks/main.yml", tasks)]);
+    match Role::load("r", &opts) {
+        Ok(_) => panic!("loaded a role that should be refused:\n{tasks}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn unsupported_constructs_are_refused_with_their_location() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "- name: x\n  shell: echo hi\n",
+            "main.yml:2:3",
+            "module 'shell'",
+        ),
+        (
+            "- name: x\n  debug: {msg: hi}\n  become: true\n",
+            "main.yml:3:3",
+            "task keyword 'become'",
+        ),
+        (
+            "- name: x\n  k8s:\n    definition: {}\n    kubeconfig: /tmp/k\n",
+            "main.yml:4:17",
+            "option 'kubeconfig'",
+        ),
+        (
+            "- name: x\n  debug:\n    msg: \"{{ x | password_hash('sha512') }}\"\n",
+            "main.yml:3:10",
+            "filter 'password_hash'",
+        ),
+        (
+            "- name: x\n  debug:\n    msg: \"{{ lookup('pipe', 'date') }}\"\n",
+            "main.yml:3:10",
+            "lookup plugin 'pipe'",
+        ),
+        (
+            "- name: x\n  debug: {msg: hi}\n  when: x is ansible.builtin.file\n",
+            "main.yml:3:9",
+            "test 'file'",
+        ),
+        (
+            "- name: x\n  debug: {msg: \"{{ x \"}\n",
+            "main.yml:2:16",
+            "template error",
+        ),
+        (
+            "- name: x\n  k8s: {state: patched}\n",
+            "main.yml:2:16",
+            "k8s state: 'patched'",
+        ),
+        (
+            "- name: x\n  meta: refresh_inventory\n",
+            "main.yml:2:3",
+            "meta: refresh_inventory",
+        ),
+        (
+            "- name: x\n  include_tasks: missing.yml\n",
+            "main.yml:2:18",
+            "could not find tasks file",
+        ),
+        (
+            "- name: x\n  debug: {msg: hi}\n  notify: restart\n",
+            "main.yml:3:3",
+            "task keyword 'notify'",
+        ),
+        ("- x: [\n", "main.yml:", "YAML"),
+    ];
+    for (tasks, at, what) in cases {
+        let err = load_err(tasks);
+        assert!(
+            err.contains(at) && err.contains(what),
+            "for\n{tasks}\nexpected {at} and {what:?} in: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_role_importing_itself_is_refused() {
+    let err = load_err("- import_tasks: main.yml\n");
+    assert!(err.contains("nest too deep"), "{err}");
+}
+
+#[test]
+fn seed_role_loads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ansible-bookstore");
+    let opts = LoadOptions {
+        roles_path: vec![],
+        collections_paths: vec![],
+        cwd: root.clone(),
+    };
+    let role = Role::load("bookstore", &opts).expect("test value");
+    assert_eq!(role.plays.len(), 1);
+    let body = &role.plays[0].roles[0].role;
+    assert_eq!(body.tasks_file("main").expect("test value").len(), 4);
+    assert!(body.defaults.is_empty());
+}
+
+fn run_pure(tasks: &str, max_tasks: usize) -> bosun_ansible::Outcome {
+    let dir = tempfile::tempdir().expect("test value");
+    let opts = role_with(
+        dir.path(),
+        &[
+            ("tasks/main.yml", tasks),
+            ("tasks/again.yml", "- include_tasks: again.yml\n"),
+        ],
+    );
+    let role = Role::load("r", &opts).expect("test value");
+    let mut ctx = RunContext::new(None, Arc::new(Discovery::new()), None);
+    ctx.max_tasks = max_tasks;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("test value");
+    rt.block_on(role.run(&ctx, &serde_json::Map::new()))
+}
+
+#[test]
+fn hostile_include_recursion() {
+    // Endless include recursion.
+    let o = run_pure("- include_tasks: again.yml\n", 100_000);
+    assert!(
+        !o.succeeded() && o.failures[0].msg.contains("nests deeper"),
+        "{:?}",
+        o.failures
+    );
+}
+
+#[test]
+fn hostile_var_recursion() {
+    // Self-referencing variables.
+    let o = run_pure(
+        "- set_fact: {a: \"{{ b }}\"}\n  vars: {b: \"{{ c }}\", c: \"{{ b }}\"}\n",
+        1000,
+    );
+    assert!(!o.succeeded(), "{:?}", o.tasks);
+}
+
+#[test]
+fn hostile_roles_end_in_errors() {
+    // A loop too long.
+    let o = run_pure(
+        "- debug: {msg: x}\n  loop: \"{{ range(100000) | list }}\"\n",
+        100_000,
+    );
+    assert!(!o.succeeded(), "{:?}", o.stats);
+    // Too many task executions.
+    let o = run_pure(
+        "- debug: {msg: x}\n  loop: \"{{ range(5000) | list }}\"\n",
+        1000,
+    );
+    assert!(
+        !o.succeeded()
+            && o.failures
+                .iter()
+                .any(|f| f.msg.contains("more than 1000 tasks")),
+        "{:?}",
+        o.failures
+    );
+    // A template that computes forever.
+    let o = run_pure("- debug: {msg: \"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\"}\n", 1000);
+    assert!(!o.succeeded());
+    // A pause longer than the limit.
+    let o = run_pure("- pause: {seconds: 100000}\n", 1000);
+    assert!(!o.succeeded());
+    // Kubernetes modules without a client fail the task, not the process.
+    let o = run_pure("- k8s: {definition: {apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: b}}}\n", 1000);
+    assert!(!o.succeeded() && o.failures[0].msg.contains("Kubernetes client"));
+}
+
+#[test]
+fn hostile_specs_never_crash() {
+    // Extra vars from arbitrary CR specs: the seed role fails cleanly or succeeds, never panics.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ansible-bookstore");
+    let opts = LoadOptions {
+        roles_path: vec![],
+        collections_paths: vec![],
+        cwd: root,
+    };
+    let role = Role::load("bookstore", &opts).expect("test value");
+    let ctx = RunContext::new(None, Arc::new(Discovery::new()), None);
+    let deep = (0..200).fold(serde_json::json!(1), |acc, _| serde_json::json!([acc]));
+    let specs = vec![
+        serde_json::json!({}),
+        serde_json::json!({"metadata": null}),
+        serde_json::json!({"metadata": {"namespace": 5}}),
+        serde_json::json!({"metadata": {"namespace": "{{ metadata }}"}}),
+        serde_json::json!({"metadata": {"namespace": "{{ lookup('env', 'HOME') }}"}}),
+        serde_json::json!({"metadata": {"namespace": "{% for i in range(10**9) %}x{% endfor %}"}}),
+        serde_json::json!({"metadata": {"namespace": "{{ image }}"}, "image": "{{ metadata }}"}),
+        serde_json::json!({"image": {"app": {"repository": "\u{0}\u{ffff}", "tag": []}}}),
+        serde_json::json!({"image": deep}),
+        serde_json::json!({"": 1, " ": 2, "A": {"B": {"C": "{{"}}}),
+        serde_json::json!({"service": {"app": {"type": "{{ 1/0 }}"}}}),
+        serde_json::json!({"image": {"mongodb": {"pullPolicy": "{{ x.y.z | default(q('k8s', kind='Secret')) }}"}}}),
+        serde_json::json!({"metadata": {"namespace": "x".repeat(1 << 20)}}),
+        serde_json::json!({"size": 1e308, "n": -0.0, "big": u64::MAX}),
+        serde_json::json!({"metadata": {"namespace": "{{ '%s' % 1 }}"}}),
+        serde_json::json!({"metadata": {"namespace": "{{ metadata.namespace.__class__ }}"}}),
+        serde_json::json!({"metadata": {"namespace": "{{ ().__class__.__bases__[0].__subclasses__() }}"}}),
+        serde_json::json!({"image": {"app": {"repository": "{{ image.app.repository }}"}}}),
+        serde_json::json!({"metadata": {"namespace": "{{ range(999999999) | list }}"}}),
+        serde_json::json!({"metadata": {"namespace": "{{ 'a' * 999999999 }}"}}),
+        serde_json::json!({"metadata": {"namespace": "{{ [1] * 999999999 }}"}}),
+        serde_json::json!({"metadata": {"namespace": "{{ 9 ** 9 ** 9 }}"}}),
+    ];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("test value");
+    for spec in specs {
+        let cr = serde_json::json!({"apiVersion": "charts.example.com/v1alpha1", "kind": "BookStore", "metadata": {"name": "x", "namespace": "y"}, "spec": spec});
+        let vars = bosun_ansible::for_cr(
+            &cr,
+            &bosun_ansible::ExtraVarsOptions {
+                snake_case: true,
+                group: "charts.example.com",
+                kind: "BookStore",
+                ..Default::default()
+            },
+        );
+        let o = rt.block_on(role.run(&ctx, &vars));
+        // No client: every spec ends in a failed first task, with a message.
+        assert!(!o.succeeded(), "{spec}");
+        assert!(!o.failures[0].msg.is_empty());
+    }
+}
+
+#[test]
+fn mark_unsafe_strings_are_never_templated() {
+    let dir = tempfile::tempdir().expect("dir");
+    let opts = role_with(dir.path(), &[("tasks/main.yml", "- debug: {msg: \"{{ payload }}\"}\n  register: shown\n- set_fact: {copy: \"{{ payload }}-x\"}\n")]);
+    let role = Role::load("r", &opts).expect("load");
+    let cr = serde_json::json!({"metadata": {"name": "a", "namespace": "b"}, "spec": {"payload": "{{ lookup('env', 'HOME') }}"}});
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    let ctx = RunContext::new(None, Arc::new(Discovery::new()), None);
+    let unsafe_vars = bosun_ansible::for_cr(
+        &cr,
+        &bosun_ansible::ExtraVarsOptions {
+            snake_case: true,
+            mark_unsafe: true,
+            group: "g",
+            kind: "K",
+            ..Default::default()
+        },
+    );
+    let o = rt.block_on(role.run(&ctx, &unsafe_vars));
+    assert_eq!(o.tasks[0].result["msg"], "{{ lookup('env', 'HOME') }}");
+    assert_eq!(
+        o.tasks[1].result["ansible_facts"]["copy"],
+        "{{ lookup('env', 'HOME') }}-x"
+    );
+    // Without markUnsafe, Ansible templates the value when it is read.
+    let vars = bosun_ansible::for_cr(
+        &cr,
+        &bosun_ansible::ExtraVarsOptions {
+            snake_case: true,
+            group: "g",
+            kind: "K",
+            ..Default::default()
+        },
+    );
+    let o = rt.block_on(role.run(&ctx, &vars));
+    assert_eq!(
+        o.tasks[0].result["msg"],
+        std::env::var("HOME").unwrap_or_default()
+    );
+}

@@ -1,0 +1,198 @@
+//! Differential tests of whole roles on the project's real kube-apiserver: each role runs in
+//! ansible-playbook (ansible-core 2.18, kubernetes.core 5.4, extra vars as ansible-operator
+//! passes them) in one namespace and in bosun in another; the task sequence, each task's
+//! changed/failed/skipped and chosen result keys, the stats, the objects left behind and the
+//! CR's status must match — on the first run and again on a second, idempotent run.
+mod common;
+
+use std::sync::Arc;
+
+use bosun_ansible::modules::k8s_status;
+use bosun_ansible::Discovery;
+use common::diff::*;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{json, Value as Json};
+
+async fn diff_case(case: Case<'_>, runs: usize, finalizer_vars: Option<Json>) {
+    let cp = bosun_testenv::shared()
+        .await
+        .expect("test control plane (bash scripts/setup-assets.sh)");
+    let client = cp.client().await.expect("test value");
+    ensure_crd(&client, case.group, case.kind).await;
+    let ns_a = bosun_testenv::test_namespace(&client, "ansible")
+        .await
+        .expect("test value");
+    let ns_b = bosun_testenv::test_namespace(&client, "bosun")
+        .await
+        .expect("test value");
+    create_cr(&client, &case, &ns_a).await;
+    create_cr(&client, &case, &ns_b).await;
+    let discovery = Arc::new(Discovery::new());
+    let kubeconfig = cp.kubeconfig().to_path_buf();
+    for run in 0..runs + usize::from(finalizer_vars.is_some()) {
+        let finalizing = run == runs;
+        let with_vars = |mut extra: serde_json::Map<String, Json>| {
+            if finalizing {
+                for (k, v) in finalizer_vars
+                    .as_ref()
+                    .and_then(Json::as_object)
+                    .into_iter()
+                    .flatten()
+                {
+                    extra.insert(k.clone(), v.clone());
+                }
+            }
+            extra
+        };
+        let cr_a = get_cr(&client, &case, &ns_a).await;
+        let extra_a = with_vars(extra_vars(&case, &cr_a));
+        let (tasks_a, stats_a) =
+            tokio::task::block_in_place(|| run_ansible(&case, &kubeconfig, &extra_a));
+        let cr_b = get_cr(&client, &case, &ns_b).await;
+        let extra_b = with_vars(extra_vars(&case, &cr_b));
+        let outcome = run_bosun(&case, &client, &discovery, &cr_b, &extra_b).await;
+        // The host's single status write: what k8s_status asked, merged into the status.
+        if let Some(req) = &outcome.status {
+            let status = k8s_status::apply(cr_b.get("status"), req);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &ns_b, &cr_resource(case.group, case.kind));
+            api.patch_status(
+                "sample",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await
+            .expect("test value");
+        }
+        let a = Side {
+            ns: ns_a.clone(),
+            tasks: tasks_a,
+            stats: stats_a,
+            objects: objects(&client, &ns_a, &case.kinds).await,
+            cr_status: get_cr(&client, &case, &ns_a).await["status"].clone(),
+        };
+        let b = Side {
+            ns: ns_b.clone(),
+            tasks: bosun_tasks(&outcome),
+            stats: bosun_stats(&outcome),
+            objects: objects(&client, &ns_b, &case.kinds).await,
+            cr_status: get_cr(&client, &case, &ns_b).await["status"].clone(),
+        };
+        let d = differences(&a, &b);
+        if !d.is_empty() {
+            for t in &outcome.tasks {
+                eprintln!("bosun task {:?} {:?}", t.name, t.status);
+            }
+        }
+        assert!(
+            d.is_empty(),
+            "role {} run {run}: bosun differs from Ansible:\n{}",
+            case.role,
+            d.join("\n")
+        );
+        assert!(!a.tasks.is_empty(), "the role ran tasks");
+    }
+}
+
+fn kinds() -> Vec<(&'static str, &'static str, &'static str)> {
+    vec![
+        ("v1", "ConfigMap", "configmaps"),
+        ("v1", "Service", "services"),
+        ("apps/v1", "Deployment", "deployments"),
+        ("v1", "Secret", "secrets"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_bookstore_role_matches_ansible() {
+    let spec = json!({
+        "metadata": {"namespace": "__NS__"},
+        "image": {"app": {"repository": "akash125/pyapp", "tag": "latest", "pullPolicy": "Always"},
+                  "mongodb": {"repository": "mongo", "tag": "latest", "pullPolicy": "Always"}},
+        "service": {"app": {"type": "ClusterIP"}, "mongodb": {"type": "ClusterIP"}}
+    });
+    let case = Case {
+        roles_dir: common::repo_root().join("examples/ansible-bookstore/roles"),
+        role: "bookstore",
+        group: "charts.example.com",
+        kind: "BookStore",
+        spec,
+        watch_vars: None,
+        kinds: kinds(),
+    };
+    diff_case(case, 2, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn features_role_matches_ansible() {
+    let spec = json!({"size": 3, "servicePort": 80, "tier": "backend", "greeting": "hi there",
+                      "settings": {"logLevel": "debug", "cache": "skip", "workers": 4}, "extraKeys": ["gamma"]});
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "features",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec,
+        watch_vars: Some(json!({"service_enabled": true})),
+        kinds: kinds(),
+    };
+    diff_case(case, 2, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finalizer_role_matches_ansible() {
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "finalizer",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({}),
+        watch_vars: None,
+        kinds: kinds(),
+    };
+    diff_case(case, 1, Some(json!({"state": "absent"}))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_role_matches_ansible() {
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "failing",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({"size": 5}),
+        watch_vars: None,
+        kinds: kinds(),
+    };
+    diff_case(case, 1, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semantics_role_matches_ansible() {
+    let spec = json!({"size": 3, "labels": {"app": "x", "tier": "y"}});
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "semantics",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec,
+        watch_vars: None,
+        kinds: vec![],
+    };
+    diff_case(case, 1, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k8s_modes_role_matches_ansible() {
+    let spec = json!({"replicas": 1, "image": "nginx:1.25", "args": ["--port", "8080"], "env": {"mode": "test", "level": 2}});
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "k8s_modes",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec,
+        watch_vars: None,
+        kinds: kinds(),
+    };
+    diff_case(case, 2, None).await;
+}
