@@ -1,9 +1,17 @@
-//! The one list of operators this binary serves. Every command reads it: `bosun run
-//! --operators`, `crd`, `rbac`, `manifests`, `dev`, and the tests' ServiceAccount (through
-//! each operator's [`Operator::rbac`]).
+//! The one list of operators this binary serves. Every command reads it: `bosun run`,
+//! `crd`, `rbac`, `manifests`, `dev`, and the tests' ServiceAccount (through each operator's
+//! [`Operator::rbac`]).
+//!
+//! Two sources: the operators written in code (`--operators bookstore,myownshell`), and the
+//! entries of an operator-sdk `watches.yaml` (`--watches FILE`): a `chart` entry runs as a
+//! Helm-based operator, a `role` or `playbook` entry as an Ansible-based one. With `--watches`
+//! and no `--operators`, only the watched kinds run; with neither, the BookStore operator.
+use std::path::Path;
 use std::sync::Arc;
 
+use bosun_helm_operator::{HelmOptions, Storage};
 use bosun_runtime::manager::Operator;
+use bosun_watches::{Runner, WatchesFile};
 
 /// Every operator written in code, by name.
 pub fn coded() -> Vec<Arc<dyn Operator>> {
@@ -13,8 +21,8 @@ pub fn coded() -> Vec<Arc<dyn Operator>> {
     ]
 }
 
-/// The operators named in `names`, in that order; an unknown name is an error that lists
-/// the known ones.
+/// The coded operators named in `names`, in that order; an unknown name is an error that
+/// lists the known ones.
 pub fn select(names: &[String]) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
     let all = coded();
     let mut out = Vec::new();
@@ -36,9 +44,103 @@ pub fn select(names: &[String]) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
     Ok(out)
 }
 
+/// What selects the operators of a command.
+#[derive(Clone, Debug, Default)]
+pub struct Sources<'a> {
+    /// `--operators`; None when not given.
+    pub operators: Option<&'a [String]>,
+    /// `--watches`.
+    pub watches: Option<&'a Path>,
+    /// `--release-storage` for chart entries.
+    pub release_storage: Storage,
+}
+
+/// The default coded operators when none are named and no watches file is given.
+pub const DEFAULT_OPERATORS: &[&str] = &["bookstore"];
+
+/// The operators a command runs or describes.
+pub fn operators(src: &Sources) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
+    let mut ops = match (src.operators, src.watches) {
+        (Some(names), _) => select(names)?,
+        (None, Some(_)) => Vec::new(),
+        (None, None) => select(
+            &DEFAULT_OPERATORS
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
+        )?,
+    };
+    if let Some(path) = src.watches {
+        ops.extend(watched(path, src.release_storage)?);
+    }
+    unique_crds(&ops)?;
+    Ok(ops)
+}
+
+/// The operators of a watches file; its warnings are printed.
+pub fn watched(path: &Path, storage: Storage) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
+    let file = WatchesFile::load(path)?;
+    for w in &file.warnings {
+        eprintln!("bosun: warning: {}", w.0);
+    }
+    let mut ops: Vec<Arc<dyn Operator>> = Vec::new();
+    let helm = HelmOptions {
+        storage,
+        ..Default::default()
+    };
+    for op in bosun_helm_operator::operators(&file.entries, &helm)? {
+        ops.push(Arc::new(op));
+    }
+    for e in file
+        .entries
+        .iter()
+        .filter(|e| !matches!(e.runner, Runner::Chart(_)))
+    {
+        anyhow::bail!(
+            "{}:{}: entry {} ({}): role and playbook entries need the Ansible flavour, which this build does not include yet",
+            path.display(),
+            e.line,
+            e.index,
+            e.gvk.kind
+        );
+    }
+    Ok(ops)
+}
+
+/// Two operators may not serve the same CRD (the seed's chart BookStore is
+/// `charts.example.com/v1alpha1`, the coded one `v1` of the same CRD name): they would
+/// overwrite each other's definition and fight over the objects.
+pub fn unique_crds(ops: &[Arc<dyn Operator>]) -> anyhow::Result<()> {
+    let mut seen: Vec<(String, String, String)> = Vec::new();
+    for op in ops {
+        for crd in op.crds() {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            let versions = crd
+                .spec
+                .versions
+                .iter()
+                .map(|v| v.name.clone())
+                .collect::<Vec<_>>()
+                .join(",");
+            if let Some((_, other, other_versions)) = seen.iter().find(|(n, _, _)| *n == name) {
+                anyhow::bail!(
+                    "two operators serve the CRD {name}: {other} ({other_versions}) and {} ({versions}). Run or print them separately (for instance --operators for the coded one, --watches alone for the watched one)",
+                    op.name()
+                );
+            }
+            seen.push((name, op.name().to_string(), versions));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn repo() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
 
     #[test]
     fn names_are_unique_and_selectable() {
@@ -80,5 +182,42 @@ mod tests {
                 op.name()
             );
         }
+    }
+
+    #[test]
+    fn watches_alone_run_only_the_watched_kinds() {
+        let w = repo().join("examples/helm-bookstore/watches.yaml");
+        let ops = operators(&Sources {
+            watches: Some(&w),
+            ..Default::default()
+        })
+        .expect("ops");
+        let names: Vec<&str> = ops.iter().map(|o| o.name()).collect();
+        assert_eq!(names, ["bookstore.charts.example.com"]);
+        let none = operators(&Sources::default()).expect("default");
+        assert_eq!(
+            none.iter().map(|o| o.name()).collect::<Vec<_>>(),
+            ["bookstore"]
+        );
+    }
+
+    #[test]
+    fn the_coded_and_the_chart_bookstore_are_refused_together() {
+        let w = repo().join("examples/helm-bookstore/watches.yaml");
+        let names = vec!["bookstore".to_string()];
+        let err = operators(&Sources {
+            operators: Some(&names),
+            watches: Some(&w),
+            ..Default::default()
+        })
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(
+            err.contains("bookstores.charts.example.com")
+                && err.contains("v1alpha1")
+                && err.contains("(v1)"),
+            "{err}"
+        );
     }
 }

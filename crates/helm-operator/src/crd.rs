@@ -8,8 +8,6 @@
 //! else it is inferred from values.yaml: each key typed as its default, its default in the
 //! description, every object open to keys the chart does not list (subchart values, extra
 //! labels), and every field nullable (a `null` removes the chart's default, as in Helm).
-use std::collections::BTreeMap;
-
 use bosun_helm::value::Data;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::GroupVersionKind;
@@ -98,9 +96,7 @@ pub fn infer(v: &Value) -> Value {
         }
     };
     if let Some(o) = s.as_object_mut() {
-        if !matches!(v, Value::Object(_)) || v.as_object().is_some_and(|m| m.is_empty()) {
-            o.insert("description".into(), json!(describe_default(v)));
-        }
+        o.insert("description".into(), json!(describe_default(v)));
         o.insert("nullable".into(), json!(true));
     }
     s
@@ -320,11 +316,6 @@ pub fn spec_schema(values: &Data, json_schema: Option<&Value>) -> Value {
     }
 }
 
-/// Values as a map (`BTreeMap`) for tests.
-pub fn _map(m: BTreeMap<String, Data>) -> Data {
-    Data::Map(m)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,7 +381,8 @@ mod tests {
         );
         assert_eq!(s["properties"]["replicas"]["maximum"], 10);
         assert_eq!(s["properties"]["replicas"]["exclusiveMaximum"], true);
-        assert_eq!(s["properties"]["any"], json!({ OPEN: true }));
+        assert_eq!(s["properties"]["any"][OPEN], true);
+        assert!(s["properties"]["any"].get("type").is_none());
         assert_eq!(
             s["properties"]["labels"]["additionalProperties"]["type"],
             "string"

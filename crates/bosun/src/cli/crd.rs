@@ -4,19 +4,33 @@ use clap::Args;
 use crate::manifests::{self, ManifestArgs};
 use crate::registry;
 
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct CrdArgs {
-    /// Operators whose CRDs to print (comma-separated); every coded operator when empty.
+    /// Coded operators whose CRDs to print (comma-separated). Default: every coded
+    /// operator, or none when --watches is given.
     #[arg(long, value_delimiter = ',')]
-    pub operators: Vec<String>,
+    pub operators: Option<Vec<String>>,
+    /// An operator-sdk watches.yaml: a CRD per entry (from the chart's values.schema.json
+    /// or values.yaml; open for roles).
+    #[arg(long, visible_alias = "watches-file")]
+    pub watches: Option<std::path::PathBuf>,
 }
 
 pub fn crds_yaml(args: &CrdArgs) -> anyhow::Result<String> {
-    let ops = if args.operators.is_empty() {
-        registry::coded()
-    } else {
-        registry::select(&args.operators)?
+    let all: Vec<String> = registry::coded()
+        .iter()
+        .map(|o| o.name().to_string())
+        .collect();
+    let operators = match (&args.operators, &args.watches) {
+        (Some(list), _) => Some(list.clone()),
+        (None, None) => Some(all),
+        (None, Some(_)) => None,
     };
+    let ops = registry::operators(&registry::Sources {
+        operators: operators.as_deref(),
+        watches: args.watches.as_deref(),
+        ..Default::default()
+    })?;
     let mut crds = Vec::new();
     for op in &ops {
         for crd in op.crds() {
@@ -28,7 +42,7 @@ pub fn crds_yaml(args: &CrdArgs) -> anyhow::Result<String> {
 
 /// Exactly the RBAC objects `bosun manifests` prints for the same flags.
 pub fn rbac_yaml(args: &ManifestArgs) -> anyhow::Result<String> {
-    let ops = registry::select(&args.operators)?;
+    let ops = args.operators()?;
     manifests::to_yaml(&manifests::rbac::objects(args, &ops)?)
 }
 
@@ -40,7 +54,7 @@ mod tests {
     #[test]
     fn committed_crds_are_fresh() {
         let committed = include_str!("../../../../deploy/crds/crds.yaml");
-        let generated = crds_yaml(&CrdArgs { operators: vec![] }).expect("crds");
+        let generated = crds_yaml(&CrdArgs::default()).expect("crds");
         assert!(
             committed == generated,
             "deploy/crds is stale: run `cargo run -p bosun -- crd > deploy/crds/crds.yaml`"
@@ -50,7 +64,7 @@ mod tests {
     #[test]
     fn rbac_prints_what_the_manifests_grant() {
         let args = ManifestArgs::default();
-        let ops = registry::select(&args.operators).expect("ops");
+        let ops = args.operators().expect("ops");
         let all = manifests::objects(&args, &ops).expect("objects");
         let rbac_kinds = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
         let from_manifests: Vec<_> = all
@@ -89,7 +103,11 @@ mod tests {
             }
         }
         let mut missing = Vec::new();
-        for op in registry::coded() {
+        let seed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/helm-bookstore/watches.yaml");
+        let chart_ops =
+            registry::watched(&seed, bosun_helm_operator::Storage::Secrets).expect("seed chart");
+        for op in registry::coded().into_iter().chain(chart_ops) {
             for crd in op.crds() {
                 for v in &crd.spec.versions {
                     let schema = serde_json::to_value(

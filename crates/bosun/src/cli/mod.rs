@@ -50,7 +50,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Manifests(args) => {
-            let ops = crate::registry::select(&args.operators)?;
+            let ops = args.operators()?;
             print!(
                 "{}",
                 crate::manifests::to_yaml(&crate::manifests::objects(&args, &ops)?)?

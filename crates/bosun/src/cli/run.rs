@@ -18,11 +18,22 @@ pub struct RunArgs {
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<std::path::PathBuf>,
     /// Namespaces to watch (comma-separated or repeated); all namespaces when empty.
+    /// `WATCH_NAMESPACE` (operator-sdk's variable) is read when neither this flag nor
+    /// `BOSUN_NAMESPACES` is set.
     #[arg(long, value_delimiter = ',', env = "BOSUN_NAMESPACES")]
     pub namespaces: Vec<String>,
-    /// Operators to run (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "bookstore")]
-    pub operators: Vec<String>,
+    /// Coded operators to run (comma-separated): bookstore, myownshell. Default: bookstore,
+    /// or none when --watches is given.
+    #[arg(long, value_delimiter = ',')]
+    pub operators: Option<Vec<String>>,
+    /// An operator-sdk watches.yaml: each entry's chart (Helm) or role/playbook (Ansible)
+    /// runs as an operator.
+    #[arg(long, visible_alias = "watches-file")]
+    pub watches: Option<std::path::PathBuf>,
+    /// Where chart entries keep their releases: `secret` (Helm's own records, which the
+    /// Helm CLI reads) or `none` (an inventory in the custom resource's status).
+    #[arg(long, default_value = "secret")]
+    pub release_storage: bosun_helm_operator::Storage,
     /// Elect a leader through a Lease so only one replica reconciles.
     #[arg(long, default_value_t = false)]
     pub leader_elect: bool,
@@ -113,8 +124,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    let mut namespaces = args.namespaces.clone();
+    if namespaces.is_empty() {
+        if let Ok(w) = std::env::var("WATCH_NAMESPACE") {
+            namespaces = w.split(',').map(|s| s.trim().to_string()).collect();
+        }
+    }
+    let ops = crate::registry::operators(&crate::registry::Sources {
+        operators: args.operators.as_deref(),
+        watches: args.watches.as_deref(),
+        release_storage: args.release_storage,
+    })?;
     let config = ManagerConfig {
-        scope: Scope::from_list(&args.namespaces),
+        scope: Scope::from_list(&namespaces),
         concurrency: args.concurrency.max(1),
         metrics_addr: addr(&args.metrics_addr)?,
         probe_addr: addr(&args.probe_addr)?,
@@ -130,7 +152,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         manager =
             manager.with_leader_client(self::client(args.kubeconfig.as_deref(), 0.0, 0).await?);
     }
-    for op in crate::registry::select(&args.operators)? {
+    for op in ops {
         manager = manager.with_operator(op);
     }
     manager

@@ -55,12 +55,23 @@ fn args(a: &ManifestArgs) -> Vec<String> {
         "run".to_string(),
         "--leader-elect".into(),
         format!("--lease-name={LEASE_NAME}"),
-        format!("--operators={}", a.operators.join(",")),
+    ];
+    let coded = a.coded_names();
+    if !coded.is_empty() || a.watches.is_none() {
+        args.push(format!("--operators={}", coded.join(",")));
+    }
+    if a.watches.is_some() {
+        args.push(format!("--watches={}", a.watches_in_image));
+        if a.release_storage == bosun_helm_operator::Storage::None {
+            args.push("--release-storage=none".into());
+        }
+    }
+    args.extend([
         format!("--log-format={}", a.log_format),
         "--metrics-addr=0.0.0.0:8080".into(),
         "--metrics-secure".into(),
         "--probe-addr=0.0.0.0:8081".into(),
-    ];
+    ]);
     if !a.watch_namespaces.is_empty() {
         args.push(format!("--namespaces={}", a.watch_namespaces.join(",")));
     }

@@ -23,9 +23,20 @@ pub struct ManifestArgs {
     /// Namespace bosun runs in.
     #[arg(long, default_value = "bosun-system")]
     pub namespace: String,
-    /// Operators to enable (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "bookstore")]
-    pub operators: Vec<String>,
+    /// Coded operators to enable (comma-separated). Default: bookstore, or none when
+    /// --watches is given.
+    #[arg(long, value_delimiter = ',')]
+    pub operators: Option<Vec<String>>,
+    /// An operator-sdk watches.yaml: CRDs and RBAC for its entries, and the Deployment runs it.
+    #[arg(long, visible_alias = "watches-file")]
+    pub watches: Option<std::path::PathBuf>,
+    /// The watches file's path inside the image (the Deployment's `--watches`): build an
+    /// image from bosun's with the watches file and its charts or roles copied in.
+    #[arg(long, default_value = "/opt/bosun/watches.yaml")]
+    pub watches_in_image: String,
+    /// Release storage of chart entries: `secret` or `none` (no Secrets granted then).
+    #[arg(long, default_value = "secret")]
+    pub release_storage: bosun_helm_operator::Storage,
     /// Namespaces to watch (comma-separated); all when empty. When set, RBAC for the
     /// operators' resources is granted with a Role in each watched namespace only.
     #[arg(long, value_delimiter = ',')]
@@ -43,10 +54,36 @@ impl Default for ManifestArgs {
         ManifestArgs {
             image: "ghcr.io/bosun-dev/bosun:0.1.0".into(),
             namespace: "bosun-system".into(),
-            operators: vec!["bookstore".into()],
+            operators: None,
+            watches: None,
+            watches_in_image: "/opt/bosun/watches.yaml".into(),
+            release_storage: bosun_helm_operator::Storage::Secrets,
             watch_namespaces: vec![],
             replicas: 2,
             log_format: "json".into(),
+        }
+    }
+}
+
+impl ManifestArgs {
+    /// The operators these flags select (see [`crate::registry::operators`]).
+    pub fn operators(&self) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
+        crate::registry::operators(&crate::registry::Sources {
+            operators: self.operators.as_deref(),
+            watches: self.watches.as_deref(),
+            release_storage: self.release_storage,
+        })
+    }
+
+    /// The coded operators the Deployment's `--operators` names.
+    pub fn coded_names(&self) -> Vec<String> {
+        match (&self.operators, &self.watches) {
+            (Some(list), _) => list.clone(),
+            (None, Some(_)) => Vec::new(),
+            (None, None) => crate::registry::DEFAULT_OPERATORS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         }
     }
 }
@@ -112,10 +149,9 @@ pub fn to_yaml(objects: &[Value]) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry;
 
     fn objs(a: &ManifestArgs) -> Vec<Value> {
-        let ops = registry::select(&a.operators).expect("operators");
+        let ops = a.operators().expect("operators");
         objects(a, &ops).expect("objects")
     }
 
@@ -150,7 +186,7 @@ mod tests {
         for args in [
             ManifestArgs::default(),
             ManifestArgs {
-                operators: vec!["bookstore".into(), "myownshell".into()],
+                operators: Some(vec!["bookstore".into(), "myownshell".into()]),
                 watch_namespaces: vec!["a".into(), "b".into()],
                 ..Default::default()
             },
@@ -216,7 +252,7 @@ mod tests {
     fn only_the_selected_operators_crds_are_installed() {
         let kinds = |ops: &[&str]| -> Vec<String> {
             objs(&ManifestArgs {
-                operators: ops.iter().map(|s| s.to_string()).collect(),
+                operators: Some(ops.iter().map(|s| s.to_string()).collect()),
                 ..Default::default()
             })
             .iter()

@@ -118,12 +118,11 @@ pub fn objects(a: &ManifestArgs, operators: &[Arc<dyn Operator>]) -> anyhow::Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry;
 
     #[test]
     fn the_lease_role_names_its_lease() {
         let a = ManifestArgs::default();
-        let objs = objects(&a, &registry::select(&a.operators).expect("ops")).expect("rbac");
+        let objs = objects(&a, &a.operators().expect("ops")).expect("rbac");
         let lease_role = objs
             .iter()
             .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "bosun-leader-election")
@@ -147,10 +146,10 @@ mod tests {
     #[test]
     fn every_operator_rule_is_granted() {
         let a = ManifestArgs {
-            operators: vec!["bookstore".into(), "myownshell".into()],
+            operators: Some(vec!["bookstore".into(), "myownshell".into()]),
             ..Default::default()
         };
-        let ops = registry::select(&a.operators).expect("ops");
+        let ops = a.operators().expect("ops");
         let objs = objects(&a, &ops).expect("rbac");
         let granted: Vec<PolicyRule> = objs
             .iter()
