@@ -6,9 +6,15 @@ mod common;
 use common::{compare, repo_root, Job};
 
 fn corpus_jobs() -> Vec<Job> {
-    let mut jobs = vec![Job::new(repo_root().join("examples/helm-bookstore/helm-charts/book-store"))];
+    let mut jobs = vec![Job::new(
+        repo_root().join("examples/helm-bookstore/helm-charts/book-store"),
+    )];
     let dir = repo_root().join("crates/helm/tests/charts");
-    let mut charts: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).map(|e| e.path()).collect();
+    let mut charts: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
     charts.sort();
     for c in charts {
         if !c.join("Chart.yaml").exists() {
@@ -32,5 +38,11 @@ fn corpus_jobs() -> Vec<Job> {
 fn corpus_matches_helm() {
     let jobs = corpus_jobs();
     let report = compare(&jobs);
-    assert!(report.is_empty(), "{} of {} renders differ:\n{}", report.len(), jobs.len(), report.join("\n"));
+    assert!(
+        report.is_empty(),
+        "{} of {} renders differ:\n{}",
+        report.len(),
+        jobs.len(),
+        report.join("\n")
+    );
 }

@@ -37,7 +37,7 @@ fn last(a: &[Value], what: &str) -> FnResult {
 fn rest(a: &[Value], what: &str) -> FnResult {
     let items = slice_items(&a[0], what)?;
     if items.is_empty() {
-        return Ok(Value::Nil);
+        return Ok(list(Vec::new()));
     }
     Ok(list(items[1..].to_vec()))
 }
@@ -45,7 +45,7 @@ fn rest(a: &[Value], what: &str) -> FnResult {
 fn initial(a: &[Value], what: &str) -> FnResult {
     let items = slice_items(&a[0], what)?;
     if items.is_empty() {
-        return Ok(Value::Nil);
+        return Ok(list(Vec::new()));
     }
     Ok(list(items[..items.len() - 1].to_vec()))
 }

@@ -175,7 +175,9 @@ fn exec_error(msg: &str) -> String {
                 if !detail.contains("template: ") && !detail.starts_with("error calling ") {
                     return format!("{loc}\n  executing {what}>:\n    {detail}");
                 }
-                if let Some(inner) = detail.strip_prefix("error calling include: template: no template") {
+                if let Some(inner) =
+                    detail.strip_prefix("error calling include: template: no template")
+                {
                     return format!("{loc}\n  executing {what}>:\n    error calling include:\ntemplate: no template{inner}");
                 }
             }

@@ -817,7 +817,9 @@ impl<'t> Exec<'t> {
     /// Go's `validateType`: can `v` be passed as a `t`?
     fn validate_type(&self, v: Val, t: Ty) -> R<Value> {
         if v.v.is_nil() {
-            if t.can_be_nil() {
+            // An interface holding nil passes only as an interface; an untyped nil
+            // (Go's invalid value) becomes the zero value of any nillable type.
+            if matches!(t, Ty::Any | Ty::Raw) || (t.can_be_nil() && !v.wrapped) {
                 return Ok(Value::Nil);
             }
             if v.wrapped {

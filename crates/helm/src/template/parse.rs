@@ -79,7 +79,9 @@ impl Parser {
     }
     fn next(&mut self) -> Item {
         let it = self.item(self.i);
-        self.furthest = self.furthest.max(self.i.min(self.items.len().saturating_sub(1)));
+        self.furthest = self
+            .furthest
+            .max(self.i.min(self.items.len().saturating_sub(1)));
         if self.i < self.items.len().saturating_sub(1) || it.typ != ItemType::Eof {
             self.i += 1;
         }

@@ -16,7 +16,9 @@ pub fn repo_root() -> PathBuf {
 fn venv_python() -> PathBuf {
     let venv = std::env::var("BOSUN_HELM_VENV")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/bosun/helm-venv"));
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/bosun/helm-venv")
+        });
     let py = venv.join("bin/python");
     assert!(
         py.exists(),
@@ -69,7 +71,11 @@ pub fn oracle(jobs: &[Job]) -> Vec<OracleResult> {
         if i > 0 {
             input.push(',');
         }
-        let files: Vec<String> = j.values_files.iter().map(|f| js(&f.to_string_lossy())).collect();
+        let files: Vec<String> = j
+            .values_files
+            .iter()
+            .map(|f| js(&f.to_string_lossy()))
+            .collect();
         let sets: Vec<String> = j.set.iter().map(|s| js(s)).collect();
         let apis: Vec<String> = j.api_versions.iter().map(|s| js(s)).collect();
         input.push_str(&format!(
@@ -91,20 +97,38 @@ pub fn oracle(jobs: &[Job]) -> Vec<OracleResult> {
         .stdout(Stdio::piped())
         .spawn()
         .expect("start the oracle");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "oracle failed");
-    let Data::List(items) = Data::from_json_float(&String::from_utf8_lossy(&out.stdout)).unwrap() else {
+    let Data::List(items) = Data::from_json_float(&String::from_utf8_lossy(&out.stdout)).unwrap()
+    else {
         panic!("oracle output is not a list")
     };
     items
         .into_iter()
         .map(|it| {
             let values = it.lookup("values").cloned().unwrap_or_default();
-            let r = it.as_map().and_then(|m| m.get("result")).cloned().unwrap_or_default();
+            let r = it
+                .as_map()
+                .and_then(|m| m.get("result"))
+                .cloned()
+                .unwrap_or_default();
             let result = match r.as_map().and_then(|m| m.get("ok")) {
-                Some(Data::Map(files)) => Ok(files.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()),
-                _ => Err(r.as_map().and_then(|m| m.get("err")).and_then(Data::as_str).unwrap_or("").to_string()),
+                Some(Data::Map(files)) => Ok(files
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                    .collect()),
+                _ => Err(r
+                    .as_map()
+                    .and_then(|m| m.get("err"))
+                    .and_then(Data::as_str)
+                    .unwrap_or("")
+                    .to_string()),
             };
             OracleResult { values, result }
         })
@@ -112,7 +136,10 @@ pub fn oracle(jobs: &[Job]) -> Vec<OracleResult> {
 }
 
 /// Renders with bosun the way the oracle did (same values, same options).
-pub fn bosun(job: &Job, values: &Data) -> Result<BTreeMap<String, String>, bosun_helm::render::RenderError> {
+pub fn bosun(
+    job: &Job,
+    values: &Data,
+) -> Result<BTreeMap<String, String>, bosun_helm::render::RenderError> {
     let chart = Chart::load(&job.chart)?;
     let mut o = RenderOptions::new(&job.name, &job.namespace);
     o.values = values.clone();
@@ -142,12 +169,21 @@ pub fn compare(jobs: &[Job]) -> Vec<String> {
         let tag = job.chart.display().to_string();
         match (o.result, b) {
             (Ok(h), Ok(b)) => {
-                for path in h.keys().chain(b.keys()).collect::<std::collections::BTreeSet<_>>() {
+                for path in h
+                    .keys()
+                    .chain(b.keys())
+                    .collect::<std::collections::BTreeSet<_>>()
+                {
                     match (h.get(path), b.get(path)) {
                         (Some(x), Some(y)) if x == y => {}
                         (Some(x), Some(y)) => {
-                            let (hl, bl): (Vec<&str>, Vec<&str>) = (x.split('\n').collect(), y.split('\n').collect());
-                            let i = hl.iter().zip(&bl).position(|(p, q)| p != q).unwrap_or(hl.len().min(bl.len()));
+                            let (hl, bl): (Vec<&str>, Vec<&str>) =
+                                (x.split('\n').collect(), y.split('\n').collect());
+                            let i = hl
+                                .iter()
+                                .zip(&bl)
+                                .position(|(p, q)| p != q)
+                                .unwrap_or(hl.len().min(bl.len()));
                             report.push(format!(
                                 "{tag} {path} line {}:\n  helm:  {:?}\n  bosun: {:?}",
                                 i + 1,
@@ -164,7 +200,10 @@ pub fn compare(jobs: &[Job]) -> Vec<String> {
             (Err(h), Err(b)) => {
                 let (hp, bp) = (helm_position(&h), helm_position(&b.message));
                 if hp != bp {
-                    report.push(format!("{tag}: error positions differ\n  helm:  {h}\n  bosun: {}", b.message));
+                    report.push(format!(
+                        "{tag}: error positions differ\n  helm:  {h}\n  bosun: {}",
+                        b.message
+                    ));
                 }
             }
             (Ok(_), Err(b)) => report.push(format!("{tag}: only bosun failed: {}", b.message)),
