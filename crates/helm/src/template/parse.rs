@@ -39,8 +39,8 @@ pub fn parse(name: &str, parse_name: &str, text: &str) -> Result<Vec<Tree>, Pars
     Ok(p.trees)
 }
 
-struct Parser {
-    items: Vec<Item>,
+struct Parser<'a> {
+    items: Vec<Item<'a>>,
     i: usize,
     furthest: usize,
     parse_name: Str,
@@ -65,19 +65,19 @@ enum ListItem {
     Else,
 }
 
-impl Parser {
-    fn item(&self, i: usize) -> Item {
+impl<'a> Parser<'a> {
+    fn item(&self, i: usize) -> Item<'a> {
         match self.items.get(i) {
             Some(it) => it.clone(),
             None => self.items.last().cloned().unwrap_or(Item {
                 typ: ItemType::Eof,
                 pos: 0,
-                val: String::new(),
+                val: std::borrow::Cow::Borrowed(""),
                 line: 1,
             }),
         }
     }
-    fn next(&mut self) -> Item {
+    fn next(&mut self) -> Item<'a> {
         let it = self.item(self.i);
         self.furthest = self
             .furthest
@@ -90,12 +90,12 @@ impl Parser {
     fn backup(&mut self) {
         self.i = self.i.saturating_sub(1);
     }
-    fn peek(&mut self) -> Item {
+    fn peek(&mut self) -> Item<'a> {
         let it = self.item(self.i);
         self.furthest = self.furthest.max(self.i);
         it
     }
-    fn next_non_space(&mut self) -> Item {
+    fn next_non_space(&mut self) -> Item<'a> {
         loop {
             let t = self.next();
             if t.typ != ItemType::Space {
@@ -103,7 +103,7 @@ impl Parser {
             }
         }
     }
-    fn peek_non_space(&mut self) -> Item {
+    fn peek_non_space(&mut self) -> Item<'a> {
         let t = self.next_non_space();
         self.backup();
         t
@@ -131,7 +131,7 @@ impl Parser {
         self.errorf(format!("unexpected {token} in {context}"))
     }
 
-    fn expect(&mut self, typ: ItemType, context: &str) -> PResult<Item> {
+    fn expect(&mut self, typ: ItemType, context: &str) -> PResult<Item<'a>> {
         let t = self.next_non_space();
         if t.typ != typ {
             return Err(self.unexpected(&t, context));
@@ -218,7 +218,7 @@ impl Parser {
     fn text_or_action(&mut self) -> PResult<ListItem> {
         let token = self.next_non_space();
         match token.typ {
-            ItemType::Text => Ok(ListItem::Node(Node::Text(Arc::from(token.val.as_str())))),
+            ItemType::Text => Ok(ListItem::Node(Node::Text(Arc::from(token.val.as_ref())))),
             ItemType::LeftDelim => {
                 self.action_line = token.line;
                 let r = self.action();
@@ -400,14 +400,14 @@ impl Parser {
                 ItemType::Assign | ItemType::Declare => {
                     pipe.is_assign = next.typ == ItemType::Assign;
                     self.next_non_space();
-                    pipe.decl.push(Str::from(v.val.as_str()));
-                    self.vars.push(Str::from(v.val.as_str()));
+                    pipe.decl.push(Str::from(v.val.as_ref()));
+                    self.vars.push(Str::from(v.val.as_ref()));
                     break;
                 }
                 ItemType::Char if next.val == "," => {
                     self.next_non_space();
-                    pipe.decl.push(Str::from(v.val.as_str()));
-                    self.vars.push(Str::from(v.val.as_str()));
+                    pipe.decl.push(Str::from(v.val.as_ref()));
+                    self.vars.push(Str::from(v.val.as_ref()));
                     if context == "range" && pipe.decl.len() < 2 {
                         match self.peek_non_space().typ {
                             ItemType::Variable | ItemType::RightDelim | ItemType::RightParen => {
@@ -560,7 +560,7 @@ impl Parser {
             ItemType::Identifier => match funcs::lookup(&token.val) {
                 Some(func) => Arg::Ident {
                     pos,
-                    name: Str::from(token.val.as_str()),
+                    name: Str::from(token.val.as_ref()),
                     func,
                 },
                 None => {
@@ -598,7 +598,7 @@ impl Parser {
                 let s = unquote(&token.val).map_err(|e| self.errorf(e))?;
                 Arg::String {
                     pos,
-                    quoted: Str::from(token.val.as_str()),
+                    quoted: Str::from(token.val.as_ref()),
                     text: Str::from(s.as_str()),
                 }
             }
