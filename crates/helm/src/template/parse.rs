@@ -27,6 +27,7 @@ pub fn parse(name: &str, parse_name: &str, text: &str) -> Result<Vec<Tree>, Pars
         range_depth: 0,
         action_line: 0,
         trees: Vec::new(),
+        depth: 0,
     };
     let root = p.parse_top()?;
     let tree = Tree {
@@ -49,9 +50,16 @@ struct Parser<'a> {
     range_depth: usize,
     action_line: u32,
     trees: Vec<Tree>,
+    /// Nesting of pipelines and control structures, bounded so hostile text
+    /// cannot exhaust the stack.
+    depth: usize,
 }
 
 type PResult<T> = Result<T, ParseError>;
+
+/// How deep pipelines and control structures may nest (Go has no limit; real
+/// templates stay far below this).
+const MAX_NESTING: usize = 500;
 
 /// What `itemList` stopped at.
 enum Stop {
@@ -285,7 +293,15 @@ impl<'a> Parser<'a> {
 
     fn control(&mut self, context: &str) -> PResult<Branch> {
         let mark = self.vars.len();
-        let r = self.control_inner(context);
+        self.depth += 1;
+        let r = if self.depth > MAX_NESTING {
+            Err(self.errorf(format!(
+                "{context} nested more than {MAX_NESTING} levels deep"
+            )))
+        } else {
+            stacker::maybe_grow(64 * 1024, 1024 * 1024, || self.control_inner(context))
+        };
+        self.depth -= 1;
         self.vars.truncate(mark);
         r
     }
@@ -379,6 +395,18 @@ impl<'a> Parser<'a> {
     }
 
     fn pipeline(&mut self, context: &str, end: ItemType) -> PResult<Pipe> {
+        self.depth += 1;
+        let r = stacker::maybe_grow(64 * 1024, 1024 * 1024, || self.pipeline_inner(context, end));
+        self.depth -= 1;
+        r
+    }
+
+    fn pipeline_inner(&mut self, context: &str, end: ItemType) -> PResult<Pipe> {
+        if self.depth > MAX_NESTING {
+            return Err(self.errorf(format!(
+                "{context} nested more than {MAX_NESTING} levels deep"
+            )));
+        }
         let token = self.peek_non_space();
         let mut pipe = Pipe {
             pos: token.pos,

@@ -13,7 +13,7 @@ use unicode_general_category::{get_general_category, GeneralCategory};
 use super::{ListKind, MapKind, Value};
 
 /// Deeper nesting than this is treated as a cycle (a map `set` into itself).
-const MAX_DEPTH: usize = 10_000;
+const MAX_DEPTH: usize = 1_000;
 
 #[derive(Clone, Copy, Default)]
 struct Flags {

@@ -313,7 +313,7 @@ impl Value {
 }
 
 fn deep_equal(a: &Value, b: &Value, depth: usize) -> bool {
-    if depth > 10_000 {
+    if depth > 1_000 {
         return false;
     }
     match (a, b) {
