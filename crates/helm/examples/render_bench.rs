@@ -1,5 +1,6 @@
 //! Render benchmark: `cargo run --release -p bosun-helm --example render_bench -- CHART [N]`
 //! prints the median load time and the median render time (ms) over N renders.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::time::Instant;
 
 use bosun_helm::render::{Chart, RenderOptions};

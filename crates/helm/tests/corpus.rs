@@ -1,6 +1,7 @@
 //! Every chart of the in-repo corpus, rendered by bosun and by Helm's engine, must be
 //! byte-identical file by file (errors: the same position). Each chart directory under
 //! `tests/charts/` is rendered with its defaults and with each `ci/*.yaml` values file.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 
 use common::{compare, repo_root, Job};

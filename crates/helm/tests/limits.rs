@@ -1,6 +1,7 @@
 //! Hostile templates end in an error — never a hang, a stack overflow or an abort.
 //! Each test renders a one-file chart and checks the kind of error and that it came
 //! quickly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::time::{Duration, Instant};
 
 use bosun_helm::render::{Chart, RenderErrorKind, RenderOptions};

@@ -3,6 +3,7 @@
 //! (batched into one oracle call) and compared byte for byte; errors must name the same
 //! position. The table is `tests/oneliners/templates.txt` (one template per line, `\n`
 //! written as `\\n`), rendered with `tests/oneliners/values.yaml`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 
 use common::{compare, repo_root, Job};

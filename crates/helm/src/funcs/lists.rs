@@ -107,7 +107,7 @@ fn slice(a: &[Value]) -> FnResult {
     let start = a.get(1).map(to_int64).unwrap_or(0);
     let end = a.get(2).map(to_int64).unwrap_or(l);
     if start < 0 || end < start || end > l {
-        return Err(format!("reflect: slice index out of range").into());
+        return Err("reflect: slice index out of range".into());
     }
     let kind = match &a[0] {
         Value::List(li) => li.kind,

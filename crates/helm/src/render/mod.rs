@@ -35,8 +35,11 @@ use crate::value::{Data, Map, MapKind, Str, Value};
 /// A loaded chart: parsed once, shared by renders on any thread.
 pub struct Chart {
     root: EffChart,
-    sets: Mutex<HashMap<Vec<String>, Arc<Result<Arc<TemplateSet>, String>>>>,
+    sets: Mutex<HashMap<Vec<String>, SetResult>>,
 }
+
+/// A render's template set, or the first parse error Helm would report.
+type SetResult = Arc<Result<Arc<TemplateSet>, String>>;
 
 /// What one render needs besides the chart.
 #[derive(Clone, Debug)]
@@ -207,7 +210,7 @@ impl Chart {
     }
 
     /// The template set for the charts taking part in a render, cached by that set.
-    fn template_set(&self, tree: &EffChart) -> Arc<Result<Arc<TemplateSet>, String>> {
+    fn template_set(&self, tree: &EffChart) -> SetResult {
         let mut parsed = Vec::new();
         collect_parsed(tree, &mut parsed);
         let mut names: Vec<String> = parsed.iter().map(|p| p.name.clone()).collect();

@@ -914,7 +914,7 @@ fn new_number(text: &str, typ: ItemType) -> Result<Number, String> {
             return Err(format!("integer overflow: {text}"));
         }
         n.float = Some(f);
-        if f.fract() == 0.0 && f >= -9.223372036854776e18 && f < 9.223372036854776e18 {
+        if f.fract() == 0.0 && (-9.223372036854776e18..9.223372036854776e18).contains(&f) {
             n.int = Some(f as i64);
         }
         if f.fract() == 0.0 && (0.0..1.8446744073709552e19).contains(&f) {
