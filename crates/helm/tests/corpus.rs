@@ -37,7 +37,10 @@ fn corpus_jobs() -> Vec<Job> {
     j.name = "custom-release".into();
     j.namespace = "team-a".into();
     j.kube_version = "v1.25.3".into();
-    j.api_versions = vec!["custom.example.io/v1".into(), "monitoring.coreos.com/v1".into()];
+    j.api_versions = vec![
+        "custom.example.io/v1".into(),
+        "monitoring.coreos.com/v1".into(),
+    ];
     jobs.push(j);
     jobs
 }
