@@ -250,7 +250,18 @@ async fn converge(
     if let Some(rec) = &deployed_rec {
         // Taken over (or the status was lost): the recorded release may already be this one.
         let same = render(host, &owner, &vals, rec.version, rec.version > 1).await?;
-        if same.manifest == rec.manifest {
+        // Helm 3 and 4 lay the manifest out slightly differently (a leading newline):
+        // compare document by document.
+        if split_documents(&same.manifest) != split_documents(&rec.manifest) {
+            let first = same
+                .manifest
+                .lines()
+                .zip(rec.manifest.lines())
+                .find(|(a, b)| a != b)
+                .map(|(a, b)| format!("rendered {a:?}, recorded {b:?}"))
+                .unwrap_or_else(|| "one is longer".into());
+            tracing::info!(release = %owner.release, revision = rec.version, %first, "the recorded release differs from the render: upgrading");
+        } else {
             apply_all(host, &owner, &same.items, true).await?;
             status.deployed_release = Some(DeployedRelease {
                 name: owner.release.clone(),
@@ -291,7 +302,7 @@ async fn converge(
         (None, Storage::None) => previous.inventory.iter().map(Old::from_inventory).collect(),
         (None, Storage::Secrets) => Vec::new(),
     };
-    let outcome = install_or_upgrade(
+    install_or_upgrade(
         cr,
         host,
         &owner,
@@ -301,10 +312,7 @@ async fn converge(
         &old,
         upgrade,
     )
-    .await;
-    if let Err(e) = outcome {
-        return Err(e);
-    }
+    .await?;
     status.deployed_release = Some(DeployedRelease {
         name: owner.release.clone(),
         revision,

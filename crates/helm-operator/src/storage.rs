@@ -160,7 +160,7 @@ fn now_unix() -> String {
 
 /// The revisions to delete so that at most `max` remain, oldest first; the deployed one is
 /// never among them.
-pub fn beyond_history<'a>(history: &'a [Release], max: usize) -> Vec<&'a Release> {
+pub fn beyond_history(history: &[Release], max: usize) -> Vec<&Release> {
     if history.len() <= max {
         return Vec::new();
     }

@@ -1,5 +1,6 @@
 //! Renders one-file charts given as JSON cases on stdin with a Helm-like top-level
 //! object; for quick comparisons with scripts/helm-oracle.py during development.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::io::Read;
 use std::rc::Rc;
 use std::sync::Arc;

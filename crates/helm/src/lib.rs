@@ -1,3 +1,4 @@
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 //! bosun-helm: Helm chart rendering in Rust, byte-identical to Helm's engine.
 //!
 //! The layers, bottom up:

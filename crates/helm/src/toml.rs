@@ -91,7 +91,7 @@ fn scalar(v: &Value) -> Result<String, String> {
 }
 
 fn table(out: &mut String, m: &Map, path: &[String], depth: usize) -> Result<(), String> {
-    let indent = "  ".repeat(depth.saturating_sub(1));
+    let indent = "  ".repeat(depth);
     let entries = m.snapshot();
     for (k, v) in &entries {
         if v.is_nil() || is_table(v) || is_table_array(v) {

@@ -1,6 +1,7 @@
 //! Every chart of the in-repo corpus, rendered by bosun and by Helm's engine, must be
 //! byte-identical file by file (errors: the same position). Each chart directory under
 //! `tests/charts/` is rendered with its defaults and with each `ci/*.yaml` values file.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 
 use common::{compare, repo_root, Job};
@@ -31,6 +32,16 @@ fn corpus_jobs() -> Vec<Job> {
             }
         }
     }
+    // Release options and capabilities other than the defaults.
+    let mut j = Job::new(dir.join("features"));
+    j.name = "custom-release".into();
+    j.namespace = "team-a".into();
+    j.kube_version = "v1.25.3".into();
+    j.api_versions = vec![
+        "custom.example.io/v1".into(),
+        "monitoring.coreos.com/v1".into(),
+    ];
+    jobs.push(j);
     jobs
 }
 

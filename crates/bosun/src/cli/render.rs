@@ -3,7 +3,6 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use bosun_helm::render::manifest::helm_template_output;
-use bosun_helm::render::strvals;
 use bosun_helm::render::{Chart, RenderOptions};
 use bosun_helm::value::Data;
 
@@ -52,26 +51,14 @@ pub struct RenderArgs {
 
 /// Merges values files and --set flags the way Helm's `values.Options` does.
 fn user_values(args: &RenderArgs) -> anyhow::Result<Data> {
-    let vals = bosun_helm::value::Map::new(bosun_helm::value::MapKind::Iface);
+    let mut texts = Vec::new();
     for f in &args.values {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-        let d = bosun_helm::funcs::helm::yaml_data(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
-        if let bosun_helm::value::Value::Map(m) = d.to_value() {
-            bosun_helm::chart::coalesce::merge_maps(&vals, &m);
-        }
+        texts.push(std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?);
     }
-    let mut d = Data::from_value(&bosun_helm::value::Value::Map(vals));
-    for s in &args.set {
-        strvals::parse_into(s, &mut d, false)
-            .map_err(|e| anyhow::anyhow!("failed parsing --set data: {e}"))?;
-    }
-    for s in &args.set_string {
-        strvals::parse_into(s, &mut d, true)
-            .map_err(|e| anyhow::anyhow!("failed parsing --set-string data: {e}"))?;
-    }
-    Ok(d)
+    let files: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let set: Vec<&str> = args.set.iter().map(String::as_str).collect();
+    let set_string: Vec<&str> = args.set_string.iter().map(String::as_str).collect();
+    bosun_helm::render::user_values(&files, &set, &set_string).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 pub fn run(args: RenderArgs) -> anyhow::Result<()> {

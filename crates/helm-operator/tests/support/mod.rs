@@ -317,3 +317,32 @@ pub fn has(o: &DynamicObject, type_: &str, status: &str, reason: Option<&str>) -
         .is_some_and(|c| c["status"] == status && reason.is_none_or(|r| c["reason"] == r))
         && current
 }
+
+/// Runs Helm's own library (helm-python-sdk) against the test cluster: `command` with `args`.
+pub fn helm(env: &Env, command: &str, args: serde_json::Value) -> serde_json::Value {
+    let venv = std::env::var("BOSUN_HELM_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/bosun/helm-venv")
+        });
+    let python = venv.join("bin/python");
+    assert!(
+        python.exists(),
+        "Helm's engine is missing: run `bash scripts/setup-helm.sh`"
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/helm_cluster.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(env.cp.kubeconfig())
+        .arg(&env.ns)
+        .arg(command)
+        .arg(args.to_string())
+        .output()
+        .expect("run the oracle");
+    assert!(
+        out.status.success(),
+        "helm {command} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json from the oracle")
+}

@@ -115,7 +115,7 @@ pub fn coalesce_tables(dst: &Map, src: &Map, merge: bool) {
 }
 
 fn coalesce_tables_depth(dst: &Map, src: &Map, merge: bool, depth: usize) {
-    if depth > 2_000 || dst.same(src) {
+    if depth > 1_000 || dst.same(src) {
         return;
     }
     for (key, val) in dst.snapshot() {

@@ -67,7 +67,7 @@ pub fn enabled(ch: &EffChart, v: &Map, path: &str) -> Result<EffChart, String> {
                     }
                 }
             }
-            r.enabled = !(!has_true && has_false);
+            r.enabled = has_true || !has_false;
         }
     }
     // Conditions: the first boolean found wins.

@@ -7,6 +7,12 @@ use crate::value::object::{Method, Ty};
 use crate::value::{Map, MapKind, Str, Value};
 
 pub fn method(m: &Map, name: &str) -> Option<Method> {
+    if !matches!(
+        name,
+        "GetBytes" | "Get" | "Glob" | "Lines" | "AsConfig" | "AsSecrets"
+    ) {
+        return None;
+    }
     let m = m.clone();
     let arg = |a: &[Value]| a.first().and_then(Value::as_str).unwrap_or("").to_string();
     Some(match name {

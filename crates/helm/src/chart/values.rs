@@ -4,6 +4,9 @@ use crate::value::object::{Method, Ty};
 use crate::value::{Map, MapKind, Value};
 
 pub fn method(m: &Map, name: &str) -> Option<Method> {
+    if !matches!(name, "AsMap" | "YAML" | "Table" | "PathValue") {
+        return None;
+    }
     let m = m.clone();
     Some(match name {
         "AsMap" => Method::new(&[], move |_| Ok(Value::Map(m.shallow_copy(MapKind::Iface)))),

@@ -119,7 +119,7 @@ fn merge_all(a: &[Value], overwrite: bool) -> FnResult {
 
 /// mergo's `deepMerge` for `map[string]interface{}`.
 pub fn deep_merge(dst: &Map, src: &Map, overwrite: bool, depth: usize) {
-    if depth > 2_000 || dst.same(src) {
+    if depth > 1_000 || dst.same(src) {
         return;
     }
     let dst_was_empty = dst.is_empty();
@@ -217,7 +217,7 @@ fn dig(a: &[Value]) -> FnResult {
 
 /// copystructure's `Copy`: maps and slices copied deeply, keeping their Go types.
 pub fn deep_copy(v: &Value, depth: usize) -> Value {
-    if depth > 2_000 {
+    if depth > 1_000 {
         return v.clone();
     }
     match v {

@@ -144,7 +144,7 @@ pub fn base32_decode(s: &str) -> Result<Vec<u8>, String> {
         .enumerate()
         .filter(|(_, c)| *c != b'\r' && *c != b'\n')
         .collect();
-    if clean.len() % 8 != 0 {
+    if !clean.len().is_multiple_of(8) {
         return Err(err(clean.len() / 8 * 8));
     }
     let mut out = Vec::new();

@@ -76,9 +76,66 @@ pub const FUNCS: &[FuncDef] = &[
 /// Helm's `toYAML`: JSON first (so Go's JSON rules apply), then YAML, without the
 /// final newline.
 pub fn to_yaml(v: &Value) -> Result<String, String> {
-    let j = json::marshal(v).map_err(|e| e.0)?;
-    let y = yaml::json_to_yaml(&j)?;
+    let y = match yaml_tree(v, 0) {
+        // Fast path: the tree JSONToYAML would read back from Go's JSON.
+        Some(tree) => bosun_yaml::goyaml::marshal(&tree),
+        None => {
+            let j = json::marshal(v).map_err(|e| e.0)?;
+            yaml::json_to_yaml(&j)?
+        }
+    };
     Ok(y.strip_suffix('\n').unwrap_or(&y).to_string())
+}
+
+/// The YAML value go-yaml reads from `json.Marshal(v)`: integral floats below 1e21 are
+/// written as digits and come back as integers. None when the value holds something
+/// JSON would refuse or render through a struct (the slow path decides then).
+fn yaml_tree(v: &Value, depth: usize) -> Option<bosun_yaml::Yaml> {
+    use bosun_yaml::{Node, Yaml};
+    if depth > 1_000 {
+        return None;
+    }
+    Some(match v {
+        Value::Nil => Yaml::Null,
+        Value::Bool(b) => Yaml::Bool(*b),
+        Value::Int(i) | Value::Int64(i) => Yaml::Int(*i),
+        Value::Uint64(u) => match i64::try_from(*u) {
+            Ok(i) => Yaml::Int(i),
+            Err(_) => Yaml::BigInt(u.to_string()),
+        },
+        Value::Float(f) => {
+            let text = json::float(*f).ok()?;
+            if text.contains(['.', 'e', 'E']) {
+                Yaml::Float(*f)
+            } else if let Ok(i) = text.parse::<i64>() {
+                Yaml::Int(i)
+            } else if text.parse::<u64>().is_ok() {
+                Yaml::BigInt(text)
+            } else {
+                Yaml::Float(*f)
+            }
+        }
+        Value::Str(s) => Yaml::Str(s.to_string()),
+        Value::Bytes(b) => Yaml::Str(crate::funcs::encoding::base64_std(b)),
+        Value::List(l) => Yaml::Seq(
+            l.items
+                .iter()
+                .map(|x| yaml_tree(x, depth + 1).map(Node::new))
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        Value::Map(m) => Yaml::Map(
+            m.entries()
+                .iter()
+                .map(|(k, x)| {
+                    Some((
+                        Node::new(Yaml::Str(k.to_string())),
+                        Node::new(yaml_tree(x, depth + 1)?),
+                    ))
+                })
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        Value::Obj(_) => return None,
+    })
 }
 
 fn pretty(v: &Value) -> Result<String, json::JsonError> {

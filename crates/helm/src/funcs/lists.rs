@@ -37,7 +37,7 @@ fn last(a: &[Value], what: &str) -> FnResult {
 fn rest(a: &[Value], what: &str) -> FnResult {
     let items = slice_items(&a[0], what)?;
     if items.is_empty() {
-        return Ok(Value::Nil);
+        return Ok(list(Vec::new()));
     }
     Ok(list(items[1..].to_vec()))
 }
@@ -45,7 +45,7 @@ fn rest(a: &[Value], what: &str) -> FnResult {
 fn initial(a: &[Value], what: &str) -> FnResult {
     let items = slice_items(&a[0], what)?;
     if items.is_empty() {
-        return Ok(Value::Nil);
+        return Ok(list(Vec::new()));
     }
     Ok(list(items[..items.len() - 1].to_vec()))
 }
@@ -107,7 +107,7 @@ fn slice(a: &[Value]) -> FnResult {
     let start = a.get(1).map(to_int64).unwrap_or(0);
     let end = a.get(2).map(to_int64).unwrap_or(l);
     if start < 0 || end < start || end > l {
-        return Err(format!("reflect: slice index out of range").into());
+        return Err("reflect: slice index out of range".into());
     }
     let kind = match &a[0] {
         Value::List(li) => li.kind,

@@ -11,6 +11,7 @@
 //! here; see the per-area modules. Random, clock and key-generating functions work but
 //! cannot be compared byte for byte with Helm.
 pub mod builtins;
+pub mod certs;
 pub mod conv;
 pub mod crypto;
 pub mod date;
@@ -101,6 +102,7 @@ fn table() -> &'static HashMap<&'static str, &'static FuncDef> {
             semver::FUNCS,
             date::FUNCS,
             crypto::FUNCS,
+            certs::FUNCS,
             helm::FUNCS,
         ] {
             for f in group {

@@ -3,13 +3,21 @@
 //! a hostile pattern fails instead of exhausting memory.
 use super::{check_list, int, s, FnResult, FuncDef};
 use crate::func;
+use crate::template::error::FnError;
 use crate::template::exec::Exec;
 use crate::value::Value;
 
 pub const FUNCS: &[FuncDef] = &[
-    func!("regexMatch", [Str, Str], |ex, a| Ok(Value::Bool(
-        compile(ex, s(&a[0]))?.is_match(s(&a[1]))
-    ))),
+    // Sprig's regexMatch ignores a bad pattern (false); the others panic on it.
+    func!(
+        "regexMatch",
+        [Str, Str],
+        |ex, a| match compile(ex, s(&a[0])) {
+            Ok(r) => Ok(Value::Bool(r.is_match(s(&a[1])))),
+            Err(e @ FnError::Nested(_)) => Err(e),
+            Err(_) => Ok(Value::Bool(false)),
+        }
+    ),
     func!("mustRegexMatch", [Str, Str], |ex, a| Ok(Value::Bool(
         compile(ex, s(&a[0]))?.is_match(s(&a[1]))
     ))),
@@ -47,7 +55,7 @@ pub const FUNCS: &[FuncDef] = &[
 /// Compiles (or fetches from the render's cache) a pattern.
 pub fn compile(ex: &Exec<'_>, pattern: &str) -> Result<regex::Regex, super::FnError> {
     if let Some(r) = ex.rt.regex_cache.borrow().get(pattern) {
-        return r.clone().map_err(Into::into);
+        return r.clone().map_err(to_fn_error);
     }
     let limit = ex.rt.limits.max_regex_bytes;
     let r = regex::RegexBuilder::new(pattern)
@@ -67,7 +75,16 @@ pub fn compile(ex: &Exec<'_>, pattern: &str) -> Result<regex::Regex, super::FnEr
         .regex_cache
         .borrow_mut()
         .insert(pattern.to_string(), r.clone());
-    r.map_err(Into::into)
+    r.map_err(to_fn_error)
+}
+
+/// A pattern over the size limit stops the render; a bad pattern is a Go error.
+fn to_fn_error(msg: String) -> FnError {
+    if msg.starts_with("regular expression too large") {
+        FnError::Nested(crate::template::error::ExecError::limit(msg))
+    } else {
+        FnError::Msg(msg)
+    }
 }
 
 fn find_all(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {

@@ -395,12 +395,8 @@ impl Constraint {
                 if !self.dirty {
                     return v.compare(c) != Ordering::Greater;
                 }
-                if v.major > c.major {
-                    return false;
-                } else if v.major == c.major && v.minor > c.minor && !self.minor_dirty {
-                    return false;
-                }
-                true
+                !(v.major > c.major
+                    || (v.major == c.major && v.minor > c.minor && !self.minor_dirty))
             }
             Op::Tilde => self.tilde(v),
             Op::TildeOrEqual => {
@@ -444,7 +440,7 @@ impl Constraint {
         if v.major != c.major {
             return false;
         }
-        !(v.minor != c.minor && !self.minor_dirty)
+        v.minor == c.minor || self.minor_dirty
     }
 }
 

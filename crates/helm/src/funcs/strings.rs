@@ -505,10 +505,10 @@ fn is_connector(c: char) -> bool {
 /// xstrings' `ToCamelCase`.
 fn camelcase(s: &str) -> String {
     let mut out = String::new();
-    let mut chars = s.chars().peekable();
+    let mut chars = s.chars();
     let mut r0 = '\0';
     let mut got = false;
-    while let Some(c) = chars.next() {
+    for c in chars.by_ref() {
         if !is_connector(c) {
             r0 = upper_char(c);
             got = true;

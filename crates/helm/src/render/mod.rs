@@ -35,8 +35,11 @@ use crate::value::{Data, Map, MapKind, Str, Value};
 /// A loaded chart: parsed once, shared by renders on any thread.
 pub struct Chart {
     root: EffChart,
-    sets: Mutex<HashMap<Vec<String>, Arc<Result<Arc<TemplateSet>, String>>>>,
+    sets: Mutex<HashMap<Vec<String>, SetResult>>,
 }
+
+/// A render's template set, or the first parse error Helm would report.
+type SetResult = Arc<Result<Arc<TemplateSet>, String>>;
 
 /// What one render needs besides the chart.
 #[derive(Clone, Debug)]
@@ -136,6 +139,48 @@ impl From<LoadError> for RenderError {
     }
 }
 
+/// User values as `helm template -f a.yaml -f b.yaml --set x=1 --set-string y=2` builds
+/// them: files merged in order (maps recursively, later wins), then `--set` (typed:
+/// integers are int64) and `--set-string` (strings).
+pub fn user_values(files: &[&str], set: &[&str], set_string: &[&str]) -> Result<Data, RenderError> {
+    let vals = Map::new(MapKind::Iface);
+    for (i, text) in files.iter().enumerate() {
+        let d = crate::funcs::helm::yaml_data(text).map_err(|e| {
+            RenderError::new(
+                RenderErrorKind::Values,
+                format!("values file {}: {e}", i + 1),
+            )
+        })?;
+        if let Value::Map(m) = d.to_value() {
+            crate::chart::coalesce::merge_maps(&vals, &m);
+        }
+    }
+    let mut d = Data::from_value(&Value::Map(vals));
+    for s in set {
+        strvals::parse_into(s, &mut d, false).map_err(|e| {
+            RenderError::new(
+                RenderErrorKind::Values,
+                format!("failed parsing --set data: {e}"),
+            )
+        })?;
+    }
+    for s in set_string {
+        strvals::parse_into(s, &mut d, true).map_err(|e| {
+            RenderError::new(
+                RenderErrorKind::Values,
+                format!("failed parsing --set-string data: {e}"),
+            )
+        })?;
+    }
+    Ok(d)
+}
+
+/// A loaded chart is shared by renders on many threads.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Chart>();
+};
+
 /// Helm's `sortTemplates`: more path separators first, then reverse lexical order.
 fn helm_order(names: &mut [String]) {
     names.sort_by(|a, b| {
@@ -207,7 +252,7 @@ impl Chart {
     }
 
     /// The template set for the charts taking part in a render, cached by that set.
-    fn template_set(&self, tree: &EffChart) -> Arc<Result<Arc<TemplateSet>, String>> {
+    fn template_set(&self, tree: &EffChart) -> SetResult {
         let mut parsed = Vec::new();
         collect_parsed(tree, &mut parsed);
         let mut names: Vec<String> = parsed.iter().map(|p| p.name.clone()).collect();

@@ -300,8 +300,13 @@ impl<'t> Exec<'t> {
                 let v = self.eval_pipeline(dot, &a.pipe)?;
                 if a.pipe.decl.is_empty() {
                     self.at = At::Action(a);
-                    let s = format::print_action(&v.v);
-                    self.write(&s)?;
+                    match &v.v {
+                        Value::Str(s) => self.write(s)?,
+                        other => {
+                            let s = format::print_action(other);
+                            self.write(&s)?;
+                        }
+                    }
                 }
             }
             Node::If(b) => {
@@ -664,13 +669,15 @@ impl<'t> Exec<'t> {
             }
             return Ok(Val::default());
         }
-        let typ = if recv.wrapped {
-            "interface {}".to_string()
-        } else {
-            recv.v.type_name()
+        let typ = |recv: &Val| {
+            if recv.wrapped {
+                "interface {}".to_string()
+            } else {
+                recv.v.type_name()
+            }
         };
         if recv.v.is_nil() {
-            return Err(self.errorf(format!("nil pointer evaluating {typ}.{name}")));
+            return Err(self.errorf(format!("nil pointer evaluating {}.{name}", typ(&recv))));
         }
         if let Some(m) = method_of(&recv.v, name) {
             let fn_args = if args.is_empty() { args } else { &args[1..] };
@@ -716,7 +723,10 @@ impl<'t> Exec<'t> {
             }
             _ => {}
         }
-        Err(self.errorf(format!("can't evaluate field {name} in type {typ}")))
+        Err(self.errorf(format!(
+            "can't evaluate field {name} in type {}",
+            typ(&recv)
+        )))
     }
 
     /// Go's `evalCall`: counts and checks arguments, then calls.
@@ -817,7 +827,9 @@ impl<'t> Exec<'t> {
     /// Go's `validateType`: can `v` be passed as a `t`?
     fn validate_type(&self, v: Val, t: Ty) -> R<Value> {
         if v.v.is_nil() {
-            if t.can_be_nil() {
+            // An interface holding nil passes only as an interface; an untyped nil
+            // (Go's invalid value) becomes the zero value of any nillable type.
+            if matches!(t, Ty::Any | Ty::Raw) || (t.can_be_nil() && !v.wrapped) {
                 return Ok(Value::Nil);
             }
             if v.wrapped {

@@ -62,15 +62,15 @@ impl ItemType {
 }
 
 #[derive(Clone, Debug)]
-pub struct Item {
+pub struct Item<'a> {
     pub typ: ItemType,
     pub pos: u32,
     /// The item's text; for errors, the message.
-    pub val: String,
+    pub val: std::borrow::Cow<'a, str>,
     pub line: u32,
 }
 
-impl std::fmt::Display for Item {
+impl std::fmt::Display for Item<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.typ {
             ItemType::Eof => write!(f, "EOF"),
@@ -117,7 +117,7 @@ fn keyword(word: &str) -> Option<ItemType> {
 }
 
 /// Lexes the whole input. The list ends with an EOF or an error item.
-pub fn lex(input: &str) -> Vec<Item> {
+pub fn lex(input: &str) -> Vec<Item<'_>> {
     let mut l = Lexer {
         input,
         b: input.as_bytes(),
@@ -139,7 +139,7 @@ struct Lexer<'a> {
     pos: usize,
     line: u32,
     start_line: u32,
-    items: Vec<Item>,
+    items: Vec<Item<'a>>,
     paren_depth: i32,
 }
 
@@ -152,7 +152,7 @@ enum State {
     Done,
 }
 
-impl Lexer<'_> {
+impl<'a> Lexer<'a> {
     fn run(&mut self) {
         let mut state = State::Text;
         loop {
@@ -190,7 +190,7 @@ impl Lexer<'_> {
     }
 
     fn emit(&mut self, typ: ItemType) {
-        let val = self.input[self.start..self.pos].to_string();
+        let val = std::borrow::Cow::Borrowed(&self.input[self.start..self.pos]);
         self.items.push(Item {
             typ,
             pos: self.start as u32,
@@ -211,7 +211,7 @@ impl Lexer<'_> {
         self.items.push(Item {
             typ: ItemType::Error,
             pos: self.start as u32,
-            val: msg,
+            val: std::borrow::Cow::Owned(msg),
             line: self.start_line,
         });
         State::Done
@@ -249,7 +249,7 @@ impl Lexer<'_> {
                 self.pos -= trim;
                 let text_end = self.pos;
                 self.line += self.input[self.start..text_end].matches('\n').count() as u32;
-                let val = self.input[self.start..text_end].to_string();
+                let val = std::borrow::Cow::Borrowed(&self.input[self.start..text_end]);
                 let item = Item {
                     typ: ItemType::Text,
                     pos: self.start as u32,
@@ -269,7 +269,7 @@ impl Lexer<'_> {
         self.pos = self.input.len();
         if self.pos > self.start {
             self.line += self.input[self.start..self.pos].matches('\n').count() as u32;
-            let val = self.input[self.start..self.pos].to_string();
+            let val = std::borrow::Cow::Borrowed(&self.input[self.start..self.pos]);
             self.items.push(Item {
                 typ: ItemType::Text,
                 pos: self.start as u32,
@@ -640,7 +640,7 @@ mod tests {
         let texts: Vec<&str> = items
             .iter()
             .filter(|i| i.typ == ItemType::Text)
-            .map(|i| i.val.as_str())
+            .map(|i| i.val.as_ref())
             .collect();
         assert_eq!(texts, vec!["a", "b", "d"]);
     }

@@ -27,6 +27,7 @@ pub fn parse(name: &str, parse_name: &str, text: &str) -> Result<Vec<Tree>, Pars
         range_depth: 0,
         action_line: 0,
         trees: Vec::new(),
+        depth: 0,
     };
     let root = p.parse_top()?;
     let tree = Tree {
@@ -39,8 +40,8 @@ pub fn parse(name: &str, parse_name: &str, text: &str) -> Result<Vec<Tree>, Pars
     Ok(p.trees)
 }
 
-struct Parser {
-    items: Vec<Item>,
+struct Parser<'a> {
+    items: Vec<Item<'a>>,
     i: usize,
     furthest: usize,
     parse_name: Str,
@@ -49,9 +50,16 @@ struct Parser {
     range_depth: usize,
     action_line: u32,
     trees: Vec<Tree>,
+    /// Nesting of pipelines and control structures, bounded so hostile text
+    /// cannot exhaust the stack.
+    depth: usize,
 }
 
 type PResult<T> = Result<T, ParseError>;
+
+/// How deep pipelines and control structures may nest (Go has no limit; real
+/// templates stay far below this).
+const MAX_NESTING: usize = 500;
 
 /// What `itemList` stopped at.
 enum Stop {
@@ -65,19 +73,19 @@ enum ListItem {
     Else,
 }
 
-impl Parser {
-    fn item(&self, i: usize) -> Item {
+impl<'a> Parser<'a> {
+    fn item(&self, i: usize) -> Item<'a> {
         match self.items.get(i) {
             Some(it) => it.clone(),
             None => self.items.last().cloned().unwrap_or(Item {
                 typ: ItemType::Eof,
                 pos: 0,
-                val: String::new(),
+                val: std::borrow::Cow::Borrowed(""),
                 line: 1,
             }),
         }
     }
-    fn next(&mut self) -> Item {
+    fn next(&mut self) -> Item<'a> {
         let it = self.item(self.i);
         self.furthest = self
             .furthest
@@ -90,12 +98,12 @@ impl Parser {
     fn backup(&mut self) {
         self.i = self.i.saturating_sub(1);
     }
-    fn peek(&mut self) -> Item {
+    fn peek(&mut self) -> Item<'a> {
         let it = self.item(self.i);
         self.furthest = self.furthest.max(self.i);
         it
     }
-    fn next_non_space(&mut self) -> Item {
+    fn next_non_space(&mut self) -> Item<'a> {
         loop {
             let t = self.next();
             if t.typ != ItemType::Space {
@@ -103,7 +111,7 @@ impl Parser {
             }
         }
     }
-    fn peek_non_space(&mut self) -> Item {
+    fn peek_non_space(&mut self) -> Item<'a> {
         let t = self.next_non_space();
         self.backup();
         t
@@ -131,7 +139,7 @@ impl Parser {
         self.errorf(format!("unexpected {token} in {context}"))
     }
 
-    fn expect(&mut self, typ: ItemType, context: &str) -> PResult<Item> {
+    fn expect(&mut self, typ: ItemType, context: &str) -> PResult<Item<'a>> {
         let t = self.next_non_space();
         if t.typ != typ {
             return Err(self.unexpected(&t, context));
@@ -218,7 +226,7 @@ impl Parser {
     fn text_or_action(&mut self) -> PResult<ListItem> {
         let token = self.next_non_space();
         match token.typ {
-            ItemType::Text => Ok(ListItem::Node(Node::Text(Arc::from(token.val.as_str())))),
+            ItemType::Text => Ok(ListItem::Node(Node::Text(Arc::from(token.val.as_ref())))),
             ItemType::LeftDelim => {
                 self.action_line = token.line;
                 let r = self.action();
@@ -285,7 +293,15 @@ impl Parser {
 
     fn control(&mut self, context: &str) -> PResult<Branch> {
         let mark = self.vars.len();
-        let r = self.control_inner(context);
+        self.depth += 1;
+        let r = if self.depth > MAX_NESTING {
+            Err(self.errorf(format!(
+                "{context} nested more than {MAX_NESTING} levels deep"
+            )))
+        } else {
+            stacker::maybe_grow(64 * 1024, 1024 * 1024, || self.control_inner(context))
+        };
+        self.depth -= 1;
         self.vars.truncate(mark);
         r
     }
@@ -379,6 +395,18 @@ impl Parser {
     }
 
     fn pipeline(&mut self, context: &str, end: ItemType) -> PResult<Pipe> {
+        self.depth += 1;
+        let r = stacker::maybe_grow(64 * 1024, 1024 * 1024, || self.pipeline_inner(context, end));
+        self.depth -= 1;
+        r
+    }
+
+    fn pipeline_inner(&mut self, context: &str, end: ItemType) -> PResult<Pipe> {
+        if self.depth > MAX_NESTING {
+            return Err(self.errorf(format!(
+                "{context} nested more than {MAX_NESTING} levels deep"
+            )));
+        }
         let token = self.peek_non_space();
         let mut pipe = Pipe {
             pos: token.pos,
@@ -400,14 +428,14 @@ impl Parser {
                 ItemType::Assign | ItemType::Declare => {
                     pipe.is_assign = next.typ == ItemType::Assign;
                     self.next_non_space();
-                    pipe.decl.push(Str::from(v.val.as_str()));
-                    self.vars.push(Str::from(v.val.as_str()));
+                    pipe.decl.push(Str::from(v.val.as_ref()));
+                    self.vars.push(Str::from(v.val.as_ref()));
                     break;
                 }
                 ItemType::Char if next.val == "," => {
                     self.next_non_space();
-                    pipe.decl.push(Str::from(v.val.as_str()));
-                    self.vars.push(Str::from(v.val.as_str()));
+                    pipe.decl.push(Str::from(v.val.as_ref()));
+                    self.vars.push(Str::from(v.val.as_ref()));
                     if context == "range" && pipe.decl.len() < 2 {
                         match self.peek_non_space().typ {
                             ItemType::Variable | ItemType::RightDelim | ItemType::RightParen => {
@@ -560,7 +588,7 @@ impl Parser {
             ItemType::Identifier => match funcs::lookup(&token.val) {
                 Some(func) => Arg::Ident {
                     pos,
-                    name: Str::from(token.val.as_str()),
+                    name: Str::from(token.val.as_ref()),
                     func,
                 },
                 None => {
@@ -598,7 +626,7 @@ impl Parser {
                 let s = unquote(&token.val).map_err(|e| self.errorf(e))?;
                 Arg::String {
                     pos,
-                    quoted: Str::from(token.val.as_str()),
+                    quoted: Str::from(token.val.as_ref()),
                     text: Str::from(s.as_str()),
                 }
             }
@@ -886,7 +914,7 @@ fn new_number(text: &str, typ: ItemType) -> Result<Number, String> {
             return Err(format!("integer overflow: {text}"));
         }
         n.float = Some(f);
-        if f.fract() == 0.0 && f >= -9.223372036854776e18 && f < 9.223372036854776e18 {
+        if f.fract() == 0.0 && (-9.223372036854776e18..9.223372036854776e18).contains(&f) {
             n.int = Some(f as i64);
         }
         if f.fract() == 0.0 && (0.0..1.8446744073709552e19).contains(&f) {

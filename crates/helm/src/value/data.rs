@@ -85,7 +85,7 @@ impl Data {
 }
 
 fn from_value(v: &Value, depth: usize) -> Data {
-    if depth > 10_000 {
+    if depth > 1_000 {
         return Data::Null;
     }
     match v {

@@ -10,10 +10,10 @@ use std::fmt::Write;
 
 use unicode_general_category::{get_general_category, GeneralCategory};
 
-use super::{ListKind, MapKind, Value};
+use super::{ListKind, Value};
 
 /// Deeper nesting than this is treated as a cycle (a map `set` into itself).
-const MAX_DEPTH: usize = 10_000;
+const MAX_DEPTH: usize = 1_000;
 
 #[derive(Clone, Copy, Default)]
 struct Flags {
@@ -354,11 +354,7 @@ impl Printer {
                     }
                     self.fmt_string(key, verb, &Value::Str(key.clone()));
                     self.buf.push(':');
-                    if m.kind() == MapKind::Files {
-                        self.print_value(x, verb, depth + 1);
-                    } else {
-                        self.print_value(x, verb, depth + 1);
-                    }
+                    self.print_value(x, verb, depth + 1);
                 }
                 self.buf.push(']');
             }
@@ -573,11 +569,7 @@ impl Printer {
         if self.f.sharp {
             match base {
                 2 => rev.extend_from_slice(b"b0"),
-                8 => {
-                    if rev.last() != Some(&b'0') {
-                        rev.push(b'0');
-                    }
-                }
+                8 if rev.last() != Some(&b'0') => rev.push(b'0'),
                 16 => {
                     rev.push(if verb == 'X' { b'X' } else { b'x' });
                     rev.push(b'0');
@@ -1026,7 +1018,7 @@ mod tests {
     #[test]
     fn printf_verbs() {
         let s = |f: &str, a: &[Value]| sprintf(f, a);
-        assert_eq!(s("%5.2f|", &[Value::Float(3.14159)]), " 3.14|");
+        assert_eq!(s("%5.2f|", &[Value::Float(1.23456)]), " 1.23|");
         assert_eq!(s("%-6s|", &[Value::str("ab")]), "ab    |");
         assert_eq!(s("%05d", &[Value::Int(-42)]), "-0042");
         assert_eq!(

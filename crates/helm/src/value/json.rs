@@ -14,7 +14,7 @@ use super::format::format_float;
 use super::{Data, Value};
 
 /// Go's `encoding/json` nesting limit.
-const MAX_DEPTH: usize = 10_000;
+const MAX_DEPTH: usize = 1_000;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]

@@ -277,6 +277,11 @@ impl Value {
         }
     }
 
+    /// Whether `len` is zero (or there is no length).
+    pub fn is_empty(&self) -> bool {
+        self.len().is_none_or(|n| n == 0)
+    }
+
     /// The length of a string (bytes), slice or map.
     pub fn len(&self) -> Option<usize> {
         match self {
@@ -313,7 +318,7 @@ impl Value {
 }
 
 fn deep_equal(a: &Value, b: &Value, depth: usize) -> bool {
-    if depth > 10_000 {
+    if depth > 1_000 {
         return false;
     }
     match (a, b) {

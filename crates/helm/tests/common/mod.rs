@@ -1,5 +1,6 @@
 //! Helm's own engine (libhelm through helm-python-sdk) as the oracle of the
 //! differential tests. Missing oracle = failed test, never a skipped one.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 use std::collections::BTreeMap;
 use std::io::Write;

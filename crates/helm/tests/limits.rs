@@ -1,0 +1,157 @@
+//! Hostile templates end in an error — never a hang, a stack overflow or an abort.
+//! Each test renders a one-file chart and checks the kind of error and that it came
+//! quickly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::time::{Duration, Instant};
+
+use bosun_helm::render::{Chart, RenderErrorKind, RenderOptions};
+use bosun_helm::template::exec::Limits;
+
+fn render_with(
+    template: &str,
+    values: &str,
+    limits: Limits,
+) -> Result<String, (RenderErrorKind, String)> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("templates")).unwrap();
+    std::fs::write(
+        dir.path().join("Chart.yaml"),
+        "apiVersion: v2\nname: hostile\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("values.yaml"), values).unwrap();
+    std::fs::write(dir.path().join("templates/t.yaml"), template).unwrap();
+    let chart = Chart::load(dir.path()).map_err(|e| (e.kind, e.message))?;
+    let mut o = RenderOptions::new("r", "ns");
+    o.limits = limits;
+    let start = Instant::now();
+    let r = chart.render(&o);
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        start.elapsed()
+    );
+    r.map(|r| r.files.into_values().collect())
+        .map_err(|e| (e.kind, e.message))
+}
+
+fn render(template: &str) -> Result<String, (RenderErrorKind, String)> {
+    render_with(template, "", Limits::default())
+}
+
+#[test]
+fn include_recursion_stops_at_helms_limit() {
+    let (kind, msg) =
+        render(r#"{{ define "a" }}{{ include "a" . }}{{ end }}{{ include "a" . }}"#).unwrap_err();
+    assert_eq!(kind, RenderErrorKind::Exec);
+    assert!(
+        msg.contains("rendering template has a nested reference name: a"),
+        "{}",
+        &msg[msg.len().saturating_sub(300)..]
+    );
+}
+
+#[test]
+fn mutual_include_recursion_ends() {
+    let t = r#"{{ define "a" }}{{ include "b" . }}{{ end }}{{ define "b" }}{{ include "a" . }}{{ end }}{{ include "a" . }}"#;
+    assert!(render(t).is_err());
+}
+
+#[test]
+fn template_recursion_hits_the_nesting_limit() {
+    let (kind, msg) =
+        render(r#"{{ define "a" }}{{ template "a" . }}{{ end }}{{ template "a" . }}"#).unwrap_err();
+    assert_eq!(kind, RenderErrorKind::Limit, "{msg}");
+}
+
+#[test]
+fn tpl_recursion_ends() {
+    let r = render_with(
+        "{{ tpl .Values.t . }}",
+        "t: '{{ tpl .Values.t . }}'\n",
+        Limits::default(),
+    );
+    assert!(r.is_err());
+}
+
+#[test]
+fn output_size_is_bounded() {
+    let limits = Limits {
+        max_output_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let (kind, _) =
+        render_with("{{ range until 100000000 }}0123456789{{ end }}", "", limits).unwrap_err();
+    assert_eq!(kind, RenderErrorKind::Limit);
+}
+
+#[test]
+fn loop_iterations_are_bounded() {
+    let limits = Limits {
+        max_iterations: 100_000,
+        ..Limits::default()
+    };
+    let (kind, _) = render_with(
+        "{{ range until 1000 }}{{ range until 1000 }}{{ end }}{{ end }}",
+        "",
+        limits,
+    )
+    .unwrap_err();
+    assert_eq!(kind, RenderErrorKind::Limit);
+}
+
+#[test]
+fn huge_lists_are_refused() {
+    for t in [
+        "{{ until 100000000000 }}",
+        "{{ untilStep 0 100000000000 1 }}",
+        "{{ seq 100000000000 }}",
+    ] {
+        let (kind, _) = render(t).unwrap_err();
+        assert_eq!(kind, RenderErrorKind::Limit, "{t}");
+    }
+}
+
+#[test]
+fn huge_strings_are_refused() {
+    for t in [
+        r#"{{ repeat 1000000000 "xx" }}"#,
+        r#"{{ indent 1000000000 "x" }}"#,
+        r#"{{ randAlphaNum 1000000000 }}"#,
+    ] {
+        let (kind, _) = render(t).unwrap_err();
+        assert_eq!(kind, RenderErrorKind::Limit, "{t}");
+    }
+}
+
+#[test]
+fn regex_size_is_bounded() {
+    let (kind, _) = render(r#"{{ regexMatch "((a{100}){100}){100}" "a" }}"#).unwrap_err();
+    assert_eq!(kind, RenderErrorKind::Limit);
+}
+
+#[test]
+fn deep_data_ends_in_errors() {
+    let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let out = render(&format!("{{{{ fromJsonArray {:?} }}}}", deep)).unwrap();
+    assert!(out.contains("exceeded max depth"), "{out}");
+    // A map that contains itself prints and converts without recursing forever.
+    let out =
+        render(r#"{{ $d := dict }}{{ $_ := set $d "self" $d }}{{ $d | len }} {{ toJson $d }}"#)
+            .unwrap();
+    assert!(out.starts_with("1 "), "{out}");
+}
+
+#[test]
+fn deep_nesting_in_template_text_is_a_parse_error() {
+    let t = format!("{{{{ {}1{} }}}}", "(".repeat(100_000), ")".repeat(100_000));
+    let (kind, _) = render(&t).unwrap_err();
+    assert_eq!(kind, RenderErrorKind::Parse);
+    let t = format!(
+        "{}x{}",
+        "{{ if true }}".repeat(100_000),
+        "{{ end }}".repeat(100_000)
+    );
+    let (kind, _) = render(&t).unwrap_err();
+    assert_eq!(kind, RenderErrorKind::Parse);
+}
