@@ -91,10 +91,10 @@ pub fn watched(path: &Path, storage: Storage) -> anyhow::Result<Vec<Arc<dyn Oper
     for op in bosun_helm_operator::operators(&file.entries, &helm)? {
         ops.push(Arc::new(op));
     }
-    for e in file
+    if let Some(e) = file
         .entries
         .iter()
-        .filter(|e| !matches!(e.runner, Runner::Chart(_)))
+        .find(|e| !matches!(e.runner, Runner::Chart(_)))
     {
         anyhow::bail!(
             "{}:{}: entry {} ({}): role and playbook entries need the Ansible flavour, which this build does not include yet",
