@@ -47,9 +47,16 @@ impl Categorized for Error {
 
 /// A write the API server refused as invalid is the user's to fix; anything else is
 /// retried.
+/// (Kubernetes 1.20 answers some malformed numbers — `replicas: 1.5` — with a 500 "failed
+/// to convert" rather than a 422: that too is the values' fault, not a transient error.)
 pub fn write_error(what: &str, e: kube::Error) -> Error {
     match e {
-        kube::Error::Api(s) if s.code == 422 || s.code == 400 => {
+        kube::Error::Api(s)
+            if s.code == 422
+                || s.code == 400
+                || s.code == 413
+                || (s.code == 500 && s.message.contains("convert")) =>
+        {
             Error::Rejected(format!("the API server refused {what}: {}", s.message))
         }
         other => Error::Kube(other),

@@ -169,6 +169,47 @@ pub fn ownership_conflict(
     ))
 }
 
+/// Checks a rendered object of a built-in kind against its Kubernetes type before it is
+/// sent: the API server of Kubernetes 1.20 accepts some values its types cannot hold and
+/// wraps them (`replicas: 9999999999` became 1410065407 pods), so bosun refuses them here
+/// with the field named.
+pub fn check_builtin(gvk: &GroupVersionKind, obj: &DynamicObject) -> Result<(), String> {
+    use k8s_openapi::api::{apps, autoscaling, batch, core, networking, policy, rbac};
+    fn check<T: serde::de::DeserializeOwned>(obj: &DynamicObject) -> Result<(), String> {
+        let value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+        serde_json::from_value::<T>(value)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    match (gvk.group.as_str(), gvk.kind.as_str()) {
+        ("apps", "Deployment") => check::<apps::v1::Deployment>(obj),
+        ("apps", "StatefulSet") => check::<apps::v1::StatefulSet>(obj),
+        ("apps", "DaemonSet") => check::<apps::v1::DaemonSet>(obj),
+        ("apps", "ReplicaSet") => check::<apps::v1::ReplicaSet>(obj),
+        ("batch", "Job") => check::<batch::v1::Job>(obj),
+        ("batch", "CronJob") => check::<batch::v1::CronJob>(obj),
+        ("", "Pod") => check::<core::v1::Pod>(obj),
+        ("", "Service") => check::<core::v1::Service>(obj),
+        ("", "ConfigMap") => check::<core::v1::ConfigMap>(obj),
+        ("", "Secret") => check::<core::v1::Secret>(obj),
+        ("", "ServiceAccount") => check::<core::v1::ServiceAccount>(obj),
+        ("", "PersistentVolumeClaim") => check::<core::v1::PersistentVolumeClaim>(obj),
+        ("networking.k8s.io", "Ingress") => check::<networking::v1::Ingress>(obj),
+        ("networking.k8s.io", "NetworkPolicy") => check::<networking::v1::NetworkPolicy>(obj),
+        ("policy", "PodDisruptionBudget") => check::<policy::v1::PodDisruptionBudget>(obj),
+        ("autoscaling", "HorizontalPodAutoscaler") if gvk.version == "v2" => {
+            check::<autoscaling::v2::HorizontalPodAutoscaler>(obj)
+        }
+        ("rbac.authorization.k8s.io", "Role") => check::<rbac::v1::Role>(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding") => check::<rbac::v1::RoleBinding>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRole") => check::<rbac::v1::ClusterRole>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            check::<rbac::v1::ClusterRoleBinding>(obj)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The `TypeMeta` of a kind.
 pub fn type_meta(gvk: &GroupVersionKind) -> TypeMeta {
     TypeMeta {
@@ -272,6 +313,21 @@ mod tests {
                 .unwrap_or_default();
             assert!(e.starts_with("book-store/templates/x.yaml: "), "{doc}: {e}");
         }
+    }
+
+    #[test]
+    fn built_in_kinds_are_checked_against_their_types() {
+        let (gvk, obj) = parse(&manifest("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replicas: 9999999999\n  selector: {}\n  template: {}\n")).expect("parses");
+        let e = check_builtin(&gvk, &obj).err().unwrap_or_default();
+        assert!(e.contains("9999999999"), "{e}");
+        let (gvk, obj) = parse(&manifest("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replicas: 2\n  selector: {}\n  template: {}\n")).expect("parses");
+        assert_eq!(check_builtin(&gvk, &obj), Ok(()));
+        let (gvk, obj) = parse(&manifest("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 9999999999}\n")).expect("parses");
+        assert_eq!(
+            check_builtin(&gvk, &obj),
+            Ok(()),
+            "other kinds are the API server's to check"
+        );
     }
 
     #[test]

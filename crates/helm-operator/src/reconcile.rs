@@ -66,6 +66,8 @@ struct Plan {
     notes: String,
     crds: Vec<(String, String)>,
     digest: String,
+    /// What applying it wrote.
+    written: Written,
 }
 
 fn now() -> String {
@@ -111,7 +113,7 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
         Ok(plan) => {
             status.remove(C::Irreconcilable);
             status.remove(C::ReleaseFailed);
-            let waiting = readiness(&host, &plan.items).await?;
+            let waiting = readiness(&host, &plan.items, &plan.written).await?;
             match waiting {
                 None => status.set(&previous, C::Ready, true, Some(R::AllReady), None, &t),
                 Some(msg) => {
@@ -205,11 +207,11 @@ async fn converge(
     )?;
     let deployed = previous.deployed_release.clone();
     let at = deployed.as_ref().map(|d| d.revision).unwrap_or(1);
-    let plan = render(host, &owner, &vals, at, at > 1).await?;
+    let mut plan = render(host, &owner, &vals, at, at > 1).await?;
     let t = now();
     if let Some(d) = deployed.as_ref().filter(|d| d.digest == plan.digest) {
         // Step 4: what is deployed is what the spec asks for.
-        apply_all(host, &owner, &plan.items, false).await?;
+        plan.written = apply_all(host, &owner, &plan.items).await?;
         let reason = if d.revision > 1 {
             R::UpgradeSuccessful
         } else {
@@ -249,7 +251,7 @@ async fn converge(
     };
     if let Some(rec) = &deployed_rec {
         // Taken over (or the status was lost): the recorded release may already be this one.
-        let same = render(host, &owner, &vals, rec.version, rec.version > 1).await?;
+        let mut same = render(host, &owner, &vals, rec.version, rec.version > 1).await?;
         // Helm 3 and 4 lay the manifest out slightly differently (a leading newline):
         // compare document by document.
         if split_documents(&same.manifest) != split_documents(&rec.manifest) {
@@ -262,7 +264,7 @@ async fn converge(
                 .unwrap_or_else(|| "one is longer".into());
             tracing::info!(release = %owner.release, revision = rec.version, %first, "the recorded release differs from the render: upgrading");
         } else {
-            apply_all(host, &owner, &same.items, true).await?;
+            same.written = apply_all(host, &owner, &same.items).await?;
             status.deployed_release = Some(DeployedRelease {
                 name: owner.release.clone(),
                 revision: rec.version,
@@ -284,15 +286,16 @@ async fn converge(
             return Ok(same);
         }
     }
-    let base = history
-        .iter()
-        .map(|r| r.version)
-        .max()
-        .unwrap_or(0)
-        .max(deployed.as_ref().map(|d| d.revision).unwrap_or(0));
+    // With records, a release with a deployed revision goes on from the latest; one without
+    // starts over at 1 (its failed attempts are cleared). Without records, the status counts.
+    let base = match (&deployed_rec, host.flavor.storage) {
+        (Some(_), _) => history.iter().map(|r| r.version).max().unwrap_or(0),
+        (None, Storage::Secrets) => 0,
+        (None, Storage::None) => deployed.as_ref().map(|d| d.revision).unwrap_or(0),
+    };
     let revision = base + 1;
     let upgrade = deployed_rec.is_some() || deployed.is_some();
-    let plan = if plan.revision == revision && upgrade == (revision > 1) {
+    let mut plan = if plan.revision == revision && upgrade == (revision > 1) {
         plan
     } else {
         render(host, &owner, &vals, revision, upgrade).await?
@@ -302,7 +305,7 @@ async fn converge(
         (None, Storage::None) => previous.inventory.iter().map(Old::from_inventory).collect(),
         (None, Storage::Secrets) => Vec::new(),
     };
-    install_or_upgrade(
+    plan.written = install_or_upgrade(
         cr,
         host,
         &owner,
@@ -415,6 +418,7 @@ async fn render(
         notes,
         crds: rendered.crds.clone(),
         digest: hex::encode(&h.finalize()[..16]),
+        written: Written::default(),
     })
 }
 
@@ -428,6 +432,14 @@ async fn item(host: &Ctx, owner: &ReleaseOwner, m: &Manifest) -> Result<Item, Er
         ))
     })?;
     let keep = objects::mark(&mut object, resolved.namespaced, owner);
+    objects::check_builtin(&gvk, &object).map_err(|e| {
+        Error::Rejected(format!(
+            "{}: {} {} cannot be sent: {e}",
+            m.path,
+            gvk.kind,
+            object.metadata.name.as_deref().unwrap_or("")
+        ))
+    })?;
     Ok(Item {
         desired: Desired {
             path: m.path.clone(),
@@ -446,16 +458,11 @@ fn api_of(host: &Ctx, resolved: &Resolved, namespace: Option<&str>) -> Api<Dynam
     }
 }
 
-/// Applies every object where the cache shows it is not in place. `take_over` lets a
-/// release record written by Helm's library (operator-sdk) vouch for objects that carry its
-/// release annotations.
-async fn apply_all(
-    host: &Ctx,
-    owner: &ReleaseOwner,
-    items: &[Item],
-    take_over: bool,
-) -> Result<(), Error> {
-    let _ = take_over;
+/// Applies every object where the cache shows it is not in place (Helm's ownership rules
+/// let a record written by Helm's library — operator-sdk — vouch for the objects carrying its
+/// release annotations).
+async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<Written, Error> {
+    let mut wrote = Written::default();
     for it in items {
         let d = &it.desired;
         let cache = host.children.cache(&d.gvk).await?;
@@ -470,6 +477,16 @@ async fn apply_all(
             .applier
             .apply_with(&api, &it.resolved.resource, &d.object, cached.as_ref())
             .await;
+        if matches!(res, Ok(bosun_runtime::apply::Outcome::Applied)) {
+            wrote.0.insert(key_of(d));
+            tracing::debug!(
+                object = %d.describe(),
+                cached_hash = ?cached.as_ref().and_then(|m| m.annotations.as_ref()).and_then(|a| a.get(bosun_runtime::apply::HASH_ANNOTATION)),
+                cached_generation = ?cached.as_ref().and_then(|m| m.generation),
+                desired_hash = ?bosun_runtime::apply::desired_hash(&d.object).ok(),
+                "applied"
+            );
+        }
         match res {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 422 && cached.is_some() && owner.force => {
@@ -484,8 +501,12 @@ async fn apply_all(
             Err(e) => return Err(write_error(&d.describe(), e)),
         }
     }
-    Ok(())
+    Ok(wrote)
 }
+
+/// The objects a reconcile wrote: their cached status is stale until their watch event.
+#[derive(Debug, Default)]
+struct Written(BTreeSet<(String, String, Option<String>, String)>);
 
 async fn delete_object(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
     match api.delete(name, &DeleteParams::background()).await {
@@ -568,9 +589,18 @@ async fn install_or_upgrade(
     deployed: Option<&Release>,
     old: &[Old],
     upgrade: bool,
-) -> Result<(), Error> {
+) -> Result<Written, Error> {
     let store = (host.flavor.storage == Storage::Secrets)
         .then(|| Secrets::new(host.client.clone(), &owner.namespace));
+    // Like helm-operator, a release with no deployed revision starts over: failed and
+    // pending records of earlier attempts go, so retries never pile records up.
+    if let (Some(s), None) = (&store, deployed) {
+        for r in s.history(&owner.release).await? {
+            if r.info.status != release::status::DEPLOYED {
+                s.delete(&r).await?;
+            }
+        }
+    }
     let mut rec = new_record(host, owner, vals, plan, deployed, upgrade);
     if let Some(s) = &store {
         s.create(&rec, Some(&owner.owner)).await?;
@@ -578,7 +608,7 @@ async fn install_or_upgrade(
     let result = run_release(host, owner, plan, old, upgrade, &mut rec).await;
     let Some(s) = store else { return result };
     match &result {
-        Ok(()) => {
+        Ok(_) => {
             rec.info.status = release::status::DEPLOYED.into();
             rec.info.description = if upgrade {
                 "Upgrade complete"
@@ -599,6 +629,10 @@ async fn install_or_upgrade(
             }
         }
         Err(e) => {
+            let history = s.history(&owner.release).await?;
+            for r in beyond_history(&history, host.flavor.max_history.saturating_sub(1)) {
+                s.delete(r).await?;
+            }
             rec.info.status = release::status::FAILED.into();
             rec.info.description = format!(
                 "{} \"{}\" failed: {e}",
@@ -665,7 +699,7 @@ async fn run_release(
     old: &[Old],
     upgrade: bool,
     rec: &mut Release,
-) -> Result<(), Error> {
+) -> Result<Written, Error> {
     install_crds(host, &plan.crds).await?;
     let runner = hooks::Runner {
         client: &host.client,
@@ -679,10 +713,10 @@ async fn run_release(
         (Event::PreInstall, Event::PostInstall)
     };
     runner.run(&plan.hooks, pre, &mut rec.hooks).await?;
-    apply_all(host, owner, &plan.items, false).await?;
+    let written = apply_all(host, owner, &plan.items).await?;
     prune(host, owner, plan, old).await?;
     runner.run(&plan.hooks, post, &mut rec.hooks).await?;
-    Ok(())
+    Ok(written)
 }
 
 /// Deletes the objects of the previous revision the new one no longer renders (never those
@@ -742,10 +776,19 @@ async fn install_crds(host: &Ctx, crds: &[(String, String)]) -> Result<(), Error
 }
 
 /// Step 6: None when every rendered workload is rolled out and ready.
-async fn readiness(host: &Ctx, items: &[Item]) -> Result<Option<String>, Error> {
+async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Option<String>, Error> {
     let mut waiting = Vec::new();
     for it in items.iter().filter(|i| ready::is_workload(&i.desired.gvk)) {
         let d = &it.desired;
+        if written.0.contains(&key_of(d)) {
+            // Just written: the cache still shows the old object; its event brings the
+            // next reconcile, which sees the new one.
+            waiting.push(format!(
+                "{} was updated; waiting for its controller",
+                d.describe()
+            ));
+            continue;
+        }
         let cache = host.children.cache(&d.gvk).await?;
         match cache.get(d.namespace().unwrap_or(""), d.name()) {
             Some(obj) => {

@@ -188,6 +188,10 @@ async fn seed_chart_installs_upgrades_repairs_and_uninstalls() {
     assert_eq!(label(2).await.as_deref(), Some("deployed"));
 
     // Drift: a deleted Service comes back; a hand-scaled Deployment is set back.
+    let ready_since = |o: &kube::core::DynamicObject| {
+        condition(o, "Ready").and_then(|c| c["lastTransitionTime"].as_str().map(str::to_string))
+    };
+    let before = ready_since(&api.get("bookstore-sample").await.expect("cr"));
     svcs.delete("mongodb-service", &Default::default())
         .await
         .expect("delete");
@@ -201,13 +205,25 @@ async fn seed_chart_installs_upgrades_repairs_and_uninstalls() {
     let repaired = eventually(60, || async {
         let svc = svcs.get_opt("mongodb-service").await.ok().flatten()?;
         let d = deps.get("book-store").await.ok()?;
-        (svc.metadata.deletion_timestamp.is_none() && d.spec?.replicas == Some(2)).then_some(())
+        let st = d.status.clone()?;
+        let settled = d.spec?.replicas == Some(2)
+            && st.observed_generation == d.metadata.generation
+            && st.replicas == Some(2)
+            && st.ready_replicas == Some(2)
+            && st.updated_replicas == Some(2);
+        (svc.metadata.deletion_timestamp.is_none() && settled).then_some(())
     })
     .await;
-    assert!(repaired.is_some(), "drift repaired");
-    wait_for(&env, &ar, "bookstore-sample", 90, "Ready again", |o| {
-        has(o, "Ready", "True", None)
-    })
+    assert!(repaired.is_some(), "drift repaired and rolled out");
+    // Ready went False when the Deployment was re-applied, and is True again.
+    wait_for(
+        &env,
+        &ar,
+        "bookstore-sample",
+        90,
+        "Ready again after the repair",
+        |o| has(o, "Ready", "True", None) && ready_since(o) != before,
+    )
     .await;
 
     // A restart over the converged release writes nothing.
@@ -228,7 +244,9 @@ async fn seed_chart_installs_upgrades_repairs_and_uninstalls() {
     assert_eq!(
         op.writes.get(),
         0,
-        "a restart over a converged release sent writes"
+        "a restart over a converged release sent writes: {:?}; status before {before_status:#}, after {:#}",
+        op.writes.list(),
+        api.get("bookstore-sample").await.expect("cr").data["status"]
     );
     assert_eq!(
         api.get("bookstore-sample").await.expect("cr").data["status"],

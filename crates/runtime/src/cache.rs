@@ -53,17 +53,26 @@ where
     }
 }
 
-fn track<K, S>(events: S) -> (impl Stream<Item = S::Item> + Send, Synced)
+/// Applies watch events to `writer`'s store, calling `on_init_done` once a (re-)list is
+/// complete — after the store holds the listed objects. kube-runtime's reflector keeps a
+/// list's objects aside and swaps them in at `InitDone`; signalling before that swap let a
+/// waiter on another thread read an empty store (seen: an object re-applied after a restart
+/// because the "synced" cache did not show it yet).
+fn reflect_tracked<K, S>(
+    writer: Writer<K>,
+    events: S,
+    mut on_init_done: impl FnMut() + Send,
+) -> impl Stream<Item = S::Item> + Send
 where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
 {
-    let (tx, rx) = watch::channel(false);
-    let s = events.inspect(move |ev| {
+    reflector(writer, events).inspect(move |ev| {
         if matches!(ev, Ok(watcher::Event::InitDone)) {
-            let _ = tx.send(true);
+            on_init_done();
         }
-    });
-    (s, Synced(rx))
+    })
 }
 
 /// Turns reflected watch events into controller triggers, holding back the objects of a
@@ -113,9 +122,16 @@ where
 {
     let writer = Writer::new(dyntype);
     let reader = writer.as_reader();
-    let (events, synced) = track(watcher(api, cfg).default_backoff().modify(slim));
-    let stream = triggers(reflector(writer, events), deletes);
-    (reader, Box::pin(stream), synced)
+    let (tx, rx) = watch::channel(false);
+    let events = reflect_tracked(
+        writer,
+        watcher(api, cfg).default_backoff().modify(slim),
+        move || {
+            let _ = tx.send(true);
+        },
+    );
+    let stream = triggers(events, deletes);
+    (reader, Box::pin(stream), Synced(rx))
 }
 
 /// A cache of `api`'s objects for `Controller::for_stream_with(stream, store, dyntype)`: the
@@ -358,6 +374,39 @@ where
 mod tests {
     use super::*;
     use futures::stream;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn synced_is_signalled_only_once_the_store_holds_the_list() {
+        let cm = |n: &str| {
+            let mut c = ConfigMap::default();
+            c.metadata.name = Some(n.into());
+            c.metadata.namespace = Some("ns".into());
+            c
+        };
+        use watcher::Event::*;
+        let events = stream::iter(vec![
+            Ok(Init),
+            Ok(InitApply(cm("a"))),
+            Ok(InitApply(cm("b"))),
+            Ok(InitDone),
+        ]);
+        let writer: Writer<ConfigMap> = Writer::new(());
+        let reader = writer.as_reader();
+        let seen = Arc::new(AtomicUsize::new(usize::MAX));
+        let probe = (reader.clone(), seen.clone());
+        let s = reflect_tracked(writer, events, move || {
+            probe.1.store(probe.0.len(), Ordering::SeqCst);
+        });
+        let n = s.count().await;
+        assert_eq!(n, 4);
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            2,
+            "the store held the list when synced was signalled"
+        );
+    }
 
     #[tokio::test]
     async fn relisted_objects_trigger_only_after_init_done() {

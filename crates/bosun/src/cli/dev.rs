@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_bookstore::BookStore;
-use bosun_runtime::manager::{shutdown_signal, Manager, ManagerConfig};
+use bosun_runtime::manager::{shutdown_signal, Manager, ManagerConfig, Operator};
 use bosun_testenv::{ControlPlane, NodeAgent, NodeAgentConfig, Options};
 use clap::Args;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -17,8 +17,9 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{Client, ResourceExt};
 
 pub const SAMPLE: &str = include_str!("../../../../deploy/samples/bookstore.yaml");
 
@@ -36,24 +37,121 @@ pub struct DevArgs {
     /// Seconds to wait for the sample to become Ready.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// Coded operators to run (default: bookstore, or none with --watches).
+    #[arg(long, value_delimiter = ',')]
+    pub operators: Option<Vec<String>>,
+    /// An operator-sdk watches.yaml: run its charts and roles as operators.
+    #[arg(long, visible_alias = "watches-file")]
+    pub watches: Option<std::path::PathBuf>,
+    /// A custom resource to apply once the operators run (default: the seed's BookStore
+    /// sample when no --watches is given).
+    #[arg(long)]
+    pub sample: Option<std::path::PathBuf>,
+    /// Release storage of chart entries: secret or none.
+    #[arg(long, default_value = "secret")]
+    pub release_storage: bosun_helm_operator::Storage,
 }
 
 fn say(msg: impl AsRef<str>) {
     eprintln!("\x1b[1m==>\x1b[0m {}", msg.as_ref());
 }
 
-async fn install(client: &Client) -> anyhow::Result<()> {
+/// Installs every CRD the operators serve and waits until each is established.
+async fn install(client: &Client, ops: &[Arc<dyn Operator>]) -> anyhow::Result<()> {
     let pp = PatchParams::apply("bosun").force();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = BookStore::crd();
-    crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
-        .await?;
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
-    )
-    .await??;
+    for crd in ops.iter().flat_map(|o| o.crds()) {
+        crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
+            .await?;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(
+                crds.clone(),
+                &crd.name_any(),
+                conditions::is_crd_established(),
+            ),
+        )
+        .await??;
+    }
     Ok(())
+}
+
+/// A custom resource read from YAML, applied in `ns`; returns it with its kind as served.
+async fn apply_sample(
+    client: &Client,
+    text: &str,
+    ns: &str,
+) -> anyhow::Result<(DynamicObject, ApiResource)> {
+    let json =
+        bosun_yaml::goyaml::yaml_to_json(text).map_err(|e| anyhow::anyhow!("sample: {e}"))?;
+    let mut obj: DynamicObject = serde_json::from_str(&json)?;
+    let types = obj
+        .types
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("sample: apiVersion and kind are required"))?;
+    let (group, version) = types
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", &types.api_version));
+    let gvk = GroupVersionKind::gvk(group, version, &types.kind);
+    let resolved = bosun_runtime::dynamic::Discovery::new(client.clone())
+        .resolve(&gvk)
+        .await?;
+    obj.metadata.namespace = Some(ns.to_string());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resolved.resource);
+    let applied = api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::apply("bosun-dev").force(),
+            &Patch::Apply(&obj),
+        )
+        .await?;
+    Ok((applied, resolved.resource))
+}
+
+/// Ready (BookStore, Helm charts) or Successful (Ansible roles) for the current spec.
+fn converged(o: &DynamicObject) -> bool {
+    let st = &o.data["status"];
+    let current = st
+        .get("observedGeneration")
+        .and_then(|g| g.as_i64())
+        .is_none_or(|g| Some(g) == o.metadata.generation);
+    let ok = st["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| (c["type"] == "Ready" || c["type"] == "Successful") && c["status"] == "True")
+    });
+    current && ok
+}
+
+/// The conditions of every object of the sample's kind.
+async fn show_custom(client: &Client, ar: &ApiResource, ns: &str) -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    writeln!(out, "{:<28} CONDITIONS", ar.kind.to_uppercase())?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+    for o in api.list(&ListParams::default()).await?.items {
+        writeln!(out, "{}", o.name_any())?;
+        for c in o.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            writeln!(
+                out,
+                "  {:<14} {:<6} {:<20} {}",
+                c["type"].as_str().unwrap_or(""),
+                c["status"].as_str().unwrap_or(""),
+                c["reason"].as_str().unwrap_or(""),
+                c["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            )?;
+        }
+    }
+    Ok(out)
 }
 
 async fn local_storage_class(client: &Client) -> anyhow::Result<()> {
@@ -74,6 +172,14 @@ async fn local_storage_class(client: &Client) -> anyhow::Result<()> {
 
 /// A kubectl-style view of the sample's objects.
 pub async fn show(client: &Client, ns: &str) -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let mut out = show_bookstores(client, ns).await?;
+    writeln!(out)?;
+    out.push_str(&show_children(client, ns).await?);
+    Ok(out)
+}
+
+async fn show_bookstores(client: &Client, ns: &str) -> anyhow::Result<String> {
     use std::fmt::Write;
     let mut out = String::new();
     let bss: Api<BookStore> = Api::namespaced(client.clone(), ns);
@@ -107,7 +213,13 @@ pub async fn show(client: &Client, ns: &str) -> anyhow::Result<String> {
             )?;
         }
     }
-    writeln!(out)?;
+    Ok(out)
+}
+
+/// Deployments, StatefulSets, Services, Pods and claims of a namespace.
+async fn show_children(client: &Client, ns: &str) -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let mut out = String::new();
     writeln!(out, "{:<44} STATE", "CHILD")?;
     for d in Api::<Deployment>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
@@ -212,11 +324,19 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         _cp = Some(cp);
         client
     };
-    say("installing the BookStore CRD");
-    install(&client).await?;
-
-    let manager = Manager::new(client.clone(), ManagerConfig::default())
-        .with_operator(Arc::new(bosun_bookstore::BookStoreOperator));
+    let ops = crate::registry::operators(&crate::registry::Sources {
+        operators: args.operators.as_deref(),
+        watches: args.watches.as_deref(),
+        release_storage: args.release_storage,
+    })?;
+    let names: Vec<&str> = ops.iter().map(|o| o.name()).collect();
+    say(format!("installing the CRDs of {}", names.join(", ")));
+    install(&client, &ops).await?;
+    let coded_bookstore = names.contains(&"bookstore");
+    let mut manager = Manager::new(client.clone(), ManagerConfig::default());
+    for op in ops {
+        manager = manager.with_operator(op);
+    }
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(manager.run(
         async move {
@@ -225,50 +345,61 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         |_| {},
     ));
 
-    say(format!(
-        "applying the seed's sample BookStore in namespace {}",
-        args.namespace
-    ));
-    let mut sample: BookStore = serde_yaml::from_str(SAMPLE)?;
-    sample.metadata.namespace = Some(args.namespace.clone());
-    let bss: Api<BookStore> = Api::namespaced(client.clone(), &args.namespace);
-    bss.patch(
-        &sample.name_any(),
-        &PatchParams::apply("bosun-dev").force(),
-        &Patch::Apply(&sample),
-    )
-    .await?;
-
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
-    let ready = loop {
-        let bs = bss.get(&sample.name_any()).await?;
-        let ok = bs.status.as_ref().is_some_and(|s| {
-            s.observed_generation == bs.metadata.generation
-                && s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-        });
-        if ok || tokio::time::Instant::now() > deadline {
-            break ok;
+    let sample = match (&args.sample, &args.watches) {
+        (Some(p), _) => {
+            Some(std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?)
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        (None, None) if coded_bookstore => Some(SAMPLE.to_string()),
+        _ => None,
     };
-    println!("\n{}", show(&client, &args.namespace).await?);
+    let ready = match &sample {
+        None => true,
+        Some(text) => {
+            let (obj, ar) = apply_sample(&client, text, &args.namespace).await?;
+            say(format!(
+                "applied {} {} in namespace {}",
+                ar.kind,
+                obj.name_any(),
+                args.namespace
+            ));
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &args.namespace, &ar);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
+            let ready = loop {
+                let o = api.get(&obj.name_any()).await?;
+                if converged(&o) || tokio::time::Instant::now() > deadline {
+                    break converged(&o);
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            };
+            let view = if coded_bookstore && ar.group == "charts.example.com" && ar.version == "v1"
+            {
+                show(&client, &args.namespace).await?
+            } else {
+                format!(
+                    "{}\n{}",
+                    show_custom(&client, &ar, &args.namespace).await?,
+                    show_children(&client, &args.namespace).await?
+                )
+            };
+            println!("\n{view}");
+            if ready {
+                say(format!("{} {} is ready", ar.kind, obj.name_any()));
+            }
+            ready
+        }
+    };
     if let Some(cp) = &_cp {
         println!(
-            "kubeconfig: {}\n  try: KUBECONFIG={} kubectl get bs,deploy,sts,svc,pvc",
+            "kubeconfig: {}\n  try: KUBECONFIG={} kubectl get all",
             cp.kubeconfig().display(),
             cp.kubeconfig().display()
         );
     }
     if !ready {
         let _ = stop_tx.send(());
-        anyhow::bail!(
-            "the sample BookStore did not become Ready within {} s",
-            args.timeout
-        );
+        anyhow::bail!("the sample did not become ready within {} s", args.timeout);
     }
-    say("BookStore bookstore-sample is Ready");
     if !args.once {
         say("operators running; Ctrl-C stops everything and cleans up");
         shutdown_signal().await;

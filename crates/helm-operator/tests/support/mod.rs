@@ -122,13 +122,18 @@ pub async fn grant(env: &Env, ops: &[Arc<dyn Operator>], user: &str) {
         .expect("binding");
 }
 
-/// Counts the writes (anything but GET) a client sends.
+/// Counts the writes (anything but GET) a client sends, and remembers them.
 #[derive(Clone, Default)]
-pub struct Writes(Arc<AtomicU64>);
+pub struct Writes(Arc<AtomicU64>, Arc<std::sync::Mutex<Vec<String>>>);
 
 impl Writes {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::SeqCst)
+    }
+
+    /// `METHOD path` of every write so far.
+    pub fn list(&self) -> Vec<String> {
+        self.1.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }
 
@@ -167,6 +172,9 @@ where
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         if req.method() != http::Method::GET {
             self.writes.0.fetch_add(1, Ordering::SeqCst);
+            if let Ok(mut l) = self.writes.1.lock() {
+                l.push(format!("{} {}", req.method(), req.uri().path()));
+            }
         }
         self.inner.call(req)
     }
