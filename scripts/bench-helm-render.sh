@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Render times, bosun vs Helm's engine (libhelm), median of N renders, for the
-# book-store chart and the large generated chart. Prints one JSON line per engine/chart.
-# Usage: scripts/bench-helm-render.sh [N]
+# Render times, bosun vs Helm's engine (libhelm, helm-python-sdk), median of N renders, for
+# the book-store chart and the large generated chart. One line per chart.
+# Usage: scripts/bench-helm-render.sh [N]   (BOSUN_BIN=path/to/bosun to measure that binary;
+# by default the static release build of scripts/static-build.sh)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${1:-50}
 VENV=$("$ROOT/scripts/setup-helm.sh")
-(cd "$ROOT" && cargo build -q --release -p bosun-helm --example render_bench >&2)
+BOSUN=${BOSUN_BIN:-}
+if [ -z "$BOSUN" ]; then
+  BOSUN="$(bash "$ROOT/scripts/static-build.sh")/bosun"
+fi
 for chart in examples/helm-bookstore/helm-charts/book-store crates/helm/tests/charts/large; do
-  printf '{"engine": "bosun", %s\n' "$("$ROOT/target/release/examples/render_bench" "$ROOT/$chart" "$N" | cut -c2-)"
-  printf '{"engine": "helm", "chart": "%s", %s\n' "$chart" \
-    "$("$VENV/bin/python" "$ROOT/scripts/helm-oracle.py" bench "$ROOT/$chart" '{}' '{"kube_version": "v1.31.0"}' "$N" | cut -c2-)"
+  b=$("$BOSUN" render "$ROOT/$chart" --kube-version v1.31.0 --bench "$N")
+  h=$("$VENV/bin/python" "$ROOT/scripts/helm-oracle.py" bench "$ROOT/$chart" '{}' '{"kube_version": "v1.31.0"}' "$N")
+  echo "$(basename "$chart"): bosun ${b} (median of $N); helm ${h}"
 done

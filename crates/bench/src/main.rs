@@ -5,6 +5,7 @@
 //! c. restart over converged BookStores: mutating requests until idle;
 //! d. steady RSS of `bosun run` with N BookStores and their children cached.
 //! Figures go to stdout as a table and, with --json, to a file. Nothing here asserts a timing.
+mod helm;
 mod measure;
 
 use std::collections::BTreeMap;
@@ -27,7 +28,7 @@ use serde_json::{json, Value};
 
 #[derive(Parser, Debug)]
 #[command(about = "bosun benchmarks against the real API server")]
-struct Args {
+pub(crate) struct Args {
     /// A short run (N = 100 only), under two minutes.
     #[arg(long)]
     quick: bool,
@@ -38,7 +39,8 @@ struct Args {
     /// harness, where cargo builds both.
     #[arg(long, default_value_os_t = sibling_bosun())]
     bosun: PathBuf,
-    /// Only these cases (myownshell, sample-controller, bookstore); all when empty.
+    /// Only these cases (myownshell, sample-controller, bookstore, helm, render); all when
+    /// empty.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Override the object counts (comma-separated).
@@ -60,7 +62,10 @@ fn sibling_bosun() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("bosun"))
 }
 
-async fn install_crd(client: &Client, crd: &CustomResourceDefinition) -> anyhow::Result<()> {
+pub(crate) async fn install_crd(
+    client: &Client,
+    crd: &CustomResourceDefinition,
+) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.patch(
         &crd.name_any(),
@@ -111,7 +116,7 @@ async fn create_many(
 }
 
 /// Waits (polling every 250 ms, at most `limit`) until `done` says so.
-async fn wait_until<F, Fut>(limit: Duration, mut done: F) -> anyhow::Result<()>
+pub(crate) async fn wait_until<F, Fut>(limit: Duration, mut done: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<bool>>,
@@ -135,7 +140,7 @@ async fn deployments(client: &Client) -> anyhow::Result<usize> {
 }
 
 #[derive(Default, serde::Serialize)]
-struct Row {
+pub(crate) struct Row {
     case: String,
     n: usize,
     seconds: f64,
@@ -508,6 +513,14 @@ async fn main() -> anyhow::Result<()> {
     for &n in store_ns.iter().filter(|_| run("bookstore")) {
         eprintln!("[bench] bookstore, N = {n}");
         rows.extend(case_bookstore(&args, n).await?);
+    }
+    for &n in store_ns.iter().filter(|_| run("helm")) {
+        eprintln!("[bench] helm chart operator, N = {n}");
+        rows.extend(helm::case_helm(&args, n).await?);
+    }
+    if run("render") {
+        eprintln!("[bench] helm render");
+        rows.extend(helm::case_render(&args.bosun, args.quick)?);
     }
     println!();
     print(&rows);

@@ -109,13 +109,32 @@ impl Operator {
         operator: &str,
         concurrency: usize,
     ) -> anyhow::Result<Operator> {
+        Self::bosun_with(
+            bin,
+            kubeconfig,
+            &[format!("--operators={operator}")],
+            operator,
+            concurrency,
+        )
+        .await
+    }
+
+    /// `bosun run` with these flags (`--watches FILE`, say); `name` names its log file.
+    pub async fn bosun_with(
+        bin: &Path,
+        kubeconfig: &Path,
+        flags: &[String],
+        name: &str,
+        concurrency: usize,
+    ) -> anyhow::Result<Operator> {
+        let operator = name;
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
         let child = tokio::process::Command::new(bin)
             .arg("run")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--operators={operator}"))
+            .args(flags)
             .arg(format!("--concurrency={concurrency}"))
             .arg(format!("--metrics-addr=127.0.0.1:{port}"))
             .arg(format!("--probe-addr=127.0.0.1:{port}"))
