@@ -204,3 +204,43 @@ async fn a_release_installed_by_helm_is_taken_over_in_place() {
     assert_eq!(versions, vec![1, 2]);
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_name_taken_by_another_chart_is_refused() {
+    let env = env("helm-taken").await;
+    let other = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/lifecycle");
+    helm(
+        &env,
+        "install",
+        json!({"chart": other, "name": "shop", "values": {}}),
+    );
+    let ops = seed_ops();
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let ar = resource("charts.example.com", "v1alpha1", "BookStore");
+    create(&env, &ar, "apiVersion: charts.example.com/v1alpha1\nkind: BookStore\nmetadata:\n  name: shop\nspec: {}\n").await;
+    let o = wait_for(&env, &ar, "shop", 60, "ReleaseFailed", |o| {
+        has(o, "ReleaseFailed", "True", Some("InstallError"))
+    })
+    .await;
+    let msg = condition(&o, "ReleaseFailed")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or("");
+    assert!(
+        msg.contains("duplicate release name") && msg.contains("lifecycle"),
+        "{msg}"
+    );
+    let deps: Api<Deployment> = Api::namespaced(env.admin.clone(), &env.ns);
+    assert!(
+        deps.get_opt("book-store").await.expect("get").is_none(),
+        "nothing of the BookStore was written"
+    );
+    let history = helm(&env, "history", json!({"name": "shop"}));
+    assert_eq!(
+        history.as_array().map(|h| h.len()),
+        Some(1),
+        "the other chart's release is untouched"
+    );
+    op.stop().await;
+}
