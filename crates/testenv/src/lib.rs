@@ -12,7 +12,7 @@ mod nodeagent;
 mod process;
 
 pub use assets::{assets_dir, Assets};
-pub use controlplane::{shared, ControlPlane, Options, TestEnvError};
+pub use controlplane::{shared, sum_series, ControlPlane, Options, TestEnvError};
 pub use nodeagent::{NodeAgent, NodeAgentConfig};
 
 /// Creates a namespace with a unique name for one test.
