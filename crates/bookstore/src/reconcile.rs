@@ -265,10 +265,12 @@ async fn finish_resize(
 }
 
 /// The API server's validation refusing a child built from the spec is the user's to fix:
-/// report it (reason `ChildRejected`) instead of retrying it as a transient error.
+/// report it (reason `ChildRejected`) instead of retrying it as a transient error. A create
+/// that finds the name taken (the cache could not show it yet) is a name conflict.
 fn refused(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error {
     let name = name.to_string();
-    move |e| match e {
+    move |e| {
+        match e {
         kube::Error::Api(s) if s.code == 422 || s.code == 400 => Error::InvalidSpec(Problem::new(
             Reason::ChildRejected,
             format!(
@@ -276,7 +278,16 @@ fn refused(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error 
                 s.message
             ),
         )),
+        kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists" => {
+            Error::Conflict(Problem::new(
+                Reason::NameConflict,
+                format!(
+                    "{kind} {name} already exists and was not created by this BookStore; bosun never takes it over. Rename or remove it"
+                ),
+            ))
+        }
         e => Error::Kube(e),
+    }
     }
 }
 

@@ -14,10 +14,12 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::core::Status;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 pub const HASH_ANNOTATION: &str = "bosun.dev/applied-hash";
@@ -124,7 +126,10 @@ impl Applier {
     }
 
     /// Applies `desired` (of a k8s-openapi kind) unless `cached` (the object's metadata from
-    /// a watch cache) shows it is already in place.
+    /// a synced watch cache) shows it is already in place. `cached: None` means the cache
+    /// holds no such object: it is then created with a plain create, which fails with 409
+    /// (AlreadyExists) if an object of that name exists after all — one the cache cannot
+    /// show (filtered out by its label selector, or created a moment ago) is never taken over.
     pub async fn apply<K>(
         &self,
         api: &Api<K>,
@@ -161,19 +166,126 @@ impl Applier {
             map.insert("apiVersion".into(), K::api_version(dyntype).into());
             map.insert("kind".into(), K::kind(dyntype).into());
         }
-        let params = PatchParams::apply(&self.field_manager).force();
-        let applied = api
-            .patch(&obj.name_any(), &params, &Patch::Apply(&value))
-            .await?;
+        let written = match cached {
+            None => self.create(api, &value).await?,
+            Some(_) => {
+                self.own_created_fields(api, &obj.name_any()).await?;
+                let params = PatchParams::apply(&self.field_manager).force();
+                api.patch(&obj.name_any(), &params, &Patch::Apply(&value))
+                    .await?
+            }
+        };
         let key = Self::key(desired, dyntype);
         self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(
             key,
             Applied {
                 hash,
-                marker: marker(applied.meta()),
+                marker: marker(written.meta()),
             },
         );
         Ok(Outcome::Applied)
+    }
+
+    /// A plain create, recorded under this field manager.
+    async fn create<K>(&self, api: &Api<K>, value: &serde_json::Value) -> Result<K, kube::Error>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        let obj: K = serde_json::from_value(value.clone()).map_err(kube::Error::SerdeError)?;
+        let pp = PostParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..Default::default()
+        };
+        api.create(&pp, &obj).await
+    }
+
+    /// A create is recorded as an `Update` by this field manager, and server-side apply
+    /// never removes fields owned by an `Update` entry — even one of the same manager — so
+    /// a field later dropped from the desired object would stay forever. Before the first
+    /// apply to an object this manager created, its `Update` entry becomes (or joins) its
+    /// `Apply` entry, guarded by `test` operations against concurrent changes.
+    async fn own_created_fields<K>(&self, api: &Api<K>, name: &str) -> Result<(), kube::Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        let Some(live) = api.get_opt(name).await? else {
+            return Ok(());
+        };
+        let Some(patch) = ownership_patch(live.meta(), &self.field_manager) else {
+            return Ok(());
+        };
+        let patch =
+            Patch::<()>::Json(serde_json::from_value(patch).map_err(kube::Error::SerdeError)?);
+        match api.patch(name, &PatchParams::default(), &patch).await {
+            Ok(_) => Ok(()),
+            // A `test` failed: the object changed meanwhile; the next reconcile retries.
+            Err(kube::Error::Api(s)) if s.code == 422 => Err(kube::Error::Api(
+                Status::failure(
+                    &format!(
+                        "{name} changed while taking over its created fields: {}",
+                        s.message
+                    ),
+                    "Conflict",
+                )
+                .with_code(409)
+                .boxed(),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The JSON patch that turns `manager`'s `Update` entry (left by its create) into its
+/// `Apply` entry, or None when it has none.
+fn ownership_patch(meta: &ObjectMeta, manager: &str) -> Option<serde_json::Value> {
+    let entries = meta.managed_fields.as_ref()?;
+    let mine = |op: &str| {
+        entries.iter().position(|e| {
+            e.manager.as_deref() == Some(manager)
+                && e.operation.as_deref() == Some(op)
+                && e.subresource.as_deref().unwrap_or("").is_empty()
+        })
+    };
+    let update = mine("Update")?;
+    let path = |i: usize, field: &str| format!("/metadata/managedFields/{i}/{field}");
+    let mut ops = vec![
+        json!({"op": "test", "path": path(update, "manager"), "value": manager}),
+        json!({"op": "test", "path": path(update, "operation"), "value": "Update"}),
+    ];
+    match mine("Apply") {
+        None => {
+            ops.push(json!({"op": "replace", "path": path(update, "operation"), "value": "Apply"}))
+        }
+        Some(apply) => {
+            let mut fields = entries[apply]
+                .fields_v1
+                .as_ref()
+                .map(|f| f.0.clone())
+                .unwrap_or_else(|| json!({}));
+            if let Some(created) = entries[update].fields_v1.as_ref() {
+                merge_fields(&mut fields, &created.0);
+            }
+            ops.push(json!({"op": "test", "path": path(apply, "manager"), "value": manager}));
+            ops.push(json!({"op": "test", "path": path(apply, "operation"), "value": "Apply"}));
+            ops.push(json!({"op": "replace", "path": path(apply, "fieldsV1"), "value": fields}));
+            ops.push(json!({"op": "remove", "path": format!("/metadata/managedFields/{update}")}));
+        }
+    }
+    Some(serde_json::Value::Array(ops))
+}
+
+/// Deep union of two `fieldsV1` sets.
+fn merge_fields(into: &mut serde_json::Value, from: &serde_json::Value) {
+    let (Some(into), Some(from)) = (into.as_object_mut(), from.as_object()) else {
+        return;
+    };
+    for (k, v) in from {
+        match into.get_mut(k) {
+            Some(existing) => merge_fields(existing, v),
+            None => {
+                into.insert(k.clone(), v.clone());
+            }
+        }
     }
 }
 
@@ -181,6 +293,7 @@ impl Applier {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
     use std::collections::BTreeMap;
 
     fn cm(data: &str) -> ConfigMap {
@@ -236,5 +349,50 @@ mod tests {
         assert!(cur(&b, &h, Some(&meta(&h, Some(2), "5"))));
         assert!(cur(&b, &h, Some(&meta(&h, Some(2), "7"))));
         assert!(!cur(&b, &h, Some(&meta(&h, Some(3), "8"))));
+    }
+
+    fn entry(manager: &str, op: &str, fields: serde_json::Value) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some(op.into()),
+            fields_v1: Some(FieldsV1(fields)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_created_entry_becomes_the_apply_entry() {
+        let mut m = ObjectMeta::default();
+        assert_eq!(ownership_patch(&m, "bosun"), None);
+        m.managed_fields = Some(vec![
+            entry("kcm", "Update", json!({"f:status": {}})),
+            entry("bosun", "Update", json!({"f:data": {"f:a": {}}})),
+        ]);
+        let ops = ownership_patch(&m, "bosun").expect("patch");
+        assert_eq!(
+            ops[2],
+            json!({"op": "replace", "path": "/metadata/managedFields/1/operation", "value": "Apply"})
+        );
+        // With an Apply entry already there, the created fields join it.
+        m.managed_fields = Some(vec![
+            entry("bosun", "Apply", json!({"f:data": {"f:b": {}}})),
+            entry(
+                "bosun",
+                "Update",
+                json!({"f:data": {"f:a": {}}, "f:metadata": {}}),
+            ),
+        ]);
+        let ops = ownership_patch(&m, "bosun").expect("patch");
+        let ops = ops.as_array().expect("ops");
+        assert_eq!(
+            ops[4]["value"],
+            json!({"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {}})
+        );
+        assert_eq!(
+            ops[5],
+            json!({"op": "remove", "path": "/metadata/managedFields/1"})
+        );
+        m.managed_fields = Some(vec![entry("bosun", "Apply", json!({}))]);
+        assert_eq!(ownership_patch(&m, "bosun"), None);
     }
 }

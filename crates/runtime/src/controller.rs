@@ -8,6 +8,10 @@
 //! * one kube-runtime `Controller` per watched namespace, with the manager's concurrency and
 //!   graceful shutdown;
 //! * readiness: the operator is ready once every cache of every namespace has synced;
+//! * no reconcile before every cache of its namespace has synced: kube-runtime waits for the
+//!   primary cache only, and a pipeline that reads an empty child cache takes "absent" for an
+//!   answer — it would create what exists, take over a foreign object of the same name, and
+//!   rewrite every child on a restart;
 //! * re-list safety (see [`crate::cache`]);
 //! * a span, metrics and a log line per reconcile ([`observe`]);
 //! * the retry policy, by error category ([`RetryPolicy`]): errors the user must fix wait
@@ -260,6 +264,27 @@ struct Shared<C, F> {
     metrics: ControllerMetrics,
     policy: RetryPolicy,
     failures: Failures,
+    /// Every cache the pipeline reads; a reconcile waits for all of them.
+    caches: Vec<Synced>,
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl<C, F> Shared<C, F> {
+    /// True once every cache has synced; false if the controller stops first.
+    async fn caches_synced(&self) -> bool {
+        let all = async {
+            for c in &self.caches {
+                if !c.wait().await {
+                    return false;
+                }
+            }
+            true
+        };
+        tokio::select! {
+            synced = all => synced,
+            _ = self.shutdown.cancelled() => false,
+        }
+    }
 }
 
 impl ControllerContext {
@@ -324,6 +349,8 @@ impl ControllerContext {
             metrics: self.metrics.clone(),
             policy: RetryPolicy::default(),
             failures: Failures::default(),
+            caches: w.caches,
+            shutdown: self.shutdown.clone(),
         });
         let store = w.primary.store.clone();
         let mut triggers = SelectAll::new();
@@ -338,6 +365,10 @@ impl ControllerContext {
             .run(
                 |obj: Arc<K>, shared: Arc<Shared<C, F>>| {
                     async move {
+                        if !shared.caches_synced().await {
+                            // Stopping before the caches loaded: nothing to do.
+                            return Ok(Action::await_change());
+                        }
                         let fut = (shared.reconcile)(obj.clone(), shared.context.clone());
                         let res = observe(&shared.metrics, obj.as_ref(), fut).await;
                         if res.is_ok() {

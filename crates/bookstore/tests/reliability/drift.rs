@@ -144,7 +144,11 @@ async fn metadata_edits_are_repaired() {
     })
     .await;
     let d = env.api::<Deployment>().get("shop-app").await.expect("dep");
-    let st = env.api::<StatefulSet>().get("shop-mongodb").await.expect("sts");
+    let st = env
+        .api::<StatefulSet>()
+        .get("shop-mongodb")
+        .await
+        .expect("sts");
     let s = env
         .api::<Service>()
         .get("shop-mongodb-headless")
