@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::conditions::{find, is_true};
-use bosun_runtime::owner::{controlled_by, holder, set_finalizer, Holder};
+use bosun_runtime::owner::{applied_by, controlled_by, holder, set_finalizer, Holder};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -30,7 +30,8 @@ use crate::api::{BookStore, DataPolicy};
 use crate::build::Children;
 use crate::claims::{self, capacity, own_claims};
 use crate::error::{Error, Problem};
-use crate::operator::Context;
+use crate::names::{INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::operator::{Context, FIELD_MANAGER};
 use crate::reason::{ConditionType, EventReason, Reason};
 use crate::resize::{self, Restart, Step};
 use crate::status::{compute, Observed, Outcome, Wanted};
@@ -94,6 +95,8 @@ async fn converge(bs: &BookStore, plan: &Plan, ctx: &Context) -> Result<Outcome,
 struct Seen {
     deployment: Option<ObjectMeta>,
     statefulset: Option<Arc<StatefulSet>>,
+    /// Its metadata with the owned-field fingerprint (what the applier reads).
+    statefulset_meta: Option<ObjectMeta>,
     services: [(String, Option<ObjectMeta>); 3],
 }
 
@@ -104,12 +107,13 @@ impl Seen {
         Seen {
             deployment: ctx.deployments.meta(ns, &n.app),
             statefulset: ctx.statefulsets.get(ns, &n.db),
+            statefulset_meta: ctx.statefulsets.meta(ns, &n.db),
             services: [svc(&n.app), svc(&n.db_headless), svc(&n.db_client)],
         }
     }
 
     fn statefulset_meta(&self) -> Option<&ObjectMeta> {
-        self.statefulset.as_deref().map(|s| &s.metadata)
+        self.statefulset_meta.as_ref()
     }
 
     /// The old StatefulSet is going away (orphaning its pods): the new one comes after.
@@ -125,7 +129,10 @@ impl Seen {
     }
 }
 
-/// Step 5: a child may be written only if absent or controlled by this BookStore.
+/// Step 5: a child may be written only if absent or controlled by this BookStore — or if it
+/// is this BookStore's child whose owner reference someone removed: bosun wrote it (its field
+/// manager owns fields there) and it carries this BookStore's instance label. The apply then
+/// puts the owner reference back.
 fn guard_ownership(plan: &Plan, seen: &Seen) -> Result<(), Error> {
     let n = &plan.id.names;
     let mut checks = vec![
@@ -138,6 +145,7 @@ fn guard_ownership(plan: &Plan, seen: &Seen) -> Result<(), Error> {
     for (kind, name, meta) in checks {
         let message = match holder(meta, &plan.id.uid) {
             Holder::Absent | Holder::Us => continue,
+            Holder::Unowned if meta.is_some_and(|m| lost_owner(plan, m)) => continue,
             Holder::Other { kind: ok, name: on } => format!(
                 "{kind} {name} is already owned by {ok} {on}; bosun never takes over another owner's objects"
             ),
@@ -148,6 +156,15 @@ fn guard_ownership(plan: &Plan, seen: &Seen) -> Result<(), Error> {
         return Err(Error::Conflict(Problem::new(Reason::NameConflict, message)));
     }
     Ok(())
+}
+
+/// A child bosun wrote for this BookStore that no longer names it as its controller.
+fn lost_owner(plan: &Plan, meta: &ObjectMeta) -> bool {
+    let labels = meta.labels.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    applied_by(meta, FIELD_MANAGER)
+        && label(MANAGED_BY_LABEL) == Some(MANAGED_BY)
+        && label(INSTANCE_LABEL) == Some(plan.id.names.instance.as_str())
 }
 
 /// Step 6: grow the claims and recreate the StatefulSet when `dbSize` grew.
@@ -278,7 +295,7 @@ fn refused(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error 
                 s.message
             ),
         )),
-        kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists" => {
+        kube::Error::Api(s) if s.is_already_exists() => {
             Error::Conflict(Problem::new(
                 Reason::NameConflict,
                 format!(

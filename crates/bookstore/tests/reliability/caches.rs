@@ -40,7 +40,11 @@ async fn a_restart_writes_nothing_while_a_child_cache_loads() {
     let env = env("rel-dep-late", false).await;
     let op = env.start_operator().await;
     env.create(&minimal("one")).await;
-    env.create(&minimal("two")).await;
+    // Every kind of field: a node port, resources, quantities in non-canonical spellings.
+    env.create(
+        "apiVersion: charts.example.com/v1\nkind: BookStore\nmetadata:\n  name: two\nspec:\n  bookApp:\n    serviceType: NodePort\n    replicas: 2\n    resources:\n      requests: {cpu: \"0.1\", memory: 64Mi}\n      limits: {memory: 0.125Gi}\n  bookDB:\n    dbSize: 1024Mi\n    storageClassName: standard\n",
+    )
+    .await;
     env.wait_condition("one", "Ready", "True", None, 60).await;
     env.wait_condition("two", "Ready", "True", None, 60).await;
     op.stop().await;

@@ -6,3 +6,4 @@ mod support;
 
 mod caches;
 mod drift;
+mod quantities;
