@@ -7,3 +7,4 @@ mod support;
 mod caches;
 mod drift;
 mod quantities;
+mod volumes;

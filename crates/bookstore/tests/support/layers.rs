@@ -25,6 +25,8 @@ struct Inner {
     /// Resources whose watch events are held while the flag is true.
     stale: Mutex<BTreeMap<String, watch::Sender<bool>>>,
     writes: Mutex<BTreeMap<String, usize>>,
+    /// (method, resource) of requests never sent nor answered (a partition for them).
+    blocked: Mutex<Vec<(http::Method, String)>>,
 }
 
 /// The resource (plural) a request path names: `/api/v1/namespaces/ns/services/x` → services.
@@ -86,6 +88,15 @@ impl Perturb {
             .subscribe()
     }
 
+    /// From now on, `method` requests on `resource` are never sent and never answered.
+    pub fn block(&self, method: http::Method, resource: &str) {
+        self.0
+            .blocked
+            .lock()
+            .expect("lock")
+            .push((method, resource.to_string()));
+    }
+
     /// Mutating requests (POST, PUT, PATCH, DELETE) sent so far on `resource` (plural; a
     /// subresource counts as `resource/sub`).
     pub fn writes(&self, resource: &str) -> usize {
@@ -140,6 +151,17 @@ where
         let is_watch = query.contains("watch=true") || query.contains("watch=1");
         let mut res = resource(&path);
         let method = req.method().clone();
+        let blocked = self
+            .state
+            .0
+            .blocked
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|(m, r)| *m == method && *r == res);
+        if blocked {
+            return Box::pin(std::future::pending());
+        }
         let mutating = [
             http::Method::POST,
             http::Method::PUT,

@@ -27,7 +27,7 @@ pub struct Env {
     pub cp: &'static ControlPlane,
     pub admin: Client,
     pub ns: String,
-    _agent: NodeAgent,
+    pub agent: NodeAgent,
 }
 
 pub struct Running {
@@ -144,7 +144,7 @@ pub async fn env(prefix: &str, resize_needs_restart: bool) -> Env {
         cp,
         admin,
         ns,
-        _agent: agent,
+        agent,
     }
 }
 
