@@ -211,8 +211,8 @@ async fn a_bookstore_deleted_mid_resize_leaves_no_pods() {
     .await;
     env.wait_condition("shop", "Ready", "True", None, 90).await;
 
-    // The StatefulSet is deleted (orphaning its pods) and never comes back.
-    perturb.block(http::Method::PATCH, "statefulsets");
+    // The StatefulSet is deleted (orphaning its pods) and cannot come back.
+    perturb.fail(http::Method::PATCH, "statefulsets");
     env.patch_spec("shop", json!({"bookDB": {"dbSize": "3Gi"}}))
         .await;
     let pods = env.api::<Pod>();

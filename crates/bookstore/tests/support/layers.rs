@@ -25,8 +25,9 @@ struct Inner {
     /// Resources whose watch events are held while the flag is true.
     stale: Mutex<BTreeMap<String, watch::Sender<bool>>>,
     writes: Mutex<BTreeMap<String, usize>>,
-    /// (method, resource) of requests never sent nor answered (a partition for them).
-    blocked: Mutex<Vec<(http::Method, String)>>,
+    /// (method, resource) of requests the API server answers with 404 (sent to a path it
+    /// does not serve).
+    failing: Mutex<Vec<(http::Method, String)>>,
 }
 
 /// The resource (plural) a request path names: `/api/v1/namespaces/ns/services/x` → services.
@@ -88,10 +89,10 @@ impl Perturb {
             .subscribe()
     }
 
-    /// From now on, `method` requests on `resource` are never sent and never answered.
-    pub fn block(&self, method: http::Method, resource: &str) {
+    /// From now on, `method` requests on `resource` fail: the API server answers 404.
+    pub fn fail(&self, method: http::Method, resource: &str) {
         self.0
-            .blocked
+            .failing
             .lock()
             .expect("lock")
             .push((method, resource.to_string()));
@@ -145,22 +146,28 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
+    fn call(&mut self, mut req: http::Request<ReqB>) -> Self::Future {
         let path = req.uri().path().to_string();
         let query = req.uri().query().unwrap_or("").to_string();
         let is_watch = query.contains("watch=true") || query.contains("watch=1");
         let mut res = resource(&path);
         let method = req.method().clone();
-        let blocked = self
+        let failing = self
             .state
             .0
-            .blocked
+            .failing
             .lock()
             .expect("lock")
             .iter()
             .any(|(m, r)| *m == method && *r == res);
-        if blocked {
-            return Box::pin(std::future::pending());
+        if failing {
+            let bad =
+                req.uri()
+                    .to_string()
+                    .replacen(&format!("/{res}"), &format!("/{res}-unserved"), 1);
+            if let Ok(uri) = bad.parse() {
+                *req.uri_mut() = uri;
+            }
         }
         let mutating = [
             http::Method::POST,
