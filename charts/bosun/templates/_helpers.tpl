@@ -25,7 +25,7 @@ app.kubernetes.io/name: bosun
   verbs: [get, list, watch, patch, delete]
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, delete]
+  verbs: [get, list, patch, delete]
 {{- end }}
 {{- if has "myownshell" .Values.operators }}
 - apiGroups: [my-first-operator.jgato.io]

@@ -61,12 +61,14 @@ impl Operator for BookStoreOperator {
 }
 
 // Children are cached slimmed to what the pipeline reads: metadata and status, and of the
-// StatefulSet also its claim template (the current volume size and class).
+// StatefulSet also its replicas (a scale-up checks the claims it will mount) and its claim
+// template (the current volume size and class).
 fn strip_deployment(d: &mut Deployment) {
     d.spec = None;
 }
 fn strip_statefulset(s: &mut StatefulSet) {
     s.spec = s.spec.take().map(|spec| StatefulSetSpec {
+        replicas: spec.replicas,
         volume_claim_templates: spec.volume_claim_templates,
         ..Default::default()
     });

@@ -46,8 +46,9 @@ fn namespaced() -> Vec<PolicyRule> {
             &["persistentvolumeclaims"],
             &["get", "list", "watch", "patch", "delete"],
         ),
-        // Pods: restarted one at a time to finish a file system resize.
-        rule("", &["pods"], &["get", "list", "delete"]),
+        // Pods: restarted one at a time to finish a file system resize; given a
+        // non-controller owner reference before their StatefulSet is recreated.
+        rule("", &["pods"], &["get", "list", "patch", "delete"]),
     ]
 }
 

@@ -50,6 +50,8 @@ names!(
         NameConflict,
         /// Claims of an earlier BookStore of the same name exist.
         ClaimsFromPreviousOwner,
+        /// Claims with the names the StatefulSet would mount exist, not made for it.
+        ForeignClaims,
         StorageClassChangeRefused,
         ShrinkRefused,
         ExpansionNotSupported,

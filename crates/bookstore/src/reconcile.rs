@@ -6,11 +6,12 @@
 //! 3. **keep the finalizer** while `dataPolicy: Delete` asks for it;
 //! 4. **build** every child from the plan (pure);
 //! 5. **guard ownership**: never write a child another owner holds or someone else created;
-//! 6. **start a volume expansion** when `dbSize` grew (grow claims, orphan-delete the
-//!    StatefulSet); refuse shrink and class change;
+//! 6. **resize the volumes**: grow every claim in use below `dbSize`, recreate the
+//!    StatefulSet when its claim template differs; refuse shrink and class change, judged
+//!    from the claims as well as the template;
 //! 7. **apply** the app Deployment and the three Services (skipped when in place);
-//! 8. **apply the StatefulSet**, after checking that no earlier BookStore's claims would be
-//!    reused silently;
+//! 8. **apply the StatefulSet**, after checking, when it is created or scaled up, that the
+//!    claims it would mount by name are this BookStore's;
 //! 9. **finish a resize**: restart pods whose volume waits for it, one at a time;
 //! 10. **publish the status** (only on change) and an Event when a problem appears.
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use crate::error::{Error, Problem};
 use crate::names::{INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 use crate::operator::{Context, FIELD_MANAGER};
 use crate::reason::{ConditionType, EventReason, Reason};
-use crate::resize::{self, Restart, Step};
+use crate::resize::{self, Restart};
 use crate::status::{compute, Observed, Outcome, Wanted};
 use crate::validate::{validate, Identity, Plan};
 
@@ -82,12 +83,12 @@ async fn converge(bs: &BookStore, plan: &Plan, ctx: &Context) -> Result<Outcome,
     guard_ownership(plan, &seen)?;
     let all_claims = ctx.claims.all();
     let claims = own_claims(&plan.id, all_claims.iter().map(|c| c.as_ref()));
-    let expanding = start_expansion(bs, plan, ctx, &seen, &claims).await?;
+    let recreating = resize_volumes(bs, plan, ctx, &seen, &claims).await?;
     apply_app_and_services(plan, ctx, &children, &seen).await?;
-    if let Some(message) = expanding.or_else(|| seen.statefulset_going(plan)) {
+    if let Some(message) = recreating.or_else(|| seen.statefulset_going(plan)) {
         return Ok(Outcome::Resizing(message));
     }
-    apply_statefulset(bs, plan, ctx, &children, &seen, &all_claims).await?;
+    apply_statefulset(bs, plan, ctx, &children, &seen).await?;
     finish_resize(bs, plan, ctx, &claims).await
 }
 
@@ -167,26 +168,37 @@ fn lost_owner(plan: &Plan, meta: &ObjectMeta) -> bool {
         && label(INSTANCE_LABEL) == Some(plan.id.names.instance.as_str())
 }
 
-/// Step 6: grow the claims and recreate the StatefulSet when `dbSize` grew.
-async fn start_expansion(
+/// Step 6: grows the claims in use that are below the plan (on every reconcile: a change
+/// made while the StatefulSet was being recreated, or while bosun was stopped, is caught
+/// up), and recreates the StatefulSet when its claim template differs from the plan.
+/// Returns the message when the StatefulSet is being recreated.
+async fn resize_volumes(
     bs: &BookStore,
     plan: &Plan,
     ctx: &Context,
     seen: &Seen,
     claims: &[&PersistentVolumeClaim],
 ) -> Result<Option<String>, Error> {
-    let step = resize::decide(plan, seen.statefulset.as_deref())?;
+    let volumes = resize::decide(&ctx.client, plan, seen.statefulset.as_deref(), claims).await?;
+    let mut steps = Vec::new();
+    if !volumes.grow.is_empty() {
+        steps.push(resize::grow(&ctx.client, plan, claims, &volumes.grow).await?);
+    }
     let going = seen
         .statefulset_meta()
         .is_some_and(|m| m.deletion_timestamp.is_some());
-    if !matches!(step, Step::Expand { .. }) || going {
+    let recreating = volumes.recreate && seen.statefulset.is_some() && !going;
+    if recreating {
+        let sts_uid = seen.statefulset_meta().and_then(|m| m.uid.clone());
+        steps.push(resize::recreate(&ctx.client, plan, sts_uid).await?);
+    }
+    if steps.is_empty() {
         return Ok(None);
     }
-    let sts_uid = seen.statefulset_meta().and_then(|m| m.uid.clone());
-    let message = resize::expand(&ctx.client, plan, claims, sts_uid).await?;
+    let message = steps.join("; ");
     let reason = EventReason::VolumeExpansionStarted.as_str();
     publish_about(ctx, bs, false, reason, "Resize", &message).await;
-    Ok(Some(message))
+    Ok(recreating.then_some(message))
 }
 
 /// Step 7.
@@ -219,11 +231,13 @@ async fn apply_statefulset(
     ctx: &Context,
     children: &Children,
     seen: &Seen,
-    all_claims: &[Arc<PersistentVolumeClaim>],
 ) -> Result<(), Error> {
-    if seen.statefulset.is_none() {
-        let cached: Vec<&PersistentVolumeClaim> = all_claims.iter().map(|c| c.as_ref()).collect();
-        if let Some(msg) = claims::guard_previous_owner(&ctx.client, plan, &cached).await? {
+    let replicas = match &seen.statefulset {
+        None => Some(0),
+        Some(s) => s.spec.as_ref().and_then(|s| s.replicas),
+    };
+    if let Some(from) = replicas.filter(|r| *r < plan.db.replicas) {
+        if let Some(msg) = claims::guard_names(&ctx.client, plan, from).await? {
             publish_about(
                 ctx,
                 bs,
@@ -268,7 +282,7 @@ async fn finish_resize(
         Some(Restart::Waiting(message)) => return Ok(Outcome::Resizing(message)),
         None => {}
     }
-    let small = claims
+    let small = resize::in_use(plan, claims)
         .iter()
         .filter(|c| capacity(c).is_some_and(|b| b < plan.db.size.bytes))
         .count();
@@ -326,10 +340,15 @@ async fn publish_status(
     let dep = ctx.deployments.get(&id.namespace, &id.names.app);
     let sts = ctx.statefulsets.get(&id.namespace, &id.names.db);
     let all_claims = ctx.claims.all();
+    let own = own_claims(&id, all_claims.iter().map(|c| c.as_ref()));
     let observed = Observed {
         deployment: dep.as_deref().filter(|d| controlled_by(d.meta(), &id.uid)),
         statefulset: sts.as_deref().filter(|s| controlled_by(s.meta(), &id.uid)),
-        claims: own_claims(&id, all_claims.iter().map(|c| c.as_ref())),
+        // The volumes in use: claims left by a scale-down are not the BookStore's size.
+        claims: match plan {
+            Some(p) => resize::in_use(p, &own),
+            None => own,
+        },
     };
     let status = compute(
         &id,
