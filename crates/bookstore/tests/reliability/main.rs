@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod api_errors;
 mod caches;
 mod drift;
 mod quantities;
