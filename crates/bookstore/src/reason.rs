@@ -55,6 +55,13 @@ names!(
         StorageClassChangeRefused,
         ShrinkRefused,
         ExpansionNotSupported,
+        // Problems: the API server refused a request (retried with backoff).
+        /// RBAC, or a quota ("exceeded quota").
+        Forbidden,
+        /// An admission webhook denied a request, or could not be called.
+        AdmissionDenied,
+        /// Any other refusal, with the API server's message.
+        ApiError,
         // States.
         AllReplicasReady,
         ReplicasNotReady,

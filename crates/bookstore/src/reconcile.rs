@@ -47,7 +47,9 @@ pub async fn reconcile(bs: Arc<BookStore>, ctx: Arc<Context>) -> Result<Action, 
     }
     let plan = validate(&bs);
     let result = match &plan {
-        Ok(plan) => converge(&bs, plan, &ctx).await,
+        Ok(plan) => converge(&bs, plan, &ctx)
+            .await
+            .map_err(|e| e.reported(None)),
         Err(problem) => Err(Error::InvalidSpec(problem.clone())),
     };
     let (outcome, failure) = match result {
@@ -317,7 +319,7 @@ fn refused(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error 
                 ),
             ))
         }
-        e => Error::Kube(e),
+        e => Error::Kube(e).reported(Some(&format!("{kind} {name}"))),
     }
     }
 }
