@@ -262,6 +262,11 @@ impl Applier {
         self.memo().insert(uid_key(meta), applied);
     }
 
+    /// Objects remembered (written or found in place, not yet deleted).
+    pub fn remembered(&self) -> usize {
+        self.memo().len()
+    }
+
     /// Forgets what was remembered about the object with this UID (it was deleted).
     pub fn forget(&self, uid: &str) {
         self.memo().remove(&owned::uid_bits(uid));
