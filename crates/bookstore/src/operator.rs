@@ -95,20 +95,25 @@ fn owner_of<K: kube::Resource>(child: K) -> Option<ObjectRef<BookStore>> {
 /// never taken over) without an extra request, and with the fingerprint of the fields bosun
 /// owns, so that every drift is seen (see `bosun_runtime::apply`).
 fn wire(client: &Client, ns: Option<&str>) -> Wiring<BookStore, Context> {
-    let primary = Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
+    let applier = Applier::new(FIELD_MANAGER);
+    let status = StatusWriter::new(FIELD_MANAGER);
+    // Memos forget what is deleted: children as their caches see them go, BookStores as
+    // theirs does.
+    let primary =
+        Primary::watch(scoped_api(client.clone(), ns), (), Default::default()).forgetting(&status);
     let (deployments, dep_stream) =
-        ChildCache::watch_owned(client.clone(), ns, "", strip_deployment, FIELD_MANAGER);
+        ChildCache::watch_owned(client.clone(), ns, "", strip_deployment, &applier);
     let (statefulsets, sts_stream) =
-        ChildCache::watch_owned(client.clone(), ns, "", strip_statefulset, FIELD_MANAGER);
+        ChildCache::watch_owned(client.clone(), ns, "", strip_statefulset, &applier);
     // Services are read for their metadata only: kept as such, fingerprinted from the whole
     // object on arrival.
     let (services, svc_stream) =
-        MetaCache::<Service>::watch_owned(client.clone(), ns, "", FIELD_MANAGER);
+        MetaCache::<Service>::watch_owned(client.clone(), ns, "", &applier);
     let (claims, claim_stream) = ChildCache::watch(client.clone(), ns, CLAIM_SELECTOR, keep_claim);
     let context = Arc::new(Context {
         client: client.clone(),
-        applier: Applier::new(FIELD_MANAGER),
-        status: StatusWriter::new(FIELD_MANAGER),
+        applier,
+        status,
         events: Events::new(client.clone(), "bosun-bookstore"),
         deployments: deployments.clone(),
         statefulsets: statefulsets.clone(),

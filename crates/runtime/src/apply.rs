@@ -267,9 +267,15 @@ impl Applier {
         self.memo().len()
     }
 
-    /// Forgets what was remembered about the object with this UID (it was deleted).
+    /// Forgets what was remembered about the object with this UID (it was deleted). A
+    /// cache built for this applier ([`crate::cache::ChildCache::watch_owned`]) calls this
+    /// for every object it sees go.
     pub fn forget(&self, uid: &str) {
-        self.memo().remove(&owned::uid_bits(uid));
+        self.forget_bits(owned::uid_bits(uid));
+    }
+
+    pub(crate) fn forget_bits(&self, uid: u128) {
+        self.memo().remove(&uid);
     }
 
     /// Creates `value` unless an object of that name exists (409 AlreadyExists).

@@ -33,6 +33,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::watch;
 
+use crate::apply::Applier;
 use crate::owned::{Fingerprint, Owned};
 
 /// Becomes true once the first full list of a watch has been stored.
@@ -174,16 +175,24 @@ where
     K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    watch_into(
-        api,
-        dyntype,
-        cfg,
-        false,
-        |_: &watcher::Event<K>| {},
-        |o: &mut K| {
-            o.meta_mut().managed_fields = None;
-        },
-    )
+    reflect_observed(api, dyntype, cfg, |_: &watcher::Event<K>| {})
+}
+
+/// [`reflect_with`], showing every event to `observe` first.
+pub(crate) fn reflect_observed<K>(
+    api: Api<K>,
+    dyntype: K::DynamicType,
+    cfg: watcher::Config,
+    observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> (Store<K>, ObjectStream<K>, Synced)
+where
+    K: Resource,
+    K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    watch_into(api, dyntype, cfg, false, observe, |o: &mut K| {
+        o.meta_mut().managed_fields = None;
+    })
 }
 
 fn selector_config(label_selector: &str) -> watcher::Config {
@@ -227,6 +236,8 @@ where
 #[derive(Clone)]
 struct Fingerprints {
     manager: Arc<str>,
+    /// Told of every object that goes, so its memo does not outlive it.
+    applier: Applier,
     /// UID → (fingerprint, epoch), as byte arrays: 36 bytes an entry instead of 48 with
     /// `u128`'s 16-byte alignment.
     table: Arc<Mutex<Table>>,
@@ -236,9 +247,10 @@ struct Fingerprints {
 type Table = HashMap<[u8; 16], ([u8; 16], u32)>;
 
 impl Fingerprints {
-    fn new(manager: &str) -> Self {
+    fn new(applier: &Applier) -> Self {
         Fingerprints {
-            manager: manager.into(),
+            manager: applier.field_manager().into(),
+            applier: applier.clone(),
             table: Arc::default(),
         }
     }
@@ -273,11 +285,22 @@ impl Fingerprints {
             watcher::Event::Delete(o) => {
                 if let Some(u) = uid(o) {
                     self.lock().remove(&u);
+                    self.applier.forget_bits(u128::from_le_bytes(u));
                 }
             }
             watcher::Event::InitDone => {
                 let e = *epoch;
-                self.lock().retain(|_, (_, seen)| *seen == e);
+                let mut gone = Vec::new();
+                self.lock().retain(|u, (_, seen)| {
+                    let keep = *seen == e;
+                    if !keep {
+                        gone.push(u128::from_le_bytes(*u));
+                    }
+                    keep
+                });
+                for u in gone {
+                    self.applier.forget_bits(u);
+                }
             }
         }
     }
@@ -408,17 +431,18 @@ where
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
     /// [`ChildCache::watch_api`], keeping for each object the fingerprint of the fields
-    /// `field_manager` owns (what [`crate::apply::Applier`] compares), computed from the
-    /// whole object before `strip` runs: 16 bytes per object in a side table, and one
-    /// serialization per event.
+    /// `applier`'s field manager owns (what the applier compares), computed from the whole
+    /// object before `strip` runs: 16 bytes per object in a side table, and one
+    /// serialization per event. The applier is told of every object that goes, so its
+    /// memo forgets it.
     pub fn watch_api_owned(
         api: Api<K>,
         dyntype: K::DynamicType,
         label_selector: &str,
         strip: fn(&mut K),
-        field_manager: &str,
+        applier: &Applier,
     ) -> (Self, ObjectStream<K>) {
-        let fps = Fingerprints::new(field_manager);
+        let fps = Fingerprints::new(applier);
         let observer = fps.clone();
         Self::watching(
             api,
@@ -442,14 +466,14 @@ where
         namespace: Option<&str>,
         label_selector: &str,
         strip: fn(&mut K),
-        field_manager: &str,
+        applier: &Applier,
     ) -> (Self, ObjectStream<K>) {
         Self::watch_api_owned(
             scoped_api(client, namespace),
             (),
             label_selector,
             strip,
-            field_manager,
+            applier,
         )
     }
 }
@@ -557,16 +581,17 @@ where
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
     /// A metadata cache fed by a watch of whole objects (`api`), so that the fingerprint of
-    /// the fields `field_manager` owns can be computed before only the metadata is kept:
-    /// the memory of [`MetaCache::watch_api`] and what [`crate::apply::Applier`] needs to see
-    /// drift, for the price of parsing whole objects.
+    /// the fields `applier`'s field manager owns can be computed before only the metadata
+    /// is kept: the memory of [`MetaCache::watch_api`] and what the applier needs to see
+    /// drift, for the price of parsing whole objects. The applier is told of every object
+    /// that goes.
     pub fn watch_api_owned(
         api: Api<K>,
         dyntype: K::DynamicType,
         label_selector: &str,
-        field_manager: &str,
+        applier: &Applier,
     ) -> (Self, ObjectStream<PartialObjectMeta<K>>) {
-        let fps = Fingerprints::new(field_manager);
+        let fps = Fingerprints::new(applier);
         let observer = fps.clone();
         let mut epoch = 0;
         let events = watcher(api, selector_config(label_selector))
@@ -619,17 +644,12 @@ where
         client: Client,
         namespace: Option<&str>,
         label_selector: &str,
-        field_manager: &str,
+        applier: &Applier,
     ) -> (Self, ObjectStream<PartialObjectMeta<K>>)
     where
         K: Serialize,
     {
-        Self::watch_api_owned(
-            scoped_api(client, namespace),
-            (),
-            label_selector,
-            field_manager,
-        )
+        Self::watch_api_owned(scoped_api(client, namespace), (), label_selector, applier)
     }
 }
 
@@ -685,7 +705,8 @@ mod tests {
         use watcher::Event::*;
         let uid_a = "0ef42889-deb4-11e9-ba56-42010a800256";
         let uid_b = "11111111-2222-3333-4444-555555555555";
-        let f = Fingerprints::new("m");
+        let applier = Applier::new("m");
+        let f = Fingerprints::new(&applier);
         let mut epoch = 0;
         for ev in [
             Init,

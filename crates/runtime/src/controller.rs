@@ -33,10 +33,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use crate::cache::{reflect_with, ObjectStream, Synced};
+use crate::cache::{reflect_observed, ObjectStream, Synced};
 use crate::error::{Categorized, ErrorCategory};
 use crate::manager::{ControllerContext, Scope};
 use crate::metrics::ControllerMetrics;
+use crate::status::StatusWriter;
 
 /// A stream of "reconcile this object" requests.
 pub type Trigger<K> = BoxStream<'static, ObjectRef<K>>;
@@ -50,7 +51,11 @@ where
     stream: ObjectStream<K>,
     synced: Synced,
     dyntype: K::DynamicType,
+    forget: Forgetters,
 }
+
+/// Told the UID of every primary object that goes.
+type Forgetters = Arc<Mutex<Vec<StatusWriter>>>;
 
 impl<K> Primary<K>
 where
@@ -60,13 +65,35 @@ where
 {
     /// Watches `api` (a namespace, or all) with `cfg` (label selector, say).
     pub fn watch(api: Api<K>, dyntype: K::DynamicType, cfg: watcher::Config) -> Self {
-        let (store, stream, synced) = reflect_with(api, dyntype.clone(), cfg);
+        let forget: Forgetters = Arc::default();
+        let told = forget.clone();
+        let (store, stream, synced) =
+            reflect_observed(api, dyntype.clone(), cfg, move |ev: &watcher::Event<K>| {
+                if let watcher::Event::Delete(o) = ev {
+                    if let Some(uid) = o.meta().uid.as_deref() {
+                        for s in told.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                            s.forget(uid);
+                        }
+                    }
+                }
+            });
         Primary {
             store,
             stream,
             synced,
             dyntype,
+            forget,
         }
+    }
+
+    /// `status` forgets every primary object that goes (its memo would otherwise grow with
+    /// churn: a reconcile never sees a deletion without a finalizer).
+    pub fn forgetting(self, status: &StatusWriter) -> Self {
+        self.forget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(status.clone());
+        self
     }
 
     /// The primary objects' cache.

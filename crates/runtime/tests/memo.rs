@@ -74,10 +74,11 @@ impl Operator for Memos {
                         ns,
                         LABEL,
                         |c| c.data = None,
-                        applier.field_manager(),
+                        &applier,
                     );
                     let primary =
-                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
+                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default())
+                            .forgetting(&status);
                     let context = Arc::new(Ctx {
                         client: client.clone(),
                         applier: applier.clone(),
