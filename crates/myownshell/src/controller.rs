@@ -157,3 +157,39 @@ async fn apply(m: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
         .await?;
     Ok(Action::await_change())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// Every verb granted is one the code calls (tests/e2e.rs runs the operator as a
+    /// ServiceAccount holding exactly these rules, so a missing one fails there).
+    #[test]
+    fn grants_exactly_what_the_code_calls() {
+        let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for rule in MyOwnShellOperator.rbac().namespaced {
+            for res in rule.resources.iter().flatten() {
+                granted
+                    .entry(res.clone())
+                    .or_default()
+                    .extend(rule.verbs.iter().cloned());
+            }
+        }
+        let want: &[(&str, &[&str])] = &[
+            // Primary cache (list, watch); kube-runtime's finalizer() (JSON patch).
+            ("myownshells", &["list", "patch", "watch"]),
+            // Status: server-side apply.
+            ("myownshells/status", &["patch"]),
+            // Owner references with blockOwnerDeletion.
+            ("myownshells/finalizers", &["update"]),
+            // Cache; apply and apply that creates; the applier's lookup by name.
+            ("deployments", &["create", "get", "list", "patch", "watch"]),
+        ];
+        let want: BTreeMap<String, BTreeSet<String>> = want
+            .iter()
+            .map(|(r, v)| (r.to_string(), v.iter().map(|s| s.to_string()).collect()))
+            .collect();
+        assert_eq!(granted, want);
+    }
+}
