@@ -15,24 +15,31 @@ pub fn rbac() -> Rbac {
 /// namespace).
 fn namespaced() -> Vec<PolicyRule> {
     vec![
+        // The primary cache; the finalizer is a merge patch.
         rule(
             "charts.example.com",
             &["bookstores"],
-            &["get", "list", "watch", "patch", "update"],
+            &["list", "watch", "patch"],
         ),
-        rule(
-            "charts.example.com",
-            &["bookstores/status"],
-            &["get", "patch", "update"],
-        ),
+        // Status is server-side applied.
+        rule("charts.example.com", &["bookstores/status"], &["patch"]),
+        // Children's owner references block their owner's deletion; clusters enforcing
+        // OwnerReferencesPermissionEnforcement require this to set them.
         rule(
             "charts.example.com",
             &["bookstores/finalizers"],
             &["update"],
         ),
+        // Caches; apply, and apply that creates; the applier's lookup by name.
         rule(
             "apps",
-            &["deployments", "statefulsets"],
+            &["deployments"],
+            &["get", "list", "watch", "create", "patch"],
+        ),
+        // ... and the orphan delete that recreates it on resize.
+        rule(
+            "apps",
+            &["statefulsets"],
             &["get", "list", "watch", "create", "patch", "delete"],
         ),
         rule(
@@ -40,7 +47,8 @@ fn namespaced() -> Vec<PolicyRule> {
             &["services"],
             &["get", "list", "watch", "create", "patch"],
         ),
-        // Claims: grown on resize, relabelled on adoption, deleted only when the spec asks.
+        // Claims: looked up by name before a StatefulSet mounts them, grown on resize,
+        // relabelled on adoption, deleted only when the spec asks.
         rule(
             "",
             &["persistentvolumeclaims"],
@@ -48,7 +56,7 @@ fn namespaced() -> Vec<PolicyRule> {
         ),
         // Pods: restarted one at a time to finish a file system resize; given a
         // non-controller owner reference before their StatefulSet is recreated.
-        rule("", &["pods"], &["get", "list", "patch", "delete"]),
+        rule("", &["pods"], &["list", "patch", "delete"]),
     ]
 }
 

@@ -62,15 +62,16 @@ impl Operator for MyOwnShellOperator {
     fn rbac(&self) -> Rbac {
         Rbac {
             namespaced: vec![
+                // The primary cache; kube-runtime's finalizer() patches.
                 rule(
                     "my-first-operator.jgato.io",
                     &["myownshells"],
-                    &["get", "list", "watch", "patch", "update"],
+                    &["list", "watch", "patch"],
                 ),
                 rule(
                     "my-first-operator.jgato.io",
                     &["myownshells/status"],
-                    &["get", "patch", "update"],
+                    &["patch"],
                 ),
                 rule(
                     "my-first-operator.jgato.io",
