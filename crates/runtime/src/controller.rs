@@ -33,7 +33,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use crate::cache::{reflect_observed, ObjectStream, Synced};
+use crate::cache::{reflect_observed, ObjectStream, Synced, WatchBackoff};
 use crate::error::{Categorized, ErrorCategory};
 use crate::manager::{ControllerContext, Scope};
 use crate::metrics::ControllerMetrics;
@@ -386,6 +386,10 @@ impl ControllerContext {
         }
         let metrics = self.metrics.clone();
         Controller::for_stream_with(w.primary.stream, w.primary.store, w.primary.dyntype)
+            // The watches back off on their own; kube-runtime's default here (up to 30 s,
+            // for the whole trigger stream) kept every trigger waiting long after the API
+            // server came back from an outage (measured by the chaos suite).
+            .trigger_backoff(WatchBackoff::default())
             .reconcile_on(triggers)
             .with_config(CtrlConfig::default().concurrency(self.concurrency))
             .graceful_shutdown_on(self.shutdown_signal())

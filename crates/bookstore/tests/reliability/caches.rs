@@ -6,7 +6,7 @@ use kube::api::PostParams;
 use kube::ResourceExt;
 use serde_json::json;
 
-use crate::support::layers::Perturb;
+use crate::support::perturb::Perturb;
 use crate::support::*;
 
 #[tokio::test]

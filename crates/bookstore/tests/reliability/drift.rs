@@ -6,7 +6,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
 
-use crate::support::layers::Perturb;
+use crate::support::perturb::Perturb;
 use crate::support::*;
 
 const IMAGE: &str = "akash125/pyapp:latest";

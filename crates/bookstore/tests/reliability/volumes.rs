@@ -5,7 +5,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
 
-use crate::support::layers::Perturb;
+use crate::support::perturb::Perturb;
 use crate::support::*;
 
 fn requested(c: &PersistentVolumeClaim) -> Option<String> {

@@ -3,8 +3,8 @@
 //! namespace, a node agent and a manager that runs the operator **as its ServiceAccount**
 //! (impersonated), so every test also proves the generated RBAC rules suffice.
 #![allow(dead_code)]
-pub mod layers;
 pub use bosun_testenv::eventually;
+pub use bosun_testenv::perturb;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -160,8 +160,11 @@ impl Env {
     }
 
     /// [`Env::start_operator`] with a client whose view of the cluster `perturb` controls.
-    pub async fn start_operator_with(&self, perturb: &layers::Perturb) -> Running {
-        let client = perturb.client_as(self.cp, SA_USER, &SA_GROUPS).await;
+    pub async fn start_operator_with(&self, perturb: &perturb::Perturb) -> Running {
+        let client = perturb
+            .client_as(self.cp, SA_USER, &SA_GROUPS)
+            .await
+            .expect("client");
         self.run_operator(client)
     }
 

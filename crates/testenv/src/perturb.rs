@@ -1,7 +1,9 @@
-//! A tower layer for the operator's client that perturbs its view of the cluster the way a
-//! slow or flaky network would, deterministically: delay the LIST of one resource (its cache
-//! then syncs late), hold back the events of its watches (a stale view, released in order), and
-//! count the mutating requests the operator sends per resource.
+//! A tower layer for an operator's client that perturbs its view of the cluster the way a
+//! slow or flaky network would, deterministically — in the spirit of Sieve, which found bugs
+//! in production operators by perturbing exactly this: delay the LIST of one resource (its
+//! cache then syncs late), hold back the events of its watches (a stale view, released in
+//! order), make one kind of request fail, and count the mutating requests the operator sends
+//! per resource. Test support, like the rest of this crate.
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -49,17 +51,27 @@ impl Perturb {
     /// A client for the control plane acting as `user`, with this layer.
     pub async fn client_as(
         &self,
-        cp: &bosun_testenv::ControlPlane,
+        cp: &crate::ControlPlane,
         user: &str,
         groups: &[&str],
-    ) -> kube::Client {
-        let mut cfg = cp.config().await.expect("config");
+    ) -> Result<kube::Client, crate::TestEnvError> {
+        let mut cfg = cp.config().await?;
         cfg.auth_info.impersonate = Some(user.to_string());
         cfg.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
-        kube::client::ClientBuilder::try_from(cfg)
-            .expect("client builder")
+        Ok(kube::client::ClientBuilder::try_from(cfg)?
             .with_layer(self)
-            .build()
+            .build())
+    }
+
+    /// An admin client for the control plane, with this layer.
+    pub async fn client(
+        &self,
+        cp: &crate::ControlPlane,
+    ) -> Result<kube::Client, crate::TestEnvError> {
+        let cfg = cp.config().await?;
+        Ok(kube::client::ClientBuilder::try_from(cfg)?
+            .with_layer(self)
+            .build())
     }
 
     /// Answers to LISTs of `resource` (plural) arrive `delay` late: its cache syncs late.
@@ -67,14 +79,14 @@ impl Perturb {
         self.0
             .list_delays
             .lock()
-            .expect("lock")
+            .unwrap_or_else(|e| e.into_inner())
             .push((resource.to_string(), delay));
     }
 
     /// Holds back every watch event of `resource` (`true`) or releases them in order
     /// (`false`): the operator's view of that kind goes stale, then catches up.
     pub fn stale(&self, resource: &str, on: bool) {
-        let mut stale = self.0.stale.lock().expect("lock");
+        let mut stale = self.0.stale.lock().unwrap_or_else(|e| e.into_inner());
         let tx = stale
             .entry(resource.to_string())
             .or_insert_with(|| watch::channel(false).0);
@@ -82,7 +94,7 @@ impl Perturb {
     }
 
     fn stale_rx(&self, resource: &str) -> watch::Receiver<bool> {
-        let mut stale = self.0.stale.lock().expect("lock");
+        let mut stale = self.0.stale.lock().unwrap_or_else(|e| e.into_inner());
         stale
             .entry(resource.to_string())
             .or_insert_with(|| watch::channel(false).0)
@@ -94,7 +106,7 @@ impl Perturb {
         self.0
             .failing
             .lock()
-            .expect("lock")
+            .unwrap_or_else(|e| e.into_inner())
             .push((method, resource.to_string()));
     }
 
@@ -104,7 +116,7 @@ impl Perturb {
         self.0
             .writes
             .lock()
-            .expect("lock")
+            .unwrap_or_else(|e| e.into_inner())
             .get(resource)
             .copied()
             .unwrap_or(0)
@@ -112,7 +124,11 @@ impl Perturb {
 
     /// Every mutating request sent so far, by resource.
     pub fn all_writes(&self) -> BTreeMap<String, usize> {
-        self.0.writes.lock().expect("lock").clone()
+        self.0
+            .writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -157,7 +173,7 @@ where
             .0
             .failing
             .lock()
-            .expect("lock")
+            .unwrap_or_else(|e| e.into_inner())
             .iter()
             .any(|(m, r)| *m == method && *r == res);
         if failing {
@@ -186,7 +202,7 @@ where
                 .0
                 .writes
                 .lock()
-                .expect("lock")
+                .unwrap_or_else(|e| e.into_inner())
                 .entry(res.clone())
                 .or_insert(0) += 1;
         }
@@ -198,7 +214,7 @@ where
                 .0
                 .list_delays
                 .lock()
-                .expect("lock")
+                .unwrap_or_else(|e| e.into_inner())
                 .iter()
                 .find(|(r, _)| *r == res)
                 .map(|(_, d)| *d)
