@@ -12,7 +12,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
 dir=$target_dir/$TARGET/release
 if [ "${1:-}" != --print-dir ]; then
   RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked -q --target "$TARGET" -p bosun -p bosun-bench
-  for b in bosun bosun-bench; do
+  for b in bosun bosun-bench bosun-chaos; do
     [ -x "$dir/$b" ] || { echo "static-build: cargo built $b, but it is not in $dir" >&2; exit 1; }
   done
 fi

@@ -45,6 +45,12 @@ if [ -x bench/run ]; then
   bench/run --quick
 fi
 
+if [ -x bench/chaos ]; then
+  # Fails the suite when an invariant breaks (the full form: bench/chaos).
+  echo "== chaos suite (quick)"
+  bench/chaos --quick
+fi
+
 # One closing line for the whole suite (every cargo test binary summed).
 total=$(grep -E '^test result:' "$log" | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/' | awk '{p+=$1; f+=$2} END {print p+0, f+0}')
 echo "bosun: ${total% *} passed, ${total#* } failed"

@@ -16,8 +16,8 @@ use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::Client;
 use serde_json::{json, Value};
 
-use crate::measure::{mutating, Counts, Operator};
 use crate::{install_crd, wait_until, Args, Row};
+use bosun_bench::measure::{mutating, Counts, Operator};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -6,13 +6,13 @@
 //! d. steady RSS of `bosun run` with N BookStores and their children cached.
 //! Figures go to stdout as a table and, with --json, to a file. Nothing here asserts a timing.
 mod helm;
-mod measure;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use bosun_bench::measure::{mutating, Counts, Operator};
 use bosun_bookstore::BookStore;
 use bosun_myownshell::MyOwnShell;
 use bosun_testenv::{ControlPlane, Options};
@@ -23,7 +23,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Client, CustomResourceExt, ResourceExt};
-use measure::{mutating, Counts, Operator};
 use serde_json::{json, Value};
 
 #[derive(Parser, Debug)]

@@ -9,7 +9,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::error::{Error, Problem};
-use crate::names::{INSTANCE_LABEL, OWNER_UID_LABEL};
+use crate::names::{Component, INSTANCE_LABEL, OWNER_UID_LABEL};
 use crate::quantity;
 use crate::reason::Reason;
 use crate::validate::{Identity, Plan};
@@ -61,52 +61,62 @@ pub fn resize_pending(c: &PersistentVolumeClaim) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == PENDING && c.status == "True"))
 }
 
-/// Before the StatefulSet is created: claims with its names that another BookStore (an
-/// earlier one of the same name) left behind are not reused silently. With
-/// `bookDB.adoptClaims` they are relabelled to this BookStore on purpose. `cached` are the
-/// claims the operator watches, so the check costs no request. Returns what was adopted.
-pub async fn guard_previous_owner(
-    client: &Client,
-    plan: &Plan,
-    cached: &[&PersistentVolumeClaim],
-) -> Result<Option<String>, Error> {
-    let prefix = plan.id.names.claim_prefix();
-    let foreign: Vec<&PersistentVolumeClaim> = cached
-        .iter()
-        .copied()
-        .filter(|c| c.namespace().as_deref() == Some(plan.id.namespace.as_str()))
-        .filter(|c| c.labels().get(INSTANCE_LABEL) == Some(&plan.id.names.instance))
-        .filter(|c| c.name_any().starts_with(&prefix))
-        .filter(|c| c.labels().get(OWNER_UID_LABEL) != Some(&plan.id.uid))
-        .collect();
-    if foreign.is_empty() {
+/// Before the StatefulSet is created or scaled up (its replicas were `from`): the claims it
+/// would mount, found by their exact names — labelled or not, a claim's name is all a
+/// StatefulSet goes by — must be this BookStore's. Claims an earlier BookStore of the same
+/// name left behind, or made by anyone else, are never used silently: with
+/// `bookDB.adoptClaims` they are relabelled to this BookStore on purpose, otherwise the
+/// BookStore waits (a conflict). Costs one GET per new ordinal. Returns what was adopted.
+pub async fn guard_names(client: &Client, plan: &Plan, from: i32) -> Result<Option<String>, Error> {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &plan.id.namespace);
+    let names = &plan.id.names;
+    let mut previous = Vec::new();
+    let mut foreign = Vec::new();
+    for ordinal in from.max(0)..plan.db.replicas {
+        let name = names.claim(ordinal);
+        let Some(c) = pvcs.get_opt(&name).await? else {
+            continue;
+        };
+        let labels = c.labels();
+        if labels.get(INSTANCE_LABEL) != Some(&names.instance) {
+            foreign.push(name);
+        } else if labels.get(OWNER_UID_LABEL) != Some(&plan.id.uid) {
+            previous.push(name);
+        }
+    }
+    if previous.is_empty() && foreign.is_empty() {
         return Ok(None);
     }
-    let list = foreign
-        .iter()
-        .map(|c| c.name_any())
-        .collect::<Vec<_>>()
-        .join(", ");
     if !plan.db.adopt_claims {
+        let (reason, list, why) = if foreign.is_empty() {
+            (
+                Reason::ClaimsFromPreviousOwner,
+                previous.join(", "),
+                format!("hold data of an earlier BookStore named {}", names.instance),
+            )
+        } else {
+            (
+                Reason::ForeignClaims,
+                foreign.iter().chain(&previous).cloned().collect::<Vec<_>>().join(", "),
+                "have the names this BookStore's StatefulSet would mount but were not created for it".to_string(),
+            )
+        };
         return Err(Error::Conflict(Problem::new(
-            Reason::ClaimsFromPreviousOwner,
+            reason,
             format!(
-                "volume claims {list} hold data of an earlier BookStore named {}; they were left untouched. Set bookDB.adoptClaims: true to use that data, or delete the claims",
-                plan.id.names.instance
+                "volume claims {list} {why}; they were left untouched. Set bookDB.adoptClaims: true to use that data, or delete the claims"
             ),
         )));
     }
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &plan.id.namespace);
-    for c in &foreign {
-        let patch = json!({"metadata": {"labels": {OWNER_UID_LABEL: plan.id.uid}}});
-        pvcs.patch(
-            &c.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    let mut labels = names.labels(Component::MongoDb);
+    labels.insert(OWNER_UID_LABEL.to_string(), plan.id.uid.clone());
+    let all: Vec<String> = previous.into_iter().chain(foreign).collect();
+    for name in &all {
+        let patch = json!({"metadata": {"labels": labels}});
+        pvcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
     }
-    Ok(Some(format!("adopted volume claims {list}")))
+    Ok(Some(format!("adopted volume claims {}", all.join(", "))))
 }
 
 /// Deletes the claims of the BookStore `name` (UID `uid`) in `namespace`: only when its spec

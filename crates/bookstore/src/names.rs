@@ -67,6 +67,11 @@ impl Names {
         format!("{DATA_VOLUME}-{}-", self.db)
     }
 
+    /// The data claim of one MongoDB replica.
+    pub fn claim(&self, ordinal: i32) -> String {
+        format!("{}{ordinal}", self.claim_prefix())
+    }
+
     /// The pod of one MongoDB replica.
     pub fn db_pod(&self, ordinal: i32) -> String {
         format!("{}-{ordinal}", self.db)
@@ -114,6 +119,7 @@ mod tests {
         assert_eq!(n.claim_ordinal("data-shop-mongodb-x"), None);
         assert_eq!(n.claim_ordinal("data-other-mongodb-0"), None);
         assert_eq!(n.db_pod(0), "shop-mongodb-0");
+        assert_eq!(n.claim(1), "data-shop-mongodb-1");
         assert_eq!(
             Names::new("shop", Some("mongodb-service")).db_client,
             "mongodb-service"

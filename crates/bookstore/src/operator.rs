@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bosun_runtime::apply::Applier;
 use bosun_runtime::cache::{scoped_api, ChildCache, MetaCache};
+use bosun_runtime::controller::controller_owner;
 use bosun_runtime::events::Events;
 use bosun_runtime::manager::{ControllerContext, Operator, OperatorError};
 use bosun_runtime::rbac::Rbac;
@@ -18,7 +19,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, CustomResourceExt, ResourceExt};
 
 use crate::api::BookStore;
-use crate::names::{CLAIM_SELECTOR, INSTANCE_LABEL};
+use crate::names::{CLAIM_SELECTOR, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 use crate::reconcile::reconcile;
 
 pub const FIELD_MANAGER: &str = "bosun-bookstore";
@@ -60,31 +61,59 @@ impl Operator for BookStoreOperator {
 }
 
 // Children are cached slimmed to what the pipeline reads: metadata and status, and of the
-// StatefulSet also its claim template (the current volume size and class).
+// StatefulSet also its replicas (a scale-up checks the claims it will mount) and its claim
+// template (the current volume size and class).
 fn strip_deployment(d: &mut Deployment) {
     d.spec = None;
 }
 fn strip_statefulset(s: &mut StatefulSet) {
     s.spec = s.spec.take().map(|spec| StatefulSetSpec {
+        replicas: spec.replicas,
         volume_claim_templates: spec.volume_claim_templates,
         ..Default::default()
     });
 }
 fn keep_claim(_: &mut PersistentVolumeClaim) {}
 
+/// The BookStore a child belongs to: its controller, or — for a child of bosun's that lost
+/// its owner reference (which must then be repaired) — its instance label.
+fn owner_of<K: kube::Resource>(child: K) -> Option<ObjectRef<BookStore>> {
+    let meta = child.meta();
+    if let Some(r) = controller_owner::<BookStore>(meta, &()) {
+        return Some(r);
+    }
+    let labels = meta.labels.as_ref()?;
+    if labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY) {
+        return None;
+    }
+    let name = labels.get(INSTANCE_LABEL)?;
+    Some(ObjectRef::<BookStore>::new(name).within(meta.namespace.as_deref()?))
+}
+
 /// The caches and triggers of one namespace (or all). Deployments, StatefulSets and Services
 /// are watched without a label filter so that an object bosun did not create is seen (and
-/// never taken over) without an extra request.
+/// never taken over) without an extra request, and with the fingerprint of the fields bosun
+/// owns, so that every drift is seen (see `bosun_runtime::apply`).
 fn wire(client: &Client, ns: Option<&str>) -> Wiring<BookStore, Context> {
-    let primary = Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
-    let (deployments, dep_stream) = ChildCache::watch(client.clone(), ns, "", strip_deployment);
-    let (statefulsets, sts_stream) = ChildCache::watch(client.clone(), ns, "", strip_statefulset);
-    let (services, svc_stream) = MetaCache::<Service>::watch(client.clone(), ns, "");
+    let applier = Applier::new(FIELD_MANAGER);
+    let status = StatusWriter::new(FIELD_MANAGER);
+    // Memos forget what is deleted: children as their caches see them go, BookStores as
+    // theirs does.
+    let primary =
+        Primary::watch(scoped_api(client.clone(), ns), (), Default::default()).forgetting(&status);
+    let (deployments, dep_stream) =
+        ChildCache::watch_owned(client.clone(), ns, "", strip_deployment, &applier);
+    let (statefulsets, sts_stream) =
+        ChildCache::watch_owned(client.clone(), ns, "", strip_statefulset, &applier);
+    // Services are read for their metadata only: kept as such, fingerprinted from the whole
+    // object on arrival.
+    let (services, svc_stream) =
+        MetaCache::<Service>::watch_owned(client.clone(), ns, "", &applier);
     let (claims, claim_stream) = ChildCache::watch(client.clone(), ns, CLAIM_SELECTOR, keep_claim);
     let context = Arc::new(Context {
         client: client.clone(),
-        applier: Applier::new(FIELD_MANAGER),
-        status: StatusWriter::new(FIELD_MANAGER),
+        applier,
+        status,
         events: Events::new(client.clone(), "bosun-bookstore"),
         deployments: deployments.clone(),
         statefulsets: statefulsets.clone(),
@@ -92,9 +121,9 @@ fn wire(client: &Client, ns: Option<&str>) -> Wiring<BookStore, Context> {
         claims: claims.clone(),
     });
     Wiring::new(primary, context)
-        .owns(dep_stream, deployments.synced())
-        .owns(sts_stream, statefulsets.synced())
-        .owns(svc_stream, services.synced())
+        .watches(dep_stream, deployments.synced(), owner_of)
+        .watches(sts_stream, statefulsets.synced(), owner_of)
+        .watches(svc_stream, services.synced(), owner_of)
         // Claims carry no owner reference (data outlives its owner); map them by label.
         .watches(
             claim_stream,

@@ -97,6 +97,134 @@ pub fn is_quantity(q: &str) -> bool {
     parse(q).is_some()
 }
 
+/// The spelling the API server stores a quantity in (Go's `Quantity.String()`): "1024Mi"
+/// becomes "1Gi", "0.1" becomes "100m", "1000" becomes "1k". A child built with the stored
+/// spelling is found in place after a restart without a write (see
+/// `bosun_runtime::owned`). None when `q` does not parse or leaves the suffixes' range.
+pub fn canonical(q: &str) -> Option<String> {
+    let p = parse(q.trim())?;
+    if !finer_than_milli(&p) && kept_verbatim(q.trim(), &p) {
+        return Some(q.trim().to_string());
+    }
+    let sign = if p.negative && p.digits != 0 { "-" } else { "" };
+    let scale = 10u128.checked_pow(p.scale)?;
+    if p.bin > 0 {
+        // Binary SI stays binary for whole numbers of at least 1024, else it is decimal.
+        let value = p.digits.checked_mul(1u128.checked_shl(p.bin)?)?;
+        if value % scale == 0 && value / scale >= 1024 {
+            let (mut amount, mut k) = (value / scale, 0usize);
+            while k < 6 && amount.is_multiple_of(1024) {
+                amount /= 1024;
+                k += 1;
+            }
+            let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][k];
+            return Some(format!("{sign}{amount}{suffix}"));
+        }
+        return decimal(sign, value, -i32::try_from(p.scale).ok()?, false);
+    }
+    let exponent = p.dec.checked_sub(i32::try_from(p.scale).ok()?)?;
+    let exponent_form = !matches!(
+        q.trim()
+            .trim_start_matches(|c: char| c == '+' || c == '-' || c == '.' || c.is_ascii_digit()),
+        "" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E"
+    );
+    decimal(sign, p.digits, exponent, exponent_form)
+}
+
+/// A decimal value with digits below a thousandth: the API server rounds it up to a milli,
+/// whatever its spelling.
+fn finer_than_milli(p: &Parsed) -> bool {
+    if p.bin > 0 || p.digits == 0 {
+        return false;
+    }
+    let (mut m, mut e) = (p.digits, i64::from(p.dec) - i64::from(p.scale));
+    while m.is_multiple_of(10) {
+        m /= 10;
+        e += 1;
+    }
+    e < -3
+}
+
+/// Go's parser keeps the input string when it judges it canonical already (its fast path:
+/// an int64 mantissa, no more than nano precision, and for binary units a mantissa not
+/// divisible by 8, for decimal ones a scale that is a multiple of 3 with no leading zero and
+/// no trailing "000") — a leading "+" included.
+fn kept_verbatim(q: &str, p: &Parsed) -> bool {
+    let rest = q.trim_start_matches(['+', '-']);
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (num, denom) = rest[..end].split_once('.').unwrap_or((&rest[..end], ""));
+    let shifted = format!("{num}{denom}");
+    let Ok(value) = shifted.parse::<i64>() else {
+        return false;
+    };
+    let digits = (num.len() + denom.len()) as i64;
+    if p.bin > 0 {
+        let exponent = i64::from(p.bin);
+        let precision = 15 - num.len() as i64 - exponent * 3 / 10 - 1;
+        let fits = value.checked_mul(1i64 << p.bin.min(62)).is_some() && p.bin < 63;
+        return denom.is_empty() && precision >= 0 && fits && value & 7 != 0;
+    }
+    let scale = i64::from(p.dec) - denom.len() as i64;
+    let fits = 10i64
+        .checked_pow(u32::try_from(scale.max(0)).unwrap_or(u32::MAX))
+        .and_then(|m| value.checked_mul(m))
+        .is_some();
+    18 - digits >= 0
+        && scale >= -9
+        && fits
+        && scale % 3 == 0
+        && !shifted.ends_with("000")
+        && !shifted.starts_with('0')
+}
+
+/// `mantissa × 10^exponent` with the exponent a multiple of 3 and no trailing zeros left in
+/// the mantissa beyond that, as Go's `AsCanonicalBytes` writes it.
+fn decimal(
+    sign: &str,
+    mut mantissa: u128,
+    mut exponent: i32,
+    exponent_form: bool,
+) -> Option<String> {
+    if mantissa == 0 {
+        return Some("0".into());
+    }
+    while mantissa.is_multiple_of(10) {
+        mantissa /= 10;
+        exponent += 1;
+    }
+    let r = exponent.rem_euclid(3);
+    mantissa = mantissa.checked_mul(10u128.pow(r.unsigned_abs()))?;
+    exponent -= r;
+    if exponent < -3 {
+        // The API server rounds anything finer than a milli up to it (seen on v1.20).
+        let d = 10u128.checked_pow((-3 - exponent).unsigned_abs())?;
+        return decimal(sign, mantissa.div_ceil(d), -3, exponent_form);
+    }
+    if exponent_form {
+        return Some(if exponent == 0 {
+            format!("{sign}{mantissa}")
+        } else {
+            format!("{sign}{mantissa}e{exponent}")
+        });
+    }
+    let suffix = match exponent {
+        -9 => "n",
+        -6 => "u",
+        -3 => "m",
+        0 => "",
+        3 => "k",
+        6 => "M",
+        9 => "G",
+        12 => "T",
+        15 => "P",
+        18 => "E",
+        _ => return None,
+    };
+    Some(format!("{sign}{mantissa}{suffix}"))
+}
+
 /// A byte count printed the way people write volume sizes.
 pub fn human(bytes: u128) -> String {
     for (suffix, m) in [
@@ -156,6 +284,42 @@ mod tests {
         }
         for bad in ["a lot", "", "1GB", "1..2", ".", "1e", "Mi", "1 Gi"] {
             assert!(!is_quantity(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn canonical_spellings() {
+        for (q, want) in [
+            ("1024Mi", "1Gi"),
+            ("0.125Gi", "128Mi"),
+            ("1536Mi", "1536Mi"),
+            ("1.5Ki", "1536"),
+            ("0.5Ki", "512"),
+            ("2Gi", "2Gi"),
+            ("0.1", "100m"),
+            ("1000", "1k"),
+            ("1500m", "1500m"),
+            ("1.5", "1500m"),
+            ("100m", "100m"),
+            ("1e3", "1e3"),
+            ("1E", "1E"),
+            ("2Ei", "2Ei"),
+            ("0", "0"),
+            ("0Gi", "0"),
+            ("64Mi", "64Mi"),
+            ("0.3Ki", "307200m"),
+            ("1234567e-2", "12345670e-3"),
+            ("12e1", "120"),
+            ("1e19", "10e18"),
+            ("1n", "1m"),
+            ("5e-7", "1e-3"),
+            ("-1024Mi", "-1Gi"),
+            ("-0.1", "-100m"),
+            ("+3Ti", "+3Ti"),
+            ("+1", "+1"),
+            ("01Ki", "01Ki"),
+        ] {
+            assert_eq!(canonical(q).as_deref(), Some(want), "{q}");
         }
     }
 

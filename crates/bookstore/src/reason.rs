@@ -50,9 +50,18 @@ names!(
         NameConflict,
         /// Claims of an earlier BookStore of the same name exist.
         ClaimsFromPreviousOwner,
+        /// Claims with the names the StatefulSet would mount exist, not made for it.
+        ForeignClaims,
         StorageClassChangeRefused,
         ShrinkRefused,
         ExpansionNotSupported,
+        // Problems: the API server refused a request (retried with backoff).
+        /// RBAC, or a quota ("exceeded quota").
+        Forbidden,
+        /// An admission webhook denied a request, or could not be called.
+        AdmissionDenied,
+        /// Any other refusal, with the API server's message.
+        ApiError,
         // States.
         AllReplicasReady,
         ReplicasNotReady,

@@ -6,18 +6,19 @@
 //! 3. **keep the finalizer** while `dataPolicy: Delete` asks for it;
 //! 4. **build** every child from the plan (pure);
 //! 5. **guard ownership**: never write a child another owner holds or someone else created;
-//! 6. **start a volume expansion** when `dbSize` grew (grow claims, orphan-delete the
-//!    StatefulSet); refuse shrink and class change;
+//! 6. **resize the volumes**: grow every claim in use below `dbSize`, recreate the
+//!    StatefulSet when its claim template differs; refuse shrink and class change, judged
+//!    from the claims as well as the template;
 //! 7. **apply** the app Deployment and the three Services (skipped when in place);
-//! 8. **apply the StatefulSet**, after checking that no earlier BookStore's claims would be
-//!    reused silently;
+//! 8. **apply the StatefulSet**, after checking, when it is created or scaled up, that the
+//!    claims it would mount by name are this BookStore's;
 //! 9. **finish a resize**: restart pods whose volume waits for it, one at a time;
 //! 10. **publish the status** (only on change) and an Event when a problem appears.
 use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::conditions::{find, is_true};
-use bosun_runtime::owner::{controlled_by, holder, set_finalizer, Holder};
+use bosun_runtime::owner::{applied_by, controlled_by, holder, set_finalizer, Holder};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -30,9 +31,10 @@ use crate::api::{BookStore, DataPolicy};
 use crate::build::Children;
 use crate::claims::{self, capacity, own_claims};
 use crate::error::{Error, Problem};
-use crate::operator::Context;
+use crate::names::{INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::operator::{Context, FIELD_MANAGER};
 use crate::reason::{ConditionType, EventReason, Reason};
-use crate::resize::{self, Restart, Step};
+use crate::resize::{self, Restart};
 use crate::status::{compute, Observed, Outcome, Wanted};
 use crate::validate::{validate, Identity, Plan};
 
@@ -45,7 +47,9 @@ pub async fn reconcile(bs: Arc<BookStore>, ctx: Arc<Context>) -> Result<Action, 
     }
     let plan = validate(&bs);
     let result = match &plan {
-        Ok(plan) => converge(&bs, plan, &ctx).await,
+        Ok(plan) => converge(&bs, plan, &ctx)
+            .await
+            .map_err(|e| e.reported(None)),
         Err(problem) => Err(Error::InvalidSpec(problem.clone())),
     };
     let (outcome, failure) = match result {
@@ -81,12 +85,12 @@ async fn converge(bs: &BookStore, plan: &Plan, ctx: &Context) -> Result<Outcome,
     guard_ownership(plan, &seen)?;
     let all_claims = ctx.claims.all();
     let claims = own_claims(&plan.id, all_claims.iter().map(|c| c.as_ref()));
-    let expanding = start_expansion(bs, plan, ctx, &seen, &claims).await?;
+    let recreating = resize_volumes(bs, plan, ctx, &seen, &claims).await?;
     apply_app_and_services(plan, ctx, &children, &seen).await?;
-    if let Some(message) = expanding.or_else(|| seen.statefulset_going(plan)) {
+    if let Some(message) = recreating.or_else(|| seen.statefulset_going(plan)) {
         return Ok(Outcome::Resizing(message));
     }
-    apply_statefulset(bs, plan, ctx, &children, &seen, &all_claims).await?;
+    apply_statefulset(bs, plan, ctx, &children, &seen).await?;
     finish_resize(bs, plan, ctx, &claims).await
 }
 
@@ -94,6 +98,8 @@ async fn converge(bs: &BookStore, plan: &Plan, ctx: &Context) -> Result<Outcome,
 struct Seen {
     deployment: Option<ObjectMeta>,
     statefulset: Option<Arc<StatefulSet>>,
+    /// Its metadata with the owned-field fingerprint (what the applier reads).
+    statefulset_meta: Option<ObjectMeta>,
     services: [(String, Option<ObjectMeta>); 3],
 }
 
@@ -104,12 +110,13 @@ impl Seen {
         Seen {
             deployment: ctx.deployments.meta(ns, &n.app),
             statefulset: ctx.statefulsets.get(ns, &n.db),
+            statefulset_meta: ctx.statefulsets.meta(ns, &n.db),
             services: [svc(&n.app), svc(&n.db_headless), svc(&n.db_client)],
         }
     }
 
     fn statefulset_meta(&self) -> Option<&ObjectMeta> {
-        self.statefulset.as_deref().map(|s| &s.metadata)
+        self.statefulset_meta.as_ref()
     }
 
     /// The old StatefulSet is going away (orphaning its pods): the new one comes after.
@@ -125,7 +132,10 @@ impl Seen {
     }
 }
 
-/// Step 5: a child may be written only if absent or controlled by this BookStore.
+/// Step 5: a child may be written only if absent or controlled by this BookStore — or if it
+/// is this BookStore's child whose owner reference someone removed: bosun wrote it (its field
+/// manager owns fields there) and it carries this BookStore's instance label. The apply then
+/// puts the owner reference back.
 fn guard_ownership(plan: &Plan, seen: &Seen) -> Result<(), Error> {
     let n = &plan.id.names;
     let mut checks = vec![
@@ -138,6 +148,7 @@ fn guard_ownership(plan: &Plan, seen: &Seen) -> Result<(), Error> {
     for (kind, name, meta) in checks {
         let message = match holder(meta, &plan.id.uid) {
             Holder::Absent | Holder::Us => continue,
+            Holder::Unowned if meta.is_some_and(|m| lost_owner(plan, m)) => continue,
             Holder::Other { kind: ok, name: on } => format!(
                 "{kind} {name} is already owned by {ok} {on}; bosun never takes over another owner's objects"
             ),
@@ -150,26 +161,46 @@ fn guard_ownership(plan: &Plan, seen: &Seen) -> Result<(), Error> {
     Ok(())
 }
 
-/// Step 6: grow the claims and recreate the StatefulSet when `dbSize` grew.
-async fn start_expansion(
+/// A child bosun wrote for this BookStore that no longer names it as its controller.
+fn lost_owner(plan: &Plan, meta: &ObjectMeta) -> bool {
+    let labels = meta.labels.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    applied_by(meta, FIELD_MANAGER)
+        && label(MANAGED_BY_LABEL) == Some(MANAGED_BY)
+        && label(INSTANCE_LABEL) == Some(plan.id.names.instance.as_str())
+}
+
+/// Step 6: grows the claims in use that are below the plan (on every reconcile: a change
+/// made while the StatefulSet was being recreated, or while bosun was stopped, is caught
+/// up), and recreates the StatefulSet when its claim template differs from the plan.
+/// Returns the message when the StatefulSet is being recreated.
+async fn resize_volumes(
     bs: &BookStore,
     plan: &Plan,
     ctx: &Context,
     seen: &Seen,
     claims: &[&PersistentVolumeClaim],
 ) -> Result<Option<String>, Error> {
-    let step = resize::decide(plan, seen.statefulset.as_deref())?;
+    let volumes = resize::decide(&ctx.client, plan, seen.statefulset.as_deref(), claims).await?;
+    let mut steps = Vec::new();
+    if !volumes.grow.is_empty() {
+        steps.push(resize::grow(&ctx.client, plan, claims, &volumes.grow).await?);
+    }
     let going = seen
         .statefulset_meta()
         .is_some_and(|m| m.deletion_timestamp.is_some());
-    if !matches!(step, Step::Expand { .. }) || going {
+    let recreating = volumes.recreate && seen.statefulset.is_some() && !going;
+    if recreating {
+        let sts_uid = seen.statefulset_meta().and_then(|m| m.uid.clone());
+        steps.push(resize::recreate(&ctx.client, plan, sts_uid).await?);
+    }
+    if steps.is_empty() {
         return Ok(None);
     }
-    let sts_uid = seen.statefulset_meta().and_then(|m| m.uid.clone());
-    let message = resize::expand(&ctx.client, plan, claims, sts_uid).await?;
+    let message = steps.join("; ");
     let reason = EventReason::VolumeExpansionStarted.as_str();
     publish_about(ctx, bs, false, reason, "Resize", &message).await;
-    Ok(Some(message))
+    Ok(recreating.then_some(message))
 }
 
 /// Step 7.
@@ -202,11 +233,13 @@ async fn apply_statefulset(
     ctx: &Context,
     children: &Children,
     seen: &Seen,
-    all_claims: &[Arc<PersistentVolumeClaim>],
 ) -> Result<(), Error> {
-    if seen.statefulset.is_none() {
-        let cached: Vec<&PersistentVolumeClaim> = all_claims.iter().map(|c| c.as_ref()).collect();
-        if let Some(msg) = claims::guard_previous_owner(&ctx.client, plan, &cached).await? {
+    let replicas = match &seen.statefulset {
+        None => Some(0),
+        Some(s) => s.spec.as_ref().and_then(|s| s.replicas),
+    };
+    if let Some(from) = replicas.filter(|r| *r < plan.db.replicas) {
+        if let Some(msg) = claims::guard_names(&ctx.client, plan, from).await? {
             publish_about(
                 ctx,
                 bs,
@@ -251,7 +284,7 @@ async fn finish_resize(
         Some(Restart::Waiting(message)) => return Ok(Outcome::Resizing(message)),
         None => {}
     }
-    let small = claims
+    let small = resize::in_use(plan, claims)
         .iter()
         .filter(|c| capacity(c).is_some_and(|b| b < plan.db.size.bytes))
         .count();
@@ -265,10 +298,12 @@ async fn finish_resize(
 }
 
 /// The API server's validation refusing a child built from the spec is the user's to fix:
-/// report it (reason `ChildRejected`) instead of retrying it as a transient error.
+/// report it (reason `ChildRejected`) instead of retrying it as a transient error. A create
+/// that finds the name taken (the cache could not show it yet) is a name conflict.
 fn refused(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error {
     let name = name.to_string();
-    move |e| match e {
+    move |e| {
+        match e {
         kube::Error::Api(s) if s.code == 422 || s.code == 400 => Error::InvalidSpec(Problem::new(
             Reason::ChildRejected,
             format!(
@@ -276,7 +311,16 @@ fn refused(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error 
                 s.message
             ),
         )),
-        e => Error::Kube(e),
+        kube::Error::Api(s) if s.is_already_exists() => {
+            Error::Conflict(Problem::new(
+                Reason::NameConflict,
+                format!(
+                    "{kind} {name} already exists and was not created by this BookStore; bosun never takes it over. Rename or remove it"
+                ),
+            ))
+        }
+        e => Error::Kube(e).reported(Some(&format!("{kind} {name}"))),
+    }
     }
 }
 
@@ -298,10 +342,15 @@ async fn publish_status(
     let dep = ctx.deployments.get(&id.namespace, &id.names.app);
     let sts = ctx.statefulsets.get(&id.namespace, &id.names.db);
     let all_claims = ctx.claims.all();
+    let own = own_claims(&id, all_claims.iter().map(|c| c.as_ref()));
     let observed = Observed {
         deployment: dep.as_deref().filter(|d| controlled_by(d.meta(), &id.uid)),
         statefulset: sts.as_deref().filter(|s| controlled_by(s.meta(), &id.uid)),
-        claims: own_claims(&id, all_claims.iter().map(|c| c.as_ref())),
+        // The volumes in use: claims left by a scale-down are not the BookStore's size.
+        claims: match plan {
+            Some(p) => resize::in_use(p, &own),
+            None => own,
+        },
     };
     let status = compute(
         &id,

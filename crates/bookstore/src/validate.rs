@@ -67,7 +67,8 @@ pub struct DbPlan {
     pub resources: Option<ResourceRequirements>,
 }
 
-/// A volume size: as written (what claims request) and in bytes (what is compared).
+/// A volume size: as the API server spells it (what claims request) and in bytes (what is
+/// compared).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Size {
     pub text: String,
@@ -174,8 +175,10 @@ fn db_size(text: &str) -> Result<Size, Problem> {
             format!("dbSize {text} is below the 64Mi MongoDB needs"),
         ));
     }
+    // Quantities are built in the server's spelling, so what the children hold after a
+    // write is exactly what they were built with: no write after a restart.
     Ok(Size {
-        text: text.to_string(),
+        text: quantity::canonical(text).unwrap_or_else(|| text.to_string()),
         bytes,
     })
 }
@@ -194,7 +197,18 @@ fn resources(part: &str, res: Option<&Resources>) -> Result<Option<ResourceRequi
             }
         }
     }
-    Ok(Some(res.to_requirements()))
+    let mut req = res.to_requirements();
+    for map in [req.limits.as_mut(), req.requests.as_mut()]
+        .into_iter()
+        .flatten()
+    {
+        for q in map.values_mut() {
+            if let Some(c) = quantity::canonical(&q.0) {
+                q.0 = c;
+            }
+        }
+    }
+    Ok(Some(req))
 }
 
 #[cfg(test)]
@@ -254,5 +268,20 @@ mod tests {
             Err(Reason::InvalidName)
         );
         assert_eq!(reason(&|bs| bs.spec.book_db.db_size = "1E".into()), Ok(()));
+    }
+
+    #[test]
+    fn quantities_take_the_api_servers_spelling() {
+        let mut bs = fixtures::sample();
+        bs.spec.book_db.db_size = "1024Mi".into();
+        bs.spec.book_app.resources = Some(crate::api::Resources {
+            requests: Some([("cpu".to_string(), crate::api::Qty::Str("0.1".into()))].into()),
+            limits: Some([("memory".to_string(), crate::api::Qty::Str("0.125Gi".into()))].into()),
+        });
+        let plan = validate(&bs).expect("valid");
+        assert_eq!(plan.db.size.text, "1Gi");
+        let res = plan.app.resources.expect("resources");
+        assert_eq!(res.requests.expect("requests")["cpu"].0, "100m");
+        assert_eq!(res.limits.expect("limits")["memory"].0, "128Mi");
     }
 }

@@ -1,10 +1,15 @@
-//! Pipeline: finalizer wrapper → build the Deployment → apply (skipped when in place) → status.
+//! Pipeline: finalizer wrapper → build the Deployment → guard ownership → apply (skipped
+//! when in place) → status. A Deployment of that name MyOwnShell did not create is never
+//! written: seen in the cache, it is reported (an Event, NameConflict); unseen (no
+//! MyOwnShell labels), the applier's create fails with 409 and that is reported too.
 use std::sync::Arc;
 
 use bosun_runtime::apply::Applier;
 use bosun_runtime::cache::{scoped_api, ChildCache};
 use bosun_runtime::error::{Categorized, ErrorCategory};
+use bosun_runtime::events::Events;
 use bosun_runtime::manager::{ControllerContext, Operator, OperatorError};
+use bosun_runtime::owner::{holder, Holder};
 use bosun_runtime::rbac::{rule, Rbac};
 use bosun_runtime::status::StatusWriter;
 use bosun_runtime::{Primary, Wiring};
@@ -14,7 +19,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{finalizer, Event};
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{Client, CustomResourceExt, Resource, ResourceExt};
 
 use crate::api::{MyOwnShell, MyOwnShellStatus};
 use crate::build;
@@ -29,6 +34,7 @@ struct Context {
     client: Client,
     applier: Applier,
     status: StatusWriter,
+    events: Events,
     deployments: ChildCache<Deployment>,
 }
 
@@ -38,11 +44,17 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("finalizer: {0}")]
     Finalizer(String),
+    /// The Deployment's name is held by an object MyOwnShell did not create.
+    #[error("name conflict: {0}")]
+    Conflict(String),
 }
 
 impl Categorized for Error {
     fn category(&self) -> ErrorCategory {
-        ErrorCategory::Api
+        match self {
+            Error::Conflict(_) => ErrorCategory::Conflict,
+            _ => ErrorCategory::Api,
+        }
     }
 }
 
@@ -62,15 +74,16 @@ impl Operator for MyOwnShellOperator {
     fn rbac(&self) -> Rbac {
         Rbac {
             namespaced: vec![
+                // The primary cache; kube-runtime's finalizer() patches.
                 rule(
                     "my-first-operator.jgato.io",
                     &["myownshells"],
-                    &["get", "list", "watch", "patch", "update"],
+                    &["list", "watch", "patch"],
                 ),
                 rule(
                     "my-first-operator.jgato.io",
                     &["myownshells/status"],
-                    &["get", "patch", "update"],
+                    &["patch"],
                 ),
                 rule(
                     "my-first-operator.jgato.io",
@@ -98,12 +111,17 @@ impl Operator for MyOwnShellOperator {
 
 /// The caches and triggers of one namespace (or all).
 fn wire(client: &Client, ns: Option<&str>) -> Wiring<MyOwnShell, Context> {
-    let primary = Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
-    let (deployments, dep_stream) = ChildCache::watch(client.clone(), ns, "app=myownshell", strip);
+    let applier = Applier::new(FIELD_MANAGER);
+    let status = StatusWriter::new(FIELD_MANAGER);
+    let primary =
+        Primary::watch(scoped_api(client.clone(), ns), (), Default::default()).forgetting(&status);
+    let (deployments, dep_stream) =
+        ChildCache::watch_owned(client.clone(), ns, "app=myownshell", strip, &applier);
     let context = Arc::new(Context {
         client: client.clone(),
-        applier: Applier::new(FIELD_MANAGER),
-        status: StatusWriter::new(FIELD_MANAGER),
+        applier,
+        status,
+        events: Events::new(client.clone(), "bosun-myownshell"),
         deployments: deployments.clone(),
     });
     Wiring::new(primary, context).owns(dep_stream, deployments.synced())
@@ -135,13 +153,41 @@ async fn apply(m: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
     let ns = m.namespace().unwrap_or_default();
     let desired = build::deployment(m);
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    ctx.applier
-        .apply(
-            &deployments,
-            &desired,
-            ctx.deployments.meta(&ns, &m.name_any()).as_ref(),
-        )
-        .await?;
+    let cached = ctx.deployments.meta(&ns, &m.name_any());
+    let conflict = match holder(cached.as_ref(), &m.uid().unwrap_or_default()) {
+        Holder::Absent | Holder::Us => None,
+        Holder::Other { kind, name } => Some(format!("owned by {kind} {name}")),
+        Holder::Unowned => Some("not created by this MyOwnShell".to_string()),
+    };
+    let applied = match conflict {
+        Some(c) => Err(Error::Conflict(format!(
+            "Deployment {} exists, {c}; it is never taken over",
+            m.name_any()
+        ))),
+        None => match ctx
+            .applier
+            .apply(&deployments, &desired, cached.as_ref())
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.is_already_exists() => Err(Error::Conflict(format!(
+                "Deployment {} exists, not created by this MyOwnShell; it is never taken over",
+                m.name_any()
+            ))),
+            other => other.map_err(Error::from),
+        },
+    };
+    if let Err(Error::Conflict(message)) = &applied {
+        ctx.events
+            .publish(
+                &m.object_ref(&()),
+                true,
+                "NameConflict",
+                "Reconcile",
+                message.clone(),
+            )
+            .await;
+    }
+    applied?;
     let ready = ctx
         .deployments
         .get(&ns, &m.name_any())
@@ -156,4 +202,40 @@ async fn apply(m: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
         .write_if_changed(&api, m, m.status.as_ref(), &status)
         .await?;
     Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// Every verb granted is one the code calls (tests/e2e.rs runs the operator as a
+    /// ServiceAccount holding exactly these rules, so a missing one fails there).
+    #[test]
+    fn grants_exactly_what_the_code_calls() {
+        let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for rule in MyOwnShellOperator.rbac().namespaced {
+            for res in rule.resources.iter().flatten() {
+                granted
+                    .entry(res.clone())
+                    .or_default()
+                    .extend(rule.verbs.iter().cloned());
+            }
+        }
+        let want: &[(&str, &[&str])] = &[
+            // Primary cache (list, watch); kube-runtime's finalizer() (JSON patch).
+            ("myownshells", &["list", "patch", "watch"]),
+            // Status: server-side apply.
+            ("myownshells/status", &["patch"]),
+            // Owner references with blockOwnerDeletion.
+            ("myownshells/finalizers", &["update"]),
+            // Cache; apply and apply that creates; the applier's lookup by name.
+            ("deployments", &["create", "get", "list", "patch", "watch"]),
+        ];
+        let want: BTreeMap<String, BTreeSet<String>> = want
+            .iter()
+            .map(|(r, v)| (r.to_string(), v.iter().map(|s| s.to_string()).collect()))
+            .collect();
+        assert_eq!(granted, want);
+    }
 }

@@ -1,4 +1,5 @@
-//! MyOwnShell on the real API server with kube-controller-manager and the node agent.
+//! MyOwnShell on the real API server with kube-controller-manager and the node agent. The
+//! operator runs as a ServiceAccount holding exactly its generated RBAC rules.
 use bosun_testenv::eventually;
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,45 +7,112 @@ use std::time::Duration;
 use bosun_myownshell::api::MyOwnShellSpec;
 use bosun_myownshell::controller::FINALIZER;
 use bosun_myownshell::{MyOwnShell, MyOwnShellOperator};
-use bosun_runtime::manager::{Manager, ManagerConfig, Scope};
+use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator, Scope};
 use bosun_testenv::{shared, test_namespace, NodeAgent, NodeAgentConfig};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::{CustomResourceExt, ResourceExt};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use tokio::sync::OnceCell;
 
-#[tokio::test]
-async fn size_drives_the_shell_deployment_and_the_finalizer_runs_on_delete() {
+const SA_USER: &str = "system:serviceaccount:bosun-system:bosun";
+
+/// The CRD and the operator's ClusterRole (its rules and the runtime's), once per binary.
+async fn cluster_setup(client: &Client) {
+    static DONE: OnceCell<()> = OnceCell::const_new();
+    DONE.get_or_init(|| async {
+        let pp = PatchParams::apply("test").force();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd = MyOwnShell::crd();
+        crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
+            .await
+            .expect("crd");
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
+        )
+        .await
+        .expect("established")
+        .expect("crd wait");
+        let need = MyOwnShellOperator
+            .rbac()
+            .merge(bosun_runtime::rbac::runtime_rules(false));
+        let mut rules = need.namespaced;
+        rules.extend(need.cluster);
+        let role = ClusterRole {
+            metadata: ObjectMeta {
+                name: Some("bosun-test".into()),
+                ..Default::default()
+            },
+            rules: Some(rules),
+            ..Default::default()
+        };
+        Api::<ClusterRole>::all(client.clone())
+            .patch("bosun-test", &pp, &Patch::Apply(&role))
+            .await
+            .expect("role");
+        let binding = ClusterRoleBinding {
+            metadata: ObjectMeta {
+                name: Some("bosun-test".into()),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: "bosun-test".into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "User".into(),
+                name: SA_USER.into(),
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                ..Default::default()
+            }]),
+        };
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .patch("bosun-test", &pp, &Patch::Apply(&binding))
+            .await
+            .expect("binding");
+        // Discovery needs a moment after Established.
+        let shells: Api<MyOwnShell> = Api::all(client.clone());
+        for _ in 0..50 {
+            if shells.list(&Default::default()).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+}
+
+struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), ManagerError>>,
+}
+
+/// A namespace with a node agent, and the operator watching it as its ServiceAccount.
+async fn start(prefix: &str) -> (Client, String, NodeAgent, Running) {
+    if std::env::var_os("RUST_LOG").is_some() {
+        bosun_runtime::telemetry::init(Default::default());
+    }
     let cp = shared().await.expect("control plane");
     let client = cp.client().await.expect("client");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = MyOwnShell::crd();
-    crds.patch(
-        &crd.name_any(),
-        &PatchParams::apply("test").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .expect("crd");
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
-    )
-    .await
-    .expect("established")
-    .expect("crd wait");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let ns = test_namespace(&client, "mos").await.expect("ns");
-    let _agent = NodeAgent::start(
+    cluster_setup(&client).await;
+    let ns = test_namespace(&client, prefix).await.expect("ns");
+    let agent = NodeAgent::start(
         client.clone(),
         NodeAgentConfig {
             namespace: Some(ns.clone()),
             resize_needs_restart: false,
         },
     );
+    let sa = cp
+        .client_as(SA_USER, &["system:serviceaccounts", "system:authenticated"])
+        .await
+        .expect("client");
     let m = Manager::new(
-        client.clone(),
+        sa,
         ManagerConfig {
             scope: Scope::Namespaces(vec![ns.clone()]),
             ..Default::default()
@@ -52,13 +120,25 @@ async fn size_drives_the_shell_deployment_and_the_finalizer_runs_on_delete() {
     )
     .with_operator(Arc::new(MyOwnShellOperator));
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(m.run(
+    let task = tokio::spawn(m.run(
         async move {
             let _ = rx.await;
         },
         |_| {},
     ));
+    (client, ns, agent, Running { stop: tx, task })
+}
 
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.expect("join").expect("clean");
+    }
+}
+
+#[tokio::test]
+async fn size_drives_the_shell_deployment_and_the_finalizer_runs_on_delete() {
+    let (client, ns, _agent, run) = start("mos").await;
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
     let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let mut shell = MyOwnShell::new("myownshell-sample", MyOwnShellSpec { size: 3 });
@@ -132,6 +212,77 @@ async fn size_drives_the_shell_deployment_and_the_finalizer_runs_on_delete() {
     })
     .await;
     assert!(gone.is_some(), "finalized and cleaned up");
-    let _ = tx.send(());
-    run.await.expect("join").expect("clean");
+    run.stop().await;
+}
+
+/// A Deployment of the same name the operator did not create is never written: neither one
+/// its cache cannot see (no labels) nor one it sees (its labels).
+#[tokio::test]
+async fn a_deployment_it_did_not_create_is_never_taken_over() {
+    let (client, ns, _agent, run) = start("mos-foreign").await;
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let foreign = |name: &str, labels: serde_json::Value| -> Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"replicas": 1,
+                "selector": {"matchLabels": {"mine": name}},
+                "template": {"metadata": {"labels": {"mine": name}},
+                    "spec": {"containers": [{"name": "c", "image": "mine:1"}]}}}
+        }))
+        .expect("deployment")
+    };
+    deps.create(
+        &PostParams::default(),
+        &foreign("shell-a", serde_json::json!({})),
+    )
+    .await
+    .expect("foreign a");
+    // shell-b: what MyOwnShell itself would build, made by someone else (no owner).
+    let mut twin = MyOwnShell::new("shell-b", MyOwnShellSpec { size: 1 });
+    twin.metadata.namespace = Some(ns.clone());
+    let mut b = bosun_myownshell::build::deployment(&twin);
+    b.metadata.owner_references = None;
+    deps.create(&PostParams::default(), &b)
+        .await
+        .expect("foreign b");
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
+    for name in ["shell-a", "shell-b"] {
+        let mut s = MyOwnShell::new(name, MyOwnShellSpec { size: 3 });
+        s.metadata.namespace = Some(ns.clone());
+        shells
+            .create(&PostParams::default(), &s)
+            .await
+            .expect("create");
+    }
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let mut wrong = Vec::new();
+    for name in ["shell-a", "shell-b"] {
+        // Either outcome ends the wait; only one is right.
+        let seen = eventually(30, || async {
+            let d = deps.get(name).await.ok()?;
+            let taken = !d.owner_references().is_empty();
+            let reported = events
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("NameConflict")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                });
+            (taken || reported).then_some((taken, reported))
+        })
+        .await;
+        let d = deps.get(name).await.expect("deployment");
+        let replicas = d.spec.as_ref().and_then(|s| s.replicas);
+        if seen != Some((false, true)) || replicas != Some(1) {
+            wrong.push(format!(
+                "{name}: (taken over, NameConflict event) = {seen:?}, owners {:?}, replicas {replicas:?}",
+                d.owner_references().iter().map(|o| &o.name).collect::<Vec<_>>()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    run.stop().await;
 }

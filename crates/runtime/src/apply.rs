@@ -1,38 +1,55 @@
 //! Server-side apply with one stable field manager, and no request at all when the desired
 //! object is already what the cluster holds.
 //!
-//! Children are cached as metadata only (≈1.6 KB each instead of ≈6 KB for full objects), so
-//! the comparison cannot look at specs. Instead every applied object carries a hash of its
-//! desired state in the `bosun.dev/applied-hash` annotation, and the applier remembers the
-//! `metadata.generation` (or, for kinds without one, the `resourceVersion`) that its own apply
-//! returned. A write is skipped when the cached metadata shows the same hash and that marker
-//! has not moved since; a moved marker means someone else edited the object, so it is
-//! re-applied. After a restart nothing is remembered: a matching hash is trusted, which is what
-//! makes a restart over converged objects free of writes.
+//! **Deciding without a request.** Children are cached slimmed (no specs), so the decision
+//! rests on what a fingerprinting cache keeps instead of `managedFields`: the fingerprint of
+//! the live values at the fields this field manager owns ([`crate::owned`]). They equal the
+//! desired object's fingerprint exactly when nobody has touched what bosun wrote — an edit
+//! made while bosun was stopped, a label or owner reference removed, a same-name object
+//! recreated from a copy all show — so a restart over converged objects sends nothing and
+//! every drift is caught on first sight. After each write the applier remembers, per object
+//! **UID**, the fingerprint its write produced, which covers values the API server rewrites
+//! (a quantity in another spelling) from then on.
+//!
+//! Caches that keep no fingerprint (metadata-only watches) fall back to the
+//! `bosun.dev/applied-hash` annotation and the `generation` (or `resourceVersion`) the
+//! applier's own write returned, per UID: drift made while the applier runs is caught, but a
+//! matching hash is trusted on first sight.
+//!
+//! **Creating.** An object the (synced) cache does not hold is created, never applied over:
+//! a name taken by an object the cache cannot show (filtered out by its label selector, or
+//! created a moment ago) fails with 409 AlreadyExists. The create is itself a server-side
+//! apply carrying a `resourceVersion` no object can have: the API server ignores it when the
+//! object is absent and refuses the apply when it exists. (Kinds whose storage refuses that —
+//! Services on v1.20 — are looked up by name first.) A plain create (POST) would be atomic
+//! too but records an `Update` entry, which owns the server's defaults (so the fingerprint
+//! above would never match after a restart) and which a later apply never prunes (so a field
+//! dropped from the desired object would stay forever).
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams};
+use kube::core::Status;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::owned::{self, Fingerprint};
+
 pub const HASH_ANNOTATION: &str = "bosun.dev/applied-hash";
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Key {
-    kind: String,
-    namespace: String,
-    name: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What this applier last wrote to (or found in place on) one object, by UID; 48 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Applied {
-    hash: String,
-    marker: String,
+    /// The desired object's hash (the annotation's hex, as bits).
+    hash: u128,
+    /// The live fingerprint of the written object (0: none known).
+    fingerprint: Fingerprint,
+    /// Its generation (or a digest of its resourceVersion), for caches without fingerprints.
+    marker: u64,
 }
 
 /// What [`Applier::apply`] did.
@@ -40,14 +57,16 @@ struct Applied {
 pub enum Outcome {
     /// The cache showed the desired state in place; no request was sent.
     Unchanged,
-    /// A server-side apply PATCH was sent.
+    /// The object was written (created, or server-side applied).
     Applied,
 }
 
 #[derive(Clone)]
 pub struct Applier {
     field_manager: String,
-    memo: Arc<Mutex<HashMap<Key, Applied>>>,
+    memo: Arc<Mutex<HashMap<u128, Applied>>>,
+    /// Kinds whose storage refuses the guarded create (see [`Applier::create`]).
+    refuse_guarded_create: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 /// The hash of a desired object, as stored in [`HASH_ANNOTATION`].
@@ -56,18 +75,53 @@ pub fn desired_hash<K: Serialize>(obj: &K) -> Result<String, serde_json::Error> 
     Ok(hex::encode(&Sha256::digest(&bytes)[..12]))
 }
 
-fn marker(meta: &ObjectMeta) -> String {
+fn marker(meta: &ObjectMeta) -> u64 {
+    use std::hash::{Hash, Hasher};
     match meta.generation {
-        Some(g) if g > 0 => format!("g{g}"),
-        _ => format!("rv{}", meta.resource_version.as_deref().unwrap_or("")),
+        Some(g) if g > 0 => g.unsigned_abs(),
+        _ => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            meta.resource_version.hash(&mut h);
+            h.finish() | (1 << 63)
+        }
     }
 }
+
+/// The memo key of an object: its UID (a recreated object is another object).
+fn uid_key(meta: &ObjectMeta) -> u128 {
+    match &meta.uid {
+        Some(u) => owned::uid_bits(u),
+        None => owned::uid_bits(&format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or(""),
+            meta.name.as_deref().unwrap_or("")
+        )),
+    }
+}
+
+/// The bits of a [`desired_hash`] (24 hex digits).
+fn hash_bits(hash: &str) -> u128 {
+    u128::from_str_radix(hash, 16).unwrap_or_else(|_| owned::uid_bits(hash))
+}
+
+/// What to do with one desired object.
+#[derive(Debug, PartialEq, Eq)]
+enum Decision {
+    InPlace,
+    Create,
+    Apply,
+}
+
+/// A `resourceVersion` no object can have (etcd revisions never get there): as a
+/// precondition it makes an apply create-only.
+const NO_OBJECT_HAS: &str = "18446744073709551615";
 
 impl Applier {
     pub fn new(field_manager: impl Into<String>) -> Self {
         Applier {
             field_manager: field_manager.into(),
             memo: Arc::default(),
+            refuse_guarded_create: Arc::default(),
         }
     }
 
@@ -75,56 +129,72 @@ impl Applier {
         &self.field_manager
     }
 
-    fn key<K: Resource>(obj: &K, dyntype: &K::DynamicType) -> Key {
-        Key {
-            kind: K::kind(dyntype).to_string(),
-            namespace: obj.namespace().unwrap_or_default(),
-            name: obj.name_any(),
-        }
+    fn memo(&self) -> std::sync::MutexGuard<'_, HashMap<u128, Applied>> {
+        self.memo.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Decides from cached metadata whether `desired` (hash `hash`) needs a write.
-    fn is_current<K: Resource>(
-        &self,
-        desired: &K,
-        dyntype: &K::DynamicType,
-        hash: &str,
-        cached: Option<&ObjectMeta>,
-    ) -> bool {
-        let Some(cached) = cached else { return false };
+    /// Decides from cached metadata whether `hash` / `want` (the desired object's hash and
+    /// fingerprint) need a write.
+    fn decide(&self, hash: &str, want: Fingerprint, cached: Option<&ObjectMeta>) -> Decision {
+        let Some(cached) = cached else {
+            return Decision::Create;
+        };
+        let key = uid_key(cached);
         if cached.deletion_timestamp.is_some() {
-            return false;
+            return Decision::Apply;
         }
-        if cached
+        let hash_bits = hash_bits(hash);
+        if let Some(owned) = owned::summary(cached, &self.field_manager) {
+            let live = owned.fingerprint;
+            let remembered = self
+                .memo()
+                .get(&key)
+                .is_some_and(|m| m.hash == hash_bits && live.is_some_and(|l| l == m.fingerprint));
+            if live == Some(want) || remembered {
+                return Decision::InPlace;
+            }
+            return Decision::Apply;
+        }
+        // A cache without fingerprints: the hash annotation and the marker.
+        let annotated = cached
             .annotations
             .as_ref()
             .and_then(|a| a.get(HASH_ANNOTATION))
             .map(String::as_str)
-            != Some(hash)
-        {
-            return false;
+            == Some(hash);
+        if !annotated {
+            return Decision::Apply;
         }
-        let key = Self::key(desired, dyntype);
-        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        let mut memo = self.memo();
         match memo.get(&key) {
-            Some(prev) if prev.hash == hash => prev.marker == marker(cached),
+            Some(prev) if prev.hash == hash_bits => {
+                if prev.marker == marker(cached) {
+                    Decision::InPlace
+                } else {
+                    Decision::Apply
+                }
+            }
             _ => {
                 // Nothing remembered (a restart, or another replica applied it): the hash says
                 // the object was applied with this desired state; take its marker as the baseline.
                 memo.insert(
                     key,
                     Applied {
-                        hash: hash.to_string(),
+                        hash: hash_bits,
+                        fingerprint: 0,
                         marker: marker(cached),
                     },
                 );
-                true
+                Decision::InPlace
             }
         }
     }
 
     /// Applies `desired` (of a k8s-openapi kind) unless `cached` (the object's metadata from
-    /// a watch cache) shows it is already in place.
+    /// a synced watch cache) shows it is already in place. `cached: None` means the cache
+    /// holds no such object: it is then created (never applied over), which fails with 409
+    /// (AlreadyExists) if an object of that name exists after all — one the cache cannot
+    /// show (filtered out by its label selector, or created a moment ago) is never taken over.
     pub async fn apply<K>(
         &self,
         api: &Api<K>,
@@ -150,9 +220,6 @@ impl Applier {
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
         let hash = desired_hash(desired).map_err(kube::Error::SerdeError)?;
-        if self.is_current(desired, dyntype, &hash, cached) {
-            return Ok(Outcome::Unchanged);
-        }
         let mut obj = desired.clone();
         obj.annotations_mut()
             .insert(HASH_ANNOTATION.to_string(), hash.clone());
@@ -161,19 +228,105 @@ impl Applier {
             map.insert("apiVersion".into(), K::api_version(dyntype).into());
             map.insert("kind".into(), K::kind(dyntype).into());
         }
-        let params = PatchParams::apply(&self.field_manager).force();
-        let applied = api
-            .patch(&obj.name_any(), &params, &Patch::Apply(&value))
-            .await?;
-        let key = Self::key(desired, dyntype);
-        self.memo.lock().unwrap_or_else(|e| e.into_inner()).insert(
-            key,
-            Applied {
-                hash,
-                marker: marker(applied.meta()),
-            },
-        );
+        let want = owned::desired(&value);
+        let written = match self.decide(&hash, want, cached) {
+            Decision::InPlace => {
+                if let Some(c) = cached {
+                    self.remember(c, &hash, owned::summary(c, &self.field_manager));
+                }
+                return Ok(Outcome::Unchanged);
+            }
+            Decision::Create => {
+                let kind = format!("{}/{}", K::api_version(dyntype), K::kind(dyntype));
+                self.create(api, &kind, &obj.name_any(), &value).await?
+            }
+            Decision::Apply => {
+                let params = PatchParams::apply(&self.field_manager).force();
+                api.patch(&obj.name_any(), &params, &Patch::Apply(&value))
+                    .await?
+            }
+        };
+        let live = serde_json::to_value(&written).map_err(kube::Error::SerdeError)?;
+        let entries = written.meta().managed_fields.clone().unwrap_or_default();
+        let owned = owned::live(&live, &entries, &self.field_manager);
+        self.remember(written.meta(), &hash, Some(owned));
         Ok(Outcome::Applied)
+    }
+
+    fn remember(&self, meta: &ObjectMeta, hash: &str, owned: Option<owned::Owned>) {
+        let applied = Applied {
+            hash: hash_bits(hash),
+            fingerprint: owned.and_then(|o| o.fingerprint).unwrap_or(0),
+            marker: marker(meta),
+        };
+        self.memo().insert(uid_key(meta), applied);
+    }
+
+    /// Objects remembered (written or found in place, not yet deleted).
+    pub fn remembered(&self) -> usize {
+        self.memo().len()
+    }
+
+    /// Forgets what was remembered about the object with this UID (it was deleted). A
+    /// cache built for this applier ([`crate::cache::ChildCache::watch_owned`]) calls this
+    /// for every object it sees go.
+    pub fn forget(&self, uid: &str) {
+        self.forget_bits(owned::uid_bits(uid));
+    }
+
+    pub(crate) fn forget_bits(&self, uid: u128) {
+        self.memo().remove(&uid);
+    }
+
+    /// Creates `value` unless an object of that name exists (409 AlreadyExists).
+    async fn create<K>(
+        &self,
+        api: &Api<K>,
+        kind: &str,
+        name: &str,
+        value: &serde_json::Value,
+    ) -> Result<K, kube::Error>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        let params = PatchParams::apply(&self.field_manager).force();
+        let exists = |detail: &str| {
+            kube::Error::Api(
+                Status::failure(
+                    &format!("{kind} {name} already exists: it is not in the cache this applier reads ({detail})"),
+                    "AlreadyExists",
+                )
+                .with_code(409)
+                .boxed(),
+            )
+        };
+        if !self.lock_refusing().contains(kind) {
+            let mut guarded = value.clone();
+            if let Some(meta) = guarded.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                meta.insert("resourceVersion".into(), NO_OBJECT_HAS.into());
+            }
+            match api.patch(name, &params, &Patch::Apply(&guarded)).await {
+                Err(kube::Error::Api(s)) if s.code == 409 => return Err(exists(&s.message)),
+                // Some kinds' storage refuses a resourceVersion on an apply that creates
+                // (Services on v1.20): look first instead, from now on.
+                Err(kube::Error::Api(s)) if s.message.contains("resourceVersion") => {
+                    self.lock_refusing().insert(kind.to_string());
+                }
+                other => return other,
+            }
+        }
+        // Not atomic, unlike the guarded apply: an object created between the two requests
+        // would be applied over. The window is one round trip.
+        if api.get_metadata_opt(name).await?.is_some() {
+            return Err(exists("found by name"));
+        }
+        api.patch(name, &params, &Patch::Apply(value)).await
+    }
+
+    fn lock_refusing(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.refuse_guarded_create
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -215,16 +368,16 @@ mod tests {
     }
 
     #[test]
-    fn skip_needs_matching_hash_and_unmoved_marker() {
+    fn without_fingerprints_hash_and_marker_decide() {
         let a = Applier::new("test");
-        let obj = cm("a");
-        let h = desired_hash(&obj).expect("hash");
-        let cur =
-            |a: &Applier, hash: &str, m: Option<&ObjectMeta>| a.is_current(&obj, &(), hash, m);
-        assert!(!cur(&a, &h, None), "absent from cache: apply");
+        let h = desired_hash(&cm("a")).expect("hash");
+        let cur = |a: &Applier, hash: &str, m: Option<&ObjectMeta>| {
+            a.decide(hash, 1, m) == Decision::InPlace
+        };
+        assert_eq!(a.decide(&h, 1, None), Decision::Create, "absent: create");
         assert!(
             !cur(&a, "other", Some(&meta(&h, None, "5"))),
-            "hash differs: apply"
+            "hash differs"
         );
         // First sight after a restart: trusted, baseline taken.
         assert!(cur(&a, &h, Some(&meta(&h, None, "5"))));
@@ -236,5 +389,33 @@ mod tests {
         assert!(cur(&b, &h, Some(&meta(&h, Some(2), "5"))));
         assert!(cur(&b, &h, Some(&meta(&h, Some(2), "7"))));
         assert!(!cur(&b, &h, Some(&meta(&h, Some(3), "8"))));
+    }
+
+    #[test]
+    fn fingerprints_decide_when_the_cache_keeps_them() {
+        let a = Applier::new("test");
+        let with = |fp: Option<u128>, uid: &str| {
+            let mut m = meta("h", Some(1), "5");
+            m.uid = Some(uid.into());
+            owned::keep_summary(&mut m, "test", owned::Owned { fingerprint: fp });
+            m
+        };
+        const WANT: u128 = 7;
+        let decide = |hash: &str, m: ObjectMeta| a.decide(hash, WANT, Some(&m));
+        assert_eq!(decide("a1", with(Some(WANT), "u")), Decision::InPlace);
+        // The hash annotation matches but the owned fields do not: drift.
+        assert_eq!(decide("a1", with(Some(8), "u")), Decision::Apply);
+        // Owns nothing: everything taken away, or a copy someone else created.
+        assert_eq!(decide("a1", with(None, "u")), Decision::Apply);
+        // After a write, the fingerprint it produced counts as in place, for that UID only.
+        let server_form = owned::Owned {
+            fingerprint: Some(9),
+        };
+        a.remember(&with(None, "u"), "a1", Some(server_form));
+        assert_eq!(decide("a1", with(Some(9), "u")), Decision::InPlace);
+        assert_eq!(decide("a1", with(Some(9), "v")), Decision::Apply);
+        assert_eq!(decide("a2", with(Some(9), "u")), Decision::Apply);
+        a.forget("u");
+        assert_eq!(decide("a1", with(Some(9), "u")), Decision::Apply);
     }
 }

@@ -5,25 +5,37 @@
 //!   dropped and a [`Synced`] signal;
 //! * [`ChildCache`] holds an operator's children slimmed to what the operator reads (a `strip`
 //!   function drops the rest before an object is stored): full objects cost ≈6 KB each,
-//!   metadata ≈1.6 KB (measured against this project's API server);
+//!   metadata ≈1.6 KB (measured against this project's API server). Built with
+//!   [`ChildCache::watch_owned`], it also keeps the fingerprint of the fields one field
+//!   manager owns ([`crate::owned`]), computed from the full object before it is slimmed —
+//!   what the applier needs to see drift — in a side table of 16 bytes per object keyed by
+//!   UID, and hands it out in the metadata [`ChildCache::meta`] returns;
 //! * [`MetaCache`] holds metadata only (`PartialObjectMeta`): the API server sends and bosun
-//!   parses nothing else.
+//!   parses nothing else — or, built with [`MetaCache::watch_owned`], whole objects are
+//!   parsed, fingerprinted like [`ChildCache::watch_owned`] does, and only their metadata is
+//!   kept.
 //!
 //! Readiness is tracked from the watcher's `InitDone` event rather than with
 //! `Store::wait_until_ready`: kube-runtime 5's ready signal wakes only the most recent waiter,
 //! so a readiness probe waiting on it can starve the controller's own runner of its wake-up.
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{reflector, store::Writer, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tokio::sync::watch;
+
+use crate::apply::Applier;
+use crate::owned::{Fingerprint, Owned};
 
 /// Becomes true once the first full list of a watch has been stored.
 #[derive(Clone)]
@@ -108,30 +120,96 @@ where
         .flatten()
 }
 
-/// Watches `api` into a store, calling `slim` on every object before it is stored.
+/// Watches `api` into a store, showing every event to `observe` (whole objects) and calling
+/// `slim` on every object before it is stored.
 fn watch_into<K>(
     api: Api<K>,
     dyntype: K::DynamicType,
     cfg: watcher::Config,
     deletes: bool,
+    mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
     slim: impl FnMut(&mut K) + Send + 'static,
 ) -> (Store<K>, ObjectStream<K>, Synced)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
+    let events = watcher(api, cfg)
+        .backoff(WatchBackoff::default())
+        .inspect(move |r| {
+            if let Ok(ev) = r {
+                observe(ev)
+            }
+        });
+    reflect_events(events.modify(slim), dyntype, deletes)
+}
+
+/// How long a failed watch waits before trying again: doubling from 0.5 s to 5 s, reset by
+/// the first event that arrives. kube-runtime's default (client-go's: up to 30 s, reset only
+/// after two healthy minutes) left bosun up to half a minute behind an API server that came
+/// back from a 10 s outage (measured by the chaos suite); five watches retrying every 5 s
+/// are no burden to a struggling one.
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+const WATCH_RETRY_MIN: Duration = Duration::from_millis(500);
+const WATCH_RETRY_MAX: Duration = Duration::from_secs(5);
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff {
+            next: WATCH_RETRY_MIN,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (now * 2).min(WATCH_RETRY_MAX);
+        Some(now)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = WATCH_RETRY_MIN;
+    }
+}
+
+/// Stores watch events, tracks the first full list, and turns the events into triggers.
+fn reflect_events<K, S>(
+    events: S,
+    dyntype: K::DynamicType,
+    deletes: bool,
+) -> (Store<K>, ObjectStream<K>, Synced)
+where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
     let writer = Writer::new(dyntype);
     let reader = writer.as_reader();
     let (tx, rx) = watch::channel(false);
-    let events = reflect_tracked(
-        writer,
-        watcher(api, cfg).default_backoff().modify(slim),
-        move || {
-            let _ = tx.send(true);
-        },
-    );
+    let events = reflect_tracked(writer, events, move || {
+        let _ = tx.send(true);
+    });
     let stream = triggers(events, deletes);
     (reader, Box::pin(stream), Synced(rx))
+}
+
+/// The same event with its object mapped by `f`.
+fn map_event<A, B>(ev: watcher::Event<A>, f: impl Fn(A) -> B) -> watcher::Event<B> {
+    use watcher::Event::*;
+    match ev {
+        Init => Init,
+        InitApply(o) => InitApply(f(o)),
+        InitDone => InitDone,
+        Apply(o) => Apply(f(o)),
+        Delete(o) => Delete(f(o)),
+    }
 }
 
 /// A cache of `api`'s objects for `Controller::for_stream_with(stream, store, dyntype)`: the
@@ -147,7 +225,22 @@ where
     K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    watch_into(api, dyntype, cfg, false, |o: &mut K| {
+    reflect_observed(api, dyntype, cfg, |_: &watcher::Event<K>| {})
+}
+
+/// [`reflect_with`], showing every event to `observe` first.
+pub(crate) fn reflect_observed<K>(
+    api: Api<K>,
+    dyntype: K::DynamicType,
+    cfg: watcher::Config,
+    observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> (Store<K>, ObjectStream<K>, Synced)
+where
+    K: Resource,
+    K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    watch_into(api, dyntype, cfg, false, observe, |o: &mut K| {
         o.meta_mut().managed_fields = None;
     })
 }
@@ -170,6 +263,7 @@ where
     store: Store<K>,
     synced: Synced,
     dyntype: K::DynamicType,
+    fingerprints: Option<Fingerprints>,
 }
 
 impl<K: Resource + Clone + 'static> Clone for ChildCache<K>
@@ -181,9 +275,96 @@ where
             store: self.store.clone(),
             synced: self.synced.clone(),
             dyntype: self.dyntype.clone(),
+            fingerprints: self.fingerprints.clone(),
         }
     }
 }
+
+/// The fingerprints of what one field manager owns, per object UID, with the epoch of the
+/// (re-)list that last saw the object: objects gone during a watch gap leave at the end of
+/// the next list, deleted ones at once.
+#[derive(Clone)]
+struct Fingerprints {
+    manager: Arc<str>,
+    /// Told of every object that goes, so its memo does not outlive it.
+    applier: Applier,
+    /// UID → (fingerprint, epoch), as byte arrays: 36 bytes an entry instead of 48 with
+    /// `u128`'s 16-byte alignment.
+    table: Arc<Mutex<Table>>,
+}
+
+/// UID bits → (fingerprint bits, epoch of the last list that saw the object).
+type Table = HashMap<[u8; 16], ([u8; 16], u32)>;
+
+impl Fingerprints {
+    fn new(applier: &Applier) -> Self {
+        Fingerprints {
+            manager: applier.field_manager().into(),
+            applier: applier.clone(),
+            table: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the table in step with the watch: `epoch` counts the lists seen.
+    fn observe<K: Resource + Serialize>(&self, ev: &watcher::Event<K>, epoch: &mut u32) {
+        let fp = |o: &K| -> Fingerprint {
+            let entries = o.meta().managed_fields.as_deref().unwrap_or_default();
+            serde_json::to_value(o)
+                .ok()
+                .and_then(|v| crate::owned::live(&v, entries, &self.manager).fingerprint)
+                .unwrap_or(NOTHING_OWNED)
+        };
+        let uid = |o: &K| {
+            o.meta()
+                .uid
+                .as_deref()
+                .map(|u| crate::owned::uid_bits(u).to_le_bytes())
+        };
+        match ev {
+            watcher::Event::Init => *epoch = epoch.wrapping_add(1),
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
+                if let Some(u) = uid(o) {
+                    let f = fp(o).to_le_bytes();
+                    self.lock().insert(u, (f, *epoch));
+                }
+            }
+            watcher::Event::Delete(o) => {
+                if let Some(u) = uid(o) {
+                    self.lock().remove(&u);
+                    self.applier.forget_bits(u128::from_le_bytes(u));
+                }
+            }
+            watcher::Event::InitDone => {
+                let e = *epoch;
+                let mut gone = Vec::new();
+                self.lock().retain(|u, (_, seen)| {
+                    let keep = *seen == e;
+                    if !keep {
+                        gone.push(u128::from_le_bytes(*u));
+                    }
+                    keep
+                });
+                for u in gone {
+                    self.applier.forget_bits(u);
+                }
+            }
+        }
+    }
+
+    fn get(&self, uid: &str) -> Option<Fingerprint> {
+        self.lock()
+            .get(&crate::owned::uid_bits(uid).to_le_bytes())
+            .map(|(f, _)| Fingerprint::from_le_bytes(*f))
+            .filter(|f| *f != NOTHING_OWNED)
+    }
+}
+
+/// Table value for "the manager owns no field of this object".
+const NOTHING_OWNED: Fingerprint = 0;
 
 impl<K> ChildCache<K>
 where
@@ -200,11 +381,31 @@ where
         label_selector: &str,
         strip: fn(&mut K),
     ) -> (Self, ObjectStream<K>) {
+        Self::watching(
+            api,
+            dyntype,
+            label_selector,
+            strip,
+            None,
+            |_: &watcher::Event<K>, _: &mut u32| {},
+        )
+    }
+
+    fn watching(
+        api: Api<K>,
+        dyntype: K::DynamicType,
+        label_selector: &str,
+        strip: fn(&mut K),
+        fingerprints: Option<Fingerprints>,
+        mut observe: impl FnMut(&watcher::Event<K>, &mut u32) + Send + 'static,
+    ) -> (Self, ObjectStream<K>) {
+        let mut epoch = 0;
         let (store, stream, synced) = watch_into(
             api,
             dyntype.clone(),
             selector_config(label_selector),
             true,
+            move |ev: &watcher::Event<K>| observe(ev, &mut epoch),
             move |o: &mut K| {
                 o.meta_mut().managed_fields = None;
                 strip(o);
@@ -215,6 +416,7 @@ where
                 store,
                 synced,
                 dyntype,
+                fingerprints,
             },
             stream,
         )
@@ -229,9 +431,16 @@ where
         self.store.get(&r)
     }
 
-    /// The cached metadata of one object.
+    /// The cached metadata of one object; from a cache built with
+    /// [`ChildCache::watch_owned`], with the owned-field fingerprint as a `managedFields`
+    /// summary (what [`crate::apply::Applier`] reads).
     pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
-        self.get(namespace, name).map(|o| o.meta().clone())
+        let mut meta = self.get(namespace, name).map(|o| o.meta().clone())?;
+        if let Some(fps) = &self.fingerprints {
+            let fingerprint = meta.uid.as_deref().and_then(|u| fps.get(u));
+            crate::owned::keep_summary(&mut meta, &fps.manager, Owned { fingerprint });
+        }
+        Some(meta)
     }
 
     /// Every cached object.
@@ -268,6 +477,60 @@ where
     }
 }
 
+impl<K> ChildCache<K>
+where
+    K: Resource,
+    K: Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    /// [`ChildCache::watch_api`], keeping for each object the fingerprint of the fields
+    /// `applier`'s field manager owns (what the applier compares), computed from the whole
+    /// object before `strip` runs: 16 bytes per object in a side table, and one
+    /// serialization per event. The applier is told of every object that goes, so its
+    /// memo forgets it.
+    pub fn watch_api_owned(
+        api: Api<K>,
+        dyntype: K::DynamicType,
+        label_selector: &str,
+        strip: fn(&mut K),
+        applier: &Applier,
+    ) -> (Self, ObjectStream<K>) {
+        let fps = Fingerprints::new(applier);
+        let observer = fps.clone();
+        Self::watching(
+            api,
+            dyntype,
+            label_selector,
+            strip,
+            Some(fps),
+            move |ev: &watcher::Event<K>, epoch: &mut u32| observer.observe(ev, epoch),
+        )
+    }
+}
+
+impl<K> ChildCache<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
+{
+    /// [`ChildCache::watch_api_owned`] for a k8s-openapi kind in `namespace` (all when None).
+    pub fn watch_owned(
+        client: Client,
+        namespace: Option<&str>,
+        label_selector: &str,
+        strip: fn(&mut K),
+        applier: &Applier,
+    ) -> (Self, ObjectStream<K>) {
+        Self::watch_api_owned(
+            scoped_api(client, namespace),
+            (),
+            label_selector,
+            strip,
+            applier,
+        )
+    }
+}
+
 /// A metadata-only cache (`PartialObjectMeta`): for children whose spec and status the
 /// pipeline never reads.
 pub struct MetaCache<K: Resource + Clone + 'static>
@@ -277,6 +540,7 @@ where
     store: Store<PartialObjectMeta<K>>,
     synced: Synced,
     dyntype: K::DynamicType,
+    fingerprints: Option<Fingerprints>,
 }
 
 impl<K: Resource + Clone + 'static> Clone for MetaCache<K>
@@ -288,6 +552,7 @@ where
             store: self.store.clone(),
             synced: self.synced.clone(),
             dyntype: self.dyntype.clone(),
+            fingerprints: self.fingerprints.clone(),
         }
     }
 }
@@ -309,6 +574,7 @@ where
             dyntype.clone(),
             selector_config(label_selector),
             true,
+            |_: &watcher::Event<PartialObjectMeta<K>>| {},
             |m: &mut PartialObjectMeta<K>| {
                 m.metadata.managed_fields = None;
             },
@@ -318,19 +584,26 @@ where
                 store,
                 synced,
                 dyntype,
+                fingerprints: None,
             },
             stream,
         )
     }
 
     /// The cached metadata of one object (`namespace` is ignored for cluster-scoped kinds
-    /// when empty).
+    /// when empty); from a cache built with [`MetaCache::watch_api_owned`], with the
+    /// owned-field fingerprint as a `managedFields` summary.
     pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
         let mut r = ObjectRef::<PartialObjectMeta<K>>::new_with(name, self.dyntype.clone());
         if !namespace.is_empty() {
             r = r.within(namespace);
         }
-        self.store.get(&r).map(|m| m.metadata.clone())
+        let mut meta = self.store.get(&r).map(|m| m.metadata.clone())?;
+        if let Some(fps) = &self.fingerprints {
+            let fingerprint = meta.uid.as_deref().and_then(|u| fps.get(u));
+            crate::owned::keep_summary(&mut meta, &fps.manager, Owned { fingerprint });
+        }
+        Some(meta)
     }
 
     /// The metadata of every cached object.
@@ -357,6 +630,56 @@ where
 
 impl<K> MetaCache<K>
 where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    /// A metadata cache fed by a watch of whole objects (`api`), so that the fingerprint of
+    /// the fields `applier`'s field manager owns can be computed before only the metadata
+    /// is kept: the memory of [`MetaCache::watch_api`] and what the applier needs to see
+    /// drift, for the price of parsing whole objects. The applier is told of every object
+    /// that goes.
+    pub fn watch_api_owned(
+        api: Api<K>,
+        dyntype: K::DynamicType,
+        label_selector: &str,
+        applier: &Applier,
+    ) -> (Self, ObjectStream<PartialObjectMeta<K>>) {
+        let fps = Fingerprints::new(applier);
+        let observer = fps.clone();
+        let mut epoch = 0;
+        let events = watcher(api, selector_config(label_selector))
+            .backoff(WatchBackoff::default())
+            .inspect(move |r| {
+                if let Ok(ev) = r {
+                    observer.observe(ev, &mut epoch)
+                }
+            })
+            .map_ok(|ev| {
+                map_event(ev, |o: K| {
+                    let mut metadata = o.meta().clone();
+                    metadata.managed_fields = None;
+                    PartialObjectMeta {
+                        types: None,
+                        metadata,
+                        _phantom: std::marker::PhantomData,
+                    }
+                })
+            });
+        let (store, stream, synced) = reflect_events(events, dyntype.clone(), true);
+        (
+            MetaCache {
+                store,
+                synced,
+                dyntype,
+                fingerprints: Some(fps),
+            },
+            stream,
+        )
+    }
+}
+
+impl<K> MetaCache<K>
+where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
     K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
@@ -367,6 +690,19 @@ where
         label_selector: &str,
     ) -> (Self, ObjectStream<PartialObjectMeta<K>>) {
         Self::watch_api(scoped_api(client, namespace), (), label_selector)
+    }
+
+    /// [`MetaCache::watch_api_owned`] for a k8s-openapi kind in `namespace` (all when None).
+    pub fn watch_owned(
+        client: Client,
+        namespace: Option<&str>,
+        label_selector: &str,
+        applier: &Applier,
+    ) -> (Self, ObjectStream<PartialObjectMeta<K>>)
+    where
+        K: Serialize,
+    {
+        Self::watch_api_owned(scoped_api(client, namespace), (), label_selector, applier)
     }
 }
 
@@ -432,5 +768,61 @@ mod tests {
             .collect()
             .await;
         assert_eq!(got, vec![1, 4, 2, 3, 5]);
+    }
+
+    fn cm(uid: &str, owned: bool) -> k8s_openapi::api::core::v1::ConfigMap {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let mut c = k8s_openapi::api::core::v1::ConfigMap::default();
+        c.metadata.uid = Some(uid.into());
+        c.data = Some([("k".to_string(), "v".to_string())].into());
+        c.metadata.managed_fields = owned.then(|| {
+            vec![ManagedFieldsEntry {
+                manager: Some("m".into()),
+                operation: Some("Apply".into()),
+                fields_v1: Some(FieldsV1(serde_json::json!({"f:data": {"f:k": {}}}))),
+                ..Default::default()
+            }]
+        });
+        c
+    }
+
+    #[test]
+    fn fingerprints_follow_the_watch() {
+        use watcher::Event::*;
+        let uid_a = "0ef42889-deb4-11e9-ba56-42010a800256";
+        let uid_b = "11111111-2222-3333-4444-555555555555";
+        let applier = Applier::new("m");
+        let f = Fingerprints::new(&applier);
+        let mut epoch = 0;
+        for ev in [
+            Init,
+            InitApply(cm(uid_a, true)),
+            InitApply(cm(uid_b, false)),
+            InitDone,
+        ] {
+            f.observe(&ev, &mut epoch);
+        }
+        let want = crate::owned::desired(&serde_json::json!({"data": {"k": "v"}}));
+        assert_eq!(f.get(uid_a), Some(want));
+        assert_eq!(f.get(uid_b), None, "the manager owns nothing there");
+        f.observe(&Delete(cm(uid_a, true)), &mut epoch);
+        assert_eq!(f.get(uid_a), None);
+        // b vanished during a watch gap: the next list drops it.
+        f.observe(&Apply(cm(uid_a, true)), &mut epoch);
+        for ev in [Init, InitApply(cm(uid_a, true)), InitDone] {
+            f.observe(&ev, &mut epoch);
+        }
+        assert_eq!(f.lock().len(), 1);
+        assert_eq!(f.get(uid_a), Some(want));
+    }
+
+    #[test]
+    fn watch_retries_double_to_five_seconds_and_reset() {
+        use kube::runtime::utils::Backoff;
+        let mut b = WatchBackoff::default();
+        let first: Vec<u64> = b.by_ref().take(6).map(|d| d.as_millis() as u64).collect();
+        assert_eq!(first, [500, 1000, 2000, 4000, 5000, 5000]);
+        b.reset();
+        assert_eq!(b.next(), Some(Duration::from_millis(500)));
     }
 }

@@ -8,6 +8,10 @@
 //! * one kube-runtime `Controller` per watched namespace, with the manager's concurrency and
 //!   graceful shutdown;
 //! * readiness: the operator is ready once every cache of every namespace has synced;
+//! * no reconcile before every cache of its namespace has synced: kube-runtime waits for the
+//!   primary cache only, and a pipeline that reads an empty child cache takes "absent" for an
+//!   answer — it would create what exists, take over a foreign object of the same name, and
+//!   rewrite every child on a restart;
 //! * re-list safety (see [`crate::cache`]);
 //! * a span, metrics and a log line per reconcile ([`observe`]);
 //! * the retry policy, by error category ([`RetryPolicy`]): errors the user must fix wait
@@ -29,10 +33,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use crate::cache::{reflect_with, ObjectStream, Synced};
+use crate::cache::{reflect_observed, ObjectStream, Synced, WatchBackoff};
 use crate::error::{Categorized, ErrorCategory};
 use crate::manager::{ControllerContext, Scope};
 use crate::metrics::ControllerMetrics;
+use crate::status::StatusWriter;
 
 /// A stream of "reconcile this object" requests.
 pub type Trigger<K> = BoxStream<'static, ObjectRef<K>>;
@@ -46,7 +51,11 @@ where
     stream: ObjectStream<K>,
     synced: Synced,
     dyntype: K::DynamicType,
+    forget: Forgetters,
 }
+
+/// Told the UID of every primary object that goes.
+type Forgetters = Arc<Mutex<Vec<StatusWriter>>>;
 
 impl<K> Primary<K>
 where
@@ -56,13 +65,35 @@ where
 {
     /// Watches `api` (a namespace, or all) with `cfg` (label selector, say).
     pub fn watch(api: Api<K>, dyntype: K::DynamicType, cfg: watcher::Config) -> Self {
-        let (store, stream, synced) = reflect_with(api, dyntype.clone(), cfg);
+        let forget: Forgetters = Arc::default();
+        let told = forget.clone();
+        let (store, stream, synced) =
+            reflect_observed(api, dyntype.clone(), cfg, move |ev: &watcher::Event<K>| {
+                if let watcher::Event::Delete(o) = ev {
+                    if let Some(uid) = o.meta().uid.as_deref() {
+                        for s in told.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                            s.forget(uid);
+                        }
+                    }
+                }
+            });
         Primary {
             store,
             stream,
             synced,
             dyntype,
+            forget,
         }
+    }
+
+    /// `status` forgets every primary object that goes (its memo would otherwise grow with
+    /// churn: a reconcile never sees a deletion without a finalizer).
+    pub fn forgetting(self, status: &StatusWriter) -> Self {
+        self.forget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(status.clone());
+        self
     }
 
     /// The primary objects' cache.
@@ -260,6 +291,27 @@ struct Shared<C, F> {
     metrics: ControllerMetrics,
     policy: RetryPolicy,
     failures: Failures,
+    /// Every cache the pipeline reads; a reconcile waits for all of them.
+    caches: Vec<Synced>,
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl<C, F> Shared<C, F> {
+    /// True once every cache has synced; false if the controller stops first.
+    async fn caches_synced(&self) -> bool {
+        let all = async {
+            for c in &self.caches {
+                if !c.wait().await {
+                    return false;
+                }
+            }
+            true
+        };
+        tokio::select! {
+            synced = all => synced,
+            _ = self.shutdown.cancelled() => false,
+        }
+    }
 }
 
 impl ControllerContext {
@@ -324,6 +376,8 @@ impl ControllerContext {
             metrics: self.metrics.clone(),
             policy: RetryPolicy::default(),
             failures: Failures::default(),
+            caches: w.caches,
+            shutdown: self.shutdown.clone(),
         });
         let store = w.primary.store.clone();
         let mut triggers = SelectAll::new();
@@ -332,12 +386,20 @@ impl ControllerContext {
         }
         let metrics = self.metrics.clone();
         Controller::for_stream_with(w.primary.stream, w.primary.store, w.primary.dyntype)
+            // The watches back off on their own; kube-runtime's default here (up to 30 s,
+            // for the whole trigger stream) kept every trigger waiting long after the API
+            // server came back from an outage (measured by the chaos suite).
+            .trigger_backoff(WatchBackoff::default())
             .reconcile_on(triggers)
             .with_config(CtrlConfig::default().concurrency(self.concurrency))
             .graceful_shutdown_on(self.shutdown_signal())
             .run(
                 |obj: Arc<K>, shared: Arc<Shared<C, F>>| {
                     async move {
+                        if !shared.caches_synced().await {
+                            // Stopping before the caches loaded: nothing to do.
+                            return Ok(Action::await_change());
+                        }
                         let fut = (shared.reconcile)(obj.clone(), shared.context.clone());
                         let res = observe(&shared.metrics, obj.as_ref(), fut).await;
                         if res.is_ok() {

@@ -25,6 +25,7 @@ pub mod http;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod owned;
 pub mod owner;
 pub mod ratelimit;
 pub mod rbac;

@@ -43,6 +43,13 @@ pub fn holder(meta: Option<&ObjectMeta>, uid: &str) -> Holder {
     }
 }
 
+/// True when `field_manager` owns fields of the object whose cached metadata is `meta` (a
+/// fingerprinting cache keeps that, see [`crate::owned`]): it wrote the object. An object
+/// that lost its owner reference is still recognised as written by bosun this way.
+pub fn applied_by(meta: &ObjectMeta, field_manager: &str) -> bool {
+    crate::owned::summary(meta, field_manager).is_some_and(|o| o.fingerprint.is_some())
+}
+
 /// True when `meta` names `uid` as its controller.
 pub fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
     holder(Some(meta), uid) == Holder::Us

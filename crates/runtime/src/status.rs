@@ -99,6 +99,11 @@ impl StatusWriter {
             .insert(uid, hash);
     }
 
+    /// Objects whose last written status is remembered.
+    pub fn remembered(&self) -> usize {
+        self.written.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Forgets a deleted object.
     pub fn forget(&self, uid: &str) {
         self.written

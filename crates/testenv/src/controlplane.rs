@@ -44,6 +44,22 @@ pub struct Options {
 struct Proc {
     name: &'static str,
     child: Child,
+    /// How it was started, to start it again ([`ControlPlane::restart`]).
+    program: std::ffi::OsString,
+    args: Vec<std::ffi::OsString>,
+}
+
+impl Proc {
+    fn start(name: &'static str, cmd: Command) -> Result<Proc, TestEnvError> {
+        let program = cmd.get_program().to_os_string();
+        let args = cmd.get_args().map(|a| a.to_os_string()).collect();
+        Ok(Proc {
+            name,
+            child: process::spawn(cmd)?,
+            program,
+            args,
+        })
+    }
 }
 
 /// A running control plane. Dropping it kills the processes and deletes the directory.
@@ -52,6 +68,7 @@ pub struct ControlPlane {
     kubeconfig: PathBuf,
     server: String,
     procs: Vec<Proc>,
+    audit_log: Option<PathBuf>,
 }
 
 const TOKEN: &str = "bosun-test-admin-token";
@@ -102,6 +119,16 @@ fn log_file(dir: &Path, name: &str) -> std::io::Result<(Stdio, Stdio)> {
 impl ControlPlane {
     /// Starts a control plane on free loopback ports.
     pub async fn start(opts: Options) -> Result<ControlPlane, TestEnvError> {
+        Self::boot_new(opts, false).await
+    }
+
+    /// [`ControlPlane::start`], with the API server writing an audit log of every mutating
+    /// request (who, what, when) to [`ControlPlane::audit_log`].
+    pub async fn start_audited(opts: Options) -> Result<ControlPlane, TestEnvError> {
+        Self::boot_new(opts, true).await
+    }
+
+    async fn boot_new(opts: Options, audit: bool) -> Result<ControlPlane, TestEnvError> {
         let assets = Assets::locate(opts.controller_manager)?;
         let base = base_dir();
         remove_stale_dirs(&base);
@@ -113,6 +140,7 @@ impl ControlPlane {
             kubeconfig: dir.join("kubeconfig"),
             server: String::new(),
             procs: Vec::new(),
+            audit_log: audit.then(|| dir.join("audit.log")),
         };
         cp.boot(&assets, &opts).await?;
         Ok(cp)
@@ -139,10 +167,7 @@ impl ControlPlane {
             .stdout(out)
             .stderr(err)
             .stdin(Stdio::null());
-        self.procs.push(Proc {
-            name: "etcd",
-            child: process::spawn(cmd)?,
-        });
+        self.procs.push(Proc::start("etcd", cmd)?);
 
         // keys and credentials
         let key = rcgen::KeyPair::generate().map_err(|e| TestEnvError::Key(e.to_string()))?;
@@ -183,10 +208,17 @@ impl ControlPlane {
             .stdout(out)
             .stderr(err)
             .stdin(Stdio::null());
-        self.procs.push(Proc {
-            name: "kube-apiserver",
-            child: process::spawn(cmd)?,
-        });
+        if let Some(log) = &self.audit_log {
+            let policy = dir.join("audit-policy.yaml");
+            std::fs::write(
+                &policy,
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted]\nrules:\n- level: Metadata\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n",
+            )?;
+            cmd.arg(format!("--audit-policy-file={}", policy.display()))
+                .arg(format!("--audit-log-path={}", log.display()))
+                .arg("--audit-log-format=json");
+        }
+        self.procs.push(Proc::start("kube-apiserver", cmd)?);
         self.server = format!("https://127.0.0.1:{api_port}");
         self.write_kubeconfig()?;
         self.wait_ready().await?;
@@ -206,10 +238,8 @@ impl ControlPlane {
                 .stdout(out)
                 .stderr(err)
                 .stdin(Stdio::null());
-            self.procs.push(Proc {
-                name: "kube-controller-manager",
-                child: process::spawn(cmd)?,
-            });
+            self.procs
+                .push(Proc::start("kube-controller-manager", cmd)?);
         }
         Ok(())
     }
@@ -319,6 +349,43 @@ impl ControlPlane {
     ) -> Result<f64, TestEnvError> {
         let text = self.apiserver_metrics(client).await?;
         Ok(sum_series(&text, "apiserver_request_total", labels))
+    }
+
+    /// The audit log of a control plane started with [`ControlPlane::start_audited`]: one
+    /// JSON event per line for every mutating request.
+    pub fn audit_log(&self) -> Option<&Path> {
+        self.audit_log.as_deref()
+    }
+
+    /// Kills the component `name` (an outage), waits `down`, starts it again with the same
+    /// arguments (ports and data kept) and, for the API server, waits until it is ready.
+    pub async fn restart(
+        &mut self,
+        name: &str,
+        down: std::time::Duration,
+    ) -> Result<(), TestEnvError> {
+        let Some(i) = self.procs.iter().position(|p| p.name == name) else {
+            return Ok(());
+        };
+        let p = &mut self.procs[i];
+        let _ = p.child.kill();
+        let _ = p.child.wait();
+        tokio::time::sleep(down).await;
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(self.dir.join(format!("{}.log", p.name)))?;
+        let mut cmd = Command::new(&p.program);
+        cmd.args(&p.args)
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .stdin(Stdio::null());
+        let name = p.name;
+        self.procs[i] = Proc::start(name, cmd)?;
+        if name == "kube-apiserver" {
+            self.wait_ready().await?;
+        }
+        Ok(())
     }
 
     /// Process id of a component, for tests that need to signal it.

@@ -9,6 +9,7 @@
 mod assets;
 mod controlplane;
 mod nodeagent;
+pub mod perturb;
 mod process;
 
 pub use assets::{assets_dir, Assets};

@@ -1,6 +1,8 @@
 //! A simulated node agent — **test support only**, standing in for the kubelet and a CSI
 //! driver that do not run here (as kwok does):
 //! * Pods are marked Running and Ready (all containers ready); terminating pods are removed.
+//!   A pod can be held unready ([`NodeAgent::hold_unready`]), as a crash-looping container
+//!   would keep it; its successor (a new UID) is treated normally again.
 //!   Pods that run to completion (`restartPolicy` Never or OnFailure, as Jobs' pods) end
 //!   Succeeded — or Failed when annotated `bosun.dev/test-exit-code` with a non-zero code.
 //! * Pending PVCs are bound: a PV is created for each (pre-bound via `claimRef`) and the claim
@@ -9,6 +11,8 @@
 //!   capacity follows at once (online expansion), or — `resize_needs_restart` — the claim
 //!   reports `FileSystemResizePending` until a new pod using it becomes ready, as the seed
 //!   describes for a real cluster.
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -30,7 +34,12 @@ pub struct NodeAgentConfig {
 /// Runs until dropped.
 pub struct NodeAgent {
     task: tokio::task::JoinHandle<()>,
+    client: Client,
+    unready: Held,
 }
+
+/// UIDs of pods held unready.
+type Held = Arc<Mutex<HashSet<String>>>;
 
 impl Drop for NodeAgent {
     fn drop(&mut self) {
@@ -41,8 +50,26 @@ impl Drop for NodeAgent {
 const PENDING: &str = "FileSystemResizePending";
 
 impl NodeAgent {
+    /// Holds the pod `name` in `namespace` (this very pod, by UID) not ready, and marks it
+    /// so at once; returns its UID.
+    pub async fn hold_unready(&self, namespace: &str, name: &str) -> Result<String, kube::Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pod = api.get(name).await?;
+        let uid = pod.uid().unwrap_or_default();
+        self.unready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid.clone());
+        mark_unready(&api, &pod).await?;
+        Ok(uid)
+    }
+
     pub fn start(client: Client, cfg: NodeAgentConfig) -> NodeAgent {
+        let unready: Held = Arc::default();
+        let held = unready.clone();
+        let agent_client = client.clone();
         let task = tokio::spawn(async move {
+            let client = agent_client;
             let (pods, pvcs): (Api<Pod>, Api<PersistentVolumeClaim>) = match &cfg.namespace {
                 Some(ns) => (
                     Api::namespaced(client.clone(), ns),
@@ -64,7 +91,7 @@ impl NodeAgent {
             while let Some(ev) = events.next().await {
                 let res = match ev {
                     Ev::Pod(e) => match *e {
-                        Ok(p) => on_pod(&client, &cfg, p).await,
+                        Ok(p) => on_pod(&client, &cfg, &held, p).await,
                         Err(e) => watch_error(e),
                     },
                     Ev::Pvc(e) => match *e {
@@ -77,8 +104,30 @@ impl NodeAgent {
                 }
             }
         });
-        NodeAgent { task }
+        NodeAgent {
+            task,
+            client,
+            unready,
+        }
     }
+}
+
+async fn mark_unready(api: &Api<Pod>, pod: &Pod) -> Result<(), kube::Error> {
+    let t = now();
+    let patch = json!({"status": {
+        "phase": "Running",
+        "conditions": [
+            {"type": "ContainersReady", "status": "False", "lastTransitionTime": t},
+            {"type": "Ready", "status": "False", "lastTransitionTime": t},
+        ],
+    }});
+    api.patch_status(
+        &pod.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
 }
 
 fn watch_error(e: watcher::Error) -> Result<(), kube::Error> {
@@ -95,7 +144,12 @@ fn now() -> String {
     Timestamp::now().to_string()
 }
 
-async fn on_pod(client: &Client, cfg: &NodeAgentConfig, pod: Pod) -> Result<(), kube::Error> {
+async fn on_pod(
+    client: &Client,
+    cfg: &NodeAgentConfig,
+    held: &Held,
+    pod: Pod,
+) -> Result<(), kube::Error> {
     let ns = pod.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     if pod.metadata.deletion_timestamp.is_some() {
@@ -115,6 +169,17 @@ async fn on_pod(client: &Client, cfg: &NodeAgentConfig, pod: Pod) -> Result<(), 
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let is_held = pod
+        .uid()
+        .is_some_and(|u| held.lock().unwrap_or_else(|e| e.into_inner()).contains(&u));
+    if is_held {
+        // A pod that never gets ready does not finish a resize either.
+        return if ready {
+            mark_unready(&api, &pod).await
+        } else {
+            Ok(())
+        };
+    }
     let phase = pod
         .status
         .as_ref()

@@ -3,9 +3,13 @@ use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::child_meta;
+use crate::api::ServiceType;
 use crate::names::Component;
 use crate::validate::Plan;
 
+/// `sessionAffinity` (and `externalTrafficPolicy` for node ports) are the API server's
+/// defaults, spelled out because the server records them as owned by the applier (see
+/// `db_services`).
 pub fn build(plan: &Plan) -> Service {
     let app = &plan.app;
     Service {
@@ -20,6 +24,9 @@ pub fn build(plan: &Plan) -> Service {
                 protocol: Some("TCP".into()),
                 ..Default::default()
             }]),
+            session_affinity: Some("None".into()),
+            external_traffic_policy: (app.service_type != ServiceType::ClusterIP)
+                .then(|| "Cluster".into()),
             ..Default::default()
         }),
         ..Default::default()
@@ -29,7 +36,6 @@ pub fn build(plan: &Plan) -> Service {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ServiceType;
     use crate::build::fixtures::{plan, sample};
 
     #[test]

@@ -18,14 +18,19 @@ fn ports(plan: &Plan) -> Option<Vec<ServicePort>> {
     }])
 }
 
+// `type` and `sessionAffinity` are spelled out although they are the API server's defaults:
+// the server records them as owned by the applier (Kubernetes 1.20), so the owned-field
+// fingerprint of the live object carries them (see `bosun_runtime::owned`).
 pub fn headless(plan: &Plan) -> Service {
     Service {
         metadata: child_meta(plan, &plan.id.names.db_headless, Component::MongoDb),
         spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
             cluster_ip: Some("None".into()),
             selector: Some(plan.id.names.selector(Component::MongoDb)),
             ports: ports(plan),
             publish_not_ready_addresses: Some(true),
+            session_affinity: Some("None".into()),
             ..Default::default()
         }),
         ..Default::default()
@@ -39,6 +44,7 @@ pub fn client(plan: &Plan) -> Service {
             type_: Some("ClusterIP".into()),
             selector: Some(plan.id.names.selector(Component::MongoDb)),
             ports: ports(plan),
+            session_affinity: Some("None".into()),
             ..Default::default()
         }),
         ..Default::default()

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec,
-    PodTemplateSpec, VolumeMount, VolumeResourceRequirements,
+    Container, ContainerPort, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimStatus, PodSpec, PodTemplateSpec, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -61,6 +61,9 @@ pub fn build(plan: &Plan) -> StatefulSet {
                     ..Default::default()
                 }),
             },
+            // The claim templates are one atomic field: the live value, server defaults
+            // included, is what bosun's owned-field fingerprint sees, so the defaults
+            // (`volumeMode`, `status.phase`) are part of the desired template.
             volume_claim_templates: Some(vec![PersistentVolumeClaim {
                 metadata: ObjectMeta {
                     name: Some(DATA_VOLUME.into()),
@@ -70,6 +73,7 @@ pub fn build(plan: &Plan) -> StatefulSet {
                 spec: Some(PersistentVolumeClaimSpec {
                     access_modes: Some(vec!["ReadWriteOnce".into()]),
                     storage_class_name: db.storage_class.clone(),
+                    volume_mode: Some("Filesystem".into()),
                     resources: Some(VolumeResourceRequirements {
                         requests: Some(BTreeMap::from([(
                             "storage".to_string(),
@@ -79,7 +83,10 @@ pub fn build(plan: &Plan) -> StatefulSet {
                     }),
                     ..Default::default()
                 }),
-                ..Default::default()
+                status: Some(PersistentVolumeClaimStatus {
+                    phase: Some("Pending".into()),
+                    ..Default::default()
+                }),
             }]),
             ..Default::default()
         }),

@@ -4,11 +4,13 @@
 //! (impersonated), so every test also proves the generated RBAC rules suffice.
 #![allow(dead_code)]
 pub use bosun_testenv::eventually;
+pub use bosun_testenv::perturb;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_bookstore::{BookStore, BookStoreOperator};
 use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator, Scope};
+use bosun_runtime::metrics::Metrics;
 use bosun_testenv::{shared, test_namespace, ControlPlane, NodeAgent, NodeAgentConfig};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -19,17 +21,19 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use tokio::sync::{oneshot, OnceCell};
 
 pub const SA_USER: &str = "system:serviceaccount:bosun-system:bosun";
+pub const SA_GROUPS: [&str; 2] = ["system:serviceaccounts", "system:authenticated"];
 
 pub struct Env {
     pub cp: &'static ControlPlane,
     pub admin: Client,
     pub ns: String,
-    _agent: NodeAgent,
+    pub agent: NodeAgent,
 }
 
 pub struct Running {
     stop: Option<oneshot::Sender<()>>,
     pub task: tokio::task::JoinHandle<Result<(), ManagerError>>,
+    pub metrics: Metrics,
 }
 
 impl Running {
@@ -51,6 +55,22 @@ impl Running {
     }
     pub fn kill(self) {
         self.task.abort();
+    }
+
+    /// Reconciles finished so far (successful or not).
+    pub fn reconciles(&self) -> f64 {
+        let text = self.metrics.encode();
+        bosun_testenv::sum_series(&text, "controller_runtime_reconcile_total", &[])
+    }
+
+    /// Waits until at least `n` reconciles have finished.
+    pub async fn wait_reconciles(&self, n: f64, secs: u64) {
+        let done = eventually(secs, || async { (self.reconciles() >= n).then_some(()) }).await;
+        assert!(
+            done.is_some(),
+            "fewer than {n} reconciles within {secs} s: {}",
+            self.metrics.encode()
+        );
     }
 }
 
@@ -124,7 +144,7 @@ pub async fn env(prefix: &str, resize_needs_restart: bool) -> Env {
         cp,
         admin,
         ns,
-        _agent: agent,
+        agent,
     }
 }
 
@@ -133,14 +153,28 @@ impl Env {
     pub async fn start_operator(&self) -> Running {
         let client = self
             .cp
-            .client_as(SA_USER, &["system:serviceaccounts", "system:authenticated"])
+            .client_as(SA_USER, &SA_GROUPS)
             .await
             .expect("client");
+        self.run_operator(client)
+    }
+
+    /// [`Env::start_operator`] with a client whose view of the cluster `perturb` controls.
+    pub async fn start_operator_with(&self, perturb: &perturb::Perturb) -> Running {
+        let client = perturb
+            .client_as(self.cp, SA_USER, &SA_GROUPS)
+            .await
+            .expect("client");
+        self.run_operator(client)
+    }
+
+    fn run_operator(&self, client: Client) -> Running {
         let cfg = ManagerConfig {
             scope: Scope::Namespaces(vec![self.ns.clone()]),
             ..Default::default()
         };
         let m = Manager::new(client, cfg).with_operator(Arc::new(BookStoreOperator));
+        let metrics = m.metrics();
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(m.run(
             async move {
@@ -151,6 +185,7 @@ impl Env {
         Running {
             stop: Some(tx),
             task,
+            metrics,
         }
     }
 

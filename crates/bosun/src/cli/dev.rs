@@ -2,20 +2,25 @@
 //! (etcd + kube-apiserver + kube-controller-manager, built on first use) with a simulated node
 //! agent, installs the CRDs, runs the operators, applies the seed's sample BookStore and shows
 //! what happened. Ctrl-C stops and cleans up. `--use-current-cluster` runs against the cluster
-//! in KUBECONFIG instead.
+//! in KUBECONFIG instead — with leader election on the Lease an installed bosun holds, so it
+//! never writes next to one: while that bosun runs, `bosun dev` is a standby and shows what
+//! the installed one does.
 mod assets;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_bookstore::BookStore;
+use bosun_runtime::leader::LeaderConfig;
 use bosun_runtime::manager::{shutdown_signal, Manager, ManagerConfig, Operator};
 use bosun_testenv::{ControlPlane, NodeAgent, NodeAgentConfig, Options};
 use clap::Args;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::wait::{await_condition, conditions};
@@ -50,6 +55,59 @@ pub struct DevArgs {
     /// Release storage of chart entries: secret or none.
     #[arg(long, default_value = "secret")]
     pub release_storage: bosun_helm_operator::Storage,
+    /// With --use-current-cluster: the namespace of the installed bosun's leader Lease.
+    #[arg(long, default_value = "bosun-system")]
+    pub lease_namespace: String,
+    /// With --use-current-cluster: the name of the installed bosun's leader Lease.
+    #[arg(long, default_value = "bosun-leader")]
+    pub lease_name: String,
+}
+
+/// Leader election for `--use-current-cluster`: on the installed bosun's Lease (or, when its
+/// namespace does not exist, on one in the sample's namespace, which at least keeps two
+/// `bosun dev` apart). Returns the config and, when another replica holds the lease now,
+/// its identity.
+async fn dev_leader(
+    client: &Client,
+    args: &DevArgs,
+) -> anyhow::Result<(LeaderConfig, Option<String>)> {
+    let identity = format!(
+        "bosun-dev-{}-{}",
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
+        std::process::id()
+    );
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = if namespaces.get_opt(&args.lease_namespace).await?.is_some() {
+        args.lease_namespace.clone()
+    } else {
+        say(format!(
+            "no bosun installed in namespace {} (it does not exist); if one runs elsewhere, pass --lease-namespace",
+            args.lease_namespace
+        ));
+        args.namespace.clone()
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let holder = leases
+        .get_opt(&args.lease_name)
+        .await?
+        .and_then(|l| l.spec)
+        .filter(|s| {
+            // Only to say so: the election itself never trusts another machine's clock.
+            let expires = s
+                .renew_time
+                .as_ref()
+                .map(|t| t.0.as_second() + i64::from(s.lease_duration_seconds.unwrap_or(0)));
+            expires.is_some_and(|e| e > Timestamp::now().as_second())
+        })
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty() && *h != identity);
+    if let Some(h) = &holder {
+        say(format!(
+            "bosun is already running in this cluster: {h} holds Lease {ns}/{}. bosun dev will not write next to it; it waits as a standby and shows what {h} does",
+            args.lease_name
+        ));
+    }
+    Ok((LeaderConfig::new(&args.lease_name, &ns, &identity), holder))
 }
 
 fn say(msg: impl AsRef<str>) {
@@ -333,7 +391,18 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     say(format!("installing the CRDs of {}", names.join(", ")));
     install(&client, &ops).await?;
     let coded_bookstore = names.contains(&"bookstore");
-    let mut manager = Manager::new(client.clone(), ManagerConfig::default());
+    let mut config = ManagerConfig::default();
+    let mut installed = None;
+    if args.use_current_cluster {
+        let (leader, holder) = dev_leader(&client, &args).await?;
+        config.leader = Some(leader);
+        installed = holder;
+    }
+    let mut manager = Manager::new(client.clone(), config);
+    if args.use_current_cluster {
+        // Its own connections: renewals never queue behind reconciles.
+        manager = manager.with_leader_client(super::run::client(None, 0.0, 0).await?);
+    }
     for op in ops {
         manager = manager.with_operator(op);
     }
@@ -398,7 +467,13 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     }
     if !ready {
         let _ = stop_tx.send(());
-        anyhow::bail!("the sample did not become ready within {} s", args.timeout);
+        match installed {
+            Some(h) => anyhow::bail!(
+                "the sample did not become ready within {} s; the installed bosun ({h}) holds the lease and is the one to converge it: is it running?",
+                args.timeout
+            ),
+            None => anyhow::bail!("the sample did not become ready within {} s", args.timeout),
+        }
     }
     if !args.once {
         say("operators running; Ctrl-C stops everything and cleans up");

@@ -1,0 +1,4 @@
+//! bosun's benchmark and chaos harnesses (binaries `bosun-bench` and `bosun-chaos`), on the
+//! project's real test control plane.
+pub mod chaos;
+pub mod measure;
