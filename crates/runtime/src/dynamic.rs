@@ -1,7 +1,9 @@
 //! Children whose kinds are known only at run time (whatever a Helm chart or an Ansible role
 //! creates): discovery resolved once per kind, and one metadata-only, label-selected watch per
 //! kind, added the first time an operator asks for it. Each child event triggers the object
-//! that owns it — by its controller owner reference, or, where an owner reference cannot be
+//! that owns it — by its controller owner reference (else by every owner reference to the
+//! primary kind, as ansible-operator's references carry no `controller`), or, where an owner
+//! reference cannot be
 //! used (a cluster-scoped child, or one in another namespace), by operator-sdk's
 //! `operator-sdk/primary-resource` (`<namespace>/<name>`) and
 //! `operator-sdk/primary-resource-type` (`<Kind>.<group>`) annotations.
@@ -104,6 +106,28 @@ where
         None => ObjectRef::new_with(primary, dyntype.clone()),
     };
     Some(r)
+}
+
+/// Every owner reference to a `P` on `meta`, controller or not: ansible-operator's owner
+/// references carry no `controller` field, and its dependent watches enqueue every owner of
+/// the primary kind.
+pub fn plain_owners<P: Resource>(meta: &ObjectMeta, dyntype: &P::DynamicType) -> Vec<ObjectRef<P>>
+where
+    P::DynamicType: Clone,
+{
+    let (kind, api_version) = (P::kind(dyntype), P::api_version(dyntype));
+    meta.owner_references
+        .iter()
+        .flatten()
+        .filter(|o| o.kind == kind && o.api_version == api_version)
+        .map(|o| {
+            let r = ObjectRef::new_with(&o.name, dyntype.clone());
+            match &meta.namespace {
+                Some(ns) => r.within(ns),
+                None => r,
+            }
+        })
+        .collect()
 }
 
 /// `<Kind>.<group>`, as operator-sdk writes it in `operator-sdk/primary-resource-type`.
@@ -377,9 +401,13 @@ where
                 if !moved {
                     continue;
                 }
-                let owner = controller_owner::<P>(meta, &primary)
-                    .or_else(|| annotated_primary::<P>(meta, &primary));
-                if let Some(r) = owner {
+                let owners = match controller_owner::<P>(meta, &primary)
+                    .or_else(|| annotated_primary::<P>(meta, &primary))
+                {
+                    Some(r) => vec![r],
+                    None => plain_owners::<P>(meta, &primary),
+                };
+                for r in owners {
                     if tx.send(r).is_err() {
                         return;
                     }
@@ -455,6 +483,38 @@ mod tests {
         assert_eq!(
             primary_resource_type::<DynamicObject>(&ar()),
             "BookStore.charts.example.com"
+        );
+    }
+
+    #[test]
+    fn owner_references_without_controller_name_their_owners() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let oref = |kind: &str, name: &str| OwnerReference {
+            api_version: "charts.example.com/v1alpha1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            ..Default::default()
+        };
+        let meta = ObjectMeta {
+            namespace: Some("shop".into()),
+            owner_references: Some(vec![
+                oref("BookStore", "a"),
+                oref("Other", "x"),
+                oref("BookStore", "b"),
+            ]),
+            ..Default::default()
+        };
+        let names: Vec<_> = plain_owners::<DynamicObject>(&meta, &ar())
+            .into_iter()
+            .map(|r| (r.name, r.namespace))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("a".to_string(), Some("shop".to_string())),
+                ("b".to_string(), Some("shop".to_string()))
+            ]
         );
     }
 
