@@ -87,6 +87,10 @@ async fn hostile_specs_are_reported_never_a_crash() {
         .await;
         if let Some(f) = condition(&o, "Failure").filter(|c| c["status"] == "True") {
             let msg = f["message"].as_str().unwrap_or_default();
+            eprintln!(
+                "{name}: Failure: {}",
+                msg.chars().take(160).collect::<String>()
+            );
             assert!(!msg.is_empty(), "{name}: a failure says why");
             assert!(msg.len() <= 8 * 1024 + 32, "{name}: the message is capped");
         }
