@@ -39,6 +39,7 @@
 pub mod bench;
 pub mod crd;
 pub mod error;
+pub mod latest;
 pub mod rbac;
 pub mod reconcile;
 pub mod scan;
@@ -99,6 +100,8 @@ pub struct AnsibleFlavor {
     pub finalizer: Option<FinalizerRun>,
     /// One discovery cache per entry, shared by all its runs.
     pub discovery: Arc<bosun_ansible::Discovery>,
+    /// The writes the cache has not shown yet.
+    pub latest: latest::Latest,
     /// What the role (and finalizer) touch, as read from their text.
     pub scan: Scan,
     watch_annotations: bool,
@@ -199,6 +202,7 @@ impl AnsibleFlavor {
             role,
             finalizer,
             discovery: Arc::new(bosun_ansible::Discovery::new()),
+            latest: Default::default(),
             scan,
             watch_annotations: entry.ansible.watch_annotations_changes,
             crd,
@@ -242,6 +246,13 @@ impl Flavor for AnsibleFlavor {
     /// No label: children are matched by owner reference (see [`AnsibleFlavor`]).
     fn child_selector(&self, _entry: &Entry) -> String {
         String::new()
+    }
+
+    /// ansible-operator's dependent predicate ignores creates: the run that created a child
+    /// needs no second run when it appears (at 1000 CRs that second wave made convergence
+    /// take 2.7 times the write floor instead of 1.2).
+    fn child_creates_trigger(&self) -> bool {
+        false
     }
 
     fn reconcile(

@@ -19,12 +19,13 @@ use bosun_ansible::modules::k8s_status;
 use bosun_ansible::{status, Outcome, Owner, Role, RunContext};
 use bosun_runtime::owner::set_finalizer;
 use bosun_watches::{Host, Next};
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::core::{DynamicObject, GroupVersionKind};
 use kube::{Resource, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::error::Error;
+use crate::latest::View;
 use crate::{AnsibleFlavor, FinalizerRun};
 
 pub const PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
@@ -36,40 +37,48 @@ type Ctx = Host<AnsibleFlavor>;
 
 pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, Error> {
     let api = host.api_of(&cr);
+    let view = host.flavor.latest.view(&cr);
     if let Err(msg) = host.period(&cr) {
         if host.entry.ansible.manage_status {
-            let current = cr.data.get("status");
             let now = status::transition_time(chrono::Utc::now());
-            let desired = status::mark_error(current, &msg, &now);
-            write_status(&host, &api, &cr, &desired).await?;
+            let desired = status::mark_error(view.status.as_ref(), &msg, &now);
+            write_status(&host, &api, &cr, &view, &desired).await?;
         }
         warn(&host, &cr, &msg).await;
         return Err(Error::Annotation(msg));
     }
     let finalizer = host.flavor.finalizer.as_ref();
     if cr.meta().deletion_timestamp.is_some() {
-        return match finalizer.filter(|f| cr.finalizers().contains(&f.name)) {
-            Some(f) => finalize(&cr, &host, &api, f).await,
+        return match finalizer.filter(|f| view.finalizers.contains(&f.name)) {
+            Some(f) => finalize(&cr, &host, &api, &view, f).await,
             None => Ok(Next::AwaitChange),
         };
     }
-    let mut cr_json = object_json(&cr, &host);
-    if let Some(f) = finalizer {
-        if set_finalizer(&api, cr.as_ref(), &f.name, true).await? {
-            // The role sees the object as it now is.
-            if let Some(list) = cr_json
-                .pointer_mut("/metadata")
-                .and_then(Value::as_object_mut)
-                .map(|m| m.entry("finalizers").or_insert_with(|| json!([])))
-                .and_then(Value::as_array_mut)
-            {
-                list.push(json!(f.name));
-            }
-        }
+    let mut view = view;
+    if let Some(f) = finalizer.filter(|f| !view.finalizers.contains(&f.name)) {
+        let mut finalizers = view.finalizers.clone();
+        finalizers.push(f.name.clone());
+        // Guarded by the resourceVersion: concurrent finalizer edits by others are not lost.
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": view.resource_version}});
+        let written = api
+            .patch(
+                &cr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        host.flavor.latest.wrote(&written);
+        view = View::of(&written);
     }
-    let outcome = run(&host, &host.flavor.role, &cr_json, None).await;
+    let outcome = run(
+        &host,
+        &host.flavor.role,
+        &object_json(&cr, &host, &view),
+        None,
+    )
+    .await;
     watch_children(&host, &outcome).await;
-    record(&cr, &host, &api, &outcome).await?;
+    record(&cr, &host, &api, &view, &outcome).await?;
     if !outcome.succeeded() {
         return Err(Error::Run(failure_message(&outcome)));
     }
@@ -81,20 +90,21 @@ async fn finalize(
     cr: &DynamicObject,
     host: &Ctx,
     api: &Api<DynamicObject>,
+    view: &View,
     f: &FinalizerRun,
 ) -> Result<Next, Error> {
     let role = f.role.as_ref().unwrap_or(&host.flavor.role);
-    let outcome = run(host, role, &object_json(cr, host), Some(&f.vars)).await;
+    let outcome = run(host, role, &object_json(cr, host, view), Some(&f.vars)).await;
     if outcome.succeeded() && outcome.requeue_after.is_none() {
         if let Some(fresh) = api.get_opt(&cr.name_any()).await? {
             set_finalizer(api, &fresh, &f.name, false).await?;
         }
         if let Some(uid) = cr.uid() {
-            host.status.forget(&uid);
+            host.flavor.latest.forget(&uid);
         }
         return Ok(Next::AwaitChange);
     }
-    record(cr, host, api, &outcome).await?;
+    record(cr, host, api, view, &outcome).await?;
     match outcome.requeue_after {
         _ if !outcome.succeeded() => Err(Error::Run(failure_message(&outcome))),
         Some(d) => Ok(Next::After(d)),
@@ -103,12 +113,25 @@ async fn finalize(
 }
 
 /// The CR as the role sees it (`_<group>_<kind>`): with its apiVersion and kind even when
-/// the list it came from left them out.
-fn object_json(cr: &DynamicObject, host: &Ctx) -> Value {
+/// the list it came from left them out, and with the status and finalizers this operator
+/// last wrote.
+fn object_json(cr: &DynamicObject, host: &Ctx, view: &View) -> Value {
     let mut v = serde_json::to_value(cr).unwrap_or_else(|_| json!({}));
     if let Some(o) = v.as_object_mut() {
         o.insert("apiVersion".into(), json!(host.resource.api_version));
         o.insert("kind".into(), json!(host.resource.kind));
+        match &view.status {
+            Some(s) => o.insert("status".into(), s.clone()),
+            None => o.remove("status"),
+        };
+        if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            if !view.finalizers.is_empty() {
+                m.insert("finalizers".into(), json!(view.finalizers));
+            }
+            if let Some(rv) = &view.resource_version {
+                m.insert("resourceVersion".into(), json!(rv));
+            }
+        }
     }
     v
 }
@@ -184,9 +207,10 @@ async fn record(
     cr: &DynamicObject,
     host: &Ctx,
     api: &Api<DynamicObject>,
+    view: &View,
     outcome: &Outcome,
 ) -> Result<(), Error> {
-    let current = cr.data.get("status");
+    let current = view.status.as_ref();
     let failed = !outcome.succeeded();
     let msg = failure_message(outcome);
     if failed && previous_failure(current) != Some(msg.as_str()) {
@@ -213,7 +237,7 @@ async fn record(
             None => return Ok(()),
         }
     };
-    write_status(host, api, cr, &desired).await
+    write_status(host, api, cr, view, &desired).await
 }
 
 fn previous_failure(status: Option<&Value>) -> Option<&str> {
@@ -226,19 +250,32 @@ fn previous_failure(status: Option<&Value>) -> Option<&str> {
         .as_str()
 }
 
+/// Server-side apply of the status, with this operator's field manager, unless it is
+/// already what the object holds.
 async fn write_status(
     host: &Ctx,
     api: &Api<DynamicObject>,
     cr: &DynamicObject,
+    view: &View,
     desired: &Value,
 ) -> Result<(), Error> {
-    let current = cr.data.get("status");
-    match host
-        .status
-        .write_if_changed_with(api, &host.resource, cr, current, desired)
+    if view.status.as_ref() == Some(desired) {
+        return Ok(());
+    }
+    let patch = json!({
+        "apiVersion": host.resource.api_version,
+        "kind": host.resource.kind,
+        "status": desired,
+    });
+    let pp = PatchParams::apply(<AnsibleFlavor as bosun_watches::Flavor>::MANAGER).force();
+    match api
+        .patch_status(&cr.name_any(), &pp, &Patch::Apply(&patch))
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(written) => {
+            host.flavor.latest.wrote(&written);
+            Ok(())
+        }
         // Deleted while the role ran.
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e.into()),

@@ -268,3 +268,35 @@ async fn a_failing_task_is_reported_while_another_object_converges() {
     );
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_manage_status_only_the_role_writes_status() {
+    let env = env("ao-unmanaged").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: features, manageStatus: false}\n",
+    );
+    let ops = operators(&w);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    widget(
+        &env,
+        "plain",
+        json!({"size": 1, "servicePort": 8080, "settings": {}}),
+    )
+    .await;
+    let w = wait_for(&env, &widgets(), "plain", 60, "the role's status", |o| {
+        o.data["status"]["phase"] == "Ready"
+    })
+    .await;
+    let types: Vec<&str> = w.data["status"]["conditions"]
+        .as_array()
+        .expect("the role's conditions")
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert_eq!(types, ["Ready"], "no Running/Successful/Failure conditions");
+    op.stop().await;
+}

@@ -11,7 +11,8 @@
 //! changed nothing, after a successful run, keeps the `Running` condition as it was — its
 //! `ansibleResult` stays that of the last run that changed something (ansible-operator would
 //! rewrite it with the no-op run's counts and time, a status write per reconcile, and per CR
-//! after every restart).
+//! after every restart); likewise a run that changed nothing and failed with the same
+//! message as the `Failure` condition already says (a retry) leaves it as it was.
 use serde_json::{json, Map, Value};
 
 pub const RUNNING: &str = "Running";
@@ -222,14 +223,23 @@ pub fn mark_done(
         st.set(condition(FAILURE, "False", None, "", "", now));
     } else {
         st.set_status_of(RUNNING, "False");
-        st.set(condition(
-            FAILURE,
-            "True",
-            Some(result),
-            REASON_FAILED,
-            &failures.join("\n"),
-            now,
-        ));
+        let message = failures.join("\n");
+        // The same failure again, by a run that changed nothing (a retry): the condition
+        // stays as the first such run wrote it.
+        let repeated = result.changed == 0
+            && st.get(FAILURE).is_some_and(|c| {
+                c["status"] == "True" && c["reason"] == REASON_FAILED && c["message"] == message
+            });
+        if !repeated {
+            st.set(condition(
+                FAILURE,
+                "True",
+                Some(result),
+                REASON_FAILED,
+                &message,
+                now,
+            ));
+        }
         st.set(condition(SUCCESSFUL, "False", None, "", "", now));
     }
     st.into_json()
@@ -338,6 +348,18 @@ mod tests {
             by(&failed, "Successful"),
             json!({"type": "Successful", "status": "False", "lastTransitionTime": "T2", "reason": "", "message": ""})
         );
+        let retried = mark_done(
+            Some(&failed),
+            &res(0, "t3"),
+            &["boom".into(), "bang".into()],
+            "T3",
+        );
+        assert_eq!(
+            retried, failed,
+            "a retry failing the same way changes nothing"
+        );
+        let other = mark_done(Some(&failed), &res(0, "t3"), &["other".into()], "T3");
+        assert_eq!(by(&other, "Failure")["message"], "other");
         let err = mark_error(Some(&ok), "Unable to run reconciliation", "T3");
         assert_eq!(
             by(&err, "Failure")["message"],

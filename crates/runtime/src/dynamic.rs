@@ -16,6 +16,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -217,6 +218,8 @@ struct Inner<P: Resource> {
     tx: mpsc::UnboundedSender<ObjectRef<P>>,
     caches: tokio::sync::Mutex<HashMap<GroupVersionKind, KindCache>>,
     tasks: Mutex<Vec<AbortHandle>>,
+    /// Whether a child seen for the first time triggers its owner.
+    creates: Arc<AtomicBool>,
 }
 
 impl<P: Resource> Drop for Inner<P> {
@@ -284,6 +287,7 @@ where
             tx,
             caches: Default::default(),
             tasks: Default::default(),
+            creates: Arc::new(AtomicBool::new(true)),
         };
         (
             DynamicChildren {
@@ -317,6 +321,14 @@ where
             return Err(ChildCacheError::Stopped(kind()));
         }
         Ok(cache)
+    }
+
+    /// Whether a child seen for the first time (created, or listed when its kind's watch
+    /// starts) triggers its owner; by default it does. operator-sdk's dependent predicate
+    /// ignores creates: an operator whose reconcile creates its children needs no second
+    /// run when they appear, and a restart reconciles every primary object anyway.
+    pub fn set_creates_trigger(&self, on: bool) {
+        self.inner.creates.store(on, Ordering::Relaxed);
     }
 
     /// The kinds watched so far.
@@ -370,6 +382,7 @@ where
             }
         };
         let tx = inner.tx.clone();
+        let creates = inner.creates.clone();
         let primary = inner.primary.clone();
         let seen_cache = cache.clone();
         let task = tokio::spawn(async move {
@@ -393,7 +406,10 @@ where
                     .is_some();
                 let moved = if present {
                     let fp = fingerprint(meta) ^ extra;
-                    seen.insert(uid, fp) != Some(fp)
+                    match seen.insert(uid, fp) {
+                        Some(old) => old != fp,
+                        None => creates.load(Ordering::Relaxed),
+                    }
                 } else {
                     seen.remove(&uid);
                     true
