@@ -78,9 +78,12 @@ pub struct BenchReport {
     pub cpu_secs: f64,
     pub cpu_ms_per_reconcile: f64,
     pub cpu_ms_per_cr: f64,
-    /// VmRSS of this process once converged (the harness's own share is small: clients and
-    /// the CR list of the last poll).
+    /// VmRSS of this process once converged and idle, after returning freed memory to the
+    /// system (glibc's `malloc_trim`, as the `bosun` binary does when idle).
     pub rss_mb: f64,
+    /// VmRSS the same way just before the operator started (the harness after set-up):
+    /// `rss_mb - base_rss_mb` is the operator's share.
+    pub base_rss_mb: f64,
     pub peak_rss_mb: f64,
     pub restart_writes: u64,
     pub restart_reconciles: f64,
@@ -106,8 +109,11 @@ impl std::fmt::Display for BenchReport {
         )?;
         writeln!(
             f,
-            "  rss {:.1} MB (peak {:.1} MB)",
-            self.rss_mb, self.peak_rss_mb
+            "  rss {:.1} MB, {:.1} MB before the operator started: operator {:.1} MB (peak {:.1} MB)",
+            self.rss_mb,
+            self.base_rss_mb,
+            self.rss_mb - self.base_rss_mb,
+            self.peak_rss_mb
         )?;
         write!(
             f,
@@ -139,6 +145,15 @@ pub fn cpu_seconds() -> f64 {
     };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Returns freed heap memory to the system, where the allocator can.
+pub fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of glibc's allocator.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// A `/proc/self/status` figure in MB (`VmRSS`, `VmHWM`).
@@ -340,6 +355,8 @@ pub async fn run(
     let mut events = Box::pin(
         kube::runtime::watcher(all, kube::runtime::watcher::Config::default()).applied_objects(),
     );
+    trim();
+    let base_rss = proc_mb("VmRSS:");
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();
     let op = start(client, &ops, cfg.concurrency);
@@ -369,16 +386,19 @@ pub async fn run(
     }
     drop(events);
     let convergence = t0.elapsed().as_secs_f64() - ready;
-    // Let the triggers of the children's first sighting settle before counting.
+    // Let the last triggers settle before counting.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let cpu = cpu_seconds() - cpu0;
+    trim();
     let mut report = BenchReport {
         n: cfg.n,
         convergence_secs: convergence,
         ready_secs: ready,
         writes: writes.get(),
         reconciles: op.reconciles(),
-        cpu_secs: cpu_seconds() - cpu0,
+        cpu_secs: cpu,
         rss_mb: proc_mb("VmRSS:"),
+        base_rss_mb: base_rss,
         peak_rss_mb: proc_mb("VmHWM:"),
         ..Default::default()
     };
