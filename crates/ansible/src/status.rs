@@ -4,10 +4,15 @@
 //! status and reason: no change, except `Failure`, always replaced; `lastTransitionTime` kept
 //! while the status stays).
 //!
-//! One difference, so that the host writes status once per reconcile and not at all when
-//! nothing changed: there is no separate "Running reconciliation" write before the run, and a
+//! Differences, so that the host writes status once per reconcile and not at all when nothing
+//! changed: there is no separate "Running reconciliation" write before the run; a
 //! `Running`/`Failure` condition whose `ansibleResult` counts are unchanged keeps its old
-//! `completion` time instead of being rewritten with a new one.
+//! `completion` time instead of being rewritten with a new one; and a successful run that
+//! changed nothing, after a successful run, keeps the `Running` condition as it was — its
+//! `ansibleResult` stays that of the last run that changed something (ansible-operator would
+//! rewrite it with the no-op run's counts and time, a status write per reconcile, and per CR
+//! after every restart); likewise a run that changed nothing and failed with the same
+//! message as the `Failure` condition already says (a retry) leaves it as it was.
 use serde_json::{json, Map, Value};
 
 pub const RUNNING: &str = "Running";
@@ -188,14 +193,25 @@ pub fn mark_done(
 ) -> Value {
     let mut st = Status::parse(status, now);
     if failures.is_empty() {
-        st.set(condition(
-            RUNNING,
-            "True",
-            Some(result),
-            REASON_SUCCESSFUL,
-            MSG_AWAITING,
-            now,
-        ));
+        // A run that changed nothing after a successful one leaves `Running` (and its
+        // `ansibleResult`) as the last run that did something recorded it.
+        let settled = result.changed == 0
+            && st.get(RUNNING).is_some_and(|c| {
+                c["status"] == "True"
+                    && c["reason"] == REASON_SUCCESSFUL
+                    && c["message"] == MSG_AWAITING
+                    && c.contains_key("ansibleResult")
+            });
+        if !settled {
+            st.set(condition(
+                RUNNING,
+                "True",
+                Some(result),
+                REASON_SUCCESSFUL,
+                MSG_AWAITING,
+                now,
+            ));
+        }
         st.set(condition(
             SUCCESSFUL,
             "True",
@@ -207,14 +223,23 @@ pub fn mark_done(
         st.set(condition(FAILURE, "False", None, "", "", now));
     } else {
         st.set_status_of(RUNNING, "False");
-        st.set(condition(
-            FAILURE,
-            "True",
-            Some(result),
-            REASON_FAILED,
-            &failures.join("\n"),
-            now,
-        ));
+        let message = failures.join("\n");
+        // The same failure again, by a run that changed nothing (a retry): the condition
+        // stays as the first such run wrote it.
+        let repeated = result.changed == 0
+            && st.get(FAILURE).is_some_and(|c| {
+                c["status"] == "True" && c["reason"] == REASON_FAILED && c["message"] == message
+            });
+        if !repeated {
+            st.set(condition(
+                FAILURE,
+                "True",
+                Some(result),
+                REASON_FAILED,
+                &message,
+                now,
+            ));
+        }
         st.set(condition(SUCCESSFUL, "False", None, "", "", now));
     }
     st.into_json()
@@ -267,19 +292,34 @@ mod tests {
             json!({"type": "Failure", "status": "False", "lastTransitionTime": "T1", "reason": "", "message": ""})
         );
         let s2 = mark_done(Some(&s1), &res(0, "t2"), &[], "T2");
-        let running = s2["conditions"]
+        assert_eq!(
+            s2, s1,
+            "a run that changed nothing leaves the status as it was"
+        );
+        let s3 = mark_done(Some(&s2), &res(1, "t3"), &[], "T3");
+        let running = s3["conditions"]
             .as_array()
             .expect("test value")
             .iter()
             .find(|c| c["type"] == "Running")
             .expect("test value");
-        assert_eq!(running["ansibleResult"]["changed"], 0, "{s2}");
+        assert_eq!(running["ansibleResult"]["changed"], 1, "{s3}");
+        assert_eq!(running["ansibleResult"]["completion"], "t3");
         assert_eq!(
             running["lastTransitionTime"], "T1",
             "status unchanged keeps the time"
         );
-        let s3 = mark_done(Some(&s2), &res(0, "t3"), &[], "T3");
-        assert_eq!(s3, s2, "an unchanged run changes nothing");
+        // After a failure, the first good run is recorded even when it changed nothing.
+        let failed = mark_done(Some(&s3), &res(0, "t4"), &["boom".into()], "T4");
+        let recovered = mark_done(Some(&failed), &res(0, "t5"), &[], "T5");
+        let running = recovered["conditions"]
+            .as_array()
+            .expect("test value")
+            .iter()
+            .find(|c| c["type"] == "Running")
+            .expect("test value");
+        assert_eq!(running["status"], "True");
+        assert_eq!(running["ansibleResult"]["completion"], "t5");
     }
 
     #[test]
@@ -308,6 +348,18 @@ mod tests {
             by(&failed, "Successful"),
             json!({"type": "Successful", "status": "False", "lastTransitionTime": "T2", "reason": "", "message": ""})
         );
+        let retried = mark_done(
+            Some(&failed),
+            &res(0, "t3"),
+            &["boom".into(), "bang".into()],
+            "T3",
+        );
+        assert_eq!(
+            retried, failed,
+            "a retry failing the same way changes nothing"
+        );
+        let other = mark_done(Some(&failed), &res(0, "t3"), &["other".into()], "T3");
+        assert_eq!(by(&other, "Failure")["message"], "other");
         let err = mark_error(Some(&ok), "Unable to run reconciliation", "T3");
         assert_eq!(
             by(&err, "Failure")["message"],

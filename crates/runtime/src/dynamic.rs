@@ -1,7 +1,9 @@
 //! Children whose kinds are known only at run time (whatever a Helm chart or an Ansible role
 //! creates): discovery resolved once per kind, and one metadata-only, label-selected watch per
 //! kind, added the first time an operator asks for it. Each child event triggers the object
-//! that owns it — by its controller owner reference, or, where an owner reference cannot be
+//! that owns it — by its controller owner reference (else by every owner reference to the
+//! primary kind, as ansible-operator's references carry no `controller`), or, where an owner
+//! reference cannot be
 //! used (a cluster-scoped child, or one in another namespace), by operator-sdk's
 //! `operator-sdk/primary-resource` (`<namespace>/<name>`) and
 //! `operator-sdk/primary-resource-type` (`<Kind>.<group>`) annotations.
@@ -14,6 +16,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -106,6 +109,28 @@ where
     Some(r)
 }
 
+/// Every owner reference to a `P` on `meta`, controller or not: ansible-operator's owner
+/// references carry no `controller` field, and its dependent watches enqueue every owner of
+/// the primary kind.
+pub fn plain_owners<P: Resource>(meta: &ObjectMeta, dyntype: &P::DynamicType) -> Vec<ObjectRef<P>>
+where
+    P::DynamicType: Clone,
+{
+    let (kind, api_version) = (P::kind(dyntype), P::api_version(dyntype));
+    meta.owner_references
+        .iter()
+        .flatten()
+        .filter(|o| o.kind == kind && o.api_version == api_version)
+        .map(|o| {
+            let r = ObjectRef::new_with(&o.name, dyntype.clone());
+            match &meta.namespace {
+                Some(ns) => r.within(ns),
+                None => r,
+            }
+        })
+        .collect()
+}
+
 /// `<Kind>.<group>`, as operator-sdk writes it in `operator-sdk/primary-resource-type`.
 pub fn primary_resource_type<P: Resource>(dyntype: &P::DynamicType) -> String {
     format!("{}.{}", P::kind(dyntype), P::group(dyntype))
@@ -193,6 +218,8 @@ struct Inner<P: Resource> {
     tx: mpsc::UnboundedSender<ObjectRef<P>>,
     caches: tokio::sync::Mutex<HashMap<GroupVersionKind, KindCache>>,
     tasks: Mutex<Vec<AbortHandle>>,
+    /// Whether a child seen for the first time triggers its owner.
+    creates: Arc<AtomicBool>,
 }
 
 impl<P: Resource> Drop for Inner<P> {
@@ -260,6 +287,7 @@ where
             tx,
             caches: Default::default(),
             tasks: Default::default(),
+            creates: Arc::new(AtomicBool::new(true)),
         };
         (
             DynamicChildren {
@@ -293,6 +321,14 @@ where
             return Err(ChildCacheError::Stopped(kind()));
         }
         Ok(cache)
+    }
+
+    /// Whether a child seen for the first time (created, or listed when its kind's watch
+    /// starts) triggers its owner; by default it does. operator-sdk's dependent predicate
+    /// ignores creates: an operator whose reconcile creates its children needs no second
+    /// run when they appear, and a restart reconciles every primary object anyway.
+    pub fn set_creates_trigger(&self, on: bool) {
+        self.inner.creates.store(on, Ordering::Relaxed);
     }
 
     /// The kinds watched so far.
@@ -346,6 +382,7 @@ where
             }
         };
         let tx = inner.tx.clone();
+        let creates = inner.creates.clone();
         let primary = inner.primary.clone();
         let seen_cache = cache.clone();
         let task = tokio::spawn(async move {
@@ -369,7 +406,10 @@ where
                     .is_some();
                 let moved = if present {
                     let fp = fingerprint(meta) ^ extra;
-                    seen.insert(uid, fp) != Some(fp)
+                    match seen.insert(uid, fp) {
+                        Some(old) => old != fp,
+                        None => creates.load(Ordering::Relaxed),
+                    }
                 } else {
                     seen.remove(&uid);
                     true
@@ -377,9 +417,13 @@ where
                 if !moved {
                     continue;
                 }
-                let owner = controller_owner::<P>(meta, &primary)
-                    .or_else(|| annotated_primary::<P>(meta, &primary));
-                if let Some(r) = owner {
+                let owners = match controller_owner::<P>(meta, &primary)
+                    .or_else(|| annotated_primary::<P>(meta, &primary))
+                {
+                    Some(r) => vec![r],
+                    None => plain_owners::<P>(meta, &primary),
+                };
+                for r in owners {
                     if tx.send(r).is_err() {
                         return;
                     }
@@ -455,6 +499,38 @@ mod tests {
         assert_eq!(
             primary_resource_type::<DynamicObject>(&ar()),
             "BookStore.charts.example.com"
+        );
+    }
+
+    #[test]
+    fn owner_references_without_controller_name_their_owners() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let oref = |kind: &str, name: &str| OwnerReference {
+            api_version: "charts.example.com/v1alpha1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            ..Default::default()
+        };
+        let meta = ObjectMeta {
+            namespace: Some("shop".into()),
+            owner_references: Some(vec![
+                oref("BookStore", "a"),
+                oref("Other", "x"),
+                oref("BookStore", "b"),
+            ]),
+            ..Default::default()
+        };
+        let names: Vec<_> = plain_owners::<DynamicObject>(&meta, &ar())
+            .into_iter()
+            .map(|r| (r.name, r.namespace))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("a".to_string(), Some("shop".to_string())),
+                ("b".to_string(), Some("shop".to_string()))
+            ]
         );
     }
 

@@ -66,6 +66,10 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     fn child_selector(&self, entry: &Entry) -> String {
         child_selector(entry)
     }
+    /// Whether a child's first sighting (its creation) triggers its owner.
+    fn child_creates_trigger(&self) -> bool {
+        true
+    }
     /// Reconciles one object of the entry's kind.
     fn reconcile(
         obj: Arc<DynamicObject>,
@@ -267,6 +271,7 @@ fn wire<F: Flavor>(
         ar.clone(),
         flavor.full_kinds(),
     );
+    children.set_creates_trigger(flavor.child_creates_trigger());
     let host = Arc::new(Host {
         flavor: flavor.clone(),
         entry: entry.clone(),

@@ -3,6 +3,7 @@
 //! operator on the shared runtime, for any [`host::Flavor`] — Helm charts and Ansible roles.
 pub mod file;
 pub mod host;
+pub mod kinds;
 
 pub use file::{Entry, Runner, WatchesError, WatchesFile};
 pub use host::{Flavor, Host, Next, WatchOperator};

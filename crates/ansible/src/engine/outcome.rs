@@ -61,7 +61,8 @@ pub struct Outcome {
     pub requeue_after: Option<Duration>,
     /// Events created by `k8s_event`.
     pub events: Vec<Json>,
-    /// `(apiVersion, kind)` of every object `k8s`/`k8s_scale` created or changed.
+    /// `(apiVersion, kind)` of every object `k8s` manages (state present, changed or not)
+    /// and `k8s_scale` changed: the host's dependent watches.
     pub touched: TouchedKinds,
     /// When the run ended.
     pub completed: Option<chrono::DateTime<chrono::Utc>>,

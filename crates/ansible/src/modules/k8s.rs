@@ -1,7 +1,8 @@
 //! `kubernetes.core.k8s` as version 5.4 behaves: definitions from `definition` (dict, list or
 //! multi-document YAML text), `src` or `template`; GET, then POST (with ansible-operator's
 //! owner reference), PATCH (strategic merge, falling back to merge, or the `merge_type`
-//! list), PUT with `force`, or server-side apply; `changed` from the difference between the
+//! list; not sent when it would change nothing, see [`super::noop`]), PUT with `force`, or
+//! server-side apply; `changed` from the difference between the
 //! object before and after, ignoring `metadata.generation`/`resourceVersion`; `wait`.
 use std::sync::Arc;
 use std::time::Duration;
@@ -369,9 +370,13 @@ async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Resul
                 .collect(),
             _ => vec!["strategic-merge".into(), "merge".into()],
         };
+        let live = existing.as_ref().map(to_json).unwrap_or(Json::Null);
+        let noop = super::noop::Merge::of(&types, &api_version)
+            .is_some_and(|m| super::noop::contained(&d, &live, m));
         let mut last = String::new();
-        let mut done = None;
-        for t in types {
+        let mut done = if noop { existing.clone() } else { None };
+        let to_send = if noop { &types[..0] } else { &types[..] };
+        for t in to_send {
             let patch = match t.as_str() {
                 "strategic-merge" => Patch::Strategic(d.clone()),
                 "merge" => Patch::Merge(d.clone()),
@@ -424,9 +429,9 @@ async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Resul
             &after_json,
         ),
     };
-    if changed || method == "create" {
-        fx.touched.push((api_version, kind));
-    }
+    // Every kind the role manages, changed or not: after a restart the first (unchanged)
+    // run must still set up the dependent watches.
+    fx.touched.push((api_version, kind));
     result["changed"] = json!(changed);
     result["result"] = after_json;
     Ok(result)

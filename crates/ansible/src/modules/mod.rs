@@ -8,6 +8,7 @@ pub mod k8s_event;
 pub mod k8s_info;
 pub mod k8s_scale;
 pub mod k8s_status;
+pub mod noop;
 pub mod spec;
 pub mod validate;
 

@@ -1,0 +1,50 @@
+//! The Ansible flavour's benchmark (see `bosun_ansible_operator::bench`): N seed BookStores
+//! to convergence, the raw write floor, CPU per reconcile, RSS, and a restart.
+//!
+//! `cargo run --release -p bosun-ansible-operator --example bench -- [--n N]
+//!  [--concurrency C] [--foreign F] [--kubeconfig PATH]`
+//!
+//! Without `--kubeconfig`, a fresh test control plane is started (`scripts/setup-assets.sh`);
+//! with one, the cluster it names is used (namespaces `bench-ansible-*` are created there
+//! and deleted afterwards).
+use std::path::{Path, PathBuf};
+
+use bosun_ansible_operator::bench::{run, BenchConfig};
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut cfg = BenchConfig::seed(&repo, 100);
+    let mut kubeconfig: Option<PathBuf> = None;
+    while let Some(a) = args.next() {
+        let mut value = || {
+            args.next()
+                .ok_or_else(|| anyhow::anyhow!("{a} needs a value"))
+        };
+        match a.as_str() {
+            "--n" => cfg.n = value()?.parse()?,
+            "--concurrency" => cfg.concurrency = value()?.parse()?,
+            "--foreign" => cfg.foreign = value()?.parse()?,
+            "--kubeconfig" => kubeconfig = Some(PathBuf::from(value()?)),
+            other => anyhow::bail!("unknown argument {other}"),
+        }
+    }
+    let (_cp, config) = match &kubeconfig {
+        Some(path) => {
+            cfg.cleanup = true;
+            let kc = kube::config::Kubeconfig::read_from(path)?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+            (None, config)
+        }
+        None => {
+            let cp = bosun_testenv::ControlPlane::start(Default::default()).await?;
+            let config = cp.config().await?;
+            (Some(cp), config)
+        }
+    };
+    let admin = kube::Client::try_from(config.clone())?;
+    let report = run(admin, config, &cfg).await?;
+    println!("{report}");
+    Ok(())
+}

@@ -1,0 +1,28 @@
+//! The Ansible flavour's errors, each with a fixed category (the runtime's retry policy and
+//! metric label).
+use bosun_runtime::error::{Categorized, ErrorCategory};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The role (or finalizer role) failed: the failed tasks' messages, joined by newlines
+    /// as in the `Failure` condition. Retried with exponential backoff, as ansible-operator's
+    /// rate limiter does: a failing task may be waiting for something else (a CRD, a
+    /// Secret, another controller).
+    #[error("{0}")]
+    Run(String),
+    /// The reconcile-period annotation does not parse: the user must fix the object.
+    #[error("{0}")]
+    Annotation(String),
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+impl Categorized for Error {
+    fn category(&self) -> ErrorCategory {
+        match self {
+            Error::Run(_) => ErrorCategory::Transient,
+            Error::Annotation(_) => ErrorCategory::InvalidSpec,
+            Error::Kube(_) => ErrorCategory::Api,
+        }
+    }
+}

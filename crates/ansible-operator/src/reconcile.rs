@@ -1,0 +1,295 @@
+//! One custom resource, reconciled as ansible-operator does:
+//!
+//! 1. a reconcile-period annotation that does not parse is reported (`markError`);
+//! 2. being deleted with the entry's finalizer: the **finalizer** role or playbook runs (or
+//!    the entry's own, with the finalizer's vars), and the finalizer is removed only after
+//!    it succeeded; without our finalizer there is nothing to do;
+//! 3. otherwise the finalizer is added first (before the first run, so a delete during the
+//!    run cannot orphan anything), then the role **runs** with the extra vars
+//!    ansible-operator passes, owner references on what it creates;
+//! 4. each kind the run manages gets a **dependent watch** (unless `watchDependentResources:
+//!    false`, blacklisted, or cluster-scoped without `watchClusterScopedResources`);
+//! 5. the **status** — conditions and `k8s_status` requests on the CR — is written once, only
+//!    when it changed; a failure publishes a Warning Event when its message is new and is
+//!    returned for the backoff; `requeue_after` asks for the next run.
+use std::sync::Arc;
+
+use bosun_ansible::extra_vars::{for_cr, ExtraVarsOptions};
+use bosun_ansible::modules::k8s_status;
+use bosun_ansible::{status, Outcome, Owner, Role, RunContext};
+use bosun_runtime::owner::set_finalizer;
+use bosun_watches::{Host, Next};
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::{DynamicObject, GroupVersionKind};
+use kube::{Resource, ResourceExt};
+use serde_json::{json, Value};
+
+use crate::error::Error;
+use crate::latest::View;
+use crate::{AnsibleFlavor, FinalizerRun};
+
+pub const PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
+
+/// Longest `Failure` message written (the tasks' messages may quote a hostile spec).
+const MAX_MESSAGE: usize = 8 * 1024;
+
+type Ctx = Host<AnsibleFlavor>;
+
+pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, Error> {
+    let api = host.api_of(&cr);
+    let view = host.flavor.latest.view(&cr);
+    if let Err(msg) = host.period(&cr) {
+        if host.entry.ansible.manage_status {
+            let now = status::transition_time(chrono::Utc::now());
+            let desired = status::mark_error(view.status.as_ref(), &msg, &now);
+            write_status(&host, &api, &cr, &view, &desired).await?;
+        }
+        warn(&host, &cr, &msg).await;
+        return Err(Error::Annotation(msg));
+    }
+    let finalizer = host.flavor.finalizer.as_ref();
+    if cr.meta().deletion_timestamp.is_some() {
+        return match finalizer.filter(|f| view.finalizers.contains(&f.name)) {
+            Some(f) => finalize(&cr, &host, &api, &view, f).await,
+            None => Ok(Next::AwaitChange),
+        };
+    }
+    let mut view = view;
+    if let Some(f) = finalizer.filter(|f| !view.finalizers.contains(&f.name)) {
+        let mut finalizers = view.finalizers.clone();
+        finalizers.push(f.name.clone());
+        // Guarded by the resourceVersion: concurrent finalizer edits by others are not lost.
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": view.resource_version}});
+        let written = api
+            .patch(
+                &cr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        host.flavor.latest.wrote(&written);
+        view = View::of(&written);
+    }
+    let outcome = run(
+        &host,
+        &host.flavor.role,
+        &object_json(&cr, &host, &view),
+        None,
+    )
+    .await;
+    watch_children(&host, &outcome).await;
+    record(&cr, &host, &api, &view, &outcome).await?;
+    if !outcome.succeeded() {
+        return Err(Error::Run(failure_message(&outcome)));
+    }
+    Ok(outcome.requeue_after.map_or(Next::AwaitChange, Next::After))
+}
+
+/// Step 2.
+async fn finalize(
+    cr: &DynamicObject,
+    host: &Ctx,
+    api: &Api<DynamicObject>,
+    view: &View,
+    f: &FinalizerRun,
+) -> Result<Next, Error> {
+    let role = f.role.as_ref().unwrap_or(&host.flavor.role);
+    let outcome = run(host, role, &object_json(cr, host, view), Some(&f.vars)).await;
+    if outcome.succeeded() && outcome.requeue_after.is_none() {
+        if let Some(fresh) = api.get_opt(&cr.name_any()).await? {
+            set_finalizer(api, &fresh, &f.name, false).await?;
+        }
+        if let Some(uid) = cr.uid() {
+            host.flavor.latest.forget(&uid);
+        }
+        return Ok(Next::AwaitChange);
+    }
+    record(cr, host, api, view, &outcome).await?;
+    match outcome.requeue_after {
+        _ if !outcome.succeeded() => Err(Error::Run(failure_message(&outcome))),
+        Some(d) => Ok(Next::After(d)),
+        None => Ok(Next::AwaitChange),
+    }
+}
+
+/// The CR as the role sees it (`_<group>_<kind>`): with its apiVersion and kind even when
+/// the list it came from left them out, and with the status and finalizers this operator
+/// last wrote.
+fn object_json(cr: &DynamicObject, host: &Ctx, view: &View) -> Value {
+    let mut v = serde_json::to_value(cr).unwrap_or_else(|_| json!({}));
+    if let Some(o) = v.as_object_mut() {
+        o.insert("apiVersion".into(), json!(host.resource.api_version));
+        o.insert("kind".into(), json!(host.resource.kind));
+        match &view.status {
+            Some(s) => o.insert("status".into(), s.clone()),
+            None => o.remove("status"),
+        };
+        if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            if !view.finalizers.is_empty() {
+                m.insert("finalizers".into(), json!(view.finalizers));
+            }
+            if let Some(rv) = &view.resource_version {
+                m.insert("resourceVersion".into(), json!(rv));
+            }
+        }
+    }
+    v
+}
+
+/// Step 3: the role run, with ansible-operator's extra vars.
+async fn run(
+    host: &Ctx,
+    role: &Role,
+    cr: &Value,
+    finalizer_vars: Option<&serde_json::Map<String, Value>>,
+) -> Outcome {
+    let opts = &host.entry.ansible;
+    let vars = for_cr(
+        cr,
+        &ExtraVarsOptions {
+            snake_case: opts.snake_case_parameters,
+            mark_unsafe: opts.mark_unsafe,
+            watch_vars: Some(&opts.vars),
+            finalizer_vars,
+            group: &host.entry.gvk.group,
+            kind: &host.entry.gvk.kind,
+        },
+    );
+    let ctx = RunContext::new(
+        Some(host.client.clone()),
+        host.flavor.discovery.clone(),
+        Owner::from_object(cr),
+    );
+    role.run(&ctx, &vars).await
+}
+
+/// Step 4.
+async fn watch_children(host: &Ctx, outcome: &Outcome) {
+    let entry = &host.entry;
+    if !entry.watch_dependent_resources {
+        return;
+    }
+    for (api_version, kind) in &outcome.touched {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        if (group == entry.gvk.group && kind == &entry.gvk.kind)
+            || crate::rbac::blacklisted(entry, group, kind)
+        {
+            continue;
+        }
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let Ok(resolved) = host.discovery.resolve(&gvk).await else {
+            continue;
+        };
+        if !resolved.namespaced && !entry.ansible.watch_cluster_scoped_resources {
+            continue;
+        }
+        if let Err(e) = host.children.cache(&gvk).await {
+            tracing::warn!(kind = %kind, error = %e, "cannot watch the role's children of this kind");
+        }
+    }
+}
+
+fn failure_message(outcome: &Outcome) -> String {
+    let mut msg = outcome.failure_messages().join("\n");
+    if msg.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE;
+        while !msg.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        msg.truncate(cut);
+        msg.push_str("… (truncated)");
+    }
+    msg
+}
+
+/// Step 5: the one status write, and the Event of a new failure.
+async fn record(
+    cr: &DynamicObject,
+    host: &Ctx,
+    api: &Api<DynamicObject>,
+    view: &View,
+    outcome: &Outcome,
+) -> Result<(), Error> {
+    let current = view.status.as_ref();
+    let failed = !outcome.succeeded();
+    let msg = failure_message(outcome);
+    if failed && previous_failure(current) != Some(msg.as_str()) {
+        warn(host, cr, &msg).await;
+    }
+    let desired = if host.entry.ansible.manage_status {
+        let capped;
+        let outcome = if failed {
+            // One failure carrying the joined, capped messages (the condition joins them).
+            let mut o = outcome.clone();
+            o.failures.truncate(1);
+            if let Some(f) = o.failures.first_mut() {
+                f.msg = msg;
+            }
+            capped = o;
+            &capped
+        } else {
+            outcome
+        };
+        status::after_run(current, outcome, chrono::Utc::now())
+    } else {
+        match &outcome.status {
+            Some(req) => k8s_status::apply(current, req),
+            None => return Ok(()),
+        }
+    };
+    write_status(host, api, cr, view, &desired).await
+}
+
+fn previous_failure(status: Option<&Value>) -> Option<&str> {
+    status?
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == status::FAILURE && c["status"] == "True")?
+        .get("message")?
+        .as_str()
+}
+
+/// Server-side apply of the status, with this operator's field manager, unless it is
+/// already what the object holds.
+async fn write_status(
+    host: &Ctx,
+    api: &Api<DynamicObject>,
+    cr: &DynamicObject,
+    view: &View,
+    desired: &Value,
+) -> Result<(), Error> {
+    if view.status.as_ref() == Some(desired) {
+        return Ok(());
+    }
+    let patch = json!({
+        "apiVersion": host.resource.api_version,
+        "kind": host.resource.kind,
+        "status": desired,
+    });
+    let pp = PatchParams::apply(<AnsibleFlavor as bosun_watches::Flavor>::MANAGER).force();
+    match api
+        .patch_status(&cr.name_any(), &pp, &Patch::Apply(&patch))
+        .await
+    {
+        Ok(written) => {
+            host.flavor.latest.wrote(&written);
+            Ok(())
+        }
+        // Deleted while the role ran.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn warn(host: &Ctx, cr: &DynamicObject, note: &str) {
+    host.events
+        .publish(
+            &cr.object_ref(&host.resource),
+            true,
+            "Failed",
+            "Reconcile",
+            note,
+        )
+        .await;
+}
