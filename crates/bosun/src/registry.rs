@@ -9,9 +9,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use bosun_ansible_operator::AnsibleOptions;
 use bosun_helm_operator::{HelmOptions, Storage};
 use bosun_runtime::manager::Operator;
-use bosun_watches::{Runner, WatchesFile};
+use bosun_watches::WatchesFile;
 
 /// Every operator written in code, by name.
 pub fn coded() -> Vec<Arc<dyn Operator>> {
@@ -91,18 +92,12 @@ pub fn watched(path: &Path, storage: Storage) -> anyhow::Result<Vec<Arc<dyn Oper
     for op in bosun_helm_operator::operators(&file.entries, &helm)? {
         ops.push(Arc::new(op));
     }
-    if let Some(e) = file
-        .entries
-        .iter()
-        .find(|e| !matches!(e.runner, Runner::Chart(_)))
-    {
-        anyhow::bail!(
-            "{}:{}: entry {} ({}): role and playbook entries need the Ansible flavour, which this build does not include yet",
-            path.display(),
-            e.line,
-            e.index,
-            e.gvk.kind
-        );
+    let ansible = AnsibleOptions {
+        watches_dir: path.parent().map(Path::to_path_buf),
+        ..Default::default()
+    };
+    for op in bosun_ansible_operator::operators(&file.entries, &ansible)? {
+        ops.push(Arc::new(op));
     }
     Ok(ops)
 }
@@ -219,5 +214,20 @@ mod tests {
                 && err.contains("(v1)"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_role_entry_runs_as_an_ansible_operator() {
+        let w = repo().join("examples/ansible-bookstore/watches.yaml");
+        let ops = operators(&Sources {
+            watches: Some(&w),
+            ..Default::default()
+        })
+        .expect("the seed's Ansible watches file loads");
+        assert_eq!(
+            ops.iter().map(|o| o.name()).collect::<Vec<_>>(),
+            ["bookstore.charts.example.com"]
+        );
+        assert!(!ops[0].crds().is_empty() && !ops[0].rbac().namespaced.is_empty());
     }
 }
