@@ -489,6 +489,28 @@ async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<W
         }
         match res {
             Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 && cached.is_none() => {
+                // An object of that name the cache cannot show (it lacks bosun's label): as
+                // Helm does, write over it only when it belongs to this release — Helm's
+                // release annotations (a release being taken over from operator-sdk) or this
+                // custom resource as its controller.
+                let live = api
+                    .get_metadata_opt(d.name())
+                    .await
+                    .map_err(|e| write_error(&d.describe(), e))?;
+                if let Some(live) = &live {
+                    if let Some(msg) =
+                        objects::ownership_conflict(&live.metadata, owner, &d.describe())
+                    {
+                        return Err(Error::Conflict(msg));
+                    }
+                }
+                host.applier
+                    .adopt_with(&api, &it.resolved.resource, &d.object)
+                    .await
+                    .map_err(|e| write_error(&d.describe(), e))?;
+                wrote.0.insert(key_of(d));
+            }
             Err(kube::Error::Api(s)) if s.code == 422 && cached.is_some() && owner.force => {
                 // upgrade-force: an immutable field changed; replace the object.
                 tracing::info!(object = %d.describe(), "upgrade-force: recreating after {}", s.message);

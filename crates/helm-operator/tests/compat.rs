@@ -244,3 +244,57 @@ async fn a_release_name_taken_by_another_chart_is_refused() {
     );
     op.stop().await;
 }
+
+/// Helm's rule for an object of the release's name that the release did not create: it is
+/// never written over unless Helm's release annotations name this release (the way a
+/// release installed by operator-sdk is taken over, above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_of_the_same_name_made_by_someone_else_is_never_taken_over() {
+    let env = env("helm-foreign").await;
+    let services: Api<Service> = Api::namespaced(env.admin.clone(), &env.ns);
+    let foreign: Service = serde_json::from_value(json!({
+        "metadata": {"name": "mongodb-service", "labels": {"team": "db"}},
+        "spec": {"selector": {"team": "db"}, "ports": [{"port": 5432}]}
+    }))
+    .expect("service");
+    services
+        .create(&Default::default(), &foreign)
+        .await
+        .expect("create the foreign Service");
+    let ops = seed_ops();
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let ar = resource("charts.example.com", "v1alpha1", "BookStore");
+    create(&env, &ar, "apiVersion: charts.example.com/v1alpha1\nkind: BookStore\nmetadata:\n  name: shop\nspec: {}\n").await;
+    let o = wait_for(&env, &ar, "shop", 60, "ReleaseFailed", |o| {
+        has(o, "ReleaseFailed", "True", Some("InstallError"))
+    })
+    .await;
+    let msg = condition(&o, "ReleaseFailed")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or("");
+    assert!(
+        msg.contains("mongodb-service") && msg.contains("invalid ownership metadata"),
+        "{msg}"
+    );
+    let live = services.get("mongodb-service").await.expect("get");
+    assert!(
+        live.owner_references().is_empty(),
+        "no owner reference added"
+    );
+    assert_eq!(
+        live.spec
+            .as_ref()
+            .and_then(|s| s.ports.as_ref())
+            .map(|p| p[0].port),
+        Some(5432),
+        "the foreign Service keeps its spec"
+    );
+    assert_eq!(
+        live.labels().get("team").map(String::as_str),
+        Some("db"),
+        "and its labels"
+    );
+    op.stop().await;
+}

@@ -219,6 +219,37 @@ impl Applier {
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
+        self.write_with(api, dyntype, desired, cached, false).await
+    }
+
+    /// Server-side applies `desired` over the object of that name the cache does not show,
+    /// taking over the fields it sets. Only for an object the caller has read and judged its
+    /// own: [`Applier::apply_with`] refuses (409) to write over an object its cache cannot
+    /// show, and this is the way past that refusal once the live object proves ownership (as
+    /// Helm's release annotations vouch for the objects of a release being taken over).
+    pub async fn adopt_with<K>(
+        &self,
+        api: &Api<K>,
+        dyntype: &K::DynamicType,
+        desired: &K,
+    ) -> Result<Outcome, kube::Error>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        self.write_with(api, dyntype, desired, None, true).await
+    }
+
+    async fn write_with<K>(
+        &self,
+        api: &Api<K>,
+        dyntype: &K::DynamicType,
+        desired: &K,
+        cached: Option<&ObjectMeta>,
+        adopt: bool,
+    ) -> Result<Outcome, kube::Error>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
         let hash = desired_hash(desired).map_err(kube::Error::SerdeError)?;
         let mut obj = desired.clone();
         obj.annotations_mut()
@@ -229,7 +260,12 @@ impl Applier {
             map.insert("kind".into(), K::kind(dyntype).into());
         }
         let want = owned::desired(&value);
-        let written = match self.decide(&hash, want, cached) {
+        let decision = if adopt {
+            Decision::Apply
+        } else {
+            self.decide(&hash, want, cached)
+        };
+        let written = match decision {
             Decision::InPlace => {
                 if let Some(c) = cached {
                     self.remember(c, &hash, owned::summary(c, &self.field_manager));
@@ -311,6 +347,14 @@ impl Applier {
                 // (Services on v1.20): look first instead, from now on.
                 Err(kube::Error::Api(s)) if s.message.contains("resourceVersion") => {
                     self.lock_refusing().insert(kind.to_string());
+                }
+                // Validation runs before the precondition: an apply merged with an existing
+                // object into something invalid is refused as invalid, not as a conflict.
+                Err(kube::Error::Api(s)) if s.code == 422 => {
+                    if api.get_metadata_opt(name).await?.is_some() {
+                        return Err(exists(&s.message));
+                    }
+                    return Err(kube::Error::Api(s));
                 }
                 other => return other,
             }
