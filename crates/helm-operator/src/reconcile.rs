@@ -9,8 +9,8 @@
 //! 4. if the rendered release is what was deployed (its digest, kept in the status), **sync**:
 //!    every object applied only where the cache shows drift — no release record is read,
 //!    nothing is written when nothing changed;
-//! 5. otherwise **install or upgrade**: a new revision recorded (pending, then deployed or
-//!    failed), CRDs of `crds/` created first, pre hooks, every object applied in Helm's
+//! 5. otherwise **install or upgrade**: a new revision recorded once its outcome is known
+//!    (deployed or failed), CRDs of `crds/` created first, pre hooks, every object applied in Helm's
 //!    order, objects the release no longer renders pruned (never those with
 //!    `helm.sh/resource-policy: keep`), post hooks. A failure leaves the objects applied so
 //!    far and the last good ones in place — no rollback, no recreation — and says so;
@@ -623,10 +623,11 @@ async fn install_or_upgrade(
             }
         }
     }
+    // The record is written once, when the outcome is known (Helm writes a pending record
+    // first, then updates it: a second write per revision that only another Helm client
+    // racing this one would read; a crash in between leaves no record here, and the next
+    // reconcile simply installs or upgrades again over its own objects).
     let mut rec = new_record(host, owner, vals, plan, deployed, upgrade);
-    if let Some(s) = &store {
-        s.create(&rec, Some(&owner.owner)).await?;
-    }
     let result = run_release(host, owner, plan, old, upgrade, &mut rec).await;
     let Some(s) = store else { return result };
     match &result {
@@ -638,7 +639,7 @@ async fn install_or_upgrade(
                 "Install complete"
             }
             .into();
-            s.update(&rec, Some(&owner.owner)).await?;
+            s.create(&rec, Some(&owner.owner)).await?;
             if let Some(prev) = deployed {
                 let mut prev = prev.clone();
                 prev.info.status = release::status::SUPERSEDED.into();
@@ -661,7 +662,7 @@ async fn install_or_upgrade(
                 if upgrade { "Upgrade" } else { "Release" },
                 owner.release
             );
-            s.update(&rec, Some(&owner.owner)).await?;
+            s.create(&rec, Some(&owner.owner)).await?;
         }
     }
     let _ = cr;
