@@ -490,7 +490,10 @@ async fn main() -> anyhow::Result<()> {
     }
     let run = |case: &str| args.only.is_empty() || args.only.iter().any(|o| o == case);
     let mut rows = Vec::new();
-    for &n in &shell_ns {
+    for &n in shell_ns
+        .iter()
+        .filter(|_| run("myownshell") || run("sample-controller"))
+    {
         eprintln!("[bench] myownshell vs sample-controller, N = {n}");
         if run("myownshell") {
             rows.push(case_myownshell(&args, n).await?);
