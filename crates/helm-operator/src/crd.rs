@@ -16,23 +16,7 @@ use serde_json::{json, Map, Value};
 const OPEN: &str = "x-kubernetes-preserve-unknown-fields";
 
 /// `kind` → plural as operator-sdk's scaffolding (flect) does for common English.
-pub fn plural(kind: &str) -> String {
-    let k = kind.to_lowercase();
-    if let Some(stem) = k.strip_suffix('y') {
-        if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) {
-            return format!("{stem}ies");
-        }
-    }
-    if k.ends_with('s')
-        || k.ends_with('x')
-        || k.ends_with("ch")
-        || k.ends_with("sh")
-        || k.ends_with('z')
-    {
-        return format!("{k}es");
-    }
-    format!("{k}s")
-}
+pub use bosun_watches::kinds::plural;
 
 fn describe_default(v: &Value) -> String {
     let mut s = serde_json::to_string(v).unwrap_or_default();

@@ -2,8 +2,8 @@
 //! values (plus its hooks and `crds/`), with no wildcards — operator-sdk's scaffold grants
 //! `secrets: "*"` and, with a cluster at hand, `"*"` on every group the chart touches.
 //!
-//! Kinds are mapped to their resources offline (`bosun rbac` needs no cluster): Kubernetes'
-//! built-in kinds from a table, others by the usual English plural. Secrets are granted only
+//! Kinds are mapped to their resources offline (`bosun rbac` needs no cluster) by
+//! [`bosun_watches::kinds`], shared with the Ansible flavour. Secrets are granted only
 //! as the release storage needs them (none with `--release-storage=none`, unless the chart
 //! renders Secrets). Charts that render Roles or ClusterRoles need `bind` and `escalate` on
 //! them (Kubernetes refuses to let an operator grant what it does not hold otherwise).
@@ -12,109 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use bosun_runtime::rbac::{rule, Rbac};
 use kube::core::GroupVersionKind;
 
-use crate::crd::plural;
 use crate::storage::Storage;
 
-/// Built-in kinds: (group, kind) → (resource, namespaced).
-const BUILTIN: &[(&str, &str, &str, bool)] = &[
-    ("", "ConfigMap", "configmaps", true),
-    ("", "Secret", "secrets", true),
-    ("", "Service", "services", true),
-    ("", "ServiceAccount", "serviceaccounts", true),
-    ("", "PersistentVolumeClaim", "persistentvolumeclaims", true),
-    ("", "Pod", "pods", true),
-    ("", "Endpoints", "endpoints", true),
-    ("", "LimitRange", "limitranges", true),
-    ("", "ResourceQuota", "resourcequotas", true),
-    ("", "ReplicationController", "replicationcontrollers", true),
-    ("", "Namespace", "namespaces", false),
-    ("", "PersistentVolume", "persistentvolumes", false),
-    ("", "Node", "nodes", false),
-    ("apps", "Deployment", "deployments", true),
-    ("apps", "StatefulSet", "statefulsets", true),
-    ("apps", "DaemonSet", "daemonsets", true),
-    ("apps", "ReplicaSet", "replicasets", true),
-    ("batch", "Job", "jobs", true),
-    ("batch", "CronJob", "cronjobs", true),
-    (
-        "autoscaling",
-        "HorizontalPodAutoscaler",
-        "horizontalpodautoscalers",
-        true,
-    ),
-    (
-        "policy",
-        "PodDisruptionBudget",
-        "poddisruptionbudgets",
-        true,
-    ),
-    ("policy", "PodSecurityPolicy", "podsecuritypolicies", false),
-    ("networking.k8s.io", "Ingress", "ingresses", true),
-    ("networking.k8s.io", "IngressClass", "ingressclasses", false),
-    (
-        "networking.k8s.io",
-        "NetworkPolicy",
-        "networkpolicies",
-        true,
-    ),
-    ("rbac.authorization.k8s.io", "Role", "roles", true),
-    (
-        "rbac.authorization.k8s.io",
-        "RoleBinding",
-        "rolebindings",
-        true,
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "ClusterRole",
-        "clusterroles",
-        false,
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-        false,
-    ),
-    ("storage.k8s.io", "StorageClass", "storageclasses", false),
-    ("storage.k8s.io", "CSIDriver", "csidrivers", false),
-    (
-        "scheduling.k8s.io",
-        "PriorityClass",
-        "priorityclasses",
-        false,
-    ),
-    (
-        "apiextensions.k8s.io",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        false,
-    ),
-    ("apiregistration.k8s.io", "APIService", "apiservices", false),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingWebhookConfiguration",
-        "mutatingwebhookconfigurations",
-        false,
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingWebhookConfiguration",
-        "validatingwebhookconfigurations",
-        false,
-    ),
-    ("node.k8s.io", "RuntimeClass", "runtimeclasses", false),
-    ("coordination.k8s.io", "Lease", "leases", true),
-];
-
-/// The resource and scope of a kind.
-pub fn resource_of(gvk: &GroupVersionKind) -> (String, bool) {
-    BUILTIN
-        .iter()
-        .find(|(g, k, _, _)| *g == gvk.group && *k == gvk.kind)
-        .map(|(_, _, r, ns)| (r.to_string(), *ns))
-        .unwrap_or_else(|| (plural(&gvk.kind), true))
-}
+use bosun_watches::kinds::plural;
+pub use bosun_watches::kinds::resource_of;
 
 const WRITE: &[&str] = &[
     "get", "list", "watch", "create", "update", "patch", "delete",

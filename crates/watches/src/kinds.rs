@@ -1,6 +1,6 @@
 //! Kinds mapped to their API resources offline (`bosun crd`/`bosun rbac` need no cluster):
 //! Kubernetes' built-in kinds from a table, others by the plural operator-sdk's scaffolding
-//! gives a kind. Shared by both flavours (the Helm flavour keeps its own copy for now).
+//! gives a kind. Shared by both flavours.
 use kube::core::GroupVersionKind;
 
 /// `kind` → plural as operator-sdk's scaffolding (flect) does for common English.
