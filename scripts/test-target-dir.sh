@@ -13,10 +13,11 @@ ko() { echo "test-target-dir: FAILED: $*" >&2; failed=$((failed+1)); }
 
 # CARGO_TARGET_DIR elsewhere, absolute and relative (cargo takes a relative one from the
 # directory it runs in, the workspace root here).
-want=$tmp/elsewhere/x86_64-unknown-linux-gnu/release
+profile=${BOSUN_STATIC_PROFILE:-release}
+want=$tmp/elsewhere/x86_64-unknown-linux-gnu/$profile
 got=$(CARGO_TARGET_DIR=$tmp/elsewhere bash scripts/static-build.sh --print-dir)
 if [ "$got" = "$want" ]; then ok; else ko "CARGO_TARGET_DIR=$tmp/elsewhere: looks in $got, cargo builds in $want"; fi
-want=$PWD/rel-target/x86_64-unknown-linux-gnu/release
+want=$PWD/rel-target/x86_64-unknown-linux-gnu/$profile
 got=$(cd "$tmp" && CARGO_TARGET_DIR=rel-target bash "$OLDPWD/scripts/static-build.sh" --print-dir)
 if [ "$got" = "$want" ]; then ok; else ko "CARGO_TARGET_DIR=rel-target: looks in $got, cargo builds in $want"; fi
 

@@ -34,6 +34,10 @@ cargo test --workspace --locked -- --test-threads=4 2>&1 | tee "$log"
 echo "== workflow syntax"
 bash scripts/validate-workflows.sh
 
+# The static binary of the checks, the quick bench and the quick chaos suite: the release
+# build without LTO (Cargo.toml, profile ci); the full bench/run and bench/chaos use release.
+export BOSUN_STATIC_PROFILE=${BOSUN_STATIC_PROFILE:-ci}
+
 echo "== static binary runs with no libc present"
 bash scripts/static-check.sh >/dev/null
 
