@@ -45,8 +45,8 @@ async fn a_restart_writes_nothing_while_a_child_cache_loads() {
         "apiVersion: charts.example.com/v1\nkind: BookStore\nmetadata:\n  name: two\nspec:\n  bookApp:\n    serviceType: NodePort\n    replicas: 2\n    resources:\n      requests: {cpu: \"0.1\", memory: 64Mi}\n      limits: {memory: 0.125Gi}\n  bookDB:\n    dbSize: 1024Mi\n    storageClassName: standard\n",
     )
     .await;
-    env.wait_condition("one", "Ready", "True", None, 60).await;
-    env.wait_condition("two", "Ready", "True", None, 60).await;
+    env.wait_converged("one", 60).await;
+    env.wait_converged("two", 60).await;
     op.stop().await;
 
     // Restart with the Deployment cache syncing 3 s late: both BookStores are reconciled

@@ -253,6 +253,32 @@ impl Env {
         }
     }
 
+    /// Waits until the BookStore's status is final for what the cluster shows: Ready, and
+    /// the data volumes' capacity in it (a claim is bound, and its capacity reported, after
+    /// the MongoDB pod can already be Ready, so a status with Ready=True may still be followed
+    /// by one more write).
+    pub async fn wait_converged(&self, name: &str, secs: u64) -> BookStore {
+        self.wait_condition(name, "Ready", "True", None, secs).await;
+        let api = self.api::<BookStore>();
+        let got = eventually(secs, || async {
+            let bs = api.get(name).await.ok()?;
+            let st = bs.status.as_ref()?;
+            let ready = st
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            (ready && st.volume_size.is_some()).then_some(bs)
+        })
+        .await;
+        match got {
+            Some(bs) => bs,
+            None => panic!(
+                "{name}: not converged (Ready with the volume size); status: {:#?}",
+                api.get(name).await.ok().and_then(|b| b.status)
+            ),
+        }
+    }
+
     /// Warning/Normal events about an object, as (reason, note).
     pub async fn events_for(&self, name: &str) -> Vec<(String, String)> {
         let api: Api<k8s_openapi::api::events::v1::Event> = self.api();
