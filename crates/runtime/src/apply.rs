@@ -274,7 +274,18 @@ impl Applier {
             }
             Decision::Create => {
                 let kind = format!("{}/{}", K::api_version(dyntype), K::kind(dyntype));
-                self.create(api, &kind, &obj.name_any(), &value).await?
+                match self.create(api, &kind, &obj.name_any(), &value).await {
+                    Err(kube::Error::Api(s)) if s.code == 409 => {
+                        // The cache lags behind this applier's own writes: an object it
+                        // created a moment ago (for an earlier reconcile) may not show yet.
+                        // It is ours only if this field manager applied exactly this state.
+                        match self.own_creation(api, &hash, want, &obj.name_any()).await? {
+                            Some(live) => live,
+                            None => return Err(kube::Error::Api(s)),
+                        }
+                    }
+                    other => other?,
+                }
             }
             Decision::Apply => {
                 let params = PatchParams::apply(&self.field_manager).force();
@@ -287,6 +298,37 @@ impl Applier {
         let owned = owned::live(&live, &entries, &self.field_manager);
         self.remember(written.meta(), &hash, Some(owned));
         Ok(Outcome::Applied)
+    }
+
+    /// The live object of that name when it is what this applier writes for `hash` / `want`:
+    /// this field manager owns its fields with exactly the desired values (or, where the API
+    /// server rewrote a value, carries the desired state's hash as applied by this manager).
+    /// None for anyone else's object.
+    async fn own_creation<K>(
+        &self,
+        api: &Api<K>,
+        hash: &str,
+        want: Fingerprint,
+        name: &str,
+    ) -> Result<Option<K>, kube::Error>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        let Some(live) = api.get_opt(name).await? else {
+            return Ok(None);
+        };
+        let entries = live.meta().managed_fields.clone().unwrap_or_default();
+        let value = serde_json::to_value(&live).map_err(kube::Error::SerdeError)?;
+        let owned = owned::live(&value, &entries, &self.field_manager);
+        let annotated = live
+            .meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(HASH_ANNOTATION))
+            .map(String::as_str)
+            == Some(hash);
+        let ours = owned.fingerprint == Some(want) || (annotated && owned.fingerprint.is_some());
+        Ok(ours.then_some(live))
     }
 
     fn remember(&self, meta: &ObjectMeta, hash: &str, owned: Option<owned::Owned>) {

@@ -2,9 +2,13 @@
 //! status differs from what the object carries.
 //!
 //! The cached object can lag behind this writer's own last write (a reconcile triggered by a
-//! child's event may see the parent before its status update arrived), so the writer also
-//! remembers the hash of the last status it wrote per object UID and skips an identical write.
-//! Status belongs to this controller: an external edit of it is corrected on the next change.
+//! child's event may see the parent before its status update arrived), so the writer
+//! remembers the hash of the last status it wrote per object UID (16 bytes each way) and
+//! decides from it first: the same status again is skipped; another one is written even when
+//! the cached status equals it — that cached status may be the one this writer has since
+//! replaced. Only an object this writer has not written yet (a restart) is judged by its
+//! cached status alone. Status belongs to this controller: an external edit of it is corrected
+//! on the next change.
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
@@ -14,12 +18,13 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::apply::desired_hash;
+use sha2::{Digest, Sha256};
 
 #[derive(Clone)]
 pub struct StatusWriter {
     field_manager: String,
-    written: Arc<Mutex<HashMap<String, String>>>,
+    /// UID bits → the bits of the last status written.
+    written: Arc<Mutex<HashMap<u128, u128>>>,
 }
 
 impl StatusWriter {
@@ -62,19 +67,15 @@ impl StatusWriter {
         K: Resource + Clone + DeserializeOwned + Debug,
         S: Serialize + PartialEq,
     {
-        let uid = obj.uid().unwrap_or_else(|| obj.name_any());
-        let hash = desired_hash(desired).map_err(kube::Error::SerdeError)?;
-        if current == Some(desired) {
-            self.remember(uid, hash);
-            return Ok(false);
-        }
-        if self
-            .written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&uid)
-            == Some(&hash)
-        {
+        let uid = crate::owned::uid_bits(&obj.uid().unwrap_or_else(|| obj.name_any()));
+        let hash = status_hash(desired).map_err(kube::Error::SerdeError)?;
+        let last = self.lock().get(&uid).copied();
+        let in_place = match last {
+            Some(written) => written == hash,
+            None => current == Some(desired),
+        };
+        if in_place {
+            self.lock().insert(uid, hash);
             return Ok(false);
         }
         let patch = serde_json::json!({
@@ -88,27 +89,29 @@ impl StatusWriter {
             &Patch::Apply(&patch),
         )
         .await?;
-        self.remember(uid, hash);
+        self.lock().insert(uid, hash);
         Ok(true)
     }
 
-    fn remember(&self, uid: String, hash: String) {
-        self.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(uid, hash);
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u128, u128>> {
+        self.written.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Objects whose last written status is remembered.
     pub fn remembered(&self) -> usize {
-        self.written.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.lock().len()
     }
 
     /// Forgets a deleted object.
     pub fn forget(&self, uid: &str) {
-        self.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
+        self.lock().remove(&crate::owned::uid_bits(uid));
     }
+}
+
+/// 128 bits of the SHA-256 of a status's JSON.
+fn status_hash<S: Serialize>(status: &S) -> Result<u128, serde_json::Error> {
+    let digest = Sha256::digest(serde_json::to_vec(status)?);
+    let mut bits = [0u8; 16];
+    bits.copy_from_slice(&digest[..16]);
+    Ok(u128::from_le_bytes(bits))
 }
