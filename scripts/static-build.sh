@@ -14,7 +14,7 @@ PROFILE=${BOSUN_STATIC_PROFILE:-release}
 dir=$target_dir/$TARGET/$PROFILE
 if [ "${1:-}" != --print-dir ]; then
   RUSTFLAGS="-C target-feature=+crt-static" cargo build --profile "$PROFILE" --locked -q --target "$TARGET" -p bosun -p bosun-bench
-  for b in bosun bosun-bench bosun-chaos; do
+  for b in bosun bosun-bench bosun-chaos bosun-heap; do
     [ -x "$dir/$b" ] || { echo "static-build: cargo built $b, but it is not in $dir" >&2; exit 1; }
   done
 fi

@@ -120,6 +120,7 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let seconds = from_start - ready_after;
     let after = Counts::read(&cp, &client).await?;
     let converge = Row {
+        ratio: None,
         case: "helm chart converge (bosun)".into(),
         n,
         seconds,
@@ -159,6 +160,7 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let after = Counts::read(&cp, &client).await?;
     let writes = mutating(&before, &after, &RESOURCES);
     let restart = Row {
+        ratio: None,
         case: "helm restart (bosun)".into(),
         n,
         seconds: op.uptime(),
@@ -229,6 +231,7 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         n,
         seconds: floor_s,
         writes: mutating(&before, &after, &RESOURCES),
+        ratio: Some(seconds / floor_s),
         note: format!(
             "the same object applies + a status each; bosun/floor = {:.2}",
             seconds / floor_s

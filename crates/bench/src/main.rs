@@ -48,6 +48,11 @@ pub(crate) struct Args {
     /// Concurrency of bosun's reconciles, of the floor's client and of object creation.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// Runs of each case (each on fresh control planes); the table shows the median with the
+    /// minimum and maximum, so one slow or fast run does not decide a verdict. Default 3
+    /// (1 with --quick, which only shows CI that the cases run).
+    #[arg(long)]
+    runs: Option<usize>,
 }
 
 const NS: &str = "bench";
@@ -138,7 +143,8 @@ async fn deployments(client: &Client) -> anyhow::Result<usize> {
         .len())
 }
 
-#[derive(Default, serde::Serialize)]
+/// One case's figures from one run.
+#[derive(Default, Clone, serde::Serialize)]
 pub(crate) struct Row {
     case: String,
     n: usize,
@@ -146,7 +152,114 @@ pub(crate) struct Row {
     peak_rss_mb: f64,
     cpu_seconds: f64,
     writes: BTreeMap<String, f64>,
+    /// bosun's time over this floor's, in the same run (floor rows only).
+    ratio: Option<f64>,
     note: String,
+}
+
+/// Median, minimum and maximum of one figure over the runs.
+#[derive(Default, Clone, Copy, serde::Serialize)]
+pub(crate) struct Stat {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Stat {
+    fn of(mut xs: Vec<f64>) -> Stat {
+        xs.sort_by(f64::total_cmp);
+        match xs.len() {
+            0 => Stat::default(),
+            n => Stat {
+                median: if n % 2 == 1 {
+                    xs[n / 2]
+                } else {
+                    (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+                },
+                min: xs[0],
+                max: xs[n - 1],
+            },
+        }
+    }
+
+    fn show(&self, runs: usize) -> String {
+        if runs > 1 && self.max > 0.0 {
+            format!("{:.2} ({:.2}-{:.2})", self.median, self.min, self.max)
+        } else {
+            format!("{:.2}", self.median)
+        }
+    }
+}
+
+/// One case over every run: medians with their ranges; writes are the most any run made;
+/// the note is the median run's.
+#[derive(serde::Serialize)]
+pub(crate) struct Summary {
+    case: String,
+    n: usize,
+    runs: usize,
+    seconds: Stat,
+    peak_rss_mb: Stat,
+    cpu_seconds: Stat,
+    ratio: Option<Stat>,
+    writes: BTreeMap<String, f64>,
+    note: String,
+}
+
+impl Summary {
+    fn of(runs: &[Row]) -> Summary {
+        let stat = |f: fn(&Row) -> f64| Stat::of(runs.iter().map(f).collect());
+        let seconds = stat(|r| r.seconds);
+        let median_run = runs
+            .iter()
+            .min_by(|a, b| {
+                (a.seconds - seconds.median)
+                    .abs()
+                    .total_cmp(&(b.seconds - seconds.median).abs())
+            })
+            .cloned()
+            .unwrap_or_default();
+        let mut writes = BTreeMap::new();
+        for r in runs {
+            for (k, v) in &r.writes {
+                let w = writes.entry(k.clone()).or_insert(0.0_f64);
+                *w = w.max(*v);
+            }
+        }
+        let ratios: Vec<f64> = runs.iter().filter_map(|r| r.ratio).collect();
+        Summary {
+            case: median_run.case.clone(),
+            n: median_run.n,
+            runs: runs.len(),
+            seconds,
+            peak_rss_mb: stat(|r| r.peak_rss_mb),
+            cpu_seconds: stat(|r| r.cpu_seconds),
+            ratio: (!ratios.is_empty()).then(|| Stat::of(ratios)),
+            writes,
+            note: median_run.note,
+        }
+    }
+}
+
+/// Runs `case` `runs` times and summarises each of its rows over the runs.
+async fn repeated<F, Fut>(runs: usize, mut case: F) -> anyhow::Result<Vec<Summary>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Vec<Row>>>,
+{
+    let mut all: Vec<Vec<Row>> = Vec::new();
+    for run in 0..runs.max(1) {
+        if runs > 1 {
+            eprintln!("[bench]   run {} of {runs}", run + 1);
+        }
+        for (i, row) in case().await?.into_iter().enumerate() {
+            if all.len() <= i {
+                all.push(Vec::new());
+            }
+            all[i].push(row);
+        }
+    }
+    Ok(all.iter().map(|rows| Summary::of(rows)).collect())
 }
 
 async fn case_myownshell(args: &Args, n: usize) -> anyhow::Result<Row> {
@@ -185,6 +298,7 @@ async fn case_myownshell(args: &Args, n: usize) -> anyhow::Result<Row> {
     let (peak, cpu) = (op.peak_rss_mb(), op.cpu_seconds());
     op.stop().await;
     Ok(Row {
+        ratio: None,
         case: "myownshell (bosun)".into(),
         n,
         seconds,
@@ -244,6 +358,7 @@ async fn case_sample_controller(args: &Args, n: usize) -> anyhow::Result<Row> {
     let (peak, cpu) = (op.peak_rss_mb(), op.cpu_seconds());
     op.stop().await;
     Ok(Row {
+        ratio: None,
         case: "sample-controller (client-go)".into(),
         n,
         seconds,
@@ -298,6 +413,7 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         "pods",
     ];
     let converge = Row {
+        ratio: None,
         case: "bookstore converge (bosun)".into(),
         n,
         seconds,
@@ -326,6 +442,7 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let after = Counts::read(&cp, &client).await?;
     let writes = mutating(&before, &after, &resources);
     let restart = Row {
+        ratio: None,
         case: "bookstore restart (bosun)".into(),
         n,
         seconds: op.uptime(),
@@ -380,6 +497,7 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         n,
         seconds: floor_s,
         writes: mutating(&before, &after, &resources),
+        ratio: Some(seconds / floor_s),
         note: format!(
             "bare client, concurrency {}; bosun/floor = {:.2}",
             args.concurrency,
@@ -452,10 +570,16 @@ fn floor_requests(bs: &BookStore) -> anyhow::Result<Vec<(ApiResource, String, Va
     Ok(out)
 }
 
-fn print(rows: &[Row]) {
+fn print(rows: &[Summary]) {
     println!(
-        "{:<32} {:>6} {:>9} {:>9} {:>8}  {:<40} note",
-        "case", "N", "seconds", "RSS MB", "CPU s", "writes by verb"
+        "{:<32} {:>6} {:>4} {:>22} {:>22} {:>8}  {:<40} note",
+        "case",
+        "N",
+        "runs",
+        "seconds (min-max)",
+        "RSS MB (min-max)",
+        "CPU s",
+        "writes by verb (most of any run)"
     );
     for r in rows {
         let writes = r
@@ -464,16 +588,28 @@ fn print(rows: &[Row]) {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(" ");
+        let ratio = r
+            .ratio
+            .map(|s| format!("bosun/floor median {} | ", s.show(r.runs)))
+            .unwrap_or_default();
         println!(
-            "{:<32} {:>6} {:>9.2} {:>9.1} {:>8.2}  {:<40} {}",
-            r.case, r.n, r.seconds, r.peak_rss_mb, r.cpu_seconds, writes, r.note
+            "{:<32} {:>6} {:>4} {:>22} {:>22} {:>8.2}  {:<40} {ratio}{}",
+            r.case,
+            r.n,
+            r.runs,
+            r.seconds.show(r.runs),
+            r.peak_rss_mb.show(r.runs),
+            r.cpu_seconds.median,
+            writes,
+            r.note
         );
     }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    args.runs = Some(args.runs.unwrap_or(if args.quick { 1 } else { 3 }).max(1));
     anyhow::ensure!(
         args.bosun.exists(),
         "{} not found: build it with `cargo build --release -p bosun` (bench/run does)",
@@ -488,41 +624,78 @@ async fn main() -> anyhow::Result<()> {
         shell_ns = args.n.clone();
         store_ns = args.n.clone();
     }
+    let runs = args.runs.unwrap_or(1);
     let run = |case: &str| args.only.is_empty() || args.only.iter().any(|o| o == case);
-    let mut rows = Vec::new();
+    let mut rows: Vec<Summary> = Vec::new();
     for &n in shell_ns
         .iter()
         .filter(|_| run("myownshell") || run("sample-controller"))
     {
         eprintln!("[bench] myownshell vs sample-controller, N = {n}");
-        if run("myownshell") {
-            rows.push(case_myownshell(&args, n).await?);
-            eprintln!(
-                "[bench]   bosun {:.2} s / {:.1} MB",
-                rows[rows.len() - 1].seconds,
-                rows[rows.len() - 1].peak_rss_mb
-            );
+        // The two are run in turn within each run, so a slow spell of the machine hits both.
+        let mut shells = Vec::new();
+        let mut samples = Vec::new();
+        for _ in 0..runs {
+            if run("myownshell") {
+                let r = case_myownshell(&args, n).await?;
+                eprintln!(
+                    "[bench]   bosun {:.2} s / {:.1} MB",
+                    r.seconds, r.peak_rss_mb
+                );
+                shells.push(r);
+            }
+            if run("sample-controller") {
+                let r = case_sample_controller(&args, n).await?;
+                eprintln!(
+                    "[bench]   sample-controller {:.2} s / {:.1} MB",
+                    r.seconds, r.peak_rss_mb
+                );
+                samples.push(r);
+            }
         }
-        if run("sample-controller") {
-            rows.push(case_sample_controller(&args, n).await?);
-            eprintln!(
-                "[bench]   sample-controller {:.2} s / {:.1} MB",
-                rows[rows.len() - 1].seconds,
-                rows[rows.len() - 1].peak_rss_mb
-            );
+        if let (false, false) = (shells.is_empty(), samples.is_empty()) {
+            // bosun's share of sample-controller's peak RSS and its speed-up, run by run.
+            let share: Vec<f64> = shells
+                .iter()
+                .zip(&samples)
+                .map(|(b, s)| b.peak_rss_mb / s.peak_rss_mb)
+                .collect();
+            let speed: Vec<f64> = shells
+                .iter()
+                .zip(&samples)
+                .map(|(b, s)| s.seconds / b.seconds)
+                .collect();
+            let (share, speed) = (Stat::of(share), Stat::of(speed));
+            for r in &mut samples {
+                r.note = format!(
+                    "{}; bosun's peak RSS / this one's: median {}; speed-up: median {}",
+                    r.note,
+                    share.show(runs),
+                    speed.show(runs)
+                );
+            }
+        }
+        for rows_of_case in [shells, samples] {
+            if !rows_of_case.is_empty() {
+                rows.push(Summary::of(&rows_of_case));
+            }
         }
     }
     for &n in store_ns.iter().filter(|_| run("bookstore")) {
         eprintln!("[bench] bookstore, N = {n}");
-        rows.extend(case_bookstore(&args, n).await?);
+        rows.extend(repeated(runs, || case_bookstore(&args, n)).await?);
     }
     for &n in store_ns.iter().filter(|_| run("helm")) {
         eprintln!("[bench] helm chart operator, N = {n}");
-        rows.extend(helm::case_helm(&args, n).await?);
+        rows.extend(repeated(runs, || helm::case_helm(&args, n)).await?);
     }
     if run("render") {
         eprintln!("[bench] helm render");
-        rows.extend(helm::case_render(&args.bosun, args.quick)?);
+        rows.extend(
+            helm::case_render(&args.bosun, args.quick)?
+                .iter()
+                .map(|r| Summary::of(std::slice::from_ref(r))),
+        );
     }
     println!();
     print(&rows);

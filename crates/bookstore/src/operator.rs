@@ -12,9 +12,14 @@ use bosun_runtime::rbac::Rbac;
 use bosun_runtime::status::StatusWriter;
 use bosun_runtime::{Primary, Wiring};
 use futures::future::BoxFuture;
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet, StatefulSetSpec};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentStatus, StatefulSet, StatefulSetSpec, StatefulSetStatus,
+};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, Service, VolumeResourceRequirements,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, CustomResourceExt, ResourceExt};
 
@@ -60,20 +65,71 @@ impl Operator for BookStoreOperator {
     }
 }
 
-// Children are cached slimmed to what the pipeline reads: metadata and status, and of the
-// StatefulSet also its replicas (a scale-up checks the claims it will mount) and its claim
-// template (the current volume size and class).
-fn strip_deployment(d: &mut Deployment) {
-    d.spec = None;
+// Children are cached slimmed to what the pipeline reads (measured by `bench/heap`): of
+// their metadata, identity, owners, generation, deletion and the two labels that map a child
+// that lost its owner reference back to its BookStore (annotations and the rest go: the
+// applier decides from the owned-field fingerprint the cache keeps beside each object); of
+// their status, the replica counts; of the StatefulSet also its replicas (a scale-up checks
+// the claims it will mount) and its claim template's size and class.
+pub fn slim_meta(m: &mut ObjectMeta) {
+    m.annotations = None;
+    m.creation_timestamp = None;
+    m.managed_fields = None;
+    if let Some(labels) = m.labels.as_mut() {
+        labels.retain(|k, _| k == MANAGED_BY_LABEL || k == INSTANCE_LABEL);
+    }
 }
-fn strip_statefulset(s: &mut StatefulSet) {
-    s.spec = s.spec.take().map(|spec| StatefulSetSpec {
-        replicas: spec.replicas,
-        volume_claim_templates: spec.volume_claim_templates,
+
+pub fn strip_deployment(d: &mut Deployment) {
+    slim_meta(&mut d.metadata);
+    d.spec = None;
+    d.status = d.status.take().map(|s| DeploymentStatus {
+        replicas: s.replicas,
+        ready_replicas: s.ready_replicas,
+        updated_replicas: s.updated_replicas,
+        observed_generation: s.observed_generation,
         ..Default::default()
     });
 }
-fn keep_claim(_: &mut PersistentVolumeClaim) {}
+
+pub fn strip_statefulset(s: &mut StatefulSet) {
+    slim_meta(&mut s.metadata);
+    s.spec = s.spec.take().map(|spec| StatefulSetSpec {
+        replicas: spec.replicas,
+        volume_claim_templates: spec
+            .volume_claim_templates
+            .map(|ts| ts.into_iter().map(claim_template_size_and_class).collect()),
+        ..Default::default()
+    });
+    s.status = s.status.take().map(|st| StatefulSetStatus {
+        replicas: st.replicas,
+        ready_replicas: st.ready_replicas,
+        updated_replicas: st.updated_replicas,
+        observed_generation: st.observed_generation,
+        ..Default::default()
+    });
+}
+
+/// A claim template's name, requests and class: what the resize decision compares.
+fn claim_template_size_and_class(t: PersistentVolumeClaim) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: t.metadata.name,
+            ..Default::default()
+        },
+        spec: t.spec.map(|s| PersistentVolumeClaimSpec {
+            resources: s.resources.map(|r| VolumeResourceRequirements {
+                requests: r.requests,
+                ..Default::default()
+            }),
+            storage_class_name: s.storage_class_name,
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+pub fn keep_claim(_: &mut PersistentVolumeClaim) {}
 
 /// The BookStore a child belongs to: its controller, or — for a child of bosun's that lost
 /// its owner reference (which must then be repaired) — its instance label.
@@ -99,8 +155,9 @@ fn wire(client: &Client, ns: Option<&str>) -> Wiring<BookStore, Context> {
     let status = StatusWriter::new(FIELD_MANAGER);
     // Memos forget what is deleted: children as their caches see them go, BookStores as
     // theirs does.
-    let primary =
-        Primary::watch(scoped_api(client.clone(), ns), (), Default::default()).forgetting(&status);
+    let primary = Primary::watch(scoped_api(client.clone(), ns), (), Default::default())
+        .forgetting(&status)
+        .skip_status_only();
     let (deployments, dep_stream) =
         ChildCache::watch_owned(client.clone(), ns, "", strip_deployment, &applier);
     let (statefulsets, sts_stream) =
@@ -108,7 +165,7 @@ fn wire(client: &Client, ns: Option<&str>) -> Wiring<BookStore, Context> {
     // Services are read for their metadata only: kept as such, fingerprinted from the whole
     // object on arrival.
     let (services, svc_stream) =
-        MetaCache::<Service>::watch_owned(client.clone(), ns, "", &applier);
+        MetaCache::<Service>::watch_owned(client.clone(), ns, "", slim_meta, &applier);
     let (claims, claim_stream) = ChildCache::watch(client.clone(), ns, CLAIM_SELECTOR, keep_claim);
     let context = Arc::new(Context {
         client: client.clone(),
@@ -134,4 +191,101 @@ fn wire(client: &Client, ns: Option<&str>) -> Wiring<BookStore, Context> {
                 Some(ObjectRef::<BookStore>::new(&name).within(&ns))
             },
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::fixtures::{plan, sample};
+    use crate::build::Children;
+    use crate::resize::{claim_template, compare};
+    use crate::status::{compute, Observed, Outcome, Wanted};
+    use k8s_openapi::jiff::Timestamp;
+
+    /// The slimmed children decide exactly as the whole ones: volume sizes and classes,
+    /// status, and the owner of a child that lost its owner reference.
+    #[test]
+    fn slimmed_children_decide_as_whole_ones() {
+        let mut bs = sample();
+        bs.spec.book_db.storage_class_name = Some("fast".into());
+        let p = plan(&bs);
+        let children = Children::build(&p);
+        let mut dep = children.deployment.clone();
+        dep.metadata.generation = Some(2);
+        dep.metadata.creation_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
+        );
+        dep.status = Some(DeploymentStatus {
+            replicas: Some(1),
+            ready_replicas: Some(1),
+            updated_replicas: Some(1),
+            observed_generation: Some(2),
+            conditions: Some(vec![Default::default()]),
+            ..Default::default()
+        });
+        let mut sts = children.statefulset.clone();
+        sts.metadata.generation = Some(3);
+        sts.status = Some(StatefulSetStatus {
+            replicas: 1,
+            ready_replicas: Some(1),
+            updated_replicas: Some(1),
+            observed_generation: Some(2),
+            current_revision: Some("db-5d8f".into()),
+            ..Default::default()
+        });
+        let (mut slim_dep, mut slim_sts) = (dep.clone(), sts.clone());
+        strip_deployment(&mut slim_dep);
+        strip_statefulset(&mut slim_sts);
+        assert!(
+            slim_dep.metadata.annotations.is_none()
+                && slim_dep
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.conditions.is_none())
+        );
+
+        for db_size in ["2Gi", "5Gi", "1Gi"] {
+            let mut other = bs.clone();
+            other.spec.book_db.db_size = db_size.into();
+            for class in [Some("fast"), Some("slow"), None] {
+                other.spec.book_db.storage_class_name = class.map(str::to_string);
+                let q = plan(&other);
+                assert_eq!(
+                    format!(
+                        "{:?}",
+                        compare(&q, claim_template(&slim_sts), &[], Some("fast"))
+                    ),
+                    format!("{:?}", compare(&q, claim_template(&sts), &[], Some("fast"))),
+                    "{db_size} {class:?}"
+                );
+            }
+        }
+        assert_eq!(
+            slim_sts.spec.as_ref().and_then(|s| s.replicas),
+            sts.spec.as_ref().and_then(|s| s.replicas)
+        );
+        let status = |d: &Deployment, s: &StatefulSet| {
+            compute(
+                &p.id,
+                Wanted::of(&p),
+                None,
+                &Observed {
+                    deployment: Some(d),
+                    statefulset: Some(s),
+                    claims: vec![],
+                },
+                &Outcome::Applied,
+                Timestamp::UNIX_EPOCH,
+            )
+        };
+        assert_eq!(status(&slim_dep, &slim_sts), status(&dep, &sts));
+
+        // A child whose owner reference was removed still maps back by its labels.
+        let (mut orphan, mut slim_orphan) = (dep.clone(), dep.clone());
+        orphan.metadata.owner_references = None;
+        slim_orphan.metadata.owner_references = None;
+        strip_deployment(&mut slim_orphan);
+        assert!(owner_of(orphan.clone()).is_some());
+        assert_eq!(owner_of(slim_orphan), owner_of(orphan));
+    }
 }

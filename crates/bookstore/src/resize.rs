@@ -48,7 +48,7 @@ pub struct Volumes {
 }
 
 /// The data claim template of a (cached) StatefulSet.
-fn claim_template(sts: &StatefulSet) -> Option<&PersistentVolumeClaimSpec> {
+pub(crate) fn claim_template(sts: &StatefulSet) -> Option<&PersistentVolumeClaimSpec> {
     sts.spec
         .as_ref()?
         .volume_claim_templates

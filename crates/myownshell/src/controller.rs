@@ -58,8 +58,19 @@ impl Categorized for Error {
     }
 }
 
+/// The Deployment as the reconcile reads it: identity, owners, ready replicas.
 fn strip(d: &mut Deployment) {
     d.spec = None;
+    d.metadata.annotations = None;
+    d.metadata.labels = None;
+    d.metadata.creation_timestamp = None;
+    d.status = d
+        .status
+        .take()
+        .map(|s| k8s_openapi::api::apps::v1::DeploymentStatus {
+            ready_replicas: s.ready_replicas,
+            ..Default::default()
+        });
 }
 
 impl Operator for MyOwnShellOperator {
@@ -113,8 +124,9 @@ impl Operator for MyOwnShellOperator {
 fn wire(client: &Client, ns: Option<&str>) -> Wiring<MyOwnShell, Context> {
     let applier = Applier::new(FIELD_MANAGER);
     let status = StatusWriter::new(FIELD_MANAGER);
-    let primary =
-        Primary::watch(scoped_api(client.clone(), ns), (), Default::default()).forgetting(&status);
+    let primary = Primary::watch(scoped_api(client.clone(), ns), (), Default::default())
+        .forgetting(&status)
+        .skip_status_only();
     let (deployments, dep_stream) =
         ChildCache::watch_owned(client.clone(), ns, "app=myownshell", strip, &applier);
     let context = Arc::new(Context {

@@ -93,29 +93,33 @@ where
 /// the controller look up an object that is not in the store yet, and that reconcile is
 /// dropped (`ObjectNotFound`) without a retry. Seen here: objects created while a watch was
 /// being re-established were never reconciled.
-fn triggers<K, S>(events: S, deletes: bool) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+///
+/// At `InitDone` the listed objects are read back from the store (`listed`, which then holds
+/// exactly them) and cloned one at a time as the controller takes them: holding the list's
+/// objects aside here as well would keep a second copy of every object while a list is
+/// parsed (the restart peak, measured by `bench/heap`).
+fn triggers<K, S>(
+    events: S,
+    deletes: bool,
+    listed: impl Fn() -> Vec<Arc<K>> + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
 where
-    K: Send + 'static,
+    K: Clone + Send + Sync + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
 {
+    type Out<K> = Box<dyn Iterator<Item = Result<K, watcher::Error>> + Send>;
     events
-        .scan(Vec::new(), move |pending: &mut Vec<K>, ev| {
-            let out: Vec<Result<K, watcher::Error>> = match ev {
-                Ok(watcher::Event::Apply(o)) => vec![Ok(o)],
-                Ok(watcher::Event::Delete(o)) if deletes => vec![Ok(o)],
-                Ok(watcher::Event::Delete(_)) => vec![],
-                Ok(watcher::Event::Init) => {
-                    pending.clear();
-                    vec![]
+        .map(move |ev| {
+            let out: Out<K> = match ev {
+                Ok(watcher::Event::Apply(o)) => Box::new(std::iter::once(Ok(o))),
+                Ok(watcher::Event::Delete(o)) if deletes => Box::new(std::iter::once(Ok(o))),
+                Ok(watcher::Event::InitDone) => {
+                    Box::new(listed().into_iter().map(|o| Ok(K::clone(&o))))
                 }
-                Ok(watcher::Event::InitApply(o)) => {
-                    pending.push(o);
-                    vec![]
-                }
-                Ok(watcher::Event::InitDone) => pending.drain(..).map(Ok).collect(),
-                Err(e) => vec![Err(e)],
+                Ok(_) => Box::new(std::iter::empty()),
+                Err(e) => Box::new(std::iter::once(Err(e))),
             };
-            futures::future::ready(Some(futures::stream::iter(out)))
+            futures::stream::iter(out)
         })
         .flatten()
 }
@@ -134,7 +138,7 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    let events = watcher(api, cfg)
+    let events = watcher(api, cfg.page_size(LIST_PAGE))
         .backoff(WatchBackoff::default())
         .inspect(move |r| {
             if let Ok(ev) = r {
@@ -196,7 +200,8 @@ where
     let events = reflect_tracked(writer, events, move || {
         let _ = tx.send(true);
     });
-    let stream = triggers(events, deletes);
+    let listed = reader.clone();
+    let stream = triggers(events, deletes, move || listed.state());
     (reader, Box::pin(stream), Synced(rx))
 }
 
@@ -245,8 +250,13 @@ where
     })
 }
 
+/// Objects per page of a watch's initial (and re-)LIST: each page is one response body held
+/// and parsed at once, and every cache lists at the same moment on a start. kube-runtime's
+/// default is 500.
+const LIST_PAGE: u32 = 100;
+
 fn selector_config(label_selector: &str) -> watcher::Config {
-    let cfg = watcher::Config::default();
+    let cfg = watcher::Config::default().page_size(LIST_PAGE);
     if label_selector.is_empty() {
         cfg
     } else {
@@ -638,10 +648,12 @@ where
     /// is kept: the memory of [`MetaCache::watch_api`] and what the applier needs to see
     /// drift, for the price of parsing whole objects. The applier is told of every object
     /// that goes.
+    /// `slim` drops what the operator does not read of the metadata before it is stored.
     pub fn watch_api_owned(
         api: Api<K>,
         dyntype: K::DynamicType,
         label_selector: &str,
+        slim: fn(&mut ObjectMeta),
         applier: &Applier,
     ) -> (Self, ObjectStream<PartialObjectMeta<K>>) {
         let fps = Fingerprints::new(applier);
@@ -654,10 +666,11 @@ where
                     observer.observe(ev, &mut epoch)
                 }
             })
-            .map_ok(|ev| {
+            .map_ok(move |ev| {
                 map_event(ev, |o: K| {
                     let mut metadata = o.meta().clone();
                     metadata.managed_fields = None;
+                    slim(&mut metadata);
                     PartialObjectMeta {
                         types: None,
                         metadata,
@@ -697,12 +710,19 @@ where
         client: Client,
         namespace: Option<&str>,
         label_selector: &str,
+        slim: fn(&mut ObjectMeta),
         applier: &Applier,
     ) -> (Self, ObjectStream<PartialObjectMeta<K>>)
     where
         K: Serialize,
     {
-        Self::watch_api_owned(scoped_api(client, namespace), (), label_selector, applier)
+        Self::watch_api_owned(
+            scoped_api(client, namespace),
+            (),
+            label_selector,
+            slim,
+            applier,
+        )
     }
 }
 
@@ -758,12 +778,14 @@ mod tests {
                 Ok(Apply(5)),
             ]
         };
-        let got: Vec<u32> = triggers(stream::iter(events()), false)
+        // What the store holds once the re-list is swapped in.
+        let listed = || vec![Arc::new(2), Arc::new(3)];
+        let got: Vec<u32> = triggers(stream::iter(events()), false, listed)
             .map(|r| r.expect("ok"))
             .collect()
             .await;
         assert_eq!(got, vec![1, 2, 3, 5]);
-        let got: Vec<u32> = triggers(stream::iter(events()), true)
+        let got: Vec<u32> = triggers(stream::iter(events()), true, listed)
             .map(|r| r.expect("ok"))
             .collect()
             .await;

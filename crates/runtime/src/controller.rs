@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::controller::{Action, Config as CtrlConfig, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -52,10 +53,36 @@ where
     synced: Synced,
     dyntype: K::DynamicType,
     forget: Forgetters,
+    /// UID bits → what about the object moves when more than its status changed; filled only
+    /// with [`Primary::skip_status_only`].
+    seen: Seen,
 }
 
 /// Told the UID of every primary object that goes.
 type Forgetters = Arc<Mutex<Vec<StatusWriter>>>;
+
+/// Per object UID, what about it moves when more than its status changed.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<HashMap<u128, u64>>>);
+
+impl Seen {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u128, u64>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `meta` shows more than a status change since last seen (or is new).
+    fn moved(&self, meta: &ObjectMeta) -> bool {
+        let Some(uid) = meta.uid.as_deref() else {
+            return true;
+        };
+        let fp = crate::dynamic::fingerprint(meta);
+        self.lock().insert(crate::owned::uid_bits(uid), fp) != Some(fp)
+    }
+
+    fn forget(&self, uid: &str) {
+        self.lock().remove(&crate::owned::uid_bits(uid));
+    }
+}
 
 impl<K> Primary<K>
 where
@@ -67,6 +94,8 @@ where
     pub fn watch(api: Api<K>, dyntype: K::DynamicType, cfg: watcher::Config) -> Self {
         let forget: Forgetters = Arc::default();
         let told = forget.clone();
+        let seen = Seen::default();
+        let gone = seen.clone();
         let (store, stream, synced) =
             reflect_observed(api, dyntype.clone(), cfg, move |ev: &watcher::Event<K>| {
                 if let watcher::Event::Delete(o) = ev {
@@ -74,6 +103,7 @@ where
                         for s in told.lock().unwrap_or_else(|e| e.into_inner()).iter() {
                             s.forget(uid);
                         }
+                        gone.forget(uid);
                     }
                 }
             });
@@ -83,7 +113,18 @@ where
             synced,
             dyntype,
             forget,
+            seen,
         }
+    }
+
+    /// Triggers a reconcile only when more than the object's status changed (its generation,
+    /// labels, annotations, finalizers, owners or deletion): the operator's own status write
+    /// then does not run its reconcile again. Every object is reconciled when first seen
+    /// (after a start, too); a status edited by someone else is corrected on the next change.
+    /// For kinds with a `generation` only (without one every change counts).
+    pub fn skip_status_only(self) -> Self {
+        let seen = self.seen.clone();
+        self.filter(move |o: &K| seen.moved(o.meta()))
     }
 
     /// `status` forgets every primary object that goes (its memo would otherwise grow with
@@ -476,8 +517,33 @@ where
 mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::Deployment;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+
+    #[test]
+    fn only_more_than_a_status_change_moves_a_primary() {
+        let seen = Seen::default();
+        let mut m = ObjectMeta {
+            uid: Some("0f6c3b5e-4c5f-4d8a-9d5e-1b2c3d4e5f60".into()),
+            generation: Some(1),
+            resource_version: Some("10".into()),
+            ..Default::default()
+        };
+        assert!(seen.moved(&m), "first sight");
+        m.resource_version = Some("11".into());
+        assert!(
+            !seen.moved(&m),
+            "its status written: same generation and metadata"
+        );
+        m.finalizers = Some(vec!["f".into()]);
+        assert!(seen.moved(&m), "a finalizer added");
+        m.generation = Some(2);
+        assert!(seen.moved(&m), "a spec change");
+        assert!(!seen.moved(&m));
+        seen.forget("0f6c3b5e-4c5f-4d8a-9d5e-1b2c3d4e5f60");
+        assert!(seen.moved(&m), "deleted and seen again (a recreation)");
+        assert!(seen.moved(&ObjectMeta::default()), "no UID: always");
+    }
 
     #[test]
     fn backoff_grows_per_category_and_is_capped() {

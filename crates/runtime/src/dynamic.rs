@@ -136,8 +136,8 @@ pub fn primary_resource_type<P: Resource>(dyntype: &P::DynamicType) -> String {
     format!("{}.{}", P::kind(dyntype), P::group(dyntype))
 }
 
-/// What about a child's metadata moves when more than its status changed.
-fn fingerprint(meta: &ObjectMeta) -> u64 {
+/// What about an object's metadata moves when more than its status changed.
+pub(crate) fn fingerprint(meta: &ObjectMeta) -> u64 {
     let mut h = DefaultHasher::new();
     meta.generation.hash(&mut h);
     meta.labels.hash(&mut h);

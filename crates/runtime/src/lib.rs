@@ -21,6 +21,7 @@ pub mod controller;
 pub mod dynamic;
 pub mod error;
 pub mod events;
+pub mod heap;
 pub mod http;
 pub mod leader;
 pub mod manager;
