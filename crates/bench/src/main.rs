@@ -296,6 +296,7 @@ async fn case_myownshell(args: &Args, n: usize) -> anyhow::Result<Row> {
     let seconds = t0.elapsed().as_secs_f64();
     let after = Counts::read(&cp, &client).await?;
     let (peak, cpu) = (op.peak_rss_mb(), op.cpu_seconds());
+    let (anon, file) = op.rss_split_mb();
     op.stop().await;
     Ok(Row {
         ratio: None,
@@ -305,7 +306,10 @@ async fn case_myownshell(args: &Args, n: usize) -> anyhow::Result<Row> {
         peak_rss_mb: peak,
         cpu_seconds: cpu,
         writes: mutating(&before, &after, &["deployments", "myownshells"]),
-        note: format!("concurrency {}, no client rate limit", args.concurrency),
+        note: format!(
+            "concurrency {}, no client rate limit; now {anon:.1} MB anonymous + {file:.1} MB of the binary's pages",
+            args.concurrency
+        ),
     })
 }
 
@@ -356,6 +360,7 @@ async fn case_sample_controller(args: &Args, n: usize) -> anyhow::Result<Row> {
     let seconds = t0.elapsed().as_secs_f64();
     let after = Counts::read(&cp, &client).await?;
     let (peak, cpu) = (op.peak_rss_mb(), op.cpu_seconds());
+    let (anon, file) = op.rss_split_mb();
     op.stop().await;
     Ok(Row {
         ratio: None,
@@ -365,7 +370,7 @@ async fn case_sample_controller(args: &Args, n: usize) -> anyhow::Result<Row> {
         peak_rss_mb: peak,
         cpu_seconds: cpu,
         writes: mutating(&before, &after, &["deployments", "foos"]),
-        note: "client-go defaults: 5 QPS, burst 10, 2 workers; status = its Foo Update sent".into(),
+        note: format!("client-go defaults: 5 QPS, burst 10, 2 workers; status = its Foo Update sent; now {anon:.1} MB anonymous + {file:.1} MB of the binary's pages"),
     })
 }
 
@@ -427,11 +432,15 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     // d. steady RSS with everything cached: idle, then past bosun's 10 s heap trim.
     op.wait_idle(Duration::from_secs(3)).await;
     tokio::time::sleep(Duration::from_secs(11)).await;
+    let (anon, file) = op.rss_split_mb();
     let steady = Row {
         case: "bookstore steady RSS (bosun)".into(),
         n,
         peak_rss_mb: op.rss_mb(),
-        note: format!("VmRSS idle after convergence, {} children cached", n * 5),
+        note: format!(
+            "VmRSS idle after convergence, {} children cached: {anon:.1} MB anonymous (heap, stacks) + {file:.1} MB of the binary's pages",
+            n * 5
+        ),
         ..Default::default()
     };
     // c. restart over converged objects.

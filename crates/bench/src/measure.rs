@@ -185,6 +185,15 @@ impl Operator {
         proc_status(self.pid, "VmRSS:") / 1024.0
     }
 
+    /// The resident set split: (anonymous — heap, stacks —, file-backed — the binary's
+    /// pages) in MB.
+    pub fn rss_split_mb(&self) -> (f64, f64) {
+        (
+            proc_status(self.pid, "RssAnon:") / 1024.0,
+            proc_status(self.pid, "RssFile:") / 1024.0,
+        )
+    }
+
     pub fn uptime(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
     }

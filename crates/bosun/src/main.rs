@@ -5,6 +5,10 @@ mod registry;
 
 use clap::Parser;
 
+#[cfg(feature = "heap-stats")]
+#[global_allocator]
+static ALLOC: bosun_runtime::heap::Counting = bosun_runtime::heap::Counting;
+
 fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()

@@ -1,8 +1,8 @@
 //! A counting global allocator, for measuring where an operator's memory goes.
 //!
 //! A binary opts in with `#[global_allocator] static A: bosun_runtime::heap::Counting =
-//! bosun_runtime::heap::Counting;` (`bosun` does under its `heap-stats` feature, the heap
-//! profile of `bench/run --only heap` always). It forwards to the system allocator and keeps
+//! bosun_runtime::heap::Counting;` (`bosun` does under its `heap-stats` feature, `bench/heap`'s
+//! profiler always). It forwards to the system allocator and keeps
 //! three atomic counters: bytes live now, the most live since the last [`reset_peak`], and
 //! allocations made. Live bytes are what the program asked for; the process's RSS adds the
 //! allocator's own overhead and fragmentation, the stacks and the binary's touched pages.

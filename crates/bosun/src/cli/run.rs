@@ -177,6 +177,13 @@ fn trim_heap_periodically() {
             unsafe {
                 libc::malloc_trim(0);
             }
+            #[cfg(feature = "heap-stats")]
+            tracing::info!(
+                live_bytes = bosun_runtime::heap::live(),
+                peak_bytes = bosun_runtime::heap::peak(),
+                allocations = bosun_runtime::heap::allocations(),
+                "heap"
+            );
         }
     });
 }
