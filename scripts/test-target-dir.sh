@@ -28,7 +28,7 @@ for b in bosun bosun-bench; do
 done
 
 # No script guesses the path itself any more.
-for f in bench/run scripts/static-check.sh; do
+for f in bench/run bench/heap scripts/static-check.sh; do
   if grep -n 'target/' "$f" >&2; then ko "$f names a target/ path of its own"; else ok; fi
 done
 

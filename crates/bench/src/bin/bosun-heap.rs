@@ -218,8 +218,6 @@ where
     Ok(())
 }
 
-fn nop<K>(_: &mut K) {}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -402,15 +400,6 @@ async fn main() -> anyhow::Result<()> {
                 }))
             },
         )
-        .await?,
-        measure("  for comparison: deployments with managedFields", || {
-            child(ChildCache::<Deployment>::watch_api(
-                Api::namespaced(c(), NS),
-                (),
-                "",
-                nop,
-            ))
-        })
         .await?,
         measure("  for comparison: deployments metadata-only", || {
             meta(MetaCache::<Deployment>::watch(c(), ns, ""))
