@@ -16,7 +16,8 @@ use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::Client;
 use serde_json::{json, Value};
 
-use crate::{install_crd, wait_until, Args, Row};
+use crate::{Args, Row};
+use bosun_bench::measure::{install_crd, wait_until};
 use bosun_bench::measure::{mutating, Counts, Operator};
 
 fn repo() -> PathBuf {

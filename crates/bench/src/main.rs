@@ -12,14 +12,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use bosun_bench::measure::{mutating, Counts, Operator};
+use bosun_bench::measure::{install_crd, mutating, wait_until, Counts, Operator};
 use bosun_bookstore::BookStore;
 use bosun_myownshell::MyOwnShell;
 use bosun_testenv::{ControlPlane, Options};
 use clap::Parser;
 use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Client, CustomResourceExt, ResourceExt};
@@ -66,27 +65,6 @@ fn sibling_bosun() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("bosun"))
 }
 
-pub(crate) async fn install_crd(
-    client: &Client,
-    crd: &CustomResourceDefinition,
-) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.patch(
-        &crd.name_any(),
-        &PatchParams::apply("bench").force(),
-        &Patch::Apply(crd),
-    )
-    .await?;
-    kube::runtime::wait::await_condition(
-        crds,
-        &crd.name_any(),
-        kube::runtime::wait::conditions::is_crd_established(),
-    )
-    .await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    Ok(())
-}
-
 async fn namespace(client: &Client) -> anyhow::Result<()> {
     let ns: k8s_openapi::api::core::v1::Namespace =
         serde_json::from_value(json!({"metadata": {"name": NS}}))?;
@@ -117,22 +95,6 @@ async fn create_many(
         .try_collect::<Vec<()>>()
         .await?;
     Ok(())
-}
-
-/// Waits (polling every 250 ms, at most `limit`) until `done` says so.
-pub(crate) async fn wait_until<F, Fut>(limit: Duration, mut done: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<bool>>,
-{
-    let start = Instant::now();
-    loop {
-        if done().await? {
-            return Ok(());
-        }
-        anyhow::ensure!(start.elapsed() < limit, "did not converge within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 async fn deployments(client: &Client) -> anyhow::Result<usize> {

@@ -6,7 +6,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bosun_testenv::ControlPlane;
-use kube::Client;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
 
 /// `apiserver_request_total` by (verb, resource, subresource).
 pub struct Counts(BTreeMap<(String, String, String), f64>);
@@ -90,7 +92,8 @@ pub struct Operator {
     started: Instant,
 }
 
-fn proc_status(pid: u32, key: &str) -> f64 {
+/// A figure of `/proc/PID/status` (kB there), as a number.
+pub fn proc_status(pid: u32, key: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -292,4 +295,40 @@ impl Operator {
 
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Server-side applies `crd` and waits until it is established (and a moment more, for the
+/// API server to serve the new kind).
+pub async fn install_crd(client: &Client, crd: &CustomResourceDefinition) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch(
+        &crd.name_any(),
+        &PatchParams::apply("bench").force(),
+        &Patch::Apply(crd),
+    )
+    .await?;
+    kube::runtime::wait::await_condition(
+        crds,
+        &crd.name_any(),
+        kube::runtime::wait::conditions::is_crd_established(),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Ok(())
+}
+
+/// Waits (polling every 250 ms, at most `limit`) until `done` says so.
+pub async fn wait_until<F, Fut>(limit: Duration, mut done: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let start = Instant::now();
+    loop {
+        if done().await? {
+            return Ok(());
+        }
+        anyhow::ensure!(start.elapsed() < limit, "did not converge within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

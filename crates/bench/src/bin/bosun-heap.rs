@@ -13,10 +13,10 @@
 //!
 //! Live bytes are what the program holds; RSS adds the allocator's overhead and
 //! fragmentation, thread stacks and the binary's pages (the `VmRSS` shown for reference).
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bosun_bench::measure::{self, install_crd, wait_until};
 use bosun_bookstore::operator::{keep_claim, slim_meta, strip_deployment, strip_statefulset};
 use bosun_bookstore::{BookStore, BookStoreOperator};
 use bosun_runtime::apply::Applier;
@@ -28,7 +28,7 @@ use clap::Parser;
 use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::json;
 
@@ -51,15 +51,7 @@ fn kb(b: usize) -> f64 {
 }
 
 fn vm(key: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .unwrap_or(0.0)
-        / 1024.0
+    measure::proc_status(std::process::id(), key) / 1024.0
 }
 
 /// A sum of one counter family in the manager's metrics text.
@@ -205,19 +197,6 @@ where
     (cache, stream, synced, Box::new(|c| c.len()))
 }
 
-async fn wait_until<F, Fut>(limit: Duration, mut done: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = anyhow::Result<bool>>,
-{
-    let start = Instant::now();
-    while !done().await? {
-        anyhow::ensure!(start.elapsed() < limit, "not done within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    Ok(())
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -229,21 +208,7 @@ async fn main() -> anyhow::Result<()> {
     Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await?;
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-        Api::all(client.clone());
-    let crd = BookStore::crd();
-    crds.patch(
-        &crd.name_any(),
-        &PatchParams::apply("heap").force(),
-        &Patch::Apply(&crd),
-    )
-    .await?;
-    kube::runtime::wait::await_condition(
-        crds,
-        &crd.name_any(),
-        kube::runtime::wait::conditions::is_crd_established(),
-    )
-    .await?;
+    install_crd(&client, &BookStore::crd()).await?;
     let bss: Api<BookStore> = Api::namespaced(client.clone(), NS);
     wait_until(Duration::from_secs(60), || async {
         Ok(bss.list(&ListParams::default().limit(1)).await.is_ok())
