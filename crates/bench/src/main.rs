@@ -351,16 +351,7 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let bss: Api<BookStore> = Api::namespaced(client.clone(), NS);
     let converged = || async {
         let list = bss.list(&ListParams::default()).await?;
-        Ok(list
-            .items
-            .iter()
-            .filter(|b| {
-                b.status
-                    .as_ref()
-                    .is_some_and(|s| s.observed_generation == b.metadata.generation)
-            })
-            .count()
-            == n)
+        Ok(bosun_bench::measure::converged(&list.items) == n)
     };
     let before = Counts::read(&cp, &client).await?;
     let t0 = Instant::now();

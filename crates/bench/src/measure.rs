@@ -332,3 +332,15 @@ where
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// How many of these BookStores carry a status for their current generation.
+pub fn converged(items: &[bosun_bookstore::BookStore]) -> usize {
+    items
+        .iter()
+        .filter(|b| {
+            b.status
+                .as_ref()
+                .is_some_and(|s| s.observed_generation == b.metadata.generation)
+        })
+        .count()
+}

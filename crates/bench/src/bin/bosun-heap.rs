@@ -236,17 +236,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let (peak, live, reconciles) = operator_run(&client, args.concurrency).await?;
-    let converged = bss
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter(|b| {
-            b.status
-                .as_ref()
-                .is_some_and(|s| s.observed_generation == b.metadata.generation)
-        })
-        .count();
+    let converged = measure::converged(&bss.list(&ListParams::default()).await?.items);
     anyhow::ensure!(
         converged == n,
         "only {converged} of {n} BookStores converged"
