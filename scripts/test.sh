@@ -15,6 +15,11 @@ echo "== Ansible oracle (ansible-core 2.18 from PyPI, for crates/ansible's diffe
 bash scripts/setup-ansible.sh >/dev/null
 
 echo "== build"
+# A clean checkout gains nothing from incremental state, and it was a third of the target dir.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+target=${CARGO_TARGET_DIR:-target}
+mkdir -p "$target"
+echo "disk free where the build goes: $(df -h --output=avail "$target" | tail -1 | tr -d ' ')"
 cargo build --workspace --all-targets --locked
 
 echo "== format"
@@ -30,6 +35,8 @@ echo "== tests"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked -- --test-threads=4 2>&1 | tee "$log"
+
+echo "target dir after the tests: $(du -sh "$target" | cut -f1)"
 
 echo "== workflow syntax"
 bash scripts/validate-workflows.sh
