@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bosun_runtime::apply::Applier;
-use bosun_runtime::cache::{scoped_api, ChildCache, MetaCache};
+use bosun_runtime::cache::{scoped_api, ChildCache, MetaCache, PackedCache};
 use bosun_runtime::controller::controller_owner;
 use bosun_runtime::events::Events;
 use bosun_runtime::manager::{ControllerContext, Operator, OperatorError};
@@ -37,8 +37,8 @@ pub struct Context {
     pub applier: Applier,
     pub status: StatusWriter,
     pub events: Events,
-    pub deployments: ChildCache<Deployment>,
-    pub statefulsets: ChildCache<StatefulSet>,
+    pub deployments: PackedCache<Deployment>,
+    pub statefulsets: PackedCache<StatefulSet>,
     pub services: MetaCache<Service>,
     pub claims: ChildCache<PersistentVolumeClaim>,
 }
@@ -65,7 +65,8 @@ impl Operator for BookStoreOperator {
     }
 }
 
-// Children are cached slimmed to what the pipeline reads (measured by `bench/heap`): of
+// Children are cached slimmed to what the pipeline reads (measured by `bench/heap`), and
+// Deployments and StatefulSets packed (metadata, and the rest as JSON text): of
 // their metadata, identity, owners, generation, deletion and the two labels that map a child
 // that lost its owner reference back to its BookStore (annotations and the rest go: the
 // applier decides from the owned-field fingerprint the cache keeps beside each object); of
@@ -159,9 +160,9 @@ fn wire(client: &Client, ns: Option<&str>) -> Wiring<BookStore, Context> {
         .forgetting(&status)
         .skip_status_only();
     let (deployments, dep_stream) =
-        ChildCache::watch_owned(client.clone(), ns, "", strip_deployment, &applier);
+        PackedCache::watch_owned(client.clone(), ns, "", strip_deployment, &applier);
     let (statefulsets, sts_stream) =
-        ChildCache::watch_owned(client.clone(), ns, "", strip_statefulset, &applier);
+        PackedCache::watch_owned(client.clone(), ns, "", strip_statefulset, &applier);
     // Services are read for their metadata only: kept as such, fingerprinted from the whole
     // object on arrival.
     let (services, svc_stream) =
@@ -200,6 +201,7 @@ mod tests {
     use crate::build::Children;
     use crate::resize::{claim_template, compare};
     use crate::status::{compute, Observed, Outcome, Wanted};
+    use bosun_runtime::cache::Packed;
     use k8s_openapi::jiff::Timestamp;
 
     /// The slimmed children decide exactly as the whole ones: volume sizes and classes,
@@ -236,6 +238,19 @@ mod tests {
         let (mut slim_dep, mut slim_sts) = (dep.clone(), sts.clone());
         strip_deployment(&mut slim_dep);
         strip_statefulset(&mut slim_sts);
+        // Packed as the caches hold them, they decode to the same slimmed objects.
+        assert_eq!(
+            Packed::pack(slim_dep.clone())
+                .and_then(|p| p.unpack())
+                .expect("roundtrip"),
+            slim_dep
+        );
+        assert_eq!(
+            Packed::pack(slim_sts.clone())
+                .and_then(|p| p.unpack())
+                .expect("roundtrip"),
+            slim_sts
+        );
         assert!(
             slim_dep.metadata.annotations.is_none()
                 && slim_dep

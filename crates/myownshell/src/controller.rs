@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bosun_runtime::apply::Applier;
-use bosun_runtime::cache::{scoped_api, ChildCache};
+use bosun_runtime::cache::{scoped_api, PackedCache};
 use bosun_runtime::error::{Categorized, ErrorCategory};
 use bosun_runtime::events::Events;
 use bosun_runtime::manager::{ControllerContext, Operator, OperatorError};
@@ -35,7 +35,7 @@ struct Context {
     applier: Applier,
     status: StatusWriter,
     events: Events,
-    deployments: ChildCache<Deployment>,
+    deployments: PackedCache<Deployment>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -128,7 +128,7 @@ fn wire(client: &Client, ns: Option<&str>) -> Wiring<MyOwnShell, Context> {
         .forgetting(&status)
         .skip_status_only();
     let (deployments, dep_stream) =
-        ChildCache::watch_owned(client.clone(), ns, "app=myownshell", strip, &applier);
+        PackedCache::watch_owned(client.clone(), ns, "app=myownshell", strip, &applier);
     let context = Arc::new(Context {
         client: client.clone(),
         applier,

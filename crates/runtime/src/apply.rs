@@ -294,8 +294,8 @@ impl Applier {
             }
         };
         let live = serde_json::to_value(&written).map_err(kube::Error::SerdeError)?;
-        let entries = written.meta().managed_fields.clone().unwrap_or_default();
-        let owned = owned::live(&live, &entries, &self.field_manager);
+        let entries = written.meta().managed_fields.as_deref().unwrap_or_default();
+        let owned = owned::live(&live, entries, &self.field_manager);
         self.remember(written.meta(), &hash, Some(owned));
         Ok(Outcome::Applied)
     }
@@ -317,9 +317,9 @@ impl Applier {
         let Some(live) = api.get_opt(name).await? else {
             return Ok(None);
         };
-        let entries = live.meta().managed_fields.clone().unwrap_or_default();
+        let entries = live.meta().managed_fields.as_deref().unwrap_or_default();
         let value = serde_json::to_value(&live).map_err(kube::Error::SerdeError)?;
-        let owned = owned::live(&value, &entries, &self.field_manager);
+        let owned = owned::live(&value, entries, &self.field_manager);
         let annotated = live
             .meta()
             .annotations

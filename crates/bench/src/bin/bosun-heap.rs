@@ -20,7 +20,9 @@ use bosun_bench::measure::{self, install_crd, wait_until};
 use bosun_bookstore::operator::{keep_claim, slim_meta, strip_deployment, strip_statefulset};
 use bosun_bookstore::{BookStore, BookStoreOperator};
 use bosun_runtime::apply::Applier;
-use bosun_runtime::cache::{reflect_with, ChildCache, MetaCache, ObjectStream, Synced};
+use bosun_runtime::cache::{
+    reflect_with, ChildCache, MetaCache, ObjectStream, Packed, PackedCache, Synced,
+};
 use bosun_runtime::heap;
 use bosun_runtime::manager::{Manager, ManagerConfig};
 use bosun_testenv::{ControlPlane, Options};
@@ -186,6 +188,17 @@ where
     (cache, stream, synced, Box::new(|c| c.len()))
 }
 
+fn packed<K>(
+    (cache, stream): (PackedCache<K>, ObjectStream<Packed<K>>),
+) -> Built<PackedCache<K>, Packed<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + serde::Serialize,
+    K: std::fmt::Debug + Send + Sync + 'static,
+{
+    let synced = cache.synced().clone();
+    (cache, stream, synced, Box::new(|c| c.len()))
+}
+
 fn meta<K>(
     (cache, stream): (MetaCache<K>, ObjectStream<kube::core::PartialObjectMeta<K>>),
 ) -> Built<MetaCache<K>, kube::core::PartialObjectMeta<K>>
@@ -300,9 +313,9 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?,
         measure(
-            "deployments (as cached: metadata + status, fingerprint)",
+            "deployments (as cached: metadata + status, packed, fingerprint)",
             || {
-                child(ChildCache::watch_owned(
+                packed(PackedCache::watch_owned(
                     c(),
                     ns,
                     "",
@@ -313,9 +326,9 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?,
         measure(
-            "statefulsets (as cached: + replicas, claim template, fingerprint)",
+            "statefulsets (as cached: + replicas, claim template, packed)",
             || {
-                child(ChildCache::watch_owned(
+                packed(PackedCache::watch_owned(
                     c(),
                     ns,
                     "",
@@ -355,6 +368,26 @@ async fn main() -> anyhow::Result<()> {
                 }))
             },
         )
+        .await?,
+        measure("  for comparison: deployments slimmed, unpacked", || {
+            child(ChildCache::watch_owned(
+                c(),
+                ns,
+                "",
+                strip_deployment,
+                &applier,
+            ))
+        })
+        .await?,
+        measure("  for comparison: statefulsets slimmed, unpacked", || {
+            child(ChildCache::watch_owned(
+                c(),
+                ns,
+                "",
+                strip_statefulset,
+                &applier,
+            ))
+        })
         .await?,
         measure("  for comparison: deployments metadata-only", || {
             meta(MetaCache::<Deployment>::watch(c(), ns, ""))
