@@ -274,18 +274,28 @@ pub struct ChildCache<K: Resource + Clone + 'static>
 where
     K::DynamicType: Eq + Hash,
 {
-    store: Store<K>,
+    held: Held<K>,
+}
+
+/// What every cache here holds: the store of what it keeps (whole objects, metadata, packed
+/// objects), its sync signal, the kind's dynamic type and, built for an applier, the
+/// owned-field fingerprints.
+struct Held<T: Resource + 'static>
+where
+    T::DynamicType: Eq + Hash,
+{
+    store: Store<T>,
     synced: Synced,
-    dyntype: K::DynamicType,
+    dyntype: T::DynamicType,
     fingerprints: Option<Fingerprints>,
 }
 
-impl<K: Resource + Clone + 'static> Clone for ChildCache<K>
+impl<T: Resource + 'static> Clone for Held<T>
 where
-    K::DynamicType: Clone + Eq + Hash,
+    T::DynamicType: Clone + Eq + Hash,
 {
     fn clone(&self) -> Self {
-        ChildCache {
+        Held {
             store: self.store.clone(),
             synced: self.synced.clone(),
             dyntype: self.dyntype.clone(),
@@ -293,6 +303,64 @@ where
         }
     }
 }
+
+impl<T: Resource + Clone + 'static> Held<T>
+where
+    T::DynamicType: Clone + Eq + Hash,
+{
+    /// One stored object (`namespace` empty for a cluster-scoped kind).
+    fn lookup(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
+        let mut r = ObjectRef::<T>::new_with(name, self.dyntype.clone());
+        if !namespace.is_empty() {
+            r = r.within(namespace);
+        }
+        self.store.get(&r)
+    }
+
+    /// One object's metadata, with the owned-field fingerprint as a `managedFields` summary
+    /// when the cache keeps fingerprints (what [`crate::apply::Applier`] reads).
+    fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
+        let meta = self.lookup(namespace, name)?.meta().clone();
+        Some(summarized(meta, self.fingerprints.as_ref()))
+    }
+}
+
+/// The part of a cache's interface every cache shares through its [`Held`].
+macro_rules! held_by {
+    ($cache:ident) => {
+        impl<K: Resource + Clone + 'static> Clone for $cache<K>
+        where
+            K::DynamicType: Clone + Eq + Hash,
+        {
+            fn clone(&self) -> Self {
+                $cache {
+                    held: self.held.clone(),
+                }
+            }
+        }
+
+        impl<K: Resource + Clone + 'static> $cache<K>
+        where
+            K::DynamicType: Clone + Eq + Hash,
+        {
+            pub fn len(&self) -> usize {
+                self.held.store.len()
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.held.store.is_empty()
+            }
+
+            pub fn synced(&self) -> &Synced {
+                &self.held.synced
+            }
+        }
+    };
+}
+
+held_by!(ChildCache);
+held_by!(MetaCache);
+held_by!(PackedCache);
 
 /// The fingerprints of what one field manager owns, per object UID, with the epoch of the
 /// (re-)list that last saw the object: objects gone during a watch gap leave at the end of
@@ -390,20 +458,22 @@ fn summarized(mut meta: ObjectMeta, fingerprints: Option<&Fingerprints>) -> Obje
     meta
 }
 
-/// A watch of whole objects whose owned-field fingerprints go to `fps` before `keep` turns
-/// each object into what the cache stores.
+/// A watch of whole objects whose fingerprints of the fields `applier`'s field manager owns
+/// are taken before `keep` turns each object into what the cache stores. The applier is told
+/// of every object that goes, so its memo forgets it.
 fn watch_fingerprinted<K, T>(
     api: Api<K>,
     dyntype: K::DynamicType,
     label_selector: &str,
-    fps: &Fingerprints,
+    applier: &Applier,
     keep: impl Fn(K) -> T + Send + 'static,
-) -> (Store<T>, ObjectStream<T>, Synced)
+) -> (Held<T>, ObjectStream<T>)
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
     T: Resource<DynamicType = K::DynamicType> + Clone + Debug + Send + Sync + 'static,
 {
+    let fps = Fingerprints::new(applier);
     let observer = fps.clone();
     let mut epoch = 0;
     let events = watcher(api, selector_config(label_selector))
@@ -414,7 +484,14 @@ where
             }
         })
         .map_ok(move |ev| map_event(ev, &keep));
-    reflect_events(events, dyntype, true)
+    let (store, stream, synced) = reflect_events(events, dyntype.clone(), true);
+    let held = Held {
+        store,
+        synced,
+        dyntype,
+        fingerprints: Some(fps),
+    };
+    (held, stream)
 }
 
 /// Table value for "the manager owns no field of this object".
@@ -467,10 +544,12 @@ where
         );
         (
             ChildCache {
-                store,
-                synced,
-                dyntype,
-                fingerprints,
+                held: Held {
+                    store,
+                    synced,
+                    dyntype,
+                    fingerprints,
+                },
             },
             stream,
         )
@@ -478,36 +557,19 @@ where
 
     /// One cached object (`namespace` empty for a cluster-scoped kind).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        let mut r = ObjectRef::<K>::new_with(name, self.dyntype.clone());
-        if !namespace.is_empty() {
-            r = r.within(namespace);
-        }
-        self.store.get(&r)
+        self.held.lookup(namespace, name)
     }
 
     /// The cached metadata of one object; from a cache built with
     /// [`ChildCache::watch_owned`], with the owned-field fingerprint as a `managedFields`
     /// summary (what [`crate::apply::Applier`] reads).
     pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
-        let meta = self.get(namespace, name).map(|o| o.meta().clone())?;
-        Some(summarized(meta, self.fingerprints.as_ref()))
+        self.held.meta(namespace, name)
     }
 
     /// Every cached object.
     pub fn all(&self) -> Vec<Arc<K>> {
-        self.store.state()
-    }
-
-    pub fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.store.is_empty()
-    }
-
-    pub fn synced(&self) -> &Synced {
-        &self.synced
+        self.held.store.state()
     }
 }
 
@@ -587,24 +649,7 @@ pub struct MetaCache<K: Resource + Clone + 'static>
 where
     K::DynamicType: Eq + Hash,
 {
-    store: Store<PartialObjectMeta<K>>,
-    synced: Synced,
-    dyntype: K::DynamicType,
-    fingerprints: Option<Fingerprints>,
-}
-
-impl<K: Resource + Clone + 'static> Clone for MetaCache<K>
-where
-    K::DynamicType: Clone + Eq + Hash,
-{
-    fn clone(&self) -> Self {
-        MetaCache {
-            store: self.store.clone(),
-            synced: self.synced.clone(),
-            dyntype: self.dyntype.clone(),
-            fingerprints: self.fingerprints.clone(),
-        }
-    }
+    held: Held<PartialObjectMeta<K>>,
 }
 
 impl<K> MetaCache<K>
@@ -631,10 +676,12 @@ where
         );
         (
             MetaCache {
-                store,
-                synced,
-                dyntype,
-                fingerprints: None,
+                held: Held {
+                    store,
+                    synced,
+                    dyntype,
+                    fingerprints: None,
+                },
             },
             stream,
         )
@@ -644,33 +691,16 @@ where
     /// when empty); from a cache built with [`MetaCache::watch_api_owned`], with the
     /// owned-field fingerprint as a `managedFields` summary.
     pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
-        let mut r = ObjectRef::<PartialObjectMeta<K>>::new_with(name, self.dyntype.clone());
-        if !namespace.is_empty() {
-            r = r.within(namespace);
-        }
-        let meta = self.store.get(&r).map(|m| m.metadata.clone())?;
-        Some(summarized(meta, self.fingerprints.as_ref()))
+        self.held.meta(namespace, name)
     }
 
     /// The metadata of every cached object.
     pub fn all(&self) -> Vec<Arc<PartialObjectMeta<K>>> {
-        self.store.state()
-    }
-
-    pub fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.store.is_empty()
-    }
-
-    pub fn synced(&self) -> &Synced {
-        &self.synced
+        self.held.store.state()
     }
 
     pub fn dyntype(&self) -> &K::DynamicType {
-        &self.dyntype
+        &self.held.dyntype
     }
 }
 
@@ -692,13 +722,8 @@ where
         slim: fn(&mut ObjectMeta),
         applier: &Applier,
     ) -> (Self, ObjectStream<PartialObjectMeta<K>>) {
-        let fps = Fingerprints::new(applier);
-        let (store, stream, synced) = watch_fingerprinted(
-            api,
-            dyntype.clone(),
-            label_selector,
-            &fps,
-            move |mut o: K| {
+        let (held, stream) =
+            watch_fingerprinted(api, dyntype, label_selector, applier, move |mut o: K| {
                 let mut metadata = std::mem::take(o.meta_mut());
                 metadata.managed_fields = None;
                 slim(&mut metadata);
@@ -707,17 +732,8 @@ where
                     metadata,
                     _phantom: std::marker::PhantomData,
                 }
-            },
-        );
-        (
-            MetaCache {
-                store,
-                synced,
-                dyntype,
-                fingerprints: Some(fps),
-            },
-            stream,
-        )
+            });
+        (MetaCache { held }, stream)
     }
 }
 
@@ -837,24 +853,7 @@ pub struct PackedCache<K: Resource + Clone + 'static>
 where
     K::DynamicType: Eq + Hash,
 {
-    store: Store<Packed<K>>,
-    synced: Synced,
-    dyntype: K::DynamicType,
-    fingerprints: Fingerprints,
-}
-
-impl<K: Resource + Clone + 'static> Clone for PackedCache<K>
-where
-    K::DynamicType: Clone + Eq + Hash,
-{
-    fn clone(&self) -> Self {
-        PackedCache {
-            store: self.store.clone(),
-            synced: self.synced.clone(),
-            dyntype: self.dyntype.clone(),
-            fingerprints: self.fingerprints.clone(),
-        }
-    }
+    held: Held<Packed<K>>,
 }
 
 impl<K> PackedCache<K>
@@ -872,13 +871,12 @@ where
         strip: fn(&mut K),
         applier: &Applier,
     ) -> (Self, ObjectStream<Packed<K>>) {
-        let fps = Fingerprints::new(applier);
         let dt = dyntype.clone();
-        let (store, stream, synced) = watch_fingerprinted(
+        let (held, stream) = watch_fingerprinted(
             api,
-            dyntype.clone(),
+            dyntype,
             label_selector,
-            &fps,
+            applier,
             move |mut o: K| {
                 o.meta_mut().managed_fields = None;
                 strip(&mut o);
@@ -895,32 +893,16 @@ where
                 })
             },
         );
-        (
-            PackedCache {
-                store,
-                synced,
-                dyntype,
-                fingerprints: fps,
-            },
-            stream,
-        )
-    }
-
-    fn packed(&self, namespace: &str, name: &str) -> Option<Arc<Packed<K>>> {
-        let mut r = ObjectRef::<Packed<K>>::new_with(name, self.dyntype.clone());
-        if !namespace.is_empty() {
-            r = r.within(namespace);
-        }
-        self.store.get(&r)
+        (PackedCache { held }, stream)
     }
 
     /// One cached object, decoded (`namespace` empty for a cluster-scoped kind).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        let packed = self.packed(namespace, name)?;
+        let packed = self.held.lookup(namespace, name)?;
         match packed.unpack() {
             Ok(o) => Some(Arc::new(o)),
             Err(e) => {
-                tracing::error!(kind = %K::kind(&self.dyntype), %namespace, %name, error = %e, "could not decode a cached object");
+                tracing::error!(kind = %K::kind(&self.held.dyntype), %namespace, %name, error = %e, "could not decode a cached object");
                 None
             }
         }
@@ -929,20 +911,7 @@ where
     /// The cached metadata of one object, with the owned-field fingerprint as a
     /// `managedFields` summary (what [`crate::apply::Applier`] reads).
     pub fn meta(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
-        let meta = self.packed(namespace, name)?.metadata.clone();
-        Some(summarized(meta, Some(&self.fingerprints)))
-    }
-
-    pub fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.store.is_empty()
-    }
-
-    pub fn synced(&self) -> &Synced {
-        &self.synced
+        self.held.meta(namespace, name)
     }
 }
 
