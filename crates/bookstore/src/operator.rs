@@ -79,12 +79,7 @@ pub fn slim_meta(m: &mut ObjectMeta) {
     m.managed_fields = None;
     // Labels are read only when no controller is named (`owner_of`, and the reconcile's
     // `lost_owner`); two labels cost a whole B-tree node, ≈0.6 KB per cached child.
-    let controlled = m
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true));
-    if controlled {
+    if bosun_runtime::owner::controller(m).is_some() {
         m.labels = None;
     } else if let Some(labels) = m.labels.as_mut() {
         labels.retain(|k, _| k == MANAGED_BY_LABEL || k == INSTANCE_LABEL);

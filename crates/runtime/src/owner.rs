@@ -4,7 +4,7 @@
 //! an object someone else created is never taken over.
 use std::fmt::Debug;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -23,17 +23,20 @@ pub enum Holder {
     Unowned,
 }
 
+/// The owner reference that names the object's controller, if one does.
+pub fn controller(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+}
+
 /// Who holds the child whose cached metadata is `meta`, seen from the owner `uid`.
 pub fn holder(meta: Option<&ObjectMeta>, uid: &str) -> Holder {
     let Some(meta) = meta else {
         return Holder::Absent;
     };
-    let controller = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true));
-    match controller {
+    match controller(meta) {
         Some(o) if o.uid == uid => Holder::Us,
         Some(o) => Holder::Other {
             kind: o.kind.clone(),
