@@ -60,6 +60,24 @@ pub enum HookError {
     Failed { name: String, message: String },
     #[error("hook {name}: {source}")]
     Api { name: String, source: kube::Error },
+    /// The hook's namespace is being deleted: the API server creates nothing new there.
+    #[error("hook {name}: its namespace is being deleted")]
+    NamespaceTerminating { name: String },
+}
+
+/// The API server's refusal to create anything in a namespace being deleted (the
+/// NamespaceLifecycle admission plugin: 403 with the `NamespaceTerminating` cause, or, on
+/// servers that do not set the cause, its message).
+pub fn namespace_terminating(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => {
+            s.message.contains("because it is being terminated")
+                || s.details
+                    .as_ref()
+                    .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
+        }
+        _ => false,
+    }
 }
 
 fn list(v: Option<&String>) -> Vec<String> {
@@ -188,9 +206,13 @@ impl Runner<'_> {
         if policies.is_empty() || policies.iter().any(|p| p == "before-hook-creation") {
             self.delete_and_wait(&api, &name).await.map_err(api_err)?;
         }
-        api.create(&PostParams::default(), &obj)
-            .await
-            .map_err(api_err)?;
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(e) if namespace_terminating(&e) => {
+                return Err(HookError::NamespaceTerminating { name })
+            }
+            Err(e) => return Err(api_err(e)),
+        }
         let result = self.wait(&api, hook, &name).await;
         let delete_now = match &result {
             Ok(()) => policies.iter().any(|p| p == "hook-succeeded"),

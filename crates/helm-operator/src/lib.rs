@@ -8,6 +8,7 @@
 //! * [`values`], [`objects`], [`hooks`], [`ready`], [`status`]: the steps' pieces;
 //! * [`crd`] and [`rbac`] say what the entry serves and needs.
 pub mod crd;
+pub mod diff;
 pub mod error;
 pub mod hooks;
 pub mod objects;
@@ -43,6 +44,9 @@ pub struct HelmOptions {
     pub max_history: usize,
     /// `.Capabilities.KubeVersion` (Helm's default when None).
     pub kube_version: Option<String>,
+    /// helm-operator's `--suppress-override-values`: every override value is shown as `****`
+    /// in Events. Values of Secret-like keys are masked whatever this says.
+    pub suppress_override_values: bool,
 }
 
 impl Default for HelmOptions {
@@ -51,6 +55,7 @@ impl Default for HelmOptions {
             storage: Storage::Secrets,
             max_history: 10,
             kube_version: None,
+            suppress_override_values: false,
         }
     }
 }
@@ -61,6 +66,8 @@ pub struct HelmFlavor {
     pub storage: Storage,
     pub max_history: usize,
     pub kube_version: Option<String>,
+    /// See [`HelmOptions::suppress_override_values`].
+    pub suppress_override_values: bool,
     /// The chart as release records carry it (metadata, values, schema; no templates).
     pub chart_record: Value,
     crd: CustomResourceDefinition,
@@ -159,6 +166,7 @@ impl HelmFlavor {
             storage: opts.storage,
             max_history: opts.max_history.max(1),
             kube_version: opts.kube_version.clone(),
+            suppress_override_values: opts.suppress_override_values,
             chart_record,
             crd,
             rbac,
@@ -228,6 +236,10 @@ impl Flavor for HelmFlavor {
     /// every reconcile, so their changes trigger one.
     fn watches_annotations(&self) -> bool {
         true
+    }
+
+    fn finalizer(&self) -> Option<&str> {
+        Some(reconcile::FINALIZER)
     }
 
     fn full_kinds(&self) -> Option<FullKinds> {

@@ -24,6 +24,9 @@ pub mod status {
     pub const SUPERSEDED: &str = "superseded";
     pub const FAILED: &str = "failed";
     pub const UNINSTALLING: &str = "uninstalling";
+    /// Helm's state of a release whose hooks ran and whose objects were deleted, kept (with
+    /// `--keep-history`, or here while `uninstall-wait` waits for the objects to go).
+    pub const UNINSTALLED: &str = "uninstalled";
     pub const PENDING_INSTALL: &str = "pending-install";
     pub const PENDING_UPGRADE: &str = "pending-upgrade";
 }

@@ -41,6 +41,44 @@ pub fn from_spec(spec: Option<&serde_json::Value>) -> Result<Data, ValuesError> 
     }
 }
 
+/// Words that make a key Secret-like (matched in its last segment, any case).
+const SECRET_WORDS: &[&str] = &[
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "token",
+    "key",
+    "credential",
+    "cred",
+    "auth",
+    "cert",
+    "private",
+    "salt",
+    "session",
+    "cookie",
+    "signature",
+    "dsn",
+    "connectionstring",
+];
+
+/// True when a values key (`a.b.c`) looks like it holds a secret: its last segment names one.
+pub fn secret_like(key: &str) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
+    let last: String = last.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    SECRET_WORDS.iter().any(|w| last.contains(w))
+}
+
+/// An override value as Events show it: `****` when suppressed (helm-operator's
+/// `--suppress-override-values`) or when its key is Secret-like.
+pub fn shown_override<'a>(key: &str, value: &'a str, suppress: bool) -> &'a str {
+    if suppress || secret_like(key) {
+        "****"
+    } else {
+        value
+    }
+}
+
 /// Executes one override value as helm-operator does: a Go template with Helm's functions
 /// and no data (`'{{ ("$IMAGE" | split ":")._0 }}'`).
 pub fn execute_override(key: &str, text: &str) -> Result<String, ValuesError> {
@@ -83,6 +121,28 @@ pub fn with_overrides(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn secret_like_override_values_are_masked_and_the_flag_masks_all() {
+        for k in [
+            "auth.password",
+            "db.rootPassword",
+            "apiToken",
+            "tls.privateKey",
+            "aws.secret_access_key",
+            "redis.auth",
+            "smtp.credentials",
+            "postgresql.DSN",
+        ] {
+            assert!(secret_like(k), "{k}");
+            assert_eq!(shown_override(k, "v4lue", false), "****", "{k}");
+        }
+        for k in ["image.tag", "replicaCount", "service.type", "ingress.hosts"] {
+            assert!(!secret_like(k), "{k}");
+            assert_eq!(shown_override(k, "v4lue", false), "v4lue", "{k}");
+            assert_eq!(shown_override(k, "v4lue", true), "****", "{k}");
+        }
+    }
 
     #[test]
     fn spec_numbers_keep_their_kind() {

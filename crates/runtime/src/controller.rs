@@ -72,11 +72,20 @@ impl Seen {
 
     /// Whether `meta` shows more than a status change since last seen (or is new).
     fn moved(&self, meta: &ObjectMeta) -> bool {
+        self.moved_by(meta, crate::dynamic::fingerprint(meta))
+    }
+
+    /// Whether the object's fingerprint `fp` differs from the one last seen (or it is new).
+    fn moved_by(&self, meta: &ObjectMeta, fp: u64) -> bool {
         let Some(uid) = meta.uid.as_deref() else {
             return true;
         };
-        let fp = crate::dynamic::fingerprint(meta);
         self.lock().insert(crate::owned::uid_bits(uid), fp) != Some(fp)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
     }
 
     fn forget(&self, uid: &str) {
@@ -125,6 +134,14 @@ where
     pub fn skip_status_only(self) -> Self {
         let seen = self.seen.clone();
         self.filter(move |o: &K| seen.moved(o.meta()))
+    }
+
+    /// Like [`Primary::skip_status_only`] with the operator's own idea of what moves: a
+    /// reconcile only when `fingerprint` changed since the object was last seen. What is
+    /// remembered per object is forgotten when it goes.
+    pub fn skip_unmoved_by(self, fingerprint: impl Fn(&K) -> u64 + Send + 'static) -> Self {
+        let seen = self.seen.clone();
+        self.filter(move |o: &K| seen.moved_by(o.meta(), fingerprint(o)))
     }
 
     /// `status` forgets every primary object that goes (its memo would otherwise grow with
@@ -543,6 +560,21 @@ mod tests {
         seen.forget("0f6c3b5e-4c5f-4d8a-9d5e-1b2c3d4e5f60");
         assert!(seen.moved(&m), "deleted and seen again (a recreation)");
         assert!(seen.moved(&ObjectMeta::default()), "no UID: always");
+    }
+
+    #[test]
+    fn an_operator_fingerprint_is_remembered_until_the_object_goes() {
+        let seen = Seen::default();
+        let m = ObjectMeta {
+            uid: Some("1f6c3b5e-4c5f-4d8a-9d5e-1b2c3d4e5f60".into()),
+            ..Default::default()
+        };
+        assert!(seen.moved_by(&m, 7), "first sight");
+        assert!(!seen.moved_by(&m, 7));
+        assert!(seen.moved_by(&m, 8));
+        assert_eq!(seen.len(), 1);
+        seen.forget("1f6c3b5e-4c5f-4d8a-9d5e-1b2c3d4e5f60");
+        assert_eq!(seen.len(), 0, "nothing kept for an object that went");
     }
 
     #[test]

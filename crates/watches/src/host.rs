@@ -9,10 +9,9 @@
 //!
 //! A [`Flavor`] (Helm charts, Ansible roles) supplies the reconcile and what it serves
 //! (CRD) and needs (RBAC).
-use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::apply::Applier;
@@ -56,6 +55,11 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     /// Whether annotation changes of the primary object trigger a reconcile.
     fn watches_annotations(&self) -> bool {
         false
+    }
+    /// The finalizer the flavour keeps on every object (if any): its removal by someone
+    /// else triggers a reconcile, which puts it back.
+    fn finalizer(&self) -> Option<&str> {
+        None
     }
     /// Child kinds cached with more than metadata (workloads whose status the flavour
     /// reads), and how they are slimmed.
@@ -223,14 +227,18 @@ async fn served_kind(
 }
 
 /// What about a primary object moves when a reconcile is due: its spec (generation), its
-/// deletion, and (when the flavour reads them) its annotations. Status writes move none.
-fn fingerprint(obj: &DynamicObject, annotations: bool) -> u64 {
+/// deletion, (when the flavour reads them) its annotations, and whether it holds the
+/// flavour's finalizer. Status writes move none.
+fn fingerprint(obj: &DynamicObject, annotations: bool, finalizer: Option<&str>) -> u64 {
     let mut h = DefaultHasher::new();
     let m = obj.meta();
     m.generation.hash(&mut h);
     m.deletion_timestamp.is_some().hash(&mut h);
     if annotations {
         m.annotations.hash(&mut h);
+    }
+    if let Some(f) = finalizer {
+        m.finalizers.iter().flatten().any(|x| x == f).hash(&mut h);
     }
     if m.generation.is_none() {
         m.resource_version.hash(&mut h);
@@ -255,14 +263,15 @@ fn wire<F: Flavor>(
     if let Some(sel) = entry.selector_string() {
         cfg = cfg.labels(&sel);
     }
+    // A reconcile when more than the status moved (spec, labels, annotations, finalizers,
+    // owners, deletion: a removed finalizer is put back at once); what is remembered per
+    // object, here and in the status writer, is forgotten when the object goes.
     let annotations = flavor.watches_annotations();
-    let seen: Mutex<HashMap<String, u64>> = Mutex::default();
-    let primary = Primary::watch(api, ar.clone(), cfg).filter(move |obj: &DynamicObject| {
-        let fp = fingerprint(obj, annotations);
-        let uid = obj.uid().unwrap_or_default();
-        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.insert(uid, fp) != Some(fp)
-    });
+    let finalizer = flavor.finalizer().map(str::to_string);
+    let status = StatusWriter::new(F::MANAGER);
+    let primary = Primary::watch(api, ar.clone(), cfg)
+        .skip_unmoved_by(move |o: &DynamicObject| fingerprint(o, annotations, finalizer.as_deref()))
+        .forgetting(&status);
     let (children, trigger) = DynamicChildren::new_with(
         client.clone(),
         discovery.clone(),
@@ -281,7 +290,7 @@ fn wire<F: Flavor>(
         discovery: discovery.clone(),
         children,
         applier: Applier::new(F::MANAGER),
-        status: StatusWriter::new(F::MANAGER),
+        status,
         events: Events::new(client.clone(), F::MANAGER),
     });
     let wiring = Wiring::new(primary, host);
@@ -386,14 +395,34 @@ mod tests {
         let mut o = DynamicObject::new("a", &ar);
         o.metadata.generation = Some(1);
         o.metadata.resource_version = Some("1".into());
-        let base = fingerprint(&o, false);
+        let base = fingerprint(&o, false, None);
         o.metadata.resource_version = Some("2".into());
         o.data = serde_json::json!({"status": {"x": 1}});
-        assert_eq!(base, fingerprint(&o, false));
+        assert_eq!(base, fingerprint(&o, false, None));
         o.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
-        assert_eq!(base, fingerprint(&o, false));
-        assert_ne!(base, fingerprint(&o, true));
+        assert_eq!(base, fingerprint(&o, false, None));
+        assert_ne!(base, fingerprint(&o, true, None));
         o.metadata.generation = Some(2);
-        assert_ne!(base, fingerprint(&o, false));
+        assert_ne!(base, fingerprint(&o, false, None));
+    }
+
+    #[test]
+    fn the_flavours_finalizer_removed_moves_the_fingerprint() {
+        let ar = ApiResource::from_gvk(&entry(None).gvk);
+        let mut o = DynamicObject::new("a", &ar);
+        o.metadata.generation = Some(1);
+        o.metadata.finalizers = Some(vec!["ours".into(), "theirs".into()]);
+        let held = fingerprint(&o, false, Some("ours"));
+        o.metadata.finalizers = Some(vec!["ours".into()]);
+        assert_eq!(held, fingerprint(&o, false, Some("ours")), "someone else's");
+        o.metadata.finalizers = None;
+        assert_ne!(held, fingerprint(&o, false, Some("ours")), "ours removed");
+        let none = fingerprint(&o, false, None);
+        o.metadata.finalizers = Some(vec!["ours".into()]);
+        assert_eq!(
+            none,
+            fingerprint(&o, false, None),
+            "a flavour without a finalizer ignores them"
+        );
     }
 }

@@ -49,6 +49,8 @@ pub const PERIOD_ANNOTATION: &str = "helm.sdk.operatorframework.io/reconcile-per
 pub const UPGRADE_FORCE_ANNOTATION: &str = "helm.sdk.operatorframework.io/upgrade-force";
 pub const UNINSTALL_WAIT_ANNOTATION: &str = "helm.sdk.operatorframework.io/uninstall-wait";
 
+mod uninstall;
+
 type Ctx = Host<HelmFlavor>;
 
 /// One object of a render, with its kind as served.
@@ -97,7 +99,7 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
     let api = host.api_of(&cr);
     let previous = HelmStatus::of(&cr.data);
     if cr.meta().deletion_timestamp.is_some() {
-        return uninstall(&cr, &host, &api, &previous).await;
+        return uninstall::uninstall(&cr, &host, &api, &previous).await;
     }
     set_finalizer(&api, cr.as_ref(), FINALIZER, true).await?;
     let mut status = HelmStatus {
@@ -255,14 +257,9 @@ async fn converge(
         // Helm 3 and 4 lay the manifest out slightly differently (a leading newline):
         // compare document by document.
         if split_documents(&same.manifest) != split_documents(&rec.manifest) {
-            let first = same
-                .manifest
-                .lines()
-                .zip(rec.manifest.lines())
-                .find(|(a, b)| a != b)
-                .map(|(a, b)| format!("rendered {a:?}, recorded {b:?}"))
-                .unwrap_or_else(|| "one is longer".into());
-            tracing::info!(release = %owner.release, revision = rec.version, %first, "the recorded release differs from the render: upgrading");
+            // Which objects differ, never how: a line of either manifest may be a Secret's.
+            let differ = crate::diff::describe(&same.manifest, &rec.manifest);
+            tracing::info!(release = %owner.release, revision = rec.version, %differ, "the recorded release differs from the render: upgrading");
         } else {
             same.written = apply_all(host, &owner, &same.items).await?;
             status.deployed_release = Some(DeployedRelease {
@@ -352,7 +349,9 @@ async fn converge(
     .await;
     if !host.entry.override_values.is_empty() {
         for (k, v) in &host.entry.override_values {
-            let note = format!("Chart value {k:?} overridden to {v:?} by operator's watches.yaml");
+            let shown = values::shown_override(k, v, host.flavor.suppress_override_values);
+            let note =
+                format!("Chart value {k:?} overridden to {shown:?} by operator's watches.yaml");
             publish(host, cr, true, "OverrideValuesInUse", &note).await;
         }
     }
@@ -823,162 +822,6 @@ async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Opti
         }
     }
     Ok((!waiting.is_empty()).then(|| waiting.join("; ")))
-}
-
-/// Step 1.
-async fn uninstall(
-    cr: &DynamicObject,
-    host: &Ctx,
-    api: &Api<DynamicObject>,
-    previous: &HelmStatus,
-) -> Result<Next, Error> {
-    let finalizers = cr.finalizers();
-    let ours = finalizers
-        .iter()
-        .any(|f| f == FINALIZER || f == LEGACY_FINALIZER);
-    if !ours {
-        return Ok(Next::AwaitChange);
-    }
-    let t = now();
-    let result = remove_release(cr, host).await;
-    let mut status = previous.clone();
-    match &result {
-        Ok(remaining) if *remaining > 0 && annotation_true(cr, UNINSTALL_WAIT_ANNOTATION) => {
-            status.set(
-                previous,
-                C::Deployed,
-                false,
-                Some(R::UninstallSuccessful),
-                Some(format!("waiting for {remaining} object(s) to be deleted")),
-                &t,
-            );
-            host.status
-                .write_if_changed_with(api, &host.resource, cr, Some(previous), &status)
-                .await?;
-            return Ok(Next::After(Duration::from_secs(2)));
-        }
-        Ok(_) => {}
-        Err(e) => {
-            status.set(
-                previous,
-                C::ReleaseFailed,
-                true,
-                Some(R::UninstallError),
-                Some(e.to_string()),
-                &t,
-            );
-            host.status
-                .write_if_changed_with(api, &host.resource, cr, Some(previous), &status)
-                .await?;
-            return Err(Error::Manifest(e.to_string()));
-        }
-    }
-    status.remove(C::ReleaseFailed);
-    status.set(
-        previous,
-        C::Deployed,
-        false,
-        Some(R::UninstallSuccessful),
-        None,
-        &t,
-    );
-    status.deployed_release = None;
-    match host
-        .status
-        .write_if_changed_with(api, &host.resource, cr, Some(previous), &status)
-        .await
-    {
-        Ok(_) | Err(kube::Error::Api(_)) => {}
-        Err(e) => return Err(e.into()),
-    }
-    set_finalizer(api, cr, LEGACY_FINALIZER, false).await?;
-    let fresh = api.get_opt(&cr.name_any()).await?;
-    if let Some(fresh) = fresh {
-        set_finalizer(api, &fresh, FINALIZER, false).await?;
-    }
-    Ok(Next::AwaitChange)
-}
-
-/// Deletes the release's objects and records; returns how many objects still exist.
-async fn remove_release(cr: &DynamicObject, host: &Ctx) -> Result<usize, Error> {
-    let owner = owner_of(cr, host)?;
-    let vals = values::with_overrides(
-        values::from_spec(cr.data.get("spec"))?,
-        &host.entry.override_values,
-    )
-    .ok();
-    let previous = HelmStatus::of(&cr.data);
-    let (records, old) = match host.flavor.storage {
-        Storage::Secrets => {
-            let s = Secrets::new(host.client.clone(), &owner.namespace);
-            let h = s.history(&owner.release).await?;
-            let last = h
-                .iter()
-                .rev()
-                .find(|r| r.info.status == release::status::DEPLOYED)
-                .or(h.last())
-                .cloned();
-            let old = match &last {
-                Some(r) => old_objects(host, &owner, &r.manifest).await,
-                None => Vec::new(),
-            };
-            (Some((s, h)), old)
-        }
-        Storage::None => (
-            None,
-            previous.inventory.iter().map(Old::from_inventory).collect(),
-        ),
-    };
-    let hooks = match &vals {
-        Some(v) => render(
-            host,
-            &owner,
-            v,
-            previous
-                .deployed_release
-                .as_ref()
-                .map(|d| d.revision)
-                .unwrap_or(1),
-            true,
-        )
-        .await
-        .map(|p| p.hooks)
-        .unwrap_or_default(),
-        None => Vec::new(),
-    };
-    let mut recs = hooks::records(&hooks);
-    let runner = hooks::Runner {
-        client: &host.client,
-        discovery: &host.discovery,
-        owner: &owner,
-        timeout: hooks::TIMEOUT,
-    };
-    runner.run(&hooks, Event::PreDelete, &mut recs).await?;
-    let mut remaining = 0;
-    for o in old.iter().filter(|o| !o.keep) {
-        let Ok(resolved) = host.discovery.resolve(&o.gvk).await else {
-            continue;
-        };
-        let api = api_of(host, &resolved, o.namespace.as_deref());
-        match api.get_opt(&o.name).await? {
-            Some(live)
-                if objects::ownership_conflict(&live.metadata, &owner, &o.name).is_none() =>
-            {
-                delete_object(&api, &o.name).await?;
-                if api.get_opt(&o.name).await?.is_some() {
-                    remaining += 1;
-                }
-            }
-            _ => {}
-        }
-    }
-    runner.run(&hooks, Event::PostDelete, &mut recs).await?;
-    if let Some((s, history)) = records {
-        for r in &history {
-            s.delete(r).await?;
-        }
-    }
-    Ok(remaining)
 }
 
 /// The values of a custom resource as JSON (for tests and `bosun render`-style checks).

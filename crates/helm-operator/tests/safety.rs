@@ -1,0 +1,287 @@
+//! The Helm flavour's safety promises on the real API server (issue 19, review H1, H4, M1, M8):
+//! no value of a Secret-like key or of a rendered Secret reaches the operator's log, its Events
+//! or the status; uninstall finishes in a namespace being deleted (delete hooks come from the
+//! stored release, and a namespace that refuses new objects skips them); `uninstall-wait`
+//! really waits for the release's objects, and delete hooks run once.
+mod support;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use base64::Engine as _;
+use bosun_helm_operator::Storage;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
+use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
+use serde_json::json;
+use support::*;
+
+const USER: &str = "system:serviceaccount:bosun-system:bosun-helm-safety";
+
+fn watches() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/safety-watches.yaml")
+}
+
+/// Everything the operator logs at the default level (info), as a person reading the log sees it.
+fn captured() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let sink = buf.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .try_init();
+        buf
+    })
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn log_text() -> String {
+    String::from_utf8_lossy(&captured().lock().expect("log buffer")).into_owned()
+}
+
+/// The secret itself, base64-encoded, and base64 of the base64 (a Secret's `data` as stored).
+fn forms(secret: &str) -> Vec<String> {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    vec![secret.to_string(), b64(secret), b64(&b64(secret))]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_value_in_logs_events_or_status() {
+    captured();
+    let env = env("helm-secret").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let sv = resource("test.bosun.dev", "v1", "Secretive");
+    let (old, new, token) = (
+        "0ld-pa55word-value",
+        "n3w-pa55word-value",
+        "0verride-t0ken-value",
+    );
+    create(&env, &sv, &format!("apiVersion: test.bosun.dev/v1\nkind: Secretive\nmetadata:\n  name: s\nspec:\n  auth:\n    password: {old}\n")).await;
+    wait_for(&env, &sv, "s", 90, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+    })
+    .await;
+    // A spec change: the release is rendered again and compared with the recorded one (the
+    // comparison that logged both passwords' lines).
+    api(&env, &sv)
+        .patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"auth": {"password": new}}})),
+        )
+        .await
+        .expect("patch");
+    let done = wait_for(&env, &sv, "s", 90, "upgraded", |o| {
+        has(o, "Deployed", "True", Some("UpgradeSuccessful"))
+            && o.data.pointer("/status/deployedRelease/revision") == Some(&json!(2))
+    })
+    .await;
+    let stored = Api::<Secret>::namespaced(env.admin.clone(), &env.ns)
+        .get("s-auth")
+        .await
+        .expect("the chart's Secret");
+    let data = stored.data.expect("data");
+    assert_eq!(
+        data["password"].0,
+        new.as_bytes(),
+        "the upgrade took effect"
+    );
+    assert_eq!(
+        data["token"].0,
+        token.as_bytes(),
+        "the override took effect"
+    );
+
+    let events = Api::<Event>::namespaced(env.admin.clone(), &env.ns)
+        .list(&Default::default())
+        .await
+        .expect("events");
+    let event_text: Vec<String> = events
+        .items
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e.reason.as_deref().unwrap_or(""),
+                e.message.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(
+        event_text
+            .iter()
+            .any(|e| e.contains("OverrideValuesInUse") && e.contains("auth.apiToken")),
+        "the override is still announced: {event_text:?}"
+    );
+    let status = done.data["status"].to_string();
+    let log = log_text();
+    assert!(
+        log.contains("Secretive") || log.contains("s-auth") || log.contains("release"),
+        "the capture sees the operator's log"
+    );
+    for secret in [old, new, token] {
+        for form in forms(secret) {
+            assert!(!log.contains(&form), "the log holds {form:?}:\n{log}");
+            assert!(
+                !event_text.iter().any(|e| e.contains(&form)),
+                "an Event holds {form:?}: {event_text:?}"
+            );
+            assert!(
+                !status.contains(&form),
+                "the status holds {form:?}: {status}"
+            );
+        }
+    }
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_finishes_in_a_namespace_being_deleted() {
+    captured();
+    let env = env("helm-nsdel").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let lc = resource("test.bosun.dev", "v1", "Lifecycle");
+    // The chart has a pre-delete hook: under a namespace being deleted, the API server
+    // refuses to create it.
+    create(
+        &env,
+        &lc,
+        "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: doomed\nspec: {}\n",
+    )
+    .await;
+    wait_for(&env, &lc, "doomed", 120, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+    })
+    .await;
+    let namespaces: Api<Namespace> = Api::all(env.admin.clone());
+    namespaces
+        .delete(&env.ns, &Default::default())
+        .await
+        .expect("delete the namespace");
+    let gone = eventually(180, || async {
+        match namespaces.get_opt(&env.ns).await {
+            Ok(None) => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    if gone.is_none() {
+        let cr = api(&env, &lc).get_opt("doomed").await.ok().flatten();
+        panic!(
+            "the namespace is still there (Terminating); the custom resource: {:#}",
+            cr.map(|o| json!({"finalizers": o.finalizers(), "status": o.data["status"]}))
+                .unwrap_or_default()
+        );
+    }
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_wait_waits_for_the_objects_and_runs_delete_hooks_once() {
+    captured();
+    let env = env("helm-uwait").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let lc = resource("test.bosun.dev", "v1", "Lifecycle");
+    const HOLD: &str = "test.bosun.dev/hold";
+    create(&env, &lc, &format!("apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: held\n  annotations:\n    helm.sdk.operatorframework.io/uninstall-wait: \"true\"\nspec:\n  extra:\n    enabled: true\n    finalizers: [{HOLD}]\n")).await;
+    wait_for(&env, &lc, "held", 120, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
+    let held = cms.get("held-extra").await.expect("the held object");
+    assert!(held.finalizers().iter().any(|f| f == HOLD));
+
+    api(&env, &lc)
+        .delete("held", &Default::default())
+        .await
+        .expect("delete");
+    let waiting = wait_for(&env, &lc, "held", 90, "waiting for the held object", |o| {
+        condition(o, "Deployed")
+            .and_then(|c| c["message"].as_str())
+            .is_some_and(|m| m.contains("waiting for 1 object"))
+    })
+    .await;
+    assert!(waiting
+        .finalizers()
+        .iter()
+        .any(|f| f == "helm.sdk.operatorframework.io/uninstall-release"));
+    let hook_uid = cms
+        .get("held-goodbye")
+        .await
+        .expect("the pre-delete hook ran")
+        .uid();
+    // Several more passes while the object is held: the custom resource must stay, and the
+    // delete hook must not run again (a re-run deletes and re-creates it: a new UID).
+    let before = op.reconciles();
+    eventually(60, || async {
+        (op.reconciles() >= before + 3.0).then_some(())
+    })
+    .await
+    .expect("three more passes");
+    assert!(
+        api(&env, &lc).get_opt("held").await.expect("get").is_some(),
+        "the custom resource went while a release object still exists"
+    );
+    assert!(
+        cms.get_opt("held-extra").await.expect("get").is_some(),
+        "the held object is still there"
+    );
+    assert_eq!(
+        cms.get("held-goodbye").await.expect("hook").uid(),
+        hook_uid,
+        "the pre-delete hook ran again"
+    );
+
+    cms.patch(
+        "held-extra",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release the hold");
+    let a = api(&env, &lc);
+    eventually(60, || async {
+        matches!(a.get_opt("held").await, Ok(None)).then_some(())
+    })
+    .await
+    .expect("the custom resource goes once the object is gone");
+    assert_eq!(
+        cms.get("held-goodbye").await.expect("hook").uid(),
+        hook_uid,
+        "the pre-delete hook ran once"
+    );
+    let left = Api::<Secret>::namespaced(env.admin.clone(), &env.ns)
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter(|s| s.name_any().starts_with("sh.helm.release.v1.held."))
+        .count();
+    assert_eq!(left, 0, "release records removed");
+    op.stop().await;
+}
