@@ -223,6 +223,8 @@ impl Flavor for HelmFlavor {
     type Error = Error;
     const PERIOD_ANNOTATION: &'static str = reconcile::PERIOD_ANNOTATION;
     const MANAGER: &'static str = "bosun-helm";
+    /// helm-operator's `--reconcile-period` default.
+    const DEFAULT_PERIOD: Option<std::time::Duration> = Some(std::time::Duration::from_secs(60));
 
     fn crd(&self) -> CustomResourceDefinition {
         self.crd.clone()
@@ -240,6 +242,12 @@ impl Flavor for HelmFlavor {
 
     fn finalizer(&self) -> Option<&str> {
         Some(reconcile::FINALIZER)
+    }
+
+    /// helm-operator re-applies every object of the release each reconcile period; bosun
+    /// compares what its field manager owns with the render and writes only what drifted.
+    fn repairs_drift(&self) -> bool {
+        true
     }
 
     fn full_kinds(&self) -> Option<FullKinds> {

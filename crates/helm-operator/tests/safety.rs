@@ -285,3 +285,62 @@ async fn uninstall_wait_waits_for_the_objects_and_runs_delete_hooks_once() {
     assert_eq!(left, 0, "release records removed");
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_made_while_stopped_is_repaired_on_start_and_a_removed_finalizer_comes_back() {
+    captured();
+    let env = env("helm-drift").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let lc = resource("test.bosun.dev", "v1", "Lifecycle");
+    create(&env, &lc, "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: drift\nspec:\n  greeting: hi\n").await;
+    wait_for(&env, &lc, "drift", 120, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+    })
+    .await;
+    const FINALIZER: &str = "helm.sdk.operatorframework.io/uninstall-release";
+    // Someone removes the uninstall finalizer: without it a delete would skip the uninstall.
+    let crs = api(&env, &lc);
+    let cr = crs.get("drift").await.expect("cr");
+    let others: Vec<String> = cr
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    crs.patch(
+        "drift",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"finalizers": others, "resourceVersion": cr.resource_version()}}),
+        ),
+    )
+    .await
+    .expect("remove the finalizer");
+    wait_for(&env, &lc, "drift", 60, "the finalizer put back", |o| {
+        o.finalizers().iter().any(|f| f == FINALIZER)
+    })
+    .await;
+    op.stop().await;
+
+    // While bosun is stopped, the release's ConfigMap is edited.
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
+    cms.patch(
+        "drift-config",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"greeting": "tampered"}})),
+    )
+    .await
+    .expect("edit");
+    let ops = operators(&watches(), Storage::Secrets);
+    let op = start(&env, ops, USER).await;
+    eventually(60, || async {
+        let c = cms.get("drift-config").await.ok()?;
+        (c.data?.get("greeting")? == "hi").then_some(())
+    })
+    .await
+    .expect("the edit made while bosun was stopped is repaired on start");
+    op.stop().await;
+}

@@ -28,6 +28,7 @@ use kube::{Api, Client, Resource};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use crate::apply::Applier;
 use crate::cache::{ChildCache, MetaCache};
 use crate::controller::{controller_owner, Trigger};
 
@@ -211,6 +212,10 @@ pub struct FullKinds {
 struct Inner<P: Resource> {
     client: Client,
     full: Option<FullKinds>,
+    /// When set, each cache keeps the fingerprint of the fields this applier's manager owns:
+    /// the applier then sees drift on first sight (an edit made while the operator was
+    /// stopped), not only a changed hash annotation.
+    owned: Option<Applier>,
     discovery: Discovery,
     namespace: Option<String>,
     selector: String,
@@ -263,10 +268,11 @@ where
         selector: &str,
         primary: P::DynamicType,
     ) -> (Self, Trigger<P>) {
-        Self::new_with(client, discovery, namespace, selector, primary, None)
+        Self::new_with(client, discovery, namespace, selector, primary, None, None)
     }
 
-    /// [`DynamicChildren::new`], with some kinds cached in full.
+    /// [`DynamicChildren::new`], with some kinds cached in full, and (`owned`) the
+    /// owned-field fingerprints `owned` compares.
     pub fn new_with(
         client: Client,
         discovery: Discovery,
@@ -274,12 +280,14 @@ where
         selector: &str,
         primary: P::DynamicType,
         full: Option<FullKinds>,
+        owned: Option<Applier>,
     ) -> (Self, Trigger<P>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let trigger = tokio_stream_from(rx);
         let inner = Inner {
             client,
             full,
+            owned,
             discovery,
             namespace: namespace.map(str::to_string),
             selector: selector.to_string(),
@@ -353,12 +361,21 @@ where
         type Seen = (ObjectMeta, u64);
         let (cache, stream): (KindCache, crate::cache::ObjectStream<Seen>) = match full {
             Some(f) => {
-                let (c, s) = ChildCache::watch_api(
-                    scoped(&inner.client),
-                    ar.clone(),
-                    &inner.selector,
-                    f.slim,
-                );
+                let (c, s) = match &inner.owned {
+                    Some(applier) => ChildCache::watch_api_owned(
+                        scoped(&inner.client),
+                        ar.clone(),
+                        &inner.selector,
+                        f.slim,
+                        applier,
+                    ),
+                    None => ChildCache::watch_api(
+                        scoped(&inner.client),
+                        ar.clone(),
+                        &inner.selector,
+                        f.slim,
+                    ),
+                };
                 let s = s.map(|r| {
                     r.map(|o| {
                         let mut h = DefaultHasher::new();
@@ -369,12 +386,25 @@ where
                 (KindCache::Full(c), Box::pin(s))
             }
             None => {
-                let api: Api<PartialObjectMeta<DynamicObject>> =
-                    match (&inner.namespace, resolved.namespaced) {
-                        (Some(ns), true) => Api::namespaced_with(inner.client.clone(), ns, &ar),
-                        _ => Api::all_with(inner.client.clone(), &ar),
-                    };
-                let (c, s) = MetaCache::watch_api(api, ar.clone(), &inner.selector);
+                let (c, s) = match &inner.owned {
+                    Some(applier) => MetaCache::watch_api_owned(
+                        scoped(&inner.client),
+                        ar.clone(),
+                        &inner.selector,
+                        |_| {},
+                        applier,
+                    ),
+                    None => {
+                        let api: Api<PartialObjectMeta<DynamicObject>> =
+                            match (&inner.namespace, resolved.namespaced) {
+                                (Some(ns), true) => {
+                                    Api::namespaced_with(inner.client.clone(), ns, &ar)
+                                }
+                                _ => Api::all_with(inner.client.clone(), &ar),
+                            };
+                        MetaCache::watch_api(api, ar.clone(), &inner.selector)
+                    }
+                };
                 (
                     KindCache::Meta(c),
                     Box::pin(s.map(|r| r.map(|o| (o.metadata, 0)))),

@@ -47,6 +47,9 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     const PERIOD_ANNOTATION: &'static str;
     /// Field manager, Event reporter and log name (`bosun-helm`, say).
     const MANAGER: &'static str;
+    /// The reconcile period of an entry that sets none (operator-sdk's defaults: 1 min for
+    /// Helm, 10 h for Ansible).
+    const DEFAULT_PERIOD: Option<Duration> = None;
 
     /// The CRD of the entry's kind.
     fn crd(&self) -> CustomResourceDefinition;
@@ -60,6 +63,12 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     /// else triggers a reconcile, which puts it back.
     fn finalizer(&self) -> Option<&str> {
         None
+    }
+    /// Whether child caches keep the fingerprint of the fields the host's applier owns, so
+    /// drift (an edit made while the operator was stopped, a removed owner reference) is
+    /// repaired on first sight. It costs a watch of whole objects (only metadata is kept).
+    fn repairs_drift(&self) -> bool {
+        false
     }
     /// Child kinds cached with more than metadata (workloads whose status the flavour
     /// reads), and how they are slimmed.
@@ -117,7 +126,10 @@ impl<F: Flavor> Host<F> {
             Some(v) => parse_duration(v)
                 .map(|d| (!d.is_zero()).then_some(d))
                 .map_err(|e| format!("annotation {}: {e}", F::PERIOD_ANNOTATION)),
-            None => Ok(self.entry.reconcile_period.filter(|d| !d.is_zero())),
+            None => Ok(match self.entry.reconcile_period {
+                Some(d) => (!d.is_zero()).then_some(d),
+                None => F::DEFAULT_PERIOD,
+            }),
         }
     }
 }
@@ -272,6 +284,7 @@ fn wire<F: Flavor>(
     let primary = Primary::watch(api, ar.clone(), cfg)
         .skip_unmoved_by(move |o: &DynamicObject| fingerprint(o, annotations, finalizer.as_deref()))
         .forgetting(&status);
+    let applier = Applier::new(F::MANAGER);
     let (children, trigger) = DynamicChildren::new_with(
         client.clone(),
         discovery.clone(),
@@ -279,6 +292,7 @@ fn wire<F: Flavor>(
         &flavor.child_selector(entry),
         ar.clone(),
         flavor.full_kinds(),
+        flavor.repairs_drift().then(|| applier.clone()),
     );
     children.set_creates_trigger(flavor.child_creates_trigger());
     let host = Arc::new(Host {
@@ -289,7 +303,7 @@ fn wire<F: Flavor>(
         namespaced: resolved.namespaced,
         discovery: discovery.clone(),
         children,
-        applier: Applier::new(F::MANAGER),
+        applier,
         status,
         events: Events::new(client.clone(), F::MANAGER),
     });
