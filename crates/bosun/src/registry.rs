@@ -54,6 +54,10 @@ pub struct Sources<'a> {
     pub watches: Option<&'a Path>,
     /// `--release-storage` for chart entries.
     pub release_storage: Storage,
+    /// `--suppress-override-values` for chart entries.
+    pub suppress_override_values: bool,
+    /// `--reconcile-period`: the period of entries that set none.
+    pub reconcile_period: Option<std::time::Duration>,
 }
 
 /// The default coded operators when none are named and no watches file is given.
@@ -72,21 +76,31 @@ pub fn operators(src: &Sources) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
         )?,
     };
     if let Some(path) = src.watches {
-        ops.extend(watched(path, src.release_storage)?);
+        ops.extend(watched(path, src)?);
     }
     unique_crds(&ops)?;
     Ok(ops)
 }
 
 /// The operators of a watches file; its warnings are printed.
-pub fn watched(path: &Path, storage: Storage) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
-    let file = WatchesFile::load(path)?;
+pub fn watched(path: &Path, src: &Sources) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
+    let mut file = WatchesFile::load(path)?;
+    if let Some(p) = src.reconcile_period {
+        for e in file
+            .entries
+            .iter_mut()
+            .filter(|e| e.reconcile_period.is_none())
+        {
+            e.reconcile_period = Some(p);
+        }
+    }
     for w in &file.warnings {
         eprintln!("bosun: warning: {}", w.0);
     }
     let mut ops: Vec<Arc<dyn Operator>> = Vec::new();
     let helm = HelmOptions {
-        storage,
+        storage: src.release_storage,
+        suppress_override_values: src.suppress_override_values,
         ..Default::default()
     };
     for op in bosun_helm_operator::operators(&file.entries, &helm)? {

@@ -5,5 +5,5 @@ pub mod file;
 pub mod host;
 pub mod kinds;
 
-pub use file::{Entry, Runner, WatchesError, WatchesFile};
+pub use file::{parse_duration, Entry, Runner, WatchesError, WatchesFile};
 pub use host::{Flavor, Host, Next, WatchOperator};

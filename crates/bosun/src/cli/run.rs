@@ -34,31 +34,59 @@ pub struct RunArgs {
     /// Helm CLI reads) or `none` (an inventory in the custom resource's status).
     #[arg(long, default_value = "secret")]
     pub release_storage: bosun_helm_operator::Storage,
+    /// Show every chart override value as `****` in Events (helm-operator's flag). Values
+    /// of Secret-like keys (password, token, key, ...) are masked without it.
+    #[arg(long, default_value_t = false)]
+    pub suppress_override_values: bool,
+    /// The reconcile period of watches entries that set none (operator-sdk's flag; its
+    /// defaults, 1m for charts and 10h for roles, apply when it is not given).
+    #[arg(long, value_parser = parse_period)]
+    pub reconcile_period: Option<Duration>,
     /// Elect a leader through a Lease so only one replica reconciles.
     #[arg(long, default_value_t = false)]
     pub leader_elect: bool,
     /// Name of the Lease used for leader election.
-    #[arg(long, default_value = "bosun-leader")]
+    #[arg(
+        long,
+        visible_alias = "leader-election-id",
+        default_value = "bosun-leader"
+    )]
     pub lease_name: String,
     /// Namespace of the Lease (defaults to the pod's namespace, else "default").
-    #[arg(long, env = "POD_NAMESPACE")]
+    #[arg(
+        long,
+        visible_alias = "leader-election-namespace",
+        env = "POD_NAMESPACE"
+    )]
     pub lease_namespace: Option<String>,
     /// Lease duration in seconds (renew deadline is 2/3 of it, retry 2 s).
     #[arg(long, default_value_t = 15)]
     pub lease_duration: u64,
     /// Address of the Prometheus /metrics endpoint ("off" to disable). Bound to localhost by
     /// default: expose it only behind authentication (see README, Metrics).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(
+        long,
+        visible_alias = "metrics-bind-address",
+        default_value = "127.0.0.1:8080"
+    )]
     pub metrics_addr: String,
     /// Require a bearer token allowed to `get /metrics` (TokenReview + SubjectAccessReview, as
     /// kubebuilder does); use it whenever the metrics address is not localhost.
     #[arg(long, default_value_t = false)]
     pub metrics_secure: bool,
     /// Address of /healthz and /readyz ("off" to disable).
-    #[arg(long, default_value = "0.0.0.0:8081")]
+    #[arg(
+        long,
+        visible_alias = "health-probe-bind-address",
+        default_value = "0.0.0.0:8081"
+    )]
     pub probe_addr: String,
     /// Reconciles in flight at once per operator.
-    #[arg(long, default_value_t = 16)]
+    #[arg(
+        long,
+        visible_alias = "max-concurrent-reconciles",
+        default_value_t = 16
+    )]
     pub concurrency: u16,
     /// Client-side limit on API requests per second (0 = off).
     #[arg(long, default_value_t = 0.0)]
@@ -71,14 +99,25 @@ pub struct RunArgs {
     pub log_format: LogFormat,
 }
 
+/// An address as bosun or controller-runtime writes it: `host:port`, `:port` (every
+/// interface), or "off"/"0"/"" for none (controller-runtime's "0" disables metrics).
 fn addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
-    if s == "off" || s.is_empty() {
+    if s == "off" || s == "0" || s.is_empty() {
         return Ok(None);
     }
+    let full = match s.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => s.to_string(),
+    };
     Ok(Some(
-        s.parse()
+        full.parse()
             .with_context(|| format!("invalid address {s:?}"))?,
     ))
+}
+
+/// A period as operator-sdk's flags take it (Go durations: `90s`, `1m30s`, `10h`).
+fn parse_period(s: &str) -> Result<Duration, String> {
+    bosun_watches::parse_duration(s)
 }
 
 pub async fn client(
@@ -134,6 +173,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         operators: args.operators.as_deref(),
         watches: args.watches.as_deref(),
         release_storage: args.release_storage,
+        suppress_override_values: args.suppress_override_values,
+        reconcile_period: args.reconcile_period,
     })?;
     let config = ManagerConfig {
         scope: Scope::from_list(&namespaces),
@@ -186,4 +227,50 @@ fn trim_heap_periodically() {
             );
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The manager arguments an operator-sdk scaffold passes (config/manager and the
+    /// auth-proxy patch): swapping only the image must keep them working.
+    #[test]
+    fn an_operator_sdk_scaffolds_manager_args_are_accepted() {
+        let cli = crate::cli::Cli::try_parse_from([
+            "bosun",
+            "run",
+            "--health-probe-bind-address=:8081",
+            "--metrics-bind-address=127.0.0.1:8080",
+            "--leader-elect",
+            "--leader-election-id=memcached-operator",
+            "--max-concurrent-reconciles=4",
+            "--reconcile-period=2m",
+            "--suppress-override-values",
+            "--watches-file=./watches.yaml",
+        ])
+        .expect("operator-sdk's flags parse");
+        let crate::cli::Command::Run(a) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(
+            addr(&a.probe_addr).expect("probe"),
+            Some(([0, 0, 0, 0], 8081).into())
+        );
+        assert_eq!(
+            addr(&a.metrics_addr).expect("metrics"),
+            Some(([127, 0, 0, 1], 8080).into())
+        );
+        assert!(a.leader_elect && a.suppress_override_values);
+        assert_eq!(a.lease_name, "memcached-operator");
+        assert_eq!(a.concurrency, 4);
+        assert_eq!(a.reconcile_period, Some(Duration::from_secs(120)));
+        assert_eq!(
+            addr("0").expect("off"),
+            None,
+            "controller-runtime's \"0\" disables"
+        );
+        assert!(addr(":http").is_err());
+    }
 }
