@@ -66,6 +66,8 @@ pub struct HelmFlavor {
     pub storage: Storage,
     pub max_history: usize,
     pub kube_version: Option<String>,
+    /// The entry's `overrideValues`, executed once at load ([`values::executed`]).
+    pub overrides: std::collections::BTreeMap<String, String>,
     /// See [`HelmOptions::suppress_override_values`].
     pub suppress_override_values: bool,
     /// The chart as release records carry it (metadata, values, schema; no templates).
@@ -132,6 +134,7 @@ impl HelmFlavor {
             message,
         };
         let chart = Chart::load(path).map_err(|e| err(e.to_string()))?;
+        let overrides = values::executed(&entry.override_values).map_err(|e| err(e.to_string()))?;
         let node = bosun_helm::chart::load::load(path).map_err(|e| err(e.to_string()))?;
         let schema: Option<Value> = match &node.schema {
             Some(bytes) => Some(
@@ -167,6 +170,7 @@ impl HelmFlavor {
             max_history: opts.max_history.max(1),
             kube_version: opts.kube_version.clone(),
             suppress_override_values: opts.suppress_override_values,
+            overrides,
             chart_record,
             crd,
             rbac,

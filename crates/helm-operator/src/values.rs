@@ -100,13 +100,32 @@ pub fn execute_override(key: &str, text: &str) -> Result<String, ValuesError> {
     Ok(out.replace("<no value>", ""))
 }
 
-/// The spec with the overrides set over it (`--set-string` rules).
+/// The overrides executed, once per watches entry (helm-operator executes them when it loads
+/// the watches file: an override using `randAlphaNum` or `now` is one value for the life of
+/// the operator, not a new release on every reconcile).
+pub fn executed(
+    overrides: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, ValuesError> {
+    overrides
+        .iter()
+        .map(|(k, t)| Ok((k.clone(), execute_override(k, t)?)))
+        .collect()
+}
+
+/// The spec with the overrides executed and set over it (`--set-string` rules).
 pub fn with_overrides(
-    mut values: Data,
+    values: Data,
     overrides: &BTreeMap<String, String>,
 ) -> Result<Data, ValuesError> {
-    for (key, text) in overrides {
-        let value = execute_override(key, text)?;
+    set_overrides(values, &executed(overrides)?)
+}
+
+/// The spec with overrides already [`executed`] set over it (`--set-string` rules).
+pub fn set_overrides(
+    mut values: Data,
+    executed: &BTreeMap<String, String>,
+) -> Result<Data, ValuesError> {
+    for (key, value) in executed {
         strvals::parse_into(&format!("{key}={value}"), &mut values, true).map_err(|message| {
             ValuesError::Override {
                 key: key.clone(),

@@ -344,3 +344,49 @@ async fn drift_made_while_stopped_is_repaired_on_start_and_a_removed_finalizer_c
     .expect("the edit made while bosun was stopped is repaired on start");
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_random_override_is_one_value_not_an_upgrade_per_reconcile() {
+    captured();
+    let env = env("helm-nonce").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let noted = resource("test.bosun.dev", "v1", "Noted");
+    create(
+        &env,
+        &noted,
+        "apiVersion: test.bosun.dev/v1\nkind: Noted\nmetadata:\n  name: nonce\nspec: {}\n",
+    )
+    .await;
+    wait_for(&env, &noted, "nonce", 90, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+    })
+    .await;
+    // More reconciles: annotations trigger one each (the Helm flavour reads them).
+    let a = api(&env, &noted);
+    for i in 0..3 {
+        let before = op.reconciles();
+        a.patch(
+            "nonce",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"test.bosun.dev/poke": i.to_string()}}}),
+            ),
+        )
+        .await
+        .expect("poke");
+        eventually(60, || async { (op.reconciles() > before).then_some(()) })
+            .await
+            .expect("reconciled");
+    }
+    let cr = a.get("nonce").await.expect("cr");
+    assert_eq!(
+        cr.data.pointer("/status/deployedRelease/revision"),
+        Some(&json!(1)),
+        "the release was upgraded without a change: {:#}",
+        cr.data["status"]
+    );
+    op.stop().await;
+}

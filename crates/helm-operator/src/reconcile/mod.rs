@@ -203,9 +203,9 @@ async fn converge(
         return Err(Error::Values(values::ValuesError::Spec(e)));
     }
     let owner = owner_of(cr, host)?;
-    let vals = values::with_overrides(
+    let vals = values::set_overrides(
         values::from_spec(cr.data.get("spec"))?,
-        &host.entry.override_values,
+        &host.flavor.overrides,
     )?;
     let deployed = previous.deployed_release.clone();
     let at = deployed.as_ref().map(|d| d.revision).unwrap_or(1);

@@ -306,9 +306,9 @@ async fn fresh_hooks(
     owner: &ReleaseOwner,
     previous: &HelmStatus,
 ) -> Vec<Hook> {
-    let Ok(vals) = values::with_overrides(
+    let Ok(vals) = values::set_overrides(
         values::from_spec(cr.data.get("spec")).unwrap_or_default(),
-        &host.entry.override_values,
+        &host.flavor.overrides,
     ) else {
         return Vec::new();
     };
