@@ -269,18 +269,62 @@ pub fn controller_owner<K: Resource>(
 where
     K::DynamicType: Clone,
 {
+    controller_owner_scoped(meta, dyntype, true)
+}
+
+/// [`controller_owner`] for an owner kind that may be cluster-scoped (`owner_namespaced`
+/// false): a cluster-scoped owner is referred to without the child's namespace, as
+/// controller-runtime's `EnqueueRequestForOwner` does, or the request names no object.
+pub fn controller_owner_scoped<K: Resource>(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    dyntype: &K::DynamicType,
+    owner_namespaced: bool,
+) -> Option<ObjectRef<K>>
+where
+    K::DynamicType: Clone,
+{
     let owner = meta
         .owner_references
         .as_ref()?
         .iter()
         .find(|o| o.controller == Some(true))?;
-    (owner.kind == K::kind(dyntype) && owner.api_version == K::api_version(dyntype)).then(|| {
-        let r = ObjectRef::new_with(&owner.name, dyntype.clone());
-        match &meta.namespace {
-            Some(ns) => r.within(ns),
-            None => r,
-        }
+    is_kind_of::<K>(&owner.api_version, &owner.kind, dyntype).then(|| {
+        owner_ref(
+            &owner.name,
+            dyntype,
+            meta.namespace.as_deref(),
+            owner_namespaced,
+        )
     })
+}
+
+/// Whether an owner reference's `apiVersion`/`kind` names `K`'s kind: group and kind, any
+/// version (controller-runtime matches group and kind: an owner reference written under an
+/// earlier version of a CRD still names the same objects).
+pub(crate) fn is_kind_of<K: Resource>(
+    api_version: &str,
+    kind: &str,
+    dyntype: &K::DynamicType,
+) -> bool {
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    kind == K::kind(dyntype) && group == K::group(dyntype)
+}
+
+/// A reference to the owner `name` of a child in `child_namespace`.
+pub(crate) fn owner_ref<K: Resource>(
+    name: &str,
+    dyntype: &K::DynamicType,
+    child_namespace: Option<&str>,
+    owner_namespaced: bool,
+) -> ObjectRef<K>
+where
+    K::DynamicType: Clone,
+{
+    let r = ObjectRef::new_with(name, dyntype.clone());
+    match child_namespace {
+        Some(ns) if owner_namespaced => r.within(ns),
+        _ => r,
+    }
 }
 
 /// How long to wait before retrying a failed reconcile, by error category.
@@ -646,10 +690,29 @@ mod tests {
             &ar,
         );
         assert_eq!(r.map(|r| r.name), Some("owner".to_string()));
+        assert_eq!(
+            controller_owner::<DynamicObject>(
+                &owned("BookStore", "charts.example.com/v1", true),
+                &ar
+            )
+            .map(|r| r.name),
+            Some("owner".to_string()),
+            "another version of the same kind (a CRD that moved on)"
+        );
         assert!(controller_owner::<DynamicObject>(
-            &owned("BookStore", "charts.example.com/v1", true),
+            &owned("BookStore", "other.example.com/v1alpha1", true),
             &ar
         )
         .is_none());
+        // A cluster-scoped owner of a namespaced child: the request names no namespace.
+        let r = controller_owner_scoped::<DynamicObject>(
+            &owned("BookStore", "charts.example.com/v1alpha1", true),
+            &ar,
+            false,
+        );
+        assert_eq!(
+            r.map(|r| (r.name, r.namespace)),
+            Some(("owner".to_string(), None))
+        );
     }
 }

@@ -30,7 +30,7 @@ use tokio::task::AbortHandle;
 
 use crate::apply::Applier;
 use crate::cache::{ChildCache, MetaCache};
-use crate::controller::{controller_owner, Trigger};
+use crate::controller::{controller_owner_scoped, Trigger};
 
 pub const PRIMARY_RESOURCE_ANNOTATION: &str = "operator-sdk/primary-resource";
 pub const PRIMARY_RESOURCE_TYPE_ANNOTATION: &str = "operator-sdk/primary-resource-type";
@@ -113,21 +113,25 @@ where
 /// Every owner reference to a `P` on `meta`, controller or not: ansible-operator's owner
 /// references carry no `controller` field, and its dependent watches enqueue every owner of
 /// the primary kind.
-pub fn plain_owners<P: Resource>(meta: &ObjectMeta, dyntype: &P::DynamicType) -> Vec<ObjectRef<P>>
+pub fn plain_owners<P: Resource>(
+    meta: &ObjectMeta,
+    dyntype: &P::DynamicType,
+    owner_namespaced: bool,
+) -> Vec<ObjectRef<P>>
 where
     P::DynamicType: Clone,
 {
-    let (kind, api_version) = (P::kind(dyntype), P::api_version(dyntype));
     meta.owner_references
         .iter()
         .flatten()
-        .filter(|o| o.kind == kind && o.api_version == api_version)
+        .filter(|o| crate::controller::is_kind_of::<P>(&o.api_version, &o.kind, dyntype))
         .map(|o| {
-            let r = ObjectRef::new_with(&o.name, dyntype.clone());
-            match &meta.namespace {
-                Some(ns) => r.within(ns),
-                None => r,
-            }
+            crate::controller::owner_ref(
+                &o.name,
+                dyntype,
+                meta.namespace.as_deref(),
+                owner_namespaced,
+            )
         })
         .collect()
 }
@@ -225,6 +229,9 @@ struct Inner<P: Resource> {
     tasks: Mutex<Vec<AbortHandle>>,
     /// Whether a child seen for the first time triggers its owner.
     creates: Arc<AtomicBool>,
+    /// Whether the primary kind is namespaced (a cluster-scoped owner is found without the
+    /// child's namespace).
+    primary_namespaced: Arc<AtomicBool>,
 }
 
 impl<P: Resource> Drop for Inner<P> {
@@ -296,6 +303,7 @@ where
             caches: Default::default(),
             tasks: Default::default(),
             creates: Arc::new(AtomicBool::new(true)),
+            primary_namespaced: Arc::new(AtomicBool::new(true)),
         };
         (
             DynamicChildren {
@@ -337,6 +345,14 @@ where
     /// run when they appear, and a restart reconciles every primary object anyway.
     pub fn set_creates_trigger(&self, on: bool) {
         self.inner.creates.store(on, Ordering::Relaxed);
+    }
+
+    /// Tells the children that their primary kind is cluster-scoped (or namespaced, the
+    /// default): children then trigger the owner under its own key, not the child's namespace.
+    pub fn set_primary_namespaced(&self, namespaced: bool) {
+        self.inner
+            .primary_namespaced
+            .store(namespaced, Ordering::Relaxed);
     }
 
     /// The kinds watched so far.
@@ -414,6 +430,7 @@ where
         let tx = inner.tx.clone();
         let creates = inner.creates.clone();
         let primary = inner.primary.clone();
+        let primary_namespaced = inner.primary_namespaced.clone();
         let seen_cache = cache.clone();
         let task = tokio::spawn(async move {
             let mut seen: HashMap<String, u64> = HashMap::new();
@@ -447,11 +464,12 @@ where
                 if !moved {
                     continue;
                 }
-                let owners = match controller_owner::<P>(meta, &primary)
+                let namespaced = primary_namespaced.load(Ordering::Relaxed);
+                let owners = match controller_owner_scoped::<P>(meta, &primary, namespaced)
                     .or_else(|| annotated_primary::<P>(meta, &primary))
                 {
                     Some(r) => vec![r],
-                    None => plain_owners::<P>(meta, &primary),
+                    None => plain_owners::<P>(meta, &primary, namespaced),
                 };
                 for r in owners {
                     if tx.send(r).is_err() {
@@ -551,7 +569,7 @@ mod tests {
             ]),
             ..Default::default()
         };
-        let names: Vec<_> = plain_owners::<DynamicObject>(&meta, &ar())
+        let names: Vec<_> = plain_owners::<DynamicObject>(&meta, &ar(), true)
             .into_iter()
             .map(|r| (r.name, r.namespace))
             .collect();

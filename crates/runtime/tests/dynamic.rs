@@ -104,6 +104,60 @@ async fn apply_and_status_skip_no_op_writes_for_a_dynamic_kind() {
     );
 }
 
+/// A cluster-scoped owner (here a ClusterRole standing for a cluster-scoped custom resource)
+/// of a namespaced child: the child's change must name the owner without the child's
+/// namespace, or the request names no object and nothing is reconciled (review M2).
+#[tokio::test]
+async fn a_namespaced_child_triggers_its_cluster_scoped_owner() {
+    let (client, ns, discovery, _) = setup().await;
+    let role_gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole");
+    let resolved = discovery.resolve(&role_gvk).await.expect("served");
+    assert!(!resolved.namespaced);
+    let ar = resolved.resource;
+    let roles: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let mut role = DynamicObject::new(&format!("{ns}-boss"), &ar);
+    role.data = json!({"rules": []});
+    let owner = roles
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("owner");
+    let (children, mut trigger) = DynamicChildren::<DynamicObject>::new(
+        client.clone(),
+        discovery.clone(),
+        Some(&ns),
+        "app.kubernetes.io/managed-by=bosun-dyn-cluster",
+        ar.clone(),
+    );
+    children.set_primary_namespaced(false);
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "child", "namespace": ns,
+                     "labels": {"app.kubernetes.io/managed-by": "bosun-dyn-cluster"},
+                     "ownerReferences": [{"apiVersion": "rbac.authorization.k8s.io/v1",
+                                          "kind": "ClusterRole", "name": owner.name_any(),
+                                          "uid": owner.uid().expect("uid")}]},
+        "data": {"k": "v"}
+    }))
+    .expect("configmap");
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("child");
+    children.cache(&configmap_gvk()).await.expect("cache");
+    let got = tokio::time::timeout(Duration::from_secs(20), trigger.next())
+        .await
+        .expect("a trigger")
+        .expect("stream open");
+    assert_eq!(
+        (got.name.as_str(), got.namespace.as_deref()),
+        (owner.name_any().as_str(), None),
+        "the owner is named as the cluster-scoped object it is"
+    );
+    roles
+        .delete(&owner.name_any(), &Default::default())
+        .await
+        .expect("cleanup");
+}
+
 #[tokio::test]
 async fn dynamic_children_are_cached_and_trigger_their_owner() {
     let (client, ns, discovery, ar) = setup().await;

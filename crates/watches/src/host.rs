@@ -295,6 +295,7 @@ fn wire<F: Flavor>(
         flavor.repairs_drift().then(|| applier.clone()),
     );
     children.set_creates_trigger(flavor.child_creates_trigger());
+    children.set_primary_namespaced(resolved.namespaced);
     let host = Arc::new(Host {
         flavor: flavor.clone(),
         entry: entry.clone(),
