@@ -390,3 +390,112 @@ async fn a_random_override_is_one_value_not_an_upgrade_per_reconcile() {
     );
     op.stop().await;
 }
+
+/// The names a failed revision added: a namespaced ConfigMap and a cluster-scoped ClusterRole.
+async fn added_objects_exist(env: &Env, release: &str) -> (bool, bool) {
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(env.admin.clone());
+    (
+        cms.get_opt(&format!("{release}-extra"))
+            .await
+            .expect("get")
+            .is_some(),
+        roles
+            .get_opt(&format!("{}-{release}-extra", env.ns))
+            .await
+            .expect("get")
+            .is_some(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_upgrade_then_a_revert_leaves_nothing_behind() {
+    captured();
+    let env = env("helm-fail-up").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let lc = resource("test.bosun.dev", "v1", "Lifecycle");
+    create(&env, &lc, "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: up\nspec:\n  extra:\n    enabled: false\n").await;
+    wait_for(&env, &lc, "up", 120, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+    })
+    .await;
+    assert_eq!(added_objects_exist(&env, "up").await, (false, false));
+    // Revision 2 adds a ConfigMap and a ClusterRole, and its post-upgrade hook fails.
+    let a = api(&env, &lc);
+    a.patch(
+        "up",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"extra": {"enabled": true, "clusterRole": true}, "failPostHook": true}})),
+    )
+    .await
+    .expect("upgrade");
+    wait_for(&env, &lc, "up", 120, "the upgrade failed", |o| {
+        has(o, "ReleaseFailed", "True", Some("UpgradeError"))
+    })
+    .await;
+    // The user reverts the spec.
+    a.patch(
+        "up",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"extra": {"enabled": false, "clusterRole": false}, "failPostHook": false}})),
+    )
+    .await
+    .expect("revert");
+    wait_for(&env, &lc, "up", 120, "deployed again", |o| {
+        has(o, "Deployed", "True", None) && condition(o, "ReleaseFailed").is_none()
+    })
+    .await;
+    let left = eventually(30, || async {
+        (added_objects_exist(&env, "up").await == (false, false)).then_some(())
+    })
+    .await;
+    assert!(
+        left.is_some(),
+        "objects of the failed revision left behind (ConfigMap, ClusterRole): {:?}",
+        added_objects_exist(&env, "up").await
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_install_then_a_fix_leaves_nothing_behind() {
+    captured();
+    let env = env("helm-fail-in").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let lc = resource("test.bosun.dev", "v1", "Lifecycle");
+    create(&env, &lc, "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: inst\nspec:\n  extra:\n    enabled: true\n    clusterRole: true\n  failPostHook: true\n").await;
+    wait_for(&env, &lc, "inst", 120, "the install failed", |o| {
+        has(o, "ReleaseFailed", "True", Some("InstallError"))
+    })
+    .await;
+    // The fix no longer renders the extra objects.
+    api(&env, &lc)
+        .patch(
+            "inst",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"extra": {"enabled": false, "clusterRole": false}, "failPostHook": false}})),
+        )
+        .await
+        .expect("fix");
+    wait_for(&env, &lc, "inst", 120, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+            && condition(o, "ReleaseFailed").is_none()
+    })
+    .await;
+    let left = eventually(30, || async {
+        (added_objects_exist(&env, "inst").await == (false, false)).then_some(())
+    })
+    .await;
+    assert!(
+        left.is_some(),
+        "objects of the failed install left behind: {:?}",
+        added_objects_exist(&env, "inst").await
+    );
+    op.stop().await;
+}

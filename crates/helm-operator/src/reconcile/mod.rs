@@ -1,7 +1,8 @@
 //! One custom resource's release, reconciled:
 //!
-//! 1. **uninstall** when it is being deleted (pre-delete hooks, the release's objects but
-//!    those kept by policy, post-delete hooks, the records), then release the finalizer;
+//! 1. **uninstall** when it is being deleted ([`uninstall`]: the stored release's pre-delete
+//!    hooks, its objects but those kept by policy, its post-delete hooks, the records), then
+//!    release the finalizer;
 //! 2. keep the **finalizer** (`helm.sdk.operatorframework.io/uninstall-release`) from the
 //!    first reconcile on, so nothing is orphaned by a delete during an install;
 //! 3. build the **values** (spec + the watch's overrides) and **render** the chart (parsed
@@ -12,8 +13,9 @@
 //! 5. otherwise **install or upgrade**: a new revision recorded once its outcome is known
 //!    (deployed or failed), CRDs of `crds/` created first, pre hooks, every object applied in Helm's
 //!    order, objects the release no longer renders pruned (never those with
-//!    `helm.sh/resource-policy: keep`), post hooks. A failure leaves the objects applied so
-//!    far and the last good ones in place — no rollback, no recreation — and says so;
+//!    `helm.sh/resource-policy: keep`), post hooks. A failure removes what the attempt
+//!    added to the last deployed revision (helm-operator uninstalls a failed install and
+//!    rolls a failed upgrade back), leaves the rest in place, and says so;
 //! 6. compute **Ready** from the rendered workloads' status and write the **status** once,
 //!    only if it changed.
 use std::collections::{BTreeMap, BTreeSet};
@@ -628,6 +630,9 @@ async fn install_or_upgrade(
     // reconcile simply installs or upgrades again over its own objects).
     let mut rec = new_record(host, owner, vals, plan, deployed, upgrade);
     let result = run_release(host, owner, plan, old, upgrade, &mut rec).await;
+    if result.is_err() {
+        remove_added(host, owner, plan, old).await;
+    }
     let Some(s) = store else { return result };
     match &result {
         Ok(_) => {
@@ -739,6 +744,37 @@ async fn run_release(
     prune(host, owner, plan, old).await?;
     runner.run(&plan.hooks, post, &mut rec.hooks).await?;
     Ok(written)
+}
+
+/// After a failed install or upgrade, deletes what the attempt added to the last deployed
+/// revision (all of it for an install) — what helm-operator's uninstall of a failed install
+/// and rollback of a failed upgrade remove — so no object of a failed revision is left that
+/// no record tracks (a revert to the deployed spec only syncs; a retry recreates them). The
+/// objects both revisions render keep the attempt's values until the next success; objects
+/// kept by policy or owned by someone else stay. Failures here are logged: the attempt's own
+/// error is the one reported.
+async fn remove_added(host: &Ctx, owner: &ReleaseOwner, plan: &Plan, old: &[Old]) {
+    let before: BTreeSet<_> = old.iter().map(Old::key).collect();
+    for it in plan
+        .items
+        .iter()
+        .filter(|i| !i.desired.keep && !before.contains(&key_of(&i.desired)))
+    {
+        let d = &it.desired;
+        let api = api_of(host, &it.resolved, d.namespace());
+        let removed = match api.get_metadata_opt(d.name()).await {
+            Ok(Some(live))
+                if objects::ownership_conflict(&live.metadata, owner, d.name()).is_none() =>
+            {
+                delete_object(&api, d.name()).await
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.into()),
+        };
+        if let Err(e) = removed {
+            tracing::warn!(release = %owner.release, object = %d.describe(), error = %e, "could not remove an object of the failed revision");
+        }
+    }
 }
 
 /// Deletes the objects of the previous revision the new one no longer renders (never those
