@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bosun_ansible_operator::AnsibleOptions;
+use bosun_ansible_operator::{AnsibleOptions, EngineFlag};
 use bosun_helm_operator::{HelmOptions, Storage};
 use bosun_runtime::manager::Operator;
 use bosun_watches::WatchesFile;
@@ -54,6 +54,8 @@ pub struct Sources<'a> {
     pub watches: Option<&'a Path>,
     /// `--release-storage` for chart entries.
     pub release_storage: Storage,
+    /// `--ansible-engine` for role and playbook entries.
+    pub ansible_engine: EngineFlag,
 }
 
 /// The default coded operators when none are named and no watches file is given.
@@ -72,14 +74,18 @@ pub fn operators(src: &Sources) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
         )?,
     };
     if let Some(path) = src.watches {
-        ops.extend(watched(path, src.release_storage)?);
+        ops.extend(watched(path, src.release_storage, src.ansible_engine)?);
     }
     unique_crds(&ops)?;
     Ok(ops)
 }
 
 /// The operators of a watches file; its warnings are printed.
-pub fn watched(path: &Path, storage: Storage) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
+pub fn watched(
+    path: &Path,
+    storage: Storage,
+    ansible_engine: EngineFlag,
+) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
     let file = WatchesFile::load(path)?;
     for w in &file.warnings {
         eprintln!("bosun: warning: {}", w.0);
@@ -94,6 +100,7 @@ pub fn watched(path: &Path, storage: Storage) -> anyhow::Result<Vec<Arc<dyn Oper
     }
     let ansible = AnsibleOptions {
         watches_dir: path.parent().map(Path::to_path_buf),
+        engine: ansible_engine,
         ..Default::default()
     };
     for op in bosun_ansible_operator::operators(&file.entries, &ansible)? {
@@ -229,5 +236,32 @@ mod tests {
             ["bookstore.charts.example.com"]
         );
         assert!(!ops[0].crds().is_empty() && !ops[0].rbac().namespaced.is_empty());
+    }
+
+    #[test]
+    fn the_ansible_engine_flag_reaches_each_entry() {
+        let dir = tempfile::tempdir().expect("dir");
+        let tasks = dir.path().join("roles/shelly/tasks");
+        std::fs::create_dir_all(&tasks).expect("mkdir");
+        std::fs::write(tasks.join("main.yml"), "- command: echo hi\n").expect("role");
+        let w = dir.path().join("watches.yaml");
+        std::fs::write(
+            &w,
+            "- {group: test.bosun.dev, version: v1, kind: Shell, role: shelly}\n",
+        )
+        .expect("watches");
+        let err = operators(&Sources {
+            watches: Some(&w),
+            ansible_engine: EngineFlag::Native,
+            ..Default::default()
+        })
+        .err()
+        .expect("native refuses `command`")
+        .to_string();
+        assert!(
+            err.contains("shelly/tasks/main.yml:1:") && err.contains("'command'"),
+            "{err}"
+        );
+        assert!(!err.contains("real Ansible"), "{err}");
     }
 }

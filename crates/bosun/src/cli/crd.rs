@@ -105,8 +105,12 @@ mod tests {
         let mut missing = Vec::new();
         let seed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../examples/helm-bookstore/watches.yaml");
-        let chart_ops =
-            registry::watched(&seed, bosun_helm_operator::Storage::Secrets).expect("seed chart");
+        let chart_ops = registry::watched(
+            &seed,
+            bosun_helm_operator::Storage::Secrets,
+            Default::default(),
+        )
+        .expect("seed chart");
         for op in registry::coded().into_iter().chain(chart_ops) {
             for crd in op.crds() {
                 for v in &crd.spec.versions {

@@ -386,6 +386,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         operators: args.operators.as_deref(),
         watches: args.watches.as_deref(),
         release_storage: args.release_storage,
+        ..Default::default()
     })?;
     let names: Vec<&str> = ops.iter().map(|o| o.name()).collect();
     say(format!("installing the CRDs of {}", names.join(", ")));

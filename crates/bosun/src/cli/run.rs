@@ -34,6 +34,11 @@ pub struct RunArgs {
     /// Helm CLI reads) or `none` (an inventory in the custom resource's status).
     #[arg(long, default_value = "secret")]
     pub release_storage: bosun_helm_operator::Storage,
+    /// Which engine runs role and playbook entries: `auto` (bosun's native engine where it
+    /// supports the role, real Ansible — `ansible-runner` from BOSUN_ANSIBLE_RUNNER or PATH —
+    /// where it does not), `native` (refuse what it does not support), `ansible`.
+    #[arg(long, default_value = "auto", env = "BOSUN_ANSIBLE_ENGINE")]
+    pub ansible_engine: bosun_ansible_operator::EngineFlag,
     /// Elect a leader through a Lease so only one replica reconciles.
     #[arg(long, default_value_t = false)]
     pub leader_elect: bool,
@@ -134,6 +139,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         operators: args.operators.as_deref(),
         watches: args.watches.as_deref(),
         release_storage: args.release_storage,
+        ansible_engine: args.ansible_engine,
     })?;
     let config = ManagerConfig {
         scope: Scope::from_list(&namespaces),

@@ -72,6 +72,7 @@ impl ManifestArgs {
             operators: self.operators.as_deref(),
             watches: self.watches.as_deref(),
             release_storage: self.release_storage,
+            ..Default::default()
         })
     }
 

@@ -1,0 +1,270 @@
+//! Real Ansible as the fallback: the engine each entry runs on (chosen at load, forced by
+//! the flag, refused with the install hint when real Ansible is missing), and a role only
+//! real Ansible runs (`command`), run by the operator on the real API server through
+//! ansible-runner and bosun's loopback proxy: the ConfigMap it creates carries the owner
+//! reference, the CR gets `Successful`, a failing task reports `Failure` with its message
+//! and a Warning Event, and deletion goes through the finalizer.
+//!
+//! Needs `scripts/setup-ansible.sh` (the venv with ansible-runner).
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bosun_ansible_operator::{AnsibleFlavor, AnsibleOptions, LoadError};
+use bosun_ansible_runner::{EngineFlag, Installation};
+use bosun_runtime::manager::Operator;
+use bosun_watches::{WatchOperator, WatchesFile};
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::ResourceExt;
+use serde_json::json;
+use std::sync::Arc;
+use support::*;
+
+fn venv() -> PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("scripts/setup-ansible.sh"))
+        .output()
+        .expect("run scripts/setup-ansible.sh");
+    assert!(
+        out.status.success(),
+        "scripts/setup-ansible.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn real_ansible() -> Installation {
+    Installation {
+        runner: venv().join("bin/ansible-runner"),
+    }
+}
+
+fn load(
+    w: &Path,
+    engine: EngineFlag,
+    ansible: Option<Installation>,
+) -> Result<Vec<WatchOperator<AnsibleFlavor>>, LoadError> {
+    let file = WatchesFile::load(w).expect("watches file");
+    let mut opts = AnsibleOptions {
+        watches_dir: w.parent().map(Path::to_path_buf),
+        engine,
+        ansible,
+        ..Default::default()
+    };
+    opts.load.roles_path.extend(roles_path());
+    bosun_ansible_operator::operators(&file.entries, &opts)
+}
+
+const ENTRY: &str = "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: real_only, vars: {from_watch: yes-it-is}, finalizer: {name: test.bosun.dev/cleanup, vars: {state: absent}}}\n";
+
+#[test]
+fn each_entry_gets_the_engine_it_needs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(dir.path(), ENTRY);
+    // auto: the native engine refuses `command`, real Ansible runs the entry.
+    let ops = load(&w, EngineFlag::Auto, Some(real_ansible())).expect("loads");
+    let fb = ops[0]
+        .flavor()
+        .fallback
+        .as_ref()
+        .expect("runs under real Ansible");
+    assert!(fb.why.contains("real_only/tasks/main.yml:4:"), "{}", fb.why);
+    assert!(fb.why.contains("'command'"), "{}", fb.why);
+    // Without real Ansible: refused at load with the construct and the install hint.
+    let e = load(&w, EngineFlag::Auto, None)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("Widget.test.bosun.dev/v1alpha1"), "{e}");
+    assert!(e.contains("real_only/tasks/main.yml:4:"), "{e}");
+    assert!(e.contains(bosun_ansible_runner::INSTALL_HINT), "{e}");
+    // native: refused, naming the construct, even with real Ansible installed.
+    let e = load(&w, EngineFlag::Native, Some(real_ansible()))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("real_only/tasks/main.yml:4:") && e.contains("'command'"),
+        "{e}"
+    );
+    assert!(!e.contains("pip install"), "{e}");
+    // A role the native engine runs: native under auto, real Ansible when forced.
+    let seed = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: recorder}\n",
+    );
+    let ops = load(&seed, EngineFlag::Auto, None).expect("loads natively");
+    assert!(ops[0].flavor().fallback.is_none());
+    let ops = load(&seed, EngineFlag::Ansible, Some(real_ansible())).expect("loads");
+    let fb = ops[0].flavor().fallback.as_ref().expect("forced");
+    assert!(fb.why.contains("--ansible-engine=ansible"), "{}", fb.why);
+    // Its RBAC still comes from the role's text.
+    assert_eq!(ops[0].flavor().rbac_gaps().count(), 0);
+    let e = load(&seed, EngineFlag::Ansible, None)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains(bosun_ansible_runner::INSTALL_HINT), "{e}");
+    // A missing role is refused whatever the engine.
+    let missing = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: nowhere}\n",
+    );
+    for engine in [EngineFlag::Auto, EngineFlag::Ansible] {
+        let e = load(&missing, engine, Some(real_ansible()))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("'nowhere' was not found"), "{engine}: {e}");
+    }
+}
+
+/// The fallback's RBAC is the entry's own kind only (the role's text is not read): the
+/// test grants the ConfigMaps the role manages, as a user would with an extra Role.
+async fn grant_config_maps(env: &Env) {
+    let name = format!("bosun-fallback-test-{}", env.ns);
+    let pp = PatchParams::apply("bosun-test").force();
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                   "verbs": ["get", "list", "watch", "create", "patch", "delete"]}]
+    }))
+    .expect("role");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(env.admin.clone())
+        .patch(&name, &pp, &Patch::Apply(&role))
+        .await
+        .expect("role");
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "User", "name": USER, "apiGroup": "rbac.authorization.k8s.io"}]
+    }))
+    .expect("binding");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(env.admin.clone())
+        .patch(&name, &pp, &Patch::Apply(&binding))
+        .await
+        .expect("binding");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_only_real_ansible_runs_converges_with_owner_references() {
+    let env = env("ao-fallback").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(dir.path(), ENTRY);
+    let ops: Vec<Arc<dyn Operator>> = load(&w, EngineFlag::Auto, Some(real_ansible()))
+        .expect("loads")
+        .into_iter()
+        .map(|o| Arc::new(o) as Arc<dyn Operator>)
+        .collect();
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    grant_config_maps(&env).await;
+    let op = start(&env, ops, USER).await;
+
+    let t0 = Instant::now();
+    let alpha = widget(&env, "alpha", json!({"size": 3, "someValue": "snake"})).await;
+    let done = wait_for(&env, &widgets(), "alpha", 180, "Successful", |o| {
+        has(o, "Successful", "True", Some("Successful"))
+    })
+    .await;
+    eprintln!(
+        "fallback: first reconcile of alpha converged {} ms after its creation",
+        t0.elapsed().as_millis()
+    );
+    // What the role made, through the proxy: the owner reference injected on create.
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
+    let cm = cms.get("alpha-cm").await.expect("the role's ConfigMap");
+    let refs = cm.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(refs.len(), 1, "{refs:?}");
+    assert_eq!(
+        (
+            refs[0].kind.as_str(),
+            refs[0].name.as_str(),
+            Some(refs[0].uid.as_str())
+        ),
+        ("Widget", "alpha", alpha.uid().as_deref())
+    );
+    assert_eq!(refs[0].api_version, "test.bosun.dev/v1alpha1");
+    // ansible-operator's extra vars: a command's output, the CR, a snake-cased spec key and
+    // the watch's vars.
+    let data = cm.data.clone().unwrap_or_default();
+    assert_eq!(data.get("computed").map(String::as_str), Some("size-3"));
+    assert_eq!(data.get("kind").map(String::as_str), Some("Widget"));
+    assert_eq!(data.get("snake").map(String::as_str), Some("snake"));
+    assert_eq!(
+        data.get("from_watch").map(String::as_str),
+        Some("yes-it-is")
+    );
+    // k8s_status through the proxy, kept by the operator's own status write.
+    assert_eq!(done.data["status"]["phase"], "Ready");
+    let running = condition(&done, "Running").expect("Running");
+    assert_eq!(running["reason"], "Successful");
+    assert_eq!(running["ansibleResult"]["failures"], 0);
+    assert!(
+        running["ansibleResult"]["ok"].as_u64().unwrap_or(0) >= 3,
+        "{running}"
+    );
+    assert!(has(&done, "Failure", "False", None));
+    assert!(done
+        .finalizers()
+        .contains(&"test.bosun.dev/cleanup".to_string()));
+
+    // A failing task: Failure with its message, and a Warning Event.
+    widget(&env, "beta", json!({"size": 1, "failWith": "boom"})).await;
+    let failed = wait_for(&env, &widgets(), "beta", 180, "Failure", |o| {
+        has(o, "Failure", "True", Some("Failed"))
+    })
+    .await;
+    assert_eq!(
+        condition(&failed, "Failure").expect("Failure")["message"],
+        "asked to fail: boom"
+    );
+    assert!(has(&failed, "Successful", "False", None));
+    let events: Api<Event> = Api::namespaced(env.admin.clone(), &env.ns);
+    let warned = eventually(60, || {
+        let events = events.clone();
+        async move {
+            let l = events.list(&ListParams::default()).await.ok()?;
+            l.items.into_iter().find(|e| {
+                e.involved_object.name.as_deref() == Some("beta")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.message.as_deref() == Some("asked to fail: boom")
+            })
+        }
+    })
+    .await;
+    assert!(warned.is_some(), "a Warning Event for the failed run");
+
+    // Deletion runs the finalizer (the role with state: absent) before the CR goes.
+    api(&env, &widgets())
+        .delete("alpha", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let gone = eventually(180, || {
+        let a = api(&env, &widgets());
+        async move {
+            a.get_opt("alpha")
+                .await
+                .ok()
+                .filter(|o| o.is_none())
+                .map(|_| ())
+        }
+    })
+    .await;
+    assert!(gone.is_some(), "alpha was not released by its finalizer");
+    let cm_gone = eventually(60, || {
+        let cms = cms.clone();
+        async move {
+            cms.get_opt("alpha-cm")
+                .await
+                .ok()
+                .filter(|o| o.is_none())
+                .map(|_| ())
+        }
+    })
+    .await;
+    assert!(cm_gone.is_some(), "alpha-cm still exists");
+    op.stop().await;
+}
