@@ -268,3 +268,126 @@ async fn a_role_only_real_ansible_runs_converges_with_owner_references() {
     assert!(cm_gone.is_some(), "alpha-cm still exists");
     op.stop().await;
 }
+
+/// What must be equal between engines: the object without server-set fields and times.
+fn comparable(v: &serde_json::Value) -> serde_json::Value {
+    let mut v = v.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        for k in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "managedFields",
+            "namespace",
+        ] {
+            m.remove(k);
+        }
+        if let Some(refs) = m.get_mut("ownerReferences").and_then(|r| r.as_array_mut()) {
+            for r in refs {
+                if let Some(r) = r.as_object_mut() {
+                    r.remove("uid");
+                }
+            }
+        }
+    }
+    if let Some(s) = v.get_mut("spec").and_then(|s| s.as_object_mut()) {
+        for k in ["clusterIP", "clusterIPs"] {
+            s.remove(k);
+        }
+    }
+    if let Some(conds) = v
+        .pointer_mut("/status/conditions")
+        .and_then(|c| c.as_array_mut())
+    {
+        for c in conds {
+            if let Some(c) = c.as_object_mut() {
+                c.remove("lastTransitionTime");
+                if let Some(r) = c.get_mut("ansibleResult").and_then(|r| r.as_object_mut()) {
+                    r.remove("completion");
+                }
+            }
+        }
+    }
+    v
+}
+
+async fn children(env: &Env, ns: &str, app: &str) -> Vec<serde_json::Value> {
+    let lp = ListParams::default().labels(&format!("app={app}"));
+    let mut out = Vec::new();
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), ns);
+    for c in cms.list(&lp).await.expect("config maps").items {
+        out.push(comparable(&serde_json::to_value(c).expect("json")));
+    }
+    let svcs: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(env.admin.clone(), ns);
+    for s in svcs.list(&lp).await.expect("services").items {
+        out.push(comparable(&serde_json::to_value(s).expect("json")));
+    }
+    out.sort_by_key(|v| {
+        v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    });
+    out
+}
+
+/// The same role (inside the native subset: include_tasks, loops, block/rescue, k8s_info,
+/// lookup('template'), k8s_status, requeue_after) run by the native engine in one namespace
+/// and forced onto real Ansible in another: the same children, status and conditions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_engines_give_the_same_objects_status_and_conditions() {
+    let native_env = env("ao-diff-native").await;
+    let ansible_ns = bosun_testenv::test_namespace(&native_env.admin, "ao-diff-ansible")
+        .await
+        .expect("namespace");
+    let ansible_env = Env {
+        cp: native_env.cp,
+        admin: native_env.admin.clone(),
+        ns: ansible_ns.clone(),
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: features, vars: {service_enabled: true}}\n",
+    );
+    let as_ops = |ops: Vec<WatchOperator<AnsibleFlavor>>| -> Vec<Arc<dyn Operator>> {
+        ops.into_iter()
+            .map(|o| Arc::new(o) as Arc<dyn Operator>)
+            .collect()
+    };
+    let native = as_ops(load(&w, EngineFlag::Native, None).expect("native"));
+    let ansible = as_ops(load(&w, EngineFlag::Ansible, Some(real_ansible())).expect("ansible"));
+    install_crds(&native_env.admin, &native).await;
+    grant(&native_env, &native, USER).await;
+    let op_native = start(&native_env, native, USER).await;
+    let op_ansible = start(&ansible_env, ansible, USER).await;
+    let spec = json!({"size": 3, "servicePort": 80, "tier": "backend", "greeting": "hi there",
+                      "settings": {"logLevel": "debug", "cache": "skip", "workers": 4},
+                      "extraKeys": ["gamma"]});
+    widget(&native_env, "shop", spec.clone()).await;
+    widget(&ansible_env, "shop", spec).await;
+    let n = wait_successful(&native_env, "shop").await;
+    let a = wait_for(&ansible_env, &widgets(), "shop", 180, "Successful", |o| {
+        has(o, "Successful", "True", Some("Successful"))
+    })
+    .await;
+    let running = condition(&a, "Running").expect("Running");
+    assert!(
+        running["ansibleResult"]["ok"].as_u64().unwrap_or(0) > 10,
+        "{running}"
+    );
+    assert_eq!(a.data["status"]["phase"], "Ready");
+    assert_eq!(
+        comparable(&n.data)["status"],
+        comparable(&a.data)["status"],
+        "status: native (left) and real Ansible (right)"
+    );
+    let (cn, ca) = (
+        children(&native_env, &native_env.ns, "shop-app").await,
+        children(&ansible_env, &ansible_ns, "shop-app").await,
+    );
+    assert!(cn.len() >= 4, "{cn:#?}");
+    assert_eq!(cn, ca, "children: native (left) and real Ansible (right)");
+    op_native.stop().await;
+    op_ansible.stop().await;
+}
