@@ -223,9 +223,8 @@ impl AnsibleFlavor {
             installed,
         ) {
             (Ok(Engine::Ansible { why: reason }), Some(install)) => {
-                let why = why(reason);
-                tracing::info!(entry = %entry.describe(), engine = "ansible", reason = %why, "real Ansible runs this entry");
-                let fallback = Self::fallback(entry, &lo, install, why)?;
+                let fallback = Self::fallback(entry, &lo, install, why(reason))?;
+                tracing::info!(entry = %entry.describe(), engine = "ansible", reason = %fallback.why, "real Ansible runs this entry");
                 let n = native.unwrap_or_else(|| placeholder(entry, &fallback));
                 Self::assemble(entry, n, Some(Arc::new(fallback)))
             }
@@ -271,13 +270,18 @@ impl AnsibleFlavor {
             Some(r) => Some(target(r)?),
             None => None,
         };
-        Ok(Fallback::new(
+        let fallback = Fallback::new(
             install.clone(),
             main,
             finalizer,
             why,
             lo.collections_paths.clone(),
-        ))
+        );
+        fallback.check().map_err(|what| LoadError::Target {
+            entry: entry.describe(),
+            what,
+        })?;
+        Ok(fallback)
     }
 
     fn load_native(entry: &Entry, lo: &LoadOptions) -> Result<Native, LoadError> {

@@ -237,6 +237,43 @@ async fn a_role_only_real_ansible_runs_converges_with_owner_references() {
     .await;
     assert!(warned.is_some(), "a Warning Event for the failed run");
 
+    // A restart over the converged CR: it runs again (real Ansible cannot tell it needs
+    // not), and neither the CR's status nor its ConfigMap is written.
+    op.stop().await;
+    let (cr_before, cm_before) = (
+        api(&env, &widgets()).get("alpha").await.expect("alpha"),
+        cms.get("alpha-cm").await.expect("alpha-cm"),
+    );
+    let ops: Vec<Arc<dyn Operator>> = load(&w, EngineFlag::Auto, Some(real_ansible()))
+        .expect("loads")
+        .into_iter()
+        .map(|o| Arc::new(o) as Arc<dyn Operator>)
+        .collect();
+    let op = start(&env, ops, USER).await;
+    let reconciled = eventually(180, || async {
+        (op.reconciles("success") >= 1.0).then_some(())
+    })
+    .await;
+    assert!(reconciled.is_some(), "the restarted operator ran alpha");
+    let (cr_after, cm_after) = (
+        api(&env, &widgets()).get("alpha").await.expect("alpha"),
+        cms.get("alpha-cm").await.expect("alpha-cm"),
+    );
+    assert_eq!(
+        cr_before.resource_version(),
+        cr_after.resource_version(),
+        "the restart wrote alpha"
+    );
+    assert_eq!(
+        cm_before.resource_version(),
+        cm_after.resource_version(),
+        "the restart wrote alpha-cm"
+    );
+    eprintln!(
+        "fallback: restart sent {} write requests (kubernetes.core PATCHes unchanged objects), none changed an object",
+        op.writes.get()
+    );
+
     // Deletion runs the finalizer (the role with state: absent) before the CR goes.
     api(&env, &widgets())
         .delete("alpha", &DeleteParams::default())
@@ -390,4 +427,99 @@ async fn both_engines_give_the_same_objects_status_and_conditions() {
     assert_eq!(cn, ca, "children: native (left) and real Ansible (right)");
     op_native.stop().await;
     op_ansible.stop().await;
+}
+
+/// `requeue_after` runs the CR again; `maxRunnerArtifacts` bounds the runs kept on disk;
+/// `manageStatus: false` leaves the status to the role; no credentials or spec stay on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requeue_retention_and_unmanaged_status() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = env("ao-fallback-rq").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: real_requeue, manageStatus: false, maxRunnerArtifacts: 2, watchDependentResources: false}\n",
+    );
+    let loaded = load(&w, EngineFlag::Auto, Some(real_ansible())).expect("loads");
+    let fb = loaded[0].flavor().fallback.clone().expect("real Ansible");
+    let entry = loaded[0].entry().clone();
+    let ops: Vec<Arc<dyn Operator>> = loaded
+        .into_iter()
+        .map(|o| Arc::new(o) as Arc<dyn Operator>)
+        .collect();
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    grant_config_maps(&env).await;
+    let op = start(&env, ops, USER).await;
+    widget(&env, "tick", json!({})).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
+    // Three runs, without any change to the CR or a watch on its children: each writes a
+    // new stamp.
+    let mut seen: Vec<String> = Vec::new();
+    for _ in 0..3 {
+        let prev = seen.last().cloned();
+        let stamp = eventually(120, || {
+            let cms = cms.clone();
+            let prev = prev.clone();
+            async move {
+                let cm = cms.get_opt("tick-stamp").await.ok()??;
+                let s = cm.data?.get("stamp")?.clone();
+                (Some(&s) != prev.as_ref()).then_some(s)
+            }
+        })
+        .await
+        .expect("the role ran again after requeue_after");
+        seen.push(stamp);
+    }
+    let tick = api(&env, &widgets()).get("tick").await.expect("tick");
+    assert_eq!(tick.data["status"]["phase"], "Ready", "{}", tick.data);
+    assert!(
+        tick.data["status"].get("conditions").is_none(),
+        "manageStatus: false writes no conditions: {}",
+        tick.data["status"]
+    );
+    op.stop().await;
+    let run_dir = fb.run_dir(&entry, Some(&env.ns), "tick");
+    let runs = std::fs::read_dir(run_dir.join("artifacts"))
+        .expect("artifacts")
+        .count();
+    assert!(
+        (1..=2).contains(&runs),
+        "{runs} runs kept, maxRunnerArtifacts is 2"
+    );
+    for gone in ["kubeconfig", "env/extravars"] {
+        assert!(!run_dir.join(gone).exists(), "{gone} left on disk");
+    }
+    let mode = std::fs::metadata(&run_dir)
+        .expect("dir")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
+}
+
+/// Real Ansible checks a fallback role at load: a module of a collection that is not
+/// installed is refused there, naming the file and the fix.
+#[test]
+fn a_missing_collection_is_refused_at_load() {
+    let dir = tempfile::tempdir().expect("dir");
+    let tasks = dir.path().join("roles/uses_missing/tasks");
+    std::fs::create_dir_all(&tasks).expect("mkdir");
+    std::fs::write(
+        tasks.join("main.yml"),
+        "---\n- name: a module nobody installed\n  notinstalled.anywhere.frobnicate: {level: 3}\n",
+    )
+    .expect("role");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: uses_missing}\n",
+    );
+    let e = load(&w, EngineFlag::Auto, Some(real_ansible()))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("Widget.test.bosun.dev/v1alpha1"), "{e}");
+    assert!(e.contains("notinstalled.anywhere.frobnicate"), "{e}");
+    assert!(e.contains("uses_missing/tasks/main.yml"), "{e}");
+    assert!(e.contains("ansible-galaxy collection install"), "{e}");
 }

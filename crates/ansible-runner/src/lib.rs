@@ -13,10 +13,12 @@
 //!   so both engines write the same conditions;
 //! * [`reconcile`]: the reconcile of a fallback entry, as ansible-operator's (finalizer,
 //!   run, dependent watches, status, Events, requeue);
+//! * [`preflight`]: the load-time check of the role by real Ansible (`--syntax-check`);
 //! * [`collection`]: bosun's stand-in `operator_sdk.util` for the runs.
 pub mod collection;
 pub mod engine;
 pub mod events;
+pub mod preflight;
 pub mod proxy;
 pub mod reconcile;
 pub mod run;
@@ -81,6 +83,21 @@ impl Fallback {
             deadline: DEFAULT_DEADLINE,
             started: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// Checks with real Ansible that the runs can load the role or playbook and the
+    /// finalizer's ([`preflight`]).
+    pub fn check(&self) -> Result<(), String> {
+        let ours = collection::install(&self.base)
+            .map_err(|e| format!("writing the stand-in operator_sdk.util: {e}"))?;
+        let mut paths = self.collections_paths.clone();
+        paths.push(ours);
+        let scratch = self.base.join("preflight");
+        for t in std::iter::once(&self.main).chain(&self.finalizer) {
+            preflight::check(&self.install, t, &paths, &scratch)
+                .map_err(|e| format!("{}: {e}", t.describe()))?;
+        }
+        Ok(())
     }
 
     /// The proxy and the collections paths, set up by the first run.
