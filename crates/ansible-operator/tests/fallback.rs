@@ -523,3 +523,86 @@ fn a_missing_collection_is_refused_at_load() {
     assert!(e.contains("uses_missing/tasks/main.yml"), "{e}");
     assert!(e.contains("ansible-galaxy collection install"), "{e}");
 }
+
+/// A role in the shape of operator-sdk's memcached-molecule sample (file, stat,
+/// osdk_metric, a k8s_info probe of an unserved API, a loop of k8s, block/rescue with
+/// k8s_event) plus `template` to a file: it converges under real Ansible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_molecule_shaped_role_converges_under_real_ansible() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = env("ao-fallback-mol").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let work = tempfile::tempdir().expect("work dir");
+    let w = watches(
+        dir.path(),
+        &format!(
+            "- {{group: test.bosun.dev, version: v1alpha1, kind: Widget, role: molecule_shape, vars: {{work_dir: {}}}}}\n",
+            work.path().display()
+        ),
+    );
+    let loaded = load(&w, EngineFlag::Auto, Some(real_ansible())).expect("loads");
+    let fb = loaded[0].flavor().fallback.as_ref().expect("real Ansible");
+    assert!(
+        fb.why.contains("molecule_shape/tasks/main.yml:"),
+        "{}",
+        fb.why
+    );
+    let ops: Vec<Arc<dyn Operator>> = loaded
+        .into_iter()
+        .map(|o| Arc::new(o) as Arc<dyn Operator>)
+        .collect();
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    grant_config_maps(&env).await;
+    let name = format!("bosun-fallback-events-{}", env.ns);
+    let pp = PatchParams::apply("bosun-test").force();
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["get", "create", "patch"]}]
+    }))
+    .expect("role");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(env.admin.clone())
+        .patch(&name, &pp, &Patch::Apply(&role))
+        .await
+        .expect("role");
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "User", "name": USER, "apiGroup": "rbac.authorization.k8s.io"}]
+    }))
+    .expect("binding");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(env.admin.clone())
+        .patch(&name, &pp, &Patch::Apply(&binding))
+        .await
+        .expect("binding");
+    let op = start(&env, ops, USER).await;
+    let mol = widget(&env, "mol", json!({"size": 2})).await;
+    let done = wait_for(&env, &widgets(), "mol", 180, "Successful", |o| {
+        has(o, "Successful", "True", Some("Successful"))
+    })
+    .await;
+    let running = condition(&done, "Running").expect("Running");
+    assert_eq!(running["ansibleResult"]["failures"], 0, "{running}");
+    // The template, on the operator's filesystem.
+    let conf = work.path().join("mol/settings.conf");
+    let text = std::fs::read_to_string(&conf).expect("templated file");
+    assert_eq!(text, "# mol\nsize=2\nworker0=on\nworker1=on\n");
+    let mode = std::fs::metadata(&conf).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // The loop's ConfigMaps, owned by the CR; the probe saw no API.
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
+    for i in 0..2 {
+        let cm = cms.get(&format!("mol-{i}")).await.expect("config map");
+        let refs = cm.metadata.owner_references.unwrap_or_default();
+        assert_eq!(refs.first().map(|r| r.uid.clone()), mol.uid(), "mol-{i}");
+        let data = cm.data.unwrap_or_default();
+        assert_eq!(data.get("api_found").map(String::as_str), Some("False"));
+        assert_eq!(data.get("index"), Some(&i.to_string()));
+    }
+    // k8s_event in the rescue section, through the proxy (owner reference injected).
+    let events: Api<Event> = Api::namespaced(env.admin.clone(), &env.ns);
+    let ev = events.get("mol-rescued").await.expect("the role's Event");
+    assert_eq!(ev.reason.as_deref(), Some("Rescued"));
+    assert_eq!(ev.involved_object.name.as_deref(), Some("mol"));
+    op.stop().await;
+}

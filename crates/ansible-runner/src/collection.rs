@@ -1,5 +1,6 @@
 //! bosun's stand-in `operator_sdk.util` collection (`k8s_status`, `requeue_after`,
-//! `k8s_event`), written out for the runs: Galaxy is often unreachable, and roles made with
+//! `k8s_event`, and `osdk_metric`, which accepts its arguments but exports nothing yet),
+//! written out for the runs: Galaxy is often unreachable, and roles made with
 //! operator-sdk's scaffold call these modules. It goes last on the runs'
 //! `ANSIBLE_COLLECTIONS_PATH`, so a real `operator_sdk.util` installed by the user wins.
 use std::path::{Path, PathBuf};
@@ -25,6 +26,12 @@ const FILES: &[(&str, &str)] = &[
         "plugins/modules/requeue_after.py",
         include_str!(
             "../collection/ansible_collections/operator_sdk/util/plugins/modules/requeue_after.py"
+        ),
+    ),
+    (
+        "plugins/modules/osdk_metric.py",
+        include_str!(
+            "../collection/ansible_collections/operator_sdk/util/plugins/modules/osdk_metric.py"
         ),
     ),
     (

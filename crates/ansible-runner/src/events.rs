@@ -5,7 +5,8 @@
 //!
 //! * `playbook_on_stats` → the recap for `localhost` (`ansibleResult`) and the end time;
 //! * `runner_on_failed` (not `ignore_errors`) and `runner_on_unreachable` → a failure with
-//!   `res.msg` (`unknown playbook failure` when absent); a failure a `rescue` section caught
+//!   `res.msg` (Ansible's censored notice for a `no_log` task, `unknown playbook failure`
+//!   when absent); a failure a `rescue` section caught
 //!   is not one (Ansible counts it in `rescued`, not `failures`);
 //! * `runner_on_ok` of `requeue_after` → `res.period`; 0 or less means no requeue;
 //! * no `playbook_on_stats` at all (a syntax error, a crash) is a failure of its own.
@@ -104,8 +105,10 @@ pub fn outcome(events: &[JobEvent], no_recap: impl FnOnce() -> String) -> Outcom
                 }
                 o.failures.push(FailedTask {
                     name: e.task().to_string(),
+                    // A `no_log` task's result is censored by Ansible: its notice stands in.
                     msg: e.data["res"]["msg"]
                         .as_str()
+                        .or_else(|| e.data["res"]["censored"].as_str())
                         .unwrap_or("unknown playbook failure")
                         .to_string(),
                     location: e.task_path().to_string(),
@@ -219,6 +222,23 @@ mod tests {
             || unreachable!(),
         );
         assert_eq!(o.failure_messages(), ["unknown playbook failure"]);
+    }
+
+    #[test]
+    fn a_no_log_failure_reports_the_censored_notice() {
+        let notice = "the output has been hidden due to the fact that 'no_log: true' was specified for this result";
+        let o = outcome(
+            &[
+                ev(
+                    1,
+                    "runner_on_failed",
+                    json!({"res": {"censored": notice, "changed": false}}),
+                ),
+                stats(0, 0, 1, 0),
+            ],
+            || unreachable!(),
+        );
+        assert_eq!(o.failure_messages(), [notice]);
     }
 
     #[test]
