@@ -237,6 +237,34 @@ async fn a_role_only_real_ansible_runs_converges_with_owner_references() {
     .await;
     assert!(warned.is_some(), "a Warning Event for the failed run");
 
+    // The run's ConfigMap is watched (its kind was recorded by the proxy): deleted, it is
+    // made again.
+    let before = cm.uid();
+    let runs = op.reconciles("success");
+    cms.delete("alpha-cm", &DeleteParams::default())
+        .await
+        .expect("delete alpha-cm");
+    let repaired = eventually(120, || {
+        let cms = cms.clone();
+        let before = before.clone();
+        async move {
+            let cm = cms.get_opt("alpha-cm").await.ok()??;
+            (cm.uid() != before).then_some(cm)
+        }
+    })
+    .await
+    .expect("alpha-cm made again");
+    assert_eq!(
+        repaired.metadata.owner_references.unwrap_or_default().len(),
+        1
+    );
+    // The repairing run is over before the operator stops.
+    let finished = eventually(180, || async {
+        (op.reconciles("success") > runs).then_some(())
+    })
+    .await;
+    assert!(finished.is_some(), "the repairing run did not finish");
+
     // A restart over the converged CR: it runs again (real Ansible cannot tell it needs
     // not), and neither the CR's status nor its ConfigMap is written.
     op.stop().await;
@@ -452,25 +480,9 @@ async fn requeue_retention_and_unmanaged_status() {
     grant_config_maps(&env).await;
     let op = start(&env, ops, USER).await;
     widget(&env, "tick", json!({})).await;
-    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
     // Three runs, without any change to the CR or a watch on its children: each writes a
     // new stamp.
-    let mut seen: Vec<String> = Vec::new();
-    for _ in 0..3 {
-        let prev = seen.last().cloned();
-        let stamp = eventually(120, || {
-            let cms = cms.clone();
-            let prev = prev.clone();
-            async move {
-                let cm = cms.get_opt("tick-stamp").await.ok()??;
-                let s = cm.data?.get("stamp")?.clone();
-                (Some(&s) != prev.as_ref()).then_some(s)
-            }
-        })
-        .await
-        .expect("the role ran again after requeue_after");
-        seen.push(stamp);
-    }
+    three_runs(&env, "tick").await;
     let tick = api(&env, &widgets()).get("tick").await.expect("tick");
     assert_eq!(tick.data["status"]["phase"], "Ready", "{}", tick.data);
     assert!(
@@ -604,5 +616,52 @@ async fn a_molecule_shaped_role_converges_under_real_ansible() {
     let ev = events.get("mol-rescued").await.expect("the role's Event");
     assert_eq!(ev.reason.as_deref(), Some("Rescued"));
     assert_eq!(ev.involved_object.name.as_deref(), Some("mol"));
+    op.stop().await;
+}
+
+/// Waits for three runs of `real_requeue` on `name` (each writes a new stamp).
+async fn three_runs(env: &Env, name: &str) {
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
+    let cm = format!("{name}-stamp");
+    let mut seen: Option<String> = None;
+    for run in 1..=3 {
+        let prev = seen.clone();
+        let stamp = eventually(120, || {
+            let cms = cms.clone();
+            let prev = prev.clone();
+            let cm = cm.clone();
+            async move {
+                let got = cms.get_opt(&cm).await.ok()??;
+                let s = got.data?.get("stamp")?.clone();
+                (Some(&s) != prev.as_ref()).then_some(s)
+            }
+        })
+        .await;
+        assert!(stamp.is_some(), "run {run} of {name} did not happen");
+        seen = stamp;
+    }
+}
+
+/// `reconcilePeriod` runs the CR again when the role asks for no requeue (`requeue_after`
+/// of 0s means none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconcile_period_runs_the_role_again() {
+    let env = env("ao-fallback-period").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: real_requeue, reconcilePeriod: 1s, watchDependentResources: false, vars: {requeue_time: 0s}}\n",
+    );
+    let ops: Vec<Arc<dyn Operator>> = load(&w, EngineFlag::Auto, Some(real_ansible()))
+        .expect("loads")
+        .into_iter()
+        .map(|o| Arc::new(o) as Arc<dyn Operator>)
+        .collect();
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    grant_config_maps(&env).await;
+    let op = start(&env, ops, USER).await;
+    widget(&env, "period", json!({})).await;
+    three_runs(&env, "period").await;
     op.stop().await;
 }
