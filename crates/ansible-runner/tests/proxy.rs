@@ -2,6 +2,7 @@
 //! run lasts; a create through it gets the owner reference; what the run wrote is recorded.
 use bosun_ansible::Owner;
 use bosun_ansible_runner::proxy::Proxy;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use kube::{Client, Config};
@@ -84,6 +85,38 @@ async fn a_run_token_opens_the_proxy_only_while_the_run_lasts() {
         "{:?}",
         scope.touched()
     );
+
+    // Watches stream through (kubernetes.core's `wait` and `k8s_info` with `wait` use them).
+    let rv = made.metadata.resource_version.clone().unwrap_or_default();
+    let mut stream = api
+        .watch(
+            &kube::api::WatchParams::default().fields("metadata.name=child"),
+            &rv,
+        )
+        .await
+        .expect("watch through the proxy")
+        .boxed();
+    api.patch(
+        "child",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"data": {"a": "c"}})),
+    )
+    .await
+    .expect("patch through the proxy");
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(ev) = stream.next().await {
+            if let Ok(kube::api::WatchEvent::Modified(cm)) = ev {
+                return cm.data.and_then(|d| d.get("a").cloned());
+            }
+        }
+        None
+    })
+    .await
+    .expect("the watch delivered the change in time");
+    assert_eq!(seen.as_deref(), Some("c"));
+    // A patch is not a create: nothing is injected, and the owner reference stays one.
+    let after = api.get("child").await.expect("child");
+    assert_eq!(after.metadata.owner_references.unwrap_or_default().len(), 1);
 
     // The run is over: its token no longer works.
     drop(scope);
