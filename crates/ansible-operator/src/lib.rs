@@ -420,10 +420,7 @@ fn placeholder(entry: &Entry, fallback: &Fallback) -> Native {
     let mut scan = Scan::default();
     scan.gaps.insert(Gap {
         location: fallback.main.describe(),
-        what: format!(
-            "runs under real Ansible ({}): the kinds it touches are not read from its text",
-            fallback.why
-        ),
+        what: "runs under real Ansible: the kinds it touches are not read from its text".into(),
     });
     let finalizer = entry.ansible.finalizer.as_ref().map(|f| FinalizerRun {
         name: f.name.clone(),
