@@ -35,7 +35,16 @@
 //!   and adding one would change every object a role creates. See [`AnsibleFlavor`].
 //! * Roles are also looked for in the watches file's directory (after `ANSIBLE_ROLES_PATH`),
 //!   so `bosun run --watches path/to/watches.yaml` works from any directory.
-//! * `maxRunnerArtifacts` is accepted and has no effect (there is no runner directory).
+//! * `maxRunnerArtifacts` is accepted and has no effect on natively run entries (there is no
+//!   runner directory).
+//!
+//! # Real Ansible as the fallback
+//!
+//! An entry whose role or playbook the native engine refuses (a construct outside its
+//! subset) runs under real Ansible instead ([`bosun_ansible_runner`]), chosen per entry at
+//! load by [`AnsibleOptions::engine`] (`--ansible-engine=auto|native|ansible`); the log says
+//! which engine runs each entry and why. Without real Ansible installed such an entry fails
+//! to load with the install hint.
 pub mod bench;
 pub mod crd;
 pub mod error;
@@ -49,12 +58,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bosun_ansible::{LoadOptions, Role};
+use bosun_ansible_runner::{Engine, Fallback, Installation, Refusal};
 use bosun_runtime::rbac::Rbac;
 use bosun_watches::{Entry, Flavor, Host, Next, Runner, WatchOperator};
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::DynamicObject;
 
+pub use bosun_ansible_runner::EngineFlag;
 pub use error::Error;
 pub use scan::{Gap, Scan};
 
@@ -67,6 +78,11 @@ pub struct AnsibleOptions {
     /// The watches file's directory: roles are also found in `<dir>/roles/` (after
     /// `ANSIBLE_ROLES_PATH`; operator-sdk's images run from that directory).
     pub watches_dir: Option<PathBuf>,
+    /// Which engine runs each entry (`--ansible-engine`).
+    pub engine: EngineFlag,
+    /// Real Ansible, when installed ([`Installation::find`]: `BOSUN_ANSIBLE_RUNNER`, else
+    /// `ansible-runner` on `PATH`).
+    pub ansible: Option<Installation>,
 }
 
 impl Default for AnsibleOptions {
@@ -74,6 +90,8 @@ impl Default for AnsibleOptions {
         AnsibleOptions {
             load: LoadOptions::from_env(),
             watches_dir: None,
+            engine: EngineFlag::Auto,
+            ansible: Installation::find(),
         }
     }
 }
@@ -110,6 +128,8 @@ pub struct AnsibleFlavor {
     watch_annotations: bool,
     crd: CustomResourceDefinition,
     rbac: Rbac,
+    /// Set when the entry runs under real Ansible (then `role` is an empty stand-in).
+    pub fallback: Option<Arc<Fallback>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +149,16 @@ pub enum LoadError {
     },
     #[error("{entry}: not a role or playbook entry (it runs {runner})")]
     NotAnsible { entry: String, runner: String },
+    /// The entry needs real Ansible (`why`), which is not installed.
+    #[error("{entry}: needs real Ansible ({why}); {hint}")]
+    NeedsAnsible {
+        entry: String,
+        why: String,
+        hint: &'static str,
+    },
+    /// The role or playbook for real Ansible was not found.
+    #[error("{entry}: {what}")]
+    Target { entry: String, what: String },
 }
 
 fn describe(r: &Runner) -> String {
@@ -162,14 +192,100 @@ fn load_one(
     })
 }
 
+/// The role, finalizer and scan of a natively loaded entry.
+type Native = (Arc<Role>, Option<FinalizerRun>, Scan);
+
 impl AnsibleFlavor {
-    /// Loads the entry's role or playbook and its finalizer's (once: every run reuses them)
-    /// and derives the CRD and RBAC.
+    /// Loads the entry's role or playbook and its finalizer's (once: every run reuses them),
+    /// picks the engine that runs them, and derives the CRD and RBAC.
     pub fn load(entry: &Entry, opts: &AnsibleOptions) -> Result<AnsibleFlavor, LoadError> {
         let mut lo = opts.load.clone();
         if let Some(dir) = &opts.watches_dir {
             lo.roles_path.push(dir.clone());
         }
+        let (native, refused) = match Self::load_native(entry, &lo) {
+            Ok(n) => (Some(n), None),
+            Err(e @ LoadError::Role { .. }) => (None, Some(e)),
+            Err(e) => return Err(e),
+        };
+        let (source, what) = match &refused {
+            Some(LoadError::Role { source, what, .. }) => (Some(source), what.as_str()),
+            _ => (None, ""),
+        };
+        // "finalizer role x: the native engine does not support <file:line:col>: ..."
+        let why = |why: String| match what {
+            "" => why,
+            w => format!("{w}: {why}"),
+        };
+        let installed = opts.ansible.as_ref();
+        match (
+            bosun_ansible_runner::choose(opts.engine, source, installed.is_some()),
+            installed,
+        ) {
+            (Ok(Engine::Ansible { why: reason }), Some(install)) => {
+                let fallback = Self::fallback(entry, &lo, install, why(reason))?;
+                tracing::info!(entry = %entry.describe(), engine = "ansible", reason = %fallback.why, "real Ansible runs this entry");
+                let n = native.unwrap_or_else(|| placeholder(entry, &fallback));
+                Self::assemble(entry, n, Some(Arc::new(fallback)))
+            }
+            (Err(Refusal::NotInstalled { why: reason }), _) => Err(LoadError::NeedsAnsible {
+                entry: entry.describe(),
+                why: why(reason),
+                hint: bosun_ansible_runner::INSTALL_HINT,
+            }),
+            // Native, or refused with the native loader's error.
+            _ => match (native, refused) {
+                (Some(n), _) => {
+                    tracing::info!(entry = %entry.describe(), engine = "native", "the native engine runs this entry");
+                    Self::assemble(entry, n, None)
+                }
+                (None, Some(e)) => Err(e),
+                (None, None) => Err(LoadError::Target {
+                    entry: entry.describe(),
+                    what: "no engine can run it".into(),
+                }),
+            },
+        }
+    }
+
+    fn fallback(
+        entry: &Entry,
+        lo: &LoadOptions,
+        install: &Installation,
+        why: String,
+    ) -> Result<Fallback, LoadError> {
+        let target = |r: &Runner| {
+            bosun_ansible_runner::target::resolve(r, lo).map_err(|what| LoadError::Target {
+                entry: entry.describe(),
+                what,
+            })
+        };
+        let main = target(&entry.runner)?;
+        let finalizer = match entry
+            .ansible
+            .finalizer
+            .as_ref()
+            .and_then(|f| f.runner.as_ref())
+        {
+            Some(r) => Some(target(r)?),
+            None => None,
+        };
+        let fallback = Fallback::new(
+            install.clone(),
+            main,
+            finalizer,
+            why,
+            lo.collections_paths.clone(),
+        );
+        fallback.check().map_err(|what| LoadError::Target {
+            entry: entry.describe(),
+            what,
+        })?;
+        Ok(fallback)
+    }
+
+    fn load_native(entry: &Entry, lo: &LoadOptions) -> Result<Native, LoadError> {
+        let lo = lo.clone();
         let role = Arc::new(load_one(entry, &entry.runner, &lo, "")?);
         let mut scan = Scan::of(&role, &entry.gvk.kind);
         let finalizer = match &entry.ansible.finalizer {
@@ -189,6 +305,15 @@ impl AnsibleFlavor {
                 })
             }
         };
+        Ok((role, finalizer, scan))
+    }
+
+    fn assemble(
+        entry: &Entry,
+        native: Native,
+        fallback: Option<Arc<Fallback>>,
+    ) -> Result<AnsibleFlavor, LoadError> {
+        let (role, finalizer, scan) = native;
         for gap in &scan.gaps {
             tracing::warn!(
                 entry = %entry.describe(),
@@ -210,6 +335,7 @@ impl AnsibleFlavor {
             watch_annotations: entry.ansible.watch_annotations_changes,
             crd,
             rbac,
+            fallback,
         })
     }
 
@@ -233,6 +359,9 @@ impl Flavor for AnsibleFlavor {
     type Error = Error;
     const PERIOD_ANNOTATION: &'static str = reconcile::PERIOD_ANNOTATION;
     const MANAGER: &'static str = "bosun-ansible";
+    /// ansible-operator's `--reconcile-period` default.
+    const DEFAULT_PERIOD: Option<std::time::Duration> =
+        Some(std::time::Duration::from_secs(10 * 3600));
 
     fn crd(&self) -> CustomResourceDefinition {
         self.crd.clone()
@@ -262,8 +391,46 @@ impl Flavor for AnsibleFlavor {
         obj: Arc<DynamicObject>,
         host: Arc<Host<Self>>,
     ) -> BoxFuture<'static, Result<Next, Error>> {
+        if let Some(fb) = host.flavor.fallback.clone() {
+            return Box::pin(async move {
+                bosun_ansible_runner::reconcile::reconcile(obj, host, fb)
+                    .await
+                    .map_err(fallback_error)
+            });
+        }
         Box::pin(reconcile::reconcile(obj, host))
     }
+}
+
+/// A fallback reconcile's error as this flavour's (same categories).
+fn fallback_error(e: bosun_ansible_runner::Error) -> Error {
+    use bosun_ansible_runner::Error as F;
+    match e {
+        F::Run(m) | F::Setup(m) => Error::Run(m),
+        F::Annotation(m) => Error::Annotation(m),
+        F::Kube(e) => Error::Kube(e),
+    }
+}
+
+/// What stands for the native role of an entry the native engine cannot load: nothing to
+/// run natively, and a scan that says the RBAC could not be read from the role.
+fn placeholder(entry: &Entry, fallback: &Fallback) -> Native {
+    let role = Role {
+        plays: Vec::new(),
+        path: PathBuf::from(fallback.main.describe()),
+        templar: bosun_ansible::template::Templar::new(),
+    };
+    let mut scan = Scan::default();
+    scan.gaps.insert(Gap {
+        location: fallback.main.describe(),
+        what: "runs under real Ansible: the kinds it touches are not read from its text".into(),
+    });
+    let finalizer = entry.ansible.finalizer.as_ref().map(|f| FinalizerRun {
+        name: f.name.clone(),
+        role: None,
+        vars: f.vars.clone(),
+    });
+    (Arc::new(role), finalizer, scan)
 }
 
 /// Loads every role and playbook entry of a watches file (chart entries are skipped).

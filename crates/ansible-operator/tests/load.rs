@@ -15,6 +15,8 @@ fn load(dir: &Path, text: &str) -> Result<Vec<WatchOperator<AnsibleFlavor>>, Str
     let file = WatchesFile::load(&w).map_err(|e| e.to_string())?;
     let mut opts = AnsibleOptions {
         watches_dir: Some(dir.to_path_buf()),
+        // Refusals are asserted: no real Ansible fallback even where one is installed.
+        ansible: None,
         ..Default::default()
     };
     opts.load.roles_path.extend(roles_path());

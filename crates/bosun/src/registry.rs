@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bosun_ansible_operator::AnsibleOptions;
+use bosun_ansible_operator::{AnsibleOptions, EngineFlag};
 use bosun_helm_operator::{HelmOptions, Storage};
 use bosun_runtime::manager::Operator;
 use bosun_watches::WatchesFile;
@@ -58,6 +58,8 @@ pub struct Sources<'a> {
     pub suppress_override_values: bool,
     /// `--reconcile-period`: the period of entries that set none.
     pub reconcile_period: Option<std::time::Duration>,
+    /// `--ansible-engine` for role and playbook entries.
+    pub ansible_engine: EngineFlag,
 }
 
 /// The default coded operators when none are named and no watches file is given.
@@ -108,6 +110,7 @@ pub fn watched(path: &Path, src: &Sources) -> anyhow::Result<Vec<Arc<dyn Operato
     }
     let ansible = AnsibleOptions {
         watches_dir: path.parent().map(Path::to_path_buf),
+        engine: src.ansible_engine,
         ..Default::default()
     };
     for op in bosun_ansible_operator::operators(&file.entries, &ansible)? {
@@ -243,5 +246,32 @@ mod tests {
             ["bookstore.charts.example.com"]
         );
         assert!(!ops[0].crds().is_empty() && !ops[0].rbac().namespaced.is_empty());
+    }
+
+    #[test]
+    fn the_ansible_engine_flag_reaches_each_entry() {
+        let dir = tempfile::tempdir().expect("dir");
+        let tasks = dir.path().join("roles/shelly/tasks");
+        std::fs::create_dir_all(&tasks).expect("mkdir");
+        std::fs::write(tasks.join("main.yml"), "- command: echo hi\n").expect("role");
+        let w = dir.path().join("watches.yaml");
+        std::fs::write(
+            &w,
+            "- {group: test.bosun.dev, version: v1, kind: Shell, role: shelly}\n",
+        )
+        .expect("watches");
+        let err = operators(&Sources {
+            watches: Some(&w),
+            ansible_engine: EngineFlag::Native,
+            ..Default::default()
+        })
+        .err()
+        .expect("native refuses `command`")
+        .to_string();
+        assert!(
+            err.contains("shelly/tasks/main.yml:1:") && err.contains("'command'"),
+            "{err}"
+        );
+        assert!(!err.contains("real Ansible"), "{err}");
     }
 }

@@ -42,6 +42,11 @@ pub struct RunArgs {
     /// defaults, 1m for charts and 10h for roles, apply when it is not given).
     #[arg(long, value_parser = parse_period)]
     pub reconcile_period: Option<Duration>,
+    /// Which engine runs role and playbook entries: `auto` (bosun's native engine where it
+    /// supports the role, real Ansible — `ansible-runner` from BOSUN_ANSIBLE_RUNNER or PATH —
+    /// where it does not), `native` (refuse what it does not support), `ansible`.
+    #[arg(long, default_value = "auto", env = "BOSUN_ANSIBLE_ENGINE")]
+    pub ansible_engine: bosun_ansible_operator::EngineFlag,
     /// Elect a leader through a Lease so only one replica reconciles.
     #[arg(long, default_value_t = false)]
     pub leader_elect: bool,
@@ -175,6 +180,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         release_storage: args.release_storage,
         suppress_override_values: args.suppress_override_values,
         reconcile_period: args.reconcile_period,
+        ansible_engine: args.ansible_engine,
     })?;
     let config = ManagerConfig {
         scope: Scope::from_list(&namespaces),

@@ -1,0 +1,415 @@
+//! The loopback proxy between a run and the API server, as ansible-operator's: the role's
+//! kubeconfig points at it, it forwards every request with the operator's own client (its
+//! credentials, its TLS), and it injects the owner into what the role creates.
+//!
+//! * Bound to 127.0.0.1 on a port the kernel picks; one proxy per entry, shared by its runs.
+//! * **Scoped to a run**: each run gets a random bearer token, registered for the run's
+//!   duration only ([`Proxy::register`], revoked when the [`RunScope`] drops). A request
+//!   without a live token is refused (401) — another local process cannot borrow the
+//!   operator's credentials, and a leftover kubeconfig is worthless.
+//! * **Owner injection on create** (POST to a collection, not a subresource): an owner
+//!   reference when the owner is cluster-scoped or in the object's namespace, else the
+//!   `operator-sdk/primary-resource` annotations ([`bosun_ansible::Owner::inject`]).
+//!   Reviews (`authentication.k8s.io`, `authorization.k8s.io`) are left alone. PATCH and PUT
+//!   pass through untouched, as in ansible-operator.
+//! * Records the `(apiVersion, kind)` of every object a run creates or changes, for the
+//!   dependent watches.
+//! * Unlike ansible-operator's, GETs are not served from an informer cache: they go to the
+//!   API server (no per-kind informer kept in memory for what roles read).
+use std::collections::{BTreeSet, HashMap};
+use std::io::Read;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+use bosun_ansible::Owner;
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
+use serde_json::{json, Value};
+
+/// The largest request body forwarded (the API server's own limit is 3 MiB per object).
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+type Touched = BTreeSet<(String, String)>;
+
+#[derive(Default)]
+struct Scope {
+    owner: Option<Owner>,
+    touched: Touched,
+}
+
+type Runs = Arc<Mutex<HashMap<String, Scope>>>;
+
+#[derive(Clone)]
+struct Shared {
+    client: kube::Client,
+    runs: Runs,
+}
+
+/// A running proxy.
+pub struct Proxy {
+    addr: SocketAddr,
+    runs: Runs,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A run's registration: its token, valid until this is dropped.
+pub struct RunScope {
+    token: String,
+    runs: Runs,
+}
+
+impl RunScope {
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// `(apiVersion, kind)` of what the run created or changed so far.
+    pub fn touched(&self) -> Touched {
+        lock(&self.runs)
+            .get(&self.token)
+            .map(|s| s.touched.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for RunScope {
+    fn drop(&mut self) {
+        lock(&self.runs).remove(&self.token);
+    }
+}
+
+fn lock(runs: &Runs) -> std::sync::MutexGuard<'_, HashMap<String, Scope>> {
+    runs.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// 32 random bytes from the kernel, hex.
+pub fn random_token() -> std::io::Result<String> {
+    let mut b = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(hex::encode(b))
+}
+
+impl Proxy {
+    /// Starts a proxy forwarding with `client`.
+    pub async fn start(client: kube::Client) -> std::io::Result<Proxy> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let runs: Runs = Arc::default();
+        let app = axum::Router::new().fallback(handle).with_state(Shared {
+            client,
+            runs: runs.clone(),
+        });
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "the Ansible runs' API proxy stopped");
+            }
+        });
+        Ok(Proxy { addr, runs, task })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Registers a run reconciling `owner` (None: nothing is injected).
+    pub fn register(&self, owner: Option<Owner>) -> std::io::Result<RunScope> {
+        let token = random_token()?;
+        lock(&self.runs).insert(
+            token.clone(),
+            Scope {
+                owner,
+                touched: Touched::new(),
+            },
+        );
+        Ok(RunScope {
+            token,
+            runs: self.runs.clone(),
+        })
+    }
+}
+
+fn status(code: StatusCode, reason: &str, message: &str) -> Response {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                      "message": message, "reason": reason, "code": code.as_u16()});
+    Response::builder()
+        .status(code)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+/// Where a POST creates an object: `(group, namespace)` when the path is a collection of a
+/// (namespaced or cluster-scoped) resource, None for objects and subresources.
+pub fn create_target(path: &str) -> Option<(String, Option<String>)> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match segs.as_slice() {
+        ["api", _v, rest @ ..] => ("", rest),
+        ["apis", g, _v, rest @ ..] => (*g, rest),
+        _ => return None,
+    };
+    match rest {
+        [_resource] => Some((group.to_string(), None)),
+        ["namespaces", ns, _resource] => Some((group.to_string(), Some(ns.to_string()))),
+        _ => None,
+    }
+}
+
+/// Whether a path names an object or collection (not a subresource) — its writes count as
+/// touching the body's kind.
+fn is_object_path(path: &str) -> bool {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segs.as_slice() {
+        ["api", _v, rest @ ..] => rest,
+        ["apis", _g, _v, rest @ ..] => rest,
+        _ => return false,
+    };
+    match rest {
+        ["namespaces", _ns, rest @ ..] if !rest.is_empty() => rest.len() <= 2,
+        rest => rest.len() <= 2,
+    }
+}
+
+/// Injects the owner into a create body (see the module doc); the body unchanged when it
+/// is not a JSON object.
+pub fn inject(owner: &Owner, group: &str, namespace: Option<&str>, body: &[u8]) -> Option<Vec<u8>> {
+    if group == "authentication.k8s.io" || group == "authorization.k8s.io" {
+        return None;
+    }
+    let mut obj: Value = serde_json::from_slice(body).ok()?;
+    let meta = obj
+        .as_object_mut()?
+        .entry("metadata")
+        .or_insert_with(|| json!({}));
+    if let (Some(ns), Some(m)) = (namespace, meta.as_object_mut()) {
+        m.entry("namespace").or_insert_with(|| json!(ns));
+    }
+    owner.inject(&mut obj, namespace.is_some());
+    serde_json::to_vec(&obj).ok()
+}
+
+/// Hop-by-hop and per-connection headers that are not forwarded.
+const DROP: &[&str] = &[
+    "host",
+    "authorization",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "accept-encoding",
+    "keep-alive",
+    "upgrade",
+    "proxy-authorization",
+];
+
+async fn handle(State(s): State<Shared>, req: Request<Body>) -> Response {
+    let Some(token) = bearer(req.headers()).map(String::from) else {
+        return status(StatusCode::UNAUTHORIZED, "Unauthorized", "no run token");
+    };
+    let owner = match lock(&s.runs).get(&token) {
+        Some(scope) => scope.owner.clone(),
+        None => {
+            return status(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                "unknown or expired run token",
+            )
+        }
+    };
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| path.clone());
+    let mut body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b.to_vec(),
+        Err(e) => {
+            return status(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                &e.to_string(),
+            )
+        }
+    };
+    let writes = matches!(parts.method, Method::POST | Method::PUT | Method::PATCH);
+    if parts.method == Method::POST {
+        if let (Some((group, ns)), Some(owner)) = (create_target(&path), &owner) {
+            if let Some(b) = inject(owner, &group, ns.as_deref(), &body) {
+                body = b;
+            }
+        }
+    }
+    if writes && is_object_path(&path) {
+        if let Ok(v) = serde_json::from_slice::<Value>(&body) {
+            if let (Some(av), Some(k)) = (v["apiVersion"].as_str(), v["kind"].as_str()) {
+                if let Some(scope) = lock(&s.runs).get_mut(&token) {
+                    scope.touched.insert((av.to_string(), k.to_string()));
+                }
+            }
+        }
+    }
+    let mut out = Request::builder().method(parts.method).uri(pq);
+    for (k, v) in &parts.headers {
+        if !DROP.contains(&k.as_str()) {
+            out = out.header(k, v);
+        }
+    }
+    let out = match out.body(kube::client::Body::from(body)) {
+        Ok(r) => r,
+        Err(e) => return status(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string()),
+    };
+    match s.client.send(out).await {
+        Ok(resp) => {
+            let (p, b) = resp.into_parts();
+            let mut r = Response::new(Body::new(b));
+            *r.status_mut() = p.status;
+            for (k, v) in &p.headers {
+                if !DROP.contains(&k.as_str()) {
+                    r.headers_mut().append(k, v.clone());
+                }
+            }
+            r.headers_mut()
+                .insert("x-bosun-proxy", HeaderValue::from_static("1"));
+            r
+        }
+        Err(e) => status(
+            StatusCode::BAD_GATEWAY,
+            "ServiceUnavailable",
+            &e.to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(ns: Option<&str>) -> Owner {
+        Owner::from_object(&json!({"apiVersion": "test.bosun.dev/v1", "kind": "Widget",
+            "metadata": {"name": "w", "namespace": ns, "uid": "u-1"}}))
+        .expect("owner")
+    }
+
+    #[test]
+    fn creates_are_recognised_by_path() {
+        assert_eq!(
+            create_target("/api/v1/namespaces/a/configmaps"),
+            Some(("".into(), Some("a".into())))
+        );
+        assert_eq!(
+            create_target("/apis/apps/v1/namespaces/a/deployments"),
+            Some(("apps".into(), Some("a".into())))
+        );
+        assert_eq!(create_target("/api/v1/namespaces"), Some(("".into(), None)));
+        assert_eq!(
+            create_target("/apis/rbac.authorization.k8s.io/v1/clusterroles"),
+            Some(("rbac.authorization.k8s.io".into(), None))
+        );
+        // Objects and subresources are not creates on a collection.
+        assert_eq!(create_target("/api/v1/namespaces/a"), None);
+        assert_eq!(create_target("/api/v1/namespaces/a/pods/p/eviction"), None);
+        assert_eq!(
+            create_target("/apis/x/v1/namespaces/a/widgets/w/status"),
+            None
+        );
+        assert_eq!(create_target("/version"), None);
+    }
+
+    #[test]
+    fn owner_references_in_the_owners_namespace_annotations_elsewhere() {
+        let o = owner(Some("a"));
+        let same = inject(
+            &o,
+            "",
+            Some("a"),
+            br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#,
+        )
+        .expect("injected");
+        let v: Value = serde_json::from_slice(&same).expect("json");
+        assert_eq!(
+            v["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "test.bosun.dev/v1", "kind": "Widget", "name": "w", "uid": "u-1"}])
+        );
+        assert_eq!(v["metadata"]["namespace"], "a");
+        let other = inject(
+            &o,
+            "",
+            Some("b"),
+            br#"{"kind":"ConfigMap","metadata":{"name":"c"}}"#,
+        )
+        .expect("injected");
+        let v: Value = serde_json::from_slice(&other).expect("json");
+        assert!(v["metadata"].get("ownerReferences").is_none());
+        assert_eq!(
+            v["metadata"]["annotations"]["operator-sdk/primary-resource"],
+            "a/w"
+        );
+        assert_eq!(
+            v["metadata"]["annotations"]["operator-sdk/primary-resource-type"],
+            "Widget.test.bosun.dev"
+        );
+        // Cluster-scoped child of a namespaced owner: annotations.
+        let cluster = inject(
+            &o,
+            "rbac.authorization.k8s.io",
+            None,
+            br#"{"kind":"ClusterRole","metadata":{"name":"c"}}"#,
+        )
+        .expect("injected");
+        let v: Value = serde_json::from_slice(&cluster).expect("json");
+        assert!(v["metadata"].get("ownerReferences").is_none());
+        // A cluster-scoped owner owns anything.
+        let c = owner(None);
+        let v: Value = serde_json::from_slice(
+            &inject(
+                &c,
+                "",
+                Some("b"),
+                br#"{"kind":"ConfigMap","metadata":{"name":"c"}}"#,
+            )
+            .expect("injected"),
+        )
+        .expect("json");
+        assert_eq!(v["metadata"]["ownerReferences"][0]["uid"], "u-1");
+        // Reviews and non-JSON bodies are left alone.
+        assert!(inject(&o, "authorization.k8s.io", Some("a"), b"{}").is_none());
+        assert!(inject(&o, "", Some("a"), b"\x0a\x0bk8s").is_none());
+    }
+
+    #[test]
+    fn object_paths_exclude_subresources() {
+        assert!(is_object_path("/api/v1/namespaces/a/configmaps"));
+        assert!(is_object_path("/api/v1/namespaces/a/configmaps/c"));
+        assert!(is_object_path("/apis/apps/v1/namespaces/a/deployments/d"));
+        assert!(is_object_path("/api/v1/namespaces/a"));
+        assert!(!is_object_path("/apis/x/v1/namespaces/a/widgets/w/status"));
+        assert!(!is_object_path(
+            "/apis/apps/v1/namespaces/a/deployments/d/scale"
+        ));
+    }
+
+    #[test]
+    fn tokens_are_random_and_long() {
+        let a = random_token().expect("token");
+        let b = random_token().expect("token");
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, b);
+    }
+}
