@@ -30,6 +30,14 @@ pub enum Error {
     Rejected(String),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// Keeping a deployed release in place failed (nothing was being installed or
+    /// upgraded): reported as `Irreconcilable`, as helm-operator does.
+    #[error("{0}")]
+    Sync(Box<Error>),
+    /// What the Helm flavour does not do (a cluster-scoped custom resource: a release lives
+    /// in a namespace).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl Categorized for Error {
@@ -41,6 +49,8 @@ impl Categorized for Error {
             Error::Conflict(_) => ErrorCategory::Conflict,
             Error::Hook(_) => ErrorCategory::Transient,
             Error::Storage(_) | Error::Children(_) | Error::Kube(_) => ErrorCategory::Api,
+            Error::Sync(inner) => inner.category(),
+            Error::Unsupported(_) => ErrorCategory::InvalidSpec,
         }
     }
 }

@@ -499,3 +499,72 @@ async fn a_failed_install_then_a_fix_leaves_nothing_behind() {
     );
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_scoped_custom_resource_is_refused_with_a_clear_condition() {
+    captured();
+    let env = env("helm-cluster").await;
+    let watches =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/cluster-watches.yaml");
+    let ops = operators(&watches, Storage::Secrets);
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(env.admin.clone());
+    for op in &ops {
+        for mut crd in op.crds() {
+            crd.spec.scope = "Cluster".into();
+            crds.patch(
+                &crd.name_any(),
+                &PatchParams::apply("bosun-test").force(),
+                &Patch::Apply(&crd),
+            )
+            .await
+            .expect("cluster-scoped CRD");
+            let name = crd.name_any();
+            eventually(30, || async {
+                let c = crds.get(&name).await.ok()?;
+                c.status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(())
+            })
+            .await
+            .expect("established");
+        }
+    }
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let ar = resource("test.bosun.dev", "v1", "Clustered");
+    let all: Api<kube::core::DynamicObject> = Api::all_with(env.admin.clone(), &ar);
+    let name = format!("{}-c", env.ns);
+    let mut cr = kube::core::DynamicObject::new(&name, &ar);
+    cr.data = json!({"spec": {}});
+    all.create(&Default::default(), &cr).await.expect("create");
+    let refused = eventually(60, || async {
+        let o = all.get(&name).await.ok()?;
+        let c = condition(&o, "Irreconcilable")?.clone();
+        (c["status"] == "True").then_some((o, c))
+    })
+    .await;
+    let (o, c) = refused.expect("a condition says why");
+    assert_eq!(c["reason"], "ReconcileError");
+    assert!(
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cluster-scoped")),
+        "{c}"
+    );
+    assert!(
+        o.finalizers().is_empty(),
+        "nothing to uninstall, nothing held"
+    );
+    all.delete(&name, &Default::default())
+        .await
+        .expect("delete");
+    eventually(30, || async {
+        matches!(all.get_opt(&name).await, Ok(None)).then_some(())
+    })
+    .await
+    .expect("deleted at once");
+    op.stop().await;
+}

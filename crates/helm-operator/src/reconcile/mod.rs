@@ -103,6 +103,9 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
     if cr.meta().deletion_timestamp.is_some() {
         return uninstall::uninstall(&cr, &host, &api, &previous).await;
     }
+    if !host.namespaced {
+        return refuse_cluster_scoped(&cr, &host, &api, &previous).await;
+    }
     set_finalizer(&api, cr.as_ref(), FINALIZER, true).await?;
     let mut status = HelmStatus {
         conditions: previous.conditions.clone(),
@@ -132,31 +135,7 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
         }
         Err(e) => {
             let msg = e.to_string();
-            match e {
-                Error::Values(_) => status.set(
-                    &previous,
-                    C::Irreconcilable,
-                    true,
-                    Some(R::ReconcileError),
-                    Some(msg.clone()),
-                    &t,
-                ),
-                _ => {
-                    let reason = if status.deployed_release.is_some() {
-                        R::UpgradeError
-                    } else {
-                        R::InstallError
-                    };
-                    status.set(
-                        &previous,
-                        C::ReleaseFailed,
-                        true,
-                        Some(reason),
-                        Some(msg.clone()),
-                        &t,
-                    );
-                }
-            }
+            record_failure(&mut status, &previous, e, &t);
             status.set(
                 &previous,
                 C::Ready,
@@ -180,6 +159,67 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
         .write_if_changed_with(&api, &host.resource, cr.as_ref(), Some(&previous), &status)
         .await?;
     result.map(|_| next)
+}
+
+/// A cluster-scoped custom resource: a Helm release lives in a namespace (its records, its
+/// namespaced objects), so there is nothing sensible to install. helm-operator sends such
+/// requests to an empty namespace; bosun says so once, in the status and an Event, and
+/// touches nothing (no finalizer either, so deleting it is never blocked).
+async fn refuse_cluster_scoped(
+    cr: &DynamicObject,
+    host: &Ctx,
+    api: &Api<DynamicObject>,
+    previous: &HelmStatus,
+) -> Result<Next, Error> {
+    let e = Error::Unsupported(format!(
+        "{} is cluster-scoped: Helm-based operators install a release per custom resource in          its namespace; make the CRD namespaced (scope: Namespaced)",
+        host.entry.describe()
+    ));
+    let mut status = previous.clone();
+    status.observed_generation = cr.metadata.generation;
+    record_failure(&mut status, previous, &e, &now());
+    if previous
+        .condition(C::Irreconcilable)
+        .and_then(|c| c.message.as_deref())
+        != Some(e.to_string().as_str())
+    {
+        publish(host, cr, true, "ReleaseFailed", &e.to_string()).await;
+    }
+    host.status
+        .write_if_changed_with(api, &host.resource, cr, Some(previous), &status)
+        .await?;
+    Ok(Next::AwaitChange)
+}
+
+/// The failure condition of a failed reconcile, as helm-operator sets it: `Irreconcilable`
+/// (ReconcileError) when the release could not even be built or kept in place — values, a
+/// cluster-scoped resource, a conflict while syncing — else `ReleaseFailed` (InstallError or
+/// UpgradeError). The other one goes: a condition left from an earlier failure would show
+/// an old message beside the new one.
+fn record_failure(status: &mut HelmStatus, previous: &HelmStatus, e: &Error, t: &str) {
+    let msg = e.to_string();
+    match e {
+        Error::Values(_) | Error::Sync(_) | Error::Unsupported(_) => {
+            status.remove(C::ReleaseFailed);
+            status.set(
+                previous,
+                C::Irreconcilable,
+                true,
+                Some(R::ReconcileError),
+                Some(msg),
+                t,
+            );
+        }
+        _ => {
+            let reason = if status.deployed_release.is_some() {
+                R::UpgradeError
+            } else {
+                R::InstallError
+            };
+            status.remove(C::Irreconcilable);
+            status.set(previous, C::ReleaseFailed, true, Some(reason), Some(msg), t);
+        }
+    }
 }
 
 async fn publish(host: &Ctx, cr: &DynamicObject, warning: bool, reason: &str, note: &str) {
@@ -215,7 +255,9 @@ async fn converge(
     let t = now();
     if let Some(d) = deployed.as_ref().filter(|d| d.digest == plan.digest) {
         // Step 4: what is deployed is what the spec asks for.
-        plan.written = apply_all(host, &owner, &plan.items).await?;
+        plan.written = apply_all(host, &owner, &plan.items)
+            .await
+            .map_err(|e| Error::Sync(Box::new(e)))?;
         let reason = if d.revision > 1 {
             R::UpgradeSuccessful
         } else {
@@ -263,7 +305,9 @@ async fn converge(
             let differ = crate::diff::describe(&same.manifest, &rec.manifest);
             tracing::info!(release = %owner.release, revision = rec.version, %differ, "the recorded release differs from the render: upgrading");
         } else {
-            same.written = apply_all(host, &owner, &same.items).await?;
+            same.written = apply_all(host, &owner, &same.items)
+                .await
+                .map_err(|e| Error::Sync(Box::new(e)))?;
             status.deployed_release = Some(DeployedRelease {
                 name: owner.release.clone(),
                 revision: rec.version,
@@ -867,4 +911,86 @@ pub fn values_json(
 ) -> Result<serde_json::Value, Error> {
     let v = values::with_overrides(values::from_spec(spec)?, overrides)?;
     Ok(crate::crd::data_json(&v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(status: &HelmStatus) -> Vec<(String, String, String)> {
+        let mut v: Vec<_> = status
+            .conditions
+            .iter()
+            .filter(|c| c.type_ == "ReleaseFailed" || c.type_ == "Irreconcilable")
+            .map(|c| {
+                (
+                    c.type_.clone(),
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn one_failure_condition_at_a_time_with_the_current_message() {
+        let mut previous = HelmStatus::default();
+        record_failure(
+            &mut previous,
+            &HelmStatus::default(),
+            &Error::Values(values::ValuesError::Spec("not a map".into())),
+            "t0",
+        );
+        assert_eq!(
+            failed(&previous),
+            [(
+                "Irreconcilable".into(),
+                "ReconcileError".into(),
+                "spec is not a map of values: not a map".into()
+            )]
+        );
+        // The values are fixed; then a hook fails: only ReleaseFailed, with its message.
+        let mut status = previous.clone();
+        record_failure(
+            &mut status,
+            &previous,
+            &Error::Render("hook x failed".into()),
+            "t1",
+        );
+        assert_eq!(
+            failed(&status),
+            [(
+                "ReleaseFailed".into(),
+                "InstallError".into(),
+                "hook x failed".into()
+            )]
+        );
+        // A conflict while keeping a deployed release in place is no failed upgrade.
+        let mut synced = status.clone();
+        synced.deployed_release = Some(DeployedRelease {
+            name: "r".into(),
+            revision: 2,
+            digest: "d".into(),
+        });
+        let before = synced.clone();
+        record_failure(
+            &mut synced,
+            &before,
+            &Error::Sync(Box::new(Error::Conflict("owned by someone else".into()))),
+            "t2",
+        );
+        assert_eq!(
+            failed(&synced),
+            [(
+                "Irreconcilable".into(),
+                "ReconcileError".into(),
+                "owned by someone else".into()
+            )]
+        );
+        let mut upgrading = before.clone();
+        record_failure(&mut upgrading, &before, &Error::Render("boom".into()), "t3");
+        assert_eq!(failed(&upgrading)[0].1, "UpgradeError");
+    }
 }
