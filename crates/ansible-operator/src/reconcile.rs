@@ -82,7 +82,13 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
     if !outcome.succeeded() {
         return Err(Error::Run(failure_message(&outcome)));
     }
-    Ok(outcome.requeue_after.map_or(Next::AwaitChange, Next::After))
+    Ok(requeue(&outcome).map_or(Next::AwaitChange, Next::After))
+}
+
+/// The period `requeue_after` asked for, as controller-runtime honours `RequeueAfter`: only
+/// when it is positive (`0s` and negative periods, which parse to zero, mean no requeue).
+fn requeue(outcome: &Outcome) -> Option<std::time::Duration> {
+    outcome.requeue_after.filter(|d| !d.is_zero())
 }
 
 /// Step 2.
@@ -95,7 +101,7 @@ async fn finalize(
 ) -> Result<Next, Error> {
     let role = f.role.as_ref().unwrap_or(&host.flavor.role);
     let outcome = run(host, role, &object_json(cr, host, view), Some(&f.vars)).await;
-    if outcome.succeeded() && outcome.requeue_after.is_none() {
+    if outcome.succeeded() && requeue(&outcome).is_none() {
         if let Some(fresh) = api.get_opt(&cr.name_any()).await? {
             set_finalizer(api, &fresh, &f.name, false).await?;
         }
@@ -105,7 +111,7 @@ async fn finalize(
         return Ok(Next::AwaitChange);
     }
     record(cr, host, api, view, &outcome).await?;
-    match outcome.requeue_after {
+    match requeue(&outcome) {
         _ if !outcome.succeeded() => Err(Error::Run(failure_message(&outcome))),
         Some(d) => Ok(Next::After(d)),
         None => Ok(Next::AwaitChange),
@@ -292,4 +298,25 @@ async fn warn(host: &Ctx, cr: &DynamicObject, note: &str) {
             note,
         )
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn only_a_positive_requeue_after_requeues() {
+        let mut o = Outcome::default();
+        assert_eq!(requeue(&o), None);
+        // `0s`, and a negative period (which the module parses to zero, as Go's
+        // time.ParseDuration gives a negative Duration), mean no requeue.
+        for time in ["0s", "-5s", "0"] {
+            o.requeue_after =
+                Some(bosun_ansible::modules::basic::parse_go_duration(time).expect("parses"));
+            assert_eq!(requeue(&o), None, "{time}");
+        }
+        o.requeue_after = Some(Duration::from_secs(30));
+        assert_eq!(requeue(&o), Some(Duration::from_secs(30)));
+    }
 }

@@ -13,7 +13,12 @@ use common::diff::*;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value as Json};
 
-async fn diff_case(case: Case<'_>, runs: usize, finalizer_vars: Option<Json>) {
+/// Runs the case and returns bosun's last outcome.
+async fn diff_case(
+    case: Case<'_>,
+    runs: usize,
+    finalizer_vars: Option<Json>,
+) -> bosun_ansible::Outcome {
     let cp = bosun_testenv::shared()
         .await
         .expect("test control plane (bash scripts/setup-assets.sh)");
@@ -29,6 +34,7 @@ async fn diff_case(case: Case<'_>, runs: usize, finalizer_vars: Option<Json>) {
     create_cr(&client, &case, &ns_b).await;
     let discovery = Arc::new(Discovery::new());
     let kubeconfig = cp.kubeconfig().to_path_buf();
+    let mut last = None;
     for run in 0..runs + usize::from(finalizer_vars.is_some()) {
         let finalizing = run == runs;
         let with_vars = |mut extra: serde_json::Map<String, Json>| {
@@ -91,7 +97,9 @@ async fn diff_case(case: Case<'_>, runs: usize, finalizer_vars: Option<Json>) {
             d.join("\n")
         );
         assert!(!a.tasks.is_empty(), "the role ran tasks");
+        last = Some(outcome);
     }
+    last.expect("at least one run")
 }
 
 fn kinds() -> Vec<(&'static str, &'static str, &'static str)> {
@@ -195,4 +203,53 @@ async fn k8s_modes_role_matches_ansible() {
         kinds: kinds(),
     };
     diff_case(case, 2, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_log_role_matches_ansible_and_shows_no_secret() {
+    let token = "tok-5ecret-value";
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "no_log",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({"token": token}),
+        watch_vars: None,
+        kinds: vec![],
+    };
+    let outcome = diff_case(case, 1, None).await;
+    // What a host shows (task results, failure messages) never holds the secret.
+    let shown = format!("{:?} {:?}", outcome.tasks, outcome.failures);
+    assert!(!shown.contains(token), "the token leaked: {shown}");
+    assert_eq!(
+        outcome.failure_messages(),
+        [bosun_ansible::CENSORED],
+        "the failed assert's message is Ansible's replacement text"
+    );
+    let visible = outcome
+        .tasks
+        .iter()
+        .find(|t| t.name == "shown in a hidden block")
+        .expect("task");
+    assert_eq!(
+        visible.result["msg"], "visible",
+        "no_log: false inside the block"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_role_matches_ansible() {
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "probes",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({}),
+        watch_vars: None,
+        kinds: vec![],
+    };
+    let outcome = diff_case(case, 1, None).await;
+    let facts = &outcome.tasks[2].result["ansible_facts"];
+    assert_eq!(facts["have_routes"], false, "{facts}");
+    assert_eq!(facts["nosuch_found"], false, "{facts}");
 }

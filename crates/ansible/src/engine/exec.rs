@@ -33,6 +33,8 @@ pub(crate) struct Frame {
     when: Vec<String>,
     magic: Arc<VarLayer>,
     body: Arc<RoleBody>,
+    /// The nearest enclosing block's, include's or role entry's `no_log`.
+    no_log: Option<Value>,
 }
 
 pub(crate) struct Run {
@@ -46,6 +48,9 @@ pub(crate) struct Run {
     playbook_dir: PathBuf,
     runtime: Arc<dyn crate::template::lookups::Runtime>,
     aborted: Option<String>,
+    /// Whether the task being run has `no_log` in effect: its recorded result and failure
+    /// message are replaced by Ansible's [`CENSORED`] text (what it registers is not).
+    hide: bool,
 }
 
 fn str_layer(pairs: &[(&str, Value)]) -> Arc<VarLayer> {
@@ -76,6 +81,7 @@ impl Run {
             playbook_dir,
             runtime,
             aborted: None,
+            hide: false,
         }
     }
 
@@ -133,6 +139,7 @@ impl Run {
             when: Vec::new(),
             magic: self.magic(&play.body, false),
             body: play.body.clone(),
+            no_log: None,
         };
         for list in [&play.pre_tasks] {
             match self.run_tasks(list, &base).await {
@@ -183,6 +190,7 @@ impl Run {
                 when,
                 magic: self.magic(role, true),
                 body: role.clone(),
+                no_log: dep.no_log.clone().or_else(|| outer.no_log.clone()),
             };
             let mut flow = Flow::Continue;
             for d in &role.deps {
@@ -233,9 +241,26 @@ impl Run {
         true
     }
 
+    /// Whether `no_log` is in effect for `task` (its own, else the nearest enclosing one's).
+    /// A `no_log` that does not template hides: the safe side.
+    fn hidden(&self, task: &Task, frame: &Frame) -> bool {
+        let Some(v) = task.no_log.as_ref().or(frame.no_log.as_ref()) else {
+            return false;
+        };
+        let scope = self.scope(frame, &task.vars, None);
+        match self.templar.template_value(v, &scope) {
+            Ok(v) => crate::template::filters::to_bool(&v),
+            Err(_) => true,
+        }
+    }
+
     async fn run_task(&mut self, task: &Task, frame: &Frame) -> Flow {
         if self.aborted.is_some() || !self.count() {
             return Flow::Failed;
+        }
+        self.hide = self.hidden(task, frame);
+        if !matches!(task.action, Action::Block { .. }) {
+            tracing::debug!(task = %task.display_name(), "[playbook task start]");
         }
         match &task.action {
             Action::Block {
@@ -246,6 +271,9 @@ impl Run {
                 let mut inner = frame.clone();
                 inner.low.push(task.vars.clone());
                 inner.when.extend(task.when.iter().cloned());
+                if task.no_log.is_some() {
+                    inner.no_log = task.no_log.clone();
+                }
                 self.run_block(block, rescue, always, &inner).await
             }
             Action::Meta(m) => {
@@ -296,6 +324,9 @@ impl Run {
                     role: role.clone(),
                     params: task.vars.clone(),
                     when: Vec::new(),
+                    // A static import applies its keywords to the role's tasks; a dynamic
+                    // include only to itself (as include_tasks).
+                    no_log: if *dynamic { None } else { task.no_log.clone() },
                 };
                 let mut outer = frame.clone();
                 outer.when.clear();
@@ -361,6 +392,15 @@ impl Run {
     }
 
     pub(crate) fn record(&mut self, task: &Task, module: &str, status: TaskStatus, result: Json) {
+        let result = if self.hide { censor(&result) } else { result };
+        if module == "debug" && status == TaskStatus::Ok {
+            // As ansible-operator logs a debug task's output (`[playbook debug]`, level info).
+            let shown = result
+                .get("msg")
+                .map(|m| m.as_str().map_or_else(|| m.to_string(), String::from))
+                .unwrap_or_else(|| result.to_string());
+            tracing::info!(task = %task.display_name(), msg = %shown, "[playbook debug]");
+        }
         let s = &mut self.outcome.stats;
         match status {
             TaskStatus::Ok => s.ok += 1,
@@ -393,7 +433,7 @@ impl Run {
         }
         self.outcome.failures.push(FailedTask {
             name: task.display_name(),
-            msg,
+            msg: if self.hide { CENSORED.into() } else { msg },
             location: task.loc.to_string(),
         });
         self.record(task, module, TaskStatus::Failed, result);
@@ -609,7 +649,7 @@ impl Run {
             }
             self.outcome.failures.push(FailedTask {
                 name: task.display_name(),
-                msg,
+                msg: if self.hide { CENSORED.into() } else { msg },
                 location: task.loc.to_string(),
             });
             self.record(task, name, TaskStatus::Failed, result);
@@ -890,6 +930,18 @@ impl Run {
         }
         json!({"failed": true, "changed": false, "msg": format!("vars file {name} was not found")})
     }
+}
+
+/// A `no_log` task's result as Ansible shows it: the replacement text and the status keys.
+fn censor(r: &Json) -> Json {
+    let mut out = Map::new();
+    out.insert("censored".into(), Json::String(CENSORED.into()));
+    for k in ["changed", "failed", "skipped", "attempts", "retries"] {
+        if let Some(v) = r.get(k) {
+            out.insert(k.into(), v.clone());
+        }
+    }
+    Json::Object(out)
 }
 
 fn remove_omit(j: Json) -> Json {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use exec::OMIT;
-pub use outcome::{FailedTask, Outcome, Stats, StatusRequest, TaskResult, TaskStatus};
+pub use outcome::{FailedTask, Outcome, Stats, StatusRequest, TaskResult, TaskStatus, CENSORED};
 /// Re-exported for the modules.
 pub(crate) mod outcome_types {
     pub use super::outcome::StatusRequest;
@@ -39,6 +39,8 @@ pub struct RunContext {
     pub max_tasks: usize,
     /// Longest `pause`/`until` wait one task may ask for.
     pub max_wait: Duration,
+    /// Where `osdk_metric` records (the process-wide set by default).
+    pub metrics: &'static crate::metrics::UserMetrics,
 }
 
 impl RunContext {
@@ -53,6 +55,7 @@ impl RunContext {
             owner,
             max_tasks: 100_000,
             max_wait: Duration::from_secs(600),
+            metrics: crate::metrics::UserMetrics::global(),
         }
     }
 }

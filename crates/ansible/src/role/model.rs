@@ -109,6 +109,8 @@ pub struct Task {
     pub changed_when: Option<Vec<String>>,
     pub failed_when: Option<Vec<String>>,
     pub ignore_errors: Option<Value>,
+    /// `no_log` (a boolean or a template), inherited by a block's (and an import's) tasks.
+    pub no_log: Option<Value>,
     pub vars: Arc<VarLayer>,
 }
 
@@ -149,6 +151,8 @@ pub struct RoleDep {
     pub role: Arc<RoleBody>,
     pub params: Arc<VarLayer>,
     pub when: Vec<String>,
+    /// `no_log` on the role entry, inherited by its tasks.
+    pub no_log: Option<Value>,
 }
 
 impl RoleBody {
