@@ -253,3 +253,32 @@ async fn probes_role_matches_ansible() {
     assert_eq!(facts["have_routes"], false, "{facts}");
     assert_eq!(facts["nosuch_found"], false, "{facts}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_role_matches_ansible() {
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "files",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({}),
+        watch_vars: None,
+        kinds: vec![],
+    };
+    let outcome = diff_case(case, 1, None).await;
+    let facts = &outcome
+        .tasks
+        .iter()
+        .find(|t| t.name == "the results")
+        .expect("task")
+        .result["ansible_facts"];
+    // Not vacuous: the keys compared are there.
+    assert_eq!(facts["data_stat"]["isreg"], true, "{facts}");
+    assert_eq!(facts["link_stat"]["islnk"], true, "{facts}");
+    assert_eq!(facts["made_r"]["mode"], "0750", "{facts}");
+    assert_eq!(
+        facts["data_stat"].as_object().map(|o| o.len()),
+        Some(bosun_ansible::modules::files::STAT_KEYS.len() - 3),
+        "every stat key but atime and the link's: {facts}"
+    );
+}
