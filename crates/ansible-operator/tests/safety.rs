@@ -193,3 +193,126 @@ async fn a_create_that_loses_a_race_is_reported_as_kubernetes_core_does() {
         "the other writer's object is left as it is"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_write_from_a_stale_read_keeps_another_writers_update() {
+    use bosun_ansible_operator::latest::View;
+    use bosun_ansible_operator::reconcile::update_status;
+    use kube::api::{Patch, PatchParams};
+    let env = env("ao-status").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: features}\n",
+    );
+    install_crds(&env.admin, &operators(&w)).await;
+    widget(&env, "shared", json!({})).await;
+    let api = api(&env, &widgets());
+    let fresh = api.get("shared").await.expect("get");
+    update_status(
+        &api,
+        &fresh,
+        &View::of(&fresh),
+        |_| json!({"phase": "A", "runs": 1}),
+    )
+    .await
+    .expect("first write")
+    .expect("written");
+    // The operator's read, then another writer's update it does not see.
+    let stale = api.get("shared").await.expect("get");
+    api.patch_status(
+        "shared",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "B"}})),
+    )
+    .await
+    .expect("the other writer");
+    // The operator's next write, computed from its stale read.
+    let bump = |current: Option<&serde_json::Value>| {
+        let mut s = current.cloned().unwrap_or_else(|| json!({}));
+        s["runs"] = json!(s["runs"].as_i64().unwrap_or(0) + 1);
+        s
+    };
+    update_status(&api, &stale, &View::of(&stale), bump)
+        .await
+        .expect("second write")
+        .expect("written");
+    let after = api.get("shared").await.expect("get");
+    assert_eq!(
+        after.data["status"],
+        json!({"phase": "B", "runs": 2}),
+        "the other writer's phase is kept and the write is recomputed from it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_latest_writes_map_empties_after_create_delete_churn() {
+    use bosun_ansible_operator::{AnsibleFlavor, AnsibleOptions};
+    use bosun_runtime::manager::Operator;
+    use bosun_watches::WatchOperator;
+    use std::sync::Arc;
+    let env = env("ao-churn").await;
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::create_dir_all(dir.path().join("roles/churn/tasks")).expect("role");
+    std::fs::write(
+        dir.path().join("roles/churn/tasks/main.yml"),
+        "- name: requeue when asked\n  requeue_after:\n    time: \"{{ requeue | default('0s') }}\"\n",
+    )
+    .expect("tasks");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: churn}\n",
+    );
+    let file = bosun_watches::WatchesFile::load(&w).expect("watches");
+    let opts = AnsibleOptions {
+        watches_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let typed: Vec<Arc<WatchOperator<AnsibleFlavor>>> =
+        bosun_ansible_operator::operators(&file.entries, &opts)
+            .expect("load")
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+    let op = typed[0].clone();
+    let ops: Vec<Arc<dyn Operator>> = typed.into_iter().map(|o| o as Arc<dyn Operator>).collect();
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let running = start(&env, ops, USER).await;
+    let widgets_api = api(&env, &widgets());
+    // Objects created, reconciled (each a status write) and deleted without a finalizer:
+    // no reconcile sees them again.
+    const N: usize = 40;
+    let mut peak = 0;
+    for round in 0..4 {
+        for i in 0..N / 4 {
+            widget(&env, &format!("c{round}-{i}"), json!({})).await;
+        }
+        for i in 0..N / 4 {
+            wait_successful(&env, &format!("c{round}-{i}")).await;
+        }
+        peak = peak.max(op.flavor().latest.len());
+        for i in 0..N / 4 {
+            widgets_api
+                .delete(&format!("c{round}-{i}"), &Default::default())
+                .await
+                .expect("delete");
+        }
+    }
+    let gone = eventually(60, || async {
+        let left = widgets_api.list(&ListParams::default()).await.ok()?;
+        left.items.is_empty().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "all deleted");
+    // Any later activity in the namespace shows the cache past those writes: one object
+    // that asks to be run again (its second run sees its own write in the cache).
+    widget(&env, "later", json!({"requeue": "1s"})).await;
+    let emptied = eventually(60, || async { op.flavor().latest.is_empty().then_some(()) }).await;
+    assert!(
+        emptied.is_some(),
+        "{} entries left after {N} objects came and went (peak {peak})",
+        op.flavor().latest.len()
+    );
+    running.stop().await;
+}
