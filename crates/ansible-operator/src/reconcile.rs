@@ -162,12 +162,35 @@ async fn run(
             kind: &host.entry.gvk.kind,
         },
     );
-    let ctx = RunContext::new(
+    let mut ctx = RunContext::new(
         Some(host.client.clone()),
         host.flavor.discovery.clone(),
         Owner::from_object(cr),
     );
+    ctx.run_timeout = run_timeout();
     role.run(&ctx, &vars).await
+}
+
+/// The environment variable that sets a run's deadline (a Go duration, `90m`); one hour
+/// when unset.
+pub const RUN_TIMEOUT_ENV: &str = "BOSUN_ANSIBLE_RUN_TIMEOUT";
+
+/// Each run's deadline: [`RUN_TIMEOUT_ENV`], else [`bosun_ansible::engine::DEFAULT_RUN_TIMEOUT`].
+fn run_timeout() -> std::time::Duration {
+    static TIMEOUT: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *TIMEOUT.get_or_init(|| {
+        let default = bosun_ansible::engine::DEFAULT_RUN_TIMEOUT;
+        match std::env::var(RUN_TIMEOUT_ENV) {
+            Err(_) => default,
+            Ok(v) => match bosun_ansible::modules::basic::parse_go_duration(&v) {
+                Ok(d) if !d.is_zero() => d,
+                _ => {
+                    tracing::warn!(value = %v, "{RUN_TIMEOUT_ENV} is not a positive duration (say 90m); runs end after {} s", default.as_secs());
+                    default
+                }
+            },
+        }
+    })
 }
 
 /// Step 4.

@@ -15,6 +15,8 @@ use crate::template::{value, Scope, Templar, VarLayer};
 
 /// Ansible's `omit` placeholder: an argument templated to it is dropped.
 pub(crate) const OMIT: &str = "__omit_place_holder__bosun";
+/// Longest `debug` output logged (a role may print a whole spec).
+const MAX_LOGGED: usize = 8 * 1024;
 /// How deep `include_tasks`/roles may nest at run time.
 const MAX_INCLUDE_DEPTH: usize = 24;
 
@@ -230,6 +232,13 @@ impl Run {
     }
 
     fn count(&mut self) -> bool {
+        if self.ctx.remaining().is_zero() {
+            self.aborted = Some(format!(
+                "the run went past its deadline of {} s; stopped",
+                self.ctx.run_timeout.as_secs()
+            ));
+            return false;
+        }
         self.executed += 1;
         if self.executed > self.ctx.max_tasks {
             self.aborted = Some(format!(
@@ -395,10 +404,18 @@ impl Run {
         let result = if self.hide { censor(&result) } else { result };
         if module == "debug" && status == TaskStatus::Ok {
             // As ansible-operator logs a debug task's output (`[playbook debug]`, level info).
-            let shown = result
+            let mut shown = result
                 .get("msg")
                 .map(|m| m.as_str().map_or_else(|| m.to_string(), String::from))
                 .unwrap_or_else(|| result.to_string());
+            if shown.len() > MAX_LOGGED {
+                let mut cut = MAX_LOGGED;
+                while !shown.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                shown.truncate(cut);
+                shown.push_str("… (truncated)");
+            }
             tracing::info!(task = %task.display_name(), msg = %shown, "[playbook debug]");
         }
         let s = &mut self.outcome.stats;
@@ -569,7 +586,7 @@ impl Run {
                     .unwrap_or(0.0);
                 if secs > 0.0 {
                     tokio::time::sleep(Duration::from_secs_f64(
-                        secs.min(self.ctx.max_wait.as_secs_f64()),
+                        secs.min(self.ctx.remaining().as_secs_f64()),
                     ))
                     .await;
                 }
@@ -772,7 +789,6 @@ impl Run {
         }
         let delay = int_of(&task.delay, 5, scope);
         let delay = if delay < 0 { 1 } else { delay };
-        let mut waited = 0i64;
         let mut result = Json::Null;
         for attempt in 1..=retries {
             let mut one = Effects::default();
@@ -814,9 +830,8 @@ impl Run {
                     return result;
                 }
                 if attempt < retries {
-                    waited += delay;
-                    if waited as u64 > self.ctx.max_wait.as_secs() {
-                        return json!({"failed": true, "changed": false, "msg": format!("until/retries would wait more than {} s", self.ctx.max_wait.as_secs())});
+                    if Duration::from_secs(delay as u64) >= self.ctx.remaining() {
+                        return json!({"failed": true, "changed": false, "attempts": attempt, "msg": format!("until/retries would wait past the run's deadline of {} s", self.ctx.run_timeout.as_secs())});
                     }
                     if !self.count() {
                         return json!({"failed": true, "changed": false, "msg": "task limit reached"});

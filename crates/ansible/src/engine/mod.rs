@@ -37,8 +37,11 @@ pub struct RunContext {
     /// Most task executions one run may make (loops and includes count): a hostile role ends
     /// in an error instead of running forever.
     pub max_tasks: usize,
-    /// Longest `pause`/`until` wait one task may ask for.
-    pub max_wait: Duration,
+    /// Longest a run may take: no task starts after it, and no wait (`pause`, `until`
+    /// delays, loop pauses, `k8s` waits) reaches past it. One hour by default.
+    pub run_timeout: Duration,
+    /// When the run must end (set when it starts, from `run_timeout`).
+    pub deadline: Option<tokio::time::Instant>,
     /// Where `osdk_metric` records (the process-wide set by default).
     pub metrics: &'static crate::metrics::UserMetrics,
 }
@@ -54,7 +57,8 @@ impl RunContext {
             discovery,
             owner,
             max_tasks: 100_000,
-            max_wait: Duration::from_secs(600),
+            run_timeout: DEFAULT_RUN_TIMEOUT,
+            deadline: None,
             metrics: crate::metrics::UserMetrics::global(),
         }
     }
@@ -85,18 +89,29 @@ impl Role {
             .iter()
             .map(|(k, v)| (k.clone(), value::from_json(v)))
             .collect();
-        let mut run = exec::Run::new(
-            ctx.clone(),
-            self.templar.clone(),
-            Arc::new(extra),
-            &self.path,
-        );
+        let mut ctx = ctx.clone();
+        ctx.deadline = Some(tokio::time::Instant::now() + ctx.run_timeout);
+        let mut run = exec::Run::new(ctx, self.templar.clone(), Arc::new(extra), &self.path);
         for play in &self.plays {
             if run.play(play).await == exec::Flow::EndPlay {
                 continue;
             }
         }
         run.finish()
+    }
+}
+
+/// A run's default deadline: generous (ansible-operator sets none; a role that retries for
+/// many minutes is legitimate), but a run that hangs ends.
+pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(3600);
+
+impl RunContext {
+    /// What is left of the run's time.
+    pub fn remaining(&self) -> Duration {
+        match self.deadline {
+            Some(d) => d.saturating_duration_since(tokio::time::Instant::now()),
+            None => self.run_timeout,
+        }
     }
 }
 

@@ -456,7 +456,7 @@ pub(crate) fn wait_params(a: &Args, ctx: &RunContext) -> (Duration, Duration) {
             })
             .unwrap_or(d)
     };
-    let timeout = Duration::from_secs(num("wait_timeout", 120)).min(ctx.max_wait);
+    let timeout = Duration::from_secs(num("wait_timeout", 120)).min(ctx.remaining());
     let sleep = Duration::from_secs(num("wait_sleep", 5).max(1));
     (timeout, sleep)
 }
