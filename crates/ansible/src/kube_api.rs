@@ -236,6 +236,8 @@ impl Owner {
 pub struct LookupRuntime {
     client: Option<Client>,
     discovery: Arc<Discovery>,
+    /// For the run's own CR as `k8s_status` left it.
+    ctx: RunContext,
 }
 
 impl std::fmt::Debug for LookupRuntime {
@@ -249,6 +251,7 @@ impl LookupRuntime {
         LookupRuntime {
             client: ctx.client.clone(),
             discovery: ctx.discovery.clone(),
+            ctx: ctx.clone(),
         }
     }
 }
@@ -266,7 +269,7 @@ impl crate::template::lookups::Runtime for LookupRuntime {
         }
         let discovery = self.discovery.clone();
         let params = params.clone();
-        tokio::task::block_in_place(|| {
+        let mut found = tokio::task::block_in_place(|| {
             handle.block_on(async move {
                 match params.get("cluster_info").and_then(Json::as_str) {
                     Some("version") => Ok(vec![Discovery::version(&client).await?]),
@@ -274,6 +277,8 @@ impl crate::template::lookups::Runtime for LookupRuntime {
                     _ => crate::modules::k8s_info::find(&client, &discovery, &params).await,
                 }
             })
-        })
+        })?;
+        self.ctx.overlay_own_status(&mut found);
+        Ok(found)
     }
 }

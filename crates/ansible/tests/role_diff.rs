@@ -282,3 +282,20 @@ async fn files_role_matches_ansible() {
         "every stat key but atime and the link's: {facts}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_status_role_matches_ansible() {
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "own_status",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({}),
+        watch_vars: None,
+        kinds: vec![],
+    };
+    let outcome = diff_case(case, 1, None).await;
+    let facts = &outcome.tasks[3].result["ansible_facts"];
+    assert_eq!(facts["seen"]["phase"], "Building", "{facts}");
+    assert_eq!(facts["looked"]["step"], 1, "{facts}");
+}

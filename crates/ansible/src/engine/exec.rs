@@ -756,6 +756,11 @@ impl Run {
         if let Some(s) = fx.status {
             let cur = self.outcome.status.get_or_insert_with(Default::default);
             crate::modules::k8s_status::merge_request(cur, s);
+            *self
+                .ctx
+                .own_status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(cur.clone());
         }
         self.outcome.events.extend(fx.events);
         self.outcome.touched.extend(fx.touched);

@@ -42,6 +42,9 @@ pub struct RunContext {
     pub run_timeout: Duration,
     /// When the run must end (set when it starts, from `run_timeout`).
     pub deadline: Option<tokio::time::Instant>,
+    /// What `k8s_status` asked so far for the run's own CR (the host writes it at the end):
+    /// what `k8s_info` and `lookup('k8s')` show of the CR meanwhile, as if written.
+    pub(crate) own_status: Arc<std::sync::Mutex<Option<StatusRequest>>>,
     /// Where `osdk_metric` records (the process-wide set by default).
     pub metrics: &'static crate::metrics::UserMetrics,
 }
@@ -59,6 +62,7 @@ impl RunContext {
             max_tasks: 100_000,
             run_timeout: DEFAULT_RUN_TIMEOUT,
             deadline: None,
+            own_status: Default::default(),
             metrics: crate::metrics::UserMetrics::global(),
         }
     }
@@ -91,6 +95,7 @@ impl Role {
             .collect();
         let mut ctx = ctx.clone();
         ctx.deadline = Some(tokio::time::Instant::now() + ctx.run_timeout);
+        ctx.own_status = Default::default();
         let mut run = exec::Run::new(ctx, self.templar.clone(), Arc::new(extra), &self.path);
         for play in &self.plays {
             if run.play(play).await == exec::Flow::EndPlay {
@@ -106,6 +111,35 @@ impl Role {
 pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(3600);
 
 impl RunContext {
+    /// `objects` as the run sees them: the run's own CR with the status `k8s_status` has
+    /// asked for so far (ansible-operator writes it at once; bosun at the end of the run).
+    pub(crate) fn overlay_own_status(&self, objects: &mut [serde_json::Value]) {
+        let Some(owner) = &self.owner else { return };
+        let pending = self.own_status.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(req) = pending.as_ref() else { return };
+        for o in objects {
+            let is_owner =
+                o["metadata"]["uid"].as_str() == Some(owner.uid.as_str()) && !owner.uid.is_empty();
+            if is_owner {
+                let status = crate::modules::k8s_status::apply(o.get("status"), req);
+                o["status"] = status;
+            }
+        }
+    }
+
+    /// The status of the run's own CR with what `k8s_status` asked so far.
+    pub(crate) fn own_status_now(&self) -> Option<serde_json::Value> {
+        let owner = self.owner.as_ref()?;
+        let pending = self.own_status.lock().unwrap_or_else(|e| e.into_inner());
+        match pending.as_ref() {
+            Some(req) => Some(crate::modules::k8s_status::apply(
+                owner.status.as_ref(),
+                req,
+            )),
+            None => owner.status.clone(),
+        }
+    }
+
     /// What is left of the run's time.
     pub fn remaining(&self) -> Duration {
         match self.deadline {

@@ -107,6 +107,7 @@ pub async fn run(a: &Args, ctx: &RunContext) -> Result<Json, String> {
         }));
     };
     let mut found = find_in(client, &res, a).await?;
+    ctx.overlay_own_status(&mut found);
     let wait = a.get("wait").and_then(Json::as_bool).unwrap_or(false);
     if wait {
         let (timeout, sleep) = wait_params(a, ctx);
@@ -118,6 +119,7 @@ pub async fn run(a: &Args, ctx: &RunContext) -> Result<Json, String> {
             }
             tokio::time::sleep(sleep).await;
             found = find_in(client, &res, a).await?;
+            ctx.overlay_own_status(&mut found);
         }
     }
     Ok(json!({"changed": false, "api_found": true, "resources": found}))
