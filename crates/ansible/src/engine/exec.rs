@@ -406,6 +406,7 @@ impl Run {
             // As ansible-operator logs a debug task's output (`[playbook debug]`, level info).
             let mut shown = result
                 .get("msg")
+                .or(result.get("censored"))
                 .map(|m| m.as_str().map_or_else(|| m.to_string(), String::from))
                 .unwrap_or_else(|| result.to_string());
             if shown.len() > MAX_LOGGED {
