@@ -236,8 +236,9 @@ impl Owner {
 pub struct LookupRuntime {
     client: Option<Client>,
     discovery: Arc<Discovery>,
-    /// For the run's own CR as `k8s_status` left it.
-    ctx: RunContext,
+    /// The run's own CR (its uid) and what `k8s_status` asked for it so far.
+    owner_uid: String,
+    own_status: Arc<std::sync::Mutex<Option<crate::engine::StatusRequest>>>,
 }
 
 impl std::fmt::Debug for LookupRuntime {
@@ -251,7 +252,12 @@ impl LookupRuntime {
         LookupRuntime {
             client: ctx.client.clone(),
             discovery: ctx.discovery.clone(),
-            ctx: ctx.clone(),
+            owner_uid: ctx
+                .owner
+                .as_ref()
+                .map(|o| o.uid.clone())
+                .unwrap_or_default(),
+            own_status: ctx.own_status.clone(),
         }
     }
 }
@@ -278,7 +284,7 @@ impl crate::template::lookups::Runtime for LookupRuntime {
                 }
             })
         })?;
-        self.ctx.overlay_own_status(&mut found);
+        crate::engine::overlay(&self.owner_uid, &self.own_status, &mut found);
         Ok(found)
     }
 }

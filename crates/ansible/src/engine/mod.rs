@@ -106,6 +106,22 @@ impl Role {
     }
 }
 
+/// `objects`, the one with `uid` given the status `pending` asks for.
+pub(crate) fn overlay(
+    uid: &str,
+    pending: &std::sync::Mutex<Option<StatusRequest>>,
+    objects: &mut [serde_json::Value],
+) {
+    let pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(req) = pending.as_ref() else { return };
+    for o in objects {
+        if !uid.is_empty() && o["metadata"]["uid"].as_str() == Some(uid) {
+            let status = crate::modules::k8s_status::apply(o.get("status"), req);
+            o["status"] = status;
+        }
+    }
+}
+
 /// A run's default deadline: generous (ansible-operator sets none; a role that retries for
 /// many minutes is legitimate), but a run that hangs ends.
 pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -114,16 +130,8 @@ impl RunContext {
     /// `objects` as the run sees them: the run's own CR with the status `k8s_status` has
     /// asked for so far (ansible-operator writes it at once; bosun at the end of the run).
     pub(crate) fn overlay_own_status(&self, objects: &mut [serde_json::Value]) {
-        let Some(owner) = &self.owner else { return };
-        let pending = self.own_status.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(req) = pending.as_ref() else { return };
-        for o in objects {
-            let is_owner =
-                o["metadata"]["uid"].as_str() == Some(owner.uid.as_str()) && !owner.uid.is_empty();
-            if is_owner {
-                let status = crate::modules::k8s_status::apply(o.get("status"), req);
-                o["status"] = status;
-            }
+        if let Some(owner) = &self.owner {
+            overlay(&owner.uid, &self.own_status, objects);
         }
     }
 
