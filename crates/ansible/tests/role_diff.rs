@@ -299,3 +299,19 @@ async fn own_status_role_matches_ansible() {
     assert_eq!(facts["seen"]["phase"], "Building", "{facts}");
     assert_eq!(facts["looked"]["step"], 1, "{facts}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_loops_role_matches_ansible() {
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "loops",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({"teams": [{"name": "g1", "members": ["a", "b"]}, {"name": "g2", "members": []}, {"name": "g3"}]}),
+        watch_vars: None,
+        kinds: vec![],
+    };
+    let outcome = diff_case(case, 1, None).await;
+    let facts = &outcome.tasks.last().expect("tasks").result["ansible_facts"];
+    assert_eq!(facts["pairs"].as_array().map(Vec::len), Some(6), "{facts}");
+}

@@ -31,6 +31,14 @@ pub enum LoopKind {
     WithList,
     /// `with_dict`: `{key, value}` items.
     WithDict,
+    /// `with_nested`: every combination of the lists (`product`).
+    WithNested,
+    /// `with_together`: the lists side by side (`zip_longest`).
+    WithTogether,
+    /// `with_subelements`: `[list, 'key.path', {skip_missing}]` → `[element, subelement]`.
+    WithSubelements,
+    /// `with_indexed_items`: `[index, item]`, flattened one level.
+    WithIndexedItems,
 }
 
 #[derive(Clone, Debug)]

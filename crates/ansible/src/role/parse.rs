@@ -183,7 +183,8 @@ impl Loader {
                 "changed_when" => task.changed_when = Some(self.exprs(ctx, v)?),
                 "failed_when" => task.failed_when = Some(self.exprs(ctx, v)?),
                 "until" => task.until = Some(self.exprs(ctx, v)?),
-                "loop" | "with_items" | "with_list" | "with_dict" => {
+                "loop" | "with_items" | "with_list" | "with_dict" | "with_nested"
+                | "with_together" | "with_subelements" | "with_indexed_items" => {
                     if task.loop_kind.is_some() {
                         return Err(ctx.err(k, "only one loop keyword may be used per task"));
                     }
@@ -191,6 +192,10 @@ impl Loader {
                         "loop" => LoopKind::Loop,
                         "with_items" => LoopKind::WithItems,
                         "with_list" => LoopKind::WithList,
+                        "with_nested" => LoopKind::WithNested,
+                        "with_together" => LoopKind::WithTogether,
+                        "with_subelements" => LoopKind::WithSubelements,
+                        "with_indexed_items" => LoopKind::WithIndexedItems,
                         _ => LoopKind::WithDict,
                     });
                     self.check_node(ctx, v)?;

@@ -27,13 +27,26 @@ pub fn product(_: &State, v: Value, args: Args) -> Result<Value, Error> {
         pools.push(items(a)?);
     }
     let pools: Vec<Vec<Value>> = (0..repeat.max(0)).flat_map(|_| pools.clone()).collect();
-    let total = pools
+    combinations(&pools)
+}
+
+/// `itertools.product(first, *rest)` as a list of lists.
+pub fn product_of(first: &Value, rest: &[Value]) -> Result<Value, Error> {
+    let mut pools = vec![items(first)?];
+    for a in rest {
+        pools.push(items(a)?);
+    }
+    combinations(&pools)
+}
+
+fn combinations(pools: &[Vec<Value>]) -> Result<Value, Error> {
+    pools
         .iter()
         .try_fold(1usize, |n, p| n.checked_mul(p.len()))
         .filter(|n| *n <= MAX_PRODUCT)
         .ok_or_else(|| invalid(format!("product would make more than {MAX_PRODUCT} items")))?;
     let mut out: Vec<Vec<Value>> = vec![Vec::new()];
-    for pool in &pools {
+    for pool in pools {
         out = out
             .iter()
             .flat_map(|prefix| {
@@ -45,7 +58,6 @@ pub fn product(_: &State, v: Value, args: Args) -> Result<Value, Error> {
             })
             .collect();
     }
-    debug_assert!(out.len() == total || pools.is_empty());
     Ok(Value::from(
         out.into_iter().map(Value::from).collect::<Vec<_>>(),
     ))
@@ -55,8 +67,13 @@ pub fn product(_: &State, v: Value, args: Args) -> Result<Value, Error> {
 pub fn zip_longest(_: &State, v: Value, args: Args) -> Result<Value, Error> {
     args.check("zip_longest", &["fillvalue"], usize::MAX)?;
     let fill = args.kw("fillvalue").unwrap_or(Value::from(()));
-    let mut lists = vec![items(&v)?];
-    for a in &args.pos {
+    zip_longest_of(&v, &args.pos, fill)
+}
+
+/// `itertools.zip_longest(first, *rest, fillvalue=fill)` as a list of lists.
+pub fn zip_longest_of(first: &Value, rest: &[Value], fill: Value) -> Result<Value, Error> {
+    let mut lists = vec![items(first)?];
+    for a in rest {
         lists.push(items(a)?);
     }
     let n = lists.iter().map(Vec::len).max().unwrap_or(0);
@@ -81,13 +98,18 @@ pub fn subelements(_: &State, v: Value, args: Args) -> Result<Value, Error> {
         .get(0, "subelements")
         .ok_or_else(|| invalid("subelements needs the name of the list"))?;
     let skip = args.get_bool(1, "skip_missing", false);
+    subelements_of(&v, &path, skip)
+}
+
+/// Ansible's `subelements` on `v` for the key path `path` (a dotted string or a list).
+pub fn subelements_of(v: &Value, path: &Value, skip: bool) -> Result<Value, Error> {
     let keys: Vec<String> = match path.kind() {
-        ValueKind::String => py_str(&path).split('.').map(String::from).collect(),
-        ValueKind::Seq => items(&path)?.iter().map(py_str).collect(),
+        ValueKind::String => py_str(path).split('.').map(String::from).collect(),
+        ValueKind::Seq => items(path)?.iter().map(py_str).collect(),
         _ => return Err(invalid("subelements must be a list or a string")),
     };
     let list = match v.kind() {
-        ValueKind::Seq => items(&v)?,
+        ValueKind::Seq => items(v)?,
         ValueKind::Map => v
             .try_iter()?
             .map(|k| v.get_item(&k))
