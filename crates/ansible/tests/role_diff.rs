@@ -312,6 +312,17 @@ async fn with_loops_role_matches_ansible() {
         kinds: vec![],
     };
     let outcome = diff_case(case, 1, None).await;
-    let facts = &outcome.tasks.last().expect("tasks").result["ansible_facts"];
+    let facts = &outcome
+        .tasks
+        .iter()
+        .find(|t| t.name == "what nested registered")
+        .expect("task")
+        .result["ansible_facts"];
     assert_eq!(facts["pairs"].as_array().map(Vec::len), Some(6), "{facts}");
+    let seq = outcome
+        .tasks
+        .iter()
+        .find(|t| t.name == "sequence, short form and count")
+        .expect("task");
+    assert_eq!(seq.result["results"].as_array().map(Vec::len), Some(15));
 }

@@ -26,6 +26,22 @@ pub(crate) fn items(
         .template_value(raw, scope)
         .map_err(|e| format!("Error in loop: {e}"))?;
     let list: Vec<Value> = match (kind, v.kind()) {
+        (LoopKind::WithSequence, ValueKind::String | ValueKind::Seq) => {
+            let terms: Vec<Value> = if v.kind() == ValueKind::Seq {
+                v.try_iter().map_err(|e| e.to_string())?.collect()
+            } else {
+                vec![v.clone()]
+            };
+            let mut out = Vec::new();
+            for t in terms {
+                out.extend(
+                    super::sequence::sequence(&value::py_str(&t))?
+                        .into_iter()
+                        .map(Value::from),
+                );
+            }
+            out
+        }
         (
             LoopKind::WithNested | LoopKind::WithTogether | LoopKind::WithSubelements,
             ValueKind::Seq,
@@ -100,6 +116,7 @@ fn loop_keyword(kind: LoopKind) -> &'static str {
         LoopKind::WithTogether => "with_together",
         LoopKind::WithSubelements => "with_subelements",
         LoopKind::WithIndexedItems => "with_indexed_items",
+        LoopKind::WithSequence => "with_sequence",
         LoopKind::WithDict => "with_dict",
         LoopKind::WithItems => "with_items",
         LoopKind::WithList => "with_list",

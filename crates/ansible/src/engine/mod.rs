@@ -8,6 +8,7 @@
 mod exec;
 mod loops;
 mod outcome;
+mod sequence;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

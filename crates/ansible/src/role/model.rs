@@ -39,6 +39,8 @@ pub enum LoopKind {
     WithSubelements,
     /// `with_indexed_items`: `[index, item]`, flattened one level.
     WithIndexedItems,
+    /// `with_sequence`: numbers as formatted strings.
+    WithSequence,
 }
 
 #[derive(Clone, Debug)]

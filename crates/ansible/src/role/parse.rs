@@ -184,7 +184,7 @@ impl Loader {
                 "failed_when" => task.failed_when = Some(self.exprs(ctx, v)?),
                 "until" => task.until = Some(self.exprs(ctx, v)?),
                 "loop" | "with_items" | "with_list" | "with_dict" | "with_nested"
-                | "with_together" | "with_subelements" | "with_indexed_items" => {
+                | "with_together" | "with_subelements" | "with_indexed_items" | "with_sequence" => {
                     if task.loop_kind.is_some() {
                         return Err(ctx.err(k, "only one loop keyword may be used per task"));
                     }
@@ -196,6 +196,7 @@ impl Loader {
                         "with_together" => LoopKind::WithTogether,
                         "with_subelements" => LoopKind::WithSubelements,
                         "with_indexed_items" => LoopKind::WithIndexedItems,
+                        "with_sequence" => LoopKind::WithSequence,
                         _ => LoopKind::WithDict,
                     });
                     self.check_node(ctx, v)?;
