@@ -168,6 +168,8 @@ async fn run(
         Owner::from_object(cr),
     );
     ctx.run_timeout = run_timeout();
+    // The reconcile reads failures, stats and status requests, never the tasks' results.
+    ctx.keep_results = false;
     role.run(&ctx, &vars).await
 }
 

@@ -1,12 +1,17 @@
-//! A run's deadline (L13): roles may retry and pause for as long as the run's deadline
-//! allows (not a fixed per-task cap), and no run goes past it. Time is tokio's paused
-//! clock: nothing here waits for real.
+//! A run's limits (L13): roles may retry and pause for as long as the run's deadline
+//! allows (not a fixed per-task cap), and no run goes past it; a host that does not read
+//! the tasks' results has the run keep none. Time is tokio's paused clock: nothing here
+//! waits for real.
 use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_ansible::{Discovery, LoadOptions, Outcome, Role, RunContext};
 
 async fn run(tasks: &str, timeout: Duration) -> Outcome {
+    run_with(tasks, timeout, true).await
+}
+
+async fn run_with(tasks: &str, timeout: Duration, keep_results: bool) -> Outcome {
     let dir = tempfile::tempdir().expect("dir");
     std::fs::create_dir_all(dir.path().join("r/tasks")).expect("role");
     std::fs::write(dir.path().join("r/tasks/main.yml"), tasks).expect("tasks");
@@ -21,6 +26,7 @@ async fn run(tasks: &str, timeout: Duration) -> Outcome {
     .expect("load");
     let mut ctx = RunContext::new(None, Arc::new(Discovery::new()), None);
     ctx.run_timeout = timeout;
+    ctx.keep_results = keep_results;
     role.run(&ctx, &Default::default()).await
 }
 
@@ -83,4 +89,18 @@ async fn no_run_goes_past_its_deadline() {
         "{:?}",
         o.failure_messages()
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_that_reads_no_results_keeps_none() {
+    let tasks = "- name: big\n  set_fact:\n    x: \"{{ 'y' * 100000 }}\"\n  loop: [1, 2, 3]\n- name: fails\n  fail:\n    msg: done\n";
+    let kept = run_with(tasks, Duration::from_secs(60), true).await;
+    assert_eq!(kept.tasks.len(), 2);
+    let o = run_with(tasks, Duration::from_secs(60), false).await;
+    assert!(o.tasks.is_empty());
+    assert_eq!(
+        (o.stats.ok, o.stats.failures),
+        (kept.stats.ok, kept.stats.failures)
+    );
+    assert_eq!(o.failure_messages(), ["done"]);
 }

@@ -434,6 +434,9 @@ impl Run {
             }
             TaskStatus::Rescued => s.rescued += 1,
         }
+        if !self.ctx.keep_results {
+            return;
+        }
         self.outcome.tasks.push(TaskResult {
             name: task.display_name(),
             module: module.to_string(),

@@ -46,6 +46,10 @@ pub struct RunContext {
     /// What `k8s_status` asked so far for the run's own CR (the host writes it at the end):
     /// what `k8s_info` and `lookup('k8s')` show of the CR meanwhile, as if written.
     pub(crate) own_status: Arc<std::sync::Mutex<Option<StatusRequest>>>,
+    /// Whether [`Outcome::tasks`] keeps each task's result (true by default). A host that
+    /// reads only the failures, stats and status turns it off: a run then holds no copy of
+    /// what its tasks returned (objects, lists) beyond what it registers.
+    pub keep_results: bool,
     /// Where `osdk_metric` records (the process-wide set by default).
     pub metrics: &'static crate::metrics::UserMetrics,
 }
@@ -65,6 +69,7 @@ impl RunContext {
             deadline: None,
             own_status: Default::default(),
             metrics: crate::metrics::UserMetrics::global(),
+            keep_results: true,
         }
     }
 }

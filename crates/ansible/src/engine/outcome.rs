@@ -54,6 +54,7 @@ pub struct FailedTask {
 
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
+    /// Every task run, in order (empty when [`crate::RunContext::keep_results`] is off).
     pub tasks: Vec<TaskResult>,
     pub stats: Stats,
     /// Failures that count (not ignored, not rescued), in order; ansible-operator joins their
