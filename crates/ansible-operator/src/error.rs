@@ -15,6 +15,10 @@ pub enum Error {
     Annotation(String),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// Another writer kept changing the object while its status was written: retried
+    /// with backoff like any API error.
+    #[error("{0}")]
+    Conflict(String),
 }
 
 impl Categorized for Error {
@@ -22,7 +26,7 @@ impl Categorized for Error {
         match self {
             Error::Run(_) => ErrorCategory::Transient,
             Error::Annotation(_) => ErrorCategory::InvalidSpec,
-            Error::Kube(_) => ErrorCategory::Api,
+            Error::Kube(_) | Error::Conflict(_) => ErrorCategory::Api,
         }
     }
 }

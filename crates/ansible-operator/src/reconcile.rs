@@ -10,7 +10,8 @@
 //! 4. each kind the run manages gets a **dependent watch** (unless `watchDependentResources:
 //!    false`, blacklisted, or cluster-scoped without `watchClusterScopedResources`);
 //! 5. the **status** — conditions and `k8s_status` requests on the CR — is written once, only
-//!    when it changed; a failure publishes a Warning Event when its message is new and is
+//!    when it changed, with an update guarded by the resourceVersion (a conflict re-reads
+//!    the object and recomputes the status from it: no other writer's update is lost); a failure publishes a Warning Event when its message is new and is
 //!    returned for the backoff; `requeue_after` asks for the next run.
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ use bosun_ansible::modules::k8s_status;
 use bosun_ansible::{status, Outcome, Owner, Role, RunContext};
 use bosun_runtime::owner::set_finalizer;
 use bosun_watches::{Host, Next};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{DynamicObject, GroupVersionKind};
 use kube::{Resource, ResourceExt};
 use serde_json::{json, Value};
@@ -41,8 +42,8 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
     if let Err(msg) = host.period(&cr) {
         if host.entry.ansible.manage_status {
             let now = status::transition_time(chrono::Utc::now());
-            let desired = status::mark_error(view.status.as_ref(), &msg, &now);
-            write_status(&host, &api, &cr, &view, &desired).await?;
+            let desired = |current: Option<&Value>| status::mark_error(current, &msg, &now);
+            write_status(&host, &api, &cr, &view, desired).await?;
         }
         warn(&host, &cr, &msg).await;
         return Err(Error::Annotation(msg));
@@ -82,7 +83,13 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
     if !outcome.succeeded() {
         return Err(Error::Run(failure_message(&outcome)));
     }
-    Ok(outcome.requeue_after.map_or(Next::AwaitChange, Next::After))
+    Ok(requeue(&outcome).map_or(Next::AwaitChange, Next::After))
+}
+
+/// The period `requeue_after` asked for, as controller-runtime honours `RequeueAfter`: only
+/// when it is positive (`0s` and negative periods, which parse to zero, mean no requeue).
+fn requeue(outcome: &Outcome) -> Option<std::time::Duration> {
+    outcome.requeue_after.filter(|d| !d.is_zero())
 }
 
 /// Step 2.
@@ -95,7 +102,7 @@ async fn finalize(
 ) -> Result<Next, Error> {
     let role = f.role.as_ref().unwrap_or(&host.flavor.role);
     let outcome = run(host, role, &object_json(cr, host, view), Some(&f.vars)).await;
-    if outcome.succeeded() && outcome.requeue_after.is_none() {
+    if outcome.succeeded() && requeue(&outcome).is_none() {
         if let Some(fresh) = api.get_opt(&cr.name_any()).await? {
             set_finalizer(api, &fresh, &f.name, false).await?;
         }
@@ -105,7 +112,7 @@ async fn finalize(
         return Ok(Next::AwaitChange);
     }
     record(cr, host, api, view, &outcome).await?;
-    match outcome.requeue_after {
+    match requeue(&outcome) {
         _ if !outcome.succeeded() => Err(Error::Run(failure_message(&outcome))),
         Some(d) => Ok(Next::After(d)),
         None => Ok(Next::AwaitChange),
@@ -155,12 +162,37 @@ async fn run(
             kind: &host.entry.gvk.kind,
         },
     );
-    let ctx = RunContext::new(
+    let mut ctx = RunContext::new(
         Some(host.client.clone()),
         host.flavor.discovery.clone(),
         Owner::from_object(cr),
     );
+    ctx.run_timeout = run_timeout();
+    // The reconcile reads failures, stats and status requests, never the tasks' results.
+    ctx.keep_results = false;
     role.run(&ctx, &vars).await
+}
+
+/// The environment variable that sets a run's deadline (a Go duration, `90m`); one hour
+/// when unset.
+pub const RUN_TIMEOUT_ENV: &str = "BOSUN_ANSIBLE_RUN_TIMEOUT";
+
+/// Each run's deadline: [`RUN_TIMEOUT_ENV`], else [`bosun_ansible::engine::DEFAULT_RUN_TIMEOUT`].
+fn run_timeout() -> std::time::Duration {
+    static TIMEOUT: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *TIMEOUT.get_or_init(|| {
+        let default = bosun_ansible::engine::DEFAULT_RUN_TIMEOUT;
+        match std::env::var(RUN_TIMEOUT_ENV) {
+            Err(_) => default,
+            Ok(v) => match bosun_ansible::modules::basic::parse_go_duration(&v) {
+                Ok(d) if !d.is_zero() => d,
+                _ => {
+                    tracing::warn!(value = %v, "{RUN_TIMEOUT_ENV} is not a positive duration (say 90m); runs end after {} s", default.as_secs());
+                    default
+                }
+            },
+        }
+    })
 }
 
 /// Step 4.
@@ -216,7 +248,7 @@ async fn record(
     if failed && previous_failure(current) != Some(msg.as_str()) {
         warn(host, cr, &msg).await;
     }
-    let desired = if host.entry.ansible.manage_status {
+    if host.entry.ansible.manage_status {
         let capped;
         let outcome = if failed {
             // One failure carrying the joined, capped messages (the condition joins them).
@@ -230,14 +262,18 @@ async fn record(
         } else {
             outcome
         };
-        status::after_run(current, outcome, chrono::Utc::now())
+        let now = chrono::Utc::now();
+        let desired = |current: Option<&Value>| status::after_run(current, outcome, now);
+        write_status(host, api, cr, view, desired).await
     } else {
         match &outcome.status {
-            Some(req) => k8s_status::apply(current, req),
-            None => return Ok(()),
+            Some(req) => {
+                let desired = |current: Option<&Value>| k8s_status::apply(current, req);
+                write_status(host, api, cr, view, desired).await
+            }
+            None => Ok(()),
         }
-    };
-    write_status(host, api, cr, view, &desired).await
+    }
 }
 
 fn previous_failure(status: Option<&Value>) -> Option<&str> {
@@ -250,36 +286,75 @@ fn previous_failure(status: Option<&Value>) -> Option<&str> {
         .as_str()
 }
 
-/// Server-side apply of the status, with this operator's field manager, unless it is
-/// already what the object holds.
+/// Step 5's write: the status `desired` makes of the current one, unless that is what the
+/// object holds, with the written object recorded in [`crate::latest`].
 async fn write_status(
     host: &Ctx,
     api: &Api<DynamicObject>,
     cr: &DynamicObject,
     view: &View,
-    desired: &Value,
+    desired: impl Fn(Option<&Value>) -> Value,
 ) -> Result<(), Error> {
-    if view.status.as_ref() == Some(desired) {
-        return Ok(());
-    }
-    let patch = json!({
-        "apiVersion": host.resource.api_version,
-        "kind": host.resource.kind,
-        "status": desired,
+    let mut obj = cr.clone();
+    obj.types = Some(kube::core::TypeMeta {
+        api_version: host.resource.api_version.clone(),
+        kind: host.resource.kind.clone(),
     });
-    let pp = PatchParams::apply(<AnsibleFlavor as bosun_watches::Flavor>::MANAGER).force();
-    match api
-        .patch_status(&cr.name_any(), &pp, &Patch::Apply(&patch))
-        .await
-    {
-        Ok(written) => {
-            host.flavor.latest.wrote(&written);
-            Ok(())
-        }
-        // Deleted while the role ran.
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
+    if let Some(written) = update_status(api, &obj, view, desired).await? {
+        host.flavor.latest.wrote(&written);
     }
+    Ok(())
+}
+
+/// Most conflicts one status write retries before it is reported (and the reconcile retried).
+const MAX_CONFLICTS: usize = 5;
+
+/// Writes the status `desired` makes of the object's current one with an update guarded by
+/// the resourceVersion (`PUT /status`, as ansible-operator's `Status().Update`): a write
+/// made from a stale read gets a conflict instead of overwriting what another writer
+/// changed since, and is made again from a fresh read, so another writer's update is never
+/// lost. `view` is what the caller read (status and resourceVersion); nothing is sent when
+/// `desired` is already there. Returns the written object; None when nothing was written
+/// or the object is gone (or was replaced by another of the same name).
+pub async fn update_status(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    view: &View,
+    desired: impl Fn(Option<&Value>) -> Value,
+) -> Result<Option<DynamicObject>, Error> {
+    let name = obj.name_any();
+    let mut current = view.status.clone();
+    let mut rv = view.resource_version.clone();
+    for _ in 0..MAX_CONFLICTS {
+        let want = desired(current.as_ref());
+        if current.as_ref() == Some(&want) {
+            return Ok(None);
+        }
+        let mut body = obj.clone();
+        body.data["status"] = want;
+        body.metadata.resource_version = rv.clone();
+        body.metadata.managed_fields = None;
+        let pp = PostParams {
+            field_manager: Some(<AnsibleFlavor as bosun_watches::Flavor>::MANAGER.into()),
+            ..Default::default()
+        };
+        match api.replace_status(&name, &pp, &body).await {
+            Ok(written) => return Ok(Some(written)),
+            // Deleted while the role ran.
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 409 => match api.get_opt(&name).await? {
+                Some(fresh) if fresh.uid() == obj.uid() => {
+                    current = fresh.data.get("status").cloned();
+                    rv = fresh.resource_version();
+                }
+                _ => return Ok(None),
+            },
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::Conflict(format!(
+        "the status of {name} changed under {MAX_CONFLICTS} writes in a row"
+    )))
 }
 
 async fn warn(host: &Ctx, cr: &DynamicObject, note: &str) {
@@ -292,4 +367,25 @@ async fn warn(host: &Ctx, cr: &DynamicObject, note: &str) {
             note,
         )
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn only_a_positive_requeue_after_requeues() {
+        let mut o = Outcome::default();
+        assert_eq!(requeue(&o), None);
+        // `0s`, and a negative period (which the module parses to zero, as Go's
+        // time.ParseDuration gives a negative Duration), mean no requeue.
+        for time in ["0s", "-5s", "0"] {
+            o.requeue_after =
+                Some(bosun_ansible::modules::basic::parse_go_duration(time).expect("parses"));
+            assert_eq!(requeue(&o), None, "{time}");
+        }
+        o.requeue_after = Some(Duration::from_secs(30));
+        assert_eq!(requeue(&o), Some(Duration::from_secs(30)));
+    }
 }

@@ -2,6 +2,8 @@
 //! with only the RBAC the entry declares: a role using include_tasks, block/rescue, loops,
 //! register, k8s_info, k8s_status, lookup('template') and requeue_after; finalizers (a
 //! finalizer role, and the entry's own role with the finalizer's vars); a failing task.
+//! A role in the shape of operator-sdk's memcached-molecule sample (stat, file, osdk_metric,
+//! an optional-API probe, loops, block/rescue, k8s_status) converges natively.
 mod support;
 
 use std::time::Duration;
@@ -298,5 +300,39 @@ async fn without_manage_status_only_the_role_writes_status() {
         .filter_map(|c| c["type"].as_str())
         .collect();
     assert_eq!(types, ["Ready"], "no Running/Successful/Failure conditions");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_molecule_shaped_role_converges_natively() {
+    let env = env("ao-molecule").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: molecule}\n",
+    );
+    let ops = operators(&w);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    widget(&env, "cache", json!({"size": 2})).await;
+    let w = wait_successful(&env, "cache").await;
+    assert_eq!(
+        w.data["status"]["routes"], false,
+        "k8s_info on an unserved API: api_found false"
+    );
+    assert_eq!(w.data["status"]["seen"], json!(["a", "b", "c"]));
+    assert_eq!(w.data["status"]["rescued"], true);
+    let deploys: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(env.admin.clone(), &env.ns);
+    let d = deploys.get("cache-memcached").await.expect("deployment");
+    assert_eq!(d.spec.expect("spec").replicas, Some(2));
+    assert_eq!(d.metadata.owner_references.expect("owner")[0].name, "cache");
+    let metrics = bosun_ansible::metrics::UserMetrics::global();
+    assert_eq!(metrics.value("molecule_counter_inc_test"), Some(1.0));
+    assert_eq!(metrics.value("molecule_gauge_set_test"), Some(5.0));
+    assert_eq!(metrics.value("molecule_histogram_observe_test"), Some(1.0));
+    assert!(std::path::Path::new(&format!("/tmp/metricsbumped-{}", env.ns)).exists());
+    let _ = std::fs::remove_file(format!("/tmp/metricsbumped-{}", env.ns));
     op.stop().await;
 }

@@ -37,20 +37,36 @@ impl Discovery {
         api_version: &str,
         kind: &str,
     ) -> Result<Resolved, String> {
+        self.resolve_opt(client, api_version, kind)
+            .await?
+            .ok_or_else(|| format!("Failed to find exact match for {api_version}.{kind} by [kind, name, singularName, shortNames]"))
+    }
+
+    /// [`Discovery::resolve`], with `None` when the API server does not serve the kind (its
+    /// group-version is unknown, or does not have it); `Err` for other failures.
+    pub async fn resolve_opt(
+        &self,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<Resolved>, String> {
         if let Some(r) = self
             .cache
             .read()
             .ok()
             .and_then(|c| c.get(api_version).and_then(|m| m.get(kind).cloned()))
         {
-            return Ok(r);
+            return Ok(Some(r));
         }
-        let list = if api_version.contains('/') {
+        let list = match if api_version.contains('/') {
             client.list_api_group_resources(api_version).await
         } else {
             client.list_core_api_resources(api_version).await
-        }
-        .map_err(|e| format!("Failed to find exact match for {api_version}.{kind} by [kind, name, singularName, shortNames]: {e}"))?;
+        } {
+            Ok(list) => list,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(e) => return Err(format!("Failed to find exact match for {api_version}.{kind} by [kind, name, singularName, shortNames]: {e}")),
+        };
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let mut kinds: HashMap<String, Resolved> = HashMap::new();
         for r in &list.resources {
@@ -93,7 +109,29 @@ impl Discovery {
         if let Ok(mut c) = self.cache.write() {
             c.insert(api_version.to_string(), Arc::new(kinds));
         }
-        found.ok_or_else(|| format!("Failed to find exact match for {api_version}.{kind} by [kind, name, singularName, shortNames]"))
+        Ok(found)
+    }
+
+    /// `lookup('k8s', cluster_info='api_groups')` as kubernetes.core answers it: the
+    /// discovery client's group names under `/apis`, the empty group first.
+    pub async fn api_groups(client: &Client) -> Result<Vec<String>, String> {
+        let groups = client
+            .list_api_groups()
+            .await
+            .map_err(|e| format!("Failed to list the API groups: {e}"))?;
+        Ok(std::iter::once(String::new())
+            .chain(groups.groups.into_iter().map(|g| g.name))
+            .collect())
+    }
+
+    /// `lookup('k8s', cluster_info='version')` as kubernetes.core answers it:
+    /// `{kubernetes: <the server's /version>}`.
+    pub async fn version(client: &Client) -> Result<Json, String> {
+        let v = client
+            .apiserver_version()
+            .await
+            .map_err(|e| format!("Failed to read the server version: {e}"))?;
+        Ok(json!({"kubernetes": v}))
     }
 
     pub fn api(client: &Client, r: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -198,6 +236,9 @@ impl Owner {
 pub struct LookupRuntime {
     client: Option<Client>,
     discovery: Arc<Discovery>,
+    /// The run's own CR (its uid) and what `k8s_status` asked for it so far.
+    owner_uid: String,
+    own_status: Arc<std::sync::Mutex<Option<crate::engine::StatusRequest>>>,
 }
 
 impl std::fmt::Debug for LookupRuntime {
@@ -211,6 +252,12 @@ impl LookupRuntime {
         LookupRuntime {
             client: ctx.client.clone(),
             discovery: ctx.discovery.clone(),
+            owner_uid: ctx
+                .owner
+                .as_ref()
+                .map(|o| o.uid.clone())
+                .unwrap_or_default(),
+            own_status: ctx.own_status.clone(),
         }
     }
 }
@@ -228,10 +275,16 @@ impl crate::template::lookups::Runtime for LookupRuntime {
         }
         let discovery = self.discovery.clone();
         let params = params.clone();
-        tokio::task::block_in_place(|| {
+        let mut found = tokio::task::block_in_place(|| {
             handle.block_on(async move {
-                crate::modules::k8s_info::find(&client, &discovery, &params).await
+                match params.get("cluster_info").and_then(Json::as_str) {
+                    Some("version") => Ok(vec![Discovery::version(&client).await?]),
+                    Some("api_groups") => Ok(vec![json!(Discovery::api_groups(&client).await?)]),
+                    _ => crate::modules::k8s_info::find(&client, &discovery, &params).await,
+                }
             })
-        })
+        })?;
+        crate::engine::overlay(&self.owner_uid, &self.own_status, &mut found);
+        Ok(found)
     }
 }

@@ -12,13 +12,14 @@
 pub mod engine;
 pub mod extra_vars;
 pub mod kube_api;
+pub mod metrics;
 pub mod modules;
 pub mod role;
 pub mod status;
 pub mod template;
 pub mod yaml;
 
-pub use engine::{Outcome, RunContext, Stats, StatusRequest, TaskResult, TaskStatus};
+pub use engine::{Outcome, RunContext, Stats, StatusRequest, TaskResult, TaskStatus, CENSORED};
 pub use extra_vars::{for_cr, ExtraVarsOptions};
 pub use kube_api::{Discovery, Owner};
 pub use role::{LoadOptions, Role};

@@ -13,7 +13,12 @@ use common::diff::*;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value as Json};
 
-async fn diff_case(case: Case<'_>, runs: usize, finalizer_vars: Option<Json>) {
+/// Runs the case and returns bosun's last outcome.
+async fn diff_case(
+    case: Case<'_>,
+    runs: usize,
+    finalizer_vars: Option<Json>,
+) -> bosun_ansible::Outcome {
     let cp = bosun_testenv::shared()
         .await
         .expect("test control plane (bash scripts/setup-assets.sh)");
@@ -29,6 +34,7 @@ async fn diff_case(case: Case<'_>, runs: usize, finalizer_vars: Option<Json>) {
     create_cr(&client, &case, &ns_b).await;
     let discovery = Arc::new(Discovery::new());
     let kubeconfig = cp.kubeconfig().to_path_buf();
+    let mut last = None;
     for run in 0..runs + usize::from(finalizer_vars.is_some()) {
         let finalizing = run == runs;
         let with_vars = |mut extra: serde_json::Map<String, Json>| {
@@ -91,7 +97,9 @@ async fn diff_case(case: Case<'_>, runs: usize, finalizer_vars: Option<Json>) {
             d.join("\n")
         );
         assert!(!a.tasks.is_empty(), "the role ran tasks");
+        last = Some(outcome);
     }
+    last.expect("at least one run")
 }
 
 fn kinds() -> Vec<(&'static str, &'static str, &'static str)> {
@@ -195,4 +203,126 @@ async fn k8s_modes_role_matches_ansible() {
         kinds: kinds(),
     };
     diff_case(case, 2, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_log_role_matches_ansible_and_shows_no_secret() {
+    let token = "tok-5ecret-value";
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "no_log",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({"token": token}),
+        watch_vars: None,
+        kinds: vec![],
+    };
+    let outcome = diff_case(case, 1, None).await;
+    // What a host shows (task results, failure messages) never holds the secret.
+    let shown = format!("{:?} {:?}", outcome.tasks, outcome.failures);
+    assert!(!shown.contains(token), "the token leaked: {shown}");
+    assert_eq!(
+        outcome.failure_messages(),
+        [bosun_ansible::CENSORED],
+        "the failed assert's message is Ansible's replacement text"
+    );
+    let visible = outcome
+        .tasks
+        .iter()
+        .find(|t| t.name == "shown in a hidden block")
+        .expect("task");
+    assert_eq!(
+        visible.result["msg"], "visible",
+        "no_log: false inside the block"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_role_matches_ansible() {
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "probes",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({}),
+        watch_vars: None,
+        kinds: vec![],
+    };
+    let outcome = diff_case(case, 1, None).await;
+    let facts = &outcome.tasks[2].result["ansible_facts"];
+    assert_eq!(facts["have_routes"], false, "{facts}");
+    assert_eq!(facts["nosuch_found"], false, "{facts}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_role_matches_ansible() {
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "files",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({}),
+        watch_vars: None,
+        kinds: vec![],
+    };
+    let outcome = diff_case(case, 1, None).await;
+    let facts = &outcome
+        .tasks
+        .iter()
+        .find(|t| t.name == "the results")
+        .expect("task")
+        .result["ansible_facts"];
+    // Not vacuous: the keys compared are there.
+    assert_eq!(facts["data_stat"]["isreg"], true, "{facts}");
+    assert_eq!(facts["link_stat"]["islnk"], true, "{facts}");
+    assert_eq!(facts["made_r"]["mode"], "0750", "{facts}");
+    assert_eq!(
+        facts["data_stat"].as_object().map(|o| o.len()),
+        Some(bosun_ansible::modules::files::STAT_KEYS.len() - 3),
+        "every stat key but atime and the link's: {facts}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_status_role_matches_ansible() {
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "own_status",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({}),
+        watch_vars: None,
+        kinds: vec![],
+    };
+    let outcome = diff_case(case, 1, None).await;
+    let facts = &outcome.tasks[3].result["ansible_facts"];
+    assert_eq!(facts["seen"]["phase"], "Building", "{facts}");
+    assert_eq!(facts["looked"]["step"], 1, "{facts}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_loops_role_matches_ansible() {
+    let case = Case {
+        roles_dir: crate_dir().join("tests/roles"),
+        role: "loops",
+        group: "test.bosun.dev",
+        kind: "Widget",
+        spec: json!({"teams": [{"name": "g1", "members": ["a", "b"]}, {"name": "g2", "members": []}, {"name": "g3"}]}),
+        watch_vars: None,
+        kinds: vec![],
+    };
+    let outcome = diff_case(case, 1, None).await;
+    let facts = &outcome
+        .tasks
+        .iter()
+        .find(|t| t.name == "what nested registered")
+        .expect("task")
+        .result["ansible_facts"];
+    assert_eq!(facts["pairs"].as_array().map(Vec::len), Some(6), "{facts}");
+    let seq = outcome
+        .tasks
+        .iter()
+        .find(|t| t.name == "sequence, short form and count")
+        .expect("task");
+    assert_eq!(seq.result["results"].as_array().map(Vec::len), Some(15));
 }

@@ -15,6 +15,8 @@ use crate::template::{value, Scope, Templar, VarLayer};
 
 /// Ansible's `omit` placeholder: an argument templated to it is dropped.
 pub(crate) const OMIT: &str = "__omit_place_holder__bosun";
+/// Longest `debug` output logged (a role may print a whole spec).
+const MAX_LOGGED: usize = 8 * 1024;
 /// How deep `include_tasks`/roles may nest at run time.
 const MAX_INCLUDE_DEPTH: usize = 24;
 
@@ -33,6 +35,8 @@ pub(crate) struct Frame {
     when: Vec<String>,
     magic: Arc<VarLayer>,
     body: Arc<RoleBody>,
+    /// The nearest enclosing block's, include's or role entry's `no_log`.
+    no_log: Option<Value>,
 }
 
 pub(crate) struct Run {
@@ -46,6 +50,9 @@ pub(crate) struct Run {
     playbook_dir: PathBuf,
     runtime: Arc<dyn crate::template::lookups::Runtime>,
     aborted: Option<String>,
+    /// Whether the task being run has `no_log` in effect: its recorded result and failure
+    /// message are replaced by Ansible's [`CENSORED`] text (what it registers is not).
+    hide: bool,
 }
 
 fn str_layer(pairs: &[(&str, Value)]) -> Arc<VarLayer> {
@@ -76,6 +83,7 @@ impl Run {
             playbook_dir,
             runtime,
             aborted: None,
+            hide: false,
         }
     }
 
@@ -133,6 +141,7 @@ impl Run {
             when: Vec::new(),
             magic: self.magic(&play.body, false),
             body: play.body.clone(),
+            no_log: None,
         };
         for list in [&play.pre_tasks] {
             match self.run_tasks(list, &base).await {
@@ -183,6 +192,7 @@ impl Run {
                 when,
                 magic: self.magic(role, true),
                 body: role.clone(),
+                no_log: dep.no_log.clone().or_else(|| outer.no_log.clone()),
             };
             let mut flow = Flow::Continue;
             for d in &role.deps {
@@ -222,6 +232,13 @@ impl Run {
     }
 
     fn count(&mut self) -> bool {
+        if self.ctx.remaining().is_zero() {
+            self.aborted = Some(format!(
+                "the run went past its deadline of {} s; stopped",
+                self.ctx.run_timeout.as_secs()
+            ));
+            return false;
+        }
         self.executed += 1;
         if self.executed > self.ctx.max_tasks {
             self.aborted = Some(format!(
@@ -233,9 +250,26 @@ impl Run {
         true
     }
 
+    /// Whether `no_log` is in effect for `task` (its own, else the nearest enclosing one's).
+    /// A `no_log` that does not template hides: the safe side.
+    fn hidden(&self, task: &Task, frame: &Frame) -> bool {
+        let Some(v) = task.no_log.as_ref().or(frame.no_log.as_ref()) else {
+            return false;
+        };
+        let scope = self.scope(frame, &task.vars, None);
+        match self.templar.template_value(v, &scope) {
+            Ok(v) => crate::template::filters::to_bool(&v),
+            Err(_) => true,
+        }
+    }
+
     async fn run_task(&mut self, task: &Task, frame: &Frame) -> Flow {
         if self.aborted.is_some() || !self.count() {
             return Flow::Failed;
+        }
+        self.hide = self.hidden(task, frame);
+        if !matches!(task.action, Action::Block { .. }) {
+            tracing::debug!(task = %task.display_name(), "[playbook task start]");
         }
         match &task.action {
             Action::Block {
@@ -246,6 +280,9 @@ impl Run {
                 let mut inner = frame.clone();
                 inner.low.push(task.vars.clone());
                 inner.when.extend(task.when.iter().cloned());
+                if task.no_log.is_some() {
+                    inner.no_log = task.no_log.clone();
+                }
                 self.run_block(block, rescue, always, &inner).await
             }
             Action::Meta(m) => {
@@ -296,6 +333,9 @@ impl Run {
                     role: role.clone(),
                     params: task.vars.clone(),
                     when: Vec::new(),
+                    // A static import applies its keywords to the role's tasks; a dynamic
+                    // include only to itself (as include_tasks).
+                    no_log: if *dynamic { None } else { task.no_log.clone() },
                 };
                 let mut outer = frame.clone();
                 outer.when.clear();
@@ -361,6 +401,24 @@ impl Run {
     }
 
     pub(crate) fn record(&mut self, task: &Task, module: &str, status: TaskStatus, result: Json) {
+        let result = if self.hide { censor(&result) } else { result };
+        if module == "debug" && status == TaskStatus::Ok {
+            // As ansible-operator logs a debug task's output (`[playbook debug]`, level info).
+            let mut shown = result
+                .get("msg")
+                .or(result.get("censored"))
+                .map(|m| m.as_str().map_or_else(|| m.to_string(), String::from))
+                .unwrap_or_else(|| result.to_string());
+            if shown.len() > MAX_LOGGED {
+                let mut cut = MAX_LOGGED;
+                while !shown.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                shown.truncate(cut);
+                shown.push_str("… (truncated)");
+            }
+            tracing::info!(task = %task.display_name(), msg = %shown, "[playbook debug]");
+        }
         let s = &mut self.outcome.stats;
         match status {
             TaskStatus::Ok => s.ok += 1,
@@ -375,6 +433,9 @@ impl Run {
                 s.ignored += 1;
             }
             TaskStatus::Rescued => s.rescued += 1,
+        }
+        if !self.ctx.keep_results {
+            return;
         }
         self.outcome.tasks.push(TaskResult {
             name: task.display_name(),
@@ -393,7 +454,7 @@ impl Run {
         }
         self.outcome.failures.push(FailedTask {
             name: task.display_name(),
-            msg,
+            msg: if self.hide { CENSORED.into() } else { msg },
             location: task.loc.to_string(),
         });
         self.record(task, module, TaskStatus::Failed, result);
@@ -529,7 +590,7 @@ impl Run {
                     .unwrap_or(0.0);
                 if secs > 0.0 {
                     tokio::time::sleep(Duration::from_secs_f64(
-                        secs.min(self.ctx.max_wait.as_secs_f64()),
+                        secs.min(self.ctx.remaining().as_secs_f64()),
                     ))
                     .await;
                 }
@@ -609,7 +670,7 @@ impl Run {
             }
             self.outcome.failures.push(FailedTask {
                 name: task.display_name(),
-                msg,
+                msg: if self.hide { CENSORED.into() } else { msg },
                 location: task.loc.to_string(),
             });
             self.record(task, name, TaskStatus::Failed, result);
@@ -699,6 +760,11 @@ impl Run {
         if let Some(s) = fx.status {
             let cur = self.outcome.status.get_or_insert_with(Default::default);
             crate::modules::k8s_status::merge_request(cur, s);
+            *self
+                .ctx
+                .own_status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(cur.clone());
         }
         self.outcome.events.extend(fx.events);
         self.outcome.touched.extend(fx.touched);
@@ -732,7 +798,6 @@ impl Run {
         }
         let delay = int_of(&task.delay, 5, scope);
         let delay = if delay < 0 { 1 } else { delay };
-        let mut waited = 0i64;
         let mut result = Json::Null;
         for attempt in 1..=retries {
             let mut one = Effects::default();
@@ -774,9 +839,8 @@ impl Run {
                     return result;
                 }
                 if attempt < retries {
-                    waited += delay;
-                    if waited as u64 > self.ctx.max_wait.as_secs() {
-                        return json!({"failed": true, "changed": false, "msg": format!("until/retries would wait more than {} s", self.ctx.max_wait.as_secs())});
+                    if Duration::from_secs(delay as u64) >= self.ctx.remaining() {
+                        return json!({"failed": true, "changed": false, "attempts": attempt, "msg": format!("until/retries would wait past the run's deadline of {} s", self.ctx.run_timeout.as_secs())});
                     }
                     if !self.count() {
                         return json!({"failed": true, "changed": false, "msg": "task limit reached"});
@@ -890,6 +954,18 @@ impl Run {
         }
         json!({"failed": true, "changed": false, "msg": format!("vars file {name} was not found")})
     }
+}
+
+/// A `no_log` task's result as Ansible shows it: the replacement text and the status keys.
+fn censor(r: &Json) -> Json {
+    let mut out = Map::new();
+    out.insert("censored".into(), Json::String(CENSORED.into()));
+    for k in ["changed", "failed", "skipped", "attempts", "retries"] {
+        if let Some(v) = r.get(k) {
+            out.insert(k.into(), v.clone());
+        }
+    }
+    Json::Object(out)
 }
 
 fn remove_omit(j: Json) -> Json {

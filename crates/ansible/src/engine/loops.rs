@@ -26,6 +26,33 @@ pub(crate) fn items(
         .template_value(raw, scope)
         .map_err(|e| format!("Error in loop: {e}"))?;
     let list: Vec<Value> = match (kind, v.kind()) {
+        (LoopKind::WithSequence, ValueKind::String | ValueKind::Seq) => {
+            let terms: Vec<Value> = if v.kind() == ValueKind::Seq {
+                v.try_iter().map_err(|e| e.to_string())?.collect()
+            } else {
+                vec![v.clone()]
+            };
+            let mut out = Vec::new();
+            for t in terms {
+                out.extend(
+                    super::sequence::sequence(&value::py_str(&t))?
+                        .into_iter()
+                        .map(Value::from),
+                );
+            }
+            out
+        }
+        (
+            LoopKind::WithNested | LoopKind::WithTogether | LoopKind::WithSubelements,
+            ValueKind::Seq,
+        ) => combined(kind, &v)?,
+        (LoopKind::WithNested | LoopKind::WithTogether | LoopKind::WithSubelements, _) => {
+            return Err(format!(
+                "{} needs a list, got {}",
+                loop_keyword(kind),
+                value::py_str(&v)
+            ))
+        }
         (LoopKind::WithDict, ValueKind::Map) => v
             .try_iter()
             .map_err(|e| e.to_string())?
@@ -50,7 +77,7 @@ pub(crate) fn items(
             ))
         }
     };
-    let list = if kind == LoopKind::WithItems {
+    let list = if matches!(kind, LoopKind::WithItems | LoopKind::WithIndexedItems) {
         // with_items flattens one level.
         list.into_iter()
             .flat_map(|x| {
@@ -66,6 +93,14 @@ pub(crate) fn items(
     } else {
         list
     };
+    let list = if kind == LoopKind::WithIndexedItems {
+        list.into_iter()
+            .enumerate()
+            .map(|(i, x)| Value::from(vec![Value::from(i), x]))
+            .collect()
+    } else {
+        list
+    };
     if list.len() > MAX_ITEMS {
         return Err(format!(
             "the loop has {} items, more than bosun's limit of {MAX_ITEMS}",
@@ -73,6 +108,95 @@ pub(crate) fn items(
         ));
     }
     Ok(Some(list))
+}
+
+fn loop_keyword(kind: LoopKind) -> &'static str {
+    match kind {
+        LoopKind::WithNested => "with_nested",
+        LoopKind::WithTogether => "with_together",
+        LoopKind::WithSubelements => "with_subelements",
+        LoopKind::WithIndexedItems => "with_indexed_items",
+        LoopKind::WithSequence => "with_sequence",
+        LoopKind::WithDict => "with_dict",
+        LoopKind::WithItems => "with_items",
+        LoopKind::WithList => "with_list",
+        LoopKind::Loop => "loop",
+    }
+}
+
+/// The items of `with_nested`, `with_together` and `with_subelements`: Ansible's `nested`,
+/// `together` and `subelements` lookups, on the filters of the same logic.
+fn combined(kind: LoopKind, v: &Value) -> Result<Vec<Value>, String> {
+    use crate::template::itertools;
+    let terms: Vec<Value> = v.try_iter().map_err(|e| e.to_string())?.collect();
+    let err = |e: minijinja::Error| e.detail().map_or_else(|| e.to_string(), String::from);
+    let out = match kind {
+        LoopKind::WithNested => {
+            let (first, rest) = terms
+                .split_first()
+                .ok_or("with_nested requires at least one element in the nested list")?;
+            itertools::product_of(first, rest).map_err(err)?
+        }
+        LoopKind::WithTogether => {
+            let (first, rest) = terms
+                .split_first()
+                .ok_or("with_together requires at least one element in each list")?;
+            itertools::zip_longest_of(first, rest, Value::from(())).map_err(err)?
+        }
+        _ => {
+            let (list, key, flags) = match terms.as_slice() {
+                [l, k] => (l, k, None),
+                [l, k, f] => (l, k, Some(f)),
+                _ => return Err("subelements lookup expects a list of two or three items, the list, the name of the subelement and optionally a dictionary of flags".into()),
+            };
+            let skip = flags
+                .and_then(|f| f.get_attr("skip_missing").ok())
+                .is_some_and(|s| s.is_true());
+            let pairs = itertools::subelements_of(list, key, skip).map_err(err)?;
+            // The lookup (unlike the filter) takes the subelements out of the element.
+            let path: Vec<String> = match key.as_str() {
+                Some(k) => k.split('.').map(String::from).collect(),
+                None => Vec::new(),
+            };
+            let pairs = pairs
+                .try_iter()
+                .map_err(|e| e.to_string())?
+                .map(|pair| {
+                    let mut j = value::to_json(&pair).unwrap_or(Json::Null);
+                    if let Some((last, parents)) = path.split_last() {
+                        let at = parents
+                            .iter()
+                            .try_fold(j.get_mut(0), |at, p| Some(at?.get_mut(p.as_str())))
+                            .flatten();
+                        if let Some(m) = at.and_then(Json::as_object_mut) {
+                            m.remove(last);
+                        }
+                    }
+                    value::from_json(&j)
+                })
+                .collect::<Vec<_>>();
+            Value::from(pairs)
+        }
+    };
+    let out = out.try_iter().map_err(|e| e.to_string())?;
+    if kind == LoopKind::WithSubelements {
+        return Ok(out.collect());
+    }
+    // The nested and together lookups flatten each combination one level.
+    Ok(out
+        .map(|combo| {
+            let flat: Vec<Value> = combo
+                .try_iter()
+                .into_iter()
+                .flatten()
+                .flat_map(|x| match x.kind() {
+                    ValueKind::Seq => x.try_iter().map(|i| i.collect()).unwrap_or_default(),
+                    _ => vec![x],
+                })
+                .collect();
+            Value::from(flat)
+        })
+        .collect())
 }
 
 /// The variables of one item: the loop variable, `ansible_loop_var`, the index variable and,

@@ -8,13 +8,14 @@
 mod exec;
 mod loops;
 mod outcome;
+mod sequence;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use exec::OMIT;
-pub use outcome::{FailedTask, Outcome, Stats, StatusRequest, TaskResult, TaskStatus};
+pub use outcome::{FailedTask, Outcome, Stats, StatusRequest, TaskResult, TaskStatus, CENSORED};
 /// Re-exported for the modules.
 pub(crate) mod outcome_types {
     pub use super::outcome::StatusRequest;
@@ -37,8 +38,20 @@ pub struct RunContext {
     /// Most task executions one run may make (loops and includes count): a hostile role ends
     /// in an error instead of running forever.
     pub max_tasks: usize,
-    /// Longest `pause`/`until` wait one task may ask for.
-    pub max_wait: Duration,
+    /// Longest a run may take: no task starts after it, and no wait (`pause`, `until`
+    /// delays, loop pauses, `k8s` waits) reaches past it. One hour by default.
+    pub run_timeout: Duration,
+    /// When the run must end (set when it starts, from `run_timeout`).
+    pub deadline: Option<tokio::time::Instant>,
+    /// What `k8s_status` asked so far for the run's own CR (the host writes it at the end):
+    /// what `k8s_info` and `lookup('k8s')` show of the CR meanwhile, as if written.
+    pub(crate) own_status: Arc<std::sync::Mutex<Option<StatusRequest>>>,
+    /// Whether [`Outcome::tasks`] keeps each task's result (true by default). A host that
+    /// reads only the failures, stats and status turns it off: a run then holds no copy of
+    /// what its tasks returned (objects, lists) beyond what it registers.
+    pub keep_results: bool,
+    /// Where `osdk_metric` records (the process-wide set by default).
+    pub metrics: &'static crate::metrics::UserMetrics,
 }
 
 impl RunContext {
@@ -52,7 +65,11 @@ impl RunContext {
             discovery,
             owner,
             max_tasks: 100_000,
-            max_wait: Duration::from_secs(600),
+            run_timeout: DEFAULT_RUN_TIMEOUT,
+            deadline: None,
+            own_status: Default::default(),
+            metrics: crate::metrics::UserMetrics::global(),
+            keep_results: true,
         }
     }
 }
@@ -82,18 +99,67 @@ impl Role {
             .iter()
             .map(|(k, v)| (k.clone(), value::from_json(v)))
             .collect();
-        let mut run = exec::Run::new(
-            ctx.clone(),
-            self.templar.clone(),
-            Arc::new(extra),
-            &self.path,
-        );
+        let mut ctx = ctx.clone();
+        ctx.deadline = Some(tokio::time::Instant::now() + ctx.run_timeout);
+        ctx.own_status = Default::default();
+        let mut run = exec::Run::new(ctx, self.templar.clone(), Arc::new(extra), &self.path);
         for play in &self.plays {
             if run.play(play).await == exec::Flow::EndPlay {
                 continue;
             }
         }
         run.finish()
+    }
+}
+
+/// `objects`, the one with `uid` given the status `pending` asks for.
+pub(crate) fn overlay(
+    uid: &str,
+    pending: &std::sync::Mutex<Option<StatusRequest>>,
+    objects: &mut [serde_json::Value],
+) {
+    let pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(req) = pending.as_ref() else { return };
+    for o in objects {
+        if !uid.is_empty() && o["metadata"]["uid"].as_str() == Some(uid) {
+            let status = crate::modules::k8s_status::apply(o.get("status"), req);
+            o["status"] = status;
+        }
+    }
+}
+
+/// A run's default deadline: generous (ansible-operator sets none; a role that retries for
+/// many minutes is legitimate), but a run that hangs ends.
+pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(3600);
+
+impl RunContext {
+    /// `objects` as the run sees them: the run's own CR with the status `k8s_status` has
+    /// asked for so far (ansible-operator writes it at once; bosun at the end of the run).
+    pub(crate) fn overlay_own_status(&self, objects: &mut [serde_json::Value]) {
+        if let Some(owner) = &self.owner {
+            overlay(&owner.uid, &self.own_status, objects);
+        }
+    }
+
+    /// The status of the run's own CR with what `k8s_status` asked so far.
+    pub(crate) fn own_status_now(&self) -> Option<serde_json::Value> {
+        let owner = self.owner.as_ref()?;
+        let pending = self.own_status.lock().unwrap_or_else(|e| e.into_inner());
+        match pending.as_ref() {
+            Some(req) => Some(crate::modules::k8s_status::apply(
+                owner.status.as_ref(),
+                req,
+            )),
+            None => owner.status.clone(),
+        }
+    }
+
+    /// What is left of the run's time.
+    pub fn remaining(&self) -> Duration {
+        match self.deadline {
+            Some(d) => d.saturating_duration_since(tokio::time::Instant::now()),
+            None => self.run_timeout,
+        }
     }
 }
 

@@ -5,6 +5,11 @@ use serde_json::Value as Json;
 
 use super::TouchedKinds;
 
+/// What Ansible shows instead of the result of a task with `no_log: true` (and what bosun
+/// writes instead of its failure message).
+pub const CENSORED: &str =
+    "the output has been hidden due to the fact that 'no_log: true' was specified for this result";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskStatus {
     Ok,
@@ -49,6 +54,7 @@ pub struct FailedTask {
 
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
+    /// Every task run, in order (empty when [`crate::RunContext::keep_results`] is off).
     pub tasks: Vec<TaskResult>,
     pub stats: Stats,
     /// Failures that count (not ignored, not rescued), in order; ansible-operator joins their

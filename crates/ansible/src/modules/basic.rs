@@ -150,10 +150,10 @@ pub async fn pause(args: &Value, ctx: &RunContext) -> Result<Json, String> {
                     .into(),
             ),
         };
-    if secs > ctx.max_wait.as_secs_f64() {
+    if secs >= ctx.remaining().as_secs_f64() {
         return Err(format!(
-            "pause of {secs} s is longer than bosun's limit of {} s",
-            ctx.max_wait.as_secs()
+            "pause of {secs} s would go past the run's deadline of {} s",
+            ctx.run_timeout.as_secs()
         ));
     }
     let start = chrono::Utc::now();

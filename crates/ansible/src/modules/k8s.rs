@@ -340,11 +340,21 @@ async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Resul
         if let Some(o) = &ctx.owner {
             o.inject(&mut d, res.namespaced);
         }
-        let r = api
-            .create(&PostParams::default(), &to_dynamic(&d)?)
-            .await
-            .map_err(|e| format!("Failed to create object: {}", kube_msg(e)))?;
-        ("create", r)
+        match api.create(&PostParams::default(), &to_dynamic(&d)?).await {
+            Ok(r) => ("create", r),
+            // Not found a moment ago, there now (another run, another writer):
+            // kubernetes.core warns and reports the create as done, with an empty result.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let n = name.clone().unwrap_or_default();
+                let warning = format!("{n} was not found, but creating it returned a 409 Conflict error. This can happen                         if the resource you are creating does not directly create a resource of the same kind.");
+                tracing::warn!(kind = %kind, name = %n, "{warning}");
+                fx.touched.push((api_version, kind));
+                return Ok(
+                    json!({"changed": true, "method": "create", "result": {}, "warnings": [warning]}),
+                );
+            }
+            Err(e) => return Err(format!("Failed to create object: {}", kube_msg(e))),
+        }
     } else if truthy(a, "force") {
         let n = name.clone().unwrap_or_default();
         if let (Some(m), Some(rv)) = (
@@ -446,7 +456,7 @@ pub(crate) fn wait_params(a: &Args, ctx: &RunContext) -> (Duration, Duration) {
             })
             .unwrap_or(d)
     };
-    let timeout = Duration::from_secs(num("wait_timeout", 120)).min(ctx.max_wait);
+    let timeout = Duration::from_secs(num("wait_timeout", 120)).min(ctx.remaining());
     let sleep = Duration::from_secs(num("wait_sleep", 5).max(1));
     (timeout, sleep)
 }

@@ -33,18 +33,30 @@ pub async fn find(client: &Client, discovery: &Discovery, a: &Args) -> Result<Ve
         .get("kind")
         .and_then(Json::as_str)
         .ok_or("kind is required")?;
-    let api_version = a
-        .get("api_version")
+    let api_version = api_version(a);
+    let res = discovery.resolve(client, api_version, kind).await?;
+    find_in(client, &res, a).await
+}
+
+fn api_version(a: &Args) -> &str {
+    a.get("api_version")
         .or(a.get("api"))
         .or(a.get("version"))
         .and_then(Json::as_str)
-        .unwrap_or("v1");
-    let res = discovery.resolve(client, api_version, kind).await?;
+        .unwrap_or("v1")
+}
+
+/// The objects of the resolved kind matching the arguments.
+async fn find_in(
+    client: &Client,
+    res: &crate::kube_api::Resolved,
+    a: &Args,
+) -> Result<Vec<Json>, String> {
     let ns = a
         .get("namespace")
         .and_then(Json::as_str)
         .filter(|s| !s.is_empty());
-    let api = Discovery::api(client, &res, ns);
+    let api = Discovery::api(client, res, ns);
     let name = a
         .get("name")
         .or(a.get("resource_name"))
@@ -77,9 +89,25 @@ pub async fn find(client: &Client, discovery: &Discovery, a: &Args) -> Result<Ve
         .collect())
 }
 
+/// The module: an API the server does not serve is not an error but `api_found: false`
+/// (kubernetes.core's `K8sService.find`), which roles probing for optional APIs rely on.
 pub async fn run(a: &Args, ctx: &RunContext) -> Result<Json, String> {
     let client = client(ctx)?;
-    let mut found = find(client, &ctx.discovery, a).await?;
+    let kind = a
+        .get("kind")
+        .and_then(Json::as_str)
+        .ok_or("kind is required")?;
+    let api_version = api_version(a);
+    let Some(res) = ctx.discovery.resolve_opt(client, api_version, kind).await? else {
+        return Ok(json!({
+            "changed": false,
+            "resources": [],
+            "api_found": false,
+            "msg": format!("Failed to find API for resource with apiVersion \"{api_version}\" and kind \"{kind}\""),
+        }));
+    };
+    let mut found = find_in(client, &res, a).await?;
+    ctx.overlay_own_status(&mut found);
     let wait = a.get("wait").and_then(Json::as_bool).unwrap_or(false);
     if wait {
         let (timeout, sleep) = wait_params(a, ctx);
@@ -90,7 +118,8 @@ pub async fn run(a: &Args, ctx: &RunContext) -> Result<Json, String> {
                 return Err("Failed to gather information about the resource(s) in time".into());
             }
             tokio::time::sleep(sleep).await;
-            found = find(client, &ctx.discovery, a).await?;
+            found = find_in(client, &res, a).await?;
+            ctx.overlay_own_status(&mut found);
         }
     }
     Ok(json!({"changed": false, "api_found": true, "resources": found}))

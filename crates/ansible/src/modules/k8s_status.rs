@@ -164,7 +164,7 @@ pub async fn run(a: &Args, ctx: &RunContext, fx: &mut Effects) -> Result<Json, S
         .as_ref()
         .filter(|o| o.is(api_version, kind, name, ns))
     {
-        let before = owner.status.clone().unwrap_or(json!({}));
+        let before = ctx.own_status_now().unwrap_or(json!({}));
         let after = apply(Some(&before), &req);
         let changed = after != before;
         fx.status = Some(req);

@@ -3,6 +3,7 @@
 //! run (facts, requeue, status for the host) go through [`Effects`].
 pub mod apply;
 pub mod basic;
+pub mod files;
 pub mod k8s;
 pub mod k8s_event;
 pub mod k8s_info;
@@ -82,11 +83,45 @@ pub async fn call(
         Module::K8sStatus => k8s_status::run(&json_args(args), ctx, fx).await,
         Module::K8sEvent => k8s_event::run(&json_args(args), ctx, fx).await,
         Module::K8sScale => k8s_scale::run(&json_args(args), ctx, fx).await,
+        Module::Stat => files::stat(&json_args(args)),
+        Module::File => files::file(&json_args(args)),
+        Module::OsdkMetric => Ok(osdk_metric(&json_args(args), ctx)),
         Module::Meta
         | Module::IncludeTasks
         | Module::ImportTasks
         | Module::IncludeRole
         | Module::ImportRole
         | Module::IncludeVars => Err(format!("{} is not a module call", module.name())),
+    }
+}
+
+/// `operator_sdk.util.osdk_metric`: the request goes to the run's metrics (see
+/// [`crate::metrics`]); a refused one fails the task with the handler's message and 400, as
+/// the module reports an HTTP error.
+fn osdk_metric(a: &serde_json::Map<String, Json>, ctx: &RunContext) -> Json {
+    let text = |k: &str| {
+        a.get(k)
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let opts = |k: &str| a.get(k).and_then(Json::as_object).cloned();
+    let req = crate::metrics::Request {
+        name: text("name"),
+        description: text("description"),
+        counter: opts("counter"),
+        gauge: opts("gauge"),
+        histogram: opts("histogram"),
+        summary: opts("summary"),
+    };
+    if req.name.is_empty() || !a.contains_key("description") {
+        return serde_json::json!({"changed": false, "failed": true,
+            "msg": "missing required arguments: description, name"});
+    }
+    match ctx.metrics.handle(&req) {
+        Ok(()) => serde_json::json!({"changed": true}),
+        Err(e) => {
+            serde_json::json!({"changed": false, "failed": true, "msg": format!("{e}\n"), "status_code": 400})
+        }
     }
 }

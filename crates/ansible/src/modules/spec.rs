@@ -21,6 +21,9 @@ pub enum Module {
     IncludeRole,
     ImportRole,
     IncludeVars,
+    Stat,
+    File,
+    OsdkMetric,
 }
 
 impl Module {
@@ -57,6 +60,9 @@ impl Module {
             "include_role" => Module::IncludeRole,
             "import_role" => Module::ImportRole,
             "include_vars" => Module::IncludeVars,
+            "stat" => Module::Stat,
+            "file" => Module::File,
+            "osdk_metric" => Module::OsdkMetric,
             _ => return None,
         };
         if qualified {
@@ -66,9 +72,10 @@ impl Module {
                     coll,
                     "kubernetes.core" | "community.kubernetes" | "community.okd"
                 ),
-                Module::K8sStatus | Module::K8sEvent | Module::RequeueAfter => {
-                    coll == "operator_sdk.util"
-                }
+                Module::K8sStatus
+                | Module::K8sEvent
+                | Module::RequeueAfter
+                | Module::OsdkMetric => coll == "operator_sdk.util",
                 _ => matches!(coll, "ansible.builtin" | "ansible.legacy"),
             };
             if !ok {
@@ -180,6 +187,28 @@ impl Module {
                 "rolespec_validate",
             ],
             Module::IncludeVars => &["_raw_params", "file", "name"],
+            Module::Stat => &[
+                "path",
+                "dest",
+                "name",
+                "follow",
+                "get_checksum",
+                "checksum_algorithm",
+                "checksum",
+                "checksum_algo",
+                "get_mime",
+                "get_attributes",
+            ],
+            Module::File => &["path", "dest", "name", "state", "mode"],
+            Module::OsdkMetric => &[
+                "name",
+                "description",
+                "address",
+                "counter",
+                "gauge",
+                "histogram",
+                "summary",
+            ],
         })
     }
 
@@ -218,6 +247,9 @@ impl Module {
             Module::IncludeRole => "include_role",
             Module::ImportRole => "import_role",
             Module::IncludeVars => "include_vars",
+            Module::Stat => "stat",
+            Module::File => "file",
+            Module::OsdkMetric => "osdk_metric",
         }
     }
 }
@@ -231,6 +263,11 @@ pub const TASK_KEYWORDS: &[&str] = &[
     "with_items",
     "with_list",
     "with_dict",
+    "with_nested",
+    "with_together",
+    "with_subelements",
+    "with_indexed_items",
+    "with_sequence",
     "loop_control",
     "register",
     "until",
@@ -259,7 +296,6 @@ pub const NOOP_KEYWORDS: &[&str] = &[
     "any_errors_fatal",
     "collections",
     "throttle",
-    "no_log",
 ];
 
 /// Ansible task keywords bosun does not honour (refused with their name).
@@ -289,13 +325,8 @@ pub const UNSUPPORTED_KEYWORDS: &[&str] = &[
     "timeout",
     "with_fileglob",
     "with_first_found",
-    "with_sequence",
-    "with_subelements",
-    "with_nested",
-    "with_together",
     "with_random_choice",
     "with_lines",
-    "with_indexed_items",
     "with_flattened",
     "with_inventory_hostnames",
     "with_k8s",

@@ -128,6 +128,7 @@ impl Role {
                     role,
                     params: Default::default(),
                     when: Vec::new(),
+                    no_log: None,
                 }],
                 pre_tasks: Default::default(),
                 tasks: Default::default(),
@@ -318,6 +319,7 @@ impl Loader {
             role_dir: dir,
             depth: 0,
         };
+        let mut no_log = None;
         let (name, params, when) = match &d.value {
             Yaml::Str(s) => (s.clone(), VarLayer::new(), Vec::new()),
             Yaml::Map(pairs) => {
@@ -332,6 +334,10 @@ impl Loader {
                 for (k, v) in pairs {
                     match k.as_str().unwrap_or_default() {
                         "role" | "name" | "tags" => {}
+                        "no_log" => {
+                            self.check_node(&ctx, v)?;
+                            no_log = Some(crate::template::yamlfilters::node_value(v));
+                        }
                         "when" => {
                             when = v.as_str().map(|s| vec![s.to_string()]).unwrap_or_default()
                         }
@@ -354,6 +360,7 @@ impl Loader {
             role,
             params: Arc::new(params),
             when,
+            no_log,
         })
     }
 

@@ -31,6 +31,16 @@ pub enum LoopKind {
     WithList,
     /// `with_dict`: `{key, value}` items.
     WithDict,
+    /// `with_nested`: every combination of the lists (`product`).
+    WithNested,
+    /// `with_together`: the lists side by side (`zip_longest`).
+    WithTogether,
+    /// `with_subelements`: `[list, 'key.path', {skip_missing}]` → `[element, subelement]`.
+    WithSubelements,
+    /// `with_indexed_items`: `[index, item]`, flattened one level.
+    WithIndexedItems,
+    /// `with_sequence`: numbers as formatted strings.
+    WithSequence,
 }
 
 #[derive(Clone, Debug)]
@@ -109,6 +119,8 @@ pub struct Task {
     pub changed_when: Option<Vec<String>>,
     pub failed_when: Option<Vec<String>>,
     pub ignore_errors: Option<Value>,
+    /// `no_log` (a boolean or a template), inherited by a block's (and an import's) tasks.
+    pub no_log: Option<Value>,
     pub vars: Arc<VarLayer>,
 }
 
@@ -149,6 +161,8 @@ pub struct RoleDep {
     pub role: Arc<RoleBody>,
     pub params: Arc<VarLayer>,
     pub when: Vec<String>,
+    /// `no_log` on the role entry, inherited by its tasks.
+    pub no_log: Option<Value>,
 }
 
 impl RoleBody {

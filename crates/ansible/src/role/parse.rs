@@ -167,6 +167,7 @@ impl Loader {
             changed_when: None,
             failed_when: None,
             ignore_errors: None,
+            no_log: None,
             vars: Arc::new(VarLayer::new()),
         };
         let mut action: Option<(&Node, &Node)> = None;
@@ -182,7 +183,8 @@ impl Loader {
                 "changed_when" => task.changed_when = Some(self.exprs(ctx, v)?),
                 "failed_when" => task.failed_when = Some(self.exprs(ctx, v)?),
                 "until" => task.until = Some(self.exprs(ctx, v)?),
-                "loop" | "with_items" | "with_list" | "with_dict" => {
+                "loop" | "with_items" | "with_list" | "with_dict" | "with_nested"
+                | "with_together" | "with_subelements" | "with_indexed_items" | "with_sequence" => {
                     if task.loop_kind.is_some() {
                         return Err(ctx.err(k, "only one loop keyword may be used per task"));
                     }
@@ -190,6 +192,11 @@ impl Loader {
                         "loop" => LoopKind::Loop,
                         "with_items" => LoopKind::WithItems,
                         "with_list" => LoopKind::WithList,
+                        "with_nested" => LoopKind::WithNested,
+                        "with_together" => LoopKind::WithTogether,
+                        "with_subelements" => LoopKind::WithSubelements,
+                        "with_indexed_items" => LoopKind::WithIndexedItems,
+                        "with_sequence" => LoopKind::WithSequence,
                         _ => LoopKind::WithDict,
                     });
                     self.check_node(ctx, v)?;
@@ -205,12 +212,13 @@ impl Loader {
                     }
                     task.register = Some(r.to_string());
                 }
-                "retries" | "delay" | "ignore_errors" => {
+                "retries" | "delay" | "ignore_errors" | "no_log" => {
                     self.check_node(ctx, v)?;
                     let val = Some(node_value(v));
                     match key {
                         "retries" => task.retries = val,
                         "delay" => task.delay = val,
+                        "no_log" => task.no_log = val,
                         _ => task.ignore_errors = val,
                     }
                 }
@@ -239,7 +247,7 @@ impl Loader {
                         }
                         action = Some((k, v));
                     } else if other.contains('.') || looks_like_module(other) {
-                        return Err(ctx.err(k, format!("module '{other}' is not supported by bosun (supported: k8s, k8s_info, k8s_status, k8s_event, k8s_scale, requeue_after, set_fact, debug, fail, assert, pause, meta, include_tasks, import_tasks, include_role, import_role, include_vars)")));
+                        return Err(ctx.err(k, format!("module '{other}' is not supported by bosun (supported: k8s, k8s_info, k8s_status, k8s_event, k8s_scale, requeue_after, osdk_metric, set_fact, debug, fail, assert, pause, stat, file, meta, include_tasks, import_tasks, include_role, import_role, include_vars)")));
                     } else {
                         return Err(ctx.err(
                             k,

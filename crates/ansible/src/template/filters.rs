@@ -5,7 +5,7 @@ use minijinja::{Environment, Error, State};
 
 use super::args::{defined, invalid, split_first, Args};
 use super::value::{is_float, py_str};
-use super::{collections, pyjson, text, yamlfilters};
+use super::{collections, itertools, pyjson, text, yamlfilters};
 
 /// minijinja built-ins whose behaviour matches Jinja2's closely enough to keep.
 const BUILTIN: &[&str] = &[
@@ -102,6 +102,15 @@ const OWN: &[(&str, Filter)] = &[
     ("extract", collections::extract),
     ("json_query", collections::json_query),
     ("dict", collections::dict_filter),
+    ("urlencode", itertools::urlencode),
+    ("product", itertools::product),
+    ("zip_longest", itertools::zip_longest),
+    ("subelements", itertools::subelements),
+    ("strftime", itertools::strftime),
+    (
+        "k8s_config_resource_name",
+        itertools::k8s_config_resource_name,
+    ),
 ];
 
 pub fn register(env: &mut Environment<'static>) {

@@ -25,11 +25,23 @@ pub const SUPPORTED: &[&str] = &[
     "template", "file", "env", "vars", "items", "list", "dict", "k8s",
 ];
 
-/// The short plugin name of `ansible.builtin.x`/`kubernetes.core.x`.
+/// The short plugin name of `ansible.builtin.x`/`kubernetes.core.x`; a collection that does
+/// not have the plugin keeps its prefix (and so is not supported).
 pub fn short_name(name: &str) -> &str {
-    name.strip_prefix("ansible.builtin.")
-        .or_else(|| name.strip_prefix("kubernetes.core."))
-        .unwrap_or(name)
+    if let Some(s) = name
+        .strip_prefix("ansible.builtin.")
+        .or_else(|| name.strip_prefix("ansible.legacy."))
+    {
+        return s;
+    }
+    // community.kubernetes 2.x redirects its plugins to kubernetes.core.
+    match name
+        .strip_prefix("kubernetes.core.")
+        .or_else(|| name.strip_prefix("community.kubernetes."))
+    {
+        Some("k8s") => "k8s",
+        _ => name,
+    }
 }
 
 pub fn supported(name: &str) -> bool {
@@ -250,6 +262,7 @@ const K8S_PARAMS: &[&str] = &[
     "wait_sleep",
     "wait_timeout",
     "errors",
+    "cluster_info",
 ];
 
 fn k8s(scope: &Arc<Scope>, a: &Args) -> Result<Vec<Value>, Error> {

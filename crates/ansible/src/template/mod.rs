@@ -11,6 +11,7 @@
 pub mod args;
 pub mod collections;
 pub mod filters;
+pub mod itertools;
 pub mod literal;
 pub mod lookups;
 pub mod methods;

@@ -264,6 +264,7 @@ pub fn comparable(r: &Json, ns: &str) -> Json {
         "false_condition",
         "attempts",
         "assertion",
+        "censored",
     ] {
         if let Some(v) = r.get(k) {
             let mut v = v.clone();
