@@ -287,7 +287,7 @@ impl Chart {
         let mut result = Ok(());
         for n in &order {
             if let Some(p) = by_name.get(n.as_str()) {
-                match &p.trees {
+                match p.trees() {
                     Ok(trees) => set.add_trees(trees),
                     Err(e) => {
                         result = Err(parse_error(e));
