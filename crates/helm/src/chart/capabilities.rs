@@ -278,8 +278,11 @@ impl KubeVersionPrint {
 /// The API version set Helm builds from discovery (`action.GetVersionSet`): each served
 /// `group/version` (`v1` for the core group), then each `group/version/Kind`, once each,
 /// for [`RenderOptions::cluster_api_versions`](crate::render::RenderOptions).
-/// `served` is every group/version with the kinds of its resources (subresources
-/// excluded by the caller); Helm's order is a Go map's, so any order is Helm's.
+/// `served` pairs each group/version with the kinds of *every* resource discovery lists
+/// for it — subresources included, as Helm takes them (`deployments/scale` adds
+/// `apps/v1/Scale`). Helm's order is a Go map's, so any order is Helm's. Helm keeps
+/// its default list when discovery returns nothing at all (pass `None` then), and
+/// tolerates groups whose discovery failed (pass what was read).
 pub fn version_set<'a>(served: impl IntoIterator<Item = (&'a str, Vec<&'a str>)>) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     let mut versions = Vec::new();
