@@ -62,7 +62,7 @@ pub struct Manifest {
 /// the text or of a line, with the whitespace before and after it — newlines included,
 /// and whatever follows on the same line is the next document's start (`---# c`,
 /// `---apiVersion: v1`). `\s` is Go's RE2 class, ASCII `[\t\n\f\r ]`.
-const SEPARATOR: &str = r"(?:^|[\t\n\x0C\r ]*\n)---[\t\n\x0C\r ]*";
+pub const SEPARATOR: &str = r"(?:^|[\t\n\x0C\r ]*\n)---[\t\n\x0C\r ]*";
 
 fn separator() -> &'static regex::Regex {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
