@@ -35,7 +35,9 @@ impl Parsed {
                 .get(self.index)
                 .map_or("", |(_, t)| &**t);
             parse(&self.name, &self.name, text)
-                .map(|ts| ts.into_iter().map(Arc::new).collect())
+                // A fresh copy, allocated in one go after the parser's scratch is freed,
+                // keeps a template's nodes together in memory for the renders to come.
+                .map(|ts| ts.iter().map(|t| Arc::new(t.clone())).collect())
                 .map_err(|e| e.0)
         })
     }
