@@ -6,6 +6,11 @@ Usage:
   helm-oracle.py cases < cases.json
       Batch of one-off charts: [{"templates": {name: text}, "values_yaml": str,
       "values": obj, "opts": obj, "chart_yaml": str}]; prints a JSON list of results.
+  helm-oracle.py manifests < charts.json
+      Charts [{"chart": path}] (or one-off charts as for `cases`) installed with
+      `--dry-run=client` (memory storage, no cluster, chart defaults): prints a JSON list
+      of {"ok": release manifest} or {"err": message} — the documents as Helm's
+      SplitManifests and SortManifests leave them.
   helm-oracle.py batch < jobs.json
       Jobs [{"chart": path, "values_files": [paths], "set": [strings], "opts": obj}];
       values files are parsed by Helm and merged; prints [{"values": obj, "result": ...}].
@@ -38,7 +43,7 @@ def render(chart_path, values_json, opts_json):
         chart.close()
 
 
-def run_case(case, root):
+def write_case(case, root):
     d = tempfile.mkdtemp(dir=root)
     chart = os.path.join(d, "chart")
     os.makedirs(os.path.join(chart, "templates"))
@@ -49,16 +54,33 @@ def run_case(case, root):
     for name, text in case.get("templates", {}).items():
         p = os.path.join(chart, "templates", name)
         os.makedirs(os.path.dirname(p), exist_ok=True)
-        with open(p, "w") as f:
+        with open(p, "w", newline="") as f:
             f.write(text)
     for name, text in case.get("files", {}).items():
         p = os.path.join(chart, name)
         os.makedirs(os.path.dirname(p), exist_ok=True)
         with open(p, "w") as f:
             f.write(text)
+    return chart
+
+
+def run_case(case, root):
+    chart = write_case(case, root)
     values = json.dumps(case.get("values", {}))
     opts = json.dumps(case.get("opts", {"kube_version": "v1.31.0"}))
     return render(chart, values, opts)
+
+
+def install_manifest(case, root):
+    chart = case["chart"] if "chart" in case else write_case(case, root)
+    cfg = helm.Config(kube_apiserver="https://127.0.0.1:1", storage_driver="memory")
+    try:
+        rel = cfg.install(chart, case.get("name", "release-name"), case.get("values", {}), dry_run="client")
+        return {"ok": rel["manifest"]}
+    except Exception as e:  # noqa: BLE001 - the message is the result
+        return {"err": str(e)}
+    finally:
+        cfg.close()
 
 
 def merge(base, over):
@@ -92,6 +114,10 @@ def main():
         cases = json.load(sys.stdin)
         with tempfile.TemporaryDirectory() as root:
             print(json.dumps([run_case(c, root) for c in cases]))
+    elif cmd == "manifests":
+        cases = json.load(sys.stdin)
+        with tempfile.TemporaryDirectory() as root:
+            print(json.dumps([install_manifest(c, root) for c in cases]))
     elif cmd == "batch":
         print(json.dumps([run_job(j) for j in json.load(sys.stdin)]))
     elif cmd == "bench":

@@ -42,6 +42,27 @@ fn corpus_jobs() -> Vec<Job> {
         "monitoring.coreos.com/v1".into(),
     ];
     jobs.push(j);
+    // Capabilities gates: an older cluster, an extra group/version and group/version/Kind
+    // entries (`--api-versions`), appended to Helm's defaults.
+    let mut j = Job::new(dir.join("cluster"));
+    j.kube_version = "v1.28.4".into();
+    j.api_versions = vec![
+        "monitoring.coreos.com/v1".into(),
+        "monitoring.coreos.com/v1/ServiceMonitor".into(),
+        "networking.k8s.io/v1/Ingress".into(),
+    ];
+    jobs.push(j);
+    // Versions as clusters report them: Helm keeps the text, compares the numbers.
+    for v in [
+        "1.21",
+        "v1.29.10-gke.1245000",
+        "1.30.2+k3s1",
+        "v1.31.1-eks-a737599",
+    ] {
+        let mut j = Job::new(dir.join("cluster"));
+        j.kube_version = v.into();
+        jobs.push(j);
+    }
     jobs
 }
 

@@ -58,20 +58,55 @@ fn mutual_include_recursion_ends() {
 }
 
 #[test]
-fn template_recursion_hits_the_nesting_limit() {
+fn template_recursion_ends_at_gos_depth() {
     let (kind, msg) =
         render(r#"{{ define "a" }}{{ template "a" . }}{{ end }}{{ template "a" . }}"#).unwrap_err();
-    assert_eq!(kind, RenderErrorKind::Limit, "{msg}");
+    assert_eq!(kind, RenderErrorKind::Exec, "{msg}");
+    assert!(
+        msg.ends_with("exceeded maximum template depth (100000)"),
+        "{msg}"
+    );
 }
 
+/// Helm has no limit on `tpl` (Go's stack overflow ends it); bosun's backstop does.
 #[test]
-fn tpl_recursion_ends() {
-    let r = render_with(
+fn tpl_recursion_ends_at_the_nesting_backstop() {
+    let (kind, msg) = render_with(
         "{{ tpl .Values.t . }}",
         "t: '{{ tpl .Values.t . }}'\n",
         Limits::default(),
+    )
+    .unwrap_err();
+    assert_eq!(kind, RenderErrorKind::Limit, "{msg}");
+    assert!(
+        msg.contains("template nesting exceeds 110000 levels"),
+        "{}",
+        &msg[..300]
     );
-    assert!(r.is_err());
+}
+
+/// `include` restarts Go's template depth and each name is under Helm's per-name limit
+/// for a long time: the render-wide backstop ends it.
+#[test]
+fn include_and_template_recursion_interleaved_ends() {
+    let t = r#"{{ define "t" }}{{ if gt (int .) 0 }}{{ template "t" (sub (int .) 1) }}{{ else }}{{ include "i" 0 }}{{ end }}{{ end }}{{ define "i" }}{{ template "t" 99990 }}{{ end }}{{ include "i" 0 }}"#;
+    let (kind, msg) = render(t).unwrap_err();
+    assert_eq!(kind, RenderErrorKind::Limit, "{}", &msg[..300]);
+}
+
+/// The deepest chains Helm renders, on a thread with a 128 KiB stack: evaluation moves
+/// to heap-allocated stack segments instead of overflowing.
+#[test]
+fn chains_as_deep_as_helm_allows_render_on_a_small_stack() {
+    let deep = r#"{{ define "t" }}{{ if gt (int .) 0 }}{{ template "t" (sub (int .) 1) }}{{ else }}bottom{{ end }}{{ end }}{{ define "i" }}{{ template "t" 99999 }}{{ end }}{{ define "r" }}{{ if gt (int .) 0 }}{{ include "r" (sub (int .) 1) }}{{ else }}{{ include "i" . }}{{ end }}{{ end }}{{ include "r" 1000 }}|{{ tpl .Values.t (dict "n" 5000 "t" .Values.t) }}"#;
+    let values = "t: '{{ if gt (int .n) 0 }}{{ tpl .t (dict \"n\" (sub (int .n) 1) \"t\" .t) }}{{ else }}tpl-bottom{{ end }}'\n";
+    let out = std::thread::Builder::new()
+        .stack_size(128 * 1024)
+        .spawn(move || render_with(deep, values, Limits::default()))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(out.unwrap(), "bottom|tpl-bottom");
 }
 
 #[test]

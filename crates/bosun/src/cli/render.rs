@@ -116,20 +116,24 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
         print!("{out}");
         return Ok(());
     }
-    let docs: Vec<&str> = out
-        .split("---\n")
-        .filter(|d| !d.trim().is_empty())
-        .collect();
-    for pattern in &args.show_only {
+    print!("{}", show_only(&out, &args.show_only)?);
+    Ok(())
+}
+
+/// `helm template --show-only`: the output split again as Helm splits manifests, the
+/// documents whose `# Source:` path (without the chart name) matches each pattern, in
+/// pattern order; nothing is printed when a pattern matches no template.
+fn show_only(out: &str, patterns: &[String]) -> anyhow::Result<String> {
+    let docs = bosun_helm::render::manifest::split_documents(out);
+    let mut picked = String::new();
+    for pattern in patterns {
         let mut found = false;
         for d in &docs {
-            let Some(src) = d.strip_prefix("# Source: ") else {
+            let Some(rel) = source_path(d) else {
                 continue;
             };
-            let path = src.lines().next().unwrap_or("");
-            let rel = path.split_once('/').map_or(path, |(_, r)| r);
             if bosun_helm::chart::ignore::go_match(pattern, rel) {
-                print!("---\n{}\n", d.trim_end_matches('\n'));
+                picked.push_str(&format!("---\n{d}\n"));
                 found = true;
             }
         }
@@ -137,5 +141,40 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
             bail!("could not find template {pattern} in chart");
         }
     }
-    Ok(())
+    Ok(picked)
+}
+
+/// What Helm's `# Source: [^/]+/(.+)` captures: the path after the chart's name.
+fn source_path(doc: &str) -> Option<&str> {
+    let rest = &doc[doc.find("# Source: ")? + "# Source: ".len()..];
+    let slash = rest.find('/').filter(|i| *i > 0)?;
+    let rel = rest[slash + 1..].split('\n').next()?;
+    (!rel.is_empty()).then_some(rel)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::show_only;
+
+    #[test]
+    fn show_only_splits_as_helm_does() {
+        let out = "---\n# Source: c/templates/a.yaml\nx: a---\ny: 1\n---\n# Source: c/templates/b.yaml\nz: 2\n---\n# Source: c/templates/a.yaml\nw: 3\n";
+        // Helm prints each picked document as split, then a newline: the last one of the
+        // output keeps its own newline, hence a blank line at the end.
+        let patterns = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            show_only(out, &patterns(&["templates/a.yaml"])).unwrap(),
+            "---\n# Source: c/templates/a.yaml\nx: a---\ny: 1\n---\n# Source: c/templates/a.yaml\nw: 3\n\n"
+        );
+        assert_eq!(
+            show_only(out, &patterns(&["templates/b.yaml", "templates/*.yaml"])).unwrap(),
+            "---\n# Source: c/templates/b.yaml\nz: 2\n---\n# Source: c/templates/a.yaml\nx: a---\ny: 1\n---\n# Source: c/templates/b.yaml\nz: 2\n---\n# Source: c/templates/a.yaml\nw: 3\n\n"
+        );
+        let e = show_only(out, &patterns(&["templates/a.yaml", "templates/c.yaml"])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "could not find template templates/c.yaml in chart"
+        );
+    }
 }

@@ -88,20 +88,60 @@ pub fn version_set_method(l: &Rc<List>, name: &str) -> Option<Method> {
 /// `common.KubeVersion`.
 #[derive(Clone, Debug)]
 pub struct KubeVersion {
+    /// As given, with a leading `v` (`v1.33.4-gke.1245000`): `.Version`, `.GitVersion`.
     pub version: String,
+    /// Only the numeric components (`v1.33.4`): what `String()` prints.
+    pub normalized: String,
     pub major: String,
     pub minor: String,
 }
 
 impl KubeVersion {
-    /// Parses `v1.31.0` (a leading `v` is added when missing, as Helm does).
+    /// Helm's `ParseKubeVersion`: Kubernetes' generic version parser (`ParseGeneric`:
+    /// optional spaces and `v`, two or more numeric components, anything after them
+    /// ignored), the input kept as the version (a `v` added when missing).
     pub fn parse(s: &str) -> Result<KubeVersion, String> {
-        let v = crate::funcs::semver::Version::parse(s)
-            .map_err(|e| format!("invalid kube version {s:?}: {e}"))?;
+        let illegal = || format!("invalid kube version {s:?}: illegal version string {s:?}");
+        let body = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0c']);
+        let body = body.strip_prefix('v').unwrap_or(body);
+        let numbers_end = body
+            .char_indices()
+            .scan(true, |digit_expected, (i, c)| {
+                // Components are digits separated by single dots; a dot must be followed
+                // by a digit to belong to the version.
+                let ok = c.is_ascii_digit() || (c == '.' && !*digit_expected);
+                *digit_expected = c == '.';
+                ok.then_some(i + c.len_utf8())
+            })
+            .last()
+            .unwrap_or(0);
+        let numbers = body[..numbers_end].trim_end_matches('.');
+        let parts: Vec<&str> = numbers.split('.').collect();
+        if numbers.is_empty() || parts.len() < 2 {
+            return Err(illegal());
+        }
+        let mut components = Vec::with_capacity(parts.len());
+        for (i, p) in parts.iter().enumerate() {
+            if i == 0 && p.len() > 1 && p.starts_with('0') {
+                return Err(format!(
+                    "invalid kube version {s:?}: illegal zero-prefixed version component {p:?} in {s:?}"
+                ));
+            }
+            let n: u64 = p.parse().map_err(|e| {
+                format!("invalid kube version {s:?}: illegal version string {s:?}: {e}")
+            })?;
+            components.push(n.to_string());
+        }
+        let version = if s.starts_with('v') {
+            s.to_string()
+        } else {
+            format!("v{s}")
+        };
         Ok(KubeVersion {
-            version: format!("v{v}"),
-            major: v.major.to_string(),
-            minor: v.minor.to_string(),
+            version,
+            normalized: format!("v{}", components.join(".")),
+            major: components[0].clone(),
+            minor: components[1].clone(),
         })
     }
 }
@@ -125,26 +165,24 @@ impl Object for KubeVersion {
         }
     }
     fn print_fields(&self) -> Vec<Value> {
-        let v = Value::string(self.version.clone());
         vec![
-            v.clone(),
-            v,
+            Value::string(self.version.clone()),
+            Value::string(self.normalized.clone()),
             Value::string(self.major.clone()),
             Value::string(self.minor.clone()),
         ]
     }
     fn method(&self, name: &str) -> Option<Method> {
-        let v = self.version.clone();
-        match name {
-            "GitVersion" | "String" => {
-                Some(Method::new(&[], move |_| Ok(Value::string(v.clone()))))
-            }
-            _ => None,
-        }
+        let v = match name {
+            "GitVersion" => self.version.clone(),
+            "String" => self.normalized.clone(),
+            _ => return None,
+        };
+        Some(Method::new(&[], move |_| Ok(Value::string(v.clone()))))
     }
     fn stringer(&self, top: bool) -> Option<String> {
         // String() has a pointer receiver: fmt uses it only on an addressable value.
-        top.then(|| self.version.clone())
+        top.then(|| self.normalized.clone())
     }
     fn json_value(&self) -> Option<Value> {
         let m = crate::value::Map::new(crate::value::MapKind::Iface);
@@ -218,7 +256,7 @@ impl Object for Capabilities {
         Some(format!(
             "{{{{{} {} {} {}}} [{}] {{{}}}}}",
             k.version,
-            k.version,
+            k.normalized,
             k.major,
             k.minor,
             self.api_versions.join(" "),
@@ -232,7 +270,34 @@ impl KubeVersionPrint {
     fn text(&self) -> String {
         format!(
             "{{{} {} {} {}}}",
-            self.0.version, self.0.version, self.0.major, self.0.minor
+            self.0.version, self.0.normalized, self.0.major, self.0.minor
         )
     }
+}
+
+/// The API version set Helm builds from discovery (`action.GetVersionSet`): each served
+/// `group/version` (`v1` for the core group), then each `group/version/Kind`, once each,
+/// for [`RenderOptions::cluster_api_versions`](crate::render::RenderOptions).
+/// `served` pairs each group/version with the kinds of *every* resource discovery lists
+/// for it — subresources included, as Helm takes them (`deployments/scale` adds
+/// `apps/v1/Scale`). Helm's order is a Go map's, so any order is Helm's. Helm keeps
+/// its default list when discovery returns nothing at all (pass `None` then), and
+/// tolerates groups whose discovery failed (pass what was read).
+pub fn version_set<'a>(served: impl IntoIterator<Item = (&'a str, Vec<&'a str>)>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut versions = Vec::new();
+    let mut kinds = Vec::new();
+    for (gv, ks) in served {
+        if seen.insert(gv.to_string()) {
+            versions.push(gv.to_string());
+        }
+        for k in ks {
+            let id = format!("{gv}/{k}");
+            if seen.insert(id.clone()) {
+                kinds.push(id);
+            }
+        }
+    }
+    versions.extend(kinds);
+    versions
 }

@@ -2,7 +2,7 @@
 //! `processDependencyEnabled` arranges them, with every template parsed once under its
 //! full name (`parent/charts/sub/templates/x.yaml`). Which subcharts are enabled
 //! depends on values and is decided per render (see [`super::deps`]).
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::load::ChartNode;
 use super::metadata::Dependency;
@@ -11,11 +11,36 @@ use crate::template::node::Tree;
 use crate::template::parse::parse;
 use crate::value::Data;
 
-/// One template file, parsed (or the parse error Go would report).
+/// One template file, parsed on first use (or the parse error Go would report).
+///
+/// Parsing waits for the first render that includes the template, as Helm parses at
+/// render time: loading a chart reads files only, and a subchart no render enables is
+/// never parsed. The result is kept for every later render.
 #[derive(Debug)]
 pub struct Parsed {
     pub name: String,
-    pub trees: Result<Vec<Arc<Tree>>, String>,
+    node: Arc<ChartNode>,
+    /// Index of the source in `node.templates`.
+    index: usize,
+    trees: OnceLock<Result<Vec<Arc<Tree>>, String>>,
+}
+
+impl Parsed {
+    /// The template's trees (its `define`s included), parsed once.
+    pub fn trees(&self) -> &Result<Vec<Arc<Tree>>, String> {
+        self.trees.get_or_init(|| {
+            let text = self
+                .node
+                .templates
+                .get(self.index)
+                .map_or("", |(_, t)| &**t);
+            parse(&self.name, &self.name, text)
+                // A fresh copy, allocated in one go after the parser's scratch is freed,
+                // keeps a template's nodes together in memory for the renders to come.
+                .map(|ts| ts.iter().map(|t| Arc::new(t.clone())).collect())
+                .map_err(|e| e.0)
+        })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -51,13 +76,13 @@ impl EffChart {
         let templates: Vec<Parsed> = node
             .templates
             .iter()
-            .filter(|(n, _)| !library || n.rsplit('/').next().unwrap_or(n).starts_with('_'))
-            .map(|(n, text)| {
-                let full = format!("{full_path}/{n}");
-                let trees = parse(&full, &full, text)
-                    .map(|ts| ts.into_iter().map(Arc::new).collect())
-                    .map_err(|e| e.0);
-                Parsed { name: full, trees }
+            .enumerate()
+            .filter(|(_, (n, _))| !library || n.rsplit('/').next().unwrap_or(n).starts_with('_'))
+            .map(|(index, (n, _))| Parsed {
+                name: format!("{full_path}/{n}"),
+                node: node.clone(),
+                index,
+                trees: OnceLock::new(),
             })
             .collect();
         let mut deps = Vec::new();

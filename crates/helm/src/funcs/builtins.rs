@@ -19,6 +19,7 @@ pub const FUNCS: &[FuncDef] = &[
         },
         imp: |_, a| Ok(a.into_iter().next().unwrap_or_default()),
         lazy: Lazy::And,
+        nondeterministic: false,
     },
     FuncDef {
         name: "or",
@@ -28,6 +29,7 @@ pub const FUNCS: &[FuncDef] = &[
         },
         imp: |_, a| Ok(a.into_iter().next().unwrap_or_default()),
         lazy: Lazy::Or,
+        nondeterministic: false,
     },
     func!("not", [Raw], |_, a| Ok(Value::Bool(!a[0].truth()))),
     func!("len", [Raw], |_, a| length(&a[0])),

@@ -65,11 +65,7 @@ pub const FUNCS: &[FuncDef] = &[
         v => Ok(v.clone()),
     }),
     func!("fail", [Str], |_, a| Err(helm_wrap(s(&a[0])).into())),
-    func!(
-        "lookup",
-        [Str, Str, Str, Str],
-        |_, _| Ok(Value::empty_map())
-    ),
+    func!("lookup", [Str, Str, Str, Str], lookup),
     func!("getHostByName", [Str], |_, _| Ok(Value::str(""))),
 ];
 
@@ -267,6 +263,20 @@ fn include(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
         *v = v.saturating_sub(1);
     }
     r.map(Value::string).map_err(FnError::Nested)
+}
+
+/// Helm's `lookup`: an empty map offline, else what the caller's [`Lookup`] reads
+/// (`crate::render::lookup`).
+///
+/// [`Lookup`]: crate::render::lookup::Lookup
+fn lookup(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
+    let Some(l) = ex.rt.lookup.clone() else {
+        return Ok(Value::empty_map());
+    };
+    let (api_version, kind, namespace, name) = (s(&a[0]), s(&a[1]), s(&a[2]), s(&a[3]));
+    let found = l.lookup(api_version, kind, namespace, name);
+    let data = crate::render::lookup::answer(found, name, kind)?;
+    Ok(data.to_value())
 }
 
 fn tpl(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {

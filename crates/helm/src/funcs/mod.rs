@@ -50,7 +50,36 @@ pub struct FuncDef {
     pub sig: Sig,
     pub imp: FnImpl,
     pub lazy: Lazy,
+    /// The result changes from one call to the next (randomness, the clock); set from
+    /// [`NONDETERMINISTIC`] when the table is built.
+    pub nondeterministic: bool,
 }
+
+/// Functions whose result differs between renders with the same input: random values,
+/// keys and certificates (random serials, validity from the clock), random salts and IVs,
+/// and the clock. A render reports which it called (`Rendered::nondeterministic`).
+pub const NONDETERMINISTIC: &[&str] = &[
+    "randAlphaNum",
+    "randAlpha",
+    "randNumeric",
+    "randAscii",
+    "randBytes",
+    "randInt",
+    "uuidv4",
+    "shuffle",
+    "bcrypt",
+    "htpasswd",
+    "encryptAES",
+    "now",
+    "ago",
+    "genPrivateKey",
+    "genCA",
+    "genCAWithKey",
+    "genSelfSignedCert",
+    "genSelfSignedCertWithKey",
+    "genSignedCert",
+    "genSignedCertWithKey",
+];
 
 impl std::fmt::Debug for FuncDef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -67,6 +96,7 @@ macro_rules! func {
             sig: $crate::value::object::Sig { params: &[$($crate::value::object::Ty::$p),*], variadic: None },
             imp: $imp,
             lazy: $crate::funcs::Lazy::No,
+            nondeterministic: false,
         }
     };
 }
@@ -80,6 +110,7 @@ macro_rules! funcv {
             sig: $crate::value::object::Sig { params: &[$($crate::value::object::Ty::$p),*], variadic: Some($crate::value::object::Ty::$v) },
             imp: $imp,
             lazy: $crate::funcs::Lazy::No,
+            nondeterministic: false,
         }
     };
 }
@@ -106,6 +137,15 @@ fn table() -> &'static HashMap<&'static str, &'static FuncDef> {
             helm::FUNCS,
         ] {
             for f in group {
+                let f: &'static FuncDef = if NONDETERMINISTIC.contains(&f.name) {
+                    // Built once per process: a flagged copy of the static definition.
+                    Box::leak(Box::new(FuncDef {
+                        nondeterministic: true,
+                        ..*f
+                    }))
+                } else {
+                    f
+                };
                 m.insert(f.name, f);
             }
         }

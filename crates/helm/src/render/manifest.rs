@@ -58,31 +58,27 @@ pub struct Manifest {
     pub hook: Option<String>,
 }
 
-/// `releaseutil.SplitManifests`: documents in order, trimmed, empty ones dropped.
+/// Helm v4.2's document separator (`releaseutil.SplitManifests`): `---` at the start of
+/// the text or of a line, with the whitespace before and after it — newlines included,
+/// and whatever follows on the same line is the next document's start (`---# c`,
+/// `---apiVersion: v1`). `\s` is Go's RE2 class, ASCII `[\t\n\f\r ]`.
+pub const SEPARATOR: &str = r"(?:^|[\t\n\x0C\r ]*\n)---[\t\n\x0C\r ]*";
+
+fn separator() -> &'static regex::Regex {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    #[allow(clippy::expect_used)]
+    RE.get_or_init(|| regex::Regex::new(SEPARATOR).expect("the separator pattern is valid"))
+}
+
+/// `releaseutil.SplitManifests` of Helm v4.2: the documents of a rendered template in
+/// order. The text is left-trimmed, split on [`SEPARATOR`], blank pieces dropped and each
+/// document left-trimmed; trailing whitespace stays (only on the last one, since the
+/// separator takes what precedes it).
 pub fn split_documents(text: &str) -> Vec<String> {
-    let t = text.trim();
-    let mut docs = Vec::new();
-    let mut cur = String::new();
-    let mut first = true;
-    for line in t.split('\n') {
-        let is_sep = line.starts_with("---") && line[3..].trim().is_empty();
-        if is_sep {
-            if !(first && cur.is_empty()) {
-                docs.push(std::mem::take(&mut cur));
-            }
-            first = false;
-            continue;
-        }
-        first = false;
-        if !cur.is_empty() {
-            cur.push('\n');
-        }
-        cur.push_str(line);
-    }
-    docs.push(cur);
-    docs.into_iter()
-        .map(|d| d.trim().to_string())
-        .filter(|d| !d.is_empty())
+    separator()
+        .split(text.trim_start())
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| d.trim_start().to_string())
         .collect()
 }
 
@@ -177,7 +173,48 @@ mod tests {
 
     #[test]
     fn splits_documents() {
-        let docs = split_documents("---\na: 1\n---\n\n---\nb: 2\n");
-        assert_eq!(docs, vec!["a: 1", "b: 2"]);
+        let docs = split_documents("---\na: 1\n---\n\n# c\n---\nb: 2\n");
+        assert_eq!(docs, vec!["a: 1", "# c", "b: 2\n"]);
+    }
+
+    /// Helm v4.2's separator is `(?:^|\s*\n)---\s*` on the left-trimmed text: a `---` at
+    /// the start of a line splits whatever follows it on that line, and the whitespace
+    /// around it (newlines included) goes with the separator.
+    #[test]
+    fn splits_as_helms_separator_regex() {
+        let cases: &[(&str, &[&str])] = &[
+            // A comment right after the separator stays in the next document.
+            ("---# comment\na: 1\n", &["# comment\na: 1\n"]),
+            ("a: 1\n--- # c\nb: 2", &["a: 1", "# c\nb: 2"]),
+            // Text on the separator's line starts the next document.
+            ("a: 1\n---b: 2\n", &["a: 1", "b: 2\n"]),
+            ("a: 1\n----\nb: 2", &["a: 1", "-\nb: 2"]),
+            // Trailing spaces, CRLF, blank lines and indentation go with the separator.
+            ("a: 1  \n  \n---   \n\n  b: 2  \n", &["a: 1", "b: 2  \n"]),
+            ("a: 1\r\n---\r\nb: 2\r\n", &["a: 1", "b: 2\r\n"]),
+            // Leading whitespace and separators, empty documents.
+            ("\n\n  ---\na: 1", &["a: 1"]),
+            ("  \n---\n \n", &[]),
+            ("a: 1\n---\n---\n", &["a: 1", "---\n"]),
+            // A separator's trailing whitespace takes the newline the next one needs:
+            // Helm keeps that `---` as a document's first line.
+            ("---\na: 1\n---\n\n---\nb: 2\n", &["a: 1", "---\nb: 2\n"]),
+            ("---\n---\n\n---   \n", &["---"]),
+            ("", &[]),
+            // Not a separator: indented, or not at a line start.
+            (
+                "a: |\n  ---\n  x\nb: c---d",
+                &["a: |\n  ---\n  x\nb: c---d"],
+            ),
+            // `--` is not a separator; a lone `---` at the very end is.
+            ("a: 1\n--\nb: 2\n---", &["a: 1\n--\nb: 2"]),
+            // Form feed and tab are whitespace to the separator; vertical tab is not (but
+            // the left trim of each document removes it).
+            ("a: 1\t\x0c\n---\t\x0cb: 2", &["a: 1", "b: 2"]),
+            ("a: 1\x0b\n---\x0bb: 2", &["a: 1\x0b", "b: 2"]),
+        ];
+        for (text, want) in cases {
+            assert_eq!(&split_documents(text), want, "splitting {text:?}");
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! defaults, schema validation, then every template executed in Helm's order (deepest
 //! paths first, so later definitions of a `define` name — the parent chart's — win, and
 //! side effects of `set` reach later templates as they do in Helm).
+pub mod lookup;
 pub mod manifest;
 pub mod strvals;
 
@@ -49,10 +50,20 @@ pub struct RenderOptions {
     pub revision: i64,
     pub is_install: bool,
     pub is_upgrade: bool,
-    /// `v1.31.0`; Helm's default when None.
+    /// `.Capabilities.KubeVersion`, e.g. `v1.31.0`; Helm's default when None.
     pub kube_version: Option<String>,
-    /// Extra API versions, added to Helm's defaults.
+    /// The API versions the cluster serves, as Helm reads them from discovery
+    /// (`action.GetVersionSet`): every `group/version` and every `group/version/Kind`
+    /// (see [`version_set`](crate::chart::capabilities::version_set)). `Some` replaces
+    /// Helm's default list, as a render against a cluster does; `None` keeps the default
+    /// list (`helm template`).
+    pub cluster_api_versions: Option<Vec<String>>,
+    /// Extra API versions appended to the list above (`helm template --api-versions`);
+    /// `group/version` or `group/version/Kind`.
     pub api_versions: Vec<String>,
+    /// Cluster reads for `lookup`; None gives every `lookup` an empty map, as
+    /// `helm template` does.
+    pub lookup: Option<lookup::SharedLookup>,
     /// User values (int64 and float64 kept apart).
     pub values: Data,
     /// `missingkey=error`.
@@ -69,7 +80,9 @@ impl RenderOptions {
             is_install: true,
             is_upgrade: false,
             kube_version: None,
+            cluster_api_versions: None,
             api_versions: Vec::new(),
+            lookup: None,
             values: Data::Map(BTreeMap::new()),
             strict: false,
             limits: Limits::default(),
@@ -86,6 +99,10 @@ pub struct Rendered {
     pub notes: Option<String>,
     /// `crds/` files of the chart and enabled subcharts: (path, content), not templated.
     pub crds: Vec<(String, String)>,
+    /// The functions this render called whose result changes from one render to the
+    /// next (random values, keys and certificates, the clock, random salts and IVs),
+    /// sorted: a chart whose output uses them renders differently every time.
+    pub nondeterministic: Vec<&'static str>,
 }
 
 impl Rendered {
@@ -270,7 +287,7 @@ impl Chart {
         let mut result = Ok(());
         for n in &order {
             if let Some(p) = by_name.get(n.as_str()) {
-                match &p.trees {
+                match p.trees() {
                     Ok(trees) => set.add_trees(trees),
                     Err(e) => {
                         result = Err(parse_error(e));
@@ -321,7 +338,10 @@ impl Chart {
         // Render objects.
         let kube = KubeVersion::parse(opts.kube_version.as_deref().unwrap_or(DEFAULT_KUBE_VERSION))
             .map_err(|e| RenderError::new(RenderErrorKind::Values, e))?;
-        let mut apis: Vec<String> = DEFAULT_API_VERSIONS.iter().map(|s| s.to_string()).collect();
+        let mut apis: Vec<String> = match &opts.cluster_api_versions {
+            Some(served) => served.clone(),
+            None => DEFAULT_API_VERSIONS.iter().map(|s| s.to_string()).collect(),
+        };
         apis.extend(opts.api_versions.iter().cloned());
         let caps = Value::Obj(Rc::new(Capabilities {
             kube,
@@ -344,7 +364,8 @@ impl Chart {
             Ok(s) => s.clone(),
             Err(e) => return Err(RenderError::new(RenderErrorKind::Parse, e.clone())),
         };
-        let rt = Runtime::new(opts.limits.clone(), opts.strict);
+        let mut rt = Runtime::new(opts.limits.clone(), opts.strict);
+        rt.lookup = opts.lookup.clone();
         let layer = Layer::base(set.clone());
         let mut names: Vec<String> = jobs.iter().map(|j| j.0.clone()).collect();
         helm_order(&mut names);
@@ -377,7 +398,13 @@ impl Chart {
         let notes = files.get(&notes_key).cloned();
         let mut crds = Vec::new();
         collect_crds(&tree, &mut crds);
-        Ok(Rendered { files, notes, crds })
+        let nondeterministic = rt.nondeterministic.take().into_iter().collect();
+        Ok(Rendered {
+            files,
+            notes,
+            crds,
+            nondeterministic,
+        })
     }
 }
 

@@ -35,9 +35,17 @@ pub struct Limits {
     pub max_output_bytes: usize,
     /// `range` iterations over the whole render.
     pub max_iterations: u64,
-    /// Nested template invocations (`template`, `include`, `tpl`) at any moment.
+    /// Nested template invocations (`template`, `include`, `tpl`) at any moment, across
+    /// the render. Helm has no such limit: its own rules are
+    /// [`max_include_per_name`](Self::max_include_per_name) and Go's 100000 nested
+    /// `template` actions within one execution (`maxExecDepth`, which `include` and `tpl`
+    /// restart), and beyond those Go's 1 GB stack ends a render with a crash (around 25k
+    /// nested `tpl`s). This backstop sits above Go's 100000 so that every chain Helm's
+    /// rules allow renders, and ends runaway `tpl` recursion with an error; evaluation
+    /// grows its stack on the heap ([`stacker`]), so no depth overflows the thread's stack.
     pub max_nesting: usize,
-    /// Helm's limit on nested `include`s of one name.
+    /// Helm's limit on nested `include`s of one name (`recursionMaxNums`): an include
+    /// fails when this many of the same name are already in progress and more.
     pub max_include_per_name: usize,
     /// The largest string a function may build (`repeat`, `indent`, `printf`...).
     pub max_string_bytes: usize,
@@ -54,7 +62,7 @@ impl Default for Limits {
         Limits {
             max_output_bytes: 256 << 20,
             max_iterations: 20_000_000,
-            max_nesting: 5_000,
+            max_nesting: 110_000,
             max_include_per_name: 1_000,
             max_string_bytes: 64 << 20,
             max_list_len: 10_000_000,
@@ -76,6 +84,10 @@ pub struct Runtime {
     #[allow(clippy::type_complexity)]
     pub(crate) tpl_cache: RefCell<HashMap<String, Result<Rc<Vec<Arc<Tree>>>, String>>>,
     pub(crate) regex_cache: RefCell<HashMap<String, Result<regex::Regex, String>>>,
+    /// Cluster reads for `lookup` (None: every lookup finds nothing).
+    pub lookup: Option<crate::render::lookup::SharedLookup>,
+    /// Functions called whose result differs between renders.
+    pub(crate) nondeterministic: RefCell<std::collections::BTreeSet<&'static str>>,
 }
 
 impl Runtime {
@@ -89,7 +101,14 @@ impl Runtime {
             includes: RefCell::new(HashMap::new()),
             tpl_cache: RefCell::new(HashMap::new()),
             regex_cache: RefCell::new(HashMap::new()),
+            lookup: None,
+            nondeterministic: RefCell::new(Default::default()),
         }
+    }
+
+    /// Notes that the render called `name`, whose result changes from render to render.
+    pub(crate) fn nondeterministic(&self, name: &'static str) {
+        self.nondeterministic.borrow_mut().insert(name);
     }
 }
 
@@ -790,7 +809,12 @@ impl<'t> Exec<'t> {
             argv.push(self.validate_type(f, t)?);
         }
         let r = match callee {
-            Callee::Func(f) => (f.imp)(self, argv),
+            Callee::Func(f) => {
+                if f.nondeterministic {
+                    self.rt.nondeterministic(f.name);
+                }
+                (f.imp)(self, argv)
+            }
             Callee::Method(m) => (m.call)(argv).map_err(FnError::Msg),
         };
         match r {

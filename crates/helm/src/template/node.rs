@@ -8,7 +8,7 @@ use crate::funcs::FuncDef;
 use crate::value::Str;
 
 /// A parsed template: a file, a `define`, a `block` or a `tpl` string.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Tree {
     pub name: Str,
     /// The name of the file the text came from (Go's `ParseName`).
@@ -38,7 +38,7 @@ impl Tree {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Node {
     Text(Arc<str>),
     Action(Action),
@@ -59,14 +59,14 @@ impl Node {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Action {
     pub pos: u32,
     pub pipe: Pipe,
 }
 
 /// `if`, `with` and `range`: a pipeline, a body and an optional else body.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Branch {
     pub pos: u32,
     pub pipe: Pipe,
@@ -74,14 +74,14 @@ pub struct Branch {
     pub else_list: Option<Vec<Node>>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct TemplateCall {
     pub pos: u32,
     pub name: Str,
     pub pipe: Option<Pipe>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Pipe {
     pub pos: u32,
     pub is_assign: bool,
@@ -90,7 +90,7 @@ pub struct Pipe {
     pub cmds: Vec<Command>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Command {
     pub pos: u32,
     pub args: Vec<Arg>,
@@ -106,7 +106,7 @@ pub struct Number {
     pub complex: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Arg {
     /// `.A.B`
     Field {

@@ -213,3 +213,39 @@ pub fn compare(jobs: &[Job]) -> Vec<String> {
     }
     report
 }
+
+/// Helm's release manifest for each chart (`install --dry-run=client` with the chart's
+/// defaults): the documents as `SplitManifests` and `SortManifests` leave them.
+pub fn oracle_manifests(charts: &[PathBuf]) -> Vec<Result<String, String>> {
+    let items: Vec<String> = charts
+        .iter()
+        .map(|c| format!(r#"{{"chart": {}}}"#, js(&c.to_string_lossy())))
+        .collect();
+    let input = format!("[{}]", items.join(","));
+    let mut child = Command::new(venv_python())
+        .arg(repo_root().join("scripts/helm-oracle.py"))
+        .arg("manifests")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the oracle");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "oracle failed");
+    let Data::List(items) = Data::from_json_float(&String::from_utf8_lossy(&out.stdout)).unwrap()
+    else {
+        panic!("oracle output is not a list")
+    };
+    items
+        .into_iter()
+        .map(|it| match (it.lookup("ok"), it.lookup("err")) {
+            (Some(m), _) => Ok(m.as_str().unwrap_or("").to_string()),
+            (None, e) => Err(e.and_then(Data::as_str).unwrap_or("").to_string()),
+        })
+        .collect()
+}
