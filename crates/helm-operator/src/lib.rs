@@ -7,6 +7,7 @@
 //! * [`release`] and [`storage`] keep Helm-compatible release records (or none);
 //! * [`values`], [`objects`], [`hooks`], [`ready`], [`status`]: the steps' pieces;
 //! * [`crd`] and [`rbac`] say what the entry serves and needs.
+pub mod cluster;
 pub mod crd;
 pub mod diff;
 pub mod error;
@@ -70,6 +71,8 @@ pub struct HelmFlavor {
     pub overrides: std::collections::BTreeMap<String, String>,
     /// See [`HelmOptions::suppress_override_values`].
     pub suppress_override_values: bool,
+    /// `.Capabilities` of the cluster the operator runs against (set up on first render).
+    pub cluster: std::sync::OnceLock<cluster::ClusterView>,
     /// The chart as release records carry it (metadata, values, schema; no templates).
     pub chart_record: Value,
     crd: CustomResourceDefinition,
@@ -171,6 +174,7 @@ impl HelmFlavor {
             kube_version: opts.kube_version.clone(),
             suppress_override_values: opts.suppress_override_values,
             overrides,
+            cluster: Default::default(),
             chart_record,
             crd,
             rbac,

@@ -34,7 +34,8 @@ names!(ConditionType {
     Deployed,
     ReleaseFailed,
     Irreconcilable,
-    Ready
+    Ready,
+    Nondeterministic
 });
 
 names!(Reason {
@@ -46,7 +47,8 @@ names!(Reason {
     UninstallError,
     ReconcileError,
     AllReady,
-    NotReady
+    NotReady,
+    NondeterministicRender
 });
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
@@ -75,6 +77,10 @@ pub struct DeployedRelease {
     /// read and no new revision.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub digest: String,
+    /// A digest of the values it was rendered from: a chart whose render differs every time
+    /// (random values, `now`) is upgraded only when these change.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub values_digest: String,
 }
 
 /// One object of a release, as kept in the status with `--release-storage=none`.

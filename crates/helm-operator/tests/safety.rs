@@ -568,3 +568,214 @@ async fn a_cluster_scoped_custom_resource_is_refused_with_a_clear_condition() {
     .expect("deleted at once");
     op.stop().await;
 }
+
+/// Pokes a custom resource (an annotation: the Helm flavour reconciles on annotation changes)
+/// and waits until the operator has reconciled again.
+async fn poke(env: &Env, ar: &kube::core::ApiResource, name: &str, op: &Running, i: usize) {
+    let before = op.reconciles();
+    api(env, ar)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"test.bosun.dev/poke": i.to_string()}}}),
+            ),
+        )
+        .await
+        .expect("poke");
+    eventually(60, || async { (op.reconciles() > before).then_some(()) })
+        .await
+        .expect("reconciled");
+}
+
+fn password(s: &Secret) -> Vec<u8> {
+    s.data.as_ref().expect("data")["password"].0.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookup_with_dry_run_server_reuses_a_generated_password() {
+    captured();
+    let env = env("helm-lookup").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let looker = resource("test.bosun.dev", "v1", "Looker");
+    create(
+        &env,
+        &looker,
+        "apiVersion: test.bosun.dev/v1\nkind: Looker\nmetadata:\n  name: db\nspec: {}\n",
+    )
+    .await;
+    wait_for(&env, &looker, "db", 90, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+    })
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(env.admin.clone(), &env.ns);
+    let first = password(&secrets.get("db-generated").await.expect("generated"));
+    assert_eq!(first.len(), 20);
+    for i in 0..3 {
+        poke(&env, &looker, "db", &op, i).await;
+    }
+    // An upgrade keeps it too: lookup finds the stored one.
+    api(&env, &looker)
+        .patch(
+            "db",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"greeting": "bonjour"}})),
+        )
+        .await
+        .expect("upgrade");
+    let cr = wait_for(&env, &looker, "db", 90, "upgraded", |o| {
+        has(o, "Deployed", "True", Some("UpgradeSuccessful"))
+    })
+    .await;
+    assert_eq!(
+        cr.data.pointer("/status/deployedRelease/revision"),
+        Some(&json!(2)),
+        "one upgrade, for the one spec change: {:#}",
+        cr.data["status"]
+    );
+    assert!(
+        condition(&cr, "Nondeterministic").is_none(),
+        "{:#}",
+        cr.data["status"]
+    );
+    assert_eq!(
+        password(&secrets.get("db-generated").await.expect("secret")),
+        first,
+        "the generated password is stable across reconciles and upgrades"
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chart_that_renders_differently_every_time_does_not_loop() {
+    captured();
+    let env = env("helm-unstable").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let unstable = resource("test.bosun.dev", "v1", "Unstable");
+    create(
+        &env,
+        &unstable,
+        "apiVersion: test.bosun.dev/v1\nkind: Unstable\nmetadata:\n  name: rnd\nspec: {}\n",
+    )
+    .await;
+    wait_for(&env, &unstable, "rnd", 90, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+    })
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(env.admin.clone(), &env.ns);
+    let first = password(&secrets.get("rnd-generated").await.expect("generated"));
+    for i in 0..3 {
+        poke(&env, &unstable, "rnd", &op, i).await;
+    }
+    let cr = api(&env, &unstable).get("rnd").await.expect("cr");
+    assert_eq!(
+        cr.data.pointer("/status/deployedRelease/revision"),
+        Some(&json!(1)),
+        "upgraded without a change: {:#}",
+        cr.data["status"]
+    );
+    let c = condition(&cr, "Nondeterministic").expect("the condition says why");
+    assert_eq!(c["status"], "True");
+    assert!(
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("randAlphaNum")),
+        "{c}"
+    );
+    assert_eq!(
+        password(&secrets.get("rnd-generated").await.expect("secret")),
+        first,
+        "the password was not rotated"
+    );
+    let events = Api::<Event>::namespaced(env.admin.clone(), &env.ns)
+        .list(&Default::default())
+        .await
+        .expect("events");
+    let told: i32 = events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("NondeterministicRender"))
+        .map(|e| e.count.unwrap_or(1))
+        .sum();
+    assert_eq!(told, 1, "reported once");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_come_from_the_live_cluster_and_follow_crds() {
+    captured();
+    let env = env("helm-caps").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let looker = resource("test.bosun.dev", "v1", "Looker");
+    create(&env, &looker, "apiVersion: test.bosun.dev/v1\nkind: Looker\nmetadata:\n  name: caps\nspec:\n  gadget: true\n").await;
+    wait_for(&env, &looker, "caps", 90, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
+    let caps = cms
+        .get("caps-caps")
+        .await
+        .expect("caps")
+        .data
+        .expect("data");
+    let server = env.admin.apiserver_version().await.expect("version");
+    assert_eq!(
+        caps["kubeVersion"], server.git_version,
+        "the server's version"
+    );
+    assert_eq!(caps["appsDeploymentKind"], "true", "g/v/Kind entries");
+    assert_eq!(
+        caps["removedExtensionsDeployment"], "false",
+        "an API this server does not serve"
+    );
+    assert!(cms.get_opt("caps-gadget").await.expect("get").is_none());
+
+    // The Gadget CRD comes: the gated object follows on a later reconcile.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(env.admin.clone());
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.test.bosun.dev"},
+        "spec": {"group": "test.bosun.dev", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .expect("crd");
+    crds.patch(
+        "gadgets.test.bosun.dev",
+        &PatchParams::apply("bosun-test").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("gadget CRD");
+    let mut i = 0;
+    let appeared = eventually(90, || {
+        i += 1;
+        let n = i;
+        let env = &env;
+        let looker = &looker;
+        let op = &op;
+        let cms = cms.clone();
+        async move {
+            poke(env, looker, "caps", op, 100 + n).await;
+            cms.get_opt("caps-gadget").await.ok()?.map(|_| ())
+        }
+    })
+    .await;
+    assert!(
+        appeared.is_some(),
+        "the Gadget-gated object is rendered once the CRD is served"
+    );
+    op.stop().await;
+}

@@ -373,6 +373,7 @@ mod tests {
             reconcile_period: None,
             max_concurrent_reconciles: max,
             override_values: Default::default(),
+            dry_run_server: false,
             ansible: AnsibleOptions::default(),
         }
     }

@@ -70,6 +70,8 @@ struct Plan {
     notes: String,
     crds: Vec<(String, String)>,
     digest: String,
+    /// The functions it called whose output changes on every render.
+    nondeterministic: Vec<&'static str>,
     /// What applying it wrote.
     written: Written,
 }
@@ -271,8 +273,42 @@ async fn converge(
             Some(plan.notes.clone()),
             &t,
         );
+        status.remove(C::Nondeterministic);
         return Ok(plan);
     }
+    let values_digest = values_digest(&vals);
+    if let Some(d) = deployed
+        .as_ref()
+        .filter(|d| !plan.nondeterministic.is_empty() && d.values_digest == values_digest)
+    {
+        // The values are those deployed, yet the render differs: if a second render differs
+        // again, the chart's output changes every time (random values, `now`). Upgrading
+        // would rotate them on every reconcile, and each upgrade's writes bring the next
+        // reconcile. What is deployed stays; the condition says why, once.
+        let again = render(host, &owner, &vals, at, at > 1).await?;
+        if again.digest != plan.digest {
+            let fns = plan.nondeterministic.join(", ");
+            let msg = format!(
+                "the chart renders differently every time ({fns}): revision {} stays deployed \
+                 and is upgraded only when the values change; reuse generated values with \
+                 lookup and dryRunOption: server",
+                d.revision
+            );
+            if previous.condition(C::Nondeterministic).is_none() {
+                publish(host, cr, true, R::NondeterministicRender.as_str(), &msg).await;
+            }
+            status.set(
+                previous,
+                C::Nondeterministic,
+                true,
+                Some(R::NondeterministicRender),
+                Some(msg),
+                &t,
+            );
+            return Ok(plan);
+        }
+    }
+    status.remove(C::Nondeterministic);
     // Step 5: read the record before deciding.
     let (history, deployed_rec) = match host.flavor.storage {
         Storage::Secrets => {
@@ -300,7 +336,7 @@ async fn converge(
         let mut same = render(host, &owner, &vals, rec.version, rec.version > 1).await?;
         // Helm 3 and 4 lay the manifest out slightly differently (a leading newline):
         // compare document by document.
-        if split_documents(&same.manifest) != split_documents(&rec.manifest) {
+        if !same_documents(&same.manifest, &rec.manifest) {
             // Which objects differ, never how: a line of either manifest may be a Secret's.
             let differ = crate::diff::describe(&same.manifest, &rec.manifest);
             tracing::info!(release = %owner.release, revision = rec.version, %differ, "the recorded release differs from the render: upgrading");
@@ -312,6 +348,7 @@ async fn converge(
                 name: owner.release.clone(),
                 revision: rec.version,
                 digest: same.digest.clone(),
+                values_digest: values_digest.clone(),
             });
             let reason = if rec.version > 1 {
                 R::UpgradeSuccessful
@@ -363,6 +400,7 @@ async fn converge(
         name: owner.release.clone(),
         revision,
         digest: plan.digest.clone(),
+        values_digest,
     });
     if host.flavor.storage == Storage::None {
         status.inventory = plan
@@ -404,6 +442,27 @@ async fn converge(
     Ok(plan)
 }
 
+/// Whether two manifests hold the same documents. Helm 3 and 4 lay a manifest out slightly
+/// differently (a leading newline), and records written before bosun split as Helm does had
+/// their last document trimmed: documents are compared without surrounding whitespace.
+fn same_documents(a: &str, b: &str) -> bool {
+    let docs = |m: &str| -> Vec<String> {
+        split_documents(m)
+            .into_iter()
+            .map(|d| d.trim().to_string())
+            .filter(|d| !d.is_empty())
+            .collect()
+    };
+    docs(a) == docs(b)
+}
+
+/// A digest of the values a release is rendered from.
+fn values_digest(vals: &Data) -> String {
+    let mut h = Sha256::new();
+    h.update(crate::crd::data_json(vals).to_string().as_bytes());
+    hex::encode(&h.finalize()[..16])
+}
+
 fn inventory_item(d: &Desired) -> InventoryItem {
     InventoryItem {
         api_version: d.gvk.api_version(),
@@ -428,6 +487,23 @@ async fn render(
     opts.is_upgrade = upgrade;
     opts.values = vals.clone();
     opts.kube_version = host.flavor.kube_version.clone();
+    let view = host
+        .flavor
+        .cluster
+        .get_or_init(|| crate::cluster::ClusterView::new(host.client.clone()));
+    if let Some(snapshot) = view.snapshot().await {
+        if opts.kube_version.is_none() {
+            opts.kube_version = snapshot.kube_version.clone();
+        }
+        opts.cluster_api_versions = Some(snapshot.api_versions.clone());
+    }
+    if host.entry.dry_run_server {
+        opts.lookup = Some(Arc::new(crate::cluster::ApiLookup::new(
+            host.client.clone(),
+            host.discovery.clone(),
+            tokio::runtime::Handle::current(),
+        )));
+    }
     let chart = host.flavor.chart.clone();
     let rendered = tokio::task::block_in_place(|| chart.render(&opts))
         .map_err(|e| Error::Render(e.to_string()))?;
@@ -463,6 +539,7 @@ async fn render(
         notes,
         crds: rendered.crds.clone(),
         digest: hex::encode(&h.finalize()[..16]),
+        nondeterministic: rendered.nondeterministic.clone(),
         written: Written::default(),
     })
 }
@@ -850,7 +927,10 @@ async fn install_crds(host: &Ctx, crds: &[(String, String)]) -> Result<(), Error
     }
     let api: Api<CustomResourceDefinition> = Api::all(host.client.clone());
     for (path, content) in crds {
-        for doc in split_documents(content) {
+        // Helm reads crds/ with the Kubernetes YAML reader, not the manifest splitter.
+        let docs = bosun_yaml::goyaml::split_documents(content)
+            .map_err(|e| Error::Manifest(format!("{path}: {e}")))?;
+        for doc in docs.into_iter().filter(|d| !d.trim().is_empty()) {
             let json = bosun_yaml::goyaml::yaml_to_json(&doc)
                 .map_err(|e| Error::Manifest(format!("{path}: {e}")))?;
             let crd: CustomResourceDefinition = serde_json::from_str(&json).map_err(|e| {
@@ -973,6 +1053,7 @@ mod tests {
             name: "r".into(),
             revision: 2,
             digest: "d".into(),
+            values_digest: String::new(),
         });
         let before = synced.clone();
         record_failure(

@@ -106,6 +106,9 @@ pub struct Entry {
     pub max_concurrent_reconciles: Option<u16>,
     /// Helm: values that win over the spec, after environment expansion (`a.b=c` paths).
     pub override_values: BTreeMap<String, String>,
+    /// Helm: operator-sdk's `dryRunOption` — `server` makes the chart's `lookup` read the
+    /// cluster; `none` or `client` (the default) keep it empty, as `helm template` does.
+    pub dry_run_server: bool,
     /// Ansible: everything else.
     pub ansible: AnsibleOptions,
 }
@@ -476,6 +479,14 @@ fn parse_entry(
         }
     }
 
+    let dry_run_server = match fields.get("dryRunOption") {
+        None => false,
+        Some(n) => match scalar_text(&n.value).as_deref() {
+            Some("server") => true,
+            Some("none" | "client" | "") => false,
+            _ => return Err(cx.err(n.mark, "dryRunOption", "expected none, client or server")),
+        },
+    };
     let ansible = if is_helm {
         AnsibleOptions::default()
     } else {
@@ -491,6 +502,7 @@ fn parse_entry(
         reconcile_period,
         max_concurrent_reconciles,
         override_values,
+        dry_run_server,
         ansible,
     })
 }

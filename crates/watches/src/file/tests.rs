@@ -87,6 +87,22 @@ fn helm_options_and_environment() {
         "unset: empty, as os.ExpandEnv"
     );
     assert_eq!(e.override_values["owner"], "books-x");
+    assert!(!e.dry_run_server, "lookup is offline unless asked");
+}
+
+#[test]
+fn dry_run_option_server_turns_lookup_on_and_others_are_refused() {
+    let dir = project();
+    let entry = |opt: &str| {
+        format!("- {{group: charts.example.com, version: v1alpha1, kind: BookStore, chart: helm-charts/book-store, dryRunOption: {opt}}}\n")
+    };
+    let w = parse(&dir, &entry("server")).expect("valid");
+    assert!(w.entries[0].dry_run_server);
+    for off in ["none", "client"] {
+        assert!(!parse(&dir, &entry(off)).expect("valid").entries[0].dry_run_server);
+    }
+    let e = parse(&dir, &entry("sever")).expect_err("a typo is refused");
+    assert!(e.to_string().contains("dryRunOption"), "{e}");
 }
 
 #[test]
