@@ -1,0 +1,5 @@
+//! The vSphere client against vcsim, a real vim25 SOAP server (one process per test).
+mod lifecycle;
+mod session;
+mod support;
+mod tls;
