@@ -125,6 +125,26 @@ impl Vcsim {
         self.child.id()
     }
 
+    /// Freezes vcsim (SIGSTOP): the kernel still accepts connections but nothing answers, as
+    /// with a vCenter that hangs. Its inventory is kept (vcsim has no persistence, so a
+    /// restart would lose it). [`Vcsim::resume`] thaws it.
+    pub fn pause(&self) -> std::io::Result<()> {
+        self.signal(libc::SIGSTOP)
+    }
+
+    pub fn resume(&self) -> std::io::Result<()> {
+        self.signal(libc::SIGCONT)
+    }
+
+    fn signal(&self, sig: i32) -> std::io::Result<()> {
+        let pid = i32::try_from(self.child.id()).map_err(std::io::Error::other)?;
+        // SAFETY: signals a child this struct owns and has not reaped.
+        if unsafe { libc::kill(pid, sig) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
     }

@@ -49,10 +49,19 @@ impl FaultKind {
     }
 }
 
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Other(name) => f.write_str(name),
+            other => f.write_str(other.category()),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The server answered with a fault (a SOAP fault or a task's error).
-    #[error("vSphere fault {kind:?} in {method}: {message}")]
+    #[error("vSphere refused {method} ({kind}): {message}")]
     Fault {
         kind: FaultKind,
         method: String,
@@ -67,6 +76,9 @@ pub enum Error {
     /// An answer that is not the SOAP the call expects.
     #[error("unexpected answer to {method}: {message}")]
     Protocol { method: String, message: String },
+    /// An answer larger than the client accepts.
+    #[error("answer from {url} exceeds {limit} bytes")]
+    TooLarge { url: String, limit: usize },
     /// The client's configuration is unusable (bad URL, unreadable CA bundle).
     #[error("vSphere client configuration: {0}")]
     Config(String),
@@ -94,6 +106,7 @@ impl Error {
             Self::Tls { .. } => "tls",
             Self::Unreachable { .. } => "unreachable",
             Self::Protocol { .. } => "protocol",
+            Self::TooLarge { .. } => "protocol",
             Self::Config(_) => "config",
             Self::TaskTimeout { .. } => "task_timeout",
         }

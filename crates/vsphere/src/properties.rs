@@ -153,3 +153,52 @@ fn vm_info(o: &ObjectContent) -> VmInfo {
             .and_then(|v| PowerState::parse(v.trim())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::soap::response;
+
+    fn body(inner: &str) -> String {
+        format!(
+            r#"<e:Envelope xmlns:e="http://schemas.xmlsoap.org/soap/envelope/" xmlns:x="http://www.w3.org/2001/XMLSchema-instance">
+            <e:Body><RetrievePropertiesExResponse xmlns="urn:vim25">{inner}</RetrievePropertiesExResponse></e:Body></e:Envelope>"#
+        )
+    }
+
+    #[test]
+    fn a_page_yields_objects_and_the_next_token() {
+        let doc = body(
+            r#"<returnval><token>t-1</token><objects><obj type="VirtualMachine">vm-1</obj>
+            <propSet><name>name</name><val x:type="xsd:string">a</val></propSet>
+            <propSet><name>config.hardware.numCPU</name><val x:type="xsd:int">2</val></propSet>
+            </objects></returnval>"#,
+        );
+        let resp = response("RetrievePropertiesEx", &doc).expect("response");
+        let (objs, token) = page("RetrievePropertiesEx", &resp).expect("page");
+        assert_eq!(token.as_deref(), Some("t-1"));
+        let info = vm_info(&objs[0]);
+        assert_eq!(info.name, "a");
+        assert_eq!(info.num_cpu, Some(2));
+        assert_eq!(info.power_state, None);
+    }
+
+    #[test]
+    fn no_returnval_is_no_objects() {
+        let resp = response("RetrievePropertiesEx", &body("")).expect("response");
+        let (objs, token) = page("RetrievePropertiesEx", &resp).expect("page");
+        assert!(objs.is_empty() && token.is_none());
+    }
+
+    #[test]
+    fn a_property_missing_for_want_of_a_session_is_not_authenticated() {
+        let doc = body(
+            r#"<returnval><objects><obj type="Task">task-1</obj><missingSet><path>info</path>
+            <fault><fault x:type="NotAuthenticated"><object type="Task">task-1</object></fault>
+            </fault></missingSet></objects></returnval>"#,
+        );
+        let resp = response("RetrievePropertiesEx", &doc).expect("response");
+        let err = page("RetrievePropertiesEx", &resp).expect_err("not authenticated");
+        assert_eq!(err.fault_kind(), Some(&FaultKind::NotAuthenticated));
+    }
+}

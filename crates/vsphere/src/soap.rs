@@ -72,7 +72,34 @@ fn fault(method: &str, f: &Element) -> Error {
         .unwrap_or_default();
     let detail = unqualified("detail").and_then(|d| d.children.first());
     let type_name = detail.map(fault_type).unwrap_or_default();
-    fault_error(method, &type_name, message)
+    fault_error(method, &type_name, with_details(message, detail))
+}
+
+/// Adds the fault's telling fields (the object, name, file or property it is about) to a
+/// message that does not already say them: vcsim and vCenter often send an empty one.
+pub fn with_details(message: String, fault: Option<&Element>) -> String {
+    let Some(fault) = fault else { return message };
+    let mut out = message;
+    let fields = [
+        "obj",
+        "name",
+        "file",
+        "invalidProperty",
+        "path",
+        "existingState",
+        "requestedState",
+    ];
+    for field in fields {
+        let Some(value) = fault.child_text(field).map(str::trim) else {
+            continue;
+        };
+        if value.is_empty() || out.contains(value) {
+            continue;
+        }
+        let sep = if out.is_empty() { "" } else { "; " };
+        out = format!("{out}{sep}{field} {value}");
+    }
+    out
 }
 
 /// The vim25 type of a fault element: its `xsi:type`, else its name less `Fault`.
@@ -86,8 +113,10 @@ pub fn fault_error(method: &str, type_name: &str, message: String) -> Error {
     let kind = FaultKind::from_type(type_name);
     let message = if message.is_empty() {
         type_name.to_string()
-    } else {
+    } else if message.contains(type_name) {
         message
+    } else {
+        format!("{type_name}: {message}")
     };
     Error::Fault {
         kind,
@@ -119,10 +148,24 @@ mod tests {
         match response("Login", doc) {
             Err(Error::Fault { kind, message, .. }) => {
                 assert_eq!(kind, FaultKind::InvalidLogin);
-                assert_eq!(message, "Login failure");
+                assert_eq!(message, "InvalidLogin: Login failure");
             }
             other => panic!("expected a fault, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_empty_fault_message_names_the_object() {
+        let doc = r#"<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><s:Fault>
+          <faultcode>ServerFaultCode</faultcode><faultstring></faultstring><detail>
+          <ManagedObjectNotFoundFault xmlns="urn:vim25"><obj type="VirtualMachine">vm-9</obj>
+          </ManagedObjectNotFoundFault></detail></s:Fault></s:Body></s:Envelope>"#;
+        let err = response("Destroy_Task", doc).expect_err("a fault");
+        assert_eq!(err.fault_kind(), Some(&FaultKind::NotFound));
+        assert!(
+            err.to_string().contains("ManagedObjectNotFound: obj vm-9"),
+            "{err}"
+        );
     }
 
     #[test]

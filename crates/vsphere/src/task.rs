@@ -61,8 +61,8 @@ impl Client {
 /// A failed task's `info.error` (a `LocalizedMethodFault`) as an error.
 fn task_fault(method: &str, info: Option<&Element>) -> Error {
     let error = info.and_then(|i| i.child("error"));
-    let type_name = error
-        .and_then(|e| e.child("fault"))
+    let fault = error.and_then(|e| e.child("fault"));
+    let type_name = fault
         .map(fault_type)
         .unwrap_or_else(|| "TaskFailed".to_string());
     let message = error
@@ -70,5 +70,5 @@ fn task_fault(method: &str, info: Option<&Element>) -> Error {
         .unwrap_or_default()
         .trim()
         .to_string();
-    soap::fault_error(method, &type_name, message)
+    soap::fault_error(method, &type_name, soap::with_details(message, fault))
 }

@@ -44,6 +44,10 @@ pub struct Reply {
 
 pub const SESSION_COOKIE: &str = "vmware_soap_session";
 
+/// The largest answer read: a property page of a few thousand VMs is a few MB; anything
+/// beyond this is refused rather than held in memory.
+const MAX_ANSWER: usize = 64 << 20;
+
 impl Transport {
     pub fn new(url: &str, tls: &Tls, timeout: Duration) -> Result<Self> {
         let url: http::Uri = url
@@ -91,11 +95,21 @@ impl Transport {
                 .iter()
                 .filter_map(|v| v.to_str().ok())
                 .find_map(session_from_set_cookie);
-            let bytes = resp
-                .into_body()
+            let bytes = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER)
                 .collect()
                 .await
-                .map_err(|e| classify(&url, &e))?
+                .map_err(|e| {
+                    if e.downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some()
+                    {
+                        Error::TooLarge {
+                            url: url.clone(),
+                            limit: MAX_ANSWER,
+                        }
+                    } else {
+                        classify(&url, e.as_ref())
+                    }
+                })?
                 .to_bytes();
             let body = String::from_utf8_lossy(&bytes).into_owned();
             Ok(Reply {

@@ -33,6 +33,7 @@ async fn a_group_of_vms_is_created_read_in_one_retrieval_and_torn_down() {
     let again = client.create_folder(&parent, "default-group").await;
     let err = again.expect_err("the folder exists");
     assert_eq!(err.fault_kind(), Some(&FaultKind::DuplicateName), "{err}");
+    assert!(err.to_string().contains("default-group"), "{err}");
 
     const N: usize = 3;
     let mut clones = tokio::task::JoinSet::new();
@@ -101,6 +102,7 @@ async fn a_group_of_vms_is_created_read_in_one_retrieval_and_torn_down() {
         .await
         .expect_err("already destroyed");
     assert_eq!(gone.fault_kind(), Some(&FaultKind::NotFound), "{gone}");
+    assert!(gone.to_string().contains(&vms[0].value), "{gone}");
 }
 
 #[tokio::test]
@@ -124,6 +126,7 @@ async fn a_missing_template_is_not_found() {
         .clone_vm(&ghost, &parent, "x", SHAPE)
         .await
         .expect_err("no such VM");
+    assert!(err.to_string().contains("vm-does-not-exist"), "{err}");
     assert_eq!(err.fault_kind(), Some(&FaultKind::NotFound), "{err}");
 }
 
@@ -136,4 +139,5 @@ async fn a_task_failure_carries_its_fault() {
     // the task, not in the call.
     let err = client.power_on(&template).await.expect_err("already on");
     assert_eq!(err.fault_kind(), Some(&FaultKind::InvalidState), "{err}");
+    assert!(err.to_string().contains("poweredOn"), "{err}");
 }
