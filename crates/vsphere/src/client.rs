@@ -141,7 +141,7 @@ impl Client {
         Ok(())
     }
 
-    /// Ends the session on the server.
+    /// Ends the session on the server. A later call on this client logs in again.
     pub async fn logout(&self) -> Result<()> {
         let sm = self.inner.content.session_manager.clone();
         let cookie = self.cookie();

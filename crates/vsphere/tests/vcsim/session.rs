@@ -67,3 +67,22 @@ async fn a_session_ended_elsewhere_is_renewed_once_and_the_call_succeeds() {
         .expect("found after logging in again");
     assert_eq!(client.counts().get("Login"), 4);
 }
+
+#[tokio::test]
+async fn parallel_calls_on_a_gone_session_log_in_once() {
+    let sim = support::start();
+    let client = support::connect(&sim).await;
+    let admin = support::connect(&sim).await;
+    let key = client.session_key().await.expect("session key");
+    admin.terminate_session(&key).await.expect("terminate");
+
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..5 {
+        let c = client.clone();
+        calls.spawn(async move { c.find_by_inventory_path(TEMPLATE).await });
+    }
+    for found in calls.join_all().await {
+        assert!(found.expect("found after logging in again").is_some());
+    }
+    assert_eq!(client.counts().get("Login"), 2, "one re-login for all");
+}
