@@ -3,57 +3,17 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::config::Config;
 use crate::counter::CallCounts;
 use crate::error::{Error, FaultKind, Result};
 use crate::soap::{self, param};
-use crate::transport::{Tls, Transport};
+use crate::transport::Transport;
 use crate::types::{MoRef, ServiceContent};
 use crate::xml::Element;
 
 /// vim25 6.5 is spoken by vCenter 6.5 up to 8 and by vcsim 0.24; every call used here exists
 /// in it unchanged.
 const SOAP_ACTION: &str = "urn:vim25/6.5";
-
-/// Where and how to connect. `Debug` never shows the password.
-#[derive(Clone)]
-pub struct Config {
-    /// `https://host[:port]/sdk`
-    pub url: String,
-    pub user: String,
-    pub password: String,
-    pub tls: Tls,
-    /// Bound on one SOAP request.
-    pub request_timeout: Duration,
-    /// Bound on waiting for one task (clone, power, destroy).
-    pub task_timeout: Duration,
-}
-
-impl Config {
-    pub fn new(url: &str, user: &str, password: &str, tls: Tls) -> Self {
-        Self {
-            url: url.to_string(),
-            user: user.to_string(),
-            password: password.to_string(),
-            tls,
-            request_timeout: Duration::from_secs(60),
-            task_timeout: Duration::from_secs(600),
-        }
-    }
-}
-
-impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
-            .field("url", &self.url)
-            .field("user", &self.user)
-            .field("password", &"<redacted>")
-            .field(
-                "tls",
-                &matches!(self.tls, Tls::Insecure).then_some("insecure"),
-            )
-            .finish()
-    }
-}
 
 /// A logged-in vSphere client. Cheap to clone; clones share the session and the counters.
 #[derive(Clone)]

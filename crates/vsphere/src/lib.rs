@@ -12,21 +12,24 @@
 //! No crate on crates.io served this: `vim_rs` targets the JSON API of vSphere 8 and compiles
 //! slowly; the rest are unmaintained.
 mod client;
+mod config;
 mod counter;
 mod error;
 mod inventory;
 mod properties;
 mod soap;
 mod task;
+mod tls;
 mod transport;
 mod types;
 mod vm;
 mod xml;
 
-pub use client::{Client, Config};
+pub use client::Client;
+pub use config::Config;
 pub use counter::CallCounts;
 pub use error::{Error, FaultKind, Result};
 pub use properties::ObjectContent;
-pub use transport::Tls;
+pub use tls::Tls;
 pub use types::{MoRef, PowerState, ServiceContent, VmInfo};
 pub use vm::Shape;
