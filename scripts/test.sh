@@ -14,6 +14,9 @@ bash scripts/setup-helm.sh >/dev/null
 echo "== Ansible oracle (ansible-core 2.18 from PyPI, for crates/ansible's differential tests)"
 bash scripts/setup-ansible.sh >/dev/null
 
+echo "== vSphere simulator (vcsim from Debian's govmomi source, for crates/vsphere's tests)"
+bash scripts/setup-vcsim.sh >/dev/null
+
 echo "== build"
 # A clean checkout gains nothing from incremental state, and it was a third of the target dir.
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
