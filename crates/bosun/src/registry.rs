@@ -106,6 +106,9 @@ pub fn watched(path: &Path, src: &Sources) -> anyhow::Result<Vec<Arc<dyn Operato
         ..Default::default()
     };
     for op in bosun_helm_operator::operators(&file.entries, &helm)? {
+        for w in &op.flavor().warnings {
+            eprintln!("bosun: warning: {}: {w}", op.entry().describe());
+        }
         ops.push(Arc::new(op));
     }
     let ansible = AnsibleOptions {

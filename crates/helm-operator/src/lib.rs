@@ -17,6 +17,7 @@ pub mod rbac;
 pub mod ready;
 pub mod reconcile;
 pub mod release;
+pub mod scan;
 pub mod status;
 pub mod storage;
 pub mod values;
@@ -71,6 +72,8 @@ pub struct HelmFlavor {
     pub overrides: std::collections::BTreeMap<String, String>,
     /// See [`HelmOptions::suppress_override_values`].
     pub suppress_override_values: bool,
+    /// What a person should know about the entry's chart (RBAC the scan cannot derive).
+    pub warnings: Vec<String>,
     /// `.Capabilities` of the cluster the operator runs against (set up on first render).
     pub cluster: std::sync::OnceLock<cluster::ClusterView>,
     /// The chart as release records carry it (metadata, values, schema; no templates).
@@ -157,7 +160,10 @@ impl HelmFlavor {
             ),
         )
         .map_err(|e| err(format!("CRD: {e}")))?;
-        let (kinds, has_crds) = rendered_kinds(&chart, entry, opts)?;
+        let (mut kinds, has_crds) = rendered_kinds(&chart, entry, opts)?;
+        // Kinds behind conditions the default values leave off need their RBAC too.
+        let scanned = scan::scan(&node);
+        kinds.extend(scanned.kinds);
         let rbac = rbac::rbac(&entry.gvk, &kinds, has_crds, opts.storage);
         let chart_record = json!({
             "metadata": metadata_json(&node.meta),
@@ -174,6 +180,7 @@ impl HelmFlavor {
             kube_version: opts.kube_version.clone(),
             suppress_override_values: opts.suppress_override_values,
             overrides,
+            warnings: scanned.warnings,
             cluster: Default::default(),
             chart_record,
             crd,
@@ -288,4 +295,40 @@ pub fn operators(
 /// True when `path` is a chart directory or archive.
 pub fn is_chart(path: &Path) -> bool {
     path.join("Chart.yaml").is_file() || path.extension().is_some_and(|e| e == "tgz")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kind only a value turns on (the `helm create` scaffold's Ingress) gets its RBAC: a
+    /// default-values render alone left it out, and the install then failed with 403.
+    #[test]
+    fn rbac_covers_kinds_behind_values_the_defaults_leave_off() {
+        let dir = tempfile::tempdir().expect("dir");
+        let chart = dir.path().join("web");
+        std::fs::create_dir_all(chart.join("templates")).expect("mkdir");
+        std::fs::write(
+            chart.join("Chart.yaml"),
+            "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+        )
+        .expect("Chart.yaml");
+        std::fs::write(chart.join("values.yaml"), "ingress:\n  enabled: false\n").expect("values");
+        std::fs::write(
+            chart.join("templates/ingress.yaml"),
+            "{{- if .Values.ingress.enabled }}\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {{ .Release.Name }}\n{{- end }}\n",
+        )
+        .expect("template");
+        let w = dir.path().join("watches.yaml");
+        std::fs::write(
+            &w,
+            "- {group: test.bosun.dev, version: v1, kind: Web, chart: web}\n",
+        )
+        .expect("watches");
+        let file = bosun_watches::WatchesFile::load(&w).expect("watches");
+        let flavor = HelmFlavor::load(&file.entries[0], &HelmOptions::default()).expect("load");
+        let rules = serde_json::to_string(&flavor.rbac().namespaced).expect("json");
+        assert!(rules.contains("\"ingresses\""), "{rules}");
+        assert!(flavor.warnings.is_empty(), "{:?}", flavor.warnings);
+    }
 }

@@ -22,6 +22,15 @@ pub fn plural(kind: &str) -> String {
     format!("{k}s")
 }
 
+/// The group of a built-in kind (`Ingress` → `networking.k8s.io`), for a kind whose
+/// apiVersion a template computes.
+pub fn builtin_group(kind: &str) -> Option<&'static str> {
+    BUILTIN
+        .iter()
+        .find(|(_, k, _, _)| *k == kind)
+        .map(|(g, _, _, _)| *g)
+}
+
 /// Built-in kinds: (group, kind) → (resource, namespaced).
 const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("", "ConfigMap", "configmaps", true),
