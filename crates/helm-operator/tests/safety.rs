@@ -49,6 +49,25 @@ impl Write for Sink {
     }
 }
 
+/// The test's namespace, with the operators of the safety watches file running there.
+async fn running(prefix: &str) -> (Env, Running) {
+    captured();
+    let env = env(prefix).await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    (env, op)
+}
+
+/// Waits until the custom resource's first install succeeded.
+async fn installed(env: &Env, ar: &kube::core::ApiResource, name: &str, secs: u64) {
+    wait_for(env, ar, name, secs, "installed", |o| {
+        has(o, "Deployed", "True", Some("InstallSuccessful"))
+    })
+    .await;
+}
+
 fn log_text() -> String {
     String::from_utf8_lossy(&captured().lock().expect("log buffer")).into_owned()
 }
@@ -61,12 +80,7 @@ fn forms(secret: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_value_in_logs_events_or_status() {
-    captured();
-    let env = env("helm-secret").await;
-    let ops = operators(&watches(), Storage::Secrets);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
+    let (env, op) = running("helm-secret").await;
     let sv = resource("test.bosun.dev", "v1", "Secretive");
     let (old, new, token) = (
         "0ld-pa55word-value",
@@ -74,10 +88,7 @@ async fn no_secret_value_in_logs_events_or_status() {
         "0verride-t0ken-value",
     );
     create(&env, &sv, &format!("apiVersion: test.bosun.dev/v1\nkind: Secretive\nmetadata:\n  name: s\nspec:\n  auth:\n    password: {old}\n")).await;
-    wait_for(&env, &sv, "s", 90, "installed", |o| {
-        has(o, "Deployed", "True", Some("InstallSuccessful"))
-    })
-    .await;
+    installed(&env, &sv, "s", 90).await;
     // A spec change: the release is rendered again and compared with the recorded one (the
     // comparison that logged both passwords' lines).
     api(&env, &sv)
@@ -154,12 +165,7 @@ async fn no_secret_value_in_logs_events_or_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uninstall_finishes_in_a_namespace_being_deleted() {
-    captured();
-    let env = env("helm-nsdel").await;
-    let ops = operators(&watches(), Storage::Secrets);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
+    let (env, op) = running("helm-nsdel").await;
     let lc = resource("test.bosun.dev", "v1", "Lifecycle");
     // The chart has a pre-delete hook: under a namespace being deleted, the API server
     // refuses to create it.
@@ -169,10 +175,7 @@ async fn uninstall_finishes_in_a_namespace_being_deleted() {
         "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: doomed\nspec: {}\n",
     )
     .await;
-    wait_for(&env, &lc, "doomed", 120, "installed", |o| {
-        has(o, "Deployed", "True", Some("InstallSuccessful"))
-    })
-    .await;
+    installed(&env, &lc, "doomed", 120).await;
     let namespaces: Api<Namespace> = Api::all(env.admin.clone());
     namespaces
         .delete(&env.ns, &Default::default())
@@ -198,19 +201,11 @@ async fn uninstall_finishes_in_a_namespace_being_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uninstall_wait_waits_for_the_objects_and_runs_delete_hooks_once() {
-    captured();
-    let env = env("helm-uwait").await;
-    let ops = operators(&watches(), Storage::Secrets);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
+    let (env, op) = running("helm-uwait").await;
     let lc = resource("test.bosun.dev", "v1", "Lifecycle");
     const HOLD: &str = "test.bosun.dev/hold";
     create(&env, &lc, &format!("apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: held\n  annotations:\n    helm.sdk.operatorframework.io/uninstall-wait: \"true\"\nspec:\n  extra:\n    enabled: true\n    finalizers: [{HOLD}]\n")).await;
-    wait_for(&env, &lc, "held", 120, "installed", |o| {
-        has(o, "Deployed", "True", Some("InstallSuccessful"))
-    })
-    .await;
+    installed(&env, &lc, "held", 120).await;
     let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
     let held = cms.get("held-extra").await.expect("the held object");
     assert!(held.finalizers().iter().any(|f| f == HOLD));
@@ -288,18 +283,10 @@ async fn uninstall_wait_waits_for_the_objects_and_runs_delete_hooks_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_made_while_stopped_is_repaired_on_start_and_a_removed_finalizer_comes_back() {
-    captured();
-    let env = env("helm-drift").await;
-    let ops = operators(&watches(), Storage::Secrets);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
+    let (env, op) = running("helm-drift").await;
     let lc = resource("test.bosun.dev", "v1", "Lifecycle");
     create(&env, &lc, "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: drift\nspec:\n  greeting: hi\n").await;
-    wait_for(&env, &lc, "drift", 120, "installed", |o| {
-        has(o, "Deployed", "True", Some("InstallSuccessful"))
-    })
-    .await;
+    installed(&env, &lc, "drift", 120).await;
     const FINALIZER: &str = "helm.sdk.operatorframework.io/uninstall-release";
     // Someone removes the uninstall finalizer: without it a delete would skip the uninstall.
     let crs = api(&env, &lc);
@@ -347,12 +334,7 @@ async fn drift_made_while_stopped_is_repaired_on_start_and_a_removed_finalizer_c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_random_override_is_one_value_not_an_upgrade_per_reconcile() {
-    captured();
-    let env = env("helm-nonce").await;
-    let ops = operators(&watches(), Storage::Secrets);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
+    let (env, op) = running("helm-nonce").await;
     let noted = resource("test.bosun.dev", "v1", "Noted");
     create(
         &env,
@@ -360,10 +342,7 @@ async fn a_random_override_is_one_value_not_an_upgrade_per_reconcile() {
         "apiVersion: test.bosun.dev/v1\nkind: Noted\nmetadata:\n  name: nonce\nspec: {}\n",
     )
     .await;
-    wait_for(&env, &noted, "nonce", 90, "installed", |o| {
-        has(o, "Deployed", "True", Some("InstallSuccessful"))
-    })
-    .await;
+    installed(&env, &noted, "nonce", 90).await;
     // More reconciles: annotations trigger one each (the Helm flavour reads them).
     let a = api(&env, &noted);
     for i in 0..3 {
@@ -410,18 +389,10 @@ async fn added_objects_exist(env: &Env, release: &str) -> (bool, bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_upgrade_then_a_revert_leaves_nothing_behind() {
-    captured();
-    let env = env("helm-fail-up").await;
-    let ops = operators(&watches(), Storage::Secrets);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
+    let (env, op) = running("helm-fail-up").await;
     let lc = resource("test.bosun.dev", "v1", "Lifecycle");
     create(&env, &lc, "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: up\nspec:\n  extra:\n    enabled: false\n").await;
-    wait_for(&env, &lc, "up", 120, "installed", |o| {
-        has(o, "Deployed", "True", Some("InstallSuccessful"))
-    })
-    .await;
+    installed(&env, &lc, "up", 120).await;
     assert_eq!(added_objects_exist(&env, "up").await, (false, false));
     // Revision 2 adds a ConfigMap and a ClusterRole, and its post-upgrade hook fails.
     let a = api(&env, &lc);
@@ -462,12 +433,7 @@ async fn a_failed_upgrade_then_a_revert_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_install_then_a_fix_leaves_nothing_behind() {
-    captured();
-    let env = env("helm-fail-in").await;
-    let ops = operators(&watches(), Storage::Secrets);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
+    let (env, op) = running("helm-fail-in").await;
     let lc = resource("test.bosun.dev", "v1", "Lifecycle");
     create(&env, &lc, "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: inst\nspec:\n  extra:\n    enabled: true\n    clusterRole: true\n  failPostHook: true\n").await;
     wait_for(&env, &lc, "inst", 120, "the install failed", |o| {
@@ -594,12 +560,7 @@ fn password(s: &Secret) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookup_with_dry_run_server_reuses_a_generated_password() {
-    captured();
-    let env = env("helm-lookup").await;
-    let ops = operators(&watches(), Storage::Secrets);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
+    let (env, op) = running("helm-lookup").await;
     let looker = resource("test.bosun.dev", "v1", "Looker");
     create(
         &env,
@@ -607,10 +568,7 @@ async fn lookup_with_dry_run_server_reuses_a_generated_password() {
         "apiVersion: test.bosun.dev/v1\nkind: Looker\nmetadata:\n  name: db\nspec: {}\n",
     )
     .await;
-    wait_for(&env, &looker, "db", 90, "installed", |o| {
-        has(o, "Deployed", "True", Some("InstallSuccessful"))
-    })
-    .await;
+    installed(&env, &looker, "db", 90).await;
     let secrets: Api<Secret> = Api::namespaced(env.admin.clone(), &env.ns);
     let first = password(&secrets.get("db-generated").await.expect("generated"));
     assert_eq!(first.len(), 20);
@@ -651,12 +609,7 @@ async fn lookup_with_dry_run_server_reuses_a_generated_password() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chart_that_renders_differently_every_time_does_not_loop() {
-    captured();
-    let env = env("helm-unstable").await;
-    let ops = operators(&watches(), Storage::Secrets);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
+    let (env, op) = running("helm-unstable").await;
     let unstable = resource("test.bosun.dev", "v1", "Unstable");
     create(
         &env,
@@ -664,10 +617,7 @@ async fn a_chart_that_renders_differently_every_time_does_not_loop() {
         "apiVersion: test.bosun.dev/v1\nkind: Unstable\nmetadata:\n  name: rnd\nspec: {}\n",
     )
     .await;
-    wait_for(&env, &unstable, "rnd", 90, "installed", |o| {
-        has(o, "Deployed", "True", Some("InstallSuccessful"))
-    })
-    .await;
+    installed(&env, &unstable, "rnd", 90).await;
     let secrets: Api<Secret> = Api::namespaced(env.admin.clone(), &env.ns);
     let first = password(&secrets.get("rnd-generated").await.expect("generated"));
     for i in 0..3 {
@@ -709,18 +659,10 @@ async fn a_chart_that_renders_differently_every_time_does_not_loop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capabilities_come_from_the_live_cluster_and_follow_crds() {
-    captured();
-    let env = env("helm-caps").await;
-    let ops = operators(&watches(), Storage::Secrets);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
+    let (env, op) = running("helm-caps").await;
     let looker = resource("test.bosun.dev", "v1", "Looker");
     create(&env, &looker, "apiVersion: test.bosun.dev/v1\nkind: Looker\nmetadata:\n  name: caps\nspec:\n  gadget: true\n").await;
-    wait_for(&env, &looker, "caps", 90, "installed", |o| {
-        has(o, "Deployed", "True", Some("InstallSuccessful"))
-    })
-    .await;
+    installed(&env, &looker, "caps", 90).await;
     let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
     let caps = cms
         .get("caps-caps")

@@ -260,19 +260,7 @@ async fn converge(
         plan.written = apply_all(host, &owner, &plan.items)
             .await
             .map_err(|e| Error::Sync(Box::new(e)))?;
-        let reason = if d.revision > 1 {
-            R::UpgradeSuccessful
-        } else {
-            R::InstallSuccessful
-        };
-        status.set(
-            previous,
-            C::Deployed,
-            true,
-            Some(reason),
-            Some(plan.notes.clone()),
-            &t,
-        );
+        set_deployed(status, previous, d.revision > 1, &plan.notes, &t);
         status.remove(C::Nondeterministic);
         return Ok(plan);
     }
@@ -350,19 +338,7 @@ async fn converge(
                 digest: same.digest.clone(),
                 values_digest: values_digest.clone(),
             });
-            let reason = if rec.version > 1 {
-                R::UpgradeSuccessful
-            } else {
-                R::InstallSuccessful
-            };
-            status.set(
-                previous,
-                C::Deployed,
-                true,
-                Some(reason),
-                Some(same.notes.clone()),
-                &t,
-            );
+            set_deployed(status, previous, rec.version > 1, &same.notes, &t);
             return Ok(same);
         }
     }
@@ -409,19 +385,7 @@ async fn converge(
             .map(|i| inventory_item(&i.desired))
             .collect();
     }
-    let reason = if upgrade {
-        R::UpgradeSuccessful
-    } else {
-        R::InstallSuccessful
-    };
-    status.set(
-        previous,
-        C::Deployed,
-        true,
-        Some(reason),
-        Some(plan.notes.clone()),
-        &t,
-    );
+    let reason = set_deployed(status, previous, upgrade, &plan.notes, &t);
     let what = if upgrade { "upgraded" } else { "installed" };
     publish(
         host,
@@ -454,6 +418,31 @@ fn same_documents(a: &str, b: &str) -> bool {
             .collect()
     };
     docs(a) == docs(b)
+}
+
+/// `Deployed` true, with the reason of the revision's kind and the chart's notes; returns the
+/// reason.
+fn set_deployed(
+    status: &mut HelmStatus,
+    previous: &HelmStatus,
+    upgraded: bool,
+    notes: &str,
+    t: &str,
+) -> R {
+    let reason = if upgraded {
+        R::UpgradeSuccessful
+    } else {
+        R::InstallSuccessful
+    };
+    status.set(
+        previous,
+        C::Deployed,
+        true,
+        Some(reason),
+        Some(notes.to_string()),
+        t,
+    );
+    reason
 }
 
 /// A digest of the values a release is rendered from.
