@@ -21,7 +21,7 @@ use bosun_ansible::{status, Outcome, Owner, Role, RunContext};
 use bosun_runtime::owner::set_finalizer;
 use bosun_watches::{Host, Next};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::core::{DynamicObject, GroupVersionKind};
+use kube::core::DynamicObject;
 use kube::{Resource, ResourceExt};
 use serde_json::{json, Value};
 
@@ -30,9 +30,6 @@ use crate::latest::View;
 use crate::{AnsibleFlavor, FinalizerRun};
 
 pub const PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
-
-/// Longest `Failure` message written (the tasks' messages may quote a hostile spec).
-const MAX_MESSAGE: usize = 8 * 1024;
 
 type Ctx = Host<AnsibleFlavor>;
 
@@ -78,10 +75,12 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
         None,
     )
     .await;
-    watch_children(&host, &outcome).await;
+    host.watch_touched_kinds(&outcome.touched).await;
     record(&cr, &host, &api, &view, &outcome).await?;
     if !outcome.succeeded() {
-        return Err(Error::Run(failure_message(&outcome)));
+        return Err(Error::Run(status::failure_message(
+            &outcome.failure_messages(),
+        )));
     }
     Ok(requeue(&outcome).map_or(Next::AwaitChange, Next::After))
 }
@@ -113,7 +112,9 @@ async fn finalize(
     }
     record(cr, host, api, view, &outcome).await?;
     match requeue(&outcome) {
-        _ if !outcome.succeeded() => Err(Error::Run(failure_message(&outcome))),
+        _ if !outcome.succeeded() => Err(Error::Run(status::failure_message(
+            &outcome.failure_messages(),
+        ))),
         Some(d) => Ok(Next::After(d)),
         None => Ok(Next::AwaitChange),
     }
@@ -195,45 +196,6 @@ fn run_timeout() -> std::time::Duration {
     })
 }
 
-/// Step 4.
-async fn watch_children(host: &Ctx, outcome: &Outcome) {
-    let entry = &host.entry;
-    if !entry.watch_dependent_resources {
-        return;
-    }
-    for (api_version, kind) in &outcome.touched {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        if (group == entry.gvk.group && kind == &entry.gvk.kind)
-            || crate::rbac::blacklisted(entry, group, kind)
-        {
-            continue;
-        }
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let Ok(resolved) = host.discovery.resolve(&gvk).await else {
-            continue;
-        };
-        if !resolved.namespaced && !entry.ansible.watch_cluster_scoped_resources {
-            continue;
-        }
-        if let Err(e) = host.children.cache(&gvk).await {
-            tracing::warn!(kind = %kind, error = %e, "cannot watch the role's children of this kind");
-        }
-    }
-}
-
-fn failure_message(outcome: &Outcome) -> String {
-    let mut msg = outcome.failure_messages().join("\n");
-    if msg.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE;
-        while !msg.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        msg.truncate(cut);
-        msg.push_str("… (truncated)");
-    }
-    msg
-}
-
 /// Step 5: the one status write, and the Event of a new failure.
 async fn record(
     cr: &DynamicObject,
@@ -244,8 +206,8 @@ async fn record(
 ) -> Result<(), Error> {
     let current = view.status.as_ref();
     let failed = !outcome.succeeded();
-    let msg = failure_message(outcome);
-    if failed && previous_failure(current) != Some(msg.as_str()) {
+    let msg = status::failure_message(&outcome.failure_messages());
+    if failed && status::previous_failure(current) != Some(msg.as_str()) {
         warn(host, cr, &msg).await;
     }
     if host.entry.ansible.manage_status {
@@ -274,16 +236,6 @@ async fn record(
             None => Ok(()),
         }
     }
-}
-
-fn previous_failure(status: Option<&Value>) -> Option<&str> {
-    status?
-        .get("conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == status::FAILURE && c["status"] == "True")?
-        .get("message")?
-        .as_str()
 }
 
 /// Step 5's write: the status `desired` makes of the current one, unless that is what the

@@ -24,7 +24,7 @@ use bosun_ansible::{status, Outcome, Owner};
 use bosun_runtime::owner::set_finalizer;
 use bosun_watches::{Flavor, Host, Next};
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::{DynamicObject, GroupVersionKind};
+use kube::core::DynamicObject;
 use kube::{Resource, ResourceExt};
 use serde_json::{json, Map, Value};
 
@@ -34,9 +34,6 @@ use crate::{Error, Fallback};
 
 /// The per-CR annotation overriding `maxRunnerArtifacts`.
 pub const MAX_ARTIFACTS_ANNOTATION: &str = "ansible.sdk.operatorframework.io/max-runner-artifacts";
-
-/// Longest `Failure` message written.
-const MAX_MESSAGE: usize = 8 * 1024;
 
 pub async fn reconcile<F: Flavor>(
     cr: Arc<DynamicObject>,
@@ -71,7 +68,9 @@ pub async fn reconcile<F: Flavor>(
         }
         record(&host, &api, &cr, &outcome).await?;
         return match outcome.requeue_after {
-            _ if !outcome.succeeded() => Err(Error::Run(failure_message(&outcome))),
+            _ if !outcome.succeeded() => Err(Error::Run(status::failure_message(
+                &outcome.failure_messages(),
+            ))),
             Some(d) => Ok(Next::After(d)),
             None => Ok(Next::AwaitChange),
         };
@@ -93,7 +92,9 @@ pub async fn reconcile<F: Flavor>(
     let outcome = run_once(&host, &fb, &cr, &fb.main, None).await?;
     record(&host, &api, &cr, &outcome).await?;
     if !outcome.succeeded() {
-        return Err(Error::Run(failure_message(&outcome)));
+        return Err(Error::Run(status::failure_message(
+            &outcome.failure_messages(),
+        )));
     }
     Ok(outcome.requeue_after.map_or(Next::AwaitChange, Next::After))
 }
@@ -172,63 +173,8 @@ async fn run_once<F: Flavor>(
         failures = done.outcome.stats.failures,
         "ran under real Ansible"
     );
-    watch_children(host, &touched).await;
+    host.watch_touched_kinds(&touched).await;
     Ok(done.outcome)
-}
-
-/// Step 4.
-async fn watch_children<F: Flavor>(
-    host: &Host<F>,
-    touched: &std::collections::BTreeSet<(String, String)>,
-) {
-    let entry = &host.entry;
-    if !entry.watch_dependent_resources {
-        return;
-    }
-    for (api_version, kind) in touched {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let blacklisted = entry
-            .ansible
-            .blacklist
-            .iter()
-            .any(|b| b.group == group && &b.kind == kind);
-        if (group == entry.gvk.group && kind == &entry.gvk.kind) || blacklisted {
-            continue;
-        }
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let Ok(resolved) = host.discovery.resolve(&gvk).await else {
-            continue;
-        };
-        if !resolved.namespaced && !entry.ansible.watch_cluster_scoped_resources {
-            continue;
-        }
-        if let Err(e) = host.children.cache(&gvk).await {
-            tracing::warn!(kind = %kind, error = %e, "cannot watch the role's children of this kind");
-        }
-    }
-}
-
-fn failure_message(outcome: &Outcome) -> String {
-    let mut msg = outcome.failure_messages().join("\n");
-    if msg.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE;
-        while !msg.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        msg.truncate(cut);
-        msg.push_str("… (truncated)");
-    }
-    msg
-}
-
-fn previous_failure(status: Option<&Value>) -> Option<&str> {
-    status?
-        .get("conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == status::FAILURE && c["status"] == "True")?
-        .get("message")?
-        .as_str()
 }
 
 /// Step 5: from the CR as it is after the run.
@@ -243,8 +189,8 @@ async fn record<F: Flavor>(
     };
     let current = fresh.data.get("status");
     let failed = !outcome.succeeded();
-    let msg = failure_message(outcome);
-    if failed && previous_failure(current) != Some(msg.as_str()) {
+    let msg = status::failure_message(&outcome.failure_messages());
+    if failed && status::previous_failure(current) != Some(msg.as_str()) {
         warn(host, cr, &msg).await;
     }
     if !host.entry.ansible.manage_status {

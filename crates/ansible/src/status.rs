@@ -44,6 +44,35 @@ impl AnsibleResult {
 }
 
 /// ansible-runner's time format for `completion`.
+/// The longest failure message a condition or Event carries: a hostile spec can make a task
+/// fail with a message as large as the spec.
+pub const MAX_FAILURE_MESSAGE: usize = 8 * 1024;
+
+/// A run's failure messages joined, capped at [`MAX_FAILURE_MESSAGE`] bytes.
+pub fn failure_message(messages: &[String]) -> String {
+    let mut msg = messages.join("\n");
+    if msg.len() > MAX_FAILURE_MESSAGE {
+        let mut cut = MAX_FAILURE_MESSAGE;
+        while !msg.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        msg.truncate(cut);
+        msg.push_str("… (truncated)");
+    }
+    msg
+}
+
+/// The message of a status's true `Failure` condition (the last failure reported).
+pub fn previous_failure(status: Option<&Value>) -> Option<&str> {
+    status?
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == FAILURE && c["status"] == "True")?
+        .get("message")?
+        .as_str()
+}
+
 pub fn completion_time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
 }
@@ -263,6 +292,19 @@ pub fn mark_error(status: Option<&Value>, message: &str, now: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failure_messages_are_joined_and_capped_on_a_char_boundary() {
+        assert_eq!(failure_message(&["a".into(), "b".into()]), "a\nb");
+        let long = "é".repeat(MAX_FAILURE_MESSAGE);
+        let m = failure_message(&[long]);
+        assert!(m.ends_with("… (truncated)") && m.len() <= MAX_FAILURE_MESSAGE + 20);
+        let st = serde_json::json!({"conditions": [
+            {"type": "Running", "status": "True", "message": "x"},
+            {"type": "Failure", "status": "True", "message": "boom"}]});
+        assert_eq!(previous_failure(Some(&st)), Some("boom"));
+        assert_eq!(previous_failure(None), None);
+    }
 
     fn res(changed: u64, t: &str) -> AnsibleResult {
         AnsibleResult {

@@ -119,6 +119,41 @@ impl<F: Flavor> Host<F> {
         self.api(obj.namespace().as_deref())
     }
 
+    /// Starts the child watches of the kinds a run touched (`(apiVersion, kind)` pairs), as
+    /// ansible-operator's proxy does when a role creates an object: never the primary kind
+    /// or a blacklisted one, cluster-scoped kinds only with `watchClusterScopedResources`,
+    /// none without `watchDependentResources`. A kind that cannot be watched is logged.
+    pub async fn watch_touched_kinds<'a>(
+        &self,
+        touched: impl IntoIterator<Item = &'a (String, String)>,
+    ) {
+        let entry = &self.entry;
+        if !entry.watch_dependent_resources {
+            return;
+        }
+        for (api_version, kind) in touched {
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            let blacklisted = entry
+                .ansible
+                .blacklist
+                .iter()
+                .any(|b| b.group == group && &b.kind == kind);
+            if (group == entry.gvk.group && kind == &entry.gvk.kind) || blacklisted {
+                continue;
+            }
+            let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+            let Ok(resolved) = self.discovery.resolve(&gvk).await else {
+                continue;
+            };
+            if !resolved.namespaced && !entry.ansible.watch_cluster_scoped_resources {
+                continue;
+            }
+            if let Err(e) = self.children.cache(&gvk).await {
+                tracing::warn!(kind = %kind, error = %e, "cannot watch the children of this kind");
+            }
+        }
+    }
+
     /// The reconcile period for `obj`: its annotation, else the entry's. An annotation that
     /// does not parse is an error for the flavour to report.
     pub fn period(&self, obj: &DynamicObject) -> Result<Option<Duration>, String> {
