@@ -269,30 +269,7 @@ async fn converge(
         .as_ref()
         .filter(|d| !plan.nondeterministic.is_empty() && d.values_digest == values_digest)
     {
-        // The values are those deployed, yet the render differs: if a second render differs
-        // again, the chart's output changes every time (random values, `now`). Upgrading
-        // would rotate them on every reconcile, and each upgrade's writes bring the next
-        // reconcile. What is deployed stays; the condition says why, once.
-        let again = render(host, &owner, &vals, at, at > 1).await?;
-        if again.digest != plan.digest {
-            let fns = plan.nondeterministic.join(", ");
-            let msg = format!(
-                "the chart renders differently every time ({fns}): revision {} stays deployed \
-                 and is upgraded only when the values change; reuse generated values with \
-                 lookup and dryRunOption: server",
-                d.revision
-            );
-            if previous.condition(C::Nondeterministic).is_none() {
-                publish(host, cr, true, R::NondeterministicRender.as_str(), &msg).await;
-            }
-            status.set(
-                previous,
-                C::Nondeterministic,
-                true,
-                Some(R::NondeterministicRender),
-                Some(msg),
-                &t,
-            );
+        if unstable(cr, host, &owner, &vals, &plan, d.revision, previous, status).await? {
             return Ok(plan);
         }
     }
@@ -324,6 +301,34 @@ async fn converge(
         let mut same = render(host, &owner, &vals, rec.version, rec.version > 1).await?;
         // Helm 3 and 4 lay the manifest out slightly differently (a leading newline):
         // compare document by document.
+        let recorded_values = serde_json::Value::Object(rec.config.clone());
+        if !same_documents(&same.manifest, &rec.manifest)
+            && !same.nondeterministic.is_empty()
+            && recorded_values == crate::crd::data_json(&vals)
+            && unstable(
+                cr,
+                host,
+                &owner,
+                &vals,
+                &same,
+                rec.version,
+                previous,
+                status,
+            )
+            .await?
+        {
+            // The status did not show the deployed revision yet (a cache behind this
+            // operator's own status write, or a status lost): the record says these values are
+            // deployed, and the render differs only by its random parts.
+            status.deployed_release = Some(DeployedRelease {
+                name: owner.release.clone(),
+                revision: rec.version,
+                digest: same.digest.clone(),
+                values_digest: values_digest.clone(),
+            });
+            set_deployed(status, previous, rec.version > 1, &same.notes, &t);
+            return Ok(same);
+        }
         if !same_documents(&same.manifest, &rec.manifest) {
             // Which objects differ, never how: a line of either manifest may be a Secret's.
             let differ = crate::diff::describe(&same.manifest, &rec.manifest);
@@ -418,6 +423,56 @@ fn same_documents(a: &str, b: &str) -> bool {
             .collect()
     };
     docs(a) == docs(b)
+}
+
+/// Whether the chart's output changes on every render with these values (`plan` was
+/// rendered at `revision` and differs from what is deployed, though the values are the
+/// deployed ones): a second render that differs again says so. Then what is deployed stays —
+/// upgrading would rotate the random values on every reconcile, and each upgrade's writes
+/// bring the next reconcile — and the `Nondeterministic` condition says why (its Event once).
+#[allow(clippy::too_many_arguments)]
+async fn unstable(
+    cr: &DynamicObject,
+    host: &Ctx,
+    owner: &ReleaseOwner,
+    vals: &Data,
+    plan: &Plan,
+    revision: i64,
+    previous: &HelmStatus,
+    status: &mut HelmStatus,
+) -> Result<bool, Error> {
+    let again = render(host, owner, vals, revision, revision > 1).await?;
+    if again.digest == plan.digest {
+        return Ok(false);
+    }
+    let fns = plan.nondeterministic.join(", ");
+    let msg = format!(
+        "the chart renders differently every time ({fns}): revision {revision} stays deployed \
+         and is upgraded only when the values change; reuse generated values with lookup and \
+         dryRunOption: server"
+    );
+    if previous.condition(C::Nondeterministic).is_none() {
+        // The cached status may be behind this operator's own last write: ask the API
+        // server before telling twice.
+        let told = match host.api_of(cr).get_opt(&cr.name_any()).await? {
+            Some(fresh) => HelmStatus::of(&fresh.data)
+                .condition(C::Nondeterministic)
+                .is_some(),
+            None => true,
+        };
+        if !told {
+            publish(host, cr, true, R::NondeterministicRender.as_str(), &msg).await;
+        }
+    }
+    status.set(
+        previous,
+        C::Nondeterministic,
+        true,
+        Some(R::NondeterministicRender),
+        Some(msg),
+        &now(),
+    );
+    Ok(true)
 }
 
 /// `Deployed` true, with the reason of the revision's kind and the chart's notes; returns the
