@@ -62,6 +62,7 @@ pub struct VmGroupSpec {
 /// What the operator observed, written by bosun only.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = no_defaults)]
 pub struct VmGroupStatus {
     /// PENDING (being created or changed), RUNNING (every VM exists, shaped and powered on),
     /// ERROR (see lastMessage and the Degraded condition) or DELETING.
@@ -82,4 +83,16 @@ pub struct VmGroupStatus {
     /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// Status is written by the operator only; schema defaults there serve no one, and the API
+/// server refuses the `null` defaults schemars derives for `#[serde(default)]` strings.
+fn no_defaults(schema: &mut schemars::Schema) {
+    if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for (_, p) in props.iter_mut() {
+            if let Some(o) = p.as_object_mut() {
+                o.remove("default");
+            }
+        }
+    }
 }

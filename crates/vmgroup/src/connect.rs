@@ -122,7 +122,8 @@ impl Connections {
             }
         }
         let url = url_of(&creds.host);
-        let config = Config::new(&url, &creds.user, &creds.password, tls);
+        let mut config = Config::new(&url, &creds.user, &creds.password, tls);
+        config.request_timeout = settings.request_timeout;
         let client = Client::connect(config).await.map_err(|e| {
             Error::vsphere(
                 &format!("connecting to vCenter at {url} as the user of Secret {where_}"),

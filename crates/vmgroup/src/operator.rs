@@ -12,7 +12,8 @@
 //! - `BOSUN_VMGROUP_INSECURE=true` — no certificate check (labs with self-signed certificates);
 //! - `BOSUN_VMGROUP_RESYNC_SECONDS` — how often a group is read again to repair VMs changed in
 //!   vCenter (default 60);
-//! - `BOSUN_VMGROUP_PARALLEL` — clones and power operations in flight per group (default 4).
+//! - `BOSUN_VMGROUP_PARALLEL` — clones and power operations in flight per group (default 4);
+//! - `BOSUN_VMGROUP_REQUEST_TIMEOUT_SECONDS` — the bound on one vCenter request (default 60).
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +45,7 @@ pub struct Settings {
     pub insecure: bool,
     pub resync: Duration,
     pub parallel: usize,
+    pub request_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -56,6 +58,7 @@ impl Default for Settings {
             insecure: false,
             resync: Duration::from_secs(60),
             parallel: 4,
+            request_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -84,6 +87,11 @@ impl Settings {
                 .and_then(|v| v.parse().ok())
                 .filter(|n| *n > 0)
                 .unwrap_or(d.parallel),
+            request_timeout: get("BOSUN_VMGROUP_REQUEST_TIMEOUT_SECONDS")
+                .and_then(|v| v.parse().ok())
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs)
+                .unwrap_or(d.request_timeout),
         }
     }
 }
