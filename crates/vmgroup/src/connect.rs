@@ -4,6 +4,7 @@
 //! is kept and shared while the Secret is unchanged (the client logs in again by itself when
 //! its session expires); a changed Secret gives a new client. No secret value is logged or
 //! written anywhere: messages name the Secret and its keys only.
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bosun_vsphere::{Client, Config, Tls};
@@ -16,10 +17,11 @@ use crate::error::{Error, Problem};
 use crate::operator::Settings;
 use crate::reason::Reason;
 
-/// The clients, shared by every namespace's controller.
+/// The clients, shared by every namespace's controller: one per Secret (`namespace/name`),
+/// with the fingerprint of what it was made from.
 #[derive(Clone, Default)]
 pub struct Connections {
-    current: Arc<Mutex<Option<(String, Client)>>>,
+    clients: Arc<Mutex<BTreeMap<String, (String, Client)>>>,
 }
 
 /// What the Secret gives.
@@ -115,8 +117,8 @@ impl Connections {
             Tls::SystemRoots
         };
         let key = fingerprint(&creds, &tls);
-        let mut current = self.current.lock().await;
-        if let Some((k, c)) = current.as_ref() {
+        let mut clients = self.clients.lock().await;
+        if let Some((k, c)) = clients.get(&where_) {
             if *k == key {
                 return Ok(c.clone());
             }
@@ -130,7 +132,7 @@ impl Connections {
                 &e,
             )
         })?;
-        *current = Some((key, client.clone()));
+        clients.insert(where_, (key, client.clone()));
         Ok(client)
     }
 }

@@ -58,6 +58,20 @@ async fn a_group_is_created_scaled_repaired_reshaped_and_deleted() {
     .await;
     assert!(on.is_some(), "web-2 was not powered on again");
 
+    // Deleted behind the operator's back: cloned again under its number.
+    let web3 = vms
+        .iter()
+        .find(|v| v.name == "web-3")
+        .expect("web-3")
+        .vm
+        .clone();
+    env.vc.power_off(&web3).await.expect("power off outside");
+    env.vc.destroy(&web3).await.expect("destroy outside");
+    let again = env
+        .wait_vms("web", &["web-1", "web-2", "web-3"], 2, 3)
+        .await;
+    assert_ne!(again[2].vm, web3, "a new web-3");
+
     // Scale down: the highest numbers go.
     env.patch_spec("web", serde_json::json!({"replicas": 1}))
         .await;
@@ -196,5 +210,105 @@ async fn deleting_while_vcenter_hangs_keeps_the_finalizer_until_it_answers() {
     .await;
     assert!(gone.is_some(), "released once vCenter answers");
     assert_eq!(env.vms("job").await, None, "the folder is gone");
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_vm_left_by_a_crash_mid_clone_is_taken_not_duplicated() {
+    let env = env("vg-crash", None).await;
+    // What a crash between the clone and its reconfigure leaves: the folder and VM 1, off,
+    // in the template's shape.
+    let parent = env.vc.require_path(support::PARENT).await.expect("parent");
+    let folder = env
+        .vc
+        .create_folder(&parent, &format!("{}-grp", env.ns))
+        .await
+        .expect("folder");
+    let template = env
+        .vc
+        .require_path(&format!("{}/{TEMPLATE}", support::PARENT))
+        .await
+        .expect("template");
+    let shape = bosun_vsphere::Shape {
+        num_cpus: 1,
+        memory_mb: 32,
+    };
+    let left = env
+        .vc
+        .clone_vm(&template, &folder, "grp-1", shape)
+        .await
+        .expect("clone");
+    env.create("grp", 2, 2, TEMPLATE, 2).await;
+    let vms = env.wait_vms("grp", &["grp-1", "grp-2"], 2, 2).await;
+    assert_eq!(vms[0].vm, left, "the VM left behind is the group's VM 1");
+    env.wait_status("grp", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 2
+    })
+    .await;
+    env.stop().await;
+}
+
+/// The schema refuses what the seed's markers refuse, at the API server.
+#[tokio::test]
+async fn bad_specs_are_refused_by_the_api_server() {
+    let env = env("vg-bad", None).await;
+    let ok = serde_json::json!({"cpu": 1, "memory": 1, "template": TEMPLATE, "replicas": 1});
+    let with = |k: &str, v: serde_json::Value| {
+        let mut s = ok.clone();
+        s[k] = v;
+        s
+    };
+    let without = |k: &str| {
+        let mut s = ok.clone();
+        s.as_object_mut().expect("object").remove(k);
+        s
+    };
+    let bad = [
+        with("cpu", 0.into()),
+        with("cpu", 5.into()),
+        with("cpu", (-1).into()),
+        with("cpu", "two".into()),
+        with("memory", 0.into()),
+        with("memory", 9.into()),
+        with("memory", 1.5.into()),
+        with("replicas", 0.into()),
+        with("replicas", (-3).into()),
+        with("template", "".into()),
+        with("template", 7.into()),
+        without("cpu"),
+        without("memory"),
+        without("template"),
+        without("replicas"),
+        serde_json::json!({}),
+    ];
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        env.admin.clone(),
+        &env.ns,
+        &kube::api::ApiResource::erase::<bosun_vmgroup::VmGroup>(&()),
+    );
+    for (i, spec) in bad.iter().enumerate() {
+        let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "vm.codeconnect.vmworld.com/v1alpha1", "kind": "VmGroup",
+            "metadata": {"name": format!("bad-{i}")}, "spec": spec,
+        }))
+        .expect("object");
+        match api.create(&Default::default(), &obj).await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{spec}: {s:?}"),
+            other => panic!("{spec} was not refused: {other:?}"),
+        }
+    }
+    let ok_obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "vm.codeconnect.vmworld.com/v1alpha1", "kind": "VmGroup",
+        "metadata": {"name": "good"}, "spec": ok,
+    }))
+    .expect("object");
+    api.create(&Default::default(), &ok_obj)
+        .await
+        .expect("the bounds themselves are accepted");
+    env.wait_status("good", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    env.wait_vms("good", &["good-1"], 1, 1).await;
     env.stop().await;
 }
