@@ -1,8 +1,10 @@
 //! The VmGroup reconcile pipeline, one named step each:
 //!
 //! 1. **finalize** a VmGroup being deleted ([`finalize`]): power off and destroy its VMs and
-//!    its folder, then release the finalizer; vCenter unreachable or refusing → the finalizer
-//!    stays, the status says why, the runtime retries with backoff;
+//!    its folder (every VM in it), then release the finalizer; vCenter unreachable or
+//!    refusing, or the credentials gone → the finalizer stays, the status says why, the
+//!    runtime retries with backoff. Nothing is orphaned silently: to give the VMs up, remove
+//!    the finalizer by hand;
 //! 2. **validate** the spec into the [`Plan`] (pure);
 //! 3. **keep the finalizer**;
 //! 4. **connect** with the credentials Secret ([`crate::connect`]);
