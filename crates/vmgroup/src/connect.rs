@@ -76,6 +76,18 @@ pub fn credentials(secret: &Secret, where_: &str) -> Result<Credentials, Problem
 }
 
 impl Connections {
+    /// vCenter calls per vim25 method, summed over every client made so far that is still
+    /// in use.
+    pub async fn counts(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for (_, c) in self.clients.lock().await.values() {
+            for (method, n) in c.counts().snapshot() {
+                *out.entry(method).or_insert(0) += n;
+            }
+        }
+        out
+    }
+
     /// A logged-in client for the credentials in the Secret `settings` name.
     pub async fn client(
         &self,

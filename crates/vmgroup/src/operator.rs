@@ -112,6 +112,11 @@ impl VmGroupOperator {
     pub fn from_env() -> Self {
         Self::new(Settings::from_env())
     }
+
+    /// vCenter calls made so far, per vim25 method.
+    pub async fn vcenter_calls(&self) -> std::collections::BTreeMap<String, u64> {
+        self.connections.counts().await
+    }
 }
 
 /// What a reconcile reads and writes with.

@@ -312,3 +312,46 @@ async fn bad_specs_are_refused_by_the_api_server() {
     env.wait_vms("good", &["good-1"], 1, 1).await;
     env.stop().await;
 }
+
+/// A steady group costs a folder lookup and one property retrieval per reconcile, however
+/// many VMs it holds; nothing is cloned, powered or reconfigured again.
+#[tokio::test]
+async fn a_steady_group_is_read_in_one_retrieval_per_reconcile() {
+    let env = env("vg-calls", None).await;
+    env.create("many", 1, 1, TEMPLATE, 4).await;
+    env.wait_status("many", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 4
+    })
+    .await;
+    env.wait_vms("many", &["many-1", "many-2", "many-3", "many-4"], 1, 1)
+        .await;
+    let op = env.op.clone().expect("operator");
+    let (r0, c0) = (env.reconciles(), op.vcenter_calls().await);
+    // Resyncs (every second here) bring the reconciles.
+    let more = eventually(60, || async {
+        (env.reconciles() >= r0 + 5.0).then_some(())
+    })
+    .await;
+    assert!(more.is_some(), "no resync reconciles");
+    let (r1, c1) = (env.reconciles(), op.vcenter_calls().await);
+    let delta = |m: &str| c1.get(m).copied().unwrap_or(0) - c0.get(m).copied().unwrap_or(0);
+    // A reconcile in flight at either snapshot counts at most once more.
+    let reconciles = (r1 - r0) as u64 + 1;
+    assert!(
+        delta("RetrievePropertiesEx") <= reconciles,
+        "{} retrievals for {reconciles} reconciles: {c0:?} -> {c1:?}",
+        delta("RetrievePropertiesEx")
+    );
+    assert!(
+        delta("FindByInventoryPath") <= reconciles,
+        "{c0:?} -> {c1:?}"
+    );
+    for m in ["CloneVM_Task", "PowerOnVM_Task", "ReconfigVM_Task", "Login"] {
+        assert_eq!(delta(m), 0, "{m}: {c0:?} -> {c1:?}");
+    }
+    assert!(
+        delta("RetrievePropertiesEx") >= 4,
+        "the group was read: {c0:?} -> {c1:?}"
+    );
+    env.stop().await;
+}

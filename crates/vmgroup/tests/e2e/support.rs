@@ -28,6 +28,8 @@ pub struct Env {
     pub ns: String,
     pub sim: Vcsim,
     pub vc: VcClient,
+    pub op: Option<Arc<VmGroupOperator>>,
+    pub metrics: Option<bosun_runtime::metrics::Metrics>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), ManagerError>>>,
 }
@@ -152,6 +154,8 @@ pub async fn env(prefix: &str, password: Option<&str>) -> Env {
         ns,
         sim,
         vc,
+        op: None,
+        metrics: None,
         stop: None,
         task: None,
     };
@@ -174,7 +178,10 @@ impl Env {
             secret_namespace: Some(self.ns.clone()),
             ..settings()
         };
-        let m = Manager::new(client, cfg).with_operator(Arc::new(VmGroupOperator::new(s)));
+        let op = Arc::new(VmGroupOperator::new(s));
+        let m = Manager::new(client, cfg).with_operator(op.clone());
+        self.op = Some(op);
+        self.metrics = Some(m.metrics());
         let (tx, rx) = oneshot::channel::<()>();
         self.task = Some(tokio::spawn(m.run(
             async move {
@@ -293,6 +300,16 @@ impl Env {
             .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
             .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
             .collect()
+    }
+
+    /// Reconciles finished so far.
+    pub fn reconciles(&self) -> f64 {
+        let text = self
+            .metrics
+            .as_ref()
+            .map(|m| m.encode())
+            .unwrap_or_default();
+        bosun_testenv::sum_series(&text, "controller_runtime_reconcile_total", &[])
     }
 
     /// Stops the manager gracefully.
