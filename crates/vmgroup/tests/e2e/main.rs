@@ -117,14 +117,13 @@ async fn a_group_is_created_scaled_repaired_reshaped_and_deleted() {
 }
 
 #[tokio::test]
-async fn a_missing_template_is_an_error_with_a_clear_message_and_recovers_on_fix() {
+async fn a_missing_template_is_an_error_with_a_clear_message_and_recovers_once_it_exists() {
     let env = env("vg-tpl", None).await;
-    env.create("db", 1, 1, "no-such-template", 2).await;
+    env.create("db", 1, 1, "golden", 2).await;
     let vg = env.wait_status("db", "ERROR", |s| s.phase == "ERROR").await;
     let st = vg.status.expect("status");
     assert!(
-        st.last_message.contains("/DC0/vm/no-such-template")
-            && st.last_message.contains("does not exist"),
+        st.last_message.contains("/DC0/vm/golden") && st.last_message.contains("does not exist"),
         "{}",
         st.last_message
     );
@@ -144,14 +143,28 @@ async fn a_missing_template_is_an_error_with_a_clear_message_and_recovers_on_fix
         "nothing cloned"
     );
 
-    // Corrected: the group comes up.
-    env.patch_spec("db", serde_json::json!({"template": TEMPLATE}))
-        .await;
+    // The template appears in vCenter (no Kubernetes event): the retries find it.
+    let source = env
+        .vc
+        .require_path(&format!("{}/{TEMPLATE}", support::PARENT))
+        .await
+        .expect("vcsim's VM");
+    let parent = env.vc.require_path(support::PARENT).await.expect("parent");
+    let shape = bosun_vsphere::Shape {
+        num_cpus: 1,
+        memory_mb: 32,
+    };
+    env.vc
+        .clone_vm(&source, &parent, "golden", shape)
+        .await
+        .expect("make the template");
     env.wait_status("db", "RUNNING", |s| {
         s.phase == "RUNNING" && s.current_replicas == 2
     })
     .await;
     env.wait_vms("db", &["db-1", "db-2"], 1, 1).await;
+    let events = env.events_for("db").await;
+    assert!(events.iter().any(|e| e.0 == "Recovered"), "{events:?}");
     env.stop().await;
 }
 
