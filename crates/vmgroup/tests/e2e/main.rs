@@ -228,7 +228,7 @@ async fn deleting_while_vcenter_hangs_keeps_the_finalizer_until_it_answers() {
 
 #[tokio::test]
 async fn a_vm_left_by_a_crash_mid_clone_is_taken_not_duplicated() {
-    let env = env("vg-crash", None).await;
+    let mut env = env("vg-crash", None).await;
     // What a crash between the clone and its reconfigure leaves: the folder and VM 1, off,
     // in the template's shape.
     let parent = env.vc.require_path(support::PARENT).await.expect("parent");
@@ -258,6 +258,13 @@ async fn a_vm_left_by_a_crash_mid_clone_is_taken_not_duplicated() {
         s.phase == "RUNNING" && s.current_replicas == 2
     })
     .await;
+
+    // A restarted operator finds the same VMs: nothing cloned again.
+    env.kill_and_restart().await;
+    let more = eventually(60, || async { (env.reconciles() >= 3.0).then_some(()) }).await;
+    assert!(more.is_some(), "the new operator reconciles");
+    let after = env.vms("grp").await.expect("folder");
+    assert_eq!(after, vms, "the same two VMs, nothing more");
     env.stop().await;
 }
 

@@ -302,6 +302,17 @@ impl Env {
             .collect()
     }
 
+    /// Kills the manager (no graceful stop) and starts a new one, as a crashed pod's
+    /// replacement.
+    pub async fn kill_and_restart(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+            let _ = t.await;
+        }
+        self.stop = None;
+        self.start_operator().await;
+    }
+
     /// Reconciles finished so far.
     pub fn reconciles(&self) -> f64 {
         let text = self
