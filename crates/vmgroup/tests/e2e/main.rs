@@ -33,8 +33,15 @@ async fn a_group_is_created_scaled_repaired_reshaped_and_deleted() {
     env.wait_vms("web", &["web-1", "web-2"], 2, 3).await;
 
     // Scale up: one more, numbered next.
-    env.patch_spec("web", serde_json::json!({"replicas": 3}))
-        .await;
+    // Through the scale subresource, as `kubectl scale vg/web --replicas=3` does.
+    env.api()
+        .patch_scale(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("scale");
     env.wait_status("web", "RUNNING with 3", |s| {
         s.phase == "RUNNING" && s.current_replicas == 3
     })
