@@ -204,29 +204,29 @@ async fn act(
             event(ctx, vg, false, EventReason::VmCreated.as_str(), &note).await;
         }
     }
-    let results = bounded(actions.reshape.clone(), bound, |v| {
-        Box::pin(async move { reshape_one(vc, plan, &v).await })
+    let reshaped = bounded(actions.reshape.clone(), bound, |v| {
+        Box::pin(async move { (v.name.clone(), reshape_one(vc, plan, &v).await) })
     })
     .await;
-    if !actions.reshape.is_empty() {
+    let done = succeeded(reshaped, &mut keep);
+    if !done.is_empty() {
         let note = format!(
             "reconfigured {} to {} CPU(s), {} MB",
-            names(&actions.reshape),
+            done.join(", "),
             plan.shape.num_cpus,
             plan.shape.memory_mb
         );
         event(ctx, vg, false, EventReason::VmReconfigured.as_str(), &note).await;
     }
-    results.into_iter().for_each(&mut keep);
-    let results = bounded(actions.power_on.clone(), bound, |v| {
-        Box::pin(async move { power_on_ref(vc, &v.vm, &v.name).await })
+    let powered = bounded(actions.power_on.clone(), bound, |v| {
+        Box::pin(async move { (v.name.clone(), power_on_ref(vc, &v.vm, &v.name).await) })
     })
     .await;
-    if !actions.power_on.is_empty() {
-        let note = format!("powered on {}, found off", names(&actions.power_on));
+    let done = succeeded(powered, &mut keep);
+    if !done.is_empty() {
+        let note = format!("powered on {}, found off", done.join(", "));
         event(ctx, vg, false, EventReason::VmPoweredOn.as_str(), &note).await;
     }
-    results.into_iter().for_each(&mut keep);
     // Highest numbers first, one at a time: an interrupted scale-down leaves no gap.
     for v in &actions.remove {
         let r = remove_one(vc, v).await;
@@ -256,11 +256,20 @@ async fn bounded<'a, T, R>(
         .await
 }
 
-fn names(vms: &[VmInfo]) -> String {
-    vms.iter()
-        .map(|v| v.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
+/// The names whose operation succeeded, sorted; failures go to `keep`.
+fn succeeded(
+    results: Vec<(String, Result<(), Error>)>,
+    keep: &mut impl FnMut(Result<(), Error>),
+) -> Vec<String> {
+    let mut done = Vec::new();
+    for (name, r) in results {
+        match r {
+            Ok(()) => done.push(name),
+            Err(e) => keep(Err(e)),
+        }
+    }
+    done.sort();
+    done
 }
 
 async fn clone_one(
