@@ -382,3 +382,65 @@ async fn a_steady_group_is_read_in_one_retrieval_per_reconcile() {
     );
     env.stop().await;
 }
+
+/// The operator's vCenter session ended on the server (expiry, an admin): the next reconcile
+/// logs in again by itself; the group never shows a problem.
+#[tokio::test]
+async fn an_ended_session_is_replaced_without_a_problem() {
+    let env = env("vg-session", None).await;
+    env.create("s", 1, 1, TEMPLATE, 1).await;
+    env.wait_status("s", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    let op = env.op.clone().expect("operator");
+    let logins = |c: &std::collections::BTreeMap<String, u64>| c.get("Login").copied().unwrap_or(0);
+    let before = logins(&op.vcenter_calls().await);
+    assert_eq!(before, 1);
+
+    // End every session but the test's own.
+    let own = env.vc.session_key().await.expect("own key");
+    let sm = env.vc.content().session_manager.clone();
+    let found = env
+        .vc
+        .properties(&[sm], "SessionManager", &["sessionList"])
+        .await
+        .expect("sessions");
+    let keys: Vec<String> = found
+        .iter()
+        .filter_map(|o| o.props.get("sessionList"))
+        .flat_map(|l| l.all("UserSession"))
+        .filter_map(|s| s.child_text("key").map(str::to_string))
+        .filter(|k| *k != own)
+        .collect();
+    assert!(
+        !keys.is_empty(),
+        "the operator's session is listed: {found:?}"
+    );
+    for k in &keys {
+        env.vc.terminate_session(k).await.expect("terminate");
+    }
+
+    let again = eventually(60, || async {
+        (logins(&op.vcenter_calls().await) == before + 1).then_some(())
+    })
+    .await;
+    assert!(again.is_some(), "the operator logged in again");
+    let r0 = env.reconciles();
+    let more = eventually(60, || async {
+        (env.reconciles() >= r0 + 2.0).then_some(())
+    })
+    .await;
+    assert!(more.is_some());
+    let vg = env.api().get("s").await.expect("get");
+    let st = vg.status.expect("status");
+    assert_eq!(st.phase, "RUNNING", "{st:?}");
+    let warnings: Vec<_> = env.events_for("s").await;
+    assert!(
+        !warnings
+            .iter()
+            .any(|(r, _)| r == "VCenterRefused" || r == "LoginFailed"),
+        "{warnings:?}"
+    );
+    env.stop().await;
+}
