@@ -2,7 +2,7 @@
 //! `crd`, `rbac`, `manifests`, `dev`, and the tests' ServiceAccount (through each operator's
 //! [`Operator::rbac`]).
 //!
-//! Two sources: the operators written in code (`--operators bookstore,myownshell`), and the
+//! Two sources: the operators written in code (`--operators bookstore,myownshell,vmgroup`), and the
 //! entries of an operator-sdk `watches.yaml` (`--watches FILE`): a `chart` entry runs as a
 //! Helm-based operator, a `role` or `playbook` entry as an Ansible-based one. With `--watches`
 //! and no `--operators`, only the watched kinds run; with neither, the BookStore operator.
@@ -19,6 +19,8 @@ pub fn coded() -> Vec<Arc<dyn Operator>> {
     vec![
         Arc::new(bosun_bookstore::BookStoreOperator),
         Arc::new(bosun_myownshell::MyOwnShellOperator),
+        // Settings from BOSUN_VMGROUP_* (see bosun_vmgroup::operator); not run by default.
+        Arc::new(bosun_vmgroup::VmGroupOperator::from_env()),
     ]
 }
 

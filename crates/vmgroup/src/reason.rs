@@ -1,0 +1,108 @@
+//! The VmGroup's condition types, reasons and phases: fixed names a user scripts against.
+macro_rules! names {
+    ($(#[$doc:meta])* $ty:ident { $($(#[$vdoc:meta])* $v:ident),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $ty { $($(#[$vdoc])* $v),* }
+
+        impl $ty {
+            pub const ALL: &'static [$ty] = &[$($ty::$v),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$v => stringify!($v)),* }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+names!(
+    /// The conditions in `status.conditions`.
+    ConditionType {
+        /// Every VM exists with the wanted shape and is powered on.
+        Ready,
+        /// Something is wrong that bosun cannot repair by itself (retried with backoff).
+        Degraded,
+    }
+);
+
+names!(
+    /// Reasons of the conditions (and of the Warning Events of problems).
+    Reason {
+        /// The spec passed the schema but cannot work (a name too long for vCenter, say).
+        InvalidSpec,
+        /// The credentials Secret is missing or lacks VC_USER, VC_PASS or VC_HOST.
+        CredentialsMissing,
+        /// vCenter refused the user name or password.
+        LoginFailed,
+        /// vCenter could not be reached.
+        VCenterUnreachable,
+        /// The TLS handshake or the certificate check failed.
+        TlsFailed,
+        /// The template named in the spec does not exist.
+        TemplateNotFound,
+        /// The parent folder configured for the operator does not exist.
+        ParentFolderNotFound,
+        /// vCenter refused an operation (clone, reconfigure, power, destroy).
+        VCenterRefused,
+        /// The Kubernetes API server refused a request.
+        ApiError,
+        // States.
+        AllVmsReady,
+        VmsNotReady,
+        AsExpected,
+        Deleting,
+    }
+);
+
+names!(
+    /// Reasons of the Normal Events a VmGroup gets.
+    EventReason {
+        VmCreated,
+        VmRemoved,
+        VmReconfigured,
+        VmPoweredOn,
+        Recovered,
+        Deleted,
+    }
+);
+
+/// `status.phase`, as the seed spells its phases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Pending,
+    Running,
+    Error,
+    Deleting,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "PENDING",
+            Phase::Running => "RUNNING",
+            Phase::Error => "ERROR",
+            Phase::Deleting => "DELETING",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names_are_the_variant_names_and_unique() {
+        assert_eq!(Reason::TemplateNotFound.as_str(), "TemplateNotFound");
+        let mut all: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), Reason::ALL.len());
+        assert_eq!(Phase::Error.as_str(), "ERROR");
+    }
+}

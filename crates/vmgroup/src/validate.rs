@@ -1,0 +1,200 @@
+//! A VmGroup in, the [`Plan`] out: what the schema cannot check (names vCenter accepts) and
+//! every value the pipeline needs — folder, template path, VM names and shape — computed once.
+use bosun_vsphere::Shape;
+use kube::ResourceExt;
+
+use crate::api::VmGroup;
+use crate::error::Problem;
+use crate::reason::Reason;
+
+/// vCenter refuses inventory names longer than this.
+pub const MAX_NAME: usize = 80;
+
+/// Which VmGroup and where its VMs live: known even when the spec is invalid (the finalizer
+/// needs it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub generation: Option<i64>,
+    /// `<namespace>-<name>`.
+    pub folder_name: String,
+    /// `<parent>/<namespace>-<name>`.
+    pub folder_path: String,
+}
+
+impl Identity {
+    pub fn of(vg: &VmGroup, parent: &str) -> Identity {
+        let namespace = vg.namespace().unwrap_or_default();
+        let name = vg.name_any();
+        let folder_name = format!("{namespace}-{name}");
+        Identity {
+            folder_path: format!("{}/{folder_name}", parent.trim_end_matches('/')),
+            folder_name,
+            namespace,
+            name,
+            uid: vg.uid().unwrap_or_default(),
+            generation: vg.metadata.generation,
+        }
+    }
+}
+
+/// Everything the pipeline needs from a valid VmGroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub id: Identity,
+    /// Inventory path of the template.
+    pub template_path: String,
+    pub shape: Shape,
+    pub replicas: u32,
+}
+
+impl Plan {
+    /// The name of VM `n` (1-based): `<name>-<n>`. Deterministic, so a clone interrupted by
+    /// a crash is found again by name (a second clone fails with DuplicateName) instead of
+    /// becoming an untracked extra VM.
+    pub fn vm_name(&self, n: u32) -> String {
+        format!("{}-{n}", self.id.name)
+    }
+
+    /// The number of a VM of this group from its name; None for any other name.
+    pub fn vm_index(&self, vm_name: &str) -> Option<u32> {
+        let rest = vm_name.strip_prefix(&self.id.name)?.strip_prefix('-')?;
+        if rest.is_empty() || rest.starts_with('0') || !rest.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        rest.parse().ok().filter(|n| *n >= 1)
+    }
+
+    pub fn vm_path(&self, vm_name: &str) -> String {
+        format!("{}/{vm_name}", self.id.folder_path)
+    }
+}
+
+/// The plan of `vg`, VMs under the parent folder `parent`; or the problem with its spec.
+pub fn validate(vg: &VmGroup, parent: &str) -> Result<Plan, Problem> {
+    let id = Identity::of(vg, parent);
+    let s = &vg.spec;
+    let invalid = |m: String| Err(Problem::new(Reason::InvalidSpec, m));
+    if !(1..=4).contains(&s.cpu) {
+        return invalid(format!("cpu is {}; it must be 1 to 4", s.cpu));
+    }
+    if !(1..=8).contains(&s.memory) {
+        return invalid(format!("memory is {} GB; it must be 1 to 8", s.memory));
+    }
+    if s.replicas < 1 {
+        return invalid(format!("replicas is {}; it must be at least 1", s.replicas));
+    }
+    let template = s.template.trim();
+    if template.is_empty() {
+        return invalid("template is empty; name the VM or template to clone".into());
+    }
+    if id.folder_name.len() > MAX_NAME {
+        return invalid(format!(
+            "the folder name {} has {} characters; vCenter allows {MAX_NAME}: use a shorter name or namespace",
+            id.folder_name,
+            id.folder_name.len()
+        ));
+    }
+    let replicas = s.replicas as u32;
+    let last = format!("{}-{replicas}", id.name);
+    if last.len() > MAX_NAME {
+        return invalid(format!(
+            "VM names such as {last} would exceed vCenter's {MAX_NAME} characters: use a shorter VmGroup name"
+        ));
+    }
+    let template_path = if template.starts_with('/') {
+        template.to_string()
+    } else {
+        format!("{}/{template}", parent.trim_end_matches('/'))
+    };
+    Ok(Plan {
+        id,
+        template_path,
+        shape: Shape {
+            num_cpus: s.cpu as u32,
+            memory_mb: 1024 * s.memory as u64,
+        },
+        replicas,
+    })
+}
+
+#[cfg(test)]
+pub mod fixtures {
+    use crate::api::{VmGroup, VmGroupSpec};
+
+    pub fn sample() -> VmGroup {
+        let mut vg = VmGroup::new(
+            "web",
+            VmGroupSpec {
+                cpu: 2,
+                memory: 3,
+                template: "DC0_H0_VM0".into(),
+                replicas: 2,
+            },
+        );
+        vg.metadata.namespace = Some("team".into());
+        vg.metadata.uid = Some("uid-1".into());
+        vg.metadata.generation = Some(4);
+        vg
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::sample;
+    use super::*;
+
+    #[test]
+    fn the_plan_holds_folder_template_names_and_shape() {
+        let p = validate(&sample(), "/DC0/vm/").expect("valid");
+        assert_eq!(p.id.folder_path, "/DC0/vm/team-web");
+        assert_eq!(p.template_path, "/DC0/vm/DC0_H0_VM0");
+        assert_eq!(
+            p.shape,
+            Shape {
+                num_cpus: 2,
+                memory_mb: 3072
+            }
+        );
+        assert_eq!(p.vm_name(1), "web-1");
+        assert_eq!(p.vm_path("web-1"), "/DC0/vm/team-web/web-1");
+        let mut vg = sample();
+        vg.spec.template = "/Other/vm/tpl".into();
+        assert_eq!(
+            validate(&vg, "/DC0/vm").expect("valid").template_path,
+            "/Other/vm/tpl"
+        );
+    }
+
+    #[test]
+    fn only_the_groups_own_names_have_an_index() {
+        let p = validate(&sample(), "/DC0/vm").expect("valid");
+        assert_eq!(p.vm_index("web-1"), Some(1));
+        assert_eq!(p.vm_index("web-12"), Some(12));
+        for other in [
+            "web-0", "web-01", "web-", "web", "web-1a", "webx-1", "web-x-1", "other-1",
+        ] {
+            assert_eq!(p.vm_index(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn what_vcenter_would_refuse_is_refused_with_the_reason() {
+        let mut vg = sample();
+        vg.metadata.name = Some("n".repeat(79));
+        let e = validate(&vg, "/DC0/vm").expect_err("too long");
+        assert_eq!(e.reason, Reason::InvalidSpec);
+        assert!(e.message.contains("80"), "{}", e.message);
+        let mut vg = sample();
+        vg.spec.cpu = 5;
+        assert!(validate(&vg, "/DC0/vm")
+            .expect_err("cpu")
+            .message
+            .contains("1 to 4"));
+        let mut vg = sample();
+        vg.spec.template = "  ".into();
+        assert!(validate(&vg, "/DC0/vm").is_err());
+    }
+}

@@ -1,0 +1,446 @@
+//! The VmGroup operator end to end: the real API server (the operator as its ServiceAccount)
+//! and a real vcsim. Every assertion about VMs is read back from vcsim.
+mod support;
+
+use bosun_runtime::conditions::find;
+use bosun_testenv::eventually;
+use bosun_vsphere::PowerState;
+use kube::api::DeleteParams;
+use kube::ResourceExt;
+
+use support::env;
+
+const TEMPLATE: &str = "DC0_H0_VM0";
+
+#[tokio::test]
+async fn a_group_is_created_scaled_repaired_reshaped_and_deleted() {
+    let env = env("vg-life", None).await;
+    env.create("web", 2, 3, TEMPLATE, 2).await;
+    let vg = env
+        .wait_status("web", "RUNNING with 2", |s| {
+            s.phase == "RUNNING" && s.current_replicas == 2 && s.desired_replicas == 2
+        })
+        .await;
+    let ready = find(&vg.status.as_ref().expect("status").conditions, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "AllVmsReady")
+    );
+    assert!(vg
+        .finalizers()
+        .iter()
+        .any(|f| f == bosun_vmgroup::reconcile::FINALIZER));
+    env.wait_vms("web", &["web-1", "web-2"], 2, 3).await;
+
+    // Scale up: one more, numbered next.
+    // Through the scale subresource, as `kubectl scale vg/web --replicas=3` does.
+    env.api()
+        .patch_scale(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("scale");
+    env.wait_status("web", "RUNNING with 3", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 3
+    })
+    .await;
+    let vms = env
+        .wait_vms("web", &["web-1", "web-2", "web-3"], 2, 3)
+        .await;
+
+    // Powered off behind the operator's back: powered on again.
+    let web2 = vms
+        .iter()
+        .find(|v| v.name == "web-2")
+        .expect("web-2")
+        .vm
+        .clone();
+    env.vc.power_off(&web2).await.expect("power off outside");
+    let on = eventually(60, || async {
+        let v = env.vc.vms(std::slice::from_ref(&web2)).await.ok()?;
+        (v.first()?.power_state == Some(PowerState::PoweredOn)).then_some(())
+    })
+    .await;
+    assert!(on.is_some(), "web-2 was not powered on again");
+
+    // Deleted behind the operator's back: cloned again under its number.
+    let web3 = vms
+        .iter()
+        .find(|v| v.name == "web-3")
+        .expect("web-3")
+        .vm
+        .clone();
+    env.vc.power_off(&web3).await.expect("power off outside");
+    env.vc.destroy(&web3).await.expect("destroy outside");
+    let again = env
+        .wait_vms("web", &["web-1", "web-2", "web-3"], 2, 3)
+        .await;
+    assert_ne!(again[2].vm, web3, "a new web-3");
+
+    // Scale down: the highest numbers go.
+    env.patch_spec("web", serde_json::json!({"replicas": 1}))
+        .await;
+    env.wait_status("web", "RUNNING with 1", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    env.wait_vms("web", &["web-1"], 2, 3).await;
+
+    // A new shape is applied by reconfiguring.
+    env.patch_spec("web", serde_json::json!({"cpu": 1, "memory": 2}))
+        .await;
+    env.wait_status("web", "RUNNING reshaped", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    env.wait_vms("web", &["web-1"], 1, 2).await;
+    let reasons: Vec<String> = env
+        .events_for("web")
+        .await
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    for r in ["VmCreated", "VmPoweredOn", "VmRemoved", "VmReconfigured"] {
+        assert!(reasons.iter().any(|x| x == r), "{r} in {reasons:?}");
+    }
+
+    // Delete: VMs and folder go, then the VmGroup.
+    env.api()
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let gone = eventually(90, || async {
+        matches!(env.api().get_opt("web").await, Ok(None)).then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "the VmGroup was not released by its finalizer"
+    );
+    assert_eq!(env.vms("web").await, None, "the folder is gone");
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_template_is_an_error_with_a_clear_message_and_recovers_once_it_exists() {
+    let env = env("vg-tpl", None).await;
+    env.create("db", 1, 1, "golden", 2).await;
+    let vg = env.wait_status("db", "ERROR", |s| s.phase == "ERROR").await;
+    let st = vg.status.expect("status");
+    assert!(
+        st.last_message.contains("/DC0/vm/golden") && st.last_message.contains("does not exist"),
+        "{}",
+        st.last_message
+    );
+    let d = find(&st.conditions, "Degraded").expect("Degraded");
+    assert_eq!(
+        (d.status.as_str(), d.reason.as_str()),
+        ("True", "TemplateNotFound")
+    );
+    let events = env.events_for("db").await;
+    assert!(
+        events.iter().any(|e| e.0 == "TemplateNotFound"),
+        "{events:?}"
+    );
+    assert_eq!(
+        env.vms("db").await.map(|v| v.len()),
+        Some(0),
+        "nothing cloned"
+    );
+
+    // The template appears in vCenter (no Kubernetes event): the retries find it.
+    let source = env
+        .vc
+        .require_path(&format!("{}/{TEMPLATE}", support::PARENT))
+        .await
+        .expect("vcsim's VM");
+    let parent = env.vc.require_path(support::PARENT).await.expect("parent");
+    let shape = bosun_vsphere::Shape {
+        num_cpus: 1,
+        memory_mb: 32,
+    };
+    env.vc
+        .clone_vm(&source, &parent, "golden", shape)
+        .await
+        .expect("make the template");
+    env.wait_status("db", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 2
+    })
+    .await;
+    env.wait_vms("db", &["db-1", "db-2"], 1, 1).await;
+    let events = env.events_for("db").await;
+    assert!(events.iter().any(|e| e.0 == "Recovered"), "{events:?}");
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_an_error_that_names_the_fix_and_no_secret() {
+    let env = env("vg-login", Some("not-the-password")).await;
+    env.create("app", 1, 1, TEMPLATE, 1).await;
+    let vg = env
+        .wait_status("app", "ERROR", |s| s.phase == "ERROR")
+        .await;
+    let st = vg.status.expect("status");
+    let d = find(&st.conditions, "Degraded").expect("Degraded");
+    assert_eq!(d.reason, "LoginFailed");
+    assert!(
+        st.last_message.contains("VC_USER and VC_PASS"),
+        "{}",
+        st.last_message
+    );
+    assert!(
+        !st.last_message.contains("not-the-password"),
+        "{}",
+        st.last_message
+    );
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_while_vcenter_hangs_keeps_the_finalizer_until_it_answers() {
+    let env = env("vg-down", None).await;
+    env.create("job", 1, 1, TEMPLATE, 2).await;
+    env.wait_status("job", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 2
+    })
+    .await;
+    env.sim.pause().expect("pause vcsim");
+    env.api()
+        .delete("job", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = eventually(60, || async {
+        let vg = env.api().get("job").await.ok()?;
+        let st = vg.status.as_ref()?;
+        let d = find(&st.conditions, "Degraded")?;
+        (st.phase == "ERROR" && d.reason == "VCenterUnreachable").then_some(vg)
+    })
+    .await
+    .expect("the status says vCenter cannot be reached");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert!(!held.finalizers().is_empty(), "the finalizer stays");
+    let msg = &held.status.as_ref().expect("status").last_message;
+    assert!(msg.contains("cannot be deleted yet"), "{msg}");
+    env.sim.resume().expect("resume vcsim");
+    let gone = eventually(120, || async {
+        matches!(env.api().get_opt("job").await, Ok(None)).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "released once vCenter answers");
+    assert_eq!(env.vms("job").await, None, "the folder is gone");
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_vm_left_by_a_crash_mid_clone_is_taken_not_duplicated() {
+    let mut env = env("vg-crash", None).await;
+    // What a crash between the clone and its reconfigure leaves: the folder and VM 1, off,
+    // in the template's shape.
+    let parent = env.vc.require_path(support::PARENT).await.expect("parent");
+    let folder = env
+        .vc
+        .create_folder(&parent, &format!("{}-grp", env.ns))
+        .await
+        .expect("folder");
+    let template = env
+        .vc
+        .require_path(&format!("{}/{TEMPLATE}", support::PARENT))
+        .await
+        .expect("template");
+    let shape = bosun_vsphere::Shape {
+        num_cpus: 1,
+        memory_mb: 32,
+    };
+    let left = env
+        .vc
+        .clone_vm(&template, &folder, "grp-1", shape)
+        .await
+        .expect("clone");
+    env.create("grp", 2, 2, TEMPLATE, 2).await;
+    let vms = env.wait_vms("grp", &["grp-1", "grp-2"], 2, 2).await;
+    assert_eq!(vms[0].vm, left, "the VM left behind is the group's VM 1");
+    env.wait_status("grp", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 2
+    })
+    .await;
+
+    // A restarted operator finds the same VMs: nothing cloned again.
+    env.kill_and_restart().await;
+    let more = eventually(60, || async { (env.reconciles() >= 3.0).then_some(()) }).await;
+    assert!(more.is_some(), "the new operator reconciles");
+    let after = env.vms("grp").await.expect("folder");
+    assert_eq!(after, vms, "the same two VMs, nothing more");
+    env.stop().await;
+}
+
+/// The schema refuses what the seed's markers refuse, at the API server.
+#[tokio::test]
+async fn bad_specs_are_refused_by_the_api_server() {
+    let env = env("vg-bad", None).await;
+    let ok = serde_json::json!({"cpu": 1, "memory": 1, "template": TEMPLATE, "replicas": 1});
+    let with = |k: &str, v: serde_json::Value| {
+        let mut s = ok.clone();
+        s[k] = v;
+        s
+    };
+    let without = |k: &str| {
+        let mut s = ok.clone();
+        s.as_object_mut().expect("object").remove(k);
+        s
+    };
+    let bad = [
+        with("cpu", 0.into()),
+        with("cpu", 5.into()),
+        with("cpu", (-1).into()),
+        with("cpu", "two".into()),
+        with("memory", 0.into()),
+        with("memory", 9.into()),
+        with("memory", 1.5.into()),
+        with("replicas", 0.into()),
+        with("replicas", (-3).into()),
+        with("template", "".into()),
+        with("template", 7.into()),
+        without("cpu"),
+        without("memory"),
+        without("template"),
+        without("replicas"),
+        serde_json::json!({}),
+    ];
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        env.admin.clone(),
+        &env.ns,
+        &kube::api::ApiResource::erase::<bosun_vmgroup::VmGroup>(&()),
+    );
+    for (i, spec) in bad.iter().enumerate() {
+        let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "vm.codeconnect.vmworld.com/v1alpha1", "kind": "VmGroup",
+            "metadata": {"name": format!("bad-{i}")}, "spec": spec,
+        }))
+        .expect("object");
+        match api.create(&Default::default(), &obj).await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{spec}: {s:?}"),
+            other => panic!("{spec} was not refused: {other:?}"),
+        }
+    }
+    let ok_obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "vm.codeconnect.vmworld.com/v1alpha1", "kind": "VmGroup",
+        "metadata": {"name": "good"}, "spec": ok,
+    }))
+    .expect("object");
+    api.create(&Default::default(), &ok_obj)
+        .await
+        .expect("the bounds themselves are accepted");
+    env.wait_status("good", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    env.wait_vms("good", &["good-1"], 1, 1).await;
+    env.stop().await;
+}
+
+/// A steady group costs a folder lookup and one property retrieval per reconcile, however
+/// many VMs it holds; nothing is cloned, powered or reconfigured again.
+#[tokio::test]
+async fn a_steady_group_is_read_in_one_retrieval_per_reconcile() {
+    let env = env("vg-calls", None).await;
+    env.create("many", 1, 1, TEMPLATE, 4).await;
+    env.wait_status("many", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 4
+    })
+    .await;
+    env.wait_vms("many", &["many-1", "many-2", "many-3", "many-4"], 1, 1)
+        .await;
+    let op = env.op.clone().expect("operator");
+    let (r0, c0) = (env.reconciles(), op.vcenter_calls().await);
+    // Resyncs (every second here) bring the reconciles.
+    let more = eventually(60, || async {
+        (env.reconciles() >= r0 + 5.0).then_some(())
+    })
+    .await;
+    assert!(more.is_some(), "no resync reconciles");
+    let (r1, c1) = (env.reconciles(), op.vcenter_calls().await);
+    let delta = |m: &str| c1.get(m).copied().unwrap_or(0) - c0.get(m).copied().unwrap_or(0);
+    // A reconcile in flight at either snapshot counts at most once more.
+    let reconciles = (r1 - r0) as u64 + 1;
+    assert!(
+        delta("RetrievePropertiesEx") <= reconciles,
+        "{} retrievals for {reconciles} reconciles: {c0:?} -> {c1:?}",
+        delta("RetrievePropertiesEx")
+    );
+    assert!(
+        delta("FindByInventoryPath") <= reconciles,
+        "{c0:?} -> {c1:?}"
+    );
+    for m in ["CloneVM_Task", "PowerOnVM_Task", "ReconfigVM_Task", "Login"] {
+        assert_eq!(delta(m), 0, "{m}: {c0:?} -> {c1:?}");
+    }
+    assert!(
+        delta("RetrievePropertiesEx") >= 4,
+        "the group was read: {c0:?} -> {c1:?}"
+    );
+    env.stop().await;
+}
+
+/// The operator's vCenter session ended on the server (expiry, an admin): the next reconcile
+/// logs in again by itself; the group never shows a problem.
+#[tokio::test]
+async fn an_ended_session_is_replaced_without_a_problem() {
+    let env = env("vg-session", None).await;
+    env.create("s", 1, 1, TEMPLATE, 1).await;
+    env.wait_status("s", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    let op = env.op.clone().expect("operator");
+    let logins = |c: &std::collections::BTreeMap<String, u64>| c.get("Login").copied().unwrap_or(0);
+    let before = logins(&op.vcenter_calls().await);
+    assert_eq!(before, 1);
+
+    // End every session but the test's own.
+    let own = env.vc.session_key().await.expect("own key");
+    let sm = env.vc.content().session_manager.clone();
+    let found = env
+        .vc
+        .properties(&[sm], "SessionManager", &["sessionList"])
+        .await
+        .expect("sessions");
+    let keys: Vec<String> = found
+        .iter()
+        .filter_map(|o| o.props.get("sessionList"))
+        .flat_map(|l| l.all("UserSession"))
+        .filter_map(|s| s.child_text("key").map(str::to_string))
+        .filter(|k| *k != own)
+        .collect();
+    assert!(
+        !keys.is_empty(),
+        "the operator's session is listed: {found:?}"
+    );
+    for k in &keys {
+        env.vc.terminate_session(k).await.expect("terminate");
+    }
+
+    let again = eventually(60, || async {
+        (logins(&op.vcenter_calls().await) == before + 1).then_some(())
+    })
+    .await;
+    assert!(again.is_some(), "the operator logged in again");
+    let r0 = env.reconciles();
+    let more = eventually(60, || async {
+        (env.reconciles() >= r0 + 2.0).then_some(())
+    })
+    .await;
+    assert!(more.is_some());
+    let vg = env.api().get("s").await.expect("get");
+    let st = vg.status.expect("status");
+    assert_eq!(st.phase, "RUNNING", "{st:?}");
+    let warnings: Vec<_> = env.events_for("s").await;
+    assert!(
+        !warnings
+            .iter()
+            .any(|(r, _)| r == "VCenterRefused" || r == "LoginFailed"),
+        "{warnings:?}"
+    );
+    env.stop().await;
+}

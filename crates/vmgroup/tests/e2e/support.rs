@@ -1,0 +1,338 @@
+//! One control plane per test binary (the CRD and the operator's ClusterRole, bound to its
+//! ServiceAccount user); per test a namespace, a vcsim with its credentials Secret, and a
+//! manager running the VmGroup operator **as that user** (impersonated), so every test also
+//! proves the generated RBAC suffices. What is asserted about VMs is read back from vcsim.
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator, Scope};
+use bosun_testenv::{eventually, shared, test_namespace, ControlPlane, Vcsim};
+use bosun_vmgroup::{Settings, VmGroup, VmGroupOperator};
+use bosun_vsphere::{Client as VcClient, Config, Tls, VmInfo};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::ByteString;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use tokio::sync::{oneshot, OnceCell};
+
+pub const SA_USER: &str = "system:serviceaccount:bosun-system:bosun-vmgroup";
+pub const SA_GROUPS: [&str; 2] = ["system:serviceaccounts", "system:authenticated"];
+pub const PARENT: &str = "/DC0/vm";
+
+pub struct Env {
+    pub cp: &'static ControlPlane,
+    pub admin: Client,
+    pub ns: String,
+    pub sim: Vcsim,
+    pub vc: VcClient,
+    pub op: Option<Arc<VmGroupOperator>>,
+    pub metrics: Option<bosun_runtime::metrics::Metrics>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), ManagerError>>>,
+}
+
+fn settings() -> Settings {
+    Settings {
+        // A period, not a synchronisation: how soon a VM changed in vCenter is repaired.
+        resync: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(2),
+        parent_folder: PARENT.into(),
+        ..Settings::default()
+    }
+}
+
+async fn cluster_setup(client: &Client) -> anyhow::Result<()> {
+    static DONE: OnceCell<()> = OnceCell::const_new();
+    DONE.get_or_try_init(|| async {
+        let pp = PatchParams::apply("bosun-test").force();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd = VmGroup::crd();
+        crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
+            .await?;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
+        )
+        .await??;
+        let need = VmGroupOperator::new(settings())
+            .rbac()
+            .merge(bosun_runtime::rbac::runtime_rules(false));
+        let mut rules = need.namespaced;
+        rules.extend(need.cluster);
+        let name = "bosun-vmgroup-test";
+        let role = ClusterRole {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            rules: Some(rules),
+            ..Default::default()
+        };
+        Api::<ClusterRole>::all(client.clone())
+            .patch(name, &pp, &Patch::Apply(&role))
+            .await?;
+        let binding = ClusterRoleBinding {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: name.into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "User".into(),
+                name: SA_USER.into(),
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                ..Default::default()
+            }]),
+        };
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .patch(name, &pp, &Patch::Apply(&binding))
+            .await?;
+        // Discovery follows Established by a moment.
+        let ready = eventually(30, || async {
+            Api::<VmGroup>::all(client.clone())
+                .list(&Default::default())
+                .await
+                .ok()
+        })
+        .await;
+        anyhow::ensure!(ready.is_some(), "VmGroups are not served");
+        anyhow::Ok(())
+    })
+    .await?;
+    Ok(())
+}
+
+/// A namespace, a vcsim, the credentials Secret (`password` as given), the operator running.
+pub async fn env(prefix: &str, password: Option<&str>) -> Env {
+    if std::env::var_os("RUST_LOG").is_some() {
+        bosun_runtime::telemetry::init(Default::default());
+    }
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    cluster_setup(&admin).await.expect("cluster setup");
+    let ns = test_namespace(&admin, prefix).await.expect("namespace");
+    let sim = Vcsim::start().expect("vcsim starts (bash scripts/setup-vcsim.sh installs it)");
+    let data = [
+        ("VC_USER", sim.user.as_str()),
+        ("VC_PASS", password.unwrap_or(&sim.password)),
+        ("VC_HOST", sim.url.as_str()),
+        ("ca.crt", sim.ca_pem()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+    .collect();
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("vc-creds".into()),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("secret");
+    let vc = VcClient::connect(Config::new(
+        &sim.url,
+        &sim.user,
+        &sim.password,
+        Tls::CaBundle(sim.ca_pem().as_bytes().to_vec()),
+    ))
+    .await
+    .expect("test's own client connects to vcsim");
+    let mut env = Env {
+        cp,
+        admin,
+        ns,
+        sim,
+        vc,
+        op: None,
+        metrics: None,
+        stop: None,
+        task: None,
+    };
+    env.start_operator().await;
+    env
+}
+
+impl Env {
+    async fn start_operator(&mut self) {
+        let client = self
+            .cp
+            .client_as(SA_USER, &SA_GROUPS)
+            .await
+            .expect("client");
+        let cfg = ManagerConfig {
+            scope: Scope::Namespaces(vec![self.ns.clone()]),
+            ..Default::default()
+        };
+        let s = Settings {
+            secret_namespace: Some(self.ns.clone()),
+            ..settings()
+        };
+        let op = Arc::new(VmGroupOperator::new(s));
+        let m = Manager::new(client, cfg).with_operator(op.clone());
+        self.op = Some(op);
+        self.metrics = Some(m.metrics());
+        let (tx, rx) = oneshot::channel::<()>();
+        self.task = Some(tokio::spawn(m.run(
+            async move {
+                let _ = rx.await;
+            },
+            |_| {},
+        )));
+        self.stop = Some(tx);
+    }
+
+    pub fn api(&self) -> Api<VmGroup> {
+        Api::namespaced(self.admin.clone(), &self.ns)
+    }
+
+    pub async fn create(&self, name: &str, cpu: i32, memory: i32, template: &str, replicas: i32) {
+        let vg: VmGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "vm.codeconnect.vmworld.com/v1alpha1", "kind": "VmGroup",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": {"cpu": cpu, "memory": memory, "template": template, "replicas": replicas},
+        }))
+        .expect("vmgroup");
+        self.api()
+            .create(&PostParams::default(), &vg)
+            .await
+            .expect("create vmgroup");
+    }
+
+    pub async fn patch_spec(&self, name: &str, spec: serde_json::Value) {
+        self.api()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({ "spec": spec })),
+            )
+            .await
+            .expect("patch spec");
+    }
+
+    /// Waits until the status describes the current generation and `ok` holds of it.
+    pub async fn wait_status(
+        &self,
+        name: &str,
+        what: &str,
+        ok: impl Fn(&bosun_vmgroup::VmGroupStatus) -> bool,
+    ) -> VmGroup {
+        let api = self.api();
+        let got = eventually(90, || async {
+            let vg = api.get(name).await.ok()?;
+            let st = vg.status.as_ref()?;
+            (st.observed_generation == vg.metadata.generation && ok(st)).then_some(vg)
+        })
+        .await;
+        match got {
+            Some(vg) => vg,
+            None => panic!(
+                "{name}: {what} not reached; status: {:#?}",
+                api.get(name).await.ok().and_then(|v| v.status)
+            ),
+        }
+    }
+
+    pub fn folder_path(&self, name: &str) -> String {
+        format!("{PARENT}/{}-{name}", self.ns)
+    }
+
+    /// The group's VMs as vcsim shows them, sorted by name; None when the folder is absent.
+    pub async fn vms(&self, name: &str) -> Option<Vec<VmInfo>> {
+        let folder = self
+            .vc
+            .find_by_inventory_path(&self.folder_path(name))
+            .await
+            .expect("find folder")?;
+        let mut vms = self.vc.vms_in_folder(&folder).await.expect("read vms");
+        vms.sort_by(|a, b| a.name.cmp(&b.name));
+        Some(vms)
+    }
+
+    /// Waits until vcsim shows exactly `names`, each with the shape and powered on.
+    pub async fn wait_vms(
+        &self,
+        name: &str,
+        names: &[&str],
+        cpu: u32,
+        memory_gb: u64,
+    ) -> Vec<VmInfo> {
+        let got = eventually(90, || async {
+            let vms = self.vms(name).await?;
+            let ok = vms.len() == names.len()
+                && vms.iter().zip(names).all(|(v, n)| {
+                    v.name == *n
+                        && v.num_cpu == Some(cpu)
+                        && v.memory_mb == Some(memory_gb * 1024)
+                        && v.power_state == Some(bosun_vsphere::PowerState::PoweredOn)
+                });
+            ok.then_some(vms)
+        })
+        .await;
+        match got {
+            Some(v) => v,
+            None => panic!(
+                "{name}: vcsim does not show {names:?} with {cpu} CPU(s), {memory_gb} GB, on: {:#?}",
+                self.vms(name).await
+            ),
+        }
+    }
+
+    /// Warning/Normal events about an object, as (reason, note).
+    pub async fn events_for(&self, name: &str) -> Vec<(String, String)> {
+        let api: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.admin.clone(), &self.ns);
+        api.list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect()
+    }
+
+    /// Kills the manager (no graceful stop) and starts a new one, as a crashed pod's
+    /// replacement.
+    pub async fn kill_and_restart(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+            let _ = t.await;
+        }
+        self.stop = None;
+        self.start_operator().await;
+    }
+
+    /// Reconciles finished so far.
+    pub fn reconciles(&self) -> f64 {
+        let text = self
+            .metrics
+            .as_ref()
+            .map(|m| m.encode())
+            .unwrap_or_default();
+        bosun_testenv::sum_series(&text, "controller_runtime_reconcile_total", &[])
+    }
+
+    /// Stops the manager gracefully.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            match tokio::time::timeout(Duration::from_secs(30), t).await {
+                Ok(Ok(Ok(()))) => {}
+                other => panic!("the manager did not stop cleanly: {other:?}"),
+            }
+        }
+    }
+}
