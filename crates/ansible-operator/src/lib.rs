@@ -359,6 +359,13 @@ impl Flavor for AnsibleFlavor {
     type Error = Error;
     const PERIOD_ANNOTATION: &'static str = reconcile::PERIOD_ANNOTATION;
     const MANAGER: &'static str = "bosun-ansible";
+    /// What the roles' `osdk_metric` tasks record, served with the runtime's metrics.
+    fn metrics_text(&self) -> Option<(&'static str, bosun_runtime::metrics::TextSource)> {
+        Some(("osdk_metric", || {
+            bosun_ansible::metrics::UserMetrics::global().encode_openmetrics()
+        }))
+    }
+
     /// ansible-operator's `--reconcile-period` default.
     const DEFAULT_PERIOD: Option<std::time::Duration> =
         Some(std::time::Duration::from_secs(10 * 3600));

@@ -332,6 +332,18 @@ async fn a_molecule_shaped_role_converges_natively() {
     assert_eq!(metrics.value("molecule_counter_inc_test"), Some(1.0));
     assert_eq!(metrics.value("molecule_gauge_set_test"), Some(5.0));
     assert_eq!(metrics.value("molecule_histogram_observe_test"), Some(1.0));
+    // Served with the operator's own metrics, under the names ansible-operator exposes.
+    let served = op.metrics.encode();
+    assert!(
+        served.contains("\nmolecule_counter_inc_test 1\n"),
+        "{served}"
+    );
+    assert!(served.contains("\nmolecule_gauge_set_test 5\n"), "{served}");
+    assert!(
+        served.contains("molecule_histogram_observe_test_count 1\n"),
+        "{served}"
+    );
+    assert!(served.ends_with("# EOF\n"));
     assert!(std::path::Path::new(&format!("/tmp/metricsbumped-{}", env.ns)).exists());
     let _ = std::fs::remove_file(format!("/tmp/metricsbumped-{}", env.ns));
     op.stop().await;

@@ -210,12 +210,65 @@ impl UserMetrics {
         out
     }
 
+    /// The metrics as OpenMetrics families, for an exposition that speaks OpenMetrics (the
+    /// runtime's `/metrics`): the same series names Prometheus stores from ansible-operator's
+    /// text format. OpenMetrics names a counter's sample `<family>_total`, so a counter whose
+    /// name ends in `_total` is a counter family of the name without it, and any other
+    /// counter is served as an `unknown` family under its own name (typed so, Prometheus
+    /// would store it as `<name>_total`, and dashboards written for ansible-operator would
+    /// not find it).
+    pub fn encode_openmetrics(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for (name, m) in self.lock().iter() {
+            let help = m.help.replace('\\', "\\\\").replace('\n', "\\n");
+            let (family, ty) = match m.value {
+                Value::Counter(_) => match name.strip_suffix("_total") {
+                    Some(base) => (base, "counter"),
+                    None => (name.as_str(), "unknown"),
+                },
+                Value::Gauge(_) => (name.as_str(), "gauge"),
+                Value::Histogram(..) => (name.as_str(), "histogram"),
+                Value::Summary(..) => (name.as_str(), "summary"),
+            };
+            let _ = writeln!(out, "# HELP {family} {help}\n# TYPE {family} {ty}");
+            match &m.value {
+                Value::Counter(v) | Value::Gauge(v) => {
+                    let _ = writeln!(out, "{name} {}", float(*v));
+                }
+                Value::Histogram(b, sum, count) => {
+                    let mut cum = 0;
+                    for (le, n) in BUCKETS.iter().zip(b) {
+                        cum += n;
+                        let _ = writeln!(out, "{name}_bucket{{le=\"{}\"}} {cum}", om_float(*le));
+                    }
+                    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+                    let _ = writeln!(out, "{name}_sum {}\n{name}_count {count}", float(*sum));
+                }
+                Value::Summary(sum, count) => {
+                    let _ = writeln!(out, "{name}_sum {}\n{name}_count {count}", float(*sum));
+                }
+            }
+        }
+        out
+    }
+
     /// The current value of a counter or gauge, the count of a histogram or summary.
     pub fn value(&self, name: &str) -> Option<f64> {
         self.lock().get(name).map(|m| match &m.value {
             Value::Counter(v) | Value::Gauge(v) => *v,
             Value::Histogram(_, _, c) | Value::Summary(_, c) => *c as f64,
         })
+    }
+}
+
+/// A bucket bound as OpenMetrics writes it: always with a decimal point (`1.0`, `0.005`).
+fn om_float(v: f64) -> String {
+    let s = float(v);
+    if s.contains(['.', 'e']) {
+        s
+    } else {
+        format!("{s}.0")
     }
 }
 
@@ -247,6 +300,33 @@ mod tests {
             _ => r.summary = o,
         }
         r
+    }
+
+    #[test]
+    fn openmetrics_keeps_the_series_names_ansible_operator_exposes() {
+        let m = UserMetrics::default();
+        m.handle(&req("jobs", "counter", json!({"increment": true})))
+            .expect("counter");
+        m.handle(&req("runs_total", "counter", json!({"add": 2})))
+            .expect("counter");
+        m.handle(&req("depth", "gauge", json!({"set": 4})))
+            .expect("gauge");
+        m.handle(&req("lat", "histogram", json!({"observe": 0.3})))
+            .expect("histogram");
+        let text = m.encode_openmetrics();
+        assert!(text.contains("# TYPE jobs unknown\njobs 1\n"), "{text}");
+        assert!(
+            text.contains("# HELP runs d\n# TYPE runs counter\nruns_total 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE depth gauge\ndepth 4\n"), "{text}");
+        assert!(text.contains("lat_bucket{le=\"0.5\"} 1\n"), "{text}");
+        assert!(text.contains("lat_bucket{le=\"1.0\"} 1\n"), "{text}");
+        assert!(
+            text.contains("lat_bucket{le=\"+Inf\"} 1\nlat_sum 0.3\nlat_count 1\n"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"));
     }
 
     #[test]

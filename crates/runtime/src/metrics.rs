@@ -5,7 +5,8 @@
 //! `controller_runtime_active_workers{controller}` (reconciles in flight),
 //! `bosun_cached_objects{controller}` (objects in the controller's cache) and
 //! `leader_election_master_status{name}` (client-go's name; 1 while this replica leads).
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use prometheus_client::encoding::{text::encode, EncodeLabelSet};
@@ -54,7 +55,13 @@ pub struct Metrics {
     active: Family<ControllerLabels, Gauge>,
     cached: Family<ControllerLabels, Gauge>,
     leader: Family<LeaseLabels, Gauge>,
+    /// Families written by someone else (a role's `osdk_metric`s), by a key so that each
+    /// source is served once however many controllers register it.
+    texts: Arc<Mutex<BTreeMap<&'static str, TextSource>>>,
 }
+
+/// Writes OpenMetrics text families (no `# EOF`) for [`Metrics::add_text_source`].
+pub type TextSource = fn() -> String;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -112,7 +119,16 @@ impl Metrics {
             active,
             cached,
             leader,
+            texts: Arc::default(),
         }
+    }
+
+    /// Serves the families `source` writes with every scrape, once per `key`.
+    pub fn add_text_source(&self, key: &'static str, source: TextSource) {
+        self.texts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, source);
     }
 
     /// The Prometheus text exposition of every metric.
@@ -120,6 +136,17 @@ impl Metrics {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
+        let texts = self.texts.lock().unwrap_or_else(|e| e.into_inner());
+        if !texts.is_empty() {
+            // The exposition ends with "# EOF": the other families go before it.
+            if let Some(body) = out.strip_suffix("# EOF\n") {
+                out.truncate(body.len());
+            }
+            for source in texts.values() {
+                out.push_str(&source());
+            }
+            out.push_str("# EOF\n");
+        }
         out
     }
 
@@ -157,6 +184,11 @@ pub struct ControllerMetrics {
 }
 
 impl ControllerMetrics {
+    /// [`Metrics::add_text_source`] on the manager's metrics.
+    pub fn add_text_source(&self, key: &'static str, source: TextSource) {
+        self.metrics.add_text_source(key, source);
+    }
+
     fn labels(&self) -> ControllerLabels {
         ControllerLabels {
             controller: self.name.clone(),
@@ -235,6 +267,23 @@ impl Drop for ReconcileGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn roles_metrics() -> String {
+        "# HELP my_jobs Jobs seen.\n# TYPE my_jobs gauge\nmy_jobs 3\n".into()
+    }
+
+    #[test]
+    fn other_families_are_served_before_the_end_once_per_key() {
+        let m = Metrics::new();
+        assert!(!m.encode().contains("my_jobs"));
+        m.add_text_source("roles", roles_metrics);
+        m.controller("a").add_text_source("roles", roles_metrics);
+        let text = m.encode();
+        assert_eq!(text.matches("# TYPE my_jobs gauge").count(), 1, "{text}");
+        assert!(text.ends_with("my_jobs 3\n# EOF\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1);
+        assert!(text.contains("controller_runtime_reconcile_total"));
+    }
 
     #[test]
     fn guard_records_outcomes_by_category() {

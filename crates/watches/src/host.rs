@@ -64,6 +64,11 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     fn finalizer(&self) -> Option<&str> {
         None
     }
+    /// Metric families the flavour's runs write, served on `/metrics` with the runtime's
+    /// (a key, so several entries of one flavour serve them once).
+    fn metrics_text(&self) -> Option<(&'static str, bosun_runtime::metrics::TextSource)> {
+        None
+    }
     /// Whether child caches keep the fingerprint of the fields the host's applier owns, so
     /// drift (an edit made while the operator was stopped, a removed owner reference) is
     /// repaired on first sight. It costs a watch of whole objects (only metadata is kept).
@@ -235,6 +240,9 @@ impl<F: Flavor> Operator for WatchOperator<F> {
             let Some(resolved) = served_kind(&ctx, &discovery, &entry).await else {
                 return Ok(()); // shut down while waiting
             };
+            if let Some((key, source)) = flavor.metrics_text() {
+                ctx.metrics.add_text_source(key, source);
+            }
             let n = concurrency(&entry, ctx.concurrency, &|k| std::env::var(k).ok());
             let ctx = ctx.with_concurrency(n);
             let client = ctx.client.clone();
