@@ -246,11 +246,27 @@ impl<F: Flavor> Operator for WatchOperator<F> {
             let n = concurrency(&entry, ctx.concurrency, &|k| std::env::var(k).ok());
             let ctx = ctx.with_concurrency(n);
             let client = ctx.client.clone();
-            ctx.run_controller(
-                |ns| wire(&client, ns, &entry, &flavor, &discovery, &resolved),
-                reconcile::<F>,
-            )
-            .await;
+            if resolved.namespaced {
+                ctx.run_controller(
+                    |ns| {
+                        let children: Vec<String> = ns.into_iter().map(str::to_string).collect();
+                        wire(
+                            &client, ns, &children, &entry, &flavor, &discovery, &resolved,
+                        )
+                    },
+                    reconcile::<F>,
+                )
+                .await;
+            } else {
+                // A cluster-scoped primary is watched cluster-wide whatever the scope: one
+                // controller, whose children are watched in each watched namespace (review M3:
+                // one controller per namespace reconciled every object N times at once).
+                let children = ctx.namespaces();
+                let w = wire(
+                    &client, None, &children, &entry, &flavor, &discovery, &resolved,
+                );
+                ctx.run_single_controller(w, reconcile::<F>).await;
+            }
             Ok(())
         })
     }
@@ -301,9 +317,12 @@ fn fingerprint(obj: &DynamicObject, annotations: bool, finalizer: Option<&str>) 
     h.finish()
 }
 
+/// The wiring of one controller: its primary objects in `ns` (all when None), their children
+/// in `children_ns` (all when empty).
 fn wire<F: Flavor>(
     client: &Client,
     ns: Option<&str>,
+    children_ns: &[String],
     entry: &Arc<Entry>,
     flavor: &Arc<F>,
     discovery: &Discovery,
@@ -331,7 +350,7 @@ fn wire<F: Flavor>(
     let (children, trigger) = DynamicChildren::new_with(
         client.clone(),
         discovery.clone(),
-        ns,
+        children_ns,
         &flavor.child_selector(entry),
         ar.clone(),
         flavor.full_kinds(),
