@@ -721,3 +721,80 @@ async fn capabilities_come_from_the_live_cluster_and_follow_crds() {
     );
     op.stop().await;
 }
+
+/// Review L10: two kinds on one chart, two custom resources of the same name in one
+/// namespace. The second is refused (the release name is taken), never written into the
+/// first one's history; deleting it leaves the first one's records, so its next upgrade
+/// goes on from its revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_name_taken_by_another_kind_is_refused_and_its_records_kept() {
+    let (env, op) = running("helm-l10").await;
+    let sv = resource("test.bosun.dev", "v1", "Secretive");
+    let noted = resource("test.bosun.dev", "v1", "Noted");
+    create(
+        &env,
+        &sv,
+        "apiVersion: test.bosun.dev/v1\nkind: Secretive\nmetadata:\n  name: same\nspec: {}\n",
+    )
+    .await;
+    installed(&env, &sv, "same", 120).await;
+    create(
+        &env,
+        &noted,
+        "apiVersion: test.bosun.dev/v1\nkind: Noted\nmetadata:\n  name: same\nspec: {}\n",
+    )
+    .await;
+    let refused = wait_for(&env, &noted, "same", 60, "refused", |o| {
+        has(o, "ReleaseFailed", "True", None)
+    })
+    .await;
+    let msg = condition(&refused, "ReleaseFailed").expect("condition")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(msg.contains("in use by Secretive same"), "{msg}");
+    let secrets: Api<Secret> = Api::namespaced(env.admin.clone(), &env.ns);
+    let records = || async {
+        let mut names: Vec<String> = secrets
+            .list(&kube::api::ListParams::default().labels("owner=helm,name=same"))
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .map(|s| s.name_any())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(records().await, ["sh.helm.release.v1.same.v1"]);
+
+    api(&env, &noted)
+        .delete("same", &Default::default())
+        .await
+        .expect("delete");
+    eventually(60, || async {
+        api(&env, &noted)
+            .get_opt("same")
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the refused one is gone");
+    assert_eq!(records().await, ["sh.helm.release.v1.same.v1"], "kept");
+    api(&env, &sv)
+        .patch(
+            "same",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"note": "second"}})),
+        )
+        .await
+        .expect("patch");
+    wait_for(&env, &sv, "same", 120, "upgraded to revision 2", |o| {
+        o.data["status"]["deployedRelease"]["revision"] == 2
+    })
+    .await;
+    op.stop().await;
+}

@@ -346,6 +346,55 @@ fn wire<F: Flavor>(
     let primary = Primary::watch(api, ar.clone(), cfg)
         .skip_unmoved_by(move |o: &DynamicObject| fingerprint(o, annotations, finalizer.as_deref()))
         .forgetting(&status);
+    let (host, trigger) = build_host(
+        client,
+        children_ns,
+        entry,
+        flavor,
+        discovery,
+        resolved,
+        status,
+    );
+    let wiring = Wiring::new(primary, host);
+    if entry.watch_dependent_resources {
+        wiring.trigger(trigger)
+    } else {
+        wiring
+    }
+}
+
+/// A host for one-off reconciles outside a controller (tests, tools), for the primary objects
+/// and children in `namespace` (all when None): what a controller's wiring holds, without the
+/// watch of the primary kind.
+pub async fn standalone_host<F: Flavor>(
+    client: &Client,
+    namespace: Option<&str>,
+    entry: Arc<Entry>,
+    flavor: Arc<F>,
+) -> Result<Arc<Host<F>>, kube::Error> {
+    let discovery = Discovery::new(client.clone());
+    let resolved = discovery.resolve(&entry.gvk).await?;
+    let children: Vec<String> = namespace.into_iter().map(str::to_string).collect();
+    let status = StatusWriter::new(F::MANAGER);
+    let (host, _) = build_host(
+        client, &children, &entry, &flavor, &discovery, &resolved, status,
+    );
+    Ok(host)
+}
+
+fn build_host<F: Flavor>(
+    client: &Client,
+    children_ns: &[String],
+    entry: &Arc<Entry>,
+    flavor: &Arc<F>,
+    discovery: &Discovery,
+    resolved: &Resolved,
+    status: StatusWriter,
+) -> (
+    Arc<Host<F>>,
+    bosun_runtime::controller::Trigger<DynamicObject>,
+) {
+    let ar = resolved.resource.clone();
     let applier = Applier::new(F::MANAGER);
     let (children, trigger) = DynamicChildren::new_with(
         client.clone(),
@@ -370,12 +419,7 @@ fn wire<F: Flavor>(
         status,
         events: Events::new(client.clone(), F::MANAGER),
     });
-    let wiring = Wiring::new(primary, host);
-    if entry.watch_dependent_resources {
-        wiring.trigger(trigger)
-    } else {
-        wiring
-    }
+    (host, trigger)
 }
 
 /// The label every child of an entry carries, so child watches see only its own objects.
