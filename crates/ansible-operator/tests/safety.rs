@@ -385,11 +385,12 @@ async fn a_cluster_scoped_kind_in_two_watched_namespaces_runs_once_per_change() 
     let runs = bosun_testenv::sum_series(
         &metrics.encode(),
         "controller_runtime_reconcile_total",
-        &[("result", "success")],
+        &[("controller", "tally-controller"), ("result", "success")],
     );
     assert_eq!(
         runs, 1.0,
-        "one run for one CR, whatever the namespaces watched"
+        "one run for one CR, whatever the namespaces watched, counted under operator-sdk's \
+         controller name"
     );
     all.delete(&name, &Default::default())
         .await

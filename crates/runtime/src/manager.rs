@@ -117,6 +117,11 @@ pub type OperatorError = Box<dyn std::error::Error + Send + Sync>;
 /// them; every command reads that list.
 pub trait Operator: Send + Sync {
     fn name(&self) -> &str;
+    /// The `controller` label of its metrics: its name unless it follows another
+    /// framework's naming (operator-sdk's Helm and Ansible operators: `<kind>-controller`).
+    fn metrics_name(&self) -> String {
+        self.name().to_string()
+    }
     /// The CustomResourceDefinitions it serves.
     fn crds(&self) -> Vec<CustomResourceDefinition>;
     /// What it needs granted.
@@ -267,7 +272,7 @@ impl Manager {
                 client: self.client.clone(),
                 scope: self.config.scope.clone(),
                 concurrency: self.config.concurrency,
-                metrics: self.metrics.controller(op.name()),
+                metrics: self.metrics.controller(&op.metrics_name()),
                 health: self.health.clone(),
                 name: op.name().to_string(),
                 shutdown: token.clone(),

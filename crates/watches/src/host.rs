@@ -224,6 +224,12 @@ impl<F: Flavor> Operator for WatchOperator<F> {
         &self.name
     }
 
+    /// operator-sdk's controller name, `<kind>-controller` (lowercase), so the dashboards
+    /// and alerts written for helm-operator and ansible-operator keep working (review L6).
+    fn metrics_name(&self) -> String {
+        format!("{}-controller", self.entry.gvk.kind.to_lowercase())
+    }
+
     fn crds(&self) -> Vec<CustomResourceDefinition> {
         vec![self.flavor.crd()]
     }
