@@ -798,3 +798,46 @@ async fn a_release_name_taken_by_another_kind_is_refused_and_its_records_kept() 
     .await;
     op.stop().await;
 }
+
+/// Review M12: a chart whose Role takes its rules from values cannot be used to grant what
+/// the operator does not hold: the operator has no `escalate`, so the API server refuses
+/// the Role and the custom resource reports it; rules it holds are fine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_from_values_cannot_grant_what_the_operator_does_not_hold() {
+    let (env, op) = running("helm-m12").await;
+    let lc = resource("test.bosun.dev", "v1", "Lifecycle");
+    create(
+        &env,
+        &lc,
+        "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: esc\nspec:\n  extraRules:\n  - apiGroups: ['*']\n    resources: ['*']\n    verbs: ['*']\n",
+    )
+    .await;
+    let failed = wait_for(&env, &lc, "esc", 120, "refused", |o| {
+        has(o, "ReleaseFailed", "True", None)
+    })
+    .await;
+    let msg = condition(&failed, "ReleaseFailed").expect("condition")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        msg.contains("esc-extra") && msg.contains("forbidden"),
+        "{msg}"
+    );
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(env.admin.clone(), &env.ns);
+    assert!(roles.get_opt("esc-extra").await.expect("get").is_none());
+    // What the operator holds may be granted: it manages ConfigMaps.
+    api(&env, &lc)
+        .patch(
+            "esc",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"extraRules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}
+            ]}})),
+        )
+        .await
+        .expect("patch");
+    installed(&env, &lc, "esc", 120).await;
+    assert!(roles.get_opt("esc-extra").await.expect("get").is_some());
+    op.stop().await;
+}
