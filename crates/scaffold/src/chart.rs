@@ -25,6 +25,15 @@ impl ChartSource {
             message,
         };
         let chart = bosun_helm::render::Chart::load(path).map_err(|e| err(e.to_string()))?;
+        // Templates are parsed for the first render: a chart Helm would not parse (or whose
+        // values break its schema) is refused; one that needs values (`required`) is not.
+        let opts = bosun_helm::render::RenderOptions::new("release-name", "default");
+        if let Err(e) = chart.render(&opts) {
+            use bosun_helm::render::RenderErrorKind as K;
+            if matches!(e.kind, K::Load | K::Parse | K::Schema | K::Values) {
+                return Err(err(e.to_string()));
+            }
+        }
         let name = chart.name().to_string();
         if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
             return Err(err(format!("its Chart.yaml names it {name:?}")));
