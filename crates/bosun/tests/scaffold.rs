@@ -236,6 +236,30 @@ fn the_layout_is_operator_sdks() {
     }
 }
 
+/// `init` with a chart runs `create api` after it, as operator-sdk's does.
+#[test]
+fn init_with_a_chart_is_init_then_create_api() {
+    let (_tmp, two_steps) = greeter_project("same");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let one = tmp.path().join("same");
+    std::fs::create_dir(&one).expect("mkdir");
+    let chart = greeter();
+    let out = ok(
+        &one,
+        &[
+            "init",
+            "--plugins",
+            "helm",
+            "--domain",
+            "example.com",
+            "--helm-chart",
+            chart.to_str().expect("utf8"),
+        ],
+    );
+    assert!(out.contains("Created helm-charts/greeter"), "{out}");
+    assert_eq!(tree(&one), tree(&two_steps));
+}
+
 /// The generated CRDs and RBAC are exactly what bosun derives for the generated watches file.
 fn assert_fresh(dir: &Path, project: &str) {
     let got = tree(dir);

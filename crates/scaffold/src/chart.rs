@@ -189,3 +189,69 @@ fn unpack(path: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chart_files() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("Chart.yaml", "apiVersion: v2\nname: tiny\nversion: 1.2.3\n"),
+            ("values.yaml", "size: 3\nname: x\nratio: 0.5\n"),
+            (
+                "templates/cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  size: {{ .Values.size | quote }}\n",
+            ),
+        ]
+    }
+
+    /// A `.tgz` is unpacked below its top directory, as `helm pull` archives are laid out.
+    #[test]
+    fn an_archive_is_unpacked_into_the_charts_own_files() {
+        let dir = tempfile::tempdir().expect("dir");
+        let tgz = dir.path().join("tiny-1.2.3.tgz");
+        let gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&tgz).expect("create"),
+            flate2::Compression::default(),
+        );
+        let mut ar = tar::Builder::new(gz);
+        for (name, text) in chart_files() {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(text.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            ar.append_data(&mut h, format!("tiny/{name}"), text.as_bytes())
+                .expect("append");
+        }
+        ar.into_inner().expect("tar").finish().expect("gz");
+        let c = ChartSource::load(&tgz).expect("loads");
+        assert_eq!(c.name, "tiny");
+        let mut got: Vec<(String, Vec<u8>)> = c.files;
+        got.sort();
+        let mut want: Vec<(String, Vec<u8>)> = chart_files()
+            .into_iter()
+            .map(|(n, t)| (n.to_string(), t.as_bytes().to_vec()))
+            .collect();
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(
+            c.values,
+            serde_json::json!({"size": 3, "name": "x", "ratio": 0.5}),
+            "whole numbers as integers, others kept"
+        );
+    }
+
+    #[test]
+    fn a_chart_without_chart_yaml_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("values.yaml"), "a: 1\n").expect("values");
+        let err = ChartSource::load(dir.path())
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            err.contains("does not load") && err.contains("Chart.yaml"),
+            "{err}"
+        );
+    }
+}

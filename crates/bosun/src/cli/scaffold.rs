@@ -19,6 +19,10 @@ pub struct InitArgs {
     /// Name of the project (default: the directory's name).
     #[arg(long)]
     pub project_name: Option<String>,
+    /// With any of --group, --version, --kind, --helm-chart: `create api` runs next with them,
+    /// as operator-sdk's init does.
+    #[command(flatten)]
+    pub api: ApiFlags,
 }
 
 #[derive(Subcommand, Debug)]
@@ -32,6 +36,12 @@ pub struct ApiArgs {
     /// Plugin (default: the project's layout).
     #[arg(long)]
     pub plugins: Option<String>,
+    #[command(flatten)]
+    pub api: ApiFlags,
+}
+
+#[derive(Args, Debug, Default)]
+pub struct ApiFlags {
     /// Resource group (the first label; the domain is appended). Default with a chart: charts.
     #[arg(long)]
     pub group: Option<String>,
@@ -87,7 +97,28 @@ pub fn init(args: InitArgs) -> anyhow::Result<()> {
                 domain: args.domain,
                 project_name: args.project_name,
             };
-            print(helm::init(Path::new("."), &opts, &Registry)?);
+            let a = args.api;
+            let then_api = a.group.is_some()
+                || a.version.is_some()
+                || a.kind.is_some()
+                || a.helm_chart.is_some();
+            let lines = helm::init(Path::new("."), &opts, &Registry)?;
+            if then_api {
+                // operator-sdk prints init's lines but its "Next:" and runs create api.
+                print(
+                    lines
+                        .into_iter()
+                        .filter(|l| !l.starts_with("Next:"))
+                        .collect(),
+                );
+                print(helm::create_api(
+                    Path::new("."),
+                    &api_options(a),
+                    &Registry,
+                )?);
+            } else {
+                print(lines);
+            }
         }
     }
     Ok(())
@@ -98,12 +129,19 @@ pub fn create(cmd: CreateCommand) -> anyhow::Result<()> {
     if let Some(p) = &args.plugins {
         Plugin::parse(p)?;
     }
-    let opts = helm::ApiOptions {
-        group: args.group,
-        version: args.version,
-        kind: args.kind,
-        helm_chart: args.helm_chart,
-    };
-    print(helm::create_api(Path::new("."), &opts, &Registry)?);
+    print(helm::create_api(
+        Path::new("."),
+        &api_options(args.api),
+        &Registry,
+    )?);
     Ok(())
+}
+
+fn api_options(a: ApiFlags) -> helm::ApiOptions {
+    helm::ApiOptions {
+        group: a.group,
+        version: a.version,
+        kind: a.kind,
+        helm_chart: a.helm_chart,
+    }
 }
