@@ -15,11 +15,11 @@ pub enum Error {
     },
     #[error("{dir} is not empty (found {found}): run `bosun init` in an empty directory")]
     NotEmpty { dir: PathBuf, found: String },
-    #[error("no PROJECT file in {0}: run `bosun init --plugins helm` there first, or change to the project's directory")]
+    #[error("no PROJECT file in {0}: run `bosun init --plugins helm` (or ansible) there first, or change to the project's directory")]
     NoProject(PathBuf),
     #[error("{path}: {message}")]
     BadProject { path: PathBuf, message: String },
-    #[error("this project's layout is {layout}, not {plugin}: run `bosun create api` with the project's own plugin")]
+    #[error("this project's layout is {layout}, not {plugin}: run `bosun create api` with the project's own plugin (or none)")]
     WrongPlugin { layout: String, plugin: String },
     #[error("the API resource {0} already exists: choose another --kind (or --version)")]
     Duplicate(String),
@@ -29,11 +29,13 @@ pub enum Error {
         wanted: String,
         short: String,
     },
+    #[error("--group, --version and --kind are needed for an Ansible-based API: pass them (for example --group cache --version v1alpha1 --kind Memcached)")]
+    MissingGvk,
     #[error("either --kind or --helm-chart is needed: pass --helm-chart DIR|CHART.tgz (the kind is then the chart's name), or --kind to start a new chart")]
     NothingToCreate,
     #[error("the chart {path} does not load: {message}. Fix the chart (`helm lint` shows the same problems) or pass another --helm-chart")]
     Chart { path: PathBuf, message: String },
-    #[error("{0} already exists in this project: remove it, or scaffold the kind from the chart that is there with `--helm-chart {0}`")]
+    #[error("{0} already exists in this project: remove it, or choose another --kind")]
     ChartExists(String),
     #[error("watches.yaml has no '# +kubebuilder:scaffold:watch' marker: add that line where `bosun create api` should add entries")]
     NoMarker,

@@ -6,12 +6,16 @@
 //! of the staged `watches.yaml` (the same code as `bosun crd` and `bosun rbac --watches`, so
 //! the generated `config/crd` and `config/rbac` are fresh by construction), and only then moves
 //! the files into place. Anything refused is refused before a file is written.
+pub mod ansible;
 pub mod chart;
+pub mod commands;
 mod error;
 pub mod files;
 pub mod helm;
+pub mod kustomize;
 pub mod names;
 pub mod project;
+pub mod top;
 pub mod watches;
 
 use std::path::Path;
@@ -22,14 +26,25 @@ pub use error::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plugin {
     Helm,
+    Ansible,
 }
 
 impl Plugin {
-    /// operator-sdk's plugin keys: `helm`, `helm.sdk.operatorframework.io/v1`.
+    /// operator-sdk's plugin keys: `helm`, `helm.sdk.operatorframework.io/v1`, `ansible`,
+    /// `ansible.sdk.operatorframework.io/v1`.
     pub fn parse(s: &str) -> Result<Plugin, Error> {
         match s.trim() {
             "helm" | "helm/v1" | "helm.sdk.operatorframework.io/v1" => Ok(Plugin::Helm),
+            "ansible" | "ansible/v1" | "ansible.sdk.operatorframework.io/v1" => Ok(Plugin::Ansible),
             other => Err(Error::UnknownPlugin(other.to_string())),
+        }
+    }
+
+    /// The PROJECT file's `layout`.
+    pub fn layout(self) -> &'static str {
+        match self {
+            Plugin::Helm => "helm.sdk.operatorframework.io/v1",
+            Plugin::Ansible => "ansible.sdk.operatorframework.io/v1",
         }
     }
 }
@@ -37,18 +52,20 @@ impl Plugin {
 /// What bosun derives from a watches file: its CRDs and the RBAC objects of an install.
 #[derive(Debug, Clone, Default)]
 pub struct Derived {
-    /// As `bosun crd --watches` prints them, in order.
+    /// As `bosun crd --watches watches.yaml` prints them, in order.
     pub crds: Vec<serde_json::Value>,
-    /// As `bosun rbac --watches --namespace` prints them, in order.
+    /// As `bosun rbac --watches watches.yaml --namespace <namespace>` prints them, in order.
     pub rbac: Vec<serde_json::Value>,
 }
 
-/// The CLI's derivation (it owns the operator registry): `watches` is None before any kind
-/// exists (the runtime's own rules only).
+/// The CLI's derivation (it owns the operator registry), for the `watches.yaml` in `dir` as
+/// `bosun crd|rbac --watches watches.yaml` print it when run in `dir` (the paths of roles and
+/// playbooks in the CRDs' descriptions are then the project's, not the staging directory's).
+/// `dir` is None before any kind exists: the runtime's own rules only.
 pub trait Derive {
     fn derive(
         &self,
-        watches: Option<&Path>,
+        dir: Option<&Path>,
         namespace: &str,
     ) -> Result<Derived, Box<dyn std::error::Error + Send + Sync>>;
 }

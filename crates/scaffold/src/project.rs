@@ -7,8 +7,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
-pub const HELM_LAYOUT: &str = "helm.sdk.operatorframework.io/v1";
-
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Project {
@@ -100,7 +98,7 @@ mod tests {
     fn a_rendered_project_reads_back() {
         let p = Project {
             domain: "example.com".into(),
-            layout: vec![HELM_LAYOUT.into()],
+            layout: vec![crate::Plugin::Helm.layout().into()],
             multigroup: false,
             project_name: "shop".into(),
             resources: vec![Resource {

@@ -3,14 +3,15 @@
 //! print for the same watches file).
 use std::path::{Path, PathBuf};
 
-use bosun_scaffold::{helm, Derive, Derived, Plugin};
+use bosun_scaffold::commands::{self, ApiOptions, InitOptions};
+use bosun_scaffold::{Derive, Derived, Plugin};
 use clap::{Args, Subcommand};
 
-use crate::manifests::{self, ManifestArgs};
+use serde::Deserialize;
 
 #[derive(Args, Debug)]
 pub struct InitArgs {
-    /// Plugin to scaffold with (operator-sdk's key): helm.
+    /// Plugin to scaffold with (operator-sdk's key): helm or ansible.
     #[arg(long)]
     pub plugins: String,
     /// Domain for groups (kubebuilder's default: my.domain).
@@ -27,7 +28,7 @@ pub struct InitArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum CreateCommand {
-    /// Scaffold a Kubernetes API backed by a Helm chart.
+    /// Scaffold a Kubernetes API backed by a Helm chart or an Ansible role or playbook.
     Api(ApiArgs),
 }
 
@@ -51,36 +52,68 @@ pub struct ApiFlags {
     /// Resource kind. Default: the chart's name in UpperCamelCase.
     #[arg(long)]
     pub kind: Option<String>,
-    /// A chart directory or .tgz to back the kind.
+    /// Helm: a chart directory or .tgz to back the kind.
     #[arg(long)]
     pub helm_chart: Option<PathBuf>,
+    /// Ansible: generate a role skeleton (the default when neither flag is given).
+    #[arg(long)]
+    pub generate_role: bool,
+    /// Ansible: generate a playbook; it imports the role when --generate-role is given too.
+    #[arg(long)]
+    pub generate_playbook: bool,
 }
 
-/// The registry's view of a watches file, as `bosun crd` and `bosun rbac` have it.
+/// `bosun crd` and `bosun rbac` themselves, run in the staged project: the generated files are
+/// what they print there.
 struct Registry;
+
+impl Registry {
+    fn bosun(
+        dir: &Path,
+        args: &[&str],
+    ) -> Result<Vec<serde_json::Value>, Box<dyn std::error::Error + Send + Sync>> {
+        let out = std::process::Command::new(std::env::current_exe()?)
+            .args(args)
+            .current_dir(dir)
+            .output()?;
+        if !out.status.success() {
+            return Err(format!(
+                "bosun {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+            .into());
+        }
+        let text = String::from_utf8(out.stdout)?;
+        let mut docs = Vec::new();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let v = serde_json::Value::deserialize(doc)?;
+            if !v.is_null() {
+                docs.push(v);
+            }
+        }
+        Ok(docs)
+    }
+}
 
 impl Derive for Registry {
     fn derive(
         &self,
-        watches: Option<&Path>,
+        dir: Option<&Path>,
         namespace: &str,
     ) -> Result<Derived, Box<dyn std::error::Error + Send + Sync>> {
-        let args = ManifestArgs {
-            namespace: namespace.to_string(),
-            watches: watches.map(Path::to_path_buf),
-            // No coded operator: the project's kinds only (none before `create api`).
-            operators: Some(vec![]),
-            ..Default::default()
-        };
-        let ops = args.operators().map_err(|e| e.into_boxed_dyn_error())?;
-        let mut crds = Vec::new();
-        for op in &ops {
-            for crd in op.crds() {
-                crds.push(serde_json::to_value(crd)?);
-            }
+        let ns = format!("--namespace={namespace}");
+        match dir {
+            Some(dir) => Ok(Derived {
+                crds: Self::bosun(dir, &["crd", "--watches", "watches.yaml"])?,
+                rbac: Self::bosun(dir, &["rbac", "--watches", "watches.yaml", &ns])?,
+            }),
+            // No kind yet: no coded operator either, the runtime's own rules only.
+            None => Ok(Derived {
+                crds: vec![],
+                rbac: Self::bosun(Path::new("."), &["rbac", "--operators=", &ns])?,
+            }),
         }
-        let rbac = manifests::rbac::objects(&args, &ops).map_err(|e| e.into_boxed_dyn_error())?;
-        Ok(Derived { crds, rbac })
     }
 }
 
@@ -91,57 +124,58 @@ fn print(lines: Vec<String>) {
 }
 
 pub fn init(args: InitArgs) -> anyhow::Result<()> {
-    match Plugin::parse(&args.plugins)? {
-        Plugin::Helm => {
-            let opts = helm::InitOptions {
-                domain: args.domain,
-                project_name: args.project_name,
-            };
-            let a = args.api;
-            let then_api = a.group.is_some()
-                || a.version.is_some()
-                || a.kind.is_some()
-                || a.helm_chart.is_some();
-            let lines = helm::init(Path::new("."), &opts, &Registry)?;
-            if then_api {
-                // operator-sdk prints init's lines but its "Next:" and runs create api.
-                print(
-                    lines
-                        .into_iter()
-                        .filter(|l| !l.starts_with("Next:"))
-                        .collect(),
-                );
-                print(helm::create_api(
-                    Path::new("."),
-                    &api_options(a),
-                    &Registry,
-                )?);
-            } else {
-                print(lines);
-            }
-        }
+    let plugin = Plugin::parse(&args.plugins)?;
+    let opts = InitOptions {
+        domain: args.domain,
+        project_name: args.project_name,
+    };
+    let a = args.api;
+    let then_api = a.group.is_some()
+        || a.version.is_some()
+        || a.kind.is_some()
+        || a.helm_chart.is_some()
+        || a.generate_role
+        || a.generate_playbook;
+    let lines = commands::init(Path::new("."), plugin, &opts, &Registry)?;
+    if then_api {
+        // operator-sdk prints init's lines but its "Next:" and runs create api.
+        print(
+            lines
+                .into_iter()
+                .filter(|l| !l.starts_with("Next:"))
+                .collect(),
+        );
+        print(commands::create_api(
+            Path::new("."),
+            Some(plugin),
+            &api_options(a),
+            &Registry,
+        )?);
+    } else {
+        print(lines);
     }
     Ok(())
 }
 
 pub fn create(cmd: CreateCommand) -> anyhow::Result<()> {
     let CreateCommand::Api(args) = cmd;
-    if let Some(p) = &args.plugins {
-        Plugin::parse(p)?;
-    }
-    print(helm::create_api(
+    let plugin = args.plugins.as_deref().map(Plugin::parse).transpose()?;
+    print(commands::create_api(
         Path::new("."),
+        plugin,
         &api_options(args.api),
         &Registry,
     )?);
     Ok(())
 }
 
-fn api_options(a: ApiFlags) -> helm::ApiOptions {
-    helm::ApiOptions {
+fn api_options(a: ApiFlags) -> ApiOptions {
+    ApiOptions {
         group: a.group,
         version: a.version,
         kind: a.kind,
         helm_chart: a.helm_chart,
+        generate_role: a.generate_role,
+        generate_playbook: a.generate_playbook,
     }
 }

@@ -1,6 +1,7 @@
 //! The project's top-level files: Dockerfile (FROM bosun's image), Makefile (operator-sdk's
 //! target names and variables; recipes call `bosun` and `kubectl`, and download nothing),
 //! `.gitignore`.
+use crate::Plugin;
 
 /// bosun's image at the version of the running binary.
 pub fn image() -> String {
@@ -10,9 +11,19 @@ pub fn image() -> String {
 /// Where the watches file and charts sit in the operator's image.
 pub const HOME: &str = "/opt/bosun";
 
-pub fn dockerfile() -> String {
+pub fn dockerfile(plugin: Plugin) -> String {
+    let copies = match plugin {
+        Plugin::Helm => "COPY watches.yaml ${HOME}/watches.yaml\nCOPY helm-charts  ${HOME}/helm-charts\n",
+        // bosun's engine runs the roles natively: no ansible-galaxy step (requirements.yml
+        // names the collections for the `--ansible-engine ansible` fallback).
+        Plugin::Ansible => "COPY requirements.yml ${HOME}/requirements.yml\nCOPY watches.yaml ${HOME}/watches.yaml\nCOPY roles/ ${HOME}/roles/\nCOPY playbooks/ ${HOME}/playbooks/\n",
+    };
     format!(
-        "# The operator: bosun's image with this project's watches file and charts.\nFROM {image}\n\nENV HOME={HOME}\nCOPY watches.yaml ${{HOME}}/watches.yaml\nCOPY helm-charts  ${{HOME}}/helm-charts\nWORKDIR ${{HOME}}\n",
+        "# The operator: bosun's image with this project's watches file and {what}.\nFROM {image}\n\nENV HOME={HOME}\n{copies}WORKDIR ${{HOME}}\n",
+        what = match plugin {
+            Plugin::Helm => "charts",
+            Plugin::Ansible => "roles and playbooks",
+        },
         image = image()
     )
 }
@@ -21,7 +32,7 @@ pub fn gitignore() -> &'static str {
     "\n# Binaries for programs and plugins\n*.exe\n*.exe~\n*.dll\n*.so\n*.dylib\nbin\n\n# editor and IDE paraphernalia\n.idea\n*.swp\n*.swo\n*~\n"
 }
 
-pub fn makefile(project: &str, domain: &str) -> String {
+pub fn makefile(plugin: Plugin, project: &str, domain: &str) -> String {
     let head = format!(
         "# VERSION defines the project version for the bundle.\nVERSION ?= 0.0.1\n\n# IMAGE_TAG_BASE defines the registry namespace and part of the image name for remote images.\nIMAGE_TAG_BASE ?= {domain}/{project}\n\n# Image URL to use all building/pushing image targets\nIMG ?= controller:latest\n\n# bosun runs the operator, and kubectl's built-in kustomize builds config/: nothing is downloaded.\nBOSUN ?= bosun\nKUBECTL ?= kubectl\nCONTAINER_TOOL ?= docker\n"
     );
@@ -87,5 +98,10 @@ kustomize: ## Check that kubectl (its built-in kustomize builds config/) is inst
 helm-operator: ## Check that bosun (it runs the charts of watches.yaml) is installed.
 	@command -v $(BOSUN) >/dev/null || { echo "bosun not found: install it or set BOSUN=/path/to/bosun"; exit 1; }
 "#;
-    format!("{head}{body}")
+    // operator-sdk's name for the target that provides the runner.
+    let runner = match plugin {
+        Plugin::Helm => "helm-operator",
+        Plugin::Ansible => "ansible-operator",
+    };
+    format!("{head}{}", body.replace("helm-operator", runner))
 }

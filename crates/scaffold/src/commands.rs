@@ -1,19 +1,14 @@
-//! The helm plugin (`helm.sdk.operatorframework.io/v1`): `init` and `create api`, each
-//! planned as a [`Tree`] (pure), then staged, completed with what [`Derive`] says about the
-//! staged watches file, and committed.
-pub mod config;
-pub mod top;
-
+//! `init` and `create api` for every plugin: each planned as a [`Tree`] (pure), then staged,
+//! completed with what [`Derive`] says about the staged watches file, and committed. What
+//! differs per plugin — the runner of a kind (a chart, a role, a playbook) and a few files —
+//! is in [`crate::helm`] and [`crate::ansible`].
 use std::path::{Path, PathBuf};
 
-use crate::chart::ChartSource;
 use crate::files::{Stage, Tree};
-use crate::project::{Project, Resource, HELM_LAYOUT};
-use crate::{names, watches, Derive, Derived, Error};
-use config::KindRef;
+use crate::kustomize::{self, KindRef};
+use crate::project::{Project, Resource};
+use crate::{ansible, helm, names, top, watches, Derive, Derived, Error, Plugin};
 
-pub const DEFAULT_GROUP: &str = "charts";
-pub const DEFAULT_VERSION: &str = "v1alpha1";
 /// kubebuilder's default `--domain`.
 pub const DEFAULT_DOMAIN: &str = "my.domain";
 
@@ -37,36 +32,64 @@ pub struct ApiOptions {
     pub group: Option<String>,
     pub version: Option<String>,
     pub kind: Option<String>,
-    /// A chart directory or `.tgz`.
+    /// Helm: a chart directory or `.tgz`.
     pub helm_chart: Option<PathBuf>,
+    /// Ansible: a role skeleton (`roles/<kind>/`).
+    pub generate_role: bool,
+    /// Ansible: a playbook (`playbooks/<kind>.yml`), importing the role when there is one.
+    pub generate_playbook: bool,
+}
+
+/// What a plugin contributes to `create api`: the kind, its runner's files and watches entry,
+/// and the sample's spec.
+pub struct Api {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub files: Tree,
+    /// The watches entry, given the full group.
+    pub entry: Box<dyn Fn(&str) -> String>,
+    pub sample_spec: serde_json::Value,
+    /// The comment above the sample's spec.
+    pub sample_note: &'static str,
+    /// Lines printed after the scaffold is written (`Created helm-charts/x`).
+    pub created: Vec<String>,
 }
 
 /// What `init` writes before the RBAC is derived.
-pub fn plan_init(project: &str, domain: &str) -> Tree {
+pub fn plan_init(plugin: Plugin, project: &str, domain: &str) -> Tree {
     let mut t = Tree::default();
     let p = Project {
         domain: domain.to_string(),
-        layout: vec![HELM_LAYOUT.to_string()],
+        layout: vec![plugin.layout().to_string()],
         multigroup: false,
         project_name: project.to_string(),
         resources: vec![],
     };
     t.put("PROJECT", p.render());
     t.put("watches.yaml", watches::initial());
-    t.put("Dockerfile", top::dockerfile());
-    t.put("Makefile", top::makefile(project, domain));
+    t.put("Dockerfile", top::dockerfile(plugin));
+    t.put("Makefile", top::makefile(plugin, project, domain));
     t.put(".gitignore", top::gitignore());
     t.put(
         "config/rbac/kustomization.yaml",
-        config::rbac_kustomization(&[]),
+        kustomize::rbac_kustomization(&[]),
     );
-    t.dirs.push("helm-charts".into());
-    t.extend(config::init(project));
+    t.extend(kustomize::init(project));
+    match plugin {
+        Plugin::Helm => t.dirs.push("helm-charts".into()),
+        Plugin::Ansible => t.extend(ansible::init()),
+    }
     t
 }
 
-/// `bosun init --plugins helm` in `dir` (which must be empty but for dotfiles).
-pub fn init(dir: &Path, opts: &InitOptions, derive: &dyn Derive) -> Result<Vec<String>, Error> {
+/// `bosun init --plugins <plugin>` in `dir` (which must be empty but for dotfiles).
+pub fn init(
+    dir: &Path,
+    plugin: Plugin,
+    opts: &InitOptions,
+    derive: &dyn Derive,
+) -> Result<Vec<String>, Error> {
     let domain = opts.domain.as_deref().unwrap_or(DEFAULT_DOMAIN);
     names::check_subdomain("domain", domain)?;
     let project = match &opts.project_name {
@@ -79,25 +102,24 @@ pub fn init(dir: &Path, opts: &InitOptions, derive: &dyn Derive) -> Result<Vec<S
     };
     names::check_project_name(&project)?;
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
-    let found: Vec<String> = std::fs::read_dir(dir)
+    let mut found: Vec<String> = std::fs::read_dir(dir)
         .map_err(Error::io(dir))?
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| !n.starts_with('.'))
         .collect();
     if !found.is_empty() {
-        let mut found = found;
         found.sort();
         return Err(Error::NotEmpty {
             dir: dir.to_path_buf(),
             found: found.join(", "),
         });
     }
-    let mut tree = plan_init(&project, domain);
+    let mut tree = plan_init(plugin, &project, domain);
     let stage = Stage::new(dir)?;
     stage.write(&tree)?;
     let derived = derive
-        .derive(None, &config::namespace(&project))
+        .derive(None, &kustomize::namespace(&project))
         .map_err(Error::Derive)?;
     let extra = derived_files(&derived)?;
     stage.write(&extra)?;
@@ -110,54 +132,55 @@ pub fn init(dir: &Path, opts: &InitOptions, derive: &dyn Derive) -> Result<Vec<S
     ])
 }
 
+/// The project's plugin, from its layout; `asked` (a `--plugins` flag) must agree.
+fn plugin_of(project: &Project, asked: Option<Plugin>) -> Result<Plugin, Error> {
+    let found = [Plugin::Helm, Plugin::Ansible]
+        .into_iter()
+        .find(|p| project.layout.iter().any(|l| l == p.layout()));
+    match (found, asked) {
+        (Some(f), None) => Ok(f),
+        (Some(f), Some(a)) if f == a => Ok(f),
+        (_, a) => Err(Error::WrongPlugin {
+            layout: project.layout.join(","),
+            plugin: a.unwrap_or(Plugin::Helm).layout().into(),
+        }),
+    }
+}
+
 /// `bosun create api` in the project at `dir`.
 pub fn create_api(
     dir: &Path,
+    asked: Option<Plugin>,
     opts: &ApiOptions,
     derive: &dyn Derive,
 ) -> Result<Vec<String>, Error> {
     let mut project = Project::read(dir)?;
-    if !project.layout.iter().any(|l| l == HELM_LAYOUT) {
-        return Err(Error::WrongPlugin {
-            layout: project.layout.join(","),
-            plugin: HELM_LAYOUT.into(),
-        });
-    }
-    let chart = match (&opts.helm_chart, &opts.kind) {
-        (Some(path), _) => ChartSource::load(path)?,
-        (None, Some(kind)) => {
-            names::check_kind(kind)?;
-            ChartSource::new_for(kind)
-        }
-        (None, None) => return Err(Error::NothingToCreate),
+    let plugin = plugin_of(&project, asked)?;
+    let api = match plugin {
+        Plugin::Helm => helm::api(opts)?,
+        Plugin::Ansible => ansible::api(opts)?,
     };
-    let short_group = opts.group.clone().unwrap_or_else(|| DEFAULT_GROUP.into());
-    let version = opts
-        .version
-        .clone()
-        .unwrap_or_else(|| DEFAULT_VERSION.into());
-    let kind = opts
-        .kind
-        .clone()
-        .unwrap_or_else(|| names::upper_camel(&chart.name));
-    names::check_subdomain("group", &short_group)?;
-    names::check_version(&version)?;
-    names::check_kind(&kind)?;
+    names::check_subdomain("group", &api.group)?;
+    names::check_version(&api.version)?;
+    names::check_kind(&api.kind)?;
     let res = Resource {
-        group: short_group.clone(),
+        group: api.group.clone(),
         domain: project.domain.clone(),
-        version: version.clone(),
-        kind: kind.clone(),
+        version: api.version.clone(),
+        kind: api.kind.clone(),
     };
     let group = res.full_group();
     names::check_subdomain("group", &group)?;
-    // One CRD per kind: bosun serves one version of a kind from one chart.
+    // One CRD per kind: bosun serves one version of a kind from one runner.
     if project
         .resources
         .iter()
-        .any(|r| r.full_group() == group && r.kind == kind)
+        .any(|r| r.full_group() == group && r.kind == api.kind)
     {
-        return Err(Error::Duplicate(format!("{kind}.{group}/{version}")));
+        return Err(Error::Duplicate(format!(
+            "{}.{group}/{}",
+            api.kind, api.version
+        )));
     }
     if !project.multigroup {
         if let Some(other) = project.resources.iter().find(|r| r.full_group() != group) {
@@ -168,23 +191,26 @@ pub fn create_api(
             });
         }
     }
-    let chart_dir = format!("helm-charts/{}", chart.name);
-    if dir.join(&chart_dir).exists() {
-        return Err(Error::ChartExists(chart_dir));
+    if let Some(taken) = api
+        .files
+        .files
+        .keys()
+        .find_map(|f| runner_dir(f).filter(|d| dir.join(d).exists()))
+    {
+        return Err(Error::ChartExists(taken));
     }
 
-    let mut tree = Tree::default();
-    for (rel, data) in &chart.files {
-        tree.put(format!("{chart_dir}/{rel}"), data.clone());
-    }
+    let mut tree = api.files;
     let watches_path = dir.join("watches.yaml");
     let current = match std::fs::read_to_string(&watches_path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => watches::initial(),
         Err(e) => return Err(Error::io(&watches_path)(e)),
     };
-    let entry = watches::chart_entry(&group, &version, &kind, &chart_dir);
-    tree.put("watches.yaml", watches::insert(&current, &entry)?);
+    tree.put(
+        "watches.yaml",
+        watches::insert(&current, &(api.entry)(&group))?,
+    );
     project.resources.push(res);
     tree.put("PROJECT", project.render());
 
@@ -203,19 +229,19 @@ pub fn create_api(
     let name = &project.project_name;
     tree.put(
         "config/rbac/kustomization.yaml",
-        config::rbac_kustomization(&kinds),
+        kustomize::rbac_kustomization(&kinds),
     );
-    tree.extend(config::kind_roles(name, new));
-    let sample =
-        config::sample(name, new, &chart.values).map_err(|e| Error::Derive(Box::new(e)))?;
+    tree.extend(kustomize::kind_roles(name, new));
+    let sample = kustomize::sample(name, new, &api.sample_spec, api.sample_note)
+        .map_err(|e| Error::Derive(Box::new(e)))?;
     tree.put(
-        format!("config/samples/{}", config::sample_name(new)),
+        format!("config/samples/{}", kustomize::sample_name(new)),
         sample,
     );
-    let samples: Vec<String> = kinds.iter().map(config::sample_name).collect();
+    let samples: Vec<String> = kinds.iter().map(kustomize::sample_name).collect();
     tree.put(
         "config/samples/kustomization.yaml",
-        config::samples_kustomization(&samples),
+        kustomize::samples_kustomization(&samples),
     );
     uncomment(
         dir,
@@ -231,28 +257,39 @@ pub fn create_api(
     )?;
 
     let stage = Stage::new(dir)?;
-    stage.copy_in("helm-charts")?;
+    // What the staged watches file refers to besides the new files.
+    for runners in ["helm-charts", "roles", "playbooks"] {
+        stage.copy_in(runners)?;
+    }
     stage.write(&tree)?;
     let derived = derive
-        .derive(
-            Some(&stage.path().join("watches.yaml")),
-            &config::namespace(name),
-        )
+        .derive(Some(stage.path()), &kustomize::namespace(name))
         .map_err(Error::Derive)?;
     let extra = derived_files(&derived)?;
     stage.write(&extra)?;
     tree.extend(extra);
     stage.commit(&tree)?;
-    Ok(vec![
-        "Writing kustomize manifests for you to edit...".into(),
-        "Writing scaffold for you to edit...".into(),
-        format!("Created {chart_dir}"),
-        "Generating RBAC rules".into(),
-        format!(
-            "Next: install the CRD and run the operator with:\n$ make install run\nthen create the sample:\n$ kubectl apply -f config/samples/{}",
-            config::sample_name(new)
-        ),
-    ])
+    let mut out = vec![
+        "Writing kustomize manifests for you to edit...".to_string(),
+        "Writing scaffold for you to edit...".to_string(),
+    ];
+    out.extend(api.created);
+    out.push("Generating RBAC rules".into());
+    out.push(format!(
+        "Next: install the CRD and run the operator with:\n$ make install run\nthen create the sample:\n$ kubectl apply -f config/samples/{}",
+        kustomize::sample_name(new)
+    ));
+    Ok(out)
+}
+
+/// The directory a runner file creates (`helm-charts/x`, `roles/x`), or the playbook itself.
+fn runner_dir(file: &str) -> Option<String> {
+    let mut parts = file.split('/');
+    match (parts.next(), parts.next()) {
+        (Some(top @ ("helm-charts" | "roles")), Some(name)) => Some(format!("{top}/{name}")),
+        (Some("playbooks"), Some(_)) => Some(file.to_string()),
+        _ => None,
+    }
 }
 
 /// operator-sdk's `create api` turns on the kustomize lines of the first API.
@@ -298,7 +335,7 @@ pub fn derived_files(d: &Derived) -> Result<Tree, Error> {
     if !bases.is_empty() {
         t.put(
             "config/crd/kustomization.yaml",
-            config::crd_kustomization(&bases),
+            kustomize::crd_kustomization(&bases),
         );
     }
     for obj in &d.rbac {

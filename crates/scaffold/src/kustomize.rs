@@ -1,7 +1,7 @@
 //! `config/`: the kustomize layout operator-sdk scaffolds (default, manager, rbac, crd,
 //! samples, prometheus, network-policy, manifests, scorecard), running `bosun run` as the
 //! manager. The CRDs and the operator's own RBAC are not templates: they are what `bosun crd`
-//! and `bosun rbac --watches` derive from the charts (see [`crate::Derive`]).
+//! and `bosun rbac --watches` derive from the watches file (see [`crate::Derive`]).
 use crate::files::Tree;
 
 /// The ServiceAccount `bosun rbac` binds its roles to.
@@ -167,7 +167,7 @@ metadata:
       serviceAccountName: {SERVICE_ACCOUNT}
       terminationGracePeriodSeconds: 10
 "#,
-        home = super::top::HOME
+        home = crate::top::HOME
     )
 }
 
@@ -287,17 +287,18 @@ pub fn sample_name(k: &KindRef) -> String {
     format!("{}_{}_{}.yaml", k.short_group, k.version, k.lower())
 }
 
-/// A custom resource whose spec is the chart's values.
+/// A custom resource with `values` as its spec (`note` says where they come from).
 pub fn sample(
     project: &str,
     k: &KindRef,
     values: &serde_json::Value,
+    note: &str,
 ) -> Result<String, serde_yaml::Error> {
     let spec = match values {
         serde_json::Value::Object(m) if !m.is_empty() => {
             let body = serde_yaml::to_string(values)?;
             let indented: String = body.lines().map(|l| format!("  {l}\n")).collect();
-            format!("spec:\n  # Default values copied from <project_dir>/helm-charts/<chart>/values.yaml\n{indented}")
+            format!("spec:\n  # {note}\n{indented}")
         }
         _ => "spec: {}\n".to_string(),
     };
