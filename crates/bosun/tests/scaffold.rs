@@ -181,6 +181,7 @@ fn the_layout_is_operator_sdks() {
     for target in [
         "all:",
         "help:",
+        "manifests:",
         "run:",
         "docker-build:",
         "docker-push:",
@@ -197,7 +198,12 @@ fn the_layout_is_operator_sdks() {
             "target {target}"
         );
     }
-    assert!(make.contains("$(BOSUN) run --watches ./watches.yaml"));
+    assert!(make.contains("\n\t$(BOSUN) run --watches watches.yaml\n"));
+    assert!(
+        make.contains("\nmanifests: helm-operator ##")
+            && make.contains("\n\t$(BOSUN) generate manifests\n")
+    );
+    assert!(make.contains("\ninstall: manifests kustomize ##"));
     for fetch in ["curl", "wget", "go install", "GOBIN"] {
         assert!(!make.contains(fetch), "the Makefile downloads ({fetch})");
     }
@@ -787,24 +793,59 @@ fn ansible_refusals_name_the_fix() {
     assert_eq!(tree(tmp.path()), before);
 }
 
-/// A scaffolded Ansible operator converges with a task pasted into its generated role: the
-/// native engine runs it as the project's own ServiceAccount.
+/// A scaffolded Ansible operator converges with tasks pasted into its generated role, once
+/// `bosun generate manifests` (the Makefile's `manifests`) derived the RBAC they need: the
+/// native engine runs them as the project's own ServiceAccount.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scaffolded_ansible_operator_converges_from_its_own_sample() {
     let project = "parrot-operator";
     let (_tmp, dir) = ansible_project(project, "Parrot", &["--generate-role"]);
     std::fs::write(
         dir.join("roles/parrot/tasks/main.yml"),
-        "---\n- name: echo the spec into the status\n  operator_sdk.util.k8s_status:\n    api_version: cache.example.com/v1alpha1\n    kind: Parrot\n    name: \"{{ ansible_operator_meta.name }}\"\n    namespace: \"{{ ansible_operator_meta.namespace }}\"\n    status:\n      echoed: \"{{ foo }}\"\n",
+        r#"---
+- name: a ConfigMap with what the parrot says
+  kubernetes.core.k8s:
+    definition:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: "{{ ansible_operator_meta.name }}-words"
+        namespace: "{{ ansible_operator_meta.namespace }}"
+      data:
+        words: "{{ foo }}"
+- name: and in the status
+  operator_sdk.util.k8s_status:
+    api_version: cache.example.com/v1alpha1
+    kind: Parrot
+    name: "{{ ansible_operator_meta.name }}"
+    namespace: "{{ ansible_operator_meta.namespace }}"
+    status:
+      said: "{{ foo }}"
+"#,
     )
-    .expect("paste the task");
+    .expect("paste the tasks");
+    let role = || std::fs::read_to_string(dir.join("config/rbac/role.yaml")).expect("role");
+    assert!(!role().contains("configmaps"), "the empty role needed none");
+    let out = ok(&dir, &["generate", "manifests"]);
+    assert!(out.contains("Wrote config/rbac/role.yaml"), "{out}");
+    assert!(role().contains("configmaps"), "{}", role());
+    assert_fresh(&dir, project);
+
     let running = Running::start(&dir, project).await;
     let gvk = GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Parrot");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "parrots");
-    let (_running, parrot) = running
+    let (running, parrot) = running
         .wait(&ar, "parrot-sample", |o| {
-            condition_true(o, "Successful") && o.data["status"]["echoed"] == "bar"
+            condition_true(o, "Successful") && o.data["status"]["said"] == "bar"
         })
         .await;
     assert_eq!(parrot.data["spec"]["foo"], "bar", "the sample's spec");
+    let cm = Api::<ConfigMap>::namespaced(running.admin.clone(), &running.ns)
+        .get("parrot-sample-words")
+        .await
+        .expect("the role's ConfigMap");
+    assert_eq!(
+        cm.data.expect("data").get("words").map(String::as_str),
+        Some("bar")
+    );
 }

@@ -197,7 +197,7 @@ pub fn create_api(
         .keys()
         .find_map(|f| runner_dir(f).filter(|d| dir.join(d).exists()))
     {
-        return Err(Error::ChartExists(taken));
+        return Err(Error::RunnerExists(taken));
     }
 
     let mut tree = api.files;
@@ -232,8 +232,13 @@ pub fn create_api(
         kustomize::rbac_kustomization(&kinds),
     );
     tree.extend(kustomize::kind_roles(name, new));
-    let sample = kustomize::sample(name, new, &api.sample_spec, api.sample_note)
-        .map_err(|e| Error::Derive(Box::new(e)))?;
+    let sample =
+        kustomize::sample(name, new, &api.sample_spec, api.sample_note).map_err(|source| {
+            Error::Yaml {
+                what: "the sample".into(),
+                source,
+            }
+        })?;
     tree.put(
         format!("config/samples/{}", kustomize::sample_name(new)),
         sample,
@@ -282,6 +287,20 @@ pub fn create_api(
     Ok(out)
 }
 
+/// `bosun generate manifests` (the Makefile's `manifests`): config/crd and config/rbac derived
+/// again from the project's watches file, after a chart, a role or the watches file changed.
+pub fn generate_manifests(dir: &Path, derive: &dyn Derive) -> Result<Vec<String>, Error> {
+    let project = Project::read(dir)?;
+    let derived = derive
+        .derive(Some(dir), &kustomize::namespace(&project.project_name))
+        .map_err(Error::Derive)?;
+    let tree = derived_files(&derived)?;
+    let stage = Stage::new(dir)?;
+    stage.write(&tree)?;
+    stage.commit(&tree)?;
+    Ok(tree.files.keys().map(|f| format!("Wrote {f}")).collect())
+}
+
 /// The directory a runner file creates (`helm-charts/x`, `roles/x`), or the playbook itself.
 fn runner_dir(file: &str) -> Option<String> {
     let mut parts = file.split('/');
@@ -316,7 +335,10 @@ fn uncomment(dir: &Path, tree: &mut Tree, rel: &str, line: &str) -> Result<(), E
 }
 
 fn doc(v: &serde_json::Value) -> Result<String, Error> {
-    let body = serde_yaml::to_string(v).map_err(|e| Error::Derive(Box::new(e)))?;
+    let body = serde_yaml::to_string(v).map_err(|source| Error::Yaml {
+        what: format!("{} {}", v["kind"], v["metadata"]["name"]),
+        source,
+    })?;
     Ok(format!("---\n{body}"))
 }
 

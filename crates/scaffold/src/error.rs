@@ -36,9 +36,15 @@ pub enum Error {
     #[error("the chart {path} does not load: {message}. Fix the chart (`helm lint` shows the same problems) or pass another --helm-chart")]
     Chart { path: PathBuf, message: String },
     #[error("{0} already exists in this project: remove it, or choose another --kind")]
-    ChartExists(String),
+    RunnerExists(String),
     #[error("watches.yaml has no '# +kubebuilder:scaffold:watch' marker: add that line where `bosun create api` should add entries")]
     NoMarker,
+    #[error("writing {what} as YAML: {source}")]
+    Yaml {
+        what: String,
+        #[source]
+        source: serde_yaml::Error,
+    },
     #[error("deriving the CRDs and RBAC: {0}")]
     Derive(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("{path}: {source}")]

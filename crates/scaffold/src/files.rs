@@ -1,7 +1,8 @@
 //! A project as a map of relative paths to bytes, and the one writer: everything is written
 //! into a hidden staging directory inside the target first, and only once every file is there
-//! are they renamed into place — a failure (a chart that does not load, a derivation error, a
-//! full disk) leaves the project as it was.
+//! are they renamed into place — a failure before that (a chart that does not load, a
+//! derivation error, a full disk) leaves the project as it was. The renames themselves (same
+//! filesystem, each atomic) are the only step that could stop half-way.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

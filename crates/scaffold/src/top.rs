@@ -50,7 +50,11 @@ help: ## Display this help.
 
 .PHONY: run
 run: helm-operator ## Run against the configured Kubernetes cluster in ~/.kube/config
-	$(BOSUN) run --watches ./watches.yaml
+	$(BOSUN) run --watches watches.yaml
+
+.PHONY: manifests
+manifests: helm-operator ## Generate the CRDs (config/crd/bases) and the operator's RBAC (config/rbac) from watches.yaml and what its charts or roles do.
+	$(BOSUN) generate manifests
 
 .PHONY: docker-build
 docker-build: ## Build docker image with the manager.
@@ -75,15 +79,15 @@ ifndef ignore-not-found
 endif
 
 .PHONY: install
-install: kustomize ## Install CRDs into the K8s cluster specified in ~/.kube/config.
+install: manifests kustomize ## Install CRDs into the K8s cluster specified in ~/.kube/config.
 	$(KUBECTL) kustomize config/crd | $(KUBECTL) apply -f -
 
 .PHONY: uninstall
-uninstall: kustomize ## Uninstall CRDs from the K8s cluster specified in ~/.kube/config. Call with ignore-not-found=true to ignore resource not found errors during deletion.
+uninstall: manifests kustomize ## Uninstall CRDs from the K8s cluster specified in ~/.kube/config. Call with ignore-not-found=true to ignore resource not found errors during deletion.
 	$(KUBECTL) kustomize config/crd | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
 .PHONY: deploy
-deploy: kustomize ## Deploy controller to the K8s cluster specified in ~/.kube/config.
+deploy: manifests kustomize ## Deploy controller to the K8s cluster specified in ~/.kube/config.
 	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' | $(KUBECTL) apply -f -
 
 .PHONY: undeploy

@@ -40,6 +40,9 @@ pub enum Command {
     /// Scaffold an API in the current project (operator-sdk's `create api`).
     #[command(subcommand)]
     Create(scaffold::CreateCommand),
+    /// Generate files of the current project: `manifests` (config/crd and config/rbac).
+    #[command(subcommand)]
+    Generate(scaffold::GenerateCommand),
     /// Print the version.
     Version,
 }
@@ -68,6 +71,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Render(args) => render::run(args),
         Command::Init(args) => scaffold::init(args),
         Command::Create(cmd) => scaffold::create(cmd),
+        Command::Generate(cmd) => scaffold::generate(cmd),
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -32,6 +32,13 @@ pub enum CreateCommand {
     Api(ApiArgs),
 }
 
+#[derive(Subcommand, Debug)]
+pub enum GenerateCommand {
+    /// Regenerate config/crd/bases and config/rbac from the project's watches.yaml (what
+    /// `bosun crd` and `bosun rbac --watches` print), after a chart or role changed.
+    Manifests,
+}
+
 #[derive(Args, Debug)]
 pub struct ApiArgs {
     /// Plugin (default: the project's layout).
@@ -166,6 +173,12 @@ pub fn create(cmd: CreateCommand) -> anyhow::Result<()> {
         &api_options(args.api),
         &Registry,
     )?);
+    Ok(())
+}
+
+pub fn generate(cmd: GenerateCommand) -> anyhow::Result<()> {
+    let GenerateCommand::Manifests = cmd;
+    print(commands::generate_manifests(Path::new("."), &Registry)?);
     Ok(())
 }
 
