@@ -266,6 +266,34 @@ fn init_with_a_chart_is_init_then_create_api() {
     assert_eq!(tree(&one), tree(&two_steps));
 }
 
+/// A chart archive (`helm package`'s layout: files under the chart's directory) scaffolds the
+/// same project as the chart's directory.
+#[test]
+fn a_chart_archive_scaffolds_what_its_directory_does() {
+    let (_tmp, from_dir) = greeter_project("packed");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let tgz = tmp.path().join("greeter-0.1.0.tgz");
+    let gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&tgz).expect("create"),
+        flate2::Compression::default(),
+    );
+    let mut ar = tar::Builder::new(gz);
+    ar.append_dir_all("greeter", greeter()).expect("pack");
+    ar.into_inner().expect("tar").finish().expect("gz");
+    let dir = tmp.path().join("packed");
+    std::fs::create_dir(&dir).expect("mkdir");
+    ok(
+        &dir,
+        &["init", "--plugins", "helm", "--domain", "example.com"],
+    );
+    let out = ok(
+        &dir,
+        &["create", "api", "--helm-chart", tgz.to_str().expect("utf8")],
+    );
+    assert!(out.contains("Created helm-charts/greeter"), "{out}");
+    assert_eq!(tree(&dir), tree(&from_dir));
+}
+
 /// The generated CRDs and RBAC are exactly what bosun derives for the generated watches file.
 fn assert_fresh(dir: &Path, project: &str) {
     let got = tree(dir);
