@@ -4,6 +4,7 @@ mod crd;
 mod dev;
 mod render;
 mod run;
+mod scaffold;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +35,14 @@ pub enum Command {
     Dev(dev::DevArgs),
     /// Render a Helm chart as `helm template` does, with bosun's own engine.
     Render(render::RenderArgs),
+    /// Initialize a new operator project (operator-sdk's `init`): `--plugins helm`.
+    Init(scaffold::InitArgs),
+    /// Scaffold an API in the current project (operator-sdk's `create api`).
+    #[command(subcommand)]
+    Create(scaffold::CreateCommand),
+    /// Generate files of the current project: `manifests` (config/crd and config/rbac).
+    #[command(subcommand)]
+    Generate(scaffold::GenerateCommand),
     /// Print the version.
     Version,
 }
@@ -60,6 +69,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         #[cfg(feature = "dev")]
         Command::Dev(args) => dev::dev(args).await,
         Command::Render(args) => render::run(args),
+        Command::Init(args) => scaffold::init(args),
+        Command::Create(cmd) => scaffold::create(cmd),
+        Command::Generate(cmd) => scaffold::generate(cmd),
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
             Ok(())
