@@ -7,10 +7,12 @@
 //! The serving certificate comes from files (a cert-manager Secret mounted in the pod) or is
 //! generated with its CA, and is renewed without a restart ([`certs`]). [`config`] builds the
 //! webhook configurations and a CRD's conversion stanza, with the CA injected by bosun or by
-//! cert-manager. Hostile requests are refused, never a crash ([`server`]).
+//! cert-manager. An operator hands the manager a [`Plan`] to have them served on every
+//! replica. Hostile requests are refused, never a crash ([`server`]).
 pub mod certs;
 pub mod config;
 pub mod handler;
+pub mod plan;
 pub mod review;
 pub mod server;
 
@@ -23,6 +25,7 @@ use serde_json::Value;
 
 pub use certs::{CertError, CertSource, Certificates};
 pub use handler::{Admission, Verdict};
+pub use plan::{Configurations, Plan};
 pub use review::Operation;
 pub use server::{serve, Serving, WebhookError};
 

@@ -39,6 +39,8 @@ pub enum WebhookError {
     },
     #[error("serving certificate: {0}")]
     Cert(#[from] CertError),
+    #[error("writing the webhook configurations: {0}")]
+    Register(kube::Error),
 }
 
 fn json<T: serde::Serialize>(body: &T) -> Response {
