@@ -202,7 +202,8 @@ pub async fn serve(
     })
 }
 
-async fn rotate(certificates: Arc<Certificates>, shutdown: CancellationToken) {
+/// Renews the certificate every [`Certificates::rotate_every`] until `shutdown`.
+pub(crate) async fn rotate(certificates: Arc<Certificates>, shutdown: CancellationToken) {
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,

@@ -317,3 +317,26 @@ async fn certificate_files_are_read_again_only_when_they_change() {
     stop.cancel();
     serving.stopped().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_generated_certificate_is_renewed_at_two_thirds_of_its_validity() {
+    let validity = std::time::Duration::from_secs(30 * 24 * 3600);
+    let certs = Arc::new(
+        Certificates::new(CertSource::Generated {
+            hosts: vec!["127.0.0.1".into()],
+            validity,
+        })
+        .expect("certs"),
+    );
+    assert_eq!(certs.rotate_every(), validity * 2 / 3);
+    let first = certs.serving_der();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(server::rotate(certs.clone(), stop.clone()));
+    // Virtual time: the renewal is due at 20 days, not before.
+    tokio::time::sleep(validity * 2 / 3 - std::time::Duration::from_secs(1)).await;
+    assert_eq!(certs.serving_der(), first, "not renewed early");
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_ne!(certs.serving_der(), first, "renewed once due");
+    stop.cancel();
+    task.await.expect("join");
+}
