@@ -14,16 +14,10 @@
 //!   vCenter (default 60);
 //! - `BOSUN_VMGROUP_PARALLEL` — clones and power operations in flight per group (default 4);
 //! - `BOSUN_VMGROUP_REQUEST_TIMEOUT_SECONDS` — the bound on one vCenter request (default 60);
-//! - `BOSUN_VMGROUP_WEBHOOK_ADDR` — serve the defaulting and validating webhooks
-//!   ([`crate::webhook`]) on this address, e.g. `0.0.0.0:9443` (default: not served);
-//! - `BOSUN_VMGROUP_WEBHOOK_CERT_DIR` — `tls.crt` and `tls.key` there (a cert-manager
-//!   Certificate's Secret mounted in the pod); the manifests then carry the configurations
-//!   with cert-manager's CA injection. Without it a CA and certificate are generated at start
-//!   and the operator writes the configurations with that CA itself (one replica only);
-//! - `BOSUN_VMGROUP_WEBHOOK_SERVICE` — `namespace/name:port` of the Service in front of the
-//!   webhook, which the written configurations point at; without it they point at
-//!   `https://<the bound address>` (the API server on the same machine: development).
-use std::net::SocketAddr;
+//! - `BOSUN_VMGROUP_WEBHOOK_ADDR`, `BOSUN_VMGROUP_WEBHOOK_CERT_DIR`,
+//!   `BOSUN_VMGROUP_WEBHOOK_SERVICE` — the defaulting and validating webhooks
+//!   ([`crate::webhook`]), as [`bosun_runtime::webhook::settings`] reads them (default: not
+//!   served).
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,12 +27,10 @@ use bosun_runtime::events::Events;
 use bosun_runtime::manager::{ControllerContext, Operator, OperatorError};
 use bosun_runtime::rbac::{named_rule, rule, Rbac};
 use bosun_runtime::status::StatusWriter;
-use bosun_runtime::webhook::config::Target;
-use bosun_runtime::webhook::{CertSource, Plan};
+use bosun_runtime::webhook::{Plan, Settings as WebhookSettings};
 use bosun_runtime::{Primary, Wiring};
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{Client, CustomResourceExt};
 
 use crate::api::VmGroup;
@@ -61,41 +53,6 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// None: no webhooks.
     pub webhook: Option<WebhookSettings>,
-}
-
-/// Where and how the webhooks are served (see the module documentation).
-#[derive(Clone, Debug, PartialEq)]
-pub struct WebhookSettings {
-    pub listen: SocketAddr,
-    pub cert_dir: Option<PathBuf>,
-    /// `namespace`, `name`, `port` of the Service; None: the bound address itself.
-    pub service: Option<(String, String, i32)>,
-    /// The name of the configurations written with a generated CA.
-    pub configuration: String,
-    /// Only VmGroups in matching namespaces are reviewed (None: all).
-    pub namespace_selector: Option<LabelSelector>,
-}
-
-impl WebhookSettings {
-    pub fn new(listen: SocketAddr) -> Self {
-        WebhookSettings {
-            listen,
-            cert_dir: None,
-            service: None,
-            configuration: crate::webhook::CONFIGURATION.into(),
-            namespace_selector: None,
-        }
-    }
-}
-
-/// `namespace/name:port` (port 443 when absent).
-fn parse_service(s: &str) -> Option<(String, String, i32)> {
-    let (ns, rest) = s.split_once('/')?;
-    let (name, port) = match rest.split_once(':') {
-        Some((n, p)) => (n, p.parse().ok()?),
-        None => (rest, 443),
-    };
-    (!ns.is_empty() && !name.is_empty()).then(|| (ns.to_string(), name.to_string(), port))
 }
 
 impl Default for Settings {
@@ -143,15 +100,11 @@ impl Settings {
                 .filter(|s| *s > 0)
                 .map(Duration::from_secs)
                 .unwrap_or(d.request_timeout),
-            webhook: get("BOSUN_VMGROUP_WEBHOOK_ADDR")
-                .and_then(|a| a.parse().ok())
-                .map(|listen| WebhookSettings {
-                    cert_dir: get("BOSUN_VMGROUP_WEBHOOK_CERT_DIR").map(PathBuf::from),
-                    service: get("BOSUN_VMGROUP_WEBHOOK_SERVICE")
-                        .as_deref()
-                        .and_then(parse_service),
-                    ..WebhookSettings::new(listen)
-                }),
+            webhook: WebhookSettings::from_lookup(
+                "BOSUN_VMGROUP",
+                crate::webhook::CONFIGURATION,
+                &get,
+            ),
         }
     }
 }
@@ -214,71 +167,27 @@ impl Operator for VmGroupOperator {
                 // The vCenter credentials: that one Secret, read by name.
                 named_rule("", "secrets", &[&self.settings.secret_name], &["get"]),
             ],
-            // With a generated certificate the operator writes its webhook configurations
-            // (with the new CA) at start. A server-side apply that creates an object needs
-            // `create`, which RBAC cannot restrict to names: a cluster-wide right to create
-            // webhook configurations. Installs that would rather not grant it use a
-            // cert-manager certificate (BOSUN_VMGROUP_WEBHOOK_CERT_DIR): then nothing here.
-            cluster: match &self.settings.webhook {
-                Some(w) if w.cert_dir.is_none() => vec![
-                    named_rule(
-                        "admissionregistration.k8s.io",
-                        "mutatingwebhookconfigurations",
-                        &[&w.configuration],
-                        &["get", "patch"],
-                    ),
-                    named_rule(
-                        "admissionregistration.k8s.io",
-                        "validatingwebhookconfigurations",
-                        &[&w.configuration],
-                        &["get", "patch"],
-                    ),
-                    rule(
-                        "admissionregistration.k8s.io",
-                        &[
-                            "mutatingwebhookconfigurations",
-                            "validatingwebhookconfigurations",
-                        ],
-                        &["create"],
-                    ),
-                ],
-                _ => vec![],
-            },
+            // With a generated certificate the operator writes its webhook configurations.
+            cluster: self
+                .settings
+                .webhook
+                .as_ref()
+                .map(WebhookSettings::rbac)
+                .unwrap_or_default(),
         }
     }
 
     fn webhooks(&self) -> Option<Plan> {
         let w = self.settings.webhook.clone()?;
-        let certificates = match &w.cert_dir {
-            Some(dir) => CertSource::dir(dir),
-            None => {
-                let mut hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
-                if let Some((ns, name, _)) = &w.service {
-                    hosts.push(format!("{name}.{ns}.svc"));
-                    hosts.push(format!("{name}.{ns}.svc.cluster.local"));
-                }
-                CertSource::Generated {
-                    hosts,
-                    validity: Duration::from_secs(30 * 24 * 3600),
-                }
-            }
-        };
+        let certificates = w.certificates();
         let register: bosun_runtime::webhook::plan::Register =
             std::sync::Arc::new(move |ca, bound| {
-                let target = match &w.service {
-                    Some((namespace, name, port)) => Target::Service {
-                        namespace: namespace.clone(),
-                        name: name.clone(),
-                        port: *port,
-                    },
-                    None => Target::Url(format!("https://{bound}")),
-                };
                 let hooks = crate::webhook::hooks(w.namespace_selector.clone());
-                crate::webhook::configurations(&w.configuration, &target, ca, hooks)
+                crate::webhook::configurations(&w.configuration, &w.target(bound), ca, hooks)
             });
         Some(Plan {
             webhooks: crate::webhook::webhooks(&self.settings.parent_folder),
-            listen: w.listen,
+            listen: self.settings.webhook.as_ref()?.listen,
             certificates,
             register: Some(register),
             field_manager: FIELD_MANAGER.into(),
@@ -340,22 +249,12 @@ mod tests {
         assert!(s.insecure);
         assert_eq!(s.parallel, 4, "0 in flight would never clone");
         assert_eq!(s.webhook, None, "webhooks are off by default");
-        let s = Settings::from_lookup(|k| match k {
-            "BOSUN_VMGROUP_WEBHOOK_ADDR" => Some("0.0.0.0:9443".into()),
-            "BOSUN_VMGROUP_WEBHOOK_SERVICE" => Some("ops/bosun-webhook:8443".into()),
-            _ => None,
+        let s = Settings::from_lookup(|k| {
+            (k == "BOSUN_VMGROUP_WEBHOOK_ADDR").then(|| "0.0.0.0:9443".to_string())
         });
         let w = s.webhook.expect("enabled");
         assert_eq!(w.listen.port(), 9443);
-        assert_eq!(
-            w.service,
-            Some(("ops".into(), "bosun-webhook".into(), 8443))
-        );
-        assert_eq!(
-            parse_service("ops/hook"),
-            Some(("ops".into(), "hook".into(), 443))
-        );
-        assert_eq!(parse_service("hook"), None);
+        assert_eq!(w.configuration, "bosun-vmgroup");
     }
 
     #[test]

@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use bosun_runtime::manager::{Manager, ManagerConfig, Operator, Scope};
 use bosun_runtime::webhook::config::{self, CaInjection, Target};
-use bosun_runtime::webhook::{serve, CertSource, Certificates};
+use bosun_runtime::webhook::{serve, CertSource, Certificates, Settings as WebhookSettings};
 use bosun_testenv::{eventually, shared, test_namespace};
-use bosun_vmgroup::operator::WebhookSettings;
 use bosun_vmgroup::{webhook, Settings, VmGroup, VmGroupOperator};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
@@ -212,7 +211,7 @@ async fn the_operator_serves_and_registers_its_webhooks_with_its_own_rbac() {
         webhook: Some(WebhookSettings {
             configuration: format!("bosun-vmgroup-{ns}"),
             namespace_selector: Some(selector),
-            ..WebhookSettings::new("127.0.0.1:0".parse().expect("addr"))
+            ..WebhookSettings::new("127.0.0.1:0".parse().expect("addr"), webhook::CONFIGURATION)
         }),
         ..Settings::default()
     };

@@ -15,6 +15,7 @@ pub mod handler;
 pub mod plan;
 pub mod review;
 pub mod server;
+pub mod settings;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub use handler::{Admission, Verdict};
 pub use plan::{Configurations, Plan};
 pub use review::Operation;
 pub use server::{serve, Serving, WebhookError};
+pub use settings::Settings;
 
 use handler::{AdmissionFn, ConversionFn};
 
