@@ -19,6 +19,7 @@ pub mod reconcile;
 pub mod resize;
 pub mod status;
 pub mod validate;
+pub mod webhook;
 
 pub use api::{BookStore, BookStoreSpec, BookStoreStatus};
 pub use operator::BookStoreOperator;

@@ -162,6 +162,7 @@ pub fn configurations(
     Configurations {
         mutating: Some(config::mutating(name, target, ca, &[hooks.0])),
         validating: Some(config::validating(name, target, ca, &[hooks.1])),
+        crds: vec![],
     }
 }
 

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kube::Client;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{self, CaInjection};
@@ -25,6 +27,8 @@ use super::{serve, CertSource, Certificates, Serving, WebhookError, Webhooks};
 pub struct Configurations {
     pub validating: Option<ValidatingWebhookConfiguration>,
     pub mutating: Option<MutatingWebhookConfiguration>,
+    /// CRDs whose `spec.conversion` points at a conversion webhook (applied whole).
+    pub crds: Vec<CustomResourceDefinition>,
 }
 
 /// The configurations for a CA and the address the server is bound to (a `url:` client
@@ -62,6 +66,13 @@ pub async fn start(
         )
         .await
         .map_err(WebhookError::Register)?;
+        let pp = PatchParams::apply(&plan.field_manager).force();
+        for crd in &c.crds {
+            Api::<CustomResourceDefinition>::all(client.clone())
+                .patch(&crd.name_any(), &pp, &Patch::Apply(crd))
+                .await
+                .map_err(WebhookError::Register)?;
+        }
     }
     Ok(serving)
 }
