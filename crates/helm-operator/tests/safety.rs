@@ -841,3 +841,35 @@ async fn rules_from_values_cannot_grant_what_the_operator_does_not_hold() {
     assert!(roles.get_opt("esc-extra").await.expect("get").is_some());
     op.stop().await;
 }
+
+/// Review L2: with a list of watched namespaces, a chart object in another watched namespace
+/// than its custom resource's is outside the controller's child cache. It is read from the
+/// API server instead: not rewritten on every reconcile, and its readiness seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_in_another_watched_namespace_is_kept_without_rewrites_and_gets_ready() {
+    let env = env("helm-l2a").await;
+    let other = support::env("helm-l2b").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let scope = bosun_runtime::manager::Scope::Namespaces(vec![env.ns.clone(), other.ns.clone()]);
+    let op = start_scoped(&env, ops, USER, scope).await;
+    let lc = resource("test.bosun.dev", "v1", "Lifecycle");
+    create(
+        &env,
+        &lc,
+        &format!(
+            "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: far\nspec:\n  webNamespace: {}\n",
+            other.ns
+        ),
+    )
+    .await;
+    wait_for(&env, &lc, "far", 120, "Ready", |o| {
+        has(o, "Ready", "True", None)
+    })
+    .await;
+    let deploys: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(env.admin.clone(), &other.ns);
+    assert!(deploys.get_opt("far-web").await.expect("get").is_some());
+    op.stop().await;
+}

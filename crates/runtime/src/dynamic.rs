@@ -381,6 +381,14 @@ where
             .store(namespaced, Ordering::Relaxed);
     }
 
+    /// Whether the caches can show objects of `namespace` ("" for cluster-scoped ones): an
+    /// object in a namespace outside the watched ones is never in them, and must be read
+    /// from the API server.
+    pub fn covers(&self, namespace: &str) -> bool {
+        let list = &self.inner.namespaces;
+        namespace.is_empty() || list.is_empty() || list.iter().any(|n| n == namespace)
+    }
+
     /// The kinds watched so far.
     pub async fn kinds(&self) -> Vec<GroupVersionKind> {
         self.inner.caches.lock().await.keys().cloned().collect()

@@ -661,14 +661,24 @@ async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<W
     let mut wrote = Written::default();
     for it in items {
         let d = &it.desired;
-        let cache = host.children.cache(&d.gvk).await?;
-        let cached = cache.meta(d.namespace().unwrap_or(""), d.name());
+        let api = api_of(host, &it.resolved, d.namespace());
+        let ns = d.namespace().unwrap_or("");
+        let cached = if host.children.covers(ns) {
+            let cache = host.children.cache(&d.gvk).await?;
+            cache.meta(ns, d.name())
+        } else {
+            // Outside the watched namespaces (review L2): read, or every reconcile would
+            // rewrite it.
+            api.get_metadata_opt(d.name())
+                .await
+                .map_err(|e| write_error(&d.describe(), e))?
+                .map(|p| p.metadata)
+        };
         if let Some(meta) = &cached {
             if let Some(msg) = objects::ownership_conflict(meta, owner, &d.describe()) {
                 return Err(Error::Conflict(msg));
             }
         }
-        let api = api_of(host, &it.resolved, d.namespace());
         let res = host
             .applier
             .apply_with(&api, &it.resolved.resource, &d.object, cached.as_ref())
@@ -1036,6 +1046,20 @@ async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Opti
     let mut waiting = Vec::new();
     for it in items.iter().filter(|i| ready::is_workload(&i.desired.gvk)) {
         let d = &it.desired;
+        let ns = d.namespace().unwrap_or("");
+        if !host.children.covers(ns) {
+            // No cache and no event for it (review L2): read it; a resync looks again.
+            let api = api_of(host, &it.resolved, d.namespace());
+            match api.get_opt(d.name()).await? {
+                Some(obj) => {
+                    if let Some(why) = ready::not_ready(&d.gvk.kind, &obj) {
+                        waiting.push(why);
+                    }
+                }
+                None => waiting.push(format!("{} not created yet", d.describe())),
+            }
+            continue;
+        }
         if written.0.contains(&key_of(d)) {
             // Just written: the cache still shows the old object; its event brings the
             // next reconcile, which sees the new one.
@@ -1046,7 +1070,7 @@ async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Opti
             continue;
         }
         let cache = host.children.cache(&d.gvk).await?;
-        match cache.get(d.namespace().unwrap_or(""), d.name()) {
+        match cache.get(ns, d.name()) {
             Some(obj) => {
                 if let Some(why) = ready::not_ready(&d.gvk.kind, &obj) {
                     waiting.push(why);
