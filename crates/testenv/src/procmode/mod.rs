@@ -1,0 +1,563 @@
+//! The node agent's **process mode** — test support, opt-in ([`crate::NodeAgent::process_mode`]):
+//! pods run for real, as local processes, so that an operator's tests talk to real programs
+//! (real PostgreSQL first of all, issue 21) instead of pods merely marked Running.
+//!
+//! * **Images** map to local programs ([`ImageMap`]): `postgres:<N>` to Debian's
+//!   `/usr/lib/postgresql/<N>/bin` (on `PATH`, with the official image's `PGDATA` and
+//!   writable `/var/run/postgresql` and `/var/lib/postgresql`, but not its entrypoint script:
+//!   `initdb` is the pod's business), bosun's image to the built `bosun` binary at `/bosun`
+//!   (the Dockerfile's entrypoint). Any other image is refused: the container waits with
+//!   reason `ErrImageNeverPull` and a Warning Event says which images are mapped.
+//!   `command`/`args` replace the image's entrypoint/cmd as in Kubernetes, with `$(VAR)`
+//!   expansion.
+//! * **Containers** get a root of their own: the host's `/usr`, `/etc`, `/opt`, `/dev`,
+//!   `/proc`, `/sys` (shared, read as the image), fresh `/tmp`, `/run`, `/var` on each start,
+//!   and the pod's volumes at their `mountPath`s — bind mounts in a mount namespace private
+//!   to the process ([`sandbox`]). Mount paths inside the shared host directories are
+//!   refused. Processes run as an unprivileged user ([`ProcessConfig::user`], `bosun-pg`,
+//!   created by `scripts/setup-postgres.sh`): PostgreSQL refuses root. The agent itself
+//!   must run as root (namespaces, `chroot`, the user switch). `securityContext` is ignored.
+//! * **Network**: each pod gets a unique loopback IP (`127.<n>.x.y`, Linux routes all of
+//!   127/8 to `lo`) in `status.podIP`; `hostIP` is 127.0.0.1. There is no network namespace:
+//!   a program must listen on its pod IP (`$(POD_IP)` from the downward API), not on
+//!   `0.0.0.0`, or two pods would share its port. Kubernetes refuses loopback Endpoints and
+//!   nothing resolves Service names here, so clients find pods by the IPs in their status —
+//!   a real cluster would use Services and DNS.
+//! * **Volumes**: a claim is a directory under `<root>/claims/<claim uid>` (the PV's
+//!   `hostPath` points at it): it keeps its data across pods and is removed when the claim is
+//!   deleted; an `emptyDir` is a directory per pod; Secret and ConfigMap volumes are written
+//!   out; `hostPath` is used as is. Claims are bound as in simulated mode.
+//! * **Environment**: the image's, `HOSTNAME`, `envFrom`, literal values, the downward API's
+//!   `fieldRef` (`metadata.name`/`namespace`/`uid`/labels/annotations, `status.podIP`,
+//!   `status.hostIP`, `spec.nodeName`, `spec.serviceAccountName`), `secretKeyRef` and
+//!   `configMapKeyRef` read from the API server. A missing object or key leaves the container
+//!   waiting with `CreateContainerConfigError` (retried), naming the key, never a value.
+//! * **Probes** run for real (`exec` inside the container, `httpGet`, `tcpSocket`) with
+//!   their timing and thresholds; readiness sets the containers' `ready` and the pod's
+//!   `Ready` condition, liveness and startup failures kill the container. Init containers
+//!   run one after another before the others.
+//! * **restartPolicy** is honoured, with `restartCount`, `lastState` and a `CrashLoopBackOff`
+//!   wait doubling from [`ProcessConfig::restart_backoff`] up to
+//!   [`ProcessConfig::max_restart_backoff`] (short, for tests). Output goes to
+//!   `<root>/pods/<ns>/<pod>-<uid>/<container>.log` ([`crate::NodeAgent::logs`]).
+//! * **Deletion**: SIGTERM to each container's process, SIGKILL to its process group after
+//!   the pod's grace period, the final container states written, then the pod object deleted
+//!   (grace 0, UID precondition) as a kubelet finalizes it. A pod object deleted outright
+//!   (grace 0 by someone else) has its processes killed at once.
+//! * **Chaos**: [`crate::NodeAgent::node_loss`] SIGKILLs a pod's process groups as a lost
+//!   node would: nothing is restarted, the pod's `Ready` turns False (reason `NodeLost`, as
+//!   the node controller would mark it), and deleting it finalizes it at once (as pod garbage
+//!   collection does for a deleted node). [`crate::NodeAgent::kill_containers`] is a crash
+//!   instead: the processes die by SIGKILL and `restartPolicy` applies.
+//!
+//! Processes die with the test binary (parent-death signal) and when the agent is dropped.
+mod container;
+mod env;
+mod images;
+mod pod;
+mod podip;
+mod probe;
+mod sandbox;
+mod volumes;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+pub use images::{Image, ImageMap, BOSUN_REPOSITORY, DEFAULT_PATH};
+
+use sandbox::User;
+
+/// How the process-mode agent runs pods.
+#[derive(Clone, Debug)]
+pub struct ProcessConfig {
+    /// Only this namespace; all namespaces when None.
+    pub namespace: Option<String>,
+    /// Images to local programs.
+    pub images: ImageMap,
+    /// The system user processes run as (`scripts/setup-postgres.sh` creates `bosun-pg`).
+    pub user: String,
+    /// Where claims, pods' directories and logs go; a fresh directory under the system's
+    /// temporary directory, removed with the agent, when None.
+    pub root: Option<PathBuf>,
+    /// The first wait before a container is started again (it doubles at each restart).
+    pub restart_backoff: Duration,
+    pub max_restart_backoff: Duration,
+}
+
+impl Default for ProcessConfig {
+    fn default() -> ProcessConfig {
+        ProcessConfig {
+            namespace: None,
+            images: ImageMap::standard(None),
+            user: "bosun-pg".into(),
+            root: None,
+            restart_backoff: Duration::from_millis(500),
+            max_restart_backoff: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error(
+        "the process-mode node agent must run as root (it gives each container a mount \
+         namespace and root directory of its own, then switches to the user {user:?})"
+    )]
+    NotRoot { user: String },
+    #[error(
+        "no system user {0:?} to run pods' processes as: run `bash scripts/setup-postgres.sh`"
+    )]
+    NoUser(String),
+    #[error("process-mode node agent: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("no pod {0} known to the process-mode node agent")]
+    NoPod(String),
+    #[error("the node agent runs in simulated mode: no processes")]
+    Simulated,
+    #[error("kube: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// Reasons written in container states and Events (the kubelet's names where it has one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reason {
+    ErrImageNeverPull,
+    CreateContainerConfigError,
+    CrashLoopBackOff,
+    FailedMount,
+    FailedCreatePodSandBox,
+    Failed,
+    Unhealthy,
+    Killing,
+    NodeLost,
+}
+
+impl Reason {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Reason::ErrImageNeverPull => "ErrImageNeverPull",
+            Reason::CreateContainerConfigError => "CreateContainerConfigError",
+            Reason::CrashLoopBackOff => "CrashLoopBackOff",
+            Reason::FailedMount => "FailedMount",
+            Reason::FailedCreatePodSandBox => "FailedCreatePodSandBox",
+            Reason::Failed => "Failed",
+            Reason::Unhealthy => "Unhealthy",
+            Reason::Killing => "Killing",
+            Reason::NodeLost => "NodeLost",
+        }
+    }
+}
+
+pub(crate) fn now() -> String {
+    Timestamp::now().to_string()
+}
+
+pub(crate) enum PodMsg {
+    Update(Box<Pod>),
+    Lost,
+    Gone,
+}
+
+/// What the agent and a pod's tasks share about one pod.
+pub(crate) struct PodShared {
+    pub ns: String,
+    pub name: String,
+    pub uid: String,
+    pub dir: PathBuf,
+    pub lost: AtomicBool,
+    groups: Mutex<HashSet<i32>>,
+    tx: mpsc::UnboundedSender<PodMsg>,
+    task: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl PodShared {
+    pub fn log_path(&self, container: &str) -> PathBuf {
+        self.dir.join(format!("{container}.log"))
+    }
+
+    pub fn add_group(&self, pgid: i32) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pgid);
+    }
+
+    pub fn remove_group(&self, pgid: i32) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pgid);
+    }
+
+    fn kill_all(&self) {
+        for g in self.groups.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            sandbox::kill_group(*g);
+        }
+    }
+
+    /// Removes the containers' roots and the pod's own volumes; the logs stay.
+    pub fn cleanup(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.path().is_dir() {
+                if let Err(err) = sandbox::remove_tree(&e.path()) {
+                    tracing::warn!(error = %err, "process-mode cleanup");
+                }
+            }
+        }
+    }
+}
+
+pub(crate) struct Ctx {
+    pub client: Client,
+    pub cfg: ProcessConfig,
+    pub user: User,
+    pub root: PathBuf,
+    owns_root: bool,
+    pods: Mutex<HashMap<String, Arc<PodShared>>>,
+    /// The directory of the latest pod of each namespace/name, kept after the pod is gone.
+    dirs: Mutex<HashMap<(String, String), PathBuf>>,
+}
+
+impl Ctx {
+    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<PodShared>>> {
+        self.pods.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn forget(&self, uid: &str) {
+        self.pods().remove(uid);
+    }
+
+    fn find(&self, ns: &str, name: &str) -> Option<Arc<PodShared>> {
+        self.pods()
+            .values()
+            .find(|p| p.ns == ns && p.name == name)
+            .cloned()
+    }
+
+    pub async fn warn(&self, pod: &Pod, reason: Reason, message: &str) {
+        self.event(pod, "Warning", reason, message).await;
+    }
+
+    pub async fn normal(&self, pod: &Pod, reason: Reason, message: &str) {
+        self.event(pod, "Normal", reason, message).await;
+    }
+
+    async fn event(&self, pod: &Pod, type_: &str, reason: Reason, message: &str) {
+        let ns = pod.namespace().unwrap_or_default();
+        let t = now();
+        let ev: Result<Event, _> = serde_json::from_value(json!({
+            "metadata": {"generateName": format!("{}.", pod.name_any()), "namespace": ns},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": ns,
+                               "name": pod.name_any(), "uid": pod.uid()},
+            "type": type_, "reason": reason.as_str(), "message": message,
+            "source": {"component": "kubelet", "host": "bosun-process-node"},
+            "firstTimestamp": t, "lastTimestamp": t, "count": 1,
+        }));
+        if let Ok(ev) = ev {
+            let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+            if let Err(e) = api.create(&PostParams::default(), &ev).await {
+                tracing::debug!(error = %e, "recording an event");
+            }
+        }
+    }
+
+    /// Kills every process and, when the agent made it, removes its directory.
+    pub fn shutdown(&self) {
+        for p in self.pods().values() {
+            if let Some(t) = p.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                t.abort();
+            }
+            p.kill_all();
+        }
+        if self.owns_root {
+            let _ = sandbox::remove_tree(&self.root);
+            crate::process::unregister_dir(&self.root);
+        }
+    }
+
+    pub fn logs(&self, ns: &str, pod: &str, container: &str) -> Result<String, ProcessError> {
+        let dir = self
+            .dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(ns.to_string(), pod.to_string()))
+            .cloned()
+            .ok_or_else(|| ProcessError::NoPod(format!("{ns}/{pod}")))?;
+        Ok(std::fs::read_to_string(
+            dir.join(format!("{container}.log")),
+        )?)
+    }
+
+    pub fn node_loss(&self, ns: &str, pod: &str) -> Result<(), ProcessError> {
+        let p = self
+            .find(ns, pod)
+            .ok_or_else(|| ProcessError::NoPod(format!("{ns}/{pod}")))?;
+        p.lost.store(true, Ordering::SeqCst);
+        p.kill_all();
+        let _ = p.tx.send(PodMsg::Lost);
+        Ok(())
+    }
+
+    pub fn kill_containers(&self, ns: &str, pod: &str) -> Result<(), ProcessError> {
+        let p = self
+            .find(ns, pod)
+            .ok_or_else(|| ProcessError::NoPod(format!("{ns}/{pod}")))?;
+        p.kill_all();
+        Ok(())
+    }
+}
+
+/// Checks the machine, then starts watching; the returned task runs the agent.
+pub(crate) fn start(
+    client: Client,
+    cfg: ProcessConfig,
+) -> Result<(tokio::task::JoinHandle<()>, Arc<Ctx>), ProcessError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(ProcessError::NotRoot { user: cfg.user });
+    }
+    let user =
+        sandbox::lookup_user(&cfg.user)?.ok_or_else(|| ProcessError::NoUser(cfg.user.clone()))?;
+    let (root, owns_root) = match &cfg.root {
+        Some(r) => (r.clone(), false),
+        None => {
+            use std::sync::atomic::AtomicU32;
+            static N: AtomicU32 = AtomicU32::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "bosun-procmode-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            crate::process::register_dir(dir.clone());
+            (dir, true)
+        }
+    };
+    for d in [root.clone(), root.join("claims"), root.join("pods")] {
+        std::fs::create_dir_all(&d)?;
+        // The unprivileged user walks through to its volumes.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        cfg,
+        user,
+        root,
+        owns_root,
+        pods: Mutex::default(),
+        dirs: Mutex::default(),
+    });
+    let task = tokio::spawn(run(ctx.clone()));
+    Ok((task, ctx))
+}
+
+enum Ev {
+    Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
+    Pvc(Box<Result<watcher::Event<PersistentVolumeClaim>, watcher::Error>>),
+}
+
+async fn run(ctx: Arc<Ctx>) {
+    let client = ctx.client.clone();
+    let (pods, pvcs): (Api<Pod>, Api<PersistentVolumeClaim>) = match &ctx.cfg.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    use kube::runtime::WatchStreamExt;
+    let pod_events = watcher(pods, watcher::Config::default())
+        .default_backoff()
+        .map(|e| Ev::Pod(Box::new(e)))
+        .boxed();
+    let pvc_events = watcher(pvcs, watcher::Config::default())
+        .default_backoff()
+        .map(|e| Ev::Pvc(Box::new(e)))
+        .boxed();
+    let sim = crate::NodeAgentConfig {
+        namespace: ctx.cfg.namespace.clone(),
+        resize_needs_restart: false,
+    };
+    let mut events = futures::stream::select(pod_events, pvc_events);
+    if let Err(e) = node_heartbeat(&client).await {
+        tracing::warn!(error = %e, "process-mode node");
+    }
+    let mut heartbeat = tokio::time::interval(Duration::from_secs(10));
+    heartbeat.tick().await;
+    loop {
+        let ev = tokio::select! {
+            ev = events.next() => match ev {
+                Some(ev) => ev,
+                None => break,
+            },
+            _ = heartbeat.tick() => {
+                if let Err(e) = node_heartbeat(&client).await {
+                    tracing::debug!(error = %e, "process-mode node heartbeat");
+                }
+                continue;
+            }
+        };
+        match ev {
+            Ev::Pod(e) => match *e {
+                Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
+                    on_pod(&ctx, p).await
+                }
+                Ok(watcher::Event::Delete(p)) => {
+                    let known = ctx.pods().get(&p.uid().unwrap_or_default()).cloned();
+                    if let Some(s) = known {
+                        let _ = s.tx.send(PodMsg::Gone);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "process-mode pod watch"),
+            },
+            Ev::Pvc(e) => match *e {
+                Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => {
+                    if let Err(e) =
+                        crate::nodeagent::on_pvc(&client, &sim, c, Some(&ctx.root)).await
+                    {
+                        tracing::debug!(error = %e, "process-mode claim binding");
+                    }
+                }
+                Ok(watcher::Event::Delete(c)) => {
+                    let dir = volumes::claim_dir(&ctx.root, &c.uid().unwrap_or_default());
+                    if let Err(e) = sandbox::remove_tree(&dir) {
+                        tracing::warn!(error = %e, "removing a deleted claim's directory");
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "process-mode claim watch"),
+            },
+        }
+    }
+}
+
+/// The node process-mode pods are bound to. Pods must be bound to a node: the API server
+/// deletes an unscheduled pod at once, with no grace period.
+pub const NODE_NAME: &str = "bosun-process-node";
+
+/// Creates the node when missing and reports it Ready (the node lifecycle controller of
+/// kube-controller-manager marks a node silent for 40 s not ready, and its pods with it).
+async fn node_heartbeat(client: &Client) -> Result<(), kube::Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    if nodes.get_opt(NODE_NAME).await?.is_none() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME,
+                                                       "bosun.dev/process-mode": "true"}},
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        match nodes.create(&PostParams::default(), &node).await {
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let t = now();
+    let status = json!({"status": {
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                        "message": "bosun's process-mode node agent is running",
+                        "lastHeartbeatTime": t, "lastTransitionTime": t}],
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+    }});
+    nodes
+        .patch_status(NODE_NAME, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
+
+async fn on_pod(ctx: &Arc<Ctx>, mut p: Pod) {
+    let uid = p.uid().unwrap_or_default();
+    let known = ctx.pods().get(&uid).cloned();
+    if let Some(s) = known {
+        let _ = s.tx.send(PodMsg::Update(Box::new(p)));
+        return;
+    }
+    let ns = p.namespace().unwrap_or_default();
+    let name = p.name_any();
+    if p.metadata.deletion_timestamp.is_some() {
+        // Nothing of it runs here: finalize it at once.
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+        let _ = api
+            .delete(
+                &name,
+                &DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                },
+            )
+            .await;
+        return;
+    }
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return;
+    }
+    if p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_none()
+    {
+        // What the scheduler would do: bind it to this node.
+        let binding = json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": ns},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": NODE_NAME}});
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+        let res: Result<Value, _> = api
+            .create_subresource("binding", &name, &PostParams::default(), &binding)
+            .await;
+        if let Err(e) = res {
+            tracing::debug!(pod = %name, error = %e, "binding the pod to the node");
+            return;
+        }
+        if let Some(spec) = p.spec.as_mut() {
+            spec.node_name = Some(NODE_NAME.into());
+        }
+    }
+    let short: String = uid.chars().take(8).collect();
+    let dir = ctx
+        .root
+        .join("pods")
+        .join(&ns)
+        .join(format!("{name}-{short}"));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        tracing::warn!(error = %e, "process-mode pod directory");
+        return;
+    }
+    ctx.dirs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert((ns.clone(), name.clone()), dir.clone());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(PodShared {
+        ns,
+        name,
+        uid: uid.clone(),
+        dir,
+        lost: AtomicBool::new(false),
+        groups: Mutex::default(),
+        tx,
+        task: Mutex::default(),
+    });
+    ctx.pods().insert(uid, shared.clone());
+    let handle = tokio::spawn(pod::run(ctx.clone(), shared.clone(), p, rx));
+    *shared.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle.abort_handle());
+}
+
+/// Used by the public API to name a claim's directory.
+pub(crate) fn claim_dir(root: &Path, uid: &str) -> PathBuf {
+    volumes::claim_dir(root, uid)
+}
