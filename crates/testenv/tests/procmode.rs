@@ -35,7 +35,10 @@ async fn env(prefix: &str) -> Env {
         client.clone(),
         ProcessConfig {
             namespace: Some(ns.clone()),
-            images: ImageMap::standard(None).repository("debian", debian),
+            // bosun's image stands for a small program of the host here (the mapping is the
+            // same for the real binary: one file placed at /bosun, the entrypoint).
+            images: ImageMap::standard(Some("/usr/bin/printenv".into()))
+                .repository("debian", debian),
             restart_backoff: Duration::from_millis(200),
             ..Default::default()
         },
@@ -413,6 +416,57 @@ async fn a_crashed_container_restarts_with_its_count_and_last_state() {
     );
 }
 
+/// Init containers run one after another, to completion, before the containers start; a
+/// crash (every process of the pod killed) restarts the container, reporting the signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_containers_run_first_and_a_killed_container_restarts() {
+    let e = env("pm-init").await;
+    let step = |n: &str| {
+        json!({"name": format!("init-{n}"), "image": "debian:bookworm",
+               "command": ["sh", "-c", format!("echo {n} >> /work/steps")],
+               "volumeMounts": [{"name": "work", "mountPath": "/work"}]})
+    };
+    let _: Pod = e
+        .create(json!({"metadata": {"name": "steps"}, "spec": {
+            "volumes": [{"name": "work", "emptyDir": {}}],
+            "initContainers": [step("one"), step("two")],
+            "containers": [{"name": "main", "image": "debian:bookworm",
+                "command": ["sh", "-c", "cat /work/steps; exec sleep 1000"],
+                "volumeMounts": [{"name": "work", "mountPath": "/work"}]}]}}))
+        .await;
+    let p = e.wait("steps", 60, "Ready", ready).await;
+    assert_eq!(condition(&p, "Initialized"), Some(true));
+    let inits = p
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.clone())
+        .unwrap_or_default();
+    assert_eq!(inits.len(), 2);
+    for s in &inits {
+        let t = s.state.as_ref().and_then(|s| s.terminated.as_ref());
+        assert_eq!(t.map(|t| t.exit_code), Some(0), "{s:?}");
+    }
+    let log = eventually(30, || async {
+        e.agent
+            .logs(&e.ns, "steps", "main")
+            .ok()
+            .filter(|l| l.contains("two"))
+    })
+    .await
+    .expect("main's log");
+    assert_eq!(log.trim(), "one\ntwo");
+
+    e.agent.kill_containers(&e.ns, "steps").expect("kill");
+    let p = e
+        .wait("steps", 60, "restarted", |p| {
+            container(p)["restartCount"] == 1 && ready(p)
+        })
+        .await;
+    let last = &container(&p)["lastState"]["terminated"];
+    assert_eq!(last["exitCode"], 137, "{last}");
+    assert_eq!(last["signal"], 9, "{last}");
+}
+
 /// Deletion: SIGTERM first (a program that handles it exits cleanly), SIGKILL of the group
 /// once the grace period is over (a program that ignores it), then the pod object is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -509,6 +563,29 @@ async fn env_comes_from_the_downward_api_configmaps_and_secrets() {
         log.contains("bosun-pg"),
         "runs as the unprivileged user: {log}"
     );
+}
+
+/// bosun's image runs the program it is mapped to, at `/bosun`, with the container's args;
+/// a pod that runs to completion (restartPolicy Never) ends Succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bosun_image_runs_its_mapped_program_with_the_args() {
+    let e = env("pm-bosun").await;
+    let _: Pod = e
+        .create(
+            json!({"metadata": {"name": "tool"}, "spec": {"restartPolicy": "Never",
+            "containers": [{"name": "bosun", "image": "ghcr.io/bosun-dev/bosun:0.1.0",
+                "args": ["HOSTNAME", "GREETING"],
+                "env": [{"name": "GREETING", "value": "hello"}]}]}}),
+        )
+        .await;
+    let p = e
+        .wait("tool", 60, "Succeeded", |p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
+        })
+        .await;
+    assert_eq!(container(&p)["state"]["terminated"]["reason"], "Completed");
+    let log = e.agent.logs(&e.ns, "tool", "bosun").expect("log");
+    assert_eq!(log, "tool\nhello\n");
 }
 
 /// An image no local program stands for is refused with the kubelet's reason and an Event.

@@ -92,6 +92,8 @@ enum ProbeMsg {
 struct Status {
     restarts: i32,
     last: Value,
+    /// The last configuration error reported in an Event (each new one is reported once).
+    warned: Option<String>,
 }
 
 impl Spec {
@@ -135,10 +137,11 @@ impl Spec {
         let mut st = Status {
             restarts: 0,
             last: json!({}),
+            warned: None,
         };
         let mut backoff = self.ctx.cfg.restart_backoff;
         loop {
-            if self.stopped() {
+            if self.stopped() || self.shared.lost.load(Ordering::SeqCst) {
                 return None;
             }
             let image_ref = self.container.image.clone().unwrap_or_default();
@@ -163,7 +166,7 @@ impl Spec {
             {
                 Ok(e) => e,
                 Err(msg) => {
-                    self.config_error(&st, &msg).await;
+                    self.config_error(&mut st, &msg).await;
                     if self.pause(backoff).await {
                         return None;
                     }
@@ -179,7 +182,7 @@ impl Spec {
             let sandbox = match self.sandbox(&image, st.restarts) {
                 Ok(s) => Arc::new(s),
                 Err(msg) => {
-                    self.config_error(&st, &msg).await;
+                    self.config_error(&mut st, &msg).await;
                     if self.pause(backoff).await {
                         return None;
                     }
@@ -247,11 +250,14 @@ impl Spec {
         }
     }
 
-    async fn config_error(&self, st: &Status, msg: &str) {
+    async fn config_error(&self, st: &mut Status, msg: &str) {
         self.waiting(st, Reason::CreateContainerConfigError, msg);
-        self.ctx
-            .warn(&self.pod, Reason::CreateContainerConfigError, msg)
-            .await;
+        if st.warned.as_deref() != Some(msg) {
+            st.warned = Some(msg.to_string());
+            self.ctx
+                .warn(&self.pod, Reason::CreateContainerConfigError, msg)
+                .await;
+        }
     }
 
     fn sandbox(&self, image: &super::images::Image, n: i32) -> Result<Sandbox, String> {

@@ -51,6 +51,25 @@
 //!   instead: the processes die by SIGKILL and `restartPolicy` applies.
 //!
 //! Processes die with the test binary (parent-death signal) and when the agent is dropped.
+//! Pods are bound to the node `bosun-process-node` (created and kept Ready by the agent), as
+//! the API server deletes unscheduled pods at once, with no grace period. Run one agent per
+//! namespace: two would both run its pods.
+//!
+//! ```ignore
+//! use bosun_testenv::{procmode, shared, test_namespace, ImageMap, NodeAgent, ProcessConfig};
+//! let cp = shared().await?;
+//! let client = cp.client().await?;
+//! let ns = test_namespace(&client, "pg").await?;
+//! let agent = NodeAgent::process_mode(client.clone(), ProcessConfig {
+//!     namespace: Some(ns.clone()),
+//!     // postgres:<N>, and ghcr.io/bosun-dev/bosun:* as the bosun binary cargo built.
+//!     images: ImageMap::standard(procmode::built_bosun()),
+//!     ..Default::default()
+//! })?;
+//! // … create the operator's objects; pods get `status.podIP` (127.x.y.z) and really run.
+//! agent.node_loss(&ns, "pg-1")?;              // chaos: SIGKILL, no restart
+//! println!("{}", agent.logs(&ns, "pg-1", "postgres")?);
+//! ```
 mod container;
 mod env;
 mod images;
@@ -78,6 +97,18 @@ use tokio::sync::mpsc;
 pub use images::{Image, ImageMap, BOSUN_REPOSITORY, DEFAULT_PATH};
 
 use sandbox::User;
+
+/// The `bosun` binary cargo built next to the running test (`target/<profile>/bosun`), or
+/// `BOSUN_BIN` when set; None when neither exists (build it first: `cargo build -p bosun`).
+pub fn built_bosun() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("BOSUN_BIN") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    // A test runs as target/<profile>/deps/<name>-<hash>.
+    let exe = std::env::current_exe().ok()?;
+    let profile_dir = exe.parent()?.parent()?;
+    Some(profile_dir.join("bosun")).filter(|p| p.is_file())
+}
 
 /// How the process-mode agent runs pods.
 #[derive(Clone, Debug)]
