@@ -16,16 +16,18 @@ SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 
-if [ -x "$BIN/postgres" ] && [ -x "$BIN/initdb" ] && command -v psql >/dev/null; then
+# python3 (Debian's, in /usr/bin: pods see the host's /usr) serves HTTP in the agent's
+# probe tests.
+if [ -x "$BIN/postgres" ] && [ -x "$BIN/initdb" ] && command -v psql >/dev/null && [ -x /usr/bin/python3 ]; then
   log "postgresql-$PG_MAJOR present in $BIN"
 else
   command -v apt-get >/dev/null || { log "no apt-get: install PostgreSQL $PG_MAJOR so that $BIN/postgres exists"; exit 3; }
   # Error-Mode=any: by default apt-get update exits 0 when no index could be fetched.
   $SUDO apt-get update -qq -o APT::Update::Error-Mode=any -o Acquire::http::Timeout=30
-  log "apt-get install postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR"
+  log "apt-get install postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR python3"
   # The package's postinst creates and starts a `main` cluster on 127.0.0.1:5432 where an init
   # system runs; the agent's pods never use it (they listen on their own pod IPs).
-  $SUDO apt-get install -y -qq --no-install-recommends "postgresql-$PG_MAJOR" "postgresql-client-$PG_MAJOR" >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends "postgresql-$PG_MAJOR" "postgresql-client-$PG_MAJOR" python3 >/dev/null
 fi
 
 if ! getent passwd "$USER_NAME" >/dev/null; then

@@ -506,6 +506,38 @@ async fn deletion_sends_sigterm_then_sigkill_after_the_grace_period() {
     for pid in pids {
         assert!(!pid_alive(pid), "process {pid} outlived its pod");
     }
+
+    // A forced deletion (grace 0) during a long grace period kills at once.
+    let _: Pod = e
+        .create(json!({"metadata": {"name": "forced"}, "spec": {
+            "terminationGracePeriodSeconds": 300,
+            "containers": [{"name": "main", "image": "debian:bookworm", "command": ["sh", "-c", stubborn]}]}}))
+        .await;
+    e.wait("forced", 60, "Ready", ready).await;
+    e.pods
+        .delete("forced", &DeleteParams::default())
+        .await
+        .expect("delete");
+    e.wait("forced", 30, "terminating", |p| {
+        p.metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    let _ = e
+        .pods
+        .delete(
+            "forced",
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .await;
+    // Well within the 300 s grace period.
+    e.gone("forced", 60).await;
+    let log = e.agent.logs(&e.ns, "forced", "main").expect("log");
+    let pid = logged_pid(&log);
+    let dead = eventually(30, || async { (!pid_alive(pid)).then_some(()) }).await;
+    assert!(dead.is_some(), "process {pid} outlived its forced deletion");
 }
 
 /// Environment from the downward API, a ConfigMap and a Secret; a Secret that does not exist

@@ -363,7 +363,7 @@ impl Spec {
                         let msg = format!("Container {} failed its probe, will be restarted", c.name);
                         self.ctx.normal(&self.pod, Reason::Killing, &msg).await;
                         let grace = self.pod_grace();
-                        if let Some(s) = terminate(&mut proc, grace).await {
+                        if let Some(s) = terminate(&mut proc, grace, &mut stop).await {
                             let (code, signal) = exit_code(&s);
                             break Exit::Exited(code, signal);
                         }
@@ -374,7 +374,7 @@ impl Spec {
                         Ok(Some(Stop::Grace(g))) => g,
                         _ => Duration::ZERO,
                     };
-                    let status = terminate(&mut proc, grace).await;
+                    let status = terminate(&mut proc, grace, &mut stop).await;
                     let (code, signal) = status.as_ref().map(exit_code).unwrap_or((137, Some(9)));
                     let terminated = json!({"terminated": {
                         "exitCode": code, "signal": signal,
@@ -409,14 +409,31 @@ enum Exit {
     Stopped,
 }
 
-/// SIGTERM, then SIGKILL of the whole group once `grace` has passed; the exit status.
-async fn terminate(proc: &mut Proc, grace: Duration) -> Option<std::process::ExitStatus> {
+/// SIGTERM, then SIGKILL of the whole group once `grace` has passed — or sooner, when the
+/// pod's stop comes again with a shorter grace period (a forced deletion); the exit status.
+async fn terminate(
+    proc: &mut Proc,
+    grace: Duration,
+    stop: &mut watch::Receiver<Option<Stop>>,
+) -> Option<std::process::ExitStatus> {
     proc.signal(libc::SIGTERM);
-    match tokio::time::timeout(grace, proc.wait()).await {
-        Ok(s) => s.ok(),
-        Err(_) => {
-            kill_group(proc.pgid);
-            proc.wait().await.ok()
+    let start = tokio::time::Instant::now();
+    let mut deadline = start + grace;
+    stop.borrow_and_update();
+    loop {
+        tokio::select! {
+            s = proc.wait() => return s.ok(),
+            _ = tokio::time::sleep_until(deadline) => {
+                kill_group(proc.pgid);
+                return proc.wait().await.ok();
+            }
+            changed = stop.changed() => {
+                if changed.is_err() {
+                    deadline = tokio::time::Instant::now();
+                } else if let Some(Stop::Grace(g)) = *stop.borrow_and_update() {
+                    deadline = deadline.min(start + g);
+                }
+            }
         }
     }
 }

@@ -139,12 +139,20 @@ pub async fn run(
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             msg = rx.recv() => match msg {
                 Some(PodMsg::Update(p)) => {
-                    if p.metadata.deletion_timestamp.is_some() && !deleting {
-                        deleting = true;
+                    if p.metadata.deletion_timestamp.is_some() {
                         let grace = if m.lost { 0 } else {
                             p.metadata.deletion_grace_period_seconds.unwrap_or(30).max(0)
                         };
-                        let _ = stop_tx.send(Some(Stop::Grace(Duration::from_secs(grace as u64))));
+                        let grace = Duration::from_secs(grace as u64);
+                        // A second deletion may shorten the grace period, never lengthen it.
+                        let shorter = match *stop_tx.borrow() {
+                            Some(Stop::Grace(g)) => grace < g,
+                            None => true,
+                        };
+                        deleting = true;
+                        if shorter {
+                            let _ = stop_tx.send(Some(Stop::Grace(grace)));
+                        }
                     }
                 }
                 Some(PodMsg::Lost) => {
