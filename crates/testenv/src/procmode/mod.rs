@@ -55,7 +55,7 @@
 //! the API server deletes unscheduled pods at once, with no grace period. Run one agent per
 //! namespace: two would both run its pods.
 //!
-//! ```ignore
+//! ```text
 //! use bosun_testenv::{procmode, shared, test_namespace, ImageMap, NodeAgent, ProcessConfig};
 //! let cp = shared().await?;
 //! let client = cp.client().await?;

@@ -117,6 +117,8 @@ pub async fn run(
                         ctx.warn(&pod, Reason::FailedMount, &msg).await;
                         mount_failure = Some(msg);
                     }
+                    // Pending, its containers "ContainerCreating", as a kubelet shows it.
+                    write(&api, &shared, &mut m).await;
                 }
             }
         }
@@ -304,7 +306,7 @@ async fn write(api: &Api<Pod>, shared: &PodShared, m: &mut Model) {
         })
         .collect();
     let mut status = json!({
-        "phase": phase(m), "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
+        "phase": phase(m), "hostIP": "127.0.0.1",
         "startTime": m.start_time, "conditions": conditions,
         "containerStatuses": m.main.iter().map(|(s, _, _)| s.clone()).collect::<Vec<_>>(),
         "initContainerStatuses": m.init.iter().map(|(s, _)| s.clone()).collect::<Vec<_>>(),
@@ -324,5 +326,35 @@ async fn write(api: &Api<Pod>, shared: &PodShared, m: &mut Model) {
     {
         Ok(_) => m.last_written = status,
         Err(e) => tracing::debug!(pod = %shared.name, error = %e, "writing pod status"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(init: &[Phase], main: &[Phase]) -> Model {
+        Model {
+            init: init.iter().map(|p| (Value::Null, *p)).collect(),
+            main: main.iter().map(|p| (Value::Null, *p, false)).collect(),
+            conditions: BTreeMap::new(),
+            last_written: Value::Null,
+            pod_ip: None,
+            start_time: String::new(),
+            lost: false,
+        }
+    }
+
+    #[test]
+    fn the_pods_phase_follows_its_containers() {
+        use Phase::*;
+        assert_eq!(phase(&model(&[], &[Waiting])), "Pending");
+        assert_eq!(phase(&model(&[Running], &[Waiting])), "Pending");
+        assert_eq!(phase(&model(&[Done(1)], &[Waiting])), "Failed");
+        assert_eq!(phase(&model(&[Done(0)], &[Running, Waiting])), "Running");
+        assert_eq!(phase(&model(&[], &[BackOff])), "Running");
+        assert_eq!(phase(&model(&[], &[Done(0), Running])), "Running");
+        assert_eq!(phase(&model(&[], &[Done(0), Done(0)])), "Succeeded");
+        assert_eq!(phase(&model(&[], &[Done(0), Done(2)])), "Failed");
     }
 }
