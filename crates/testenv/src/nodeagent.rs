@@ -91,6 +91,19 @@ impl NodeAgent {
         self.procs()?.node_loss(namespace, pod)
     }
 
+    /// Process mode: runs `argv` in a running container of the pod, as `kubectl exec` would
+    /// (its root, environment and user), and waits for it.
+    pub async fn exec(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        argv: &[&str],
+    ) -> Result<crate::procmode::ExecOutput, ProcessError> {
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        self.procs()?.exec(namespace, pod, container, &argv).await
+    }
+
     /// Process mode: SIGKILL to the pod's process groups, a crash: `restartPolicy` applies.
     pub fn kill_containers(&self, namespace: &str, pod: &str) -> Result<(), ProcessError> {
         self.procs()?.kill_containers(namespace, pod)

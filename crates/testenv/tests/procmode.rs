@@ -255,6 +255,23 @@ async fn postgres_runs_on_its_claim_and_pod_ip_and_its_data_outlives_the_pod() {
     );
     let dir = psql(&ip, "s3cret-pw", "select current_setting('data_directory')").unwrap();
     assert_eq!(dir, "/var/lib/postgresql/data/pgdata");
+    // Inside the pod (as `kubectl exec`): its environment, and its own /var/run/postgresql.
+    let inside = e
+        .agent
+        .exec(
+            &e.ns,
+            "pg-0",
+            "postgres",
+            &[
+                "sh",
+                "-c",
+                "PGPASSWORD=\"$POSTGRES_PASSWORD\" psql -U postgres -tAc 'select v from t'; id -un",
+            ],
+        )
+        .await
+        .expect("exec");
+    assert_eq!(inside.code, 0, "{}", inside.output);
+    assert_eq!(inside.output, "kept\nbosun-pg\n");
     let claim = e.agent.claim_dir(&e.ns, "pgdata").await.expect("claim dir");
     let meta = std::fs::metadata(claim.join("pgdata/PG_VERSION")).expect("data on the claim");
     use std::os::unix::fs::MetadataExt;

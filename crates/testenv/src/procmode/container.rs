@@ -296,6 +296,8 @@ impl Spec {
         started_at: &str,
     ) -> Exit {
         self.shared.add_group(proc.pgid);
+        self.shared
+            .set_running(&self.container.name, Some((sandbox.clone(), envs.clone())));
         let running = json!({"running": {"startedAt": started_at}});
         let c = self.container.clone();
         let (ptx, mut prx) = mpsc::unbounded_channel();
@@ -390,6 +392,7 @@ impl Spec {
         // What the container left behind dies with it, as with a container's cgroup.
         kill_group(proc.pgid);
         self.shared.remove_group(proc.pgid);
+        self.shared.set_running(&self.container.name, None);
         exit
     }
 

@@ -211,9 +211,30 @@ pub(crate) struct PodShared {
     groups: Mutex<HashSet<i32>>,
     tx: mpsc::UnboundedSender<PodMsg>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Running containers: their root and environment, for `exec`.
+    running: Mutex<HashMap<String, Running>>,
+}
+
+type Running = (Arc<sandbox::Sandbox>, Arc<Vec<(String, String)>>);
+
+/// What a command run in a container ([`crate::NodeAgent::exec`]) ended with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// The exit code (128 + the signal when killed).
+    pub code: i32,
+    /// Its standard output and error, interleaved.
+    pub output: String,
 }
 
 impl PodShared {
+    pub fn set_running(&self, container: &str, r: Option<Running>) {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        match r {
+            Some(r) => running.insert(container.to_string(), r),
+            None => running.remove(container),
+        };
+    }
+
     pub fn log_path(&self, container: &str) -> PathBuf {
         self.dir.join(format!("{container}.log"))
     }
@@ -342,6 +363,39 @@ impl Ctx {
         p.kill_all();
         let _ = p.tx.send(PodMsg::Lost);
         Ok(())
+    }
+
+    pub async fn exec(
+        &self,
+        ns: &str,
+        pod: &str,
+        container: &str,
+        argv: &[String],
+    ) -> Result<ExecOutput, ProcessError> {
+        let p = self
+            .find(ns, pod)
+            .ok_or_else(|| ProcessError::NoPod(format!("{ns}/{pod}")))?;
+        let running = p
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(container)
+            .cloned();
+        let (sandbox, env) = running.ok_or_else(|| {
+            ProcessError::NoPod(format!("{ns}/{pod}: no running container {container:?}"))
+        })?;
+        let mut out = tempfile::tempfile()?;
+        let mut proc = sandbox::Proc::spawn(sandbox.command(argv, &env, Some(&out))?)?;
+        p.add_group(proc.pgid);
+        let status = proc.wait().await;
+        sandbox::kill_group(proc.pgid);
+        p.remove_group(proc.pgid);
+        let (code, _) = sandbox::exit_code(&status?);
+        use std::io::{Read, Seek};
+        let mut output = String::new();
+        out.seek(std::io::SeekFrom::Start(0))?;
+        out.read_to_string(&mut output)?;
+        Ok(ExecOutput { code, output })
     }
 
     pub fn kill_containers(&self, ns: &str, pod: &str) -> Result<(), ProcessError> {
@@ -582,6 +636,7 @@ async fn on_pod(ctx: &Arc<Ctx>, mut p: Pod) {
         groups: Mutex::default(),
         tx,
         task: Mutex::default(),
+        running: Mutex::default(),
     });
     ctx.pods().insert(uid, shared.clone());
     let handle = tokio::spawn(pod::run(ctx.clone(), shared.clone(), p, rx));
