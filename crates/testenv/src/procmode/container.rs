@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
 use super::env::{self, expand, PodFacts};
-use super::probe::{self, Target};
+use super::probe::{probe_loop, Kind, ProbeMsg};
 use super::sandbox::{exit_code, kill_group, Mount, Proc, Sandbox};
 use super::{now, Ctx, PodShared, Reason};
 
@@ -80,13 +80,6 @@ pub struct Spec {
     pub mounts: Vec<(String, PathBuf)>,
     pub report: mpsc::UnboundedSender<Report>,
     pub stop: watch::Receiver<Option<Stop>>,
-}
-
-/// Probe outcomes, sent on transitions only.
-enum ProbeMsg {
-    Started,
-    Ready(bool, String),
-    Dead(String),
 }
 
 struct Status {
@@ -438,74 +431,5 @@ async fn terminate(
                 }
             }
         }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Startup,
-    Readiness,
-    Liveness,
-}
-
-async fn probe_loop(
-    kind: Kind,
-    p: Probe,
-    sandbox: Arc<Sandbox>,
-    envs: Arc<Vec<(String, String)>>,
-    pod_ip: String,
-    container: Arc<Container>,
-    tx: mpsc::UnboundedSender<ProbeMsg>,
-) {
-    let t = probe::timing(&p);
-    tokio::time::sleep(t.initial_delay).await;
-    let target = Target {
-        sandbox: &sandbox,
-        env: &envs,
-        pod_ip: &pod_ip,
-        container: &container,
-    };
-    let (mut ok, mut failed) = (0u32, 0u32);
-    let mut state: Option<bool> = None;
-    let mut last_why: Option<String> = None;
-    loop {
-        match probe::run(&p, &target, t.timeout).await {
-            Ok(()) => {
-                ok += 1;
-                failed = 0;
-                if ok >= t.success_threshold && state != Some(true) {
-                    state = Some(true);
-                    last_why = None;
-                    match kind {
-                        Kind::Startup => {
-                            let _ = tx.send(ProbeMsg::Started);
-                            return;
-                        }
-                        Kind::Readiness => {
-                            let _ = tx.send(ProbeMsg::Ready(true, String::new()));
-                        }
-                        // A passing liveness probe changes nothing.
-                        Kind::Liveness => {}
-                    }
-                }
-            }
-            Err(why) => {
-                ok = 0;
-                failed += 1;
-                // Every new reason is reported (the kubelet reports every failure).
-                if failed >= t.failure_threshold
-                    && (state != Some(false) || last_why.as_deref() != Some(why.as_str()))
-                {
-                    state = Some(false);
-                    last_why = Some(why.clone());
-                    let _ = tx.send(match kind {
-                        Kind::Readiness => ProbeMsg::Ready(false, why),
-                        Kind::Liveness => ProbeMsg::Dead(format!("Liveness probe failed: {why}")),
-                        Kind::Startup => ProbeMsg::Dead(format!("Startup probe failed: {why}")),
-                    });
-                }
-            }
-        }
-        tokio::time::sleep(t.period).await;
     }
 }

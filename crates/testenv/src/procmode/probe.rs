@@ -8,6 +8,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
 use super::sandbox::{kill_group, Proc, Sandbox};
 
 /// The kubelet's defaults for a probe's timing.
@@ -135,5 +139,81 @@ async fn http_get(host: &str, port: u16, path: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("HTTP probe failed with statuscode: {code}"))
+    }
+}
+
+/// Probe outcomes, sent on transitions only.
+pub enum ProbeMsg {
+    Started,
+    Ready(bool, String),
+    Dead(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Startup,
+    Readiness,
+    Liveness,
+}
+
+pub async fn probe_loop(
+    kind: Kind,
+    p: Probe,
+    sandbox: Arc<Sandbox>,
+    envs: Arc<Vec<(String, String)>>,
+    pod_ip: String,
+    container: Arc<Container>,
+    tx: mpsc::UnboundedSender<ProbeMsg>,
+) {
+    let t = timing(&p);
+    tokio::time::sleep(t.initial_delay).await;
+    let target = Target {
+        sandbox: &sandbox,
+        env: &envs,
+        pod_ip: &pod_ip,
+        container: &container,
+    };
+    let (mut ok, mut failed) = (0u32, 0u32);
+    let mut state: Option<bool> = None;
+    let mut last_why: Option<String> = None;
+    loop {
+        match run(&p, &target, t.timeout).await {
+            Ok(()) => {
+                ok += 1;
+                failed = 0;
+                if ok >= t.success_threshold && state != Some(true) {
+                    state = Some(true);
+                    last_why = None;
+                    match kind {
+                        Kind::Startup => {
+                            let _ = tx.send(ProbeMsg::Started);
+                            return;
+                        }
+                        Kind::Readiness => {
+                            let _ = tx.send(ProbeMsg::Ready(true, String::new()));
+                        }
+                        // A passing liveness probe changes nothing.
+                        Kind::Liveness => {}
+                    }
+                }
+            }
+            Err(why) => {
+                ok = 0;
+                failed += 1;
+                // Every new reason is reported (the kubelet reports every failure).
+                if failed >= t.failure_threshold
+                    && (state != Some(false) || last_why.as_deref() != Some(why.as_str()))
+                {
+                    state = Some(false);
+                    last_why = Some(why.clone());
+                    let _ = tx.send(match kind {
+                        Kind::Readiness => ProbeMsg::Ready(false, why),
+                        Kind::Liveness => ProbeMsg::Dead(format!("Liveness probe failed: {why}")),
+                        Kind::Startup => ProbeMsg::Dead(format!("Startup probe failed: {why}")),
+                    });
+                }
+            }
+        }
+        tokio::time::sleep(t.period).await;
     }
 }
