@@ -191,6 +191,13 @@ fn psql(ip: &str, password: &str, sql: &str) -> Result<String, String> {
 }
 
 fn postgres_pod(name: &str) -> Value {
+    postgres_pod_on(
+        name,
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": "pgdata"}}),
+    )
+}
+
+fn postgres_pod_on(name: &str, volume: Value) -> Value {
     // The official image's entrypoint is not emulated: the pod initialises its own data.
     let script = r#"set -e
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
@@ -204,7 +211,7 @@ exec postgres -D "$PGDATA" -c listen_addresses="$POD_IP" -c fsync=off"#;
         "metadata": {"name": name},
         "spec": {
             "terminationGracePeriodSeconds": 20,
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "pgdata"}}],
+            "volumes": [volume],
             "containers": [{
                 "name": "postgres", "image": "postgres:15",
                 "command": ["sh", "-c", script],
@@ -317,6 +324,38 @@ async fn postgres_runs_on_its_claim_and_pod_ip_and_its_data_outlives_the_pod() {
         .expect("delete claim");
     let removed = eventually(60, || async { (!claim.exists()).then_some(()) }).await;
     assert!(removed.is_some(), "{} still exists", claim.display());
+}
+
+/// Two PostgreSQL pods at once, both on port 5432 — each on its own pod IP, each with its own
+/// Unix socket directory — hold different data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_postgres_pods_listen_on_the_same_port_of_their_own_ips() {
+    let e = env("pm-pg2").await;
+    let _: Secret = e
+        .create(json!({"metadata": {"name": "pg"}, "stringData": {"password": "pw2"}}))
+        .await;
+    for name in ["a", "b"] {
+        let _: Pod = e
+            .create(postgres_pod_on(
+                name,
+                json!({"name": "data", "emptyDir": {}}),
+            ))
+            .await;
+    }
+    let mut ips = Vec::new();
+    for name in ["a", "b"] {
+        let ip = pod_ip(&e.wait(name, 90, "Ready", ready).await);
+        psql(
+            &ip,
+            "pw2",
+            &format!("create table who as select '{name}' as n"),
+        )
+        .expect("psql");
+        ips.push(ip);
+    }
+    assert_ne!(ips[0], ips[1]);
+    assert_eq!(psql(&ips[0], "pw2", "select n from who").unwrap(), "a");
+    assert_eq!(psql(&ips[1], "pw2", "select n from who").unwrap(), "b");
 }
 
 /// Readiness is the probe's: not Ready while an httpGet probe fails, Ready once it passes,
