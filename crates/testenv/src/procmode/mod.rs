@@ -13,7 +13,7 @@
 //! * **Containers** get a root of their own: the host's `/usr`, `/etc`, `/opt`, `/dev`,
 //!   `/proc`, `/sys` (shared, read as the image), fresh `/tmp`, `/run`, `/var` on each start,
 //!   and the pod's volumes at their `mountPath`s — bind mounts in a mount namespace private
-//!   to the process ([`sandbox`]). Mount paths inside the shared host directories are
+//!   to the process (see `sandbox.rs`). Mount paths inside the shared host directories are
 //!   refused. Processes run as an unprivileged user ([`ProcessConfig::user`], `bosun-pg`,
 //!   created by `scripts/setup-postgres.sh`): PostgreSQL refuses root. The agent itself
 //!   must run as root (namespaces, `chroot`, the user switch). `securityContext` is ignored.
