@@ -137,45 +137,14 @@ impl Spec {
             if self.stopped() || self.shared.lost.load(Ordering::SeqCst) {
                 return None;
             }
-            let image_ref = self.container.image.clone().unwrap_or_default();
-            let image = match self.ctx.cfg.images.resolve(&image_ref) {
-                Ok(i) => i,
-                Err(msg) => {
-                    self.waiting(&st, Reason::ErrImageNeverPull, &msg);
-                    self.ctx
-                        .warn(&self.pod, Reason::ErrImageNeverPull, &msg)
-                        .await;
+            let (argv, envs, sandbox) = match self.prepare(&mut st).await {
+                Ok(p) => p,
+                Err(Halt::Refused) => {
                     // An image never appears here: wait for the pod's deletion.
                     let _ = self.stop.clone().wait_for(|s| s.is_some()).await;
                     return None;
                 }
-            };
-            let facts = PodFacts {
-                pod: &self.pod,
-                pod_ip: &self.pod_ip,
-                host_ip: "127.0.0.1",
-            };
-            let envs = match env::build(&self.ctx.client, &facts, &self.container, &image.env).await
-            {
-                Ok(e) => e,
-                Err(msg) => {
-                    self.config_error(&mut st, &msg).await;
-                    if self.pause(backoff).await {
-                        return None;
-                    }
-                    continue;
-                }
-            };
-            let defined: BTreeMap<&str, &str> =
-                envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            let ex = |v: &Option<Vec<String>>| -> Vec<String> {
-                v.iter().flatten().map(|s| expand(s, &defined)).collect()
-            };
-            let argv = image.argv(&ex(&self.container.command), &ex(&self.container.args));
-            let sandbox = match self.sandbox(&image, st.restarts) {
-                Ok(s) => Arc::new(s),
-                Err(msg) => {
-                    self.config_error(&mut st, &msg).await;
+                Err(Halt::Retry) => {
                     if self.pause(backoff).await {
                         return None;
                     }
@@ -240,6 +209,49 @@ impl Spec {
                 return None;
             }
             backoff = (backoff * 2).min(self.ctx.cfg.max_restart_backoff);
+        }
+    }
+
+    /// The argv, environment and root of the next start — or why there is none.
+    async fn prepare(
+        &self,
+        st: &mut Status,
+    ) -> Result<(Vec<String>, Vec<(String, String)>, Arc<Sandbox>), Halt> {
+        let image_ref = self.container.image.clone().unwrap_or_default();
+        let image = match self.ctx.cfg.images.resolve(&image_ref) {
+            Ok(i) => i,
+            Err(msg) => {
+                self.waiting(st, Reason::ErrImageNeverPull, &msg);
+                self.ctx
+                    .warn(&self.pod, Reason::ErrImageNeverPull, &msg)
+                    .await;
+                return Err(Halt::Refused);
+            }
+        };
+        let facts = PodFacts {
+            pod: &self.pod,
+            pod_ip: &self.pod_ip,
+            host_ip: "127.0.0.1",
+        };
+        let envs = match env::build(&self.ctx.client, &facts, &self.container, &image.env).await {
+            Ok(e) => e,
+            Err(msg) => {
+                self.config_error(st, &msg).await;
+                return Err(Halt::Retry);
+            }
+        };
+        let defined: BTreeMap<&str, &str> =
+            envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let ex = |v: &Option<Vec<String>>| -> Vec<String> {
+            v.iter().flatten().map(|s| expand(s, &defined)).collect()
+        };
+        let argv = image.argv(&ex(&self.container.command), &ex(&self.container.args));
+        match self.sandbox(&image, st.restarts) {
+            Ok(s) => Ok((argv, envs, Arc::new(s))),
+            Err(msg) => {
+                self.config_error(st, &msg).await;
+                Err(Halt::Retry)
+            }
         }
     }
 
@@ -398,6 +410,14 @@ impl Spec {
             .unwrap_or(30);
         Duration::from_secs(s.max(0) as u64)
     }
+}
+
+/// Why a container does not start now.
+enum Halt {
+    /// Never (its image is not mapped).
+    Refused,
+    /// Not yet (its configuration is not there yet): try again after the back-off.
+    Retry,
 }
 
 enum Exit {
