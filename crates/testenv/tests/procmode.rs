@@ -607,7 +607,7 @@ async fn env_comes_from_the_downward_api_configmaps_and_secrets() {
     let _: Pod = e
         .create(json!({"metadata": {"name": "env", "labels": {"app": "demo"}}, "spec": {
             "containers": [{"name": "main", "image": "debian:bookworm",
-                "command": ["sh", "-c", "echo \"name=$NAME ns=$NS ip=$IP app=$APP mode=$MODE token=$TOKEN greeting=$GREETING\"; id -un; exec sleep 1000"],
+                "command": ["sh", "-c", "echo \"name=$NAME ns=$NS ip=$IP app=$APP mode=$MODE token=$TOKEN greeting=$GREETING\"; id -un; echo \"uname=`uname -n`\"; exec sleep 1000"],
                 "env": [
                     {"name": "NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                     {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},

@@ -286,6 +286,7 @@ impl Spec {
             image,
             &mounts,
             self.container.working_dir.as_deref(),
+            &self.hostname(),
             self.ctx.user,
         )
         .map_err(|e| format!("preparing the container's root: {e}"))
@@ -399,6 +400,13 @@ impl Spec {
         self.shared.remove_group(proc.pgid);
         self.shared.set_running(&self.container.name, None);
         exit
+    }
+
+    /// `spec.hostname`, else the pod's name (Kubernetes' rule).
+    fn hostname(&self) -> String {
+        let spec = self.pod.spec.as_ref();
+        spec.and_then(|s| s.hostname.clone())
+            .unwrap_or_else(|| self.shared.name.clone())
     }
 
     fn pod_grace(&self) -> Duration {

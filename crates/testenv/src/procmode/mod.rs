@@ -10,7 +10,7 @@
 //!   reason `ErrImageNeverPull` and a Warning Event says which images are mapped.
 //!   `command`/`args` replace the image's entrypoint/cmd as in Kubernetes, with `$(VAR)`
 //!   expansion.
-//! * **Containers** get a root of their own: the host's `/usr`, `/etc`, `/opt`, `/dev`,
+//! * **Containers** get a root and a hostname (the pod's) of their own: the host's `/usr`, `/etc`, `/opt`, `/dev`,
 //!   `/proc`, `/sys` (shared, read as the image), fresh `/tmp`, `/run`, `/var` on each start,
 //!   and the pod's volumes at their `mountPath`s — bind mounts in a mount namespace private
 //!   to the process (see `sandbox.rs`). Mount paths inside the shared host directories are

@@ -3,7 +3,7 @@
 //! image's files and the pod's volumes at their mount paths. The mounts are made by the child
 //! itself, between fork and exec, in a mount namespace of its own (private propagation): the
 //! host never sees them, so removing a container's directory only ever removes empty mount
-//! points. Then it changes root, starts a session (its own process group, for the group
+//! points. It has a UTS namespace too, named as the pod. Then it changes root, starts a session (its own process group, for the group
 //! kill), drops to the unprivileged user and execs — the program is looked up on the
 //! container's `PATH`, inside its root.
 use std::ffi::{CString, OsStr};
@@ -56,6 +56,7 @@ pub struct Mount {
 /// A prepared container root: spawn its processes with [`Sandbox::command`].
 pub struct Sandbox {
     rootfs: CString,
+    hostname: Vec<u8>,
     binds: Arc<Vec<(CString, CString)>>,
     workdir: CString,
     user: User,
@@ -96,6 +97,7 @@ impl Sandbox {
         image: &Image,
         mounts: &[Mount],
         workdir: Option<&str>,
+        hostname: &str,
         user: User,
     ) -> io::Result<Sandbox> {
         std::fs::create_dir_all(rootfs)?;
@@ -161,6 +163,7 @@ impl Sandbox {
         }
         Ok(Sandbox {
             rootfs: cstr(rootfs)?,
+            hostname: hostname.as_bytes().iter().copied().take(63).collect(),
             binds: Arc::new(binds),
             workdir: CString::new(workdir).map_err(io::Error::other)?,
             user,
@@ -196,6 +199,7 @@ impl Sandbox {
         }
         let binds = self.binds.clone();
         let rootfs = self.rootfs.clone();
+        let hostname = self.hostname.clone();
         let workdir = self.workdir.clone();
         let User { uid, gid } = self.user;
         // SAFETY: between fork and exec only system calls run, on memory prepared before the
@@ -210,7 +214,9 @@ impl Sandbox {
                     }
                 };
                 let null = std::ptr::null::<libc::c_char>();
-                ok(libc::unshare(libc::CLONE_NEWNS))?;
+                ok(libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWUTS))?;
+                // The pod's name, as a container's hostname is.
+                ok(libc::sethostname(hostname.as_ptr().cast(), hostname.len()))?;
                 // Nothing mounted below leaks to the host's namespace.
                 ok(libc::mount(
                     c"none".as_ptr(),
