@@ -10,10 +10,10 @@
 //!   reason `ErrImageNeverPull` and a Warning Event says which images are mapped.
 //!   `command`/`args` replace the image's entrypoint/cmd as in Kubernetes, with `$(VAR)`
 //!   expansion.
-//! * **Containers** get a root and a hostname (the pod's) of their own: the host's `/usr`, `/etc`, `/opt`, `/dev`,
-//!   `/proc`, `/sys` (shared, read as the image), fresh `/tmp`, `/run`, `/var` on each start,
-//!   and the pod's volumes at their `mountPath`s — bind mounts in a mount namespace private
-//!   to the process (see `sandbox.rs`). Mount paths inside the shared host directories are
+//! * **Containers** get a root and a hostname (the pod's) of their own: the host's `/usr`,
+//!   `/etc`, `/opt`, `/dev`, `/proc`, `/sys` (shared, read as the image), fresh `/tmp`,
+//!   `/run`, `/var` on each start, and the pod's volumes at their `mountPath`s — bind
+//!   mounts in a mount namespace private to the process (see `sandbox.rs`). Mount paths inside the shared host directories are
 //!   refused. Processes run as an unprivileged user ([`ProcessConfig::user`], `bosun-pg`,
 //!   created by `scripts/setup-postgres.sh`): PostgreSQL refuses root. The agent itself
 //!   must run as root (namespaces, `chroot`, the user switch). `securityContext` is ignored.

@@ -3,9 +3,9 @@
 //! image's files and the pod's volumes at their mount paths. The mounts are made by the child
 //! itself, between fork and exec, in a mount namespace of its own (private propagation): the
 //! host never sees them, so removing a container's directory only ever removes empty mount
-//! points. It has a UTS namespace too, named as the pod. Then it changes root, starts a session (its own process group, for the group
-//! kill), drops to the unprivileged user and execs — the program is looked up on the
-//! container's `PATH`, inside its root.
+//! points. It has a UTS namespace too, named as the pod. Then it changes root, starts a
+//! session (its own process group, for the group kill), drops to the unprivileged user and
+//! execs — the program is looked up on the container's `PATH`, inside its root.
 use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io;
