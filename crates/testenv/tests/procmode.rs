@@ -391,12 +391,12 @@ async fn an_http_readiness_probe_gates_ready() {
     })
     .await;
     assert!(unhealthy.is_some(), "a readiness failure with status 404");
-    let p = e.pods.get("web").await.expect("pod");
+    let p = e
+        .wait("web", 30, "Running", |p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+        .await;
     assert!(!ready(&p), "not Ready while the probe fails");
-    assert_eq!(
-        p.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Running")
-    );
 
     std::fs::write(web.path().join("ready"), "ok").expect("write");
     e.wait("web", 60, "Ready", ready).await;
@@ -674,6 +674,49 @@ async fn the_bosun_image_runs_its_mapped_program_with_the_args() {
     assert_eq!(container(&p)["state"]["terminated"]["reason"], "Completed");
     let log = e.agent.logs(&e.ns, "tool", "bosun").expect("log");
     assert_eq!(log, "tool\nhello\n");
+}
+
+/// A pod whose claim does not exist yet waits, Pending with a FailedMount Event, and starts
+/// once the claim is there (and bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_waits_for_its_claim() {
+    let e = env("pm-claim").await;
+    let _: Pod = e
+        .create(json!({"metadata": {"name": "waiter"}, "spec": {
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "later"}}],
+            "containers": [{"name": "main", "image": "debian:bookworm",
+                "command": ["sh", "-c", "echo hi > /data/file; exec sleep 1000"],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}}))
+        .await;
+    let failed = eventually(30, || async {
+        let evs = e.events("FailedMount").await;
+        (!evs.is_empty()).then_some(evs)
+    })
+    .await
+    .expect("a FailedMount event");
+    let msg = failed[0].message.clone().unwrap_or_default();
+    assert!(msg.contains("\"later\" not found"), "{msg}");
+    let p = e.pods.get("waiter").await.expect("pod");
+    assert_eq!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Pending")
+    );
+    assert_eq!(
+        container(&p)["state"]["waiting"]["reason"],
+        "ContainerCreating"
+    );
+
+    let _: PersistentVolumeClaim = e
+        .create(json!({"metadata": {"name": "later"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .await;
+    e.wait("waiter", 60, "Ready", ready).await;
+    let claim = e.agent.claim_dir(&e.ns, "later").await.expect("claim dir");
+    let written = eventually(30, || async {
+        std::fs::read_to_string(claim.join("file")).ok()
+    })
+    .await;
+    assert_eq!(written.as_deref(), Some("hi\n"));
 }
 
 /// An image no local program stands for is refused with the kubelet's reason and an Event.

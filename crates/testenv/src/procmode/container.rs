@@ -461,3 +461,15 @@ async fn terminate(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Policy;
+
+    #[test]
+    fn restart_policies() {
+        assert!(Policy::Always.restarts(0) && Policy::Always.restarts(1));
+        assert!(!Policy::OnFailure.restarts(0) && Policy::OnFailure.restarts(137));
+        assert!(!Policy::Never.restarts(0) && !Policy::Never.restarts(1));
+    }
+}

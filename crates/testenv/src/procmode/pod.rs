@@ -113,12 +113,13 @@ pub async fn run(
                     }
                 }
                 Err(msg) => {
+                    // Pending, its containers "ContainerCreating", as a kubelet shows it —
+                    // written before the Event, which then implies it.
+                    write(&api, &shared, &mut m).await;
                     if mount_failure.as_deref() != Some(msg.as_str()) {
                         ctx.warn(&pod, Reason::FailedMount, &msg).await;
                         mount_failure = Some(msg);
                     }
-                    // Pending, its containers "ContainerCreating", as a kubelet shows it.
-                    write(&api, &shared, &mut m).await;
                 }
             }
         }
