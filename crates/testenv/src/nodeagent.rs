@@ -121,8 +121,9 @@ impl NodeAgent {
         Ok(crate::procmode::claim_dir(&root, &uid))
     }
 
-    /// Holds the pod `name` in `namespace` (this very pod, by UID) not ready, and marks it
-    /// so at once; returns its UID.
+    /// Simulated mode: holds the pod `name` in `namespace` (this very pod, by UID) not
+    /// ready, and marks it so at once; returns its UID. (In process mode, readiness is the
+    /// probes'.)
     pub async fn hold_unready(&self, namespace: &str, name: &str) -> Result<String, kube::Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let pod = api.get(name).await?;

@@ -159,6 +159,8 @@ pub enum ProcessError {
     Io(#[from] std::io::Error),
     #[error("no pod {0} known to the process-mode node agent")]
     NoPod(String),
+    #[error("pod {pod}: no running container {container:?}")]
+    NoContainer { pod: String, container: String },
     #[error("the node agent runs in simulated mode: no processes")]
     Simulated,
     #[error("kube: {0}")]
@@ -355,8 +357,9 @@ impl Ctx {
             .unwrap_or_else(|e| e.into_inner())
             .get(container)
             .cloned();
-        let (sandbox, env) = running.ok_or_else(|| {
-            ProcessError::NoPod(format!("{ns}/{pod}: no running container {container:?}"))
+        let (sandbox, env) = running.ok_or_else(|| ProcessError::NoContainer {
+            pod: format!("{ns}/{pod}"),
+            container: container.to_string(),
         })?;
         let mut out = tempfile::tempfile()?;
         let mut proc = sandbox::Proc::spawn(sandbox.command(argv, &env, Some(&out))?)?;
