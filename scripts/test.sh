@@ -14,6 +14,9 @@ bash scripts/setup-helm.sh >/dev/null
 echo "== Ansible oracle (ansible-core 2.18 from PyPI, for crates/ansible's differential tests)"
 bash scripts/setup-ansible.sh >/dev/null
 
+echo "== PostgreSQL 15 and the bosun-pg user (for the process-mode node agent's pods)"
+bash scripts/setup-postgres.sh >/dev/null
+
 echo "== vSphere simulator (vcsim from Debian's govmomi source, for crates/vsphere's tests)"
 bash scripts/setup-vcsim.sh >/dev/null
 

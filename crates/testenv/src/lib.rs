@@ -1,7 +1,8 @@
 //! bosun's test control plane: real etcd + kube-apiserver (+ kube-controller-manager on
 //! request) on loopback ports, for tests that must prove API behaviour — kube-rs has no
 //! envtest, and mocks prove nothing about the API server. Plus a simulated node agent, clearly
-//! test support, standing in for the kubelet that does not run here. And vcsim, the vSphere
+//! test support, standing in for the kubelet that does not run here — or, in its process mode
+//! ([`procmode`]), running pods as real local processes. And vcsim, the vSphere
 //! simulator, for the vSphere client and the VmGroup operator (`scripts/setup-vcsim.sh`).
 //!
 //! Binaries come from `scripts/setup-assets.sh` (cached under `~/.cache/bosun/assets/v1.20.2`);
@@ -12,11 +13,13 @@ mod controlplane;
 mod nodeagent;
 pub mod perturb;
 mod process;
+pub mod procmode;
 mod vcsim;
 
 pub use assets::{assets_dir, Assets};
 pub use controlplane::{shared, sum_series, ControlPlane, Options, TestEnvError};
 pub use nodeagent::{NodeAgent, NodeAgentConfig};
+pub use procmode::{Image, ImageMap, ProcessConfig, ProcessError};
 pub use vcsim::{vcsim_path, Vcsim, VcsimError, VCSIM_VERSION};
 
 /// Creates a namespace with a unique name for one test.

@@ -11,6 +11,9 @@
 //!   capacity follows at once (online expansion), or — `resize_needs_restart` — the claim
 //!   reports `FileSystemResizePending` until a new pod using it becomes ready, as the seed
 //!   describes for a real cluster.
+//!
+//! That is the default. [`NodeAgent::process_mode`] runs pods for real instead, as local
+//! processes (real PostgreSQL in tests): see [`crate::procmode`] for what it honours.
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +26,8 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use crate::procmode::{ProcessConfig, ProcessError};
+
 #[derive(Clone, Debug, Default)]
 pub struct NodeAgentConfig {
     /// Only this namespace; all namespaces when None.
@@ -31,11 +36,12 @@ pub struct NodeAgentConfig {
     pub resize_needs_restart: bool,
 }
 
-/// Runs until dropped.
+/// Runs until dropped (in process mode, its processes die with it).
 pub struct NodeAgent {
     task: tokio::task::JoinHandle<()>,
     client: Client,
     unready: Held,
+    procs: Option<Arc<crate::procmode::Ctx>>,
 }
 
 /// UIDs of pods held unready.
@@ -44,14 +50,80 @@ type Held = Arc<Mutex<HashSet<String>>>;
 impl Drop for NodeAgent {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(p) = &self.procs {
+            p.shutdown();
+        }
     }
 }
 
 const PENDING: &str = "FileSystemResizePending";
 
 impl NodeAgent {
-    /// Holds the pod `name` in `namespace` (this very pod, by UID) not ready, and marks it
-    /// so at once; returns its UID.
+    /// Runs pods as local processes ([`crate::procmode`]): needs root, and the user of
+    /// `cfg.user` (`scripts/setup-postgres.sh`).
+    pub fn process_mode(client: Client, cfg: ProcessConfig) -> Result<NodeAgent, ProcessError> {
+        let (task, ctx) = crate::procmode::start(client.clone(), cfg)?;
+        Ok(NodeAgent {
+            task,
+            client,
+            unready: Held::default(),
+            procs: Some(ctx),
+        })
+    }
+
+    fn procs(&self) -> Result<&crate::procmode::Ctx, ProcessError> {
+        self.procs.as_deref().ok_or(ProcessError::Simulated)
+    }
+
+    /// Process mode: what a pod's container wrote to stdout and stderr so far (every start).
+    pub fn logs(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> Result<String, ProcessError> {
+        self.procs()?.logs(namespace, pod, container)
+    }
+
+    /// Process mode: the pod's node is lost — SIGKILL to its process groups; nothing is
+    /// restarted, the pod turns not Ready (reason `NodeLost`), and deleting it finalizes it.
+    pub fn node_loss(&self, namespace: &str, pod: &str) -> Result<(), ProcessError> {
+        self.procs()?.node_loss(namespace, pod)
+    }
+
+    /// Process mode: runs `argv` in a running container of the pod, as `kubectl exec` would
+    /// (its root, environment and user), and waits for it.
+    pub async fn exec(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        argv: &[&str],
+    ) -> Result<crate::procmode::ExecOutput, ProcessError> {
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        self.procs()?.exec(namespace, pod, container, &argv).await
+    }
+
+    /// Process mode: SIGKILL to the pod's process groups, a crash: `restartPolicy` applies.
+    pub fn kill_containers(&self, namespace: &str, pod: &str) -> Result<(), ProcessError> {
+        self.procs()?.kill_containers(namespace, pod)
+    }
+
+    /// Process mode: the host directory holding the claim `name`'s data.
+    pub async fn claim_dir(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<std::path::PathBuf, ProcessError> {
+        let root = self.procs()?.root.clone();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        let uid = api.get(name).await?.uid().unwrap_or_default();
+        Ok(crate::procmode::claim_dir(&root, &uid))
+    }
+
+    /// Simulated mode: holds the pod `name` in `namespace` (this very pod, by UID) not
+    /// ready, and marks it so at once; returns its UID. (In process mode, readiness is the
+    /// probes'.)
     pub async fn hold_unready(&self, namespace: &str, name: &str) -> Result<String, kube::Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let pod = api.get(name).await?;
@@ -95,7 +167,7 @@ impl NodeAgent {
                         Err(e) => watch_error(e),
                     },
                     Ev::Pvc(e) => match *e {
-                        Ok(c) => on_pvc(&client, &cfg, c).await,
+                        Ok(c) => on_pvc(&client, &cfg, c, None).await,
                         Err(e) => watch_error(e),
                     },
                 };
@@ -108,6 +180,7 @@ impl NodeAgent {
             task,
             client,
             unready,
+            procs: None,
         }
     }
 }
@@ -329,10 +402,13 @@ fn bytes(q: &str) -> Option<u128> {
     q.parse().ok()
 }
 
-async fn on_pvc(
+/// Binds and resizes claims; `process_root` is the process mode's directory (the PV's
+/// `hostPath` then names the claim's own directory in it).
+pub(crate) async fn on_pvc(
     client: &Client,
     cfg: &NodeAgentConfig,
     pvc: PersistentVolumeClaim,
+    process_root: Option<&std::path::Path>,
 ) -> Result<(), kube::Error> {
     if pvc.metadata.deletion_timestamp.is_some() {
         return Ok(());
@@ -349,6 +425,12 @@ async fn on_pvc(
         .and_then(|s| s.phase.clone())
         .unwrap_or_default();
     let pv_name = format!("pv-{}", pvc.uid().unwrap_or_default());
+    let host_path = match process_root {
+        Some(root) => crate::procmode::claim_dir(root, &pvc.uid().unwrap_or_default())
+            .display()
+            .to_string(),
+        None => format!("/tmp/bosun-sim/{pv_name}"),
+    };
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
 
     if phase != "Bound" {
@@ -360,7 +442,7 @@ async fn on_pvc(
                     "accessModes": pvc.spec.as_ref().and_then(|s| s.access_modes.clone()).unwrap_or_else(|| vec!["ReadWriteOnce".into()]),
                     "persistentVolumeReclaimPolicy": "Retain",
                     "storageClassName": pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()).unwrap_or_default(),
-                    "hostPath": {"path": format!("/tmp/bosun-sim/{pv_name}")},
+                    "hostPath": {"path": host_path},
                     "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": ns, "name": name, "uid": pvc.uid()},
                 }
             }))
