@@ -2,6 +2,7 @@
 mod crd;
 #[cfg(feature = "dev")]
 mod dev;
+mod pg;
 mod render;
 mod run;
 
@@ -36,6 +37,9 @@ pub enum Command {
     Render(render::RenderArgs),
     /// Print the version.
     Version,
+    /// PostgresCluster instance pods' entry point (`bosun pg instance`).
+    #[command(hide = true)]
+    Pg(pg::PgArgs),
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
@@ -60,6 +64,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         #[cfg(feature = "dev")]
         Command::Dev(args) => dev::dev(args).await,
         Command::Render(args) => render::run(args),
+        Command::Pg(args) => pg::run(args).await,
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -95,19 +95,26 @@ pub struct Args {
     /// The pod's IP (downward API `status.podIP`).
     #[arg(long, env = "BOSUN_PG_POD_IP")]
     pub pod_ip: IpAddr,
+    /// PostgreSQL's port.
     #[arg(long, env = "BOSUN_PG_PORT", default_value_t = 5432)]
     pub port: u16,
+    /// The instance API's port.
     #[arg(long, env = "BOSUN_PG_HTTP_PORT", default_value_t = 8000)]
     pub http_port: u16,
+    /// PostgreSQL's programs (default: `postgres` on PATH, else the newest
+    /// /usr/lib/postgresql/<N>/bin).
     #[arg(long, env = "BOSUN_PG_BIN_DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// The unix socket and password file directory (default /tmp/bosun-pg/<ip>-<port>).
     #[arg(long, env = "BOSUN_PG_RUN_DIR")]
     pub run_dir: Option<PathBuf>,
+    /// The role to start in.
     #[arg(long, env = "BOSUN_PG_ROLE", value_enum)]
     pub role: Role,
     /// `host:port` of the primary (replicas).
     #[arg(long, env = "BOSUN_PG_PRIMARY")]
     pub primary: Option<String>,
+    /// The OS user PostgreSQL runs as when started by root (default bosun-pg, else postgres).
     #[arg(long, env = "BOSUN_PG_OS_USER")]
     pub os_user: Option<String>,
     /// A PostgreSQL parameter `name=value` (repeatable).
