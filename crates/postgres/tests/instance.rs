@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bosun_postgres::instance::client::InstanceClient;
-use bosun_postgres::instance::{self, Config, Credentials, InstanceState, Rejoin, Role, StateRole};
+use bosun_postgres::instance::{
+    self, AppDb, Config, Credentials, InitDbOptions, InstanceState, Rejoin, Role, StateRole,
+};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -18,6 +20,7 @@ const PG_PORT: u16 = 5432;
 const HTTP_PORT: u16 = 8008;
 const TOKEN: &str = "test-api-token";
 const SUPER_PASSWORD: &str = "super:secret\\pw";
+const APP_PASSWORD: &str = "app 'pw'";
 const DEADLINE: Duration = Duration::from_secs(120);
 
 struct Node {
@@ -76,10 +79,18 @@ fn start(dir: &Path, name: &str, ip: &str, role: Role, primary: Option<String>) 
             ("max_connections".into(), "30".into()),
         ],
         log_file: Some(log.clone()),
+        initdb: InitDbOptions {
+            app: Some(AppDb {
+                database: "app".into(),
+                owner: "app".into(),
+            }),
+            ..Default::default()
+        },
         credentials: Credentials {
             superuser_password: SUPER_PASSWORD.into(),
             replication_password: "repl-secret".into(),
             api_token: TOKEN.into(),
+            app_password: Some(APP_PASSWORD.into()),
         },
     };
     let stop = CancellationToken::new();
@@ -369,6 +380,21 @@ async fn only_the_token_holder_changes_an_instance() {
             "{what} with a wrong token"
         );
     }
+    // The application database, owned by its role, which logs in with its password.
+    let (app, conn) = tokio_postgres::Config::new()
+        .host(a.ip.to_string())
+        .port(PG_PORT)
+        .user("app")
+        .password(APP_PASSWORD)
+        .dbname("app")
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connect as the application owner");
+    tokio::spawn(conn);
+    app.batch_execute("CREATE TABLE mine (id int)")
+        .await
+        .expect("the owner creates tables in its database");
+
     // Reading needs no token, and nothing was changed.
     let s = anonymous.state().await.expect("state without a token");
     assert_eq!((s.role, s.ready), (StateRole::Primary, true));

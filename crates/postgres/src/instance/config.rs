@@ -26,6 +26,8 @@ pub struct Credentials {
     pub replication_password: String,
     /// Bearer token mutating HTTP requests must carry.
     pub api_token: String,
+    /// Of the application database's owner (None: the owner cannot log in with a password).
+    pub app_password: Option<String>,
 }
 
 impl fmt::Debug for Credentials {
@@ -48,6 +50,7 @@ impl Credentials {
             superuser_password: get("BOSUN_PG_SUPERUSER_PASSWORD")?,
             replication_password: get("BOSUN_PG_REPLICATION_PASSWORD")?,
             api_token: get("BOSUN_PG_API_TOKEN")?,
+            app_password: get("BOSUN_PG_APP_PASSWORD").ok(),
         })
     }
 }
@@ -80,7 +83,34 @@ pub struct Config {
     pub parameters: Vec<(String, String)>,
     /// Where PostgreSQL's own log goes (None: the manager's stderr, i.e. the pod's log).
     pub log_file: Option<PathBuf>,
+    /// How a new cluster is made (read by a primary that finds no data).
+    pub initdb: InitDbOptions,
     pub credentials: Credentials,
+}
+
+/// `initdb`'s choices and the application database made on a new cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitDbOptions {
+    pub locale: String,
+    pub data_checksums: bool,
+    /// The application database and its owner, made on every start as primary when missing.
+    pub app: Option<AppDb>,
+}
+
+impl Default for InitDbOptions {
+    fn default() -> Self {
+        InitDbOptions {
+            locale: "C".into(),
+            data_checksums: true,
+            app: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppDb {
+    pub database: String,
+    pub owner: String,
 }
 
 /// `bosun pg instance`: the command line of an instance's pod.
@@ -120,6 +150,18 @@ pub struct Args {
     /// A PostgreSQL parameter `name=value` (repeatable).
     #[arg(long = "param", value_parser = parse_param)]
     pub parameters: Vec<(String, String)>,
+    /// Locale of a new cluster.
+    #[arg(long, env = "BOSUN_PG_LOCALE", default_value = "C")]
+    pub locale: String,
+    /// Make a new cluster without data page checksums.
+    #[arg(long, env = "BOSUN_PG_NO_DATA_CHECKSUMS")]
+    pub no_data_checksums: bool,
+    /// The application database to make on a new cluster (with --app-owner).
+    #[arg(long, env = "BOSUN_PG_APP_DATABASE", requires = "app_owner")]
+    pub app_database: Option<String>,
+    /// Its owner, a login role (password: BOSUN_PG_APP_PASSWORD).
+    #[arg(long, env = "BOSUN_PG_APP_OWNER", requires = "app_database")]
+    pub app_owner: Option<String>,
 }
 
 impl Args {
@@ -138,6 +180,14 @@ impl Args {
             os_user: self.os_user,
             parameters: self.parameters,
             log_file: None,
+            initdb: InitDbOptions {
+                locale: self.locale,
+                data_checksums: !self.no_data_checksums,
+                app: match (self.app_database, self.app_owner) {
+                    (Some(database), Some(owner)) => Some(AppDb { database, owner }),
+                    _ => None,
+                },
+            },
             credentials: Credentials::from_env()?,
         })
     }
@@ -174,6 +224,30 @@ impl Config {
         }
         if self.name.is_empty() {
             return Err(Error::Config("the instance name is empty".into()));
+        }
+        if let Some(app) = &self.initdb.app {
+            for (what, v) in [("database", &app.database), ("owner", &app.owner)] {
+                let ok = (1..=63).contains(&v.len())
+                    && v.starts_with(|c: char| c.is_ascii_lowercase())
+                    && v.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                if !ok {
+                    return Err(Error::Config(format!(
+                        "application {what} {v:?}: lower-case letters, digits and _ only"
+                    )));
+                }
+            }
+        }
+        if !self
+            .initdb
+            .locale
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-@".contains(c))
+        {
+            return Err(Error::Config(format!(
+                "locale {:?} is not a locale name",
+                self.initdb.locale
+            )));
         }
         if self.role == Role::Replica && self.primary.is_none() {
             return Err(Error::Config(
@@ -241,10 +315,12 @@ mod tests {
             os_user: None,
             parameters: vec![],
             log_file: None,
+            initdb: InitDbOptions::default(),
             credentials: Credentials {
                 superuser_password: "s3cret-super".into(),
                 replication_password: "s3cret-repl".into(),
                 api_token: "s3cret-token".into(),
+                app_password: Some("s3cret-app".into()),
             },
         }
     }
@@ -263,6 +339,21 @@ mod tests {
         c.run_dir = Some(PathBuf::from(format!("/{}", "r".repeat(93))));
         let e = c.check().expect_err("over the limit");
         assert!(e.to_string().contains("over the limit of 107"), "{e}");
+    }
+
+    #[test]
+    fn application_names_must_be_plain_identifiers() {
+        let mut c = config();
+        c.initdb.app = Some(AppDb {
+            database: "app".into(),
+            owner: "app; DROP".into(),
+        });
+        assert!(c.check().is_err());
+        c.initdb.app = Some(AppDb {
+            database: "app".into(),
+            owner: "app_owner".into(),
+        });
+        assert!(c.check().is_ok());
     }
 
     #[test]

@@ -171,7 +171,9 @@ impl Manager {
             match (self.cfg.role, self.cfg.primary.clone()) {
                 (Role::Primary, _) => {
                     info!(instance = %self.cfg.name, "initdb");
-                    self.pg.initdb(&self.cfg.credentials, true).await?;
+                    self.pg
+                        .initdb(&self.cfg.credentials, &self.cfg.initdb)
+                        .await?;
                 }
                 (Role::Replica, Some(primary)) => {
                     info!(instance = %self.cfg.name, %primary, "joining with a base backup");
@@ -209,7 +211,8 @@ impl Manager {
                 if sql::observe(&client).await?.in_recovery {
                     sql::promote(&client).await?;
                 }
-                sql::ensure_roles(&client, &self.cfg.credentials).await?;
+                sql::ensure_roles(&client, &self.cfg.credentials, self.cfg.initdb.app.as_ref())
+                    .await?;
                 let mut s = self.lock();
                 s.role = Role::Primary;
                 s.primary = None;
@@ -304,7 +307,7 @@ impl Manager {
         self.child = Some(child);
         let client = self.wait_accepting().await?;
         if role == Role::Primary {
-            sql::ensure_roles(&client, &self.cfg.credentials).await?;
+            sql::ensure_roles(&client, &self.cfg.credentials, self.cfg.initdb.app.as_ref()).await?;
         }
         self.lock().phase = Phase::Running;
         info!(instance = %self.cfg.name, ?role, "postgres is running");

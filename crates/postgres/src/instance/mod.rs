@@ -24,7 +24,7 @@ mod pg;
 mod sql;
 mod state;
 
-pub use config::{Args, Config, Credentials, Role};
+pub use config::{AppDb, Args, Config, Credentials, InitDbOptions, Role};
 pub use error::Error;
 pub use manager::run;
 pub use state::{parse_lsn, InstanceState, Rejoin, StateRole};

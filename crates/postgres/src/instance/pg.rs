@@ -7,7 +7,7 @@ use std::process::Stdio;
 
 use tokio::process::Command;
 
-use super::config::{Config, Credentials, Role};
+use super::config::{Config, Credentials, InitDbOptions, Role};
 use super::error::Error;
 use super::os::{self, OsUser};
 use super::{REPLICATION_USER, SUPERUSER};
@@ -77,17 +77,18 @@ impl Pg {
     }
 
     /// A new database cluster in the (empty) data directory.
-    pub async fn initdb(&self, creds: &Credentials, checksums: bool) -> Result<(), Error> {
+    pub async fn initdb(&self, creds: &Credentials, opts: &InitDbOptions) -> Result<(), Error> {
         os::empty_dir(&self.data)?;
         let pwfile = self.run_dir.join("initdb.pw");
         write_private(&pwfile, &creds.superuser_password, self.user)?;
         let mut c = self.command("initdb");
         c.arg("-D")
             .arg(&self.data)
-            .args(["-U", SUPERUSER, "-E", "UTF8", "--locale=C"])
+            .args(["-U", SUPERUSER, "-E", "UTF8"])
+            .arg(format!("--locale={}", opts.locale))
             .args(["--auth-local=trust", "--auth-host=scram-sha-256"])
             .arg(format!("--pwfile={}", pwfile.display()));
-        if checksums {
+        if opts.data_checksums {
             c.arg("--data-checksums");
         }
         let r = self.run("initdb", c).await;
@@ -312,10 +313,12 @@ mod tests {
             os_user: None,
             parameters: vec![("shared_buffers".into(), "16MB".into())],
             log_file: None,
+            initdb: Default::default(),
             credentials: Credentials {
                 superuser_password: "a".into(),
                 replication_password: "b".into(),
                 api_token: "c".into(),
+                app_password: None,
             },
         }
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls};
 
-use super::config::Credentials;
+use super::config::{AppDb, Credentials};
 use super::error::Error;
 use super::{REPLICATION_USER, SUPERUSER};
 
@@ -53,9 +53,14 @@ pub async fn connect_remote(
     Ok(client)
 }
 
-/// The roles a primary needs, with the passwords of the Secret. Passwords are sent as SCRAM
-/// verifiers made here, so the clear text never reaches a server log, even in an error.
-pub async fn ensure_roles(client: &Client, creds: &Credentials) -> Result<(), Error> {
+/// The roles a primary needs, with the passwords of the Secret, and the application database.
+/// Passwords are sent as SCRAM verifiers made here, so the clear text never reaches a server
+/// log, even in an error. Names were checked to be plain identifiers.
+pub async fn ensure_roles(
+    client: &Client,
+    creds: &Credentials,
+    app: Option<&AppDb>,
+) -> Result<(), Error> {
     let exists = client
         .query_opt(
             "SELECT 1 FROM pg_roles WHERE rolname = $1",
@@ -72,10 +77,44 @@ pub async fn ensure_roles(client: &Client, creds: &Credentials) -> Result<(), Er
             .await
             .map_err(Error::sql("creating the replication role"))?;
     }
+    if let Some(app) = app {
+        let owner_exists = client
+            .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&app.owner])
+            .await
+            .map_err(Error::sql("looking up the application owner"))?
+            .is_some();
+        if !owner_exists {
+            client
+                .batch_execute(&format!("CREATE ROLE {} WITH LOGIN", app.owner))
+                .await
+                .map_err(Error::sql("creating the application owner"))?;
+        }
+        let db_exists = client
+            .query_opt(
+                "SELECT 1 FROM pg_database WHERE datname = $1",
+                &[&app.database],
+            )
+            .await
+            .map_err(Error::sql("looking up the application database"))?
+            .is_some();
+        if !db_exists {
+            client
+                .batch_execute(&format!(
+                    "CREATE DATABASE {} OWNER {}",
+                    app.database, app.owner
+                ))
+                .await
+                .map_err(Error::sql("creating the application database"))?;
+        }
+    }
+    let app_role = app.zip(creds.app_password.as_ref());
     for (role, password) in [
         (REPLICATION_USER, &creds.replication_password),
         (SUPERUSER, &creds.superuser_password),
-    ] {
+    ]
+    .into_iter()
+    .chain(app_role.map(|(a, p)| (a.owner.as_str(), p)))
+    {
         let verifier = postgres_protocol::password::scram_sha_256(password.as_bytes());
         client
             .batch_execute(&format!("ALTER ROLE {role} PASSWORD '{verifier}'"))
