@@ -73,10 +73,12 @@ fn start(dir: &Path, name: &str, ip: &str, role: Role, primary: Option<String>) 
         role,
         primary,
         os_user: None,
-        // Small, to keep several instances light.
+        // Small, to keep several instances light; no fsync (no test here crashes the
+        // machine, and CI disks are slow and shared).
         parameters: vec![
             ("shared_buffers".into(), "16MB".into()),
             ("max_connections".into(), "30".into()),
+            ("fsync".into(), "off".into()),
         ],
         log_file: Some(log.clone()),
         initdb: InitDbOptions {
@@ -423,4 +425,75 @@ async fn only_the_token_holder_changes_an_instance() {
         );
     }
     a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_restart_on_their_own_data() {
+    let dir = workdir();
+    let a = start(dir.path(), "pg-1", "127.21.4.1", Role::Primary, None);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    sql(&a)
+        .await
+        .expect("connect")
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
+        .await
+        .expect("write");
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.4.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    wait_state(&b, "pg-2 streaming", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    wait_rows(&b, &["one"]).await;
+
+    // The replica's pod goes away and comes back on its volume: no new base backup, it
+    // catches up on what was written meanwhile.
+    b.shutdown().await;
+    sql(&a)
+        .await
+        .expect("connect")
+        .batch_execute("INSERT INTO t VALUES ('two')")
+        .await
+        .expect("write while pg-2 is away");
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.4.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    let s = wait_state(&b, "pg-2 streaming again", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    assert_eq!(s.last_rejoin, None, "{s:?}");
+    wait_rows(&b, &["one", "two"]).await;
+
+    // The primary restarts on its data: same rows, and the replica streams from it again.
+    a.shutdown().await;
+    let a = start(dir.path(), "pg-1", "127.21.4.1", Role::Primary, None);
+    let s = wait_state(&a, "pg-1 primary again", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    assert_eq!(s.timeline, Some(1));
+    assert_eq!(rows(&a).await.expect("rows"), ["one", "two"]);
+    sql(&a)
+        .await
+        .expect("connect")
+        .batch_execute("INSERT INTO t VALUES ('three')")
+        .await
+        .expect("write after the restart");
+    wait_rows(&b, &["one", "three", "two"]).await;
+
+    a.shutdown().await;
+    b.shutdown().await;
 }

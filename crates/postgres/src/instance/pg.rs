@@ -218,6 +218,9 @@ pub fn postgres_args(
     // divergence that pg_rewind reads (there is no archive to fetch it from yet), as
     // CloudNativePG does.
     settings.push(("wal_keep_size".into(), "512MB".into()));
+    // A replica whose primary went away (restart, failover) retries every second rather than
+    // every five: it streams again sooner.
+    settings.push(("wal_retrieve_retry_interval".into(), "1s".into()));
     settings.extend(cfg.parameters.iter().cloned());
     settings
         .into_iter()
