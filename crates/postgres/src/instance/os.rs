@@ -141,3 +141,72 @@ pub fn empty_dir(dir: &Path) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// Makes room for new data (initdb, a base backup): removes what a PostgreSQL data directory
+/// or a half-made one holds, keeping `lost+found`. Anything else is refused rather than
+/// deleted: a data directory pointed at the wrong place must not wipe it.
+pub fn clear_for_new_data(dir: &Path) -> Result<(), Error> {
+    let entries: Vec<std::path::PathBuf> = match std::fs::read_dir(dir) {
+        Ok(e) => e
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(Error::io("listing", dir))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("listing", dir)(e)),
+    };
+    let name = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let others: Vec<String> = entries
+        .iter()
+        .map(|p| name(p))
+        .filter(|n| n != "lost+found")
+        .collect();
+    let looks_like_postgres = others.is_empty()
+        || others
+            .iter()
+            .any(|n| ["PG_VERSION", "global", "base", "pg_wal"].contains(&n.as_str()));
+    if !looks_like_postgres {
+        return Err(Error::Config(format!(
+            "{} holds files that are not PostgreSQL's ({}); refusing to delete them",
+            dir.display(),
+            others.join(", ")
+        )));
+    }
+    for p in entries.iter().filter(|p| name(p) != "lost+found") {
+        let m = std::fs::symlink_metadata(p).map_err(Error::io("reading", p))?;
+        if m.is_dir() {
+            std::fs::remove_dir_all(p).map_err(Error::io("removing", p))?;
+        } else {
+            std::fs::remove_file(p).map_err(Error::io("removing", p))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_postgres_data_is_cleared() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(d.path().join("lost+found")).expect("mkdir");
+        std::fs::create_dir(d.path().join("base")).expect("mkdir");
+        std::fs::write(d.path().join("postgresql.conf"), "x").expect("write");
+        clear_for_new_data(d.path()).expect("a half-made data directory is cleared");
+        let left: Vec<_> = std::fs::read_dir(d.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(left, ["lost+found"]);
+
+        std::fs::write(d.path().join("notes.txt"), "mine").expect("write");
+        let e = clear_for_new_data(d.path()).expect_err("someone else's files");
+        assert!(e.to_string().contains("notes.txt"), "{e}");
+        assert!(d.path().join("notes.txt").exists());
+    }
+}

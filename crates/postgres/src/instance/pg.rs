@@ -78,7 +78,7 @@ impl Pg {
 
     /// A new database cluster in the (empty) data directory.
     pub async fn initdb(&self, creds: &Credentials, opts: &InitDbOptions) -> Result<(), Error> {
-        os::empty_dir(&self.data)?;
+        os::clear_for_new_data(&self.data)?;
         let pwfile = self.run_dir.join("initdb.pw");
         write_private(&pwfile, &creds.superuser_password, self.user)?;
         let mut c = self.command("initdb");
@@ -99,7 +99,7 @@ impl Pg {
 
     /// A copy of the primary's data through this instance's slot (made beforehand).
     pub async fn basebackup(&self, host: &str, port: u16, slot: &str) -> Result<(), Error> {
-        os::empty_dir(&self.data)?;
+        os::clear_for_new_data(&self.data)?;
         let mut c = self.command("pg_basebackup");
         c.arg("-D")
             .arg(&self.data)
@@ -109,7 +109,7 @@ impl Pg {
         let r = self.run("pg_basebackup", c).await;
         if r.is_err() {
             // Never leave a half copy that looks like data.
-            let _ = os::empty_dir(&self.data);
+            let _ = os::clear_for_new_data(&self.data);
         }
         r?;
         self.write_hba()
