@@ -22,7 +22,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::instance::StateRole;
+use crate::instance::{parse_lsn, InstanceState, StateRole};
 use crate::validate::{Fencing, Plan};
 
 /// One member (instance) of the cluster as observed.
@@ -47,6 +47,26 @@ pub struct Seen {
     pub lsn: Option<u64>,
     /// The serial of the primary a replica follows.
     pub follows: Option<u32>,
+}
+
+impl Seen {
+    /// From an instance's API answer; `serial_at` names the instance at a `host:port` (the
+    /// operator knows the pod IPs).
+    pub fn from_state(s: &InstanceState, serial_at: impl Fn(&str) -> Option<u32>) -> Seen {
+        // A replica is compared on what it received: replay may lag behind and catches up
+        // after promotion anyway.
+        let lsn = match s.role {
+            StateRole::Replica => s.received_lsn.as_deref().or(s.lsn.as_deref()),
+            _ => s.lsn.as_deref(),
+        };
+        Seen {
+            role: s.role,
+            ready: s.ready,
+            timeline: s.timeline,
+            lsn: lsn.and_then(parse_lsn),
+            follows: s.primary.as_deref().and_then(serial_at),
+        }
+    }
 }
 
 /// Everything a decision reads.
@@ -650,6 +670,33 @@ mod tests {
         assert_eq!(
             decide(&p, &o),
             Action::Wait(Wait::PrimaryFenced { serial: 1 })
+        );
+    }
+
+    #[test]
+    fn an_instance_report_is_read_for_the_decision() {
+        let state = InstanceState {
+            name: "pg-2".into(),
+            role: StateRole::Replica,
+            ready: true,
+            timeline: Some(2),
+            lsn: Some("0/3000000".into()),
+            received_lsn: Some("1/10".into()),
+            primary: Some("10.0.0.3:5432".into()),
+            last_rejoin: None,
+            rewind_failure: None,
+            error: None,
+        };
+        let seen = Seen::from_state(&state, |addr| (addr == "10.0.0.3:5432").then_some(3));
+        assert_eq!(
+            seen,
+            Seen {
+                role: StateRole::Replica,
+                ready: true,
+                timeline: Some(2),
+                lsn: Some((1 << 32) + 0x10),
+                follows: Some(3)
+            }
         );
     }
 
