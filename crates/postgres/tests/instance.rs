@@ -58,6 +58,17 @@ fn workdir() -> tempfile::TempDir {
 }
 
 fn start(dir: &Path, name: &str, ip: &str, role: Role, primary: Option<String>) -> Node {
+    start_with(dir, name, ip, role, primary, 0)
+}
+
+fn start_with(
+    dir: &Path,
+    name: &str,
+    ip: &str,
+    role: Role,
+    primary: Option<String>,
+    synchronous: u32,
+) -> Node {
     let ip: IpAddr = ip.parse().expect("ip");
     let base = dir.join(name);
     std::fs::create_dir_all(&base).expect("node dir");
@@ -81,6 +92,7 @@ fn start(dir: &Path, name: &str, ip: &str, role: Role, primary: Option<String>) 
             ("fsync".into(), "off".into()),
         ],
         log_file: Some(log.clone()),
+        synchronous,
         initdb: InitDbOptions {
             app: Some(AppDb {
                 database: "app".into(),
@@ -494,6 +506,60 @@ async fn instances_restart_on_their_own_data() {
         .expect("write after the restart");
     wait_rows(&b, &["one", "three", "two"]).await;
 
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronous_replication_waits_for_a_replica() {
+    let dir = workdir();
+    let a = start_with(dir.path(), "pg-1", "127.21.5.1", Role::Primary, None, 1);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let b = start_with(
+        dir.path(),
+        "pg-2",
+        "127.21.5.2",
+        Role::Replica,
+        Some(a.addr()),
+        1,
+    );
+    wait_state(&b, "pg-2 streaming", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    // The replica is a synchronous (quorum) standby of the primary.
+    wait_for("pg-2 a quorum standby", &a, || async {
+        let c = sql(&a).await.map_err(|e| e.to_string())?;
+        let rows = c
+            .query(
+                "SELECT application_name, sync_state FROM pg_stat_replication",
+                &[],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let got: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        if got == [("pg-2".to_string(), "quorum".to_string())] {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .await;
+    // A commit is acknowledged once the replica has it.
+    let c = sql(&a).await.expect("connect");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('safe')")
+        .await
+        .expect("a synchronous commit");
+    let setting: String = c
+        .query_one("SHOW synchronous_standby_names", &[])
+        .await
+        .expect("show")
+        .get(0);
+    assert_eq!(setting, "ANY 1 (*)");
+    wait_rows(&b, &["safe"]).await;
     a.shutdown().await;
     b.shutdown().await;
 }

@@ -85,6 +85,9 @@ pub struct Config {
     pub log_file: Option<PathBuf>,
     /// How a new cluster is made (read by a primary that finds no data).
     pub initdb: InitDbOptions,
+    /// Standbys that must confirm each commit while this instance is the primary (0:
+    /// asynchronous).
+    pub synchronous: u32,
     pub credentials: Credentials,
 }
 
@@ -150,6 +153,9 @@ pub struct Args {
     /// A PostgreSQL parameter `name=value` (repeatable).
     #[arg(long = "param", value_parser = parse_param)]
     pub parameters: Vec<(String, String)>,
+    /// Standbys that must confirm each commit (0: asynchronous replication).
+    #[arg(long, env = "BOSUN_PG_SYNCHRONOUS", default_value_t = 0)]
+    pub synchronous: u32,
     /// Locale of a new cluster.
     #[arg(long, env = "BOSUN_PG_LOCALE", default_value = "C")]
     pub locale: String,
@@ -180,6 +186,7 @@ impl Args {
             os_user: self.os_user,
             parameters: self.parameters,
             log_file: None,
+            synchronous: self.synchronous,
             initdb: InitDbOptions {
                 locale: self.locale,
                 data_checksums: !self.no_data_checksums,
@@ -315,6 +322,7 @@ mod tests {
             os_user: None,
             parameters: vec![],
             log_file: None,
+            synchronous: 0,
             initdb: InitDbOptions::default(),
             credentials: Credentials {
                 superuser_password: "s3cret-super".into(),

@@ -213,6 +213,7 @@ impl Manager {
                 }
                 sql::ensure_roles(&client, &self.cfg.credentials, self.cfg.initdb.app.as_ref())
                     .await?;
+                sql::set_synchronous(&client, self.cfg.synchronous).await?;
                 let mut s = self.lock();
                 s.role = Role::Primary;
                 s.primary = None;
@@ -308,6 +309,7 @@ impl Manager {
         let client = self.wait_accepting().await?;
         if role == Role::Primary {
             sql::ensure_roles(&client, &self.cfg.credentials, self.cfg.initdb.app.as_ref()).await?;
+            sql::set_synchronous(&client, self.cfg.synchronous).await?;
         }
         self.lock().phase = Phase::Running;
         info!(instance = %self.cfg.name, ?role, "postgres is running");

@@ -316,6 +316,7 @@ mod tests {
             os_user: None,
             parameters: vec![("shared_buffers".into(), "16MB".into())],
             log_file: None,
+            synchronous: 0,
             initdb: Default::default(),
             credentials: Credentials {
                 superuser_password: "a".into(),

@@ -124,6 +124,37 @@ pub async fn ensure_roles(
     Ok(())
 }
 
+/// The synchronous standbys a primary waits for: any `n` of its replicas (names are not
+/// needed: every standby streaming from it is a replica of the cluster). Set with ALTER SYSTEM,
+/// not on the command line, so that a reload applies a change and a promoted replica
+/// inherits it with the base backup's files.
+pub async fn set_synchronous(client: &Client, n: u32) -> Result<(), Error> {
+    let want = if n == 0 {
+        String::new()
+    } else {
+        format!("ANY {n} (*)")
+    };
+    let current: String = client
+        .query_one("SELECT current_setting('synchronous_standby_names')", &[])
+        .await
+        .map_err(Error::sql("reading synchronous_standby_names"))?
+        .get(0);
+    if current == want {
+        return Ok(());
+    }
+    // Two statements, two queries: ALTER SYSTEM refuses an (implicit) transaction block.
+    client
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET synchronous_standby_names = '{want}'"
+        ))
+        .await
+        .map_err(Error::sql("setting synchronous_standby_names"))?;
+    client
+        .batch_execute("SELECT pg_reload_conf()")
+        .await
+        .map_err(Error::sql("reloading the configuration"))
+}
+
 /// Makes this instance's physical slot on the primary, if missing.
 pub async fn ensure_slot(
     host: &str,
