@@ -316,3 +316,83 @@ async fn the_latest_writes_map_empties_after_create_delete_churn() {
     );
     running.stop().await;
 }
+
+/// Review M3: a cluster-scoped kind watched with a list of namespaces is reconciled by one
+/// controller, not one per namespace (which ran every CR's role N times at once). The CR
+/// exists before the operator starts, so each controller wired would list it and run it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_scoped_kind_in_two_watched_namespaces_runs_once_per_change() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams, PostParams};
+    use kube::runtime::wait::{await_condition, conditions};
+    use kube::ResourceExt;
+
+    let env = env("ao-m3a").await;
+    let other = bosun_testenv::test_namespace(&env.admin, "ao-m3b")
+        .await
+        .expect("second namespace");
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Tally, role: tally}\n",
+    );
+    let ops = operators(&w);
+    let crds: Api<CustomResourceDefinition> = Api::all(env.admin.clone());
+    for op in &ops {
+        for mut crd in op.crds() {
+            crd.spec.scope = "Cluster".into();
+            let name = crd.name_any();
+            crds.patch(
+                &name,
+                &PatchParams::apply("bosun-test").force(),
+                &Patch::Apply(&crd),
+            )
+            .await
+            .expect("apply CRD");
+            tokio::time::timeout(
+                std::time::Duration::from_secs(30),
+                await_condition(crds.clone(), &name, conditions::is_crd_established()),
+            )
+            .await
+            .expect("established in time")
+            .expect("established");
+        }
+    }
+    grant(&env, &ops, USER).await;
+    let tallies = resource("test.bosun.dev", "v1alpha1", "Tally");
+    let all: Api<DynamicObject> = Api::all_with(env.admin.clone(), &tallies);
+    let name = format!("tally-{}", env.ns);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "test.bosun.dev/v1alpha1", "kind": "Tally",
+        "metadata": {"name": name}, "spec": {"value": "one"}
+    }))
+    .expect("object");
+    all.create(&PostParams::default(), &obj)
+        .await
+        .expect("create");
+
+    let scope = bosun_runtime::manager::Scope::Namespaces(vec![env.ns.clone(), other.clone()]);
+    let op = start_scoped(&env, ops, USER, scope).await;
+    eventually(60, || async {
+        let o = all.get(&name).await.ok()?;
+        (o.data["status"]["seen"] == "one").then_some(())
+    })
+    .await
+    .expect("the role ran");
+    // Whatever run was in flight finishes before the manager stops.
+    let metrics = op.metrics.clone();
+    op.stop().await;
+    let runs = bosun_testenv::sum_series(
+        &metrics.encode(),
+        "controller_runtime_reconcile_total",
+        &[("controller", "tally-controller"), ("result", "success")],
+    );
+    assert_eq!(
+        runs, 1.0,
+        "one run for one CR, whatever the namespaces watched, counted under operator-sdk's \
+         controller name"
+    );
+    all.delete(&name, &Default::default())
+        .await
+        .expect("delete");
+}

@@ -17,7 +17,8 @@ use bosun_watches::WatchesFile;
 /// Every operator written in code, by name.
 pub fn coded() -> Vec<Arc<dyn Operator>> {
     vec![
-        Arc::new(bosun_bookstore::BookStoreOperator),
+        // With the v1alpha1 ↔ v1 conversion webhook when BOSUN_BOOKSTORE_WEBHOOK_ADDR is set.
+        bosun_bookstore::webhook::from_env(),
         Arc::new(bosun_myownshell::MyOwnShellOperator),
         // Settings from BOSUN_VMGROUP_* (see bosun_vmgroup::operator); not run by default.
         Arc::new(bosun_vmgroup::VmGroupOperator::from_env()),

@@ -26,6 +26,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use bosun_helm::render::manifest::Manifest;
 use bosun_helm::render::{Chart, RenderOptions};
 use bosun_runtime::dynamic::FullKinds;
 use bosun_runtime::rbac::Rbac;
@@ -160,11 +161,15 @@ impl HelmFlavor {
             ),
         )
         .map_err(|e| err(format!("CRD: {e}")))?;
-        let (mut kinds, has_crds) = rendered_kinds(&chart, entry, opts)?;
+        let RenderedKinds {
+            mut kinds,
+            has_crds,
+            grants,
+        } = rendered_kinds(&chart, entry, opts)?;
         // Kinds behind conditions the default values leave off need their RBAC too.
         let scanned = scan::scan(&node);
         kinds.extend(scanned.kinds);
-        let rbac = rbac::rbac(&entry.gvk, &kinds, has_crds, opts.storage);
+        let rbac = rbac::rbac(&entry.gvk, &kinds, has_crds, opts.storage, &grants);
         let chart_record = json!({
             "metadata": metadata_json(&node.meta),
             "lock": null,
@@ -203,13 +208,21 @@ fn base64_of(b: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(b)
 }
 
-/// The (group, kind)s the chart renders with its default values (hooks included), and
-/// whether it has `crds/`.
+/// What a chart renders with its default values (hooks included), for its RBAC.
+struct RenderedKinds {
+    /// (group, kind) of every object.
+    kinds: BTreeSet<(String, String)>,
+    /// Whether it has `crds/`.
+    has_crds: bool,
+    /// What its RBAC objects need the operator to hold.
+    grants: rbac::ChartGrants,
+}
+
 fn rendered_kinds(
     chart: &Chart,
     entry: &Entry,
     opts: &HelmOptions,
-) -> Result<(BTreeSet<(String, String)>, bool), LoadError> {
+) -> Result<RenderedKinds, LoadError> {
     let mut ro = RenderOptions::new("release-name", "default");
     ro.kube_version = opts.kube_version.clone();
     let mut kinds = BTreeSet::new();
@@ -218,7 +231,11 @@ fn rendered_kinds(
         // A chart that needs values to render (`required`) still gets its CR kind's rules.
         Err(e) => {
             tracing::warn!(entry = %entry.describe(), error = %e, "chart does not render with its defaults; RBAC covers what it renders then");
-            return Ok((kinds, false));
+            return Ok(RenderedKinds {
+                kinds,
+                has_crds: false,
+                grants: Default::default(),
+            });
         }
     };
     let (generic, hooks) =
@@ -231,7 +248,12 @@ fn rendered_kinds(
         let gvk = objects::gvk_of(&m.api_version, &m.kind);
         kinds.insert((gvk.group, gvk.kind));
     }
-    Ok((kinds, !rendered.crds.is_empty()))
+    let all: Vec<&Manifest> = generic.iter().chain(&hooks).collect();
+    Ok(RenderedKinds {
+        kinds,
+        has_crds: !rendered.crds.is_empty(),
+        grants: rbac::chart_grants(&all),
+    })
 }
 
 impl Flavor for HelmFlavor {

@@ -106,9 +106,9 @@ fn finish(path: &str, doc: Doc, out: &mut Scan) {
     };
     if doc.templated_rules && (kind == "Role" || kind == "ClusterRole") {
         out.warnings.push(format!(
-            "{path}: the {kind}'s rules come from values: whoever may create the custom \
-             resource can grant any permission through it, and the operator holds bind and \
-             escalate on {kind}s to create it"
+            "{path}: the {kind}'s rules come from values: the operator holds the rules the \
+             default values render, so a custom resource asking for more gets 403 (grant \
+             those permissions to the operator by hand to allow them)"
         ));
     }
     out.kinds.insert((group, kind));

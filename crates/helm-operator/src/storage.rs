@@ -65,9 +65,45 @@ impl Secrets {
         }
     }
 
-    /// Every recorded revision of `name`, oldest first. Records that do not decode are
-    /// skipped with a warning (Helm does the same).
-    pub async fn history(&self, name: &str) -> Result<Vec<Release>, StorageError> {
+    /// Every recorded revision of `name` that belongs to `owner`, oldest first: records it
+    /// owns, and records owned by nothing (written by the helm CLI, taken over). Records of
+    /// another owner are another custom resource's release of the same name (review L10): see
+    /// [`Secrets::foreign_owner`]. Records that do not decode are skipped with a warning (Helm
+    /// does the same).
+    pub async fn history(
+        &self,
+        name: &str,
+        owner: &OwnerReference,
+    ) -> Result<Vec<Release>, StorageError> {
+        Ok(self
+            .records(name)
+            .await?
+            .into_iter()
+            .filter(|(_, o)| o.as_ref().is_none_or(|o| same_owner(o, owner)))
+            .map(|(r, _)| r)
+            .collect())
+    }
+
+    /// The owner of a record of `name` that is not `owner` (as `<Kind> <name>`): the release
+    /// name is taken by another custom resource of the same chart.
+    pub async fn foreign_owner(
+        &self,
+        name: &str,
+        owner: &OwnerReference,
+    ) -> Result<Option<String>, StorageError> {
+        Ok(self
+            .records(name)
+            .await?
+            .into_iter()
+            .filter_map(|(_, o)| o)
+            .find(|o| !same_owner(o, owner))
+            .map(|o| format!("{} {}", o.kind, o.name)))
+    }
+
+    async fn records(
+        &self,
+        name: &str,
+    ) -> Result<Vec<(Release, Option<OwnerReference>)>, StorageError> {
         let lp = ListParams::default().labels(&format!("{OWNER_LABEL}={OWNER_HELM},name={name}"));
         let mut out = Vec::new();
         for s in self.api.list(&lp).await?.items {
@@ -75,14 +111,22 @@ impl Secrets {
                 continue;
             };
             match release::decode(&String::from_utf8_lossy(&data.0)) {
-                Ok(r) if r.name == name => out.push(r),
+                Ok(r) if r.name == name => {
+                    let owner = s
+                        .metadata
+                        .owner_references
+                        .as_ref()
+                        .and_then(|o| o.iter().find(|o| o.controller == Some(true)).or(o.first()))
+                        .cloned();
+                    out.push((r, owner))
+                }
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(secret = %s.name_any(), error = %e, "release record does not decode; skipped")
                 }
             }
         }
-        out.sort_by_key(|r| r.version);
+        out.sort_by_key(|(r, _)| r.version);
         Ok(out)
     }
 
@@ -152,6 +196,18 @@ impl Secrets {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The same custom resource: kind, API group (any version: the watches entry may move
+/// between versions) and name. A UID differing is the same name recreated; its records are
+/// its predecessor's, whose garbage collection may lag, and are taken over as Helm would.
+fn same_owner(a: &OwnerReference, b: &OwnerReference) -> bool {
+    let group = |v: &str| {
+        v.rsplit_once('/')
+            .map(|(g, _)| g.to_string())
+            .unwrap_or_default()
+    };
+    a.kind == b.kind && a.name == b.name && group(&a.api_version) == group(&b.api_version)
 }
 
 fn now_unix() -> String {

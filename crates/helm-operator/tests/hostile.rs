@@ -242,3 +242,69 @@ async fn release_storage_none_keeps_the_inventory_in_the_status() {
     assert!(gone.is_some(), "uninstalled from the inventory");
     op.stop().await;
 }
+
+/// Review M7: without records the status is the record, and a reconcile may be handed an
+/// object older than this operator's last status write (the cache behind it, as when the
+/// install's own child creates trigger the next reconcile). That must not install again:
+/// the post-install hook keeps its UID (a second install deletes and recreates it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_storage_none_never_installs_twice_from_a_stale_object() {
+    use bosun_watches::host::{standalone_host, Flavor};
+    use k8s_openapi::api::batch::v1::Job;
+    use kube::ResourceExt;
+
+    let env = env("helm-none-stale").await;
+    let ops = operators(&watches(), Storage::None);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let lc = resource("test.bosun.dev", "v1", "Lifecycle");
+    create(
+        &env,
+        &lc,
+        "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: st\nspec: {}\n",
+    )
+    .await;
+    wait_for(&env, &lc, "st", 120, "Deployed", |o| {
+        has(o, "Deployed", "True", None)
+    })
+    .await;
+    op.stop().await;
+    // The object as a cache that has seen the finalizer but not yet the status write.
+    let mut stale = api(&env, &lc).get("st").await.expect("cr");
+    assert!(stale.finalizers().iter().any(|f| f.contains("uninstall")));
+    stale.data.as_object_mut().expect("object").remove("status");
+    let jobs: Api<Job> = Api::namespaced(env.admin.clone(), &env.ns);
+    let hook_uid = jobs.get("st-post").await.expect("post-install hook").uid();
+
+    let file = bosun_watches::WatchesFile::load(&watches()).expect("watches file");
+    let entry = file
+        .entries
+        .into_iter()
+        .find(|e| e.gvk.kind == "Lifecycle")
+        .expect("the Lifecycle entry");
+    let opts = bosun_helm_operator::HelmOptions {
+        storage: Storage::None,
+        ..Default::default()
+    };
+    let flavor =
+        std::sync::Arc::new(bosun_helm_operator::HelmFlavor::load(&entry, &opts).expect("load"));
+    let host = standalone_host(
+        &env.admin,
+        Some(&env.ns),
+        std::sync::Arc::new(entry),
+        flavor,
+    )
+    .await
+    .expect("host");
+    bosun_helm_operator::HelmFlavor::reconcile(std::sync::Arc::new(stale), host)
+        .await
+        .expect("reconcile");
+    assert_eq!(
+        jobs.get("st-post").await.expect("hook").uid(),
+        hook_uid,
+        "the install's hooks ran once"
+    );
+    let cr = api(&env, &lc).get("st").await.expect("cr");
+    assert_eq!(cr.data["status"]["deployedRelease"]["revision"], 1);
+}

@@ -721,3 +721,123 @@ async fn capabilities_come_from_the_live_cluster_and_follow_crds() {
     );
     op.stop().await;
 }
+
+/// Review L10: two kinds on one chart, two custom resources of the same name in one
+/// namespace. The second is refused (the release name is taken), never written into the
+/// first one's history; deleting it leaves the first one's records, so its next upgrade
+/// goes on from its revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_name_taken_by_another_kind_is_refused_and_its_records_kept() {
+    let (env, op) = running("helm-l10").await;
+    let sv = resource("test.bosun.dev", "v1", "Secretive");
+    let noted = resource("test.bosun.dev", "v1", "Noted");
+    create(
+        &env,
+        &sv,
+        "apiVersion: test.bosun.dev/v1\nkind: Secretive\nmetadata:\n  name: same\nspec: {}\n",
+    )
+    .await;
+    installed(&env, &sv, "same", 120).await;
+    create(
+        &env,
+        &noted,
+        "apiVersion: test.bosun.dev/v1\nkind: Noted\nmetadata:\n  name: same\nspec: {}\n",
+    )
+    .await;
+    let refused = wait_for(&env, &noted, "same", 60, "refused", |o| {
+        has(o, "ReleaseFailed", "True", None)
+    })
+    .await;
+    let msg = condition(&refused, "ReleaseFailed").expect("condition")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(msg.contains("in use by Secretive same"), "{msg}");
+    let secrets: Api<Secret> = Api::namespaced(env.admin.clone(), &env.ns);
+    let records = || async {
+        let mut names: Vec<String> = secrets
+            .list(&kube::api::ListParams::default().labels("owner=helm,name=same"))
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .map(|s| s.name_any())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(records().await, ["sh.helm.release.v1.same.v1"]);
+
+    api(&env, &noted)
+        .delete("same", &Default::default())
+        .await
+        .expect("delete");
+    eventually(60, || async {
+        api(&env, &noted)
+            .get_opt("same")
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the refused one is gone");
+    assert_eq!(records().await, ["sh.helm.release.v1.same.v1"], "kept");
+    api(&env, &sv)
+        .patch(
+            "same",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"note": "second"}})),
+        )
+        .await
+        .expect("patch");
+    wait_for(&env, &sv, "same", 120, "upgraded to revision 2", |o| {
+        o.data["status"]["deployedRelease"]["revision"] == 2
+    })
+    .await;
+    op.stop().await;
+}
+
+/// Review M12: a chart whose Role takes its rules from values cannot be used to grant what
+/// the operator does not hold: the operator has no `escalate`, so the API server refuses
+/// the Role and the custom resource reports it; rules it holds are fine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_from_values_cannot_grant_what_the_operator_does_not_hold() {
+    let (env, op) = running("helm-m12").await;
+    let lc = resource("test.bosun.dev", "v1", "Lifecycle");
+    create(
+        &env,
+        &lc,
+        "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: esc\nspec:\n  extraRules:\n  - apiGroups: ['*']\n    resources: ['*']\n    verbs: ['*']\n",
+    )
+    .await;
+    let failed = wait_for(&env, &lc, "esc", 120, "refused", |o| {
+        has(o, "ReleaseFailed", "True", None)
+    })
+    .await;
+    let msg = condition(&failed, "ReleaseFailed").expect("condition")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        msg.contains("esc-extra") && msg.contains("forbidden"),
+        "{msg}"
+    );
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(env.admin.clone(), &env.ns);
+    assert!(roles.get_opt("esc-extra").await.expect("get").is_none());
+    // What the operator holds may be granted: it manages ConfigMaps.
+    api(&env, &lc)
+        .patch(
+            "esc",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"extraRules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}
+            ]}})),
+        )
+        .await
+        .expect("patch");
+    installed(&env, &lc, "esc", 120).await;
+    assert!(roles.get_opt("esc-extra").await.expect("get").is_some());
+    op.stop().await;
+}

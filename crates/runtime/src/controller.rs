@@ -438,10 +438,48 @@ impl ControllerContext {
             Scope::All => vec![None],
             Scope::Namespaces(list) => list.iter().cloned().map(Some).collect(),
         };
+        let wirings = namespaces.iter().map(|ns| wire(ns.as_deref())).collect();
+        self.run_wired(wirings, reconcile).await;
+    }
+
+    /// Runs one controller, wired once, whatever the scope: for a cluster-scoped primary
+    /// kind, which one controller per watched namespace would each reconcile (every object
+    /// seen N times over, runs racing). The wiring watches the children in each namespace
+    /// of [`ControllerContext::namespaces`] itself.
+    pub async fn run_single_controller<K, C, E, F, Fut>(&self, wiring: Wiring<K, C>, reconcile: F)
+    where
+        K: Resource,
+        K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Debug + Unpin + Send + Sync,
+        C: Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Categorized + std::error::Error + Send + Sync + 'static,
+    {
+        self.run_wired(vec![wiring], reconcile).await;
+    }
+
+    /// The watched namespaces (empty: all).
+    pub fn namespaces(&self) -> Vec<String> {
+        match &self.scope {
+            Scope::All => Vec::new(),
+            Scope::Namespaces(list) => list.clone(),
+        }
+    }
+
+    async fn run_wired<K, C, E, F, Fut>(&self, wirings: Vec<Wiring<K, C>>, reconcile: F)
+    where
+        K: Resource,
+        K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Debug + Unpin + Send + Sync,
+        C: Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Categorized + std::error::Error + Send + Sync + 'static,
+    {
         let mut synced = Vec::new();
         let mut runs = Vec::new();
-        for ns in namespaces {
-            let w = wire(ns.as_deref());
+        for w in wirings {
             synced.push(w.primary.synced.clone());
             synced.extend(w.caches.iter().cloned());
             runs.push(self.controller(w, reconcile.clone()));

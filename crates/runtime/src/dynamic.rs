@@ -167,6 +167,9 @@ pub(crate) fn fingerprint(meta: &ObjectMeta) -> u64 {
 pub enum KindCache {
     Meta(MetaCache<DynamicObject>),
     Full(ChildCache<DynamicObject>),
+    /// One cache per watched namespace (an operator watching a list of namespaces whose
+    /// primary kind is cluster-scoped: one controller, children in each namespace).
+    Several(Vec<KindCache>),
 }
 
 impl KindCache {
@@ -175,6 +178,7 @@ impl KindCache {
         match self {
             KindCache::Meta(c) => c.meta(namespace, name),
             KindCache::Full(c) => c.meta(namespace, name),
+            KindCache::Several(cs) => cs.iter().find_map(|c| c.meta(namespace, name)),
         }
     }
 
@@ -183,6 +187,7 @@ impl KindCache {
         match self {
             KindCache::Meta(_) => None,
             KindCache::Full(c) => c.get(namespace, name),
+            KindCache::Several(cs) => cs.iter().find_map(|c| c.get(namespace, name)),
         }
     }
 
@@ -191,6 +196,7 @@ impl KindCache {
         match self {
             KindCache::Meta(c) => c.len(),
             KindCache::Full(c) => c.len(),
+            KindCache::Several(cs) => cs.iter().map(KindCache::len).sum(),
         }
     }
 
@@ -198,10 +204,19 @@ impl KindCache {
         self.len() == 0
     }
 
-    fn synced(&self) -> &crate::cache::Synced {
+    /// True once every watch behind it has listed; false if one stopped first.
+    async fn wait_synced(&self) -> bool {
         match self {
-            KindCache::Meta(c) => c.synced(),
-            KindCache::Full(c) => c.synced(),
+            KindCache::Meta(c) => c.synced().wait().await,
+            KindCache::Full(c) => c.synced().wait().await,
+            KindCache::Several(cs) => {
+                for c in cs {
+                    if !Box::pin(c.wait_synced()).await {
+                        return false;
+                    }
+                }
+                true
+            }
         }
     }
 }
@@ -221,7 +236,8 @@ struct Inner<P: Resource> {
     /// stopped), not only a changed hash annotation.
     owned: Option<Applier>,
     discovery: Discovery,
-    namespace: Option<String>,
+    /// The namespaces watched for namespaced children; empty: all.
+    namespaces: Vec<String>,
     selector: String,
     primary: P::DynamicType,
     tx: mpsc::UnboundedSender<ObjectRef<P>>,
@@ -275,15 +291,25 @@ where
         selector: &str,
         primary: P::DynamicType,
     ) -> (Self, Trigger<P>) {
-        Self::new_with(client, discovery, namespace, selector, primary, None, None)
+        let namespaces: Vec<String> = namespace.into_iter().map(str::to_string).collect();
+        Self::new_with(
+            client,
+            discovery,
+            &namespaces,
+            selector,
+            primary,
+            None,
+            None,
+        )
     }
 
     /// [`DynamicChildren::new`], with some kinds cached in full, and (`owned`) the
     /// owned-field fingerprints `owned` compares.
+    /// `namespaces` lists the namespaces watched (empty: all).
     pub fn new_with(
         client: Client,
         discovery: Discovery,
-        namespace: Option<&str>,
+        namespaces: &[String],
         selector: &str,
         primary: P::DynamicType,
         full: Option<FullKinds>,
@@ -296,7 +322,7 @@ where
             full,
             owned,
             discovery,
-            namespace: namespace.map(str::to_string),
+            namespaces: namespaces.to_vec(),
             selector: selector.to_string(),
             primary,
             tx,
@@ -333,7 +359,7 @@ where
                 }
             }
         };
-        if !cache.synced().wait().await {
+        if !cache.wait_synced().await {
             return Err(ChildCacheError::Stopped(kind()));
         }
         Ok(cache)
@@ -361,13 +387,35 @@ where
     }
 
     async fn start(&self, gvk: &GroupVersionKind) -> Result<KindCache, kube::Error> {
+        let resolved = self.inner.discovery.resolve(gvk).await?;
+        let namespaces = &self.inner.namespaces;
+        if !resolved.namespaced || namespaces.is_empty() {
+            return Ok(self.start_in(gvk, &resolved, None));
+        }
+        let mut caches: Vec<KindCache> = namespaces
+            .iter()
+            .map(|ns| self.start_in(gvk, &resolved, Some(ns)))
+            .collect();
+        Ok(match caches.len() {
+            1 => caches.remove(0),
+            _ => KindCache::Several(caches),
+        })
+    }
+
+    /// The cache of `gvk`'s children in `namespace` (all when None), and the task that
+    /// turns its events into triggers.
+    fn start_in(
+        &self,
+        gvk: &GroupVersionKind,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+    ) -> KindCache {
         let inner = &self.inner;
-        let resolved = inner.discovery.resolve(gvk).await?;
-        let ar = resolved.resource;
+        let ar = resolved.resource.clone();
         let scoped = |c: &Client| -> Api<DynamicObject> {
-            match (&inner.namespace, resolved.namespaced) {
-                (Some(ns), true) => Api::namespaced_with(c.clone(), ns, &ar),
-                _ => Api::all_with(c.clone(), &ar),
+            match namespace {
+                Some(ns) => Api::namespaced_with(c.clone(), ns, &ar),
+                None => Api::all_with(c.clone(), &ar),
             }
         };
         let full = inner.full.filter(|f| (f.is_full)(gvk));
@@ -411,13 +459,10 @@ where
                         applier,
                     ),
                     None => {
-                        let api: Api<PartialObjectMeta<DynamicObject>> =
-                            match (&inner.namespace, resolved.namespaced) {
-                                (Some(ns), true) => {
-                                    Api::namespaced_with(inner.client.clone(), ns, &ar)
-                                }
-                                _ => Api::all_with(inner.client.clone(), &ar),
-                            };
+                        let api: Api<PartialObjectMeta<DynamicObject>> = match namespace {
+                            Some(ns) => Api::namespaced_with(inner.client.clone(), ns, &ar),
+                            None => Api::all_with(inner.client.clone(), &ar),
+                        };
                         MetaCache::watch_api(api, ar.clone(), &inner.selector)
                     }
                 };
@@ -483,7 +528,7 @@ where
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(task.abort_handle());
-        Ok(cache)
+        cache
     }
 }
 

@@ -12,7 +12,8 @@
 //! * [`http`] serves `/metrics`, `/healthz` and `/readyz`; [`metrics`] holds the registry;
 //! * [`apply::Applier`] does server-side apply with one field manager and skips writes whose
 //!   desired state is already what the cache holds; [`status`] writes status only on change;
-//!   [`conditions`] keeps `lastTransitionTime` honest; [`events`] publishes Kubernetes Events.
+//!   [`conditions`] keeps `lastTransitionTime` honest; [`events`] publishes Kubernetes Events;
+//! * [`webhook`] serves admission and conversion webhooks over HTTPS for any operator.
 pub mod apply;
 pub mod auth;
 pub mod cache;
@@ -32,6 +33,7 @@ pub mod ratelimit;
 pub mod rbac;
 pub mod status;
 pub mod telemetry;
+pub mod webhook;
 
 pub use controller::{Primary, RetryPolicy, Wiring};
 pub use error::ErrorCategory;

@@ -1,6 +1,6 @@
 //! The manager: runs several controllers in one process.
 //!
-//! Order of life: bind the HTTP endpoints → (with leader election) wait for the lease as a
+//! Order of life: bind the HTTP endpoints and serve the operators' webhooks → (with leader election) wait for the lease as a
 //! ready standby → start every operator → run until a shutdown signal, the loss of the lease,
 //! or an operator failing. On shutdown the operators are asked to stop and in-flight
 //! reconciles finish while the lease is still renewed (the grace period may outlast the
@@ -117,12 +117,22 @@ pub type OperatorError = Box<dyn std::error::Error + Send + Sync>;
 /// them; every command reads that list.
 pub trait Operator: Send + Sync {
     fn name(&self) -> &str;
+    /// The `controller` label of its metrics: its name unless it follows another
+    /// framework's naming (operator-sdk's Helm and Ansible operators: `<kind>-controller`).
+    fn metrics_name(&self) -> String {
+        self.name().to_string()
+    }
     /// The CustomResourceDefinitions it serves.
     fn crds(&self) -> Vec<CustomResourceDefinition>;
     /// What it needs granted.
     fn rbac(&self) -> Rbac;
     /// Runs until `ctx.shutdown` is cancelled and in-flight work is done.
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>>;
+    /// Admission or conversion webhooks to serve on every replica, leader or standby, for as
+    /// long as the manager runs (None: none).
+    fn webhooks(&self) -> Option<crate::webhook::Plan> {
+        None
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +145,11 @@ pub enum ManagerError {
     Operator { name: String, source: OperatorError },
     #[error("operator {0} stopped unexpectedly")]
     OperatorEnded(String),
+    #[error("operator {name}'s webhooks: {source}")]
+    Webhook {
+        name: String,
+        source: crate::webhook::WebhookError,
+    },
 }
 
 pub struct Manager {
@@ -205,6 +220,19 @@ impl Manager {
         for s in servers {
             http_tasks.spawn(s);
         }
+        // Before the lease: a standby answers admission reviews too.
+        let webhooks = CancellationToken::new();
+        let _stop_webhooks = webhooks.clone().drop_guard();
+        for op in &self.operators {
+            if let Some(plan) = op.webhooks() {
+                crate::webhook::plan::start(plan, &self.client, webhooks.child_token())
+                    .await
+                    .map_err(|source| ManagerError::Webhook {
+                        name: op.name().to_string(),
+                        source,
+                    })?;
+            }
+        }
         let result = self.run_inner(shutdown).await;
         http_tasks.abort_all();
         result
@@ -267,7 +295,7 @@ impl Manager {
                 client: self.client.clone(),
                 scope: self.config.scope.clone(),
                 concurrency: self.config.concurrency,
-                metrics: self.metrics.controller(op.name()),
+                metrics: self.metrics.controller(&op.metrics_name()),
                 health: self.health.clone(),
                 name: op.name().to_string(),
                 shutdown: token.clone(),

@@ -1,6 +1,8 @@
 //! The Prometheus registry. Names follow controller-runtime's so existing dashboards work:
 //! `controller_runtime_reconcile_total{controller,result}`,
-//! `controller_runtime_reconcile_errors_total{controller,category}`,
+//! `controller_runtime_reconcile_errors_total{controller}`,
+//! `bosun_reconcile_errors_total{controller,category}` (the same failures by category: a
+//! spec to fix, a conflict, the API, transient),
 //! `controller_runtime_reconcile_time_seconds{controller}` (histogram),
 //! `controller_runtime_active_workers{controller}` (reconciles in flight),
 //! `bosun_cached_objects{controller}` (objects in the controller's cache) and
@@ -50,7 +52,8 @@ fn duration_histogram() -> Histogram {
 pub struct Metrics {
     registry: Arc<Registry>,
     reconciles: Family<ResultLabels, Counter>,
-    errors: Family<ErrorLabels, Counter>,
+    errors: Family<ControllerLabels, Counter>,
+    categorized: Family<ErrorLabels, Counter>,
     duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     active: Family<ControllerLabels, Gauge>,
     cached: Family<ControllerLabels, Gauge>,
@@ -73,7 +76,8 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let reconciles = Family::<ResultLabels, Counter>::default();
-        let errors = Family::<ErrorLabels, Counter>::default();
+        let errors = Family::<ControllerLabels, Counter>::default();
+        let categorized = Family::<ErrorLabels, Counter>::default();
         let duration =
             Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(
                 duration_histogram,
@@ -88,8 +92,13 @@ impl Metrics {
         );
         registry.register(
             "controller_runtime_reconcile_errors",
-            "Failed reconciliations per controller and error category",
+            "Failed reconciliations per controller",
             errors.clone(),
+        );
+        registry.register(
+            "bosun_reconcile_errors",
+            "Failed reconciliations per controller and error category",
+            categorized.clone(),
         );
         registry.register(
             "controller_runtime_reconcile_time_seconds",
@@ -115,6 +124,7 @@ impl Metrics {
             registry: Arc::new(registry),
             reconciles,
             errors,
+            categorized,
             duration,
             active,
             cached,
@@ -158,6 +168,7 @@ impl Metrics {
         // Make every series visible from the start, at zero.
         let _ = m.metrics.active.get_or_create(&m.labels());
         let _ = m.metrics.cached.get_or_create(&m.labels());
+        let _ = m.metrics.errors.get_or_create(&m.labels());
         for result in ["success", "error"] {
             let _ = m.metrics.reconciles.get_or_create(&ResultLabels {
                 controller: m.name.clone(),
@@ -253,8 +264,9 @@ impl Drop for ReconcileGuard {
             })
             .inc();
         if let Some(category) = failed {
+            m.metrics.errors.get_or_create(&labels).inc();
             m.metrics
-                .errors
+                .categorized
                 .get_or_create(&ErrorLabels {
                     controller: m.name.clone(),
                     category: category.as_str(),
@@ -305,8 +317,15 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains(r#"controller_runtime_reconcile_errors_total{controller="bookstore",category="invalid_spec"} 1"#));
-        assert!(text.contains(r#"controller_runtime_reconcile_errors_total{controller="bookstore",category="transient"} 1"#));
+        assert!(
+            text.contains(r#"controller_runtime_reconcile_errors_total{controller="bookstore"} 2"#)
+        );
+        assert!(text.contains(
+            r#"bosun_reconcile_errors_total{controller="bookstore",category="invalid_spec"} 1"#
+        ));
+        assert!(text.contains(
+            r#"bosun_reconcile_errors_total{controller="bookstore",category="transient"} 1"#
+        ));
         assert!(text.contains(r#"controller_runtime_active_workers{controller="bookstore"} 0"#));
         assert!(text.contains(
             r#"controller_runtime_reconcile_time_seconds_count{controller="bookstore"} 3"#

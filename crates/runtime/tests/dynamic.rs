@@ -158,6 +158,71 @@ async fn a_namespaced_child_triggers_its_cluster_scoped_owner() {
         .expect("cleanup");
 }
 
+/// One controller for a cluster-scoped primary watched in a list of namespaces (review M3)
+/// sees its children in each of them, and nothing from a namespace not in the list.
+#[tokio::test]
+async fn children_are_watched_in_each_listed_namespace_and_no_other() {
+    let (client, ns, discovery, _) = setup().await;
+    let second = test_namespace(&client, "dyn2").await.expect("namespace");
+    let unwatched = test_namespace(&client, "dyn3").await.expect("namespace");
+    let role_gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole");
+    let ar = discovery.resolve(&role_gvk).await.expect("served").resource;
+    let label = "app.kubernetes.io/managed-by=bosun-dyn-several";
+    let (children, mut trigger) = DynamicChildren::<DynamicObject>::new_with(
+        client.clone(),
+        discovery.clone(),
+        &[ns.clone(), second.clone()],
+        label,
+        ar.clone(),
+        None,
+        None,
+    );
+    children.set_primary_namespaced(false);
+    // Real owners: the garbage collector deletes children whose owner does not exist.
+    let roles: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    for (i, n) in [&ns, &second, &unwatched].into_iter().enumerate() {
+        let mut role = DynamicObject::new(&format!("{ns}-owner{i}"), &ar);
+        role.data = json!({"rules": []});
+        let owner = roles
+            .create(&PostParams::default(), &role)
+            .await
+            .expect("owner");
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), n);
+        let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "child", "namespace": n,
+                         "labels": {"app.kubernetes.io/managed-by": "bosun-dyn-several"},
+                         "ownerReferences": [{"apiVersion": "rbac.authorization.k8s.io/v1",
+                                              "kind": "ClusterRole", "name": owner.name_any(),
+                                              "uid": owner.uid().expect("uid")}]},
+        }))
+        .expect("configmap");
+        cms.create(&PostParams::default(), &cm)
+            .await
+            .expect("child");
+    }
+    let cache = children.cache(&configmap_gvk()).await.expect("cache");
+    assert!(cache.meta(&ns, "child").is_some());
+    assert!(cache.meta(&second, "child").is_some());
+    assert!(cache.meta(&unwatched, "child").is_none());
+    assert_eq!(cache.len(), 2);
+    let mut owners = Vec::new();
+    while owners.len() < 2 {
+        let got = tokio::time::timeout(Duration::from_secs(20), trigger.next())
+            .await
+            .expect("a trigger")
+            .expect("stream open");
+        owners.push(got.name);
+    }
+    owners.sort();
+    assert_eq!(owners, [format!("{ns}-owner0"), format!("{ns}-owner1")]);
+    for i in 0..3 {
+        roles
+            .delete(&format!("{ns}-owner{i}"), &Default::default())
+            .await
+            .expect("cleanup");
+    }
+}
+
 #[tokio::test]
 async fn dynamic_children_are_cached_and_trigger_their_owner() {
     let (client, ns, discovery, ar) = setup().await;

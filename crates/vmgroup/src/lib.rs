@@ -5,7 +5,8 @@
 //! (pure) → connect to vCenter with the credentials Secret ([`connect`]) → read the group's
 //! VMs in one property retrieval → decide what to do ([`diff`], pure) → clone, reconfigure,
 //! power on, remove → write status ([`status`]). The finalizer removes the VMs and the folder
-//! before the VmGroup goes. [`operator`] says what the runtime runs.
+//! before the VmGroup goes. [`operator`] says what the runtime runs; [`webhook`] holds the
+//! defaulting and validating webhooks (optional, `BOSUN_VMGROUP_WEBHOOK_ADDR`).
 pub mod api;
 pub mod connect;
 pub mod diff;
@@ -15,6 +16,7 @@ pub mod reason;
 pub mod reconcile;
 pub mod status;
 pub mod validate;
+pub mod webhook;
 
 pub use api::{VmGroup, VmGroupSpec, VmGroupStatus};
 pub use operator::{Settings, VmGroupOperator};

@@ -13,7 +13,11 @@
 //! - `BOSUN_VMGROUP_RESYNC_SECONDS` — how often a group is read again to repair VMs changed in
 //!   vCenter (default 60);
 //! - `BOSUN_VMGROUP_PARALLEL` — clones and power operations in flight per group (default 4);
-//! - `BOSUN_VMGROUP_REQUEST_TIMEOUT_SECONDS` — the bound on one vCenter request (default 60).
+//! - `BOSUN_VMGROUP_REQUEST_TIMEOUT_SECONDS` — the bound on one vCenter request (default 60);
+//! - `BOSUN_VMGROUP_WEBHOOK_ADDR`, `BOSUN_VMGROUP_WEBHOOK_CERT_DIR`,
+//!   `BOSUN_VMGROUP_WEBHOOK_SERVICE` — the defaulting and validating webhooks
+//!   ([`crate::webhook`]), as [`bosun_runtime::webhook::settings`] reads them (default: not
+//!   served).
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +27,7 @@ use bosun_runtime::events::Events;
 use bosun_runtime::manager::{ControllerContext, Operator, OperatorError};
 use bosun_runtime::rbac::{named_rule, rule, Rbac};
 use bosun_runtime::status::StatusWriter;
+use bosun_runtime::webhook::{Plan, Settings as WebhookSettings};
 use bosun_runtime::{Primary, Wiring};
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -35,7 +40,7 @@ use crate::reconcile::reconcile;
 pub const FIELD_MANAGER: &str = "bosun-vmgroup";
 
 /// The operator's settings (see the module documentation).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     pub secret_name: String,
     /// None: each VmGroup's own namespace.
@@ -46,6 +51,8 @@ pub struct Settings {
     pub resync: Duration,
     pub parallel: usize,
     pub request_timeout: Duration,
+    /// None: no webhooks.
+    pub webhook: Option<WebhookSettings>,
 }
 
 impl Default for Settings {
@@ -59,6 +66,7 @@ impl Default for Settings {
             resync: Duration::from_secs(60),
             parallel: 4,
             request_timeout: Duration::from_secs(60),
+            webhook: None,
         }
     }
 }
@@ -92,6 +100,11 @@ impl Settings {
                 .filter(|s| *s > 0)
                 .map(Duration::from_secs)
                 .unwrap_or(d.request_timeout),
+            webhook: WebhookSettings::from_lookup(
+                "BOSUN_VMGROUP",
+                crate::webhook::CONFIGURATION,
+                &get,
+            ),
         }
     }
 }
@@ -154,8 +167,31 @@ impl Operator for VmGroupOperator {
                 // The vCenter credentials: that one Secret, read by name.
                 named_rule("", "secrets", &[&self.settings.secret_name], &["get"]),
             ],
-            cluster: vec![],
+            // With a generated certificate the operator writes its webhook configurations.
+            cluster: self
+                .settings
+                .webhook
+                .as_ref()
+                .map(WebhookSettings::rbac)
+                .unwrap_or_default(),
         }
+    }
+
+    fn webhooks(&self) -> Option<Plan> {
+        let w = self.settings.webhook.clone()?;
+        let certificates = w.certificates();
+        let register: bosun_runtime::webhook::plan::Register =
+            std::sync::Arc::new(move |ca, bound| {
+                let hooks = crate::webhook::hooks(w.namespace_selector.clone());
+                crate::webhook::configurations(&w.configuration, &w.target(bound), ca, hooks)
+            });
+        Some(Plan {
+            webhooks: crate::webhook::webhooks(&self.settings.parent_folder),
+            listen: self.settings.webhook.as_ref()?.listen,
+            certificates,
+            register: Some(register),
+            field_manager: FIELD_MANAGER.into(),
+        })
     }
 
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
@@ -212,6 +248,13 @@ mod tests {
         assert_eq!(s.parent_folder, "/DC1/vm/k8s");
         assert!(s.insecure);
         assert_eq!(s.parallel, 4, "0 in flight would never clone");
+        assert_eq!(s.webhook, None, "webhooks are off by default");
+        let s = Settings::from_lookup(|k| {
+            (k == "BOSUN_VMGROUP_WEBHOOK_ADDR").then(|| "0.0.0.0:9443".to_string())
+        });
+        let w = s.webhook.expect("enabled");
+        assert_eq!(w.listen.port(), 9443);
+        assert_eq!(w.configuration, "bosun-vmgroup");
     }
 
     #[test]

@@ -224,6 +224,12 @@ impl<F: Flavor> Operator for WatchOperator<F> {
         &self.name
     }
 
+    /// operator-sdk's controller name, `<kind>-controller` (lowercase), so the dashboards
+    /// and alerts written for helm-operator and ansible-operator keep working (review L6).
+    fn metrics_name(&self) -> String {
+        format!("{}-controller", self.entry.gvk.kind.to_lowercase())
+    }
+
     fn crds(&self) -> Vec<CustomResourceDefinition> {
         vec![self.flavor.crd()]
     }
@@ -246,11 +252,27 @@ impl<F: Flavor> Operator for WatchOperator<F> {
             let n = concurrency(&entry, ctx.concurrency, &|k| std::env::var(k).ok());
             let ctx = ctx.with_concurrency(n);
             let client = ctx.client.clone();
-            ctx.run_controller(
-                |ns| wire(&client, ns, &entry, &flavor, &discovery, &resolved),
-                reconcile::<F>,
-            )
-            .await;
+            if resolved.namespaced {
+                ctx.run_controller(
+                    |ns| {
+                        let children: Vec<String> = ns.into_iter().map(str::to_string).collect();
+                        wire(
+                            &client, ns, &children, &entry, &flavor, &discovery, &resolved,
+                        )
+                    },
+                    reconcile::<F>,
+                )
+                .await;
+            } else {
+                // A cluster-scoped primary is watched cluster-wide whatever the scope: one
+                // controller, whose children are watched in each watched namespace (review M3:
+                // one controller per namespace reconciled every object N times at once).
+                let children = ctx.namespaces();
+                let w = wire(
+                    &client, None, &children, &entry, &flavor, &discovery, &resolved,
+                );
+                ctx.run_single_controller(w, reconcile::<F>).await;
+            }
             Ok(())
         })
     }
@@ -301,9 +323,12 @@ fn fingerprint(obj: &DynamicObject, annotations: bool, finalizer: Option<&str>) 
     h.finish()
 }
 
+/// The wiring of one controller: its primary objects in `ns` (all when None), their children
+/// in `children_ns` (all when empty).
 fn wire<F: Flavor>(
     client: &Client,
     ns: Option<&str>,
+    children_ns: &[String],
     entry: &Arc<Entry>,
     flavor: &Arc<F>,
     discovery: &Discovery,
@@ -327,11 +352,60 @@ fn wire<F: Flavor>(
     let primary = Primary::watch(api, ar.clone(), cfg)
         .skip_unmoved_by(move |o: &DynamicObject| fingerprint(o, annotations, finalizer.as_deref()))
         .forgetting(&status);
+    let (host, trigger) = build_host(
+        client,
+        children_ns,
+        entry,
+        flavor,
+        discovery,
+        resolved,
+        status,
+    );
+    let wiring = Wiring::new(primary, host);
+    if entry.watch_dependent_resources {
+        wiring.trigger(trigger)
+    } else {
+        wiring
+    }
+}
+
+/// A host for one-off reconciles outside a controller (tests, tools), for the primary objects
+/// and children in `namespace` (all when None): what a controller's wiring holds, without the
+/// watch of the primary kind.
+pub async fn standalone_host<F: Flavor>(
+    client: &Client,
+    namespace: Option<&str>,
+    entry: Arc<Entry>,
+    flavor: Arc<F>,
+) -> Result<Arc<Host<F>>, kube::Error> {
+    let discovery = Discovery::new(client.clone());
+    let resolved = discovery.resolve(&entry.gvk).await?;
+    let children: Vec<String> = namespace.into_iter().map(str::to_string).collect();
+    let status = StatusWriter::new(F::MANAGER);
+    let (host, _) = build_host(
+        client, &children, &entry, &flavor, &discovery, &resolved, status,
+    );
+    Ok(host)
+}
+
+fn build_host<F: Flavor>(
+    client: &Client,
+    children_ns: &[String],
+    entry: &Arc<Entry>,
+    flavor: &Arc<F>,
+    discovery: &Discovery,
+    resolved: &Resolved,
+    status: StatusWriter,
+) -> (
+    Arc<Host<F>>,
+    bosun_runtime::controller::Trigger<DynamicObject>,
+) {
+    let ar = resolved.resource.clone();
     let applier = Applier::new(F::MANAGER);
     let (children, trigger) = DynamicChildren::new_with(
         client.clone(),
         discovery.clone(),
-        ns,
+        children_ns,
         &flavor.child_selector(entry),
         ar.clone(),
         flavor.full_kinds(),
@@ -351,12 +425,7 @@ fn wire<F: Flavor>(
         status,
         events: Events::new(client.clone(), F::MANAGER),
     });
-    let wiring = Wiring::new(primary, host);
-    if entry.watch_dependent_resources {
-        wiring.trigger(trigger)
-    } else {
-        wiring
-    }
+    (host, trigger)
 }
 
 /// The label every child of an entry carries, so child watches see only its own objects.

@@ -190,13 +190,23 @@ impl Running {
 
 /// Runs the operators in the test's namespace as `user` (granted with [`grant`]).
 pub async fn start(env: &Env, ops: Vec<Arc<dyn Operator>>, user: &str) -> Running {
+    start_scoped(env, ops, user, Scope::Namespaces(vec![env.ns.clone()])).await
+}
+
+/// [`start`], watching `scope`.
+pub async fn start_scoped(
+    env: &Env,
+    ops: Vec<Arc<dyn Operator>>,
+    user: &str,
+    scope: Scope,
+) -> Running {
     let mut config = env.cp.config().await.expect("config");
     config.auth_info.impersonate = Some(user.to_string());
     config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
     let writes = Writes::default();
     let client = writes.client(config).expect("client");
     let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![env.ns.clone()]),
+        scope,
         ..Default::default()
     };
     let mut m = Manager::new(client, cfg);

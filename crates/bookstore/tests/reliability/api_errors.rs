@@ -57,7 +57,7 @@ async fn a_quota_refusal_reaches_the_status() {
     assert!(
         bosun_testenv::sum_series(
             &metrics,
-            "controller_runtime_reconcile_errors_total",
+            "bosun_reconcile_errors_total",
             &[("category", "api")]
         ) >= 1.0,
         "{metrics}"

@@ -5,6 +5,7 @@ mod dev;
 mod pg;
 mod render;
 mod run;
+mod scaffold;
 
 use clap::{Parser, Subcommand};
 
@@ -35,6 +36,14 @@ pub enum Command {
     Dev(dev::DevArgs),
     /// Render a Helm chart as `helm template` does, with bosun's own engine.
     Render(render::RenderArgs),
+    /// Initialize a new operator project (operator-sdk's `init`): `--plugins helm`.
+    Init(scaffold::InitArgs),
+    /// Scaffold an API in the current project (operator-sdk's `create api`).
+    #[command(subcommand)]
+    Create(scaffold::CreateCommand),
+    /// Generate files of the current project: `manifests` (config/crd and config/rbac).
+    #[command(subcommand)]
+    Generate(scaffold::GenerateCommand),
     /// Print the version.
     Version,
     /// PostgresCluster instance pods' entry point (`bosun pg instance`).
@@ -64,6 +73,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         #[cfg(feature = "dev")]
         Command::Dev(args) => dev::dev(args).await,
         Command::Render(args) => render::run(args),
+        Command::Init(args) => scaffold::init(args),
+        Command::Create(cmd) => scaffold::create(cmd),
+        Command::Generate(cmd) => scaffold::generate(cmd),
         Command::Pg(args) => pg::run(args).await,
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));

@@ -101,6 +101,7 @@ fn annotation_true(cr: &DynamicObject, key: &str) -> bool {
 
 pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, Error> {
     let api = host.api_of(&cr);
+    let cr = live_record(cr, &host, &api).await?;
     let previous = HelmStatus::of(&cr.data);
     if cr.meta().deletion_timestamp.is_some() {
         return uninstall::uninstall(&cr, &host, &api, &previous).await;
@@ -161,6 +162,29 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
         .write_if_changed_with(&api, &host.resource, cr.as_ref(), Some(&previous), &status)
         .await?;
     result.map(|_| next)
+}
+
+/// Without release records (`--release-storage=none`) the status is the record, and the
+/// cached object may not show this operator's last status write yet: a reconcile triggered
+/// by an install's own child creates would install again, running its hooks twice (review
+/// M7). So when the status does not yet speak for the current generation, the object is read
+/// from the API server. That is one GET after each spec change, none on a resync.
+async fn live_record(
+    cr: Arc<DynamicObject>,
+    host: &Ctx,
+    api: &Api<DynamicObject>,
+) -> Result<Arc<DynamicObject>, Error> {
+    let observed = HelmStatus::of(&cr.data).observed_generation;
+    if host.flavor.storage != Storage::None
+        || cr.meta().deletion_timestamp.is_some()
+        || observed == cr.metadata.generation
+    {
+        return Ok(cr);
+    }
+    match api.get_opt(&cr.name_any()).await? {
+        Some(live) => Ok(Arc::new(live)),
+        None => Ok(cr),
+    }
 }
 
 /// A cluster-scoped custom resource: a Helm release lives in a namespace (its records, its
@@ -277,9 +301,15 @@ async fn converge(
     // Step 5: read the record before deciding.
     let (history, deployed_rec) = match host.flavor.storage {
         Storage::Secrets => {
-            let h = Secrets::new(host.client.clone(), &owner.namespace)
-                .history(&owner.release)
-                .await?;
+            let store = Secrets::new(host.client.clone(), &owner.namespace);
+            if let Some(other) = store.foreign_owner(&owner.release, &owner.owner).await? {
+                return Err(Error::Conflict(format!(
+                    "release name {:?} is in use by {other} (the same chart under another kind): \
+                     give one of the two custom resources another name",
+                    owner.release
+                )));
+            }
+            let h = store.history(&owner.release, &owner.owner).await?;
             if let Some(foreign) = h.iter().rev().find(|r| r.chart_name() != owner.chart) {
                 return Err(Error::Conflict(format!(
                     "duplicate release name: found existing release with name {:?} for chart {:?}",
@@ -783,7 +813,7 @@ async fn install_or_upgrade(
     // Like helm-operator, a release with no deployed revision starts over: failed and
     // pending records of earlier attempts go, so retries never pile records up.
     if let (Some(s), None) = (&store, deployed) {
-        for r in s.history(&owner.release).await? {
+        for r in s.history(&owner.release, &owner.owner).await? {
             if r.info.status != release::status::DEPLOYED {
                 s.delete(&r).await?;
             }
@@ -815,13 +845,13 @@ async fn install_or_upgrade(
                 prev.info.description = "Superseded".into();
                 s.update(&prev, Some(&owner.owner)).await?;
             }
-            let history = s.history(&owner.release).await?;
+            let history = s.history(&owner.release, &owner.owner).await?;
             for r in beyond_history(&history, host.flavor.max_history) {
                 s.delete(r).await?;
             }
         }
         Err(e) => {
-            let history = s.history(&owner.release).await?;
+            let history = s.history(&owner.release, &owner.owner).await?;
             for r in beyond_history(&history, host.flavor.max_history.saturating_sub(1)) {
                 s.delete(r).await?;
             }

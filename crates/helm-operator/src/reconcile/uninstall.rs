@@ -222,7 +222,7 @@ async fn stored(
     match host.flavor.storage {
         Storage::Secrets => {
             let s = Secrets::new(host.client.clone(), &owner.namespace);
-            let history = s.history(&owner.release).await?;
+            let history = s.history(&owner.release, &owner.owner).await?;
             let Some(last) = last_record(&history).cloned() else {
                 return Ok(Stored {
                     records: Some((s, history)),

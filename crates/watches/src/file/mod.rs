@@ -155,14 +155,31 @@ impl WatchesFile {
     }
 
     /// Checks `text` as the contents of `path`, reading variables through `env`.
+    ///
+    /// Variables as each operator reads them (review L4): ansible-operator expands `${VAR}`
+    /// in the whole text before reading it (a set variable may even add YAML); helm-operator
+    /// reads the file, then expands each `overrideValues` value once, so a value never
+    /// changes the YAML (`yes` stays a string, `a # b` is not a comment, an empty variable
+    /// is an empty value). A file holding both kinds of entry reads each as its operator does
+    /// when the file is YAML before the expansion too (`${VAR}` inside a flow mapping is not:
+    /// then every entry reads the expanded text).
     pub fn parse(
         path: &Path,
         text: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<WatchesFile, WatchesError> {
+        let expanded = expand_braced(text, env);
+        Self::parse_text(path, text, &expanded, env)
+    }
+
+    fn parse_text(
+        path: &Path,
+        text: &str,
+        expanded: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<WatchesFile, WatchesError> {
         let file = path.display().to_string();
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let expanded = expand_braced(text, env);
         let err = |line: usize, message: String| WatchesError {
             file: file.clone(),
             line,
@@ -170,8 +187,20 @@ impl WatchesFile {
             field: String::new(),
             message,
         };
-        let docs = bosun_yaml::load_all(&expanded, Schema::GoYamlV2)
+        let docs = bosun_yaml::load_all(expanded, Schema::GoYamlV2)
             .map_err(|e| err(0, format!("not YAML: {e}")))?;
+        // The file as written, for chart entries (when the expansion changed anything and
+        // the file reads without it, entry for entry).
+        let plain_docs = (expanded != text)
+            .then(|| bosun_yaml::load_all(text, Schema::GoYamlV2).ok())
+            .flatten();
+        let plain_items: Option<&Vec<Node>> = match plain_docs.as_deref() {
+            Some([one]) => match &one.value {
+                Yaml::Seq(items) => Some(items),
+                _ => None,
+            },
+            _ => None,
+        };
         let root = match docs.as_slice() {
             [] => return Err(err(1, "empty: a watches file is a list of entries".into())),
             [one] => one,
@@ -187,7 +216,12 @@ impl WatchesFile {
         };
         let mut entries: Vec<Entry> = Vec::new();
         let mut warnings = Vec::new();
+        let plain_items = plain_items.filter(|p| p.len() == items.len());
         for (i, item) in items.iter().enumerate() {
+            let item = match plain_items.map(|p| &p[i]) {
+                Some(p) if is_chart_item(p) => p,
+                _ => item,
+            };
             let ctx = EntryCtx {
                 file: &file,
                 base: &base,
@@ -299,6 +333,16 @@ const ANSIBLE: &[&str] = &[
     "blacklist",
     "maxRunnerArtifacts",
 ];
+
+/// A Helm entry (it names a chart): read as written, its overrides expanded afterwards.
+fn is_chart_item(item: &Node) -> bool {
+    match &item.value {
+        Yaml::Map(pairs) => pairs
+            .iter()
+            .any(|(k, _)| scalar_text(&k.value).as_deref() == Some("chart")),
+        _ => false,
+    }
+}
 
 fn parse_entry(
     mut cx: EntryCtx<'_>,

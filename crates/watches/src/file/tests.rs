@@ -65,7 +65,7 @@ fn helm_options_and_environment() {
   watchDependentResources: false
   reconcilePeriod: 1h30m
   maxConcurrentReconciles: 4
-  selector: {matchLabels: {team: "${TEAM}"}, matchExpressions: [{key: tier, operator: In, values: [a, b]}]}
+  selector: {matchLabels: {team: books}, matchExpressions: [{key: tier, operator: In, values: [a, b]}]}
   overrideValues:
     image.repository: $IMAGE
     image.tag: "${UNSET}"
@@ -232,4 +232,59 @@ fn durations_like_go() {
     for bad in ["", "5", "m", "1d", "-1s", "1h x"] {
         assert!(parse_duration(bad).is_err(), "{bad}");
     }
+}
+
+/// Review L4: helm-operator reads the file, then expands `overrideValues` once
+/// (`os.ExpandEnv`); ansible-operator expands `${VAR}` in the whole text first. A variable's
+/// value never changes a Helm entry's YAML, and is never expanded twice.
+#[test]
+fn helm_entries_expand_override_values_once_after_parsing() {
+    let dir = project();
+    let text = r#"
+- group: charts.example.com
+  version: v1alpha1
+  kind: BookStore
+  chart: helm-charts/book-store
+  overrideValues:
+    password: ${PASS}
+    enabled: ${ENABLE}
+    empty: ${EMPTY}
+    comment: ${HASH}
+    brace: ${BRACE}
+- version: v1
+  group: cache.example.com
+  kind: Memcached
+  playbook: site.yml
+  vars:
+    team: "${TEAM}"
+    enabled: ${ENABLE}
+"#;
+    let w = WatchesFile::parse(
+        &dir.path().join("watches.yaml"),
+        text,
+        &env(&[
+            ("PASS", "p$ss"),
+            ("ENABLE", "yes"),
+            ("EMPTY", ""),
+            ("HASH", "a # b"),
+            ("BRACE", "{x: 1}"),
+            ("TEAM", "books"),
+        ]),
+    )
+    .expect("valid");
+    let o = &w.entries[0].override_values;
+    assert_eq!(o["password"], "p$ss", "expanded once");
+    assert_eq!(o["enabled"], "yes", "a string, not YAML's boolean");
+    assert_eq!(o["empty"], "", "an empty variable is an empty value");
+    assert_eq!(o["comment"], "a # b");
+    assert_eq!(o["brace"], "{x: 1}");
+    let vars = &w.entries[1].ansible.vars;
+    assert_eq!(
+        vars["team"], "books",
+        "ansible-operator expands the whole text"
+    );
+    assert_eq!(
+        vars["enabled"], true,
+        "and then reads it: yes is YAML 1.1's true"
+    );
 }

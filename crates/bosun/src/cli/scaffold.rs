@@ -1,0 +1,194 @@
+//! `bosun init` and `bosun create api`: operator-sdk's verbs and flags over `bosun-scaffold`,
+//! with this binary's registry deriving the CRDs and RBAC (what `bosun crd` and `bosun rbac`
+//! print for the same watches file).
+use std::path::{Path, PathBuf};
+
+use bosun_scaffold::commands::{self, ApiOptions, InitOptions};
+use bosun_scaffold::{Derive, Derived, Plugin};
+use clap::{Args, Subcommand};
+
+use serde::Deserialize;
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Plugin to scaffold with (operator-sdk's key): helm or ansible.
+    #[arg(long)]
+    pub plugins: String,
+    /// Domain for groups (kubebuilder's default: my.domain).
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// Name of the project (default: the directory's name).
+    #[arg(long)]
+    pub project_name: Option<String>,
+    /// With any of --group, --version, --kind, --helm-chart: `create api` runs next with them,
+    /// as operator-sdk's init does.
+    #[command(flatten)]
+    pub api: ApiFlags,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CreateCommand {
+    /// Scaffold a Kubernetes API backed by a Helm chart or an Ansible role or playbook.
+    Api(ApiArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GenerateCommand {
+    /// Regenerate config/crd/bases and config/rbac from the project's watches.yaml (what
+    /// `bosun crd` and `bosun rbac --watches` print), after a chart or role changed.
+    Manifests,
+}
+
+#[derive(Args, Debug)]
+pub struct ApiArgs {
+    /// Plugin (default: the project's layout).
+    #[arg(long)]
+    pub plugins: Option<String>,
+    #[command(flatten)]
+    pub api: ApiFlags,
+}
+
+#[derive(Args, Debug, Default)]
+pub struct ApiFlags {
+    /// Resource group (the first label; the domain is appended). Default with a chart: charts.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Resource version. Default with a chart: v1alpha1.
+    #[arg(long)]
+    pub version: Option<String>,
+    /// Resource kind. Default: the chart's name in UpperCamelCase.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Helm: a chart directory or .tgz to back the kind.
+    #[arg(long)]
+    pub helm_chart: Option<PathBuf>,
+    /// Ansible: generate a role skeleton (the default when neither flag is given).
+    #[arg(long)]
+    pub generate_role: bool,
+    /// Ansible: generate a playbook; it imports the role when --generate-role is given too.
+    #[arg(long)]
+    pub generate_playbook: bool,
+}
+
+/// `bosun crd` and `bosun rbac` themselves, run in the staged project: the generated files are
+/// what they print there.
+struct Registry;
+
+impl Registry {
+    fn bosun(
+        dir: &Path,
+        args: &[&str],
+    ) -> Result<Vec<serde_json::Value>, Box<dyn std::error::Error + Send + Sync>> {
+        let out = std::process::Command::new(std::env::current_exe()?)
+            .args(args)
+            .current_dir(dir)
+            .output()?;
+        if !out.status.success() {
+            return Err(format!(
+                "bosun {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+            .into());
+        }
+        let text = String::from_utf8(out.stdout)?;
+        let mut docs = Vec::new();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let v = serde_json::Value::deserialize(doc)?;
+            if !v.is_null() {
+                docs.push(v);
+            }
+        }
+        Ok(docs)
+    }
+}
+
+impl Derive for Registry {
+    fn derive(
+        &self,
+        dir: Option<&Path>,
+        namespace: &str,
+    ) -> Result<Derived, Box<dyn std::error::Error + Send + Sync>> {
+        let ns = format!("--namespace={namespace}");
+        match dir {
+            Some(dir) => Ok(Derived {
+                crds: Self::bosun(dir, &["crd", "--watches", "watches.yaml"])?,
+                rbac: Self::bosun(dir, &["rbac", "--watches", "watches.yaml", &ns])?,
+            }),
+            // No kind yet: no coded operator either, the runtime's own rules only.
+            None => Ok(Derived {
+                crds: vec![],
+                rbac: Self::bosun(Path::new("."), &["rbac", "--operators=", &ns])?,
+            }),
+        }
+    }
+}
+
+fn print(lines: Vec<String>) {
+    for l in lines {
+        println!("{l}");
+    }
+}
+
+pub fn init(args: InitArgs) -> anyhow::Result<()> {
+    let plugin = Plugin::parse(&args.plugins)?;
+    let opts = InitOptions {
+        domain: args.domain,
+        project_name: args.project_name,
+    };
+    let a = args.api;
+    let then_api = a.group.is_some()
+        || a.version.is_some()
+        || a.kind.is_some()
+        || a.helm_chart.is_some()
+        || a.generate_role
+        || a.generate_playbook;
+    let lines = commands::init(Path::new("."), plugin, &opts, &Registry)?;
+    if then_api {
+        // operator-sdk prints init's lines but its "Next:" and runs create api.
+        print(
+            lines
+                .into_iter()
+                .filter(|l| !l.starts_with("Next:"))
+                .collect(),
+        );
+        print(commands::create_api(
+            Path::new("."),
+            Some(plugin),
+            &api_options(a),
+            &Registry,
+        )?);
+    } else {
+        print(lines);
+    }
+    Ok(())
+}
+
+pub fn create(cmd: CreateCommand) -> anyhow::Result<()> {
+    let CreateCommand::Api(args) = cmd;
+    let plugin = args.plugins.as_deref().map(Plugin::parse).transpose()?;
+    print(commands::create_api(
+        Path::new("."),
+        plugin,
+        &api_options(args.api),
+        &Registry,
+    )?);
+    Ok(())
+}
+
+pub fn generate(cmd: GenerateCommand) -> anyhow::Result<()> {
+    let GenerateCommand::Manifests = cmd;
+    print(commands::generate_manifests(Path::new("."), &Registry)?);
+    Ok(())
+}
+
+fn api_options(a: ApiFlags) -> ApiOptions {
+    ApiOptions {
+        group: a.group,
+        version: a.version,
+        kind: a.kind,
+        helm_chart: a.helm_chart,
+        generate_role: a.generate_role,
+        generate_playbook: a.generate_playbook,
+    }
+}

@@ -1,0 +1,342 @@
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use super::*;
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+struct Thing {
+    metadata: Meta,
+    spec: Spec,
+}
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+struct Meta {
+    name: String,
+}
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+struct Spec {
+    size: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    color: Option<String>,
+}
+
+fn hooks() -> Webhooks {
+    Webhooks::new()
+        .validate("/validate", |a: Admission<Thing>| match a.object {
+            Some(t) if t.spec.size > 10 => {
+                Verdict::deny(format!("size is {}; use 10 or less", t.spec.size))
+            }
+            _ => Verdict::allow(),
+        })
+        .mutate("/default", |a: Admission<Thing>| {
+            let Some(mut t) = a.object else {
+                return Ok(None);
+            };
+            if t.spec.color.is_none() {
+                t.spec.color = Some("blue".into());
+            }
+            Ok(Some(t))
+        })
+        .convert("/convert", |mut obj: Value, to: &str| {
+            if to != "example.com/v2" {
+                return Err(format!("cannot convert to {to}"));
+            }
+            obj["apiVersion"] = json!(to);
+            Ok(obj)
+        })
+        .max_body_bytes(64 * 1024)
+}
+
+fn review(object: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": "example.com", "version": "v1", "kind": "Thing"},
+            "resource": {"group": "example.com", "version": "v1", "resource": "things"},
+            "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": object,
+        }
+    })
+}
+
+fn thing(size: i64) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "a", "uid": "x"}, "spec": {"size": size}})
+}
+
+async fn post(path: &str, body: impl Into<Body>) -> (StatusCode, Vec<u8>) {
+    let resp = hooks()
+        .router()
+        .oneshot(
+            Request::post(path)
+                .header("content-type", "application/json")
+                .body(body.into())
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    let status = resp.status();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes()
+        .to_vec();
+    (status, bytes)
+}
+
+async fn post_json(path: &str, body: &Value) -> Value {
+    let (status, bytes) = post(path, body.to_string()).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&bytes)
+    );
+    serde_json::from_slice(&bytes).expect("json answer")
+}
+
+#[tokio::test]
+async fn a_validating_hook_denies_with_its_message_and_the_request_uid() {
+    let out = post_json("/validate", &review(thing(11))).await;
+    assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(out["kind"], "AdmissionReview");
+    assert_eq!(out["response"]["uid"], "u-1");
+    assert_eq!(out["response"]["allowed"], false);
+    assert_eq!(out["response"]["status"]["code"], 403);
+    assert_eq!(
+        out["response"]["status"]["message"],
+        "size is 11; use 10 or less"
+    );
+    let out = post_json("/validate", &review(thing(3))).await;
+    assert_eq!(out["response"]["allowed"], true);
+}
+
+#[tokio::test]
+async fn a_mutating_hook_answers_the_json_patch_of_its_change_only() {
+    let out = post_json("/default", &review(thing(3))).await;
+    assert_eq!(out["response"]["allowed"], true);
+    assert_eq!(out["response"]["patchType"], "JSONPatch");
+    let b64 = out["response"]["patch"].as_str().expect("patch");
+    let bytes: k8s_openapi::ByteString = serde_json::from_value(json!(b64)).expect("base64");
+    let patch: Value = serde_json::from_slice(&bytes.0).expect("patch json");
+    // metadata.uid and apiVersion are not in `Thing`: the patch leaves them alone.
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec/color", "value": "blue"}])
+    );
+    let mut colored = thing(3);
+    colored["spec"]["color"] = json!("red");
+    let out = post_json("/default", &review(colored)).await;
+    assert_eq!(out["response"]["allowed"], true);
+    assert!(out["response"].get("patch").is_none(), "nothing to change");
+}
+
+#[tokio::test]
+async fn an_object_of_the_wrong_shape_is_denied_naming_the_problem() {
+    let out = post_json(
+        "/validate",
+        &review(json!({"metadata": {"name": "a"}, "spec": {"size": "big"}})),
+    )
+    .await;
+    assert_eq!(out["response"]["uid"], "u-1");
+    assert_eq!(out["response"]["allowed"], false);
+    assert_eq!(out["response"]["status"]["code"], 400);
+    let message = out["response"]["status"]["message"]
+        .as_str()
+        .expect("message");
+    assert!(message.contains("not a valid Thing"), "{message}");
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_refused_not_crashed_on() {
+    for body in ["", "{", "not json", "[1,2]", "{\"request\": 5}", "null"] {
+        let (status, text) = post("/validate", body).await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "{body}: {}",
+            String::from_utf8_lossy(&text)
+        );
+    }
+    // JSON whose uid can be read: answered as a denial the API server shows the user.
+    let out = post_json(
+        "/validate",
+        &json!({"request": {"uid": "u-2", "operation": "EXPLODE"}}),
+    )
+    .await;
+    assert_eq!(out["response"]["uid"], "u-2");
+    assert_eq!(out["response"]["allowed"], false);
+    assert_eq!(out["response"]["status"]["code"], 400);
+    let (status, _) = post("/convert", "{\"request\": {}}").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = post("/nowhere", "{}").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_refused_with_413() {
+    let mut big = thing(3);
+    big["spec"]["color"] = json!("x".repeat(65 * 1024));
+    let (status, text) = post("/validate", review(big).to_string()).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(String::from_utf8_lossy(&text).contains("65536"));
+    // Streamed without a length: the limit holds while reading.
+    let chunks = futures::stream::iter((0..100).map(|_| Ok::<_, std::io::Error>(vec![b' '; 1024])));
+    let (status, _) = post("/validate", Body::from_stream(chunks)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn conversion_converts_every_object_or_fails_the_review() {
+    let request = |to: &str| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "request": {
+            "uid": "c-1", "desiredAPIVersion": to,
+            "objects": [thing(1), thing(2)]
+        }})
+    };
+    let out = post_json("/convert", &request("example.com/v2")).await;
+    assert_eq!(out["kind"], "ConversionReview");
+    assert_eq!(out["response"]["uid"], "c-1");
+    assert_eq!(out["response"]["result"]["status"], "Success");
+    let objs = out["response"]["convertedObjects"]
+        .as_array()
+        .expect("objects");
+    assert_eq!(objs.len(), 2);
+    assert!(objs.iter().all(|o| o["apiVersion"] == "example.com/v2"));
+    let out = post_json("/convert", &request("example.com/v9")).await;
+    assert_eq!(out["response"]["result"]["status"], "Failure");
+    assert_eq!(
+        out["response"]["result"]["message"],
+        "cannot convert to example.com/v9"
+    );
+}
+
+/// The certificate the server presents, verified against `ca_pem` for 127.0.0.1.
+async fn served_cert(addr: std::net::SocketAddr, ca_pem: &[u8]) -> Vec<u8> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(c.expect("ca pem")).expect("root");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").expect("ip name");
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("the CA bundle verifies the served certificate for the IP");
+    tls.get_ref().1.peer_certificates().expect("certs")[0].to_vec()
+}
+
+#[tokio::test]
+async fn a_generated_certificate_is_served_for_the_loopback_ip_and_renewed_in_place() {
+    let certs = Arc::new(Certificates::new(CertSource::loopback()).expect("certs"));
+    let ca = certs.ca_pem().expect("generated CA").as_bytes().to_vec();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let serving = serve(
+        hooks(),
+        "127.0.0.1:0".parse().expect("addr"),
+        certs.clone(),
+        stop.clone(),
+    )
+    .await
+    .expect("serve");
+    let first = served_cert(serving.local_addr, &ca).await;
+    assert!(certs.rotate().expect("rotate"));
+    let second = served_cert(serving.local_addr, &ca).await;
+    assert_ne!(first, second, "a new certificate, by the same CA");
+    assert_eq!(second, certs.serving_der());
+    stop.cancel();
+    serving.stopped().await;
+}
+
+#[tokio::test]
+async fn certificate_files_are_read_again_only_when_they_change() {
+    let dir = tempfile::tempdir().expect("dir");
+    // Self-signed, each its own CA: what a cert-manager Issuer would hand out, simplified.
+    let issue = || {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("params");
+        let cert = params.self_signed(&key).expect("cert");
+        (cert.pem(), key.serialize_pem())
+    };
+    let (c1, k1) = issue();
+    std::fs::write(dir.path().join("tls.crt"), &c1).expect("write");
+    std::fs::write(dir.path().join("tls.key"), &k1).expect("write");
+    let certs = Arc::new(Certificates::new(CertSource::dir(dir.path())).expect("files"));
+    assert!(certs.ca_pem().is_none(), "cert-manager injects the CA");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let serving = serve(
+        hooks(),
+        "127.0.0.1:0".parse().expect("addr"),
+        certs.clone(),
+        stop.clone(),
+    )
+    .await
+    .expect("serve");
+    assert_eq!(
+        served_cert(serving.local_addr, c1.as_bytes()).await,
+        certs.serving_der()
+    );
+    assert!(
+        !certs.rotate().expect("unchanged"),
+        "same files: nothing to do"
+    );
+    // A half-written renewal is not served: the current certificate stays.
+    std::fs::write(
+        dir.path().join("tls.crt"),
+        "-----BEGIN CERTIFICATE-----\ngarbage",
+    )
+    .expect("write");
+    assert!(certs.rotate().is_err());
+    assert_eq!(
+        served_cert(serving.local_addr, c1.as_bytes()).await,
+        certs.serving_der()
+    );
+    let (c2, k2) = issue();
+    std::fs::write(dir.path().join("tls.crt"), &c2).expect("write");
+    std::fs::write(dir.path().join("tls.key"), &k2).expect("write");
+    assert!(certs.rotate().expect("renewed"));
+    let served = served_cert(serving.local_addr, c2.as_bytes()).await;
+    assert_eq!(served, certs.serving_der());
+    stop.cancel();
+    serving.stopped().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_generated_certificate_is_renewed_at_two_thirds_of_its_validity() {
+    let validity = std::time::Duration::from_secs(30 * 24 * 3600);
+    let certs = Arc::new(
+        Certificates::new(CertSource::Generated {
+            hosts: vec!["127.0.0.1".into()],
+            validity,
+        })
+        .expect("certs"),
+    );
+    assert_eq!(certs.rotate_every(), validity * 2 / 3);
+    let first = certs.serving_der();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(server::rotate(certs.clone(), stop.clone()));
+    // Virtual time: the renewal is due at 20 days, not before.
+    tokio::time::sleep(validity * 2 / 3 - std::time::Duration::from_secs(1)).await;
+    assert_eq!(certs.serving_der(), first, "not renewed early");
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_ne!(certs.serving_der(), first, "renewed once due");
+    stop.cancel();
+    task.await.expect("join");
+}

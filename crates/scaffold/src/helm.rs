@@ -1,0 +1,47 @@
+//! The helm plugin's `create api`: the kind is backed by a chart (`--helm-chart DIR|.tgz`,
+//! or a new small chart for `--kind`), copied into `helm-charts/<name>/`; the sample's spec is
+//! the chart's values. operator-sdk's defaults: group `charts`, version `v1alpha1`, kind the
+//! chart's name in UpperCamelCase.
+use crate::chart::ChartSource;
+use crate::commands::{Api, ApiOptions};
+use crate::files::Tree;
+use crate::{names, watches, Error};
+
+pub const DEFAULT_GROUP: &str = "charts";
+pub const DEFAULT_VERSION: &str = "v1alpha1";
+
+pub fn api(opts: &ApiOptions) -> Result<Api, Error> {
+    let chart = match (&opts.helm_chart, &opts.kind) {
+        (Some(path), _) => ChartSource::load(path)?,
+        (None, Some(kind)) => {
+            names::check_kind(kind)?;
+            ChartSource::new_for(kind)
+        }
+        (None, None) => return Err(Error::NothingToCreate),
+    };
+    let group = opts.group.clone().unwrap_or_else(|| DEFAULT_GROUP.into());
+    let version = opts
+        .version
+        .clone()
+        .unwrap_or_else(|| DEFAULT_VERSION.into());
+    let kind = opts
+        .kind
+        .clone()
+        .unwrap_or_else(|| names::upper_camel(&chart.name));
+    let chart_dir = format!("helm-charts/{}", chart.name);
+    let mut files = Tree::default();
+    for (rel, data) in &chart.files {
+        files.put(format!("{chart_dir}/{rel}"), data.clone());
+    }
+    let (v, k, d) = (version.clone(), kind.clone(), chart_dir.clone());
+    Ok(Api {
+        group,
+        version,
+        kind,
+        files,
+        entry: Box::new(move |g| watches::chart_entry(g, &v, &k, &d)),
+        sample_spec: chart.values,
+        sample_note: "Default values copied from <project_dir>/helm-charts/<chart>/values.yaml",
+        created: vec![format!("Created {chart_dir}")],
+    })
+}
