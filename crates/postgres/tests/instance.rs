@@ -422,6 +422,19 @@ async fn only_the_token_holder_changes_an_instance() {
         .await
         .expect_err("promote a fenced instance");
     assert_eq!(e.status(), Some(409), "{e}");
+    // Fenced survives a restart of the manager (the pod's container): PostgreSQL stays down
+    // although the configured role is primary.
+    a.shutdown().await;
+    let a = start(dir.path(), "pg-1", "127.21.2.1", Role::Primary, None);
+    let s = wait_state(&a, "pg-1 fenced after a restart", |s| {
+        s.role == StateRole::Fenced
+    })
+    .await;
+    assert!(!s.ready);
+    assert!(
+        sql(&a).await.is_err(),
+        "a fenced instance came back after a restart"
+    );
     a.api.unfence().await.expect("unfence");
     wait_state(&a, "pg-1 primary again", |s| {
         s.role == StateRole::Primary && s.ready

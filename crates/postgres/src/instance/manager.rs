@@ -190,6 +190,13 @@ impl Manager {
             }
         } else {
             self.pg.write_hba()?;
+            // Fenced before a restart of the pod's container: still fenced. Otherwise an old
+            // primary fenced for a failover would come back writable with its original role.
+            if self.pg.fenced() {
+                info!(instance = %self.cfg.name, "fenced: postgres stays stopped until unfenced or demoted");
+                self.lock().phase = Phase::Fenced;
+                return Ok(());
+            }
         }
         self.start(self.cfg.role, self.cfg.primary.clone()).await
     }
@@ -228,9 +235,13 @@ impl Manager {
                 self.lock().phase = Phase::Starting;
                 let how = self.rejoin(&host, port).await?;
                 self.lock().last_rejoin = Some(how);
+                // Rejoined as a replica: nothing left to fence.
+                self.pg.set_fenced(false)?;
                 self.start(Role::Replica, Some(primary)).await
             }
             Command::Fence => {
+                // The mark first: from here on, no restart brings PostgreSQL back.
+                self.pg.set_fenced(true)?;
                 self.stop().await;
                 self.lock().phase = Phase::Fenced;
                 Ok(())
@@ -243,6 +254,7 @@ impl Manager {
                     let s = self.lock();
                     (s.role, s.primary.clone())
                 };
+                self.pg.set_fenced(false)?;
                 self.start(role, primary).await
             }
         }

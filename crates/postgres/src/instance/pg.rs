@@ -72,6 +72,29 @@ impl Pg {
         write_private(&self.passfile(), &text, self.user)
     }
 
+    /// The fence mark lives in the data directory, so that it survives the container (a
+    /// rewind or a re-clone replaces it with the primary's files, where it is absent).
+    fn fence_mark(&self) -> PathBuf {
+        self.data.join("bosun.fenced")
+    }
+
+    pub fn fenced(&self) -> bool {
+        self.fence_mark().exists()
+    }
+
+    pub fn set_fenced(&self, fenced: bool) -> Result<(), Error> {
+        let mark = self.fence_mark();
+        if fenced {
+            write_private(&mark, "fenced by the operator\n", self.user)
+        } else {
+            match std::fs::remove_file(&mark) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(Error::io("removing", &mark)(e)),
+            }
+        }
+    }
+
     pub fn has_data(&self) -> bool {
         self.data.join("PG_VERSION").is_file()
     }
