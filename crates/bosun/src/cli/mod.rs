@@ -2,6 +2,7 @@
 mod crd;
 #[cfg(feature = "dev")]
 mod dev;
+mod pg;
 mod render;
 mod run;
 mod scaffold;
@@ -45,6 +46,9 @@ pub enum Command {
     Generate(scaffold::GenerateCommand),
     /// Print the version.
     Version,
+    /// PostgresCluster instance pods' entry point (`bosun pg instance`).
+    #[command(hide = true)]
+    Pg(pg::PgArgs),
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
@@ -72,6 +76,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Init(args) => scaffold::init(args),
         Command::Create(cmd) => scaffold::create(cmd),
         Command::Generate(cmd) => scaffold::generate(cmd),
+        Command::Pg(args) => pg::run(args).await,
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
             Ok(())

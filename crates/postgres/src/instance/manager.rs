@@ -1,0 +1,382 @@
+//! The supervisor: prepares the instance, starts `postgres`, then carries out one request at
+//! a time while watching the child. Requests arrive from the HTTP API over a channel, so a
+//! promotion and a demotion can never interleave.
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::process::Child;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::config::{host_port, Config, Role};
+use super::error::Error;
+use super::os;
+use super::pg::{self, Pg};
+use super::sql;
+use super::state::Rejoin;
+
+/// How long PostgreSQL may take to accept connections after a start (crash recovery, or a
+/// replica reaching a consistent state).
+const START_DEADLINE: Duration = Duration::from_secs(300);
+/// A fast shutdown that takes longer than this is finished with SIGKILL.
+const STOP_DEADLINE: Duration = Duration::from_secs(60);
+
+/// What the operator may ask of an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Promote,
+    /// Become a replica of the primary at `host:port` (rewind or re-clone as needed).
+    Demote {
+        primary: String,
+    },
+    Fence,
+    Unfence,
+}
+
+pub struct Request {
+    pub command: Command,
+    pub reply: oneshot::Sender<Result<(), Error>>,
+}
+
+/// Where the manager is, for the state the API serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Starting,
+    Running,
+    Fenced,
+    Stopped,
+}
+
+/// Shared with the HTTP API (short critical sections only).
+#[derive(Debug, Clone)]
+pub struct Shared {
+    pub phase: Phase,
+    /// The role the instance was started in.
+    pub role: Role,
+    /// `host:port` of the primary it follows.
+    pub primary: Option<String>,
+    pub last_rejoin: Option<Rejoin>,
+    pub rewind_failure: Option<String>,
+    pub error: Option<String>,
+}
+
+/// Runs the instance until `shutdown` (then stops PostgreSQL with a fast shutdown) or until
+/// PostgreSQL dies unasked (an error: the pod restarts on its volume).
+pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> {
+    cfg.check()?;
+    let user = os::resolve(cfg.os_user.as_deref())?;
+    let bin = pg::find_bin(cfg.bin_dir.as_deref())?;
+    let run_dir = cfg.run_dir();
+    os::own_dir(&run_dir, user)?;
+    os::own_dir(&cfg.data_dir, user)?;
+    let pg = Pg {
+        bin,
+        user,
+        data: cfg.data_dir.clone(),
+        run_dir,
+        log_file: cfg.log_file.clone(),
+    };
+    pg.write_passfile(&cfg.credentials)?;
+    let shared = Arc::new(Mutex::new(Shared {
+        phase: Phase::Starting,
+        role: cfg.role,
+        primary: cfg.primary.clone(),
+        last_rejoin: None,
+        rewind_failure: None,
+        error: None,
+    }));
+    let (tx, rx) = mpsc::channel(4);
+    let stop_http = shutdown.child_token();
+    let server = super::http::serve(
+        super::http::Ctx::new(&cfg, pg.run_dir.clone(), shared.clone(), tx),
+        stop_http.clone(),
+    )
+    .await?;
+    let mut m = Manager {
+        cfg,
+        pg,
+        shared,
+        child: None,
+    };
+    let result = m.supervise(rx, &shutdown).await;
+    m.stop().await;
+    stop_http.cancel();
+    let _ = server.await;
+    result
+}
+
+struct Manager {
+    cfg: Config,
+    pg: Pg,
+    shared: Arc<Mutex<Shared>>,
+    child: Option<Child>,
+}
+
+enum Event {
+    Shutdown,
+    Request(Option<Request>),
+    Exited(String),
+}
+
+impl Manager {
+    async fn supervise(
+        &mut self,
+        mut rx: mpsc::Receiver<Request>,
+        shutdown: &CancellationToken,
+    ) -> Result<(), Error> {
+        tokio::select! {
+            r = self.first_start() => r?,
+            _ = shutdown.cancelled() => return Ok(()),
+        }
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.cancelled() => Event::Shutdown,
+                req = rx.recv() => Event::Request(req),
+                status = exited(&mut self.child) => Event::Exited(status),
+            };
+            match event {
+                Event::Shutdown | Event::Request(None) => return Ok(()),
+                Event::Exited(status) => {
+                    self.child = None;
+                    return Err(Error::PostgresExited(status));
+                }
+                Event::Request(Some(req)) => {
+                    info!(instance = %self.cfg.name, command = ?req.command, "request");
+                    let r = self.handle(req.command).await;
+                    {
+                        let mut s = self.lock();
+                        s.error = r.as_ref().err().map(|e| e.to_string());
+                        if r.is_err() && self.child.is_none() && s.phase != Phase::Fenced {
+                            s.phase = Phase::Stopped;
+                        }
+                    }
+                    if let Err(e) = &r {
+                        warn!(instance = %self.cfg.name, error = %e, "request failed");
+                    }
+                    let _ = req.reply.send(r);
+                }
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        // A poisoned lock only means a panic elsewhere while holding it; the data is plain.
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Initialise or join when there is no data, then start in the configured role.
+    async fn first_start(&mut self) -> Result<(), Error> {
+        if !self.pg.has_data() {
+            match (self.cfg.role, self.cfg.primary.clone()) {
+                (Role::Primary, _) => {
+                    info!(instance = %self.cfg.name, "initdb");
+                    self.pg
+                        .initdb(&self.cfg.credentials, &self.cfg.initdb)
+                        .await?;
+                }
+                (Role::Replica, Some(primary)) => {
+                    info!(instance = %self.cfg.name, %primary, "joining with a base backup");
+                    let (host, port) = host_port(&primary)?;
+                    sql::ensure_slot(&host, port, &self.cfg.credentials, &self.cfg.slot_name())
+                        .await?;
+                    self.pg
+                        .basebackup(&host, port, &self.cfg.slot_name())
+                        .await?;
+                }
+                (Role::Replica, None) => {
+                    return Err(Error::Config("a replica needs its primary".into()))
+                }
+            }
+        } else {
+            self.pg.write_hba()?;
+            // Fenced before a restart of the pod's container: still fenced. Otherwise an old
+            // primary fenced for a failover would come back writable with its original role.
+            if self.pg.fenced() {
+                info!(instance = %self.cfg.name, "fenced: postgres stays stopped until unfenced or demoted");
+                self.lock().phase = Phase::Fenced;
+                return Ok(());
+            }
+        }
+        self.start(self.cfg.role, self.cfg.primary.clone()).await
+    }
+
+    async fn handle(&mut self, command: Command) -> Result<(), Error> {
+        let phase = self.lock().phase;
+        match command {
+            Command::Promote => {
+                match phase {
+                    Phase::Running => {}
+                    Phase::Fenced => {
+                        return Err(Error::Refused(
+                            "the instance is fenced: unfence it before promoting".into(),
+                        ))
+                    }
+                    _ => return Err(Error::Refused("the instance is not running".into())),
+                }
+                let client = sql::connect_local(&self.pg.run_dir, self.cfg.port).await?;
+                if sql::observe(&client).await?.in_recovery {
+                    sql::promote(&client).await?;
+                }
+                sql::ensure_roles(&client, &self.cfg.credentials, self.cfg.initdb.app.as_ref())
+                    .await?;
+                sql::set_synchronous(&client, self.cfg.synchronous).await?;
+                let mut s = self.lock();
+                s.role = Role::Primary;
+                s.primary = None;
+                Ok(())
+            }
+            Command::Demote { primary } => {
+                let (host, port) = host_port(&primary)?;
+                if host == self.cfg.pod_ip.to_string() && port == self.cfg.port {
+                    return Err(Error::Refused("an instance cannot follow itself".into()));
+                }
+                self.stop().await;
+                self.lock().phase = Phase::Starting;
+                let how = self.rejoin(&host, port).await?;
+                self.lock().last_rejoin = Some(how);
+                // Rejoined as a replica: nothing left to fence.
+                self.pg.set_fenced(false)?;
+                self.start(Role::Replica, Some(primary)).await
+            }
+            Command::Fence => {
+                // The mark first: from here on, no restart brings PostgreSQL back.
+                self.pg.set_fenced(true)?;
+                self.stop().await;
+                self.lock().phase = Phase::Fenced;
+                Ok(())
+            }
+            Command::Unfence => {
+                if phase != Phase::Fenced {
+                    return Ok(());
+                }
+                let (role, primary) = {
+                    let s = self.lock();
+                    (s.role, s.primary.clone())
+                };
+                self.pg.set_fenced(false)?;
+                self.start(role, primary).await
+            }
+        }
+    }
+
+    /// Brings the stopped data onto the primary's timeline: `pg_rewind`, or a fresh base
+    /// backup when there is no data or the rewind fails.
+    async fn rejoin(&mut self, host: &str, port: u16) -> Result<Rejoin, Error> {
+        let slot = self.cfg.slot_name();
+        sql::ensure_slot(host, port, &self.cfg.credentials, &slot).await?;
+        self.lock().rewind_failure = None;
+        if self.pg.has_data() {
+            match self.pg.rewind(host, port).await {
+                Ok(()) => return Ok(Rejoin::Rewind),
+                Err(e) => {
+                    warn!(instance = %self.cfg.name, error = %e, "pg_rewind failed; cloning the primary afresh");
+                    self.lock().rewind_failure = Some(e.to_string());
+                }
+            }
+        }
+        self.pg.basebackup(host, port, &slot).await?;
+        Ok(Rejoin::Reclone)
+    }
+
+    /// Starts `postgres` in `role` and waits until it accepts connections; a primary then
+    /// gets its roles and passwords.
+    async fn start(&mut self, role: Role, primary: Option<String>) -> Result<(), Error> {
+        self.pg.set_role(role)?;
+        let upstream = match (role, &primary) {
+            (Role::Replica, Some(p)) => Some(host_port(p)?),
+            (Role::Replica, None) => {
+                return Err(Error::Config("a replica needs its primary".into()))
+            }
+            (Role::Primary, _) => None,
+        };
+        if let Some((host, port)) = &upstream {
+            // Best effort: a replica restarting while its primary is away still starts, and
+            // streams once the primary (and the slot) are back.
+            if let Err(e) =
+                sql::ensure_slot(host, *port, &self.cfg.credentials, &self.cfg.slot_name()).await
+            {
+                warn!(instance = %self.cfg.name, error = %e, "could not make the replication slot");
+            }
+        }
+        let args = pg::postgres_args(
+            &self.cfg,
+            &self.pg.run_dir,
+            &self.pg.passfile(),
+            role,
+            upstream.as_ref().map(|(h, p)| (h.as_str(), *p)),
+        );
+        {
+            let mut s = self.lock();
+            s.phase = Phase::Starting;
+            s.role = role;
+            s.primary = if role == Role::Replica { primary } else { None };
+        }
+        let child = self
+            .pg
+            .postgres(args)?
+            .spawn()
+            .map_err(Error::io("starting", self.pg.bin.join("postgres")))?;
+        self.child = Some(child);
+        let client = self.wait_accepting().await?;
+        if role == Role::Primary {
+            sql::ensure_roles(&client, &self.cfg.credentials, self.cfg.initdb.app.as_ref()).await?;
+            sql::set_synchronous(&client, self.cfg.synchronous).await?;
+        }
+        self.lock().phase = Phase::Running;
+        info!(instance = %self.cfg.name, ?role, "postgres is running");
+        Ok(())
+    }
+
+    /// Polls until the local instance answers a query, the child dies or the deadline passes.
+    async fn wait_accepting(&mut self) -> Result<tokio_postgres::Client, Error> {
+        let deadline = Instant::now() + START_DEADLINE;
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    self.child = None;
+                    return Err(Error::PostgresExited(status.to_string()));
+                }
+            }
+            if let Ok(client) = sql::connect_local(&self.pg.run_dir, self.cfg.port).await {
+                if client.simple_query("SELECT 1").await.is_ok() {
+                    return Ok(client);
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Timeout("postgres to accept connections"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Fast shutdown (SIGINT): sessions are ended, WAL is flushed and sent to the replicas.
+    async fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill has no memory preconditions; the pid is our own unreaped child.
+            unsafe {
+                libc::kill(pid, libc::SIGINT);
+            }
+        }
+        if tokio::time::timeout(STOP_DEADLINE, child.wait())
+            .await
+            .is_err()
+        {
+            warn!(instance = %self.cfg.name, "postgres did not stop in time; killing it");
+            let _ = child.kill().await;
+        }
+    }
+}
+
+async fn exited(child: &mut Option<Child>) -> String {
+    match child {
+        Some(c) => match c.wait().await {
+            Ok(s) => s.to_string(),
+            Err(e) => e.to_string(),
+        },
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,35 @@
+//! The instance manager: the entry point of every instance's pod (`bosun pg instance`).
+//!
+//! It owns one PostgreSQL data directory and the `postgres` process on it:
+//! 1. prepare: find the unprivileged OS user PostgreSQL runs as (it refuses root), give it the
+//!    data directory and a private run directory (unix socket, password file);
+//! 2. initialise (`initdb`) or join (`pg_basebackup` from the primary, through a replication
+//!    slot made for this instance) when the data directory is empty;
+//! 3. start `postgres` as a child with the per-instance settings on its command line (they
+//!    win over any file a base backup or a rewind copied from another instance): it listens on
+//!    the pod IP only, never `*`;
+//! 4. serve its state over HTTP on the pod IP ([`http`]), and carry out the operator's
+//!    requests one at a time: promote, demote (rejoin a new primary with `pg_rewind`, falling
+//!    back to a fresh clone), fence and unfence. Mutating requests need the API token.
+//!
+//! If `postgres` dies when it was not asked to stop, the manager exits with an error: the
+//! kubelet restarts the pod on the same volume, and the operator sees it.
+pub mod client;
+mod config;
+mod error;
+pub mod http;
+mod manager;
+mod os;
+mod pg;
+mod sql;
+mod state;
+
+pub use config::{AppDb, Args, Config, Credentials, InitDbOptions, Role};
+pub use error::Error;
+pub use manager::run;
+pub use state::{parse_lsn, InstanceState, Rejoin, StateRole};
+
+/// The database superuser (also used by `pg_rewind` on a source server).
+pub const SUPERUSER: &str = "postgres";
+/// The role replicas stream with.
+pub const REPLICATION_USER: &str = "streaming_replica";

@@ -1,0 +1,397 @@
+//! PostgreSQL's programs, run as the instance's OS user: `initdb`, `pg_basebackup`,
+//! `pg_rewind` and `postgres` itself, and the files the manager writes for them (password file,
+//! `pg_hba.conf`, `standby.signal`). The per-instance settings are built here, purely, by
+//! [`postgres_args`].
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+use super::config::{Config, Credentials, InitDbOptions, Role};
+use super::error::Error;
+use super::os::{self, OsUser};
+use super::{REPLICATION_USER, SUPERUSER};
+
+/// One instance's programs and files.
+#[derive(Clone, Debug)]
+pub struct Pg {
+    pub bin: PathBuf,
+    pub user: Option<OsUser>,
+    pub data: PathBuf,
+    pub run_dir: PathBuf,
+    pub log_file: Option<PathBuf>,
+}
+
+impl Pg {
+    pub fn passfile(&self) -> PathBuf {
+        self.run_dir.join("pgpass")
+    }
+
+    /// A command for one of PostgreSQL's programs, as the OS user, in the run directory (a
+    /// directory it may enter), finding passwords in the password file.
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(self.bin.join(program));
+        if let Some(u) = self.user {
+            c.uid(u.uid).gid(u.gid);
+        }
+        c.current_dir(&self.run_dir)
+            .env("PGPASSFILE", self.passfile())
+            .env_remove("PGDATA")
+            .env_remove("PGHOST")
+            .env_remove("PGPORT")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Runs a program to its end; its stderr's tail is the error when it fails.
+    async fn run(&self, program: &str, mut c: Command) -> Result<(), Error> {
+        let out = c
+            .output()
+            .await
+            .map_err(Error::io("starting", self.bin.join(program)))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
+        Err(Error::Command {
+            program: program.into(),
+            status: out.status.to_string(),
+            stderr: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        })
+    }
+
+    /// The password file for base backups, rewinds and streaming (0600, the OS user's).
+    pub fn write_passfile(&self, creds: &Credentials) -> Result<(), Error> {
+        let text = format!(
+            "*:*:*:{REPLICATION_USER}:{}\n*:*:*:{SUPERUSER}:{}\n",
+            pgpass_escape(&creds.replication_password),
+            pgpass_escape(&creds.superuser_password)
+        );
+        write_private(&self.passfile(), &text, self.user)
+    }
+
+    /// The fence mark lives in the data directory, so that it survives the container (a
+    /// rewind or a re-clone replaces it with the primary's files, where it is absent).
+    fn fence_mark(&self) -> PathBuf {
+        self.data.join("bosun.fenced")
+    }
+
+    pub fn fenced(&self) -> bool {
+        self.fence_mark().exists()
+    }
+
+    pub fn set_fenced(&self, fenced: bool) -> Result<(), Error> {
+        let mark = self.fence_mark();
+        if fenced {
+            write_private(&mark, "fenced by the operator\n", self.user)
+        } else {
+            match std::fs::remove_file(&mark) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(Error::io("removing", &mark)(e)),
+            }
+        }
+    }
+
+    pub fn has_data(&self) -> bool {
+        self.data.join("PG_VERSION").is_file()
+    }
+
+    /// A new database cluster in the (empty) data directory.
+    pub async fn initdb(&self, creds: &Credentials, opts: &InitDbOptions) -> Result<(), Error> {
+        os::clear_for_new_data(&self.data)?;
+        let pwfile = self.run_dir.join("initdb.pw");
+        write_private(&pwfile, &creds.superuser_password, self.user)?;
+        let mut c = self.command("initdb");
+        c.arg("-D")
+            .arg(&self.data)
+            .args(["-U", SUPERUSER, "-E", "UTF8"])
+            .arg(format!("--locale={}", opts.locale))
+            .args(["--auth-local=trust", "--auth-host=scram-sha-256"])
+            .arg(format!("--pwfile={}", pwfile.display()));
+        if opts.data_checksums {
+            c.arg("--data-checksums");
+        }
+        let r = self.run("initdb", c).await;
+        let _ = std::fs::remove_file(&pwfile);
+        r?;
+        self.write_hba()
+    }
+
+    /// A copy of the primary's data through this instance's slot (made beforehand).
+    pub async fn basebackup(&self, host: &str, port: u16, slot: &str) -> Result<(), Error> {
+        os::clear_for_new_data(&self.data)?;
+        let mut c = self.command("pg_basebackup");
+        c.arg("-D")
+            .arg(&self.data)
+            .args(["-h", host, "-p", &port.to_string(), "-U", REPLICATION_USER])
+            // Fast checkpoint: the default spreads it over minutes.
+            .args(["-X", "stream", "-c", "fast", "-S", slot, "--no-password"]);
+        let r = self.run("pg_basebackup", c).await;
+        if r.is_err() {
+            // Never leave a half copy that looks like data.
+            let _ = os::clear_for_new_data(&self.data);
+        }
+        r?;
+        self.write_hba()
+    }
+
+    /// Rewinds the (stopped) data directory onto the source server's timeline.
+    pub async fn rewind(&self, host: &str, port: u16) -> Result<(), Error> {
+        let mut c = self.command("pg_rewind");
+        c.arg("-D").arg(&self.data).arg(format!(
+            "--source-server=host={host} port={port} user={SUPERUSER} dbname=postgres passfile={}",
+            self.passfile().display()
+        ));
+        self.run("pg_rewind", c).await?;
+        self.write_hba()
+    }
+
+    /// Makes the data directory start as `role`; a replica's own old slots are dropped (a
+    /// replica serves none, and they would hold WAL forever).
+    pub fn set_role(&self, role: Role) -> Result<(), Error> {
+        let signal = self.data.join("standby.signal");
+        match role {
+            Role::Primary => match std::fs::remove_file(&signal) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(Error::io("removing", &signal)(e)),
+            },
+            Role::Replica => {
+                write_private(&signal, "", self.user)?;
+                os::empty_dir(&self.data.join("pg_replslot"))
+            }
+        }
+    }
+
+    /// The client authentication file: the OS user over the private socket, passwords
+    /// (SCRAM) over the network.
+    pub fn write_hba(&self) -> Result<(), Error> {
+        write_private(&self.data.join("pg_hba.conf"), HBA, self.user)
+    }
+
+    /// `postgres` on the data directory, not yet started.
+    pub fn postgres(&self, args: Vec<String>) -> Result<Command, Error> {
+        let mut c = self.command("postgres");
+        c.arg("-D").arg(&self.data).args(args);
+        if let Some(log) = &self.log_file {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .map_err(Error::io("opening", log))?;
+            let f2 = f.try_clone().map_err(Error::io("opening", log))?;
+            c.stdout(f).stderr(f2);
+        }
+        Ok(c)
+    }
+}
+
+/// Connections over the unix socket are trusted: its directory is the OS user's, mode 0700, so
+/// only that user and root reach it (the manager queries state through it). Everything over
+/// the network needs a SCRAM password.
+const HBA: &str = "\
+# Written by the bosun instance manager on every start.
+local all all trust
+host replication streaming_replica all scram-sha-256
+host all all all scram-sha-256
+";
+
+/// The per-instance settings, on the command line so that they win over any configuration
+/// file a base backup or a rewind copied from another instance.
+pub fn postgres_args(
+    cfg: &Config,
+    run_dir: &Path,
+    passfile: &Path,
+    role: Role,
+    primary: Option<(&str, u16)>,
+) -> Vec<String> {
+    let mut settings: Vec<(String, String)> = vec![
+        // The pod IP only: never `*`.
+        ("listen_addresses".into(), cfg.pod_ip.to_string()),
+        ("port".into(), cfg.port.to_string()),
+        (
+            "unix_socket_directories".into(),
+            run_dir.display().to_string(),
+        ),
+        ("cluster_name".into(), cfg.name.clone()),
+        ("wal_level".into(), "replica".into()),
+        ("hot_standby".into(), "on".into()),
+        // pg_rewind needs hint bits WAL-logged (or checksums).
+        ("wal_log_hints".into(), "on".into()),
+        ("max_wal_senders".into(), "16".into()),
+        ("max_replication_slots".into(), "16".into()),
+        ("logging_collector".into(), "off".into()),
+    ];
+    if let (Role::Replica, Some((host, port))) = (role, primary) {
+        settings.push((
+            "primary_conninfo".into(),
+            format!(
+                "host={host} port={port} user={REPLICATION_USER} passfile={} application_name={}",
+                passfile.display(),
+                cfg.name
+            ),
+        ));
+        settings.push(("primary_slot_name".into(), cfg.slot_name()));
+    }
+    // Defaults the user's parameters may override (the last `-c` wins): keep WAL for a
+    // while, so that a failed primary still has the WAL since the last checkpoint before the
+    // divergence that pg_rewind reads (there is no archive to fetch it from yet), as
+    // CloudNativePG does.
+    settings.push(("wal_keep_size".into(), "512MB".into()));
+    // A replica whose primary went away (restart, failover) retries every second rather than
+    // every five: it streams again sooner.
+    settings.push(("wal_retrieve_retry_interval".into(), "1s".into()));
+    settings.extend(cfg.parameters.iter().cloned());
+    settings
+        .into_iter()
+        .flat_map(|(k, v)| ["-c".to_string(), format!("{k}={v}")])
+        .collect()
+}
+
+/// Backslash and colon are the password file's separators.
+fn pgpass_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace(':', "\\:")
+}
+
+/// Writes a file only the OS user may read.
+fn write_private(path: &Path, text: &str, user: Option<OsUser>) -> Result<(), Error> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(Error::io("creating", path))?;
+    f.write_all(text.as_bytes())
+        .map_err(Error::io("writing", path))?;
+    os::own_file(path, user)
+}
+
+/// The programs the manager runs.
+const PROGRAMS: [&str; 4] = ["postgres", "initdb", "pg_basebackup", "pg_rewind"];
+
+fn has_programs(dir: &Path) -> bool {
+    PROGRAMS.iter().all(|p| dir.join(p).is_file())
+}
+
+/// `postgres` on PATH, else the newest of Debian's /usr/lib/postgresql/<N>/bin.
+pub fn find_bin(configured: Option<&Path>) -> Result<PathBuf, Error> {
+    if let Some(b) = configured {
+        if has_programs(b) {
+            return Ok(b.to_path_buf());
+        }
+        return Err(Error::Config(format!(
+            "{} lacks one of {PROGRAMS:?}",
+            b.display()
+        )));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for d in std::env::split_paths(&path) {
+            // A symlink on PATH (e.g. /usr/local/bin/postgres) leads to the real directory,
+            // which has the other programs.
+            let real = std::fs::canonicalize(d.join("postgres"))
+                .ok()
+                .and_then(|p| p.parent().map(Path::to_path_buf));
+            if let Some(dir) = real.filter(|r| has_programs(r)) {
+                return Ok(dir);
+            }
+        }
+    }
+    let newest = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            has_programs(&bin).then_some((n, bin))
+        })
+        .max_by_key(|(n, _)| *n);
+    newest.map(|(_, b)| b).ok_or_else(|| {
+        Error::Config(
+            "PostgreSQL's programs are not on PATH nor in /usr/lib/postgresql/<N>/bin (scripts/setup-postgres.sh installs them)".into(),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instance::config::Credentials;
+
+    fn config() -> Config {
+        Config {
+            name: "pg-2".into(),
+            data_dir: "/data".into(),
+            pod_ip: "127.0.0.7".parse().expect("ip"),
+            port: 5432,
+            http_port: 8000,
+            bin_dir: None,
+            run_dir: None,
+            role: Role::Replica,
+            primary: Some("127.0.0.6:5432".into()),
+            os_user: None,
+            parameters: vec![("shared_buffers".into(), "16MB".into())],
+            log_file: None,
+            synchronous: 0,
+            initdb: Default::default(),
+            credentials: Credentials {
+                superuser_password: "a".into(),
+                replication_password: "b".into(),
+                api_token: "c".into(),
+                app_password: None,
+            },
+        }
+    }
+
+    #[test]
+    fn postgres_listens_on_the_pod_ip_only() {
+        let args = postgres_args(
+            &config(),
+            Path::new("/run/x"),
+            Path::new("/run/x/pgpass"),
+            Role::Primary,
+            None,
+        );
+        assert!(
+            args.contains(&"listen_addresses=127.0.0.7".to_string()),
+            "{args:?}"
+        );
+        assert!(!args.iter().any(|a| a.contains('*')), "{args:?}");
+        assert!(args.contains(&"unix_socket_directories=/run/x".to_string()));
+        assert!(args.contains(&"shared_buffers=16MB".to_string()));
+        assert!(!args.iter().any(|a| a.starts_with("primary_conninfo")));
+    }
+
+    #[test]
+    fn a_replica_streams_from_its_primary_through_its_slot_without_a_password_on_the_command_line()
+    {
+        let args = postgres_args(
+            &config(),
+            Path::new("/run/x"),
+            Path::new("/run/x/pgpass"),
+            Role::Replica,
+            Some(("127.0.0.6", 5432)),
+        );
+        let conninfo = args
+            .iter()
+            .find(|a| a.starts_with("primary_conninfo="))
+            .expect("conninfo");
+        assert_eq!(
+            conninfo,
+            "primary_conninfo=host=127.0.0.6 port=5432 user=streaming_replica passfile=/run/x/pgpass application_name=pg-2"
+        );
+        assert!(args.contains(&"primary_slot_name=bosun_pg_2".to_string()));
+    }
+
+    #[test]
+    fn pgpass_separators_are_escaped() {
+        assert_eq!(pgpass_escape(r"a:b\c"), r"a\:b\\c");
+    }
+}

@@ -1,0 +1,249 @@
+//! What the manager asks PostgreSQL, through tokio-postgres: its own instance over the private
+//! unix socket, a primary over the network (as the replication role, to make a slot).
+use std::path::Path;
+use std::time::Duration;
+
+use tokio_postgres::{Client, NoTls};
+
+use super::config::{AppDb, Credentials};
+use super::error::Error;
+use super::{REPLICATION_USER, SUPERUSER};
+
+/// The local instance, as the superuser over the unix socket.
+pub async fn connect_local(run_dir: &Path, port: u16) -> Result<Client, Error> {
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host_path(run_dir)
+        .port(port)
+        .user(SUPERUSER)
+        .dbname("postgres")
+        .application_name("bosun-instance-manager")
+        .connect_timeout(Duration::from_secs(5));
+    let (client, conn) = cfg
+        .connect(NoTls)
+        .await
+        .map_err(Error::sql("connecting to the local instance"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(client)
+}
+
+/// A remote instance over TCP.
+pub async fn connect_remote(
+    host: &str,
+    port: u16,
+    user: &str,
+    password: &str,
+) -> Result<Client, Error> {
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host(host)
+        .port(port)
+        .user(user)
+        .password(password)
+        .dbname("postgres")
+        .application_name("bosun-instance-manager")
+        .connect_timeout(Duration::from_secs(5));
+    let (client, conn) = cfg
+        .connect(NoTls)
+        .await
+        .map_err(Error::sql("connecting to the primary"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(client)
+}
+
+/// The roles a primary needs, with the passwords of the Secret, and the application database.
+/// Passwords are sent as SCRAM verifiers made here, so the clear text never reaches a server
+/// log, even in an error. Names were checked to be plain identifiers.
+pub async fn ensure_roles(
+    client: &Client,
+    creds: &Credentials,
+    app: Option<&AppDb>,
+) -> Result<(), Error> {
+    let exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_roles WHERE rolname = $1",
+            &[&REPLICATION_USER],
+        )
+        .await
+        .map_err(Error::sql("looking up the replication role"))?
+        .is_some();
+    if !exists {
+        client
+            .batch_execute(&format!(
+                "CREATE ROLE {REPLICATION_USER} WITH REPLICATION LOGIN"
+            ))
+            .await
+            .map_err(Error::sql("creating the replication role"))?;
+    }
+    if let Some(app) = app {
+        let owner_exists = client
+            .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&app.owner])
+            .await
+            .map_err(Error::sql("looking up the application owner"))?
+            .is_some();
+        if !owner_exists {
+            client
+                .batch_execute(&format!("CREATE ROLE {} WITH LOGIN", app.owner))
+                .await
+                .map_err(Error::sql("creating the application owner"))?;
+        }
+        let db_exists = client
+            .query_opt(
+                "SELECT 1 FROM pg_database WHERE datname = $1",
+                &[&app.database],
+            )
+            .await
+            .map_err(Error::sql("looking up the application database"))?
+            .is_some();
+        if !db_exists {
+            client
+                .batch_execute(&format!(
+                    "CREATE DATABASE {} OWNER {}",
+                    app.database, app.owner
+                ))
+                .await
+                .map_err(Error::sql("creating the application database"))?;
+        }
+    }
+    let app_role = app.zip(creds.app_password.as_ref());
+    for (role, password) in [
+        (REPLICATION_USER, &creds.replication_password),
+        (SUPERUSER, &creds.superuser_password),
+    ]
+    .into_iter()
+    .chain(app_role.map(|(a, p)| (a.owner.as_str(), p)))
+    {
+        let verifier = postgres_protocol::password::scram_sha_256(password.as_bytes());
+        client
+            .batch_execute(&format!("ALTER ROLE {role} PASSWORD '{verifier}'"))
+            .await
+            .map_err(Error::sql("setting a role's password"))?;
+    }
+    Ok(())
+}
+
+/// The synchronous standbys a primary waits for: any `n` of its replicas (names are not
+/// needed: every standby streaming from it is a replica of the cluster). Set with ALTER SYSTEM,
+/// not on the command line, so that a reload applies a change and a promoted replica
+/// inherits it with the base backup's files.
+pub async fn set_synchronous(client: &Client, n: u32) -> Result<(), Error> {
+    let want = if n == 0 {
+        String::new()
+    } else {
+        format!("ANY {n} (*)")
+    };
+    let current: String = client
+        .query_one("SELECT current_setting('synchronous_standby_names')", &[])
+        .await
+        .map_err(Error::sql("reading synchronous_standby_names"))?
+        .get(0);
+    if current == want {
+        return Ok(());
+    }
+    // Two statements, two queries: ALTER SYSTEM refuses an (implicit) transaction block.
+    client
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET synchronous_standby_names = '{want}'"
+        ))
+        .await
+        .map_err(Error::sql("setting synchronous_standby_names"))?;
+    client
+        .batch_execute("SELECT pg_reload_conf()")
+        .await
+        .map_err(Error::sql("reloading the configuration"))
+}
+
+/// Makes this instance's physical slot on the primary, if missing.
+pub async fn ensure_slot(
+    host: &str,
+    port: u16,
+    creds: &Credentials,
+    slot: &str,
+) -> Result<(), Error> {
+    let client = connect_remote(host, port, REPLICATION_USER, &creds.replication_password).await?;
+    client
+        .execute(
+            "SELECT pg_create_physical_replication_slot($1) \
+             WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)",
+            &[&slot],
+        )
+        .await
+        .map_err(Error::sql("creating the replication slot on the primary"))?;
+    Ok(())
+}
+
+/// Promotes the local replica and waits for the promotion to finish.
+pub async fn promote(client: &Client) -> Result<(), Error> {
+    let done: bool = client
+        .query_one("SELECT pg_promote(true, 60)", &[])
+        .await
+        .map_err(Error::sql("promoting"))?
+        .get(0);
+    if done {
+        Ok(())
+    } else {
+        Err(Error::Timeout("the promotion to finish"))
+    }
+}
+
+/// What a running instance reports of itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub in_recovery: bool,
+    pub timeline: Option<u32>,
+    pub lsn: Option<String>,
+    pub received_lsn: Option<String>,
+    pub streaming: bool,
+}
+
+pub async fn observe(client: &Client) -> Result<Observed, Error> {
+    let in_recovery: bool = client
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .map_err(Error::sql("reading the role"))?
+        .get(0);
+    if !in_recovery {
+        // The timeline of the segment being written: promotion does not wait for the
+        // checkpoint that would update pg_control's.
+        let row = client
+            .query_one(
+                "SELECT pg_current_wal_lsn()::text, pg_walfile_name(pg_current_wal_lsn())",
+                &[],
+            )
+            .await
+            .map_err(Error::sql("reading the WAL position"))?;
+        let walfile: String = row.get(1);
+        return Ok(Observed {
+            in_recovery,
+            timeline: walfile
+                .get(..8)
+                .and_then(|t| u32::from_str_radix(t, 16).ok()),
+            lsn: Some(row.get(0)),
+            received_lsn: None,
+            streaming: false,
+        });
+    }
+    let row = client
+        .query_one(
+            "SELECT pg_last_wal_replay_lsn()::text, pg_last_wal_receive_lsn()::text, \
+             (SELECT received_tli FROM pg_stat_wal_receiver), \
+             (SELECT status = 'streaming' FROM pg_stat_wal_receiver), \
+             (SELECT timeline_id FROM pg_control_checkpoint())",
+            &[],
+        )
+        .await
+        .map_err(Error::sql("reading the replay position"))?;
+    let received_tli: Option<i32> = row.get(2);
+    let checkpoint_tli: Option<i32> = row.get(4);
+    Ok(Observed {
+        in_recovery,
+        timeline: received_tli
+            .or(checkpoint_tli)
+            .and_then(|t| u32::try_from(t).ok()),
+        lsn: row.get(0),
+        received_lsn: row.get(1),
+        streaming: row.get::<_, Option<bool>>(3).unwrap_or(false),
+    })
+}

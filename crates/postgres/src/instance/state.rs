@@ -1,0 +1,72 @@
+//! The instance's state as the HTTP API serves it (and the operator reads it).
+use serde::{Deserialize, Serialize};
+
+/// What the instance is now.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StateRole {
+    /// Preparing its data (initdb, base backup, rewind) or starting.
+    Starting,
+    Primary,
+    Replica,
+    /// Stopped on request; nothing runs until unfenced or demoted.
+    Fenced,
+    /// Not running after a failed request (see `error`).
+    Stopped,
+}
+
+/// How the instance last rejoined a primary.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Rejoin {
+    /// `pg_rewind` brought its data onto the primary's timeline.
+    Rewind,
+    /// Its data was replaced by a fresh base backup.
+    Reclone,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceState {
+    pub name: String,
+    pub role: StateRole,
+    /// Primary: accepting writes. Replica: streaming from its primary.
+    pub ready: bool,
+    /// The WAL timeline (primary: the one it writes; replica: the one it receives).
+    pub timeline: Option<u32>,
+    /// Primary: the current write position. Replica: the position replayed.
+    pub lsn: Option<String>,
+    /// Replica: the position received (what a failover compares).
+    pub received_lsn: Option<String>,
+    /// `host:port` of the primary a replica follows.
+    pub primary: Option<String>,
+    pub last_rejoin: Option<Rejoin>,
+    /// Why the last rejoin could not rewind (and cloned instead).
+    pub rewind_failure: Option<String>,
+    /// The last request's failure, if it failed.
+    pub error: Option<String>,
+}
+
+/// A WAL position `X/Y` as a number.
+pub fn parse_lsn(s: &str) -> Option<u64> {
+    let (hi, lo) = s.split_once('/')?;
+    let hi = u64::from_str_radix(hi, 16).ok()?;
+    let lo = u64::from_str_radix(lo, 16).ok()?;
+    if hi > u64::from(u32::MAX) || lo > u64::from(u32::MAX) {
+        return None;
+    }
+    Some(hi << 32 | lo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lsns_compare_as_numbers() {
+        assert_eq!(parse_lsn("0/3000060"), Some(0x3000060));
+        assert!(parse_lsn("1/0") > parse_lsn("0/FFFFFFFF"));
+        assert_eq!(parse_lsn("0/1/2"), None);
+        assert_eq!(parse_lsn("x"), None);
+    }
+}

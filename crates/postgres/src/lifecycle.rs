@@ -1,0 +1,773 @@
+//! The lifecycle's decision (pure): what was observed of a cluster in, **one** action out,
+//! as the seed (etcd-operator) teaches — observe, analyse, act, then observe again.
+//!
+//! The operator gathers an [`Observation`] (pods, claims, each instance's state from its API,
+//! and what its status recorded: the primary, the switchover target, the latest serial, since
+//! when the primary is lost), calls [`decide`], records the decision in the status, then
+//! carries it out. Nothing is held in memory between cycles, so a restart mid-failover
+//! resumes from the status.
+//!
+//! The rules, in order of precedence:
+//! 1. paused → nothing.
+//! 2. two instances running as primary → fence every one but the one to keep (the recorded
+//!    primary, else the most advanced): two writable primaries is the data-loss case.
+//! 3. with a primary: fence what the spec fences; restart pods whose claim is intact; forget
+//!    members whose data is gone (their names are never reused); rejoin fenced or
+//!    wrongly-pointed members as replicas of the primary; wait for unready members; then grow
+//!    (one replica at a time), shrink (the highest replica, never the primary), switch over.
+//! 4. without a primary: finish a switchover; after the failover delay, fence the old primary
+//!    (if its pod is still there) then promote the replica with the most WAL received;
+//!    without replicas, restart the old primary's pod; with no data at all, restore from the
+//!    backup or fail.
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::instance::{parse_lsn, InstanceState, StateRole};
+use crate::validate::{Fencing, Plan};
+
+/// One member (instance) of the cluster as observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub serial: u32,
+    /// Its pod exists.
+    pub pod: bool,
+    /// Its data claim exists.
+    pub claim: bool,
+    /// What its instance manager reported (None: the API did not answer).
+    pub seen: Option<Seen>,
+}
+
+/// An instance's report, as the decision needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub role: StateRole,
+    pub ready: bool,
+    pub timeline: Option<u32>,
+    /// Primary: written. Replica: received (what a failover compares).
+    pub lsn: Option<u64>,
+    /// The serial of the primary a replica follows.
+    pub follows: Option<u32>,
+}
+
+impl Seen {
+    /// From an instance's API answer; `serial_at` names the instance at a `host:port` (the
+    /// operator knows the pod IPs).
+    pub fn from_state(s: &InstanceState, serial_at: impl Fn(&str) -> Option<u32>) -> Seen {
+        // A replica is compared on what it received: replay may lag behind and catches up
+        // after promotion anyway.
+        let lsn = match s.role {
+            StateRole::Replica => s.received_lsn.as_deref().or(s.lsn.as_deref()),
+            _ => s.lsn.as_deref(),
+        };
+        Seen {
+            role: s.role,
+            ready: s.ready,
+            timeline: s.timeline,
+            lsn: lsn.and_then(parse_lsn),
+            follows: s.primary.as_deref().and_then(serial_at),
+        }
+    }
+}
+
+/// Everything a decision reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observation {
+    pub members: Vec<Member>,
+    /// status.currentPrimary, as a serial.
+    pub current_primary: Option<u32>,
+    /// status.targetPrimary, when a switchover is under way.
+    pub target_primary: Option<u32>,
+    /// status.latestInstance: serials are never reused.
+    pub latest_serial: u32,
+    /// How long no primary has been seen (None: one is seen now).
+    pub primary_lost_for: Option<Duration>,
+    /// A backup store holds a base backup to restore from.
+    pub has_backup: bool,
+}
+
+/// The one action of this cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing to do or nothing to do yet.
+    Wait(Wait),
+    /// The first instance: initdb, or a restore from the backup.
+    CreateSeed {
+        serial: u32,
+        restore: bool,
+    },
+    /// A new replica (`pg_basebackup` from the primary).
+    AddReplica {
+        serial: u32,
+    },
+    /// Recreate a pod on its intact claim.
+    StartPod {
+        serial: u32,
+    },
+    /// Remove a member whose data is gone (pod and slot); a new one replaces it later.
+    RemoveMember {
+        serial: u32,
+    },
+    /// Stop PostgreSQL there (through its API; the pod is deleted if the API does not answer).
+    Fence {
+        serial: u32,
+    },
+    Unfence {
+        serial: u32,
+    },
+    /// Record `to` as the target primary, then fence `from`.
+    BeginSwitchover {
+        from: u32,
+        to: u32,
+    },
+    Promote {
+        serial: u32,
+    },
+    /// Rejoin as a replica of `primary` (rewind, or re-clone).
+    Follow {
+        serial: u32,
+        primary: u32,
+    },
+    /// Scale down: remove this replica (pod and claim).
+    RemoveReplica {
+        serial: u32,
+    },
+    /// Nothing can be done: the reason goes to the status and an Event.
+    Fail(String),
+}
+
+/// Why nothing is done this cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wait {
+    Healthy,
+    Paused,
+    /// A member is starting or catching up.
+    Unready {
+        serial: u32,
+    },
+    /// The primary is lost, for less than the failover delay.
+    FailoverDelay {
+        remaining: Duration,
+    },
+    /// The current primary is fenced by request: no failover.
+    PrimaryFenced {
+        serial: u32,
+    },
+    /// The old primary's pod is back and starting.
+    PrimaryStarting {
+        serial: u32,
+    },
+}
+
+/// The decision of one cycle.
+pub fn decide(plan: &Plan, obs: &Observation) -> Action {
+    if plan.paused {
+        return Action::Wait(Wait::Paused);
+    }
+    if obs.members.is_empty() {
+        return no_members(plan, obs);
+    }
+    let primaries: Vec<&Member> = obs
+        .members
+        .iter()
+        .filter(|m| role(m) == Some(StateRole::Primary))
+        .collect();
+    match primaries.as_slice() {
+        [] => without_primary(plan, obs),
+        [p] => with_primary(plan, obs, p.serial),
+        many => {
+            let keep = keep_of(obs, many);
+            let extra = many.iter().find(|m| m.serial != keep).map(|m| m.serial);
+            match extra {
+                Some(serial) => Action::Fence { serial },
+                None => Action::Wait(Wait::Healthy),
+            }
+        }
+    }
+}
+
+fn role(m: &Member) -> Option<StateRole> {
+    m.seen.as_ref().map(|s| s.role)
+}
+
+fn spec_fenced(plan: &Plan, serial: u32) -> bool {
+    match &plan.fencing {
+        Fencing::None => false,
+        Fencing::All => true,
+        Fencing::Some(set) => set.contains(&serial),
+    }
+}
+
+/// Of several primaries: the recorded one, else the latest timeline and most WAL.
+fn keep_of(obs: &Observation, many: &[&Member]) -> u32 {
+    if let Some(p) = obs.current_primary {
+        if many.iter().any(|m| m.serial == p) {
+            return p;
+        }
+    }
+    many.iter()
+        .max_by_key(|m| {
+            let s = m.seen.as_ref();
+            (
+                s.and_then(|s| s.timeline),
+                s.and_then(|s| s.lsn),
+                std::cmp::Reverse(m.serial),
+            )
+        })
+        .map(|m| m.serial)
+        .unwrap_or(0)
+}
+
+fn no_members(plan: &Plan, obs: &Observation) -> Action {
+    let serial = obs.latest_serial + 1;
+    if obs.latest_serial == 0 {
+        let restore = matches!(
+            plan.bootstrap,
+            crate::validate::BootstrapPlan::Recovery { .. }
+        );
+        return Action::CreateSeed { serial, restore };
+    }
+    if obs.has_backup {
+        Action::CreateSeed {
+            serial,
+            restore: true,
+        }
+    } else {
+        Action::Fail("every instance's data is gone and there is no backup to restore".into())
+    }
+}
+
+fn with_primary(plan: &Plan, obs: &Observation, primary: u32) -> Action {
+    let members = &obs.members;
+    // What the spec fences, unless already fenced.
+    if let Some(m) = members
+        .iter()
+        .find(|m| spec_fenced(plan, m.serial) && m.pod && role(m) != Some(StateRole::Fenced))
+    {
+        return Action::Fence { serial: m.serial };
+    }
+    if let Some(m) = members.iter().find(|m| !m.pod && m.claim) {
+        return Action::StartPod { serial: m.serial };
+    }
+    if let Some(m) = members.iter().find(|m| !m.claim && m.serial != primary) {
+        return Action::RemoveMember { serial: m.serial };
+    }
+    for m in members.iter().filter(|m| m.serial != primary) {
+        let Some(seen) = &m.seen else { continue };
+        let wrong = match seen.role {
+            StateRole::Fenced => !spec_fenced(plan, m.serial),
+            StateRole::Replica => seen.follows != Some(primary),
+            StateRole::Stopped => true,
+            _ => false,
+        };
+        if wrong {
+            return Action::Follow {
+                serial: m.serial,
+                primary,
+            };
+        }
+    }
+    if let Some(m) = members
+        .iter()
+        .find(|m| !spec_fenced(plan, m.serial) && !m.seen.as_ref().is_some_and(|s| s.ready))
+    {
+        return Action::Wait(Wait::Unready { serial: m.serial });
+    }
+    let count = members.len() as u32;
+    if count < plan.size {
+        return Action::AddReplica {
+            serial: obs.latest_serial + 1,
+        };
+    }
+    if count > plan.size {
+        if let Some(m) = members
+            .iter()
+            .filter(|m| m.serial != primary)
+            .max_by_key(|m| m.serial)
+        {
+            return Action::RemoveReplica { serial: m.serial };
+        }
+    }
+    if let Some(to) = plan.switchover_to {
+        if to != primary && members.iter().any(|m| m.serial == to) {
+            return Action::BeginSwitchover { from: primary, to };
+        }
+    }
+    Action::Wait(Wait::Healthy)
+}
+
+fn without_primary(plan: &Plan, obs: &Observation) -> Action {
+    let members = &obs.members;
+    let old = obs
+        .current_primary
+        .and_then(|p| members.iter().find(|m| m.serial == p));
+    if let Some(o) = old {
+        if spec_fenced(plan, o.serial) {
+            return Action::Wait(Wait::PrimaryFenced { serial: o.serial });
+        }
+    }
+    let replicas: Vec<&Member> = members
+        .iter()
+        .filter(|m| role(m) == Some(StateRole::Replica) && !spec_fenced(plan, m.serial))
+        .collect();
+    // A switchover under way: the old primary was fenced on purpose; no delay applies.
+    if let Some(t) = obs
+        .target_primary
+        .filter(|t| Some(*t) != obs.current_primary)
+    {
+        if let Some(m) = replicas.iter().find(|m| m.serial == t) {
+            return Action::Promote { serial: m.serial };
+        }
+    }
+    if !replicas.is_empty() {
+        let lost = obs.primary_lost_for.unwrap_or_default();
+        let delay = plan.failover_delay;
+        if lost < delay {
+            return Action::Wait(Wait::FailoverDelay {
+                remaining: delay - lost,
+            });
+        }
+        // The old primary must not come back writable beside the new one.
+        if let Some(o) = old {
+            if o.pod && role(o) != Some(StateRole::Fenced) {
+                return Action::Fence { serial: o.serial };
+            }
+        }
+        let excluded: BTreeSet<u32> = old.map(|o| o.serial).into_iter().collect();
+        let best = replicas
+            .iter()
+            .filter(|m| !excluded.contains(&m.serial))
+            .max_by_key(|m| {
+                let s = m.seen.as_ref();
+                (
+                    s.and_then(|s| s.timeline),
+                    s.and_then(|s| s.lsn),
+                    std::cmp::Reverse(m.serial),
+                )
+            });
+        if let Some(b) = best {
+            return Action::Promote { serial: b.serial };
+        }
+    }
+    // No replica to promote: restart on the data that is left, the old primary's first.
+    if let Some(o) = old {
+        if o.claim && !o.pod {
+            return Action::StartPod { serial: o.serial };
+        }
+        if o.claim && role(o) != Some(StateRole::Fenced) {
+            return Action::Wait(Wait::PrimaryStarting { serial: o.serial });
+        }
+        if role(o) == Some(StateRole::Fenced) {
+            return Action::Unfence { serial: o.serial };
+        }
+    }
+    if let Some(m) = members.iter().find(|m| m.claim && !m.pod) {
+        return Action::StartPod { serial: m.serial };
+    }
+    if members.iter().all(|m| !m.claim) {
+        return no_members(plan, obs);
+    }
+    let starting = members
+        .iter()
+        .find(|m| m.claim)
+        .map(|m| m.serial)
+        .unwrap_or(0);
+    Action::Wait(Wait::PrimaryStarting { serial: starting })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::{plan, Observed};
+
+    fn plan_of(spec: serde_json::Value) -> Plan {
+        let pc = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "pg", "namespace": "db"}, "spec": spec,
+        }))
+        .expect("cluster");
+        plan(&pc, &Observed::default()).expect("valid")
+    }
+
+    fn primary(serial: u32, timeline: u32, lsn: u64) -> Member {
+        member(serial, StateRole::Primary, true, timeline, lsn, None)
+    }
+
+    fn replica(serial: u32, follows: u32, ready: bool, lsn: u64) -> Member {
+        member(serial, StateRole::Replica, ready, 1, lsn, Some(follows))
+    }
+
+    fn member(
+        serial: u32,
+        role: StateRole,
+        ready: bool,
+        timeline: u32,
+        lsn: u64,
+        follows: Option<u32>,
+    ) -> Member {
+        Member {
+            serial,
+            pod: true,
+            claim: true,
+            seen: Some(Seen {
+                role,
+                ready,
+                timeline: Some(timeline),
+                lsn: Some(lsn),
+                follows,
+            }),
+        }
+    }
+
+    fn gone(mut m: Member, pod: bool, claim: bool) -> Member {
+        m.pod = pod;
+        m.claim = claim;
+        if !pod {
+            m.seen = None;
+        }
+        m
+    }
+
+    fn obs(members: Vec<Member>, current: Option<u32>, latest: u32) -> Observation {
+        Observation {
+            members,
+            current_primary: current,
+            target_primary: None,
+            latest_serial: latest,
+            primary_lost_for: None,
+            has_backup: false,
+        }
+    }
+
+    #[test]
+    fn a_new_cluster_starts_with_its_seed() {
+        let p = plan_of(serde_json::json!({"size": 3}));
+        assert_eq!(
+            decide(&p, &obs(vec![], None, 0)),
+            Action::CreateSeed {
+                serial: 1,
+                restore: false
+            }
+        );
+        let r = plan_of(
+            serde_json::json!({"bootstrap": {"recovery": {"store": {"volume": {"size": "1Gi"}}}}}),
+        );
+        assert_eq!(
+            decide(&r, &obs(vec![], None, 0)),
+            Action::CreateSeed {
+                serial: 1,
+                restore: true
+            }
+        );
+    }
+
+    #[test]
+    fn replicas_are_added_one_at_a_time_with_new_serials() {
+        let p = plan_of(serde_json::json!({"size": 3}));
+        assert_eq!(
+            decide(&p, &obs(vec![primary(1, 1, 100)], Some(1), 1)),
+            Action::AddReplica { serial: 2 }
+        );
+        // pg-2 still joining: no third one yet.
+        assert_eq!(
+            decide(
+                &p,
+                &obs(
+                    vec![primary(1, 1, 100), replica(2, 1, false, 0)],
+                    Some(1),
+                    2
+                )
+            ),
+            Action::Wait(Wait::Unready { serial: 2 })
+        );
+        // A removed member's serial is not reused.
+        assert_eq!(
+            decide(
+                &p,
+                &obs(
+                    vec![primary(1, 1, 100), replica(4, 1, true, 90)],
+                    Some(1),
+                    4
+                )
+            ),
+            Action::AddReplica { serial: 5 }
+        );
+    }
+
+    #[test]
+    fn a_dead_member_is_replaced_before_growing() {
+        let p = plan_of(serde_json::json!({"size": 4}));
+        let members = vec![
+            primary(1, 1, 100),
+            gone(replica(2, 1, true, 90), false, false),
+            replica(3, 1, true, 90),
+        ];
+        assert_eq!(
+            decide(&p, &obs(members, Some(1), 3)),
+            Action::RemoveMember { serial: 2 }
+        );
+        // A pod gone with its claim intact restarts on it.
+        let members = vec![
+            primary(1, 1, 100),
+            gone(replica(2, 1, true, 90), false, true),
+        ];
+        assert_eq!(
+            decide(&p, &obs(members, Some(1), 2)),
+            Action::StartPod { serial: 2 }
+        );
+    }
+
+    #[test]
+    fn scaling_down_removes_the_highest_replica_never_the_primary() {
+        let p = plan_of(serde_json::json!({"size": 1}));
+        let members = vec![
+            replica(1, 3, true, 90),
+            replica(2, 3, true, 90),
+            primary(3, 2, 100),
+        ];
+        assert_eq!(
+            decide(&p, &obs(members, Some(3), 3)),
+            Action::RemoveReplica { serial: 2 }
+        );
+    }
+
+    #[test]
+    fn failover_waits_for_the_delay_then_fences_and_promotes_the_most_advanced_replica() {
+        let p = plan_of(serde_json::json!({"size": 3, "failoverDelaySeconds": 10}));
+        let lost_primary = Member {
+            seen: None,
+            ..primary(1, 1, 100)
+        };
+        let members = vec![
+            lost_primary,
+            replica(2, 1, false, 80),
+            replica(3, 1, false, 95),
+        ];
+        let mut o = obs(members, Some(1), 3);
+        o.primary_lost_for = Some(Duration::from_secs(4));
+        assert_eq!(
+            decide(&p, &o),
+            Action::Wait(Wait::FailoverDelay {
+                remaining: Duration::from_secs(6)
+            })
+        );
+        o.primary_lost_for = Some(Duration::from_secs(10));
+        // Its pod is still there (unreachable): fence it first.
+        assert_eq!(decide(&p, &o), Action::Fence { serial: 1 });
+        o.members[0].seen = Some(Seen {
+            role: StateRole::Fenced,
+            ready: false,
+            timeline: None,
+            lsn: None,
+            follows: None,
+        });
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
+        // Pod deleted: nothing to fence, promote straight away.
+        o.members[0] = gone(o.members[0].clone(), false, true);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
+    }
+
+    #[test]
+    fn after_a_failover_the_old_primary_follows_the_new_one() {
+        let p = plan_of(serde_json::json!({"size": 3}));
+        let old = member(1, StateRole::Fenced, false, 1, 100, None);
+        let members = vec![old, primary(3, 2, 120), replica(2, 1, true, 95)];
+        // The old primary first (lower serial), then the replica still pointing at it.
+        assert_eq!(
+            decide(&p, &obs(members.clone(), Some(3), 3)),
+            Action::Follow {
+                serial: 1,
+                primary: 3
+            }
+        );
+        let mut m = members;
+        m[0] = replica(1, 3, true, 120);
+        assert_eq!(
+            decide(&p, &obs(m, Some(3), 3)),
+            Action::Follow {
+                serial: 2,
+                primary: 3
+            }
+        );
+    }
+
+    #[test]
+    fn two_primaries_are_never_left_running() {
+        let p = plan_of(serde_json::json!({"size": 2}));
+        let members = vec![primary(1, 1, 100), primary(2, 2, 50)];
+        // The recorded primary is kept.
+        assert_eq!(
+            decide(&p, &obs(members.clone(), Some(2), 2)),
+            Action::Fence { serial: 1 }
+        );
+        // None recorded: the later timeline wins.
+        assert_eq!(
+            decide(&p, &obs(members, None, 2)),
+            Action::Fence { serial: 1 }
+        );
+    }
+
+    #[test]
+    fn all_pods_dead_with_claims_restart_the_old_primary_first() {
+        let p = plan_of(serde_json::json!({"size": 2}));
+        let members = vec![
+            gone(replica(1, 2, true, 90), false, true),
+            gone(primary(2, 1, 100), false, true),
+        ];
+        let mut o = obs(members, Some(2), 2);
+        o.primary_lost_for = Some(Duration::from_secs(600));
+        assert_eq!(decide(&p, &o), Action::StartPod { serial: 2 });
+    }
+
+    #[test]
+    fn all_data_gone_restores_from_the_backup_or_fails() {
+        let p = plan_of(serde_json::json!({"size": 2}));
+        let mut o = obs(vec![], Some(2), 2);
+        assert!(matches!(decide(&p, &o), Action::Fail(ref why) if why.contains("no backup")));
+        o.has_backup = true;
+        assert_eq!(
+            decide(&p, &o),
+            Action::CreateSeed {
+                serial: 3,
+                restore: true
+            }
+        );
+    }
+
+    #[test]
+    fn switchover_fences_the_primary_then_promotes_the_target_without_delay() {
+        let p = plan_of(
+            serde_json::json!({"size": 3, "switchoverTo": "pg-2", "failoverDelaySeconds": 60}),
+        );
+        let members = vec![
+            primary(1, 1, 100),
+            replica(2, 1, true, 100),
+            replica(3, 1, true, 100),
+        ];
+        assert_eq!(
+            decide(&p, &obs(members.clone(), Some(1), 3)),
+            Action::BeginSwitchover { from: 1, to: 2 }
+        );
+        let mut m = members;
+        m[0] = member(1, StateRole::Fenced, false, 1, 100, None);
+        let mut o = obs(m, Some(1), 3);
+        o.target_primary = Some(2);
+        o.primary_lost_for = Some(Duration::ZERO);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+    }
+
+    #[test]
+    fn a_primary_fenced_by_request_is_not_failed_over() {
+        let p = plan_of(serde_json::json!({"size": 2, "fencedInstances": ["pg-1"]}));
+        let members = vec![primary(1, 1, 100), replica(2, 1, true, 100)];
+        assert_eq!(
+            decide(&p, &obs(members.clone(), Some(1), 2)),
+            Action::Fence { serial: 1 }
+        );
+        let mut m = members;
+        m[0] = member(1, StateRole::Fenced, false, 1, 100, None);
+        let mut o = obs(m, Some(1), 2);
+        o.primary_lost_for = Some(Duration::from_secs(600));
+        assert_eq!(
+            decide(&p, &o),
+            Action::Wait(Wait::PrimaryFenced { serial: 1 })
+        );
+    }
+
+    #[test]
+    fn an_instance_report_is_read_for_the_decision() {
+        let state = InstanceState {
+            name: "pg-2".into(),
+            role: StateRole::Replica,
+            ready: true,
+            timeline: Some(2),
+            lsn: Some("0/3000000".into()),
+            received_lsn: Some("1/10".into()),
+            primary: Some("10.0.0.3:5432".into()),
+            last_rejoin: None,
+            rewind_failure: None,
+            error: None,
+        };
+        let seen = Seen::from_state(&state, |addr| (addr == "10.0.0.3:5432").then_some(3));
+        assert_eq!(
+            seen,
+            Seen {
+                role: StateRole::Replica,
+                ready: true,
+                timeline: Some(2),
+                lsn: Some((1 << 32) + 0x10),
+                follows: Some(3)
+            }
+        );
+    }
+
+    #[test]
+    fn paused_does_nothing() {
+        let p = plan_of(serde_json::json!({"paused": true}));
+        assert_eq!(
+            decide(&p, &obs(vec![], None, 0)),
+            Action::Wait(Wait::Paused)
+        );
+    }
+
+    /// Every combination of three members' states: a promotion is only ever chosen when no
+    /// member runs as primary, it targets a replica, and never the fenced-by-request.
+    #[test]
+    fn no_decision_ever_makes_a_second_primary() {
+        let p = plan_of(serde_json::json!({"size": 3, "fencedInstances": ["pg-3"]}));
+        let kinds = [
+            Some(StateRole::Primary),
+            Some(StateRole::Replica),
+            Some(StateRole::Fenced),
+            Some(StateRole::Starting),
+            None, // unreachable
+        ];
+        let mut checked = 0;
+        for a in kinds {
+            for b in kinds {
+                for c in kinds {
+                    for pods in [true, false] {
+                        let members: Vec<Member> = [a, b, c]
+                            .iter()
+                            .enumerate()
+                            .map(|(i, k)| Member {
+                                serial: i as u32 + 1,
+                                pod: pods || i > 0,
+                                claim: true,
+                                seen: k.map(|role| Seen {
+                                    role,
+                                    ready: true,
+                                    timeline: Some(1),
+                                    lsn: Some(100 + i as u64),
+                                    follows: Some(1),
+                                }),
+                            })
+                            .collect();
+                        for lost in [0, 600] {
+                            let mut o = obs(members.clone(), Some(1), 3);
+                            o.primary_lost_for = Some(Duration::from_secs(lost));
+                            if let Action::Promote { serial } = decide(&p, &o) {
+                                let running_primary =
+                                    members.iter().any(|m| role(m) == Some(StateRole::Primary));
+                                assert!(
+                                    !running_primary,
+                                    "promoted {serial} beside a primary: {members:?}"
+                                );
+                                let target = &members[serial as usize - 1];
+                                assert_eq!(role(target), Some(StateRole::Replica), "{members:?}");
+                                assert_ne!(serial, 3, "promoted a fenced instance");
+                                // The old primary is fenced or its pod is gone.
+                                let old = &members[0];
+                                assert!(
+                                    !old.pod || role(old) == Some(StateRole::Fenced),
+                                    "{members:?}"
+                                );
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 0, "no promotion was ever decided");
+    }
+}

@@ -1,0 +1,578 @@
+//! The instance manager against real PostgreSQL processes (no Kubernetes): each instance on
+//! its own loopback IP (127.21.<test>.<n>, all on the same ports, as pods would be), run as an
+//! unprivileged OS user when the tests run as root.
+//!
+//! Needs PostgreSQL's programs (Debian's postgresql-15; scripts/setup-postgres.sh installs
+//! them). Every wait is for a state, with a generous deadline.
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bosun_postgres::instance::client::InstanceClient;
+use bosun_postgres::instance::{
+    self, AppDb, Config, Credentials, InitDbOptions, InstanceState, Rejoin, Role, StateRole,
+};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const PG_PORT: u16 = 5432;
+const HTTP_PORT: u16 = 8008;
+const TOKEN: &str = "test-api-token";
+const SUPER_PASSWORD: &str = "super:secret\\pw";
+const APP_PASSWORD: &str = "app 'pw'";
+const DEADLINE: Duration = Duration::from_secs(120);
+
+struct Node {
+    ip: IpAddr,
+    stop: CancellationToken,
+    task: JoinHandle<Result<(), instance::Error>>,
+    /// With the API token.
+    api: InstanceClient,
+    log: PathBuf,
+    /// The manager's outcome once it ended, for failure messages.
+    ended: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl Node {
+    fn addr(&self) -> String {
+        format!("{}:{PG_PORT}", self.ip)
+    }
+
+    async fn shutdown(self) {
+        self.stop.cancel();
+        let r = self.task.await.expect("manager task");
+        assert!(r.is_ok(), "manager ended with {r:?}");
+    }
+}
+
+/// A directory PostgreSQL's OS user can traverse (tempdir makes 0700 root-owned ones).
+fn workdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::Builder::new()
+        .prefix("pgi")
+        .tempdir()
+        .expect("tempdir");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    d
+}
+
+fn start(dir: &Path, name: &str, ip: &str, role: Role, primary: Option<String>) -> Node {
+    start_with(dir, name, ip, role, primary, 0)
+}
+
+fn start_with(
+    dir: &Path,
+    name: &str,
+    ip: &str,
+    role: Role,
+    primary: Option<String>,
+    synchronous: u32,
+) -> Node {
+    let ip: IpAddr = ip.parse().expect("ip");
+    let base = dir.join(name);
+    std::fs::create_dir_all(&base).expect("node dir");
+    let log = base.join("postgres.log");
+    let cfg = Config {
+        name: name.into(),
+        data_dir: base.join("data"),
+        pod_ip: ip,
+        port: PG_PORT,
+        http_port: HTTP_PORT,
+        bin_dir: None,
+        run_dir: Some(base.join("run")),
+        role,
+        primary,
+        os_user: None,
+        // Small, to keep several instances light; no fsync (no test here crashes the
+        // machine, and CI disks are slow and shared).
+        parameters: vec![
+            ("shared_buffers".into(), "16MB".into()),
+            ("max_connections".into(), "30".into()),
+            ("fsync".into(), "off".into()),
+        ],
+        log_file: Some(log.clone()),
+        synchronous,
+        initdb: InitDbOptions {
+            app: Some(AppDb {
+                database: "app".into(),
+                owner: "app".into(),
+            }),
+            ..Default::default()
+        },
+        credentials: Credentials {
+            superuser_password: SUPER_PASSWORD.into(),
+            replication_password: "repl-secret".into(),
+            api_token: TOKEN.into(),
+            app_password: Some(APP_PASSWORD.into()),
+        },
+    };
+    let stop = CancellationToken::new();
+    let ended = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let slot = ended.clone();
+    let token = stop.clone();
+    let task = tokio::spawn(async move {
+        let r = instance::run(cfg, token).await;
+        *slot.lock().expect("lock") = Some(format!("{r:?}"));
+        r
+    });
+    Node {
+        ip,
+        stop,
+        task,
+        api: InstanceClient::new(SocketAddr::new(ip, HTTP_PORT), Some(TOKEN.into())),
+        log,
+        ended,
+    }
+}
+
+/// Polls `check` until it yields a value; on the deadline, fails with what was last seen and
+/// the instance's PostgreSQL log.
+async fn wait_for<T, F, Fut>(what: &str, node: &Node, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let last = match check().await {
+            Ok(v) => return v,
+            Err(e) => e,
+        };
+        if node.task.is_finished() || Instant::now() > deadline {
+            let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+            let ended = node.ended.lock().expect("lock").clone();
+            panic!(
+                "{what}: last seen {last}; manager ended: {ended:?}\n--- postgres log ---\n{log}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_state(
+    node: &Node,
+    what: &str,
+    pred: impl Fn(&InstanceState) -> bool,
+) -> InstanceState {
+    wait_for(what, node, || async {
+        match node.api.state().await {
+            Ok(s) if pred(&s) => Ok(s),
+            Ok(s) => Err(format!("{s:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await
+}
+
+async fn sql(node: &Node) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let (client, conn) = tokio_postgres::Config::new()
+        .host(node.ip.to_string())
+        .port(PG_PORT)
+        .user("postgres")
+        .password(SUPER_PASSWORD)
+        .dbname("postgres")
+        .connect_timeout(Duration::from_secs(5))
+        .connect(tokio_postgres::NoTls)
+        .await?;
+    tokio::spawn(conn);
+    Ok(client)
+}
+
+/// The rows of table `t`, sorted.
+async fn rows(node: &Node) -> Result<Vec<String>, String> {
+    let c = sql(node).await.map_err(|e| e.to_string())?;
+    let rows = c
+        .query("SELECT v FROM t ORDER BY v", &[])
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+async fn wait_rows(node: &Node, want: &[&str]) {
+    wait_for(&format!("rows {want:?} on {}", node.ip), node, || async {
+        let got = rows(node).await?;
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .await
+}
+
+/// A replica (or a fenced instance) refuses writes: never two primaries.
+async fn refuses_writes(node: &Node) {
+    let c = sql(node).await.expect("connect to the replica");
+    let e = c
+        .batch_execute("INSERT INTO t VALUES ('not here')")
+        .await
+        .expect_err("a replica accepted a write");
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION),
+        "not refused as read-only: {e:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_joins_fails_over_and_the_old_primary_rejoins_by_rewind() {
+    let dir = workdir();
+    let a = start(dir.path(), "pg-1", "127.21.1.1", Role::Primary, None);
+    let s = wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    assert_eq!(s.timeline, Some(1));
+    sql(&a)
+        .await
+        .expect("connect to pg-1")
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before')")
+        .await
+        .expect("write on pg-1");
+
+    // Join: a base backup through a slot, then streaming.
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.1.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    let s = wait_state(&b, "pg-2 streaming", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    assert_eq!(s.primary.as_deref(), Some(a.addr().as_str()));
+    wait_rows(&b, &["before"]).await;
+    refuses_writes(&b).await;
+    let slots: Vec<String> = sql(&a)
+        .await
+        .expect("connect")
+        .query(
+            "SELECT slot_name::text FROM pg_replication_slots WHERE active",
+            &[],
+        )
+        .await
+        .expect("slots")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(slots, ["bosun_pg_2"]);
+
+    // A write the replica never receives (it is stopped meanwhile): the old primary's WAL
+    // diverges from the new timeline, so that its rejoin needs a real rewind.
+    b.api.fence().await.expect("fence pg-2");
+    sql(&a)
+        .await
+        .expect("connect to pg-1")
+        .batch_execute("INSERT INTO t VALUES ('lost')")
+        .await
+        .expect("write on pg-1 alone");
+
+    // Failover: fence the old primary first, then promote the replica.
+    a.api.fence().await.expect("fence pg-1");
+    wait_state(&a, "pg-1 fenced", |s| s.role == StateRole::Fenced).await;
+    assert!(
+        sql(&a).await.is_err(),
+        "a fenced instance still accepts connections"
+    );
+    b.api.unfence().await.expect("unfence pg-2");
+    wait_state(&b, "pg-2 back as a replica", |s| {
+        s.role == StateRole::Replica
+    })
+    .await;
+    b.api.promote().await.expect("promote pg-2");
+    let s = wait_state(&b, "pg-2 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    assert_eq!(s.timeline, Some(2), "{s:?}");
+    sql(&b)
+        .await
+        .expect("connect to pg-2")
+        .batch_execute("INSERT INTO t VALUES ('after')")
+        .await
+        .expect("write on the new primary");
+
+    // The old primary rejoins as a replica of the new one, on the new timeline.
+    a.api.demote(&b.addr()).await.expect("demote pg-1");
+    let s = wait_state(&a, "pg-1 streaming from pg-2", |s| {
+        s.role == StateRole::Replica && s.ready && s.timeline == Some(2)
+    })
+    .await;
+    assert_eq!(s.last_rejoin, Some(Rejoin::Rewind), "{s:?}");
+    assert_eq!(s.primary.as_deref(), Some(b.addr().as_str()));
+    // The unreplicated write is gone: the old primary now has exactly the new timeline's data.
+    wait_rows(&a, &["after", "before"]).await;
+    refuses_writes(&a).await;
+
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_rewind_falls_back_to_a_fresh_clone() {
+    let dir = workdir();
+    let a = start(dir.path(), "pg-1", "127.21.3.1", Role::Primary, None);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    sql(&a)
+        .await
+        .expect("connect")
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
+        .await
+        .expect("write");
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.3.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    wait_state(&b, "pg-2 streaming", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    wait_rows(&b, &["one"]).await;
+    a.api.fence().await.expect("fence");
+    b.api.promote().await.expect("promote");
+    wait_state(&b, "pg-2 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+
+    // A control file pg_rewind cannot read: the rewind fails, the manager clones instead.
+    let control = dir.path().join("pg-1/data/global/pg_control");
+    std::fs::write(&control, b"broken").expect("break pg_control");
+    a.api.demote(&b.addr()).await.expect("demote");
+    let s = wait_state(&a, "pg-1 re-cloned", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    assert_eq!(s.last_rejoin, Some(Rejoin::Reclone));
+    assert!(s.rewind_failure.is_some(), "{s:?}");
+    wait_rows(&a, &["one"]).await;
+
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_token_holder_changes_an_instance() {
+    let dir = workdir();
+    let a = start(dir.path(), "pg-1", "127.21.2.1", Role::Primary, None);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let addr = SocketAddr::new(a.ip, HTTP_PORT);
+
+    let anonymous = InstanceClient::new(addr, None);
+    for (what, r) in [
+        ("fence", anonymous.fence().await),
+        ("promote", anonymous.promote().await),
+        ("demote", anonymous.demote("127.21.2.9:5432").await),
+    ] {
+        assert_eq!(
+            r.expect_err(what).status(),
+            Some(401),
+            "{what} without a token"
+        );
+    }
+    let impostor = InstanceClient::new(addr, Some("not-the-token".into()));
+    for (what, r) in [
+        ("fence", impostor.fence().await),
+        ("unfence", impostor.unfence().await),
+        ("demote", impostor.demote("127.21.2.9:5432").await),
+    ] {
+        assert_eq!(
+            r.expect_err(what).status(),
+            Some(403),
+            "{what} with a wrong token"
+        );
+    }
+    // The application database, owned by its role, which logs in with its password.
+    let (app, conn) = tokio_postgres::Config::new()
+        .host(a.ip.to_string())
+        .port(PG_PORT)
+        .user("app")
+        .password(APP_PASSWORD)
+        .dbname("app")
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connect as the application owner");
+    tokio::spawn(conn);
+    app.batch_execute("CREATE TABLE mine (id int)")
+        .await
+        .expect("the owner creates tables in its database");
+
+    // Reading needs no token, and nothing was changed.
+    let s = anonymous.state().await.expect("state without a token");
+    assert_eq!((s.role, s.ready), (StateRole::Primary, true));
+    assert!(sql(&a).await.is_ok());
+
+    // The token holder is heard; a request the state forbids is refused with 409.
+    a.api.fence().await.expect("fence with the token");
+    let e = a
+        .api
+        .promote()
+        .await
+        .expect_err("promote a fenced instance");
+    assert_eq!(e.status(), Some(409), "{e}");
+    // Fenced survives a restart of the manager (the pod's container): PostgreSQL stays down
+    // although the configured role is primary.
+    a.shutdown().await;
+    let a = start(dir.path(), "pg-1", "127.21.2.1", Role::Primary, None);
+    let s = wait_state(&a, "pg-1 fenced after a restart", |s| {
+        s.role == StateRole::Fenced
+    })
+    .await;
+    assert!(!s.ready);
+    assert!(
+        sql(&a).await.is_err(),
+        "a fenced instance came back after a restart"
+    );
+    a.api.unfence().await.expect("unfence");
+    wait_state(&a, "pg-1 primary again", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+
+    // PostgreSQL and the API listen on the pod IP only.
+    for port in [PG_PORT, HTTP_PORT] {
+        let other = SocketAddr::new("127.21.2.2".parse().expect("ip"), port);
+        assert!(
+            tokio::net::TcpStream::connect(other).await.is_err(),
+            "something answers on {other}"
+        );
+    }
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_restart_on_their_own_data() {
+    let dir = workdir();
+    let a = start(dir.path(), "pg-1", "127.21.4.1", Role::Primary, None);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    sql(&a)
+        .await
+        .expect("connect")
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
+        .await
+        .expect("write");
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.4.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    wait_state(&b, "pg-2 streaming", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    wait_rows(&b, &["one"]).await;
+
+    // The replica's pod goes away and comes back on its volume: no new base backup, it
+    // catches up on what was written meanwhile.
+    b.shutdown().await;
+    sql(&a)
+        .await
+        .expect("connect")
+        .batch_execute("INSERT INTO t VALUES ('two')")
+        .await
+        .expect("write while pg-2 is away");
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.4.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    let s = wait_state(&b, "pg-2 streaming again", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    assert_eq!(s.last_rejoin, None, "{s:?}");
+    wait_rows(&b, &["one", "two"]).await;
+
+    // The primary restarts on its data: same rows, and the replica streams from it again.
+    a.shutdown().await;
+    let a = start(dir.path(), "pg-1", "127.21.4.1", Role::Primary, None);
+    let s = wait_state(&a, "pg-1 primary again", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    assert_eq!(s.timeline, Some(1));
+    assert_eq!(rows(&a).await.expect("rows"), ["one", "two"]);
+    sql(&a)
+        .await
+        .expect("connect")
+        .batch_execute("INSERT INTO t VALUES ('three')")
+        .await
+        .expect("write after the restart");
+    wait_rows(&b, &["one", "three", "two"]).await;
+
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronous_replication_waits_for_a_replica() {
+    let dir = workdir();
+    let a = start_with(dir.path(), "pg-1", "127.21.5.1", Role::Primary, None, 1);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let b = start_with(
+        dir.path(),
+        "pg-2",
+        "127.21.5.2",
+        Role::Replica,
+        Some(a.addr()),
+        1,
+    );
+    wait_state(&b, "pg-2 streaming", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    // The replica is a synchronous (quorum) standby of the primary.
+    wait_for("pg-2 a quorum standby", &a, || async {
+        let c = sql(&a).await.map_err(|e| e.to_string())?;
+        let rows = c
+            .query(
+                "SELECT application_name, sync_state FROM pg_stat_replication",
+                &[],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let got: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        if got == [("pg-2".to_string(), "quorum".to_string())] {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .await;
+    // A commit is acknowledged once the replica has it.
+    let c = sql(&a).await.expect("connect");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('safe')")
+        .await
+        .expect("a synchronous commit");
+    let setting: String = c
+        .query_one("SHOW synchronous_standby_names", &[])
+        .await
+        .expect("show")
+        .get(0);
+    assert_eq!(setting, "ANY 1 (*)");
+    wait_rows(&b, &["safe"]).await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
