@@ -125,6 +125,7 @@ pub fn outside_subset(e: &bosun_ansible::Error) -> bool {
         bosun_ansible::Error::Load { msg, .. } => {
             msg.contains("not supported by bosun") || msg.contains("cannot be checked")
         }
+        bosun_ansible::Error::Unsupported(list) => list.iter().all(outside_subset),
         _ => false,
     }
 }
@@ -141,7 +142,12 @@ pub fn choose(
         (EngineFlag::Native, Some(_)) => return Err(Refusal::Native),
         (EngineFlag::Ansible, _) => "forced by --ansible-engine=ansible".to_string(),
         (EngineFlag::Auto, Some(e)) if outside_subset(e) => {
-            format!("the native engine does not support {e}")
+            // The first construct is reason enough; the native refusal lists them all.
+            let first = match e {
+                bosun_ansible::Error::Unsupported(list) => list.first().unwrap_or(e),
+                _ => e,
+            };
+            format!("the native engine does not support {first}")
         }
         (EngineFlag::Auto, Some(_)) => return Err(Refusal::Native),
     };

@@ -36,6 +36,10 @@ pub enum Error {
         col: usize,
         msg: String,
     },
+    /// Several constructs outside the native subset, in the order they were met: every one
+    /// is listed, so a user porting a role sees the whole work at once.
+    #[error("{}", list_errors(.0))]
+    Unsupported(Vec<Error>),
     #[error("{0}")]
     Io(String),
     #[error("{0}")]
@@ -46,4 +50,12 @@ pub enum Error {
     Module(String),
     #[error("kubernetes: {0}")]
     Kube(String),
+}
+
+fn list_errors(list: &[Error]) -> String {
+    let mut out = format!("{} constructs outside the native subset:", list.len());
+    for e in list {
+        out.push_str(&format!("\n  {e}"));
+    }
+    out
 }

@@ -96,6 +96,42 @@ fn unsupported_constructs_are_refused_with_their_location() {
     }
 }
 
+/// Issue 20: a refusal lists every construct outside the subset, not only the first, each
+/// with its file:line:col, across included files.
+#[test]
+fn every_unsupported_construct_is_listed() {
+    let dir = tempfile::tempdir().expect("test value");
+    let opts = role_with(
+        dir.path(),
+        &[
+            (
+                "tasks/main.yml",
+                "- name: a\n  shell: echo hi\n- name: b\n  debug: {msg: hi}\n  become: true\n- import_tasks: more.yml\n",
+            ),
+            (
+                "tasks/more.yml",
+                "- name: c\n  debug:\n    msg: \"{{ x | password_hash('sha512') }}\"\n- name: d\n  ansible.builtin.uri: {url: http://x}\n",
+            ),
+        ],
+    );
+    let err = match Role::load("r", &opts) {
+        Ok(_) => panic!("loaded"),
+        Err(e) => e.to_string(),
+    };
+    for (at, what) in [
+        ("main.yml:2:3", "module 'shell'"),
+        ("main.yml:5:3", "task keyword 'become'"),
+        ("more.yml:3:10", "filter 'password_hash'"),
+        ("more.yml:5:3", "module 'ansible.builtin.uri'"),
+    ] {
+        assert!(
+            err.lines().any(|l| l.contains(at) && l.contains(what)),
+            "expected {at} {what:?} in:\n{err}"
+        );
+    }
+    assert!(err.starts_with("4 constructs"), "{err}");
+}
+
 #[test]
 fn a_role_importing_itself_is_refused() {
     let err = load_err("- import_tasks: main.yml\n");

@@ -83,6 +83,9 @@ pub(crate) struct Loader {
     roles: HashMap<(PathBuf, String), Arc<RoleBody>>,
     stack: Vec<PathBuf>,
     bodies: Vec<BodyBuilder>,
+    /// Constructs outside the native subset met so far: the load goes on past them so that
+    /// its error lists every one.
+    pub(crate) unsupported: Vec<Error>,
 }
 
 /// How deep role dependencies may nest.
@@ -97,7 +100,28 @@ impl Role {
             roles: HashMap::new(),
             stack: Vec::new(),
             bodies: Vec::new(),
+            unsupported: Vec::new(),
         };
+        let loaded = loader.load_spec(spec, opts);
+        let mut all = std::mem::take(&mut loader.unsupported);
+        match loaded {
+            Ok(role) if all.is_empty() => Ok(role),
+            Ok(_) => Err(match all.len() {
+                1 => all.remove(0),
+                _ => Error::Unsupported(all),
+            }),
+            Err(e) if all.is_empty() => Err(e),
+            Err(e) => {
+                all.push(e);
+                Err(Error::Unsupported(all))
+            }
+        }
+    }
+}
+
+impl Loader {
+    fn load_spec(&mut self, spec: &str, opts: &LoadOptions) -> Result<Role, Error> {
+        let loader = self;
         let p = if Path::new(spec).is_absolute() {
             PathBuf::from(spec)
         } else {
@@ -510,12 +534,10 @@ impl Loader {
                 "pre_tasks" => play.pre_tasks = Arc::new(self.parse_tasks(&ctx, v)?),
                 "tasks" => play.tasks = Arc::new(self.parse_tasks(&ctx, v)?),
                 "post_tasks" => play.post_tasks = Arc::new(self.parse_tasks(&ctx, v)?),
-                other => {
-                    return Err(ctx.err(
-                        k,
-                        format!("play keyword '{other}' is not supported by bosun"),
-                    ))
-                }
+                other => self.unsupported.push(ctx.err(
+                    k,
+                    format!("play keyword '{other}' is not supported by bosun"),
+                )),
             }
         }
         Ok(play)

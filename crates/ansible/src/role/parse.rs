@@ -171,6 +171,7 @@ impl Loader {
             vars: Arc::new(VarLayer::new()),
         };
         let mut action: Option<(&Node, &Node)> = None;
+        let mut unsupported_module = false;
         let mut block: Option<&Node> = None;
         let (mut rescue, mut always, mut extra_args) = (None, None, None);
         for (k, v) in pairs {
@@ -229,7 +230,7 @@ impl Loader {
                 "always" => always = Some(v),
                 k2 if TASK_KEYWORDS.contains(&k2) => {}
                 other if UNSUPPORTED_KEYWORDS.contains(&other) => {
-                    return Err(ctx.err(
+                    self.unsupported.push(ctx.err(
                         k,
                         format!("task keyword '{other}' is not supported by bosun"),
                     ));
@@ -247,9 +248,10 @@ impl Loader {
                         }
                         action = Some((k, v));
                     } else if other.contains('.') || looks_like_module(other) {
-                        return Err(ctx.err(k, format!("module '{other}' is not supported by bosun (supported: k8s, k8s_info, k8s_status, k8s_event, k8s_scale, requeue_after, osdk_metric, set_fact, debug, fail, assert, pause, stat, file, meta, include_tasks, import_tasks, include_role, import_role, include_vars)")));
+                        self.unsupported.push(ctx.err(k, format!("module '{other}' is not supported by bosun (supported: k8s, k8s_info, k8s_status, k8s_event, k8s_scale, requeue_after, osdk_metric, set_fact, debug, fail, assert, pause, stat, file, meta, include_tasks, import_tasks, include_role, import_role, include_vars)")));
+                        unsupported_module = true;
                     } else {
-                        return Err(ctx.err(
+                        self.unsupported.push(ctx.err(
                             k,
                             format!("task keyword '{other}' is not supported by bosun"),
                         ));
@@ -286,6 +288,11 @@ impl Loader {
             return Err(ctx.err(node, "rescue and always need a block"));
         }
         let Some((mk, mv)) = action else {
+            if unsupported_module {
+                // Reported; the load goes on to find the next one.
+                task.action = Action::Meta(MetaAction::Noop);
+                return Ok(task);
+            }
             return Err(ctx.err(node, "no module or action found in this task"));
         };
         let module = Module::from_name(mk.as_str().unwrap_or_default())
@@ -398,20 +405,22 @@ impl Loader {
             .iter()
             .find(|f| !crate::template::filters::supported(f))
         {
-            return Err(ctx.err(v, format!("filter '{f}' is not supported by bosun")));
+            self.unsupported
+                .push(ctx.err(v, format!("filter '{f}' is not supported by bosun")));
         }
         if let Some(t) = names
             .tests
             .iter()
             .find(|t| !crate::template::tests::supported(t))
         {
-            return Err(ctx.err(v, format!("test '{t}' is not supported by bosun")));
+            self.unsupported
+                .push(ctx.err(v, format!("test '{t}' is not supported by bosun")));
         }
         for l in &names.lookups {
             match l {
-                None => return Err(ctx.err(v, "a lookup whose plugin name is computed cannot be checked; name the plugin literally")),
+                None => self.unsupported.push(ctx.err(v, "a lookup whose plugin name is computed cannot be checked; name the plugin literally")),
                 Some(name) if !crate::template::lookups::supported(name) => {
-                    return Err(ctx.err(v, format!("lookup plugin '{name}' is not supported by bosun")));
+                    self.unsupported.push(ctx.err(v, format!("lookup plugin '{name}' is not supported by bosun")));
                 }
                 _ => {}
             }
