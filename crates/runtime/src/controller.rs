@@ -525,7 +525,9 @@ impl ControllerContext {
             triggers.push(t);
         }
         let metrics = self.metrics.clone();
-        Controller::for_stream_with(w.primary.stream, w.primary.store, w.primary.dyntype)
+        let ready = w.primary.store.clone();
+        let shutdown = self.shutdown.clone();
+        let run = Controller::for_stream_with(w.primary.stream, w.primary.store, w.primary.dyntype)
             // The watches back off on their own; kube-runtime's default here (up to 30 s,
             // for the whole trigger stream) kept every trigger waiting long after the API
             // server came back from an outage (measured by the chaos suite).
@@ -559,7 +561,20 @@ impl ControllerContext {
                 metrics.set_cached_objects(store.len());
                 log_unobserved(&res);
                 async {}
-            })
+            });
+        async move {
+            tokio::pin!(run);
+            tokio::select! {
+                _ = &mut run => return,
+                _ = shutdown.cancelled() => {}
+            }
+            // kube-runtime holds every reconcile until the primary cache is ready, and on
+            // shutdown stops polling the watch that would make it ready: stopped before its
+            // first list, a controller would never end. Nothing can be in flight then.
+            if ready.wait_until_ready().now_or_never().is_some() {
+                run.await;
+            }
+        }
     }
 }
 

@@ -462,3 +462,40 @@ async fn metrics_and_probes_report_reconciles_and_readiness() {
     let _ = stop_tx.send(());
     run.await.expect("join").expect("clean");
 }
+
+/// A manager told to stop right after it started (before its caches could sync) stops at
+/// once: nothing was in flight, so there is nothing to wait the grace period for.
+#[tokio::test]
+async fn a_manager_stopped_right_after_start_stops_without_waiting_the_grace_period() {
+    let cp = shared().await.expect("control plane");
+    let client = cp.client().await.expect("client");
+    let ns = test_namespace(&client, "mgr-early")
+        .await
+        .expect("namespace");
+    install_crd(&client).await.expect("crd");
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.clone()]),
+        // Longer than the wait below: a stop that waits for the grace is caught.
+        shutdown_grace: Duration::from_secs(300),
+        ..Default::default()
+    };
+    let m = Manager::new(client, cfg).with_operator(Arc::new(WidgetOperator {
+        identity: "early".into(),
+    }));
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (bound_tx, bound_rx) = oneshot::channel::<()>();
+    let run = tokio::spawn(m.run(
+        async move {
+            let _ = stop_rx.await;
+        },
+        move |_| {
+            let _ = bound_tx.send(());
+        },
+    ));
+    bound_rx.await.expect("bound");
+    stop_tx.send(()).expect("stop");
+    let done = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the manager stops (not after the 300 s grace period)");
+    done.expect("task").expect("no error");
+}
