@@ -1,26 +1,6 @@
 //! The BookStore's condition types, condition reasons and Event reasons: fixed names, the
 //! API a user scripts against (`kubectl wait --for=condition=Ready`, alerts on a reason).
-macro_rules! names {
-    ($(#[$doc:meta])* $ty:ident { $($(#[$vdoc:meta])* $v:ident),* $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $ty { $($(#[$vdoc])* $v),* }
-
-        impl $ty {
-            pub const ALL: &'static [$ty] = &[$($ty::$v),*];
-
-            pub fn as_str(self) -> &'static str {
-                match self { $($ty::$v => stringify!($v)),* }
-            }
-        }
-
-        impl std::fmt::Display for $ty {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
+use bosun_runtime::names;
 
 names!(
     /// The conditions in `status.conditions`.

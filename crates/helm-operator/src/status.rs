@@ -17,17 +17,7 @@
 //! and large charts' manifests do not fit in an object.
 use serde::{Deserialize, Serialize};
 
-macro_rules! names {
-    ($ty:ident { $($v:ident),* $(,)? }) => {
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub enum $ty { $($v),* }
-        impl $ty {
-            pub fn as_str(self) -> &'static str {
-                match self { $($ty::$v => stringify!($v)),* }
-            }
-        }
-    };
-}
+use bosun_runtime::names;
 
 names!(ConditionType {
     Initialized,

@@ -27,6 +27,7 @@ pub mod http;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod names;
 pub mod owned;
 pub mod owner;
 pub mod ratelimit;
