@@ -322,10 +322,7 @@ async fn the_latest_writes_map_empties_after_create_delete_churn() {
 /// exists before the operator starts, so each controller wired would list it and run it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_scoped_kind_in_two_watched_namespaces_runs_once_per_change() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Patch, PatchParams, PostParams};
-    use kube::runtime::wait::{await_condition, conditions};
-    use kube::ResourceExt;
+    use kube::api::PostParams;
 
     let env = env("ao-m3a").await;
     let other = bosun_testenv::test_namespace(&env.admin, "ao-m3b")
@@ -337,27 +334,7 @@ async fn a_cluster_scoped_kind_in_two_watched_namespaces_runs_once_per_change() 
         "- {group: test.bosun.dev, version: v1alpha1, kind: Tally, role: tally}\n",
     );
     let ops = operators(&w);
-    let crds: Api<CustomResourceDefinition> = Api::all(env.admin.clone());
-    for op in &ops {
-        for mut crd in op.crds() {
-            crd.spec.scope = "Cluster".into();
-            let name = crd.name_any();
-            crds.patch(
-                &name,
-                &PatchParams::apply("bosun-test").force(),
-                &Patch::Apply(&crd),
-            )
-            .await
-            .expect("apply CRD");
-            tokio::time::timeout(
-                std::time::Duration::from_secs(30),
-                await_condition(crds.clone(), &name, conditions::is_crd_established()),
-            )
-            .await
-            .expect("established in time")
-            .expect("established");
-        }
-    }
+    install_crds_with(&env.admin, &ops, |crd| crd.spec.scope = "Cluster".into()).await;
     grant(&env, &ops, USER).await;
     let tallies = resource("test.bosun.dev", "v1alpha1", "Tally");
     let all: Api<DynamicObject> = Api::all_with(env.admin.clone(), &tallies);

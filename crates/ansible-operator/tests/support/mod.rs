@@ -87,9 +87,19 @@ pub fn watches(dir: &Path, text: &str) -> PathBuf {
 
 /// Installs the operators' CRDs and waits until they are served.
 pub async fn install_crds(client: &Client, ops: &[Arc<dyn Operator>]) {
+    install_crds_with(client, ops, |_| {}).await
+}
+
+/// [`install_crds`], each CRD changed by `edit` first (its scope, say).
+pub async fn install_crds_with(
+    client: &Client,
+    ops: &[Arc<dyn Operator>],
+    edit: impl Fn(&mut CustomResourceDefinition),
+) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for op in ops {
-        for crd in op.crds() {
+        for mut crd in op.crds() {
+            edit(&mut crd);
             let name = crd.name_any();
             crds.patch(
                 &name,
