@@ -224,7 +224,7 @@ fn start(client: Client, ops: &[Arc<dyn Operator>], concurrency: u16) -> Running
     }
 }
 
-fn operators(cfg: &BenchConfig) -> Result<Vec<Arc<dyn Operator>>, BenchError> {
+pub fn operators(cfg: &BenchConfig) -> Result<Vec<Arc<dyn Operator>>, BenchError> {
     let file = WatchesFile::load(&cfg.watches)?;
     let opts = AnsibleOptions {
         watches_dir: cfg.watches.parent().map(PathBuf::from),
@@ -307,15 +307,15 @@ fn successful(o: &DynamicObject) -> bool {
         })
 }
 
-/// Runs the benchmark: `admin` sets up and checks, the operator's client is built from
-/// `config` with its writes counted.
-pub async fn run(
-    admin: Client,
-    config: kube::Config,
+/// The CRD of the seed's entry, then one sample CR per namespace (`<prefix>-<i>`), and the
+/// foreign Services: what the operator will find. Returns the CR kind and the namespaces.
+pub async fn populate(
+    admin: &Client,
     cfg: &BenchConfig,
-) -> Result<BenchReport, BenchError> {
-    let ops = operators(cfg)?;
-    install_crds(&admin, &ops).await?;
+    ops: &[Arc<dyn Operator>],
+) -> Result<(ApiResource, Vec<String>), BenchError> {
+    install_crds(admin, ops).await?;
+    let admin = admin.clone();
     let text = std::fs::read_to_string(&cfg.sample)
         .map_err(|e| BenchError::Setup(format!("{}: {e}", cfg.sample.display())))?;
     let sample: Value = bosun_yaml::goyaml::yaml_to_json(&text)
@@ -345,6 +345,34 @@ pub async fn run(
         .try_collect::<Vec<()>>()
         .await?;
     foreign_services(&admin, &names, cfg.foreign).await?;
+    Ok((ar, names))
+}
+
+/// How many of `names` hold a `Successful` CR.
+pub async fn successful_count(
+    admin: &Client,
+    ar: &ApiResource,
+    names: &[String],
+) -> Result<usize, BenchError> {
+    let all: Api<DynamicObject> = Api::all_with(admin.clone(), ar);
+    Ok(all
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|o| successful(o) && o.namespace().is_some_and(|n| names.contains(&n)))
+        .count())
+}
+
+/// Runs the benchmark: `admin` sets up and checks, the operator's client is built from
+/// `config` with its writes counted.
+pub async fn run(
+    admin: Client,
+    config: kube::Config,
+    cfg: &BenchConfig,
+) -> Result<BenchReport, BenchError> {
+    let ops = operators(cfg)?;
+    let (ar, names) = populate(&admin, cfg, &ops).await?;
 
     // Convergence: from the operator's caches synced to the last CR `Successful`, as seen
     // by a watch of the CRs (one event per status write: cheap next to the operator's work).
@@ -477,7 +505,7 @@ async fn foreign_services(admin: &Client, names: &[String], n: usize) -> Result<
 /// The raw write floor: for each converged CR, its objects (as the role left them) created
 /// afresh in a floor namespace, and its status written — every request independent,
 /// `concurrency` at once (as the typed BookStore's floor). Returns the time and the writes.
-async fn floor(
+pub async fn floor(
     admin: &Client,
     config: kube::Config,
     cfg: &BenchConfig,

@@ -5,6 +5,7 @@
 //! c. restart over converged BookStores: mutating requests until idle;
 //! d. steady RSS of `bosun run` with N BookStores and their children cached.
 //! Figures go to stdout as a table and, with --json, to a file. Nothing here asserts a timing.
+mod ansible;
 mod helm;
 
 use std::collections::BTreeMap;
@@ -37,7 +38,7 @@ pub(crate) struct Args {
     /// harness, where cargo builds both.
     #[arg(long, default_value_os_t = sibling_bosun())]
     bosun: PathBuf,
-    /// Only these cases (myownshell, sample-controller, bookstore, helm, render); all when
+    /// Only these cases (myownshell, sample-controller, bookstore, helm, ansible, render); all when
     /// empty.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -650,6 +651,10 @@ async fn main() -> anyhow::Result<()> {
     for &n in store_ns.iter().filter(|_| run("helm")) {
         eprintln!("[bench] helm chart operator, N = {n}");
         rows.extend(repeated(runs, || helm::case_helm(&args, n)).await?);
+    }
+    for &n in store_ns.iter().filter(|_| run("ansible")) {
+        eprintln!("[bench] ansible role operator, N = {n}");
+        rows.extend(repeated(runs, || ansible::case_ansible(&args, n)).await?);
     }
     if run("render") {
         eprintln!("[bench] helm render");

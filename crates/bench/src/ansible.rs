@@ -1,0 +1,124 @@
+//! g. The Ansible flavour: `bosun run --watches` with seed 000's Ansible BookStore (its role,
+//! run by the native engine), N custom resources (one per namespace), against the raw write
+//! floor of the same objects and statuses; restart writes; steady RSS; CPU while idle. The
+//! set-up and the floor are `bosun_ansible_operator::bench`'s (which also runs in-process).
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bosun_ansible_operator::bench::{self, BenchConfig};
+use bosun_testenv::{ControlPlane, Options};
+
+use crate::{Args, Row};
+use bosun_bench::measure::{mutating, wait_until, Counts, Operator};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+const RESOURCES: [&str; 3] = ["deployments", "services", "bookstores"];
+
+pub async fn case_ansible(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
+    let cp = ControlPlane::start(Options::default()).await?;
+    let client = cp.client().await?;
+    let mut cfg = BenchConfig::seed(&repo(), n);
+    cfg.concurrency = u16::try_from(args.concurrency).unwrap_or(u16::MAX);
+    let ops = bench::operators(&cfg)?;
+    let (ar, names) = bench::populate(&client, &cfg, &ops).await?;
+    drop(ops);
+    let extra = vec![
+        format!("--watches={}", cfg.watches.display()),
+        "--ansible-engine=native".to_string(),
+    ];
+    let before = Counts::read(&cp, &client).await?;
+    let t0 = Instant::now();
+    let op = Operator::bosun_with(
+        &args.bosun,
+        cp.kubeconfig(),
+        &extra,
+        "ansible",
+        args.concurrency,
+    )
+    .await?;
+    let ready_after = op.wait_ready().await;
+    wait_until(Duration::from_secs(1800), || async {
+        Ok(bench::successful_count(&client, &ar, &names).await? == n)
+    })
+    .await?;
+    let from_start = t0.elapsed().as_secs_f64();
+    let seconds = from_start - ready_after;
+    let after = Counts::read(&cp, &client).await?;
+    let converge = Row {
+        ratio: None,
+        case: "ansible role converge (bosun)".into(),
+        n,
+        seconds,
+        peak_rss_mb: op.peak_rss_mb(),
+        cpu_seconds: op.cpu_seconds(),
+        writes: mutating(&before, &after, &RESOURCES),
+        note: format!(
+            "seed BookStore role, native engine, one CR per namespace; from caches synced; \
+             {from_start:.2} s from start"
+        ),
+    };
+    op.wait_idle(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let cpu0 = op.cpu_seconds();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let idle_cpu = op.cpu_seconds() - cpu0;
+    let steady = Row {
+        case: "ansible steady RSS and idle CPU (bosun)".into(),
+        n,
+        peak_rss_mb: op.rss_mb(),
+        cpu_seconds: idle_cpu,
+        note: format!(
+            "VmRSS idle; CPU seconds over 30 s idle ({:.1} % of a core)",
+            idle_cpu / 30.0 * 100.0
+        ),
+        ..Default::default()
+    };
+    op.stop().await;
+    let before = Counts::read(&cp, &client).await?;
+    let op = Operator::bosun_with(
+        &args.bosun,
+        cp.kubeconfig(),
+        &extra,
+        "ansible",
+        args.concurrency,
+    )
+    .await?;
+    op.wait_ready().await;
+    op.wait_idle(Duration::from_secs(3)).await;
+    let after = Counts::read(&cp, &client).await?;
+    let writes = mutating(&before, &after, &RESOURCES);
+    let restart = Row {
+        ratio: None,
+        case: "ansible restart (bosun)".into(),
+        n,
+        seconds: op.uptime(),
+        peak_rss_mb: op.peak_rss_mb(),
+        cpu_seconds: op.cpu_seconds(),
+        note: format!(
+            "{:.0} mutating requests until idle",
+            writes.values().copied().fold(0.0, |a, b| a + b)
+        ),
+        writes,
+    };
+    op.stop().await;
+
+    // The floor: each converged CR's objects created afresh in a floor namespace and its
+    // status written, by a bare client, on the same control plane.
+    let config = cp.config().await?;
+    let (floor_s, floor_writes) = bench::floor(&client, config, &cfg, &ar, &names).await?;
+    let floor = Row {
+        case: "ansible raw write floor".into(),
+        n,
+        seconds: floor_s,
+        ratio: Some(seconds / floor_s),
+        note: format!(
+            "{floor_writes} writes: the same objects + a status each; bosun/floor = {:.2}",
+            seconds / floor_s
+        ),
+        ..Default::default()
+    };
+    Ok(vec![converge, floor, restart, steady])
+}
