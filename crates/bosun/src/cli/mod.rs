@@ -1,4 +1,5 @@
 //! Subcommands.
+mod bundle;
 mod crd;
 #[cfg(feature = "dev")]
 mod dev;
@@ -43,6 +44,9 @@ pub enum Command {
     /// Generate files of the current project: `manifests` (config/crd and config/rbac).
     #[command(subcommand)]
     Generate(scaffold::GenerateCommand),
+    /// Write an OLM bundle (bundle/, bundle.Dockerfile) for the operators; `bundle validate`
+    /// checks one as operator-sdk does.
+    Bundle(bundle::BundleArgs),
     /// Print the version.
     Version,
 }
@@ -72,6 +76,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Init(args) => scaffold::init(args),
         Command::Create(cmd) => scaffold::create(cmd),
         Command::Generate(cmd) => scaffold::generate(cmd),
+        Command::Bundle(args) => bundle::run(args),
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -1,0 +1,80 @@
+//! An owned CRD's entry in the CSV, read from the CRD itself: the storage version, the kind's
+//! description, a spec descriptor per top-level spec field and a status descriptor per status
+//! field (conditions with OLM's conditions descriptor, so consoles show them).
+use serde_json::{json, Value};
+
+pub fn owned(crd: &Value) -> Value {
+    let spec = &crd["spec"];
+    let kind = spec["names"]["kind"].as_str().unwrap_or_default();
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    let version = versions
+        .iter()
+        .find(|v| v["storage"] == true)
+        .or_else(|| versions.first())
+        .cloned()
+        .unwrap_or(Value::Null);
+    let schema = &version["schema"]["openAPIV3Schema"];
+    let description = first_sentence(schema["description"].as_str().unwrap_or_default());
+    json!({
+        "name": crd["metadata"]["name"],
+        "version": version["name"],
+        "kind": kind,
+        "displayName": words(kind),
+        "description": if description.is_empty() { words(kind) } else { description },
+        "specDescriptors": descriptors(&schema["properties"]["spec"], false),
+        "statusDescriptors": descriptors(&schema["properties"]["status"], true),
+    })
+}
+
+fn descriptors(schema: &Value, status: bool) -> Vec<Value> {
+    let Some(props) = schema["properties"].as_object() else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(name, p)| {
+            let mut d = json!({
+                "path": name,
+                "displayName": words(name),
+                "description": first_sentence(p["description"].as_str().unwrap_or_default()),
+            });
+            if status && name == "conditions" {
+                d["x-descriptors"] = json!(["urn:alm:descriptor:io.kubernetes.conditions"]);
+            }
+            d
+        })
+        .collect()
+}
+
+/// `replicaCount` / `BookStore` → `Replica Count` / `Book Store`.
+pub fn words(s: &str) -> String {
+    let mut out = String::new();
+    let mut prev_lower = false;
+    for c in s.chars() {
+        if c == '_' || c == '-' {
+            out.push(' ');
+            prev_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && prev_lower {
+            out.push(' ');
+        }
+        if out.is_empty() || out.ends_with(' ') {
+            out.extend(c.to_uppercase());
+        } else {
+            out.push(c);
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+    }
+    out
+}
+
+fn first_sentence(s: &str) -> String {
+    let s = s.trim();
+    let end = s
+        .find(". ")
+        .map(|i| i + 1)
+        .or_else(|| s.find('\n'))
+        .unwrap_or(s.len());
+    s[..end].trim().to_string()
+}
