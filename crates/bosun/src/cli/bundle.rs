@@ -256,13 +256,27 @@ fn read_yaml(p: &Path) -> anyhow::Result<Vec<Value>> {
     Ok(out)
 }
 
-/// Custom resources in a file or a directory's YAML files, in name order (kustomization files
-/// left out).
+/// Custom resources in a file or a directory: the resources its kustomization.yaml lists (the
+/// samples a user chose for the CSV, as operator-sdk reads them), else its YAML files in name
+/// order.
 fn read_samples(p: &Path) -> anyhow::Result<Vec<Value>> {
     if !p.exists() {
         return Ok(Vec::new());
     }
-    let files = if p.is_dir() {
+    let kustomization = p.join("kustomization.yaml");
+    let files = if kustomization.exists() {
+        let k = read_yaml(&kustomization)
+            .ok()
+            .and_then(|mut d| d.drain(..).next())
+            .unwrap_or_default();
+        k["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|r| p.join(r))
+            .collect()
+    } else if p.is_dir() {
         let mut f: Vec<PathBuf> = std::fs::read_dir(p)
             .with_context(|| format!("reading {}", p.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))

@@ -46,7 +46,7 @@ pub enum Command {
     Generate(scaffold::GenerateCommand),
     /// Write an OLM bundle (bundle/, bundle.Dockerfile) for the operators; `bundle validate`
     /// checks one as operator-sdk does.
-    Bundle(bundle::BundleArgs),
+    Bundle(Box<bundle::BundleArgs>),
     /// Print the version.
     Version,
 }
@@ -76,7 +76,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Init(args) => scaffold::init(args),
         Command::Create(cmd) => scaffold::create(cmd),
         Command::Generate(cmd) => scaffold::generate(cmd),
-        Command::Bundle(args) => bundle::run(args),
+        Command::Bundle(args) => bundle::run(*args),
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -189,7 +189,7 @@ pub fn validate(bundle: &Bundle, opts: &Options) -> Vec<Finding> {
     let mut out = Vec::new();
     default::run(bundle, &mut out);
     optional::run(bundle, opts, &mut out);
-    out.sort_by(|a, b| b.level.cmp(&a.level));
+    out.sort_by_key(|f| std::cmp::Reverse(f.level));
     out
 }
 
@@ -197,7 +197,7 @@ pub fn validate(bundle: &Bundle, opts: &Options) -> Vec<Finding> {
 pub fn validate_dir(dir: &Path, opts: &Options) -> Vec<Finding> {
     let (bundle, mut findings) = load(dir);
     findings.extend(validate(&bundle, opts));
-    findings.sort_by(|a, b| b.level.cmp(&a.level));
+    findings.sort_by_key(|f| std::cmp::Reverse(f.level));
     findings
 }
 

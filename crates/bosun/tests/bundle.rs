@@ -1,0 +1,355 @@
+//! `bosun bundle` and `bosun bundle validate`, through the binary: the bundles of the coded
+//! operators, of both example watches files and of a scaffolded project pass the
+//! operatorframework suite; the same input gives the same bytes; the CSV grants exactly what
+//! `bosun rbac` grants; broken bundles fail with exit code 1 and name the file and the field.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+const CREATED: &str = "2026-01-02T03:04:05Z";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run bosun")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = run(dir, args);
+    assert!(
+        out.status.success(),
+        "bosun {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf8")
+}
+
+/// The listing fields a person writes (OperatorHub needs them), for package `package`.
+fn write_base(path: &Path, package: &str) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(
+        path,
+        format!(
+            r#"apiVersion: operators.coreos.com/v1alpha1
+kind: ClusterServiceVersion
+metadata:
+  name: {package}.v0.0.0
+  annotations:
+    categories: Application Runtime
+spec:
+  displayName: Test Operator
+  description: An operator bundled by the bundle test.
+  provider:
+    name: Bundle Test
+  maintainers:
+  - name: Test Maintainer
+    email: maintainer@bundle.test
+  links:
+  - name: Source
+    url: https://bundle.test/source
+  keywords:
+  - test
+  icon:
+  - base64data: PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4=
+    mediatype: image/svg+xml
+"#
+        ),
+    )
+    .expect("write base");
+}
+
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).expect("ls").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).expect("under root");
+                out.insert(
+                    rel.to_string_lossy().into_owned(),
+                    std::fs::read(&p).expect("read"),
+                );
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn docs(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| Value::deserialize(d).expect("yaml"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn csv(dir: &Path, package: &str) -> Value {
+    let p = dir.join(format!(
+        "bundle/manifests/{package}.clusterserviceversion.yaml"
+    ));
+    docs(&std::fs::read_to_string(p).expect("csv")).remove(0)
+}
+
+fn validate_passes(dir: &Path) {
+    let out = ok(
+        dir,
+        &[
+            "bundle",
+            "validate",
+            "bundle",
+            "--select-optional",
+            "suite=operatorframework",
+        ],
+    );
+    assert!(
+        out.contains("All validation tests have completed successfully"),
+        "{out}"
+    );
+}
+
+const CODED: &str = "--operators=bookstore,myownshell,vmgroup";
+
+#[test]
+fn the_coded_operators_bundle_passes_and_grants_what_bosun_rbac_grants() {
+    let dir = tempfile::tempdir().expect("dir");
+    write_base(
+        &dir.path()
+            .join("config/manifests/bases/bosun.clusterserviceversion.yaml"),
+        "bosun",
+    );
+    let samples = repo().join("deploy/samples");
+    let samples = samples.to_str().expect("utf8");
+    ok(
+        dir.path(),
+        &[
+            "bundle",
+            CODED,
+            "--samples",
+            samples,
+            "--created-at",
+            CREATED,
+        ],
+    );
+    validate_passes(dir.path());
+
+    let csv = csv(dir.path(), "bosun");
+    assert_eq!(
+        csv["spec"]["provider"]["name"], "Bundle Test",
+        "base merged"
+    );
+    let owned: Vec<&str> = csv["spec"]["customresourcedefinitions"]["owned"]
+        .as_array()
+        .expect("owned")
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    let crds = docs(&ok(dir.path(), &["crd", CODED]));
+    let crd_names: Vec<&str> = crds
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(owned, crd_names);
+    for name in crd_names {
+        let (plural, group) = name.split_once('.').expect("plural.group");
+        assert!(
+            dir.path()
+                .join(format!("bundle/manifests/{group}_{plural}.yaml"))
+                .exists(),
+            "{name}"
+        );
+    }
+    // The CSV's permissions are exactly `bosun rbac`'s rules, nothing more.
+    let rbac = docs(&ok(dir.path(), &["rbac", CODED]));
+    let rules = |kind: &str, name: &str| {
+        rbac.iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .map(|o| o["rules"].clone())
+            .expect("role")
+    };
+    let install = &csv["spec"]["install"]["spec"];
+    assert_eq!(
+        install["clusterPermissions"][0]["rules"],
+        rules("ClusterRole", "bosun")
+    );
+    assert_eq!(
+        install["permissions"][0]["rules"],
+        rules("Role", "bosun-leader-election")
+    );
+    assert_eq!(
+        install["clusterPermissions"][0]["serviceAccountName"],
+        "bosun"
+    );
+    assert!(dir
+        .path()
+        .join("bundle/manifests/bosun-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml")
+        .exists());
+}
+
+#[test]
+fn the_same_input_gives_the_same_bytes() {
+    let a = tempfile::tempdir().expect("a");
+    let b = tempfile::tempdir().expect("b");
+    for d in [&a, &b] {
+        ok(d.path(), &["bundle", CODED, "--created-at", CREATED]);
+    }
+    let (ta, tb) = (tree(a.path()), tree(b.path()));
+    assert!(!ta.is_empty());
+    assert!(ta == tb, "two runs differ");
+    // A second run over an existing bundle leaves no stale manifest behind.
+    ok(
+        a.path(),
+        &["bundle", "--operators=bookstore", "--created-at", CREATED],
+    );
+    assert!(!a
+        .path()
+        .join("bundle/manifests/my-first-operator.jgato.io_myownshells.yaml")
+        .exists());
+}
+
+#[test]
+fn the_example_watches_bundles_pass() {
+    for example in ["helm-bookstore", "ansible-bookstore"] {
+        let dir = tempfile::tempdir().expect("dir");
+        let base = dir.path().join("base.yaml");
+        write_base(&base, "bookstore-operator");
+        let watches = repo().join(format!("examples/{example}/watches.yaml"));
+        let out = dir.path().to_str().expect("utf8");
+        ok(
+            dir.path(),
+            &[
+                "bundle",
+                "--watches",
+                watches.to_str().expect("utf8"),
+                "--package",
+                "bookstore-operator",
+                "--base",
+                base.to_str().expect("utf8"),
+                "--output-dir",
+                out,
+                "--channels",
+                "stable,fast",
+                "--default-channel",
+                "stable",
+                "--version",
+                "1.2.3",
+                "--replaces",
+                "bookstore-operator.v1.2.2",
+            ],
+        );
+        validate_passes(dir.path());
+        let csv = csv(dir.path(), "bookstore-operator");
+        assert_eq!(csv["metadata"]["name"], "bookstore-operator.v1.2.3");
+        assert_eq!(csv["spec"]["replaces"], "bookstore-operator.v1.2.2");
+        // config/samples beside the watches file became the examples.
+        let examples: Vec<Value> = serde_json::from_str(
+            csv["metadata"]["annotations"]["alm-examples"]
+                .as_str()
+                .expect("examples"),
+        )
+        .expect("json");
+        assert_eq!(examples.len(), 1, "{example}");
+        assert_eq!(examples[0]["kind"], "BookStore");
+        let args = csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]
+            ["containers"][0]["args"]
+            .to_string();
+        assert!(args.contains("--watches=/opt/bosun/watches.yaml"), "{args}");
+    }
+}
+
+#[test]
+fn a_scaffolded_project_bundles_from_its_own_files() {
+    let dir = tempfile::tempdir().expect("dir");
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter");
+    ok(
+        dir.path(),
+        &[
+            "init",
+            "--plugins",
+            "helm",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "greeter-operator",
+        ],
+    );
+    ok(
+        dir.path(),
+        &[
+            "create",
+            "api",
+            "--helm-chart",
+            chart.to_str().expect("utf8"),
+        ],
+    );
+    assert!(std::fs::read_to_string(dir.path().join("Makefile"))
+        .expect("Makefile")
+        .contains("$(BOSUN) bundle --watches watches.yaml"));
+    write_base(
+        &dir.path()
+            .join("config/manifests/bases/greeter-operator.clusterserviceversion.yaml"),
+        "greeter-operator",
+    );
+    ok(dir.path(), &["bundle", "--watches", "watches.yaml"]);
+    validate_passes(dir.path());
+    let csv = csv(dir.path(), "greeter-operator");
+    assert_eq!(
+        csv["metadata"]["annotations"]["operators.operatorframework.io/project_layout"],
+        "helm.sdk.operatorframework.io/v1"
+    );
+    let examples = csv["metadata"]["annotations"]["alm-examples"]
+        .as_str()
+        .expect("examples");
+    assert!(examples.contains("Greeter"), "{examples}");
+}
+
+/// The error lines of a failing validation (exit code 1).
+fn fails(dir: &Path) -> String {
+    let out = run(dir, &["bundle", "validate", "bundle"]);
+    assert_eq!(out.status.code(), Some(1), "should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn broken_bundles_fail_naming_the_file_and_the_field() {
+    let dir = tempfile::tempdir().expect("dir");
+    ok(dir.path(), &["bundle", "--operators=bookstore"]);
+    let m = dir.path().join("bundle/manifests");
+    let crd = m.join("charts.example.com_bookstores.yaml");
+    // A duplicate CRD.
+    std::fs::copy(&crd, m.join("copy.yaml")).expect("copy");
+    let err = fails(dir.path());
+    assert!(
+        err.contains("ERROR [crd] bundle/manifests/copy.yaml: metadata.name: duplicate CRD bookstores.charts.example.com"),
+        "{err}"
+    );
+    // An owned CRD missing.
+    std::fs::remove_file(m.join("copy.yaml")).expect("rm");
+    std::fs::remove_file(&crd).expect("rm");
+    let err = fails(dir.path());
+    assert!(
+        err.contains("bundle/manifests/bosun.clusterserviceversion.yaml: spec.customresourcedefinitions.owned[0]: owned CRD bookstores.charts.example.com is not in the bundle"),
+        "{err}"
+    );
+    // No bundle at all.
+    let empty = tempfile::tempdir().expect("empty");
+    let err = fails(empty.path());
+    assert!(err.contains("bundle/manifests/"), "{err}");
+    // An unknown selector is a usage error, not a validation result.
+    let out = run(
+        dir.path(),
+        &["bundle", "validate", "--select-optional", "suite=nope"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("suite=operatorframework"));
+}
