@@ -199,6 +199,20 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
             _ => input.extra.push(o),
         }
     }
+    for op in &ops {
+        let rbac = op.rbac();
+        let rules: Vec<Value> = rbac
+            .namespaced
+            .iter()
+            .chain(&rbac.cluster)
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?;
+        for crd in op.crds() {
+            input
+                .operator_rules
+                .insert(crd.metadata.name.clone().unwrap_or_default(), rules.clone());
+        }
+    }
     let tree = bundle::generate(&input)?;
     let out = &g.output_dir;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;

@@ -6,6 +6,7 @@ mod dev;
 mod render;
 mod run;
 mod scaffold;
+mod scorecard;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +48,8 @@ pub enum Command {
     /// Write an OLM bundle (bundle/, bundle.Dockerfile) for the operators; `bundle validate`
     /// checks one as operator-sdk does.
     Bundle(Box<bundle::BundleArgs>),
+    /// Run operator-sdk's six built-in scorecard tests on a bundle, in-process.
+    Scorecard(scorecard::ScorecardArgs),
     /// Print the version.
     Version,
 }
@@ -77,6 +80,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Create(cmd) => scaffold::create(cmd),
         Command::Generate(cmd) => scaffold::generate(cmd),
         Command::Bundle(args) => bundle::run(*args),
+        Command::Scorecard(args) => scorecard::run(args),
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -66,7 +66,26 @@ fn generated(input: &BundleInput) -> Result<Value, Error> {
         "operators.operatorframework.io/project_layout".into(),
         input.project_layout.clone().into(),
     );
-    let owned: Vec<Value> = input.crds.iter().map(descriptors::owned).collect();
+    let owned: Vec<Value> = input
+        .crds
+        .iter()
+        .map(|crd| {
+            let mut o = descriptors::owned(crd);
+            let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+            let made = super::resources::from_rules(
+                input
+                    .operator_rules
+                    .get(name)
+                    .map(Vec::as_slice)
+                    .unwrap_or(&[]),
+            );
+            if !made.is_empty() {
+                o["resources"] = Value::Array(made);
+            }
+            sample_descriptors(&mut o, &input.samples);
+            o
+        })
+        .collect();
     let mut related = vec![json!({"name": "operator", "image": input.image})];
     for (name, image) in &input.related_images {
         if !related.iter().any(|r| r["image"] == *image) {
@@ -76,7 +95,7 @@ fn generated(input: &BundleInput) -> Result<Value, Error> {
     let mut spec = json!({
         "apiservicedefinitions": {},
         "customresourcedefinitions": {"owned": owned},
-        "description": format!("{} — run by bosun.", input.package),
+        "description": format!("The {} operator, run by bosun.", display(&input.package)),
         "displayName": display(&input.package),
         "icon": [],
         "install": {
@@ -119,6 +138,39 @@ fn generated(input: &BundleInput) -> Result<Value, Error> {
         },
         "spec": spec,
     }))
+}
+
+/// A spec field a sample sets but the schema does not describe (an Ansible role's open schema)
+/// still gets a descriptor, so consoles show it.
+fn sample_descriptors(owned: &mut Value, samples: &[Value]) {
+    let group = owned["name"]
+        .as_str()
+        .and_then(|n| n.split_once('.'))
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
+    let api = format!("{group}/{}", owned["version"].as_str().unwrap_or_default());
+    let mut extra = Vec::new();
+    for s in samples {
+        if s["kind"] != owned["kind"] || s["apiVersion"] != api.as_str() {
+            continue;
+        }
+        for k in s["spec"].as_object().into_iter().flat_map(|m| m.keys()) {
+            let known = owned["specDescriptors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .chain(&extra)
+                .any(|d| d["path"] == k.as_str());
+            if !known {
+                extra.push(
+                    json!({"path": k, "displayName": descriptors::words(k), "description": ""}),
+                );
+            }
+        }
+    }
+    if let Some(d) = owned["specDescriptors"].as_array_mut() {
+        d.extend(extra);
+    }
 }
 
 fn remove(v: &mut Value, key: &str) {

@@ -22,8 +22,46 @@ pub fn owned(crd: &Value) -> Value {
         "displayName": words(kind),
         "description": if description.is_empty() { words(kind) } else { description },
         "specDescriptors": descriptors(&schema["properties"]["spec"], false),
-        "statusDescriptors": descriptors(&schema["properties"]["status"], true),
+        "statusDescriptors": status_descriptors(&version, schema),
     })
+}
+
+/// From the status schema, and — where the schema leaves status open (Helm and Ansible
+/// operators) — from the printer columns that read it.
+fn status_descriptors(version: &Value, schema: &Value) -> Vec<Value> {
+    let mut out = descriptors(&schema["properties"]["status"], true);
+    for col in version["additionalPrinterColumns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let Some(path) = col["jsonPath"]
+            .as_str()
+            .and_then(|p| p.strip_prefix(".status."))
+        else {
+            continue;
+        };
+        let field: String = path
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if field.is_empty() || out.iter().any(|d| d["path"] == field.as_str()) {
+            continue;
+        }
+        let mut d = json!({
+            "path": field,
+            "displayName": words(&field),
+            "description": col["description"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("Shown in the {} column.", col["name"].as_str().unwrap_or(&field))),
+        });
+        if field == "conditions" {
+            d["x-descriptors"] = json!(["urn:alm:descriptor:io.kubernetes.conditions"]);
+        }
+        out.push(d);
+    }
+    out
 }
 
 fn descriptors(schema: &Value, status: bool) -> Vec<Value> {

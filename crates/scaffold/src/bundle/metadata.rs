@@ -52,7 +52,9 @@ pub fn dockerfile(input: &BundleInput) -> String {
     s
 }
 
-/// The built-in tests, each run in-process by `bosun scorecard` (the image is bosun's).
+/// The built-in tests: operator-sdk's entrypoints and image (those of the project's
+/// config/scorecard), so `operator-sdk scorecard` runs them in a cluster and `bosun scorecard`
+/// runs the same six in-process, selected by the same labels.
 pub const SCORECARD_TESTS: [(&str, &str); 6] = [
     ("basic", "basic-check-spec"),
     ("olm", "olm-bundle-validation"),
@@ -62,14 +64,15 @@ pub const SCORECARD_TESTS: [(&str, &str); 6] = [
     ("olm", "olm-status-descriptors"),
 ];
 
-pub fn scorecard(input: &BundleInput) -> String {
+pub const SCORECARD_IMAGE: &str = "quay.io/operator-framework/scorecard-test:v1.42.0";
+
+pub fn scorecard() -> String {
     let mut s = String::from(
         "apiVersion: scorecard.operatorframework.io/v1alpha3\nkind: Configuration\nmetadata:\n  name: config\nstages:\n- parallel: true\n  tests:\n",
     );
     for (suite, test) in SCORECARD_TESTS {
         s.push_str(&format!(
-            "  - entrypoint:\n    - bosun\n    - scorecard-test\n    - {test}\n    image: {}\n    labels:\n      suite: {suite}\n      test: {test}-test\n",
-            input.image
+            "  - entrypoint:\n    - scorecard-test\n    - {test}\n    image: {SCORECARD_IMAGE}\n    labels:\n      suite: {suite}\n      test: {test}-test\n"
         ));
     }
     s

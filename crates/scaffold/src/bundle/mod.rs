@@ -9,6 +9,9 @@
 mod csv;
 mod descriptors;
 mod metadata;
+mod resources;
+
+pub use metadata::SCORECARD_TESTS;
 
 use serde_json::Value;
 
@@ -50,6 +53,8 @@ pub struct BundleInput {
     pub extra: Vec<Value>,
     /// Example custom resources (`alm-examples`).
     pub samples: Vec<Value>,
+    /// Each CRD's operator's own rules (CRD name → rules): the owned CRD's `resources`.
+    pub operator_rules: std::collections::BTreeMap<String, Vec<Value>>,
     /// The hand-written base CSV (`config/manifests/bases/<package>.clusterserviceversion.yaml`).
     pub base: Option<Value>,
 }
@@ -84,10 +89,7 @@ pub fn generate(input: &BundleInput) -> Result<Tree, Error> {
         metadata::annotations(input),
     );
     tree.put("bundle.Dockerfile", metadata::dockerfile(input));
-    tree.put(
-        "bundle/tests/scorecard/config.yaml",
-        metadata::scorecard(input),
-    );
+    tree.put("bundle/tests/scorecard/config.yaml", metadata::scorecard());
     Ok(tree)
 }
 

@@ -257,3 +257,54 @@ fn metadata_and_dockerfile_agree() {
         serde_yaml::from_slice(&tree.files["bundle/tests/scorecard/config.yaml"]).expect("yaml");
     assert_eq!(sc["stages"][0]["tests"].as_array().expect("tests").len(), 6);
 }
+
+#[test]
+fn owned_resources_are_what_the_operator_may_create() {
+    let mut i = input();
+    i.operator_rules.insert(
+        "gardens.plants.example.test".into(),
+        vec![
+            json!({"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["get", "create"]}),
+            // Read only: not something the operator makes.
+            json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}),
+            json!({"apiGroups": [""], "resources": ["services"], "verbs": ["create"]}),
+        ],
+    );
+    let csv = csv_of(&generate(&i).expect("bundle"));
+    let kinds: Vec<&str> = csv["spec"]["customresourcedefinitions"]["owned"][0]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["Service", "Deployment", "StatefulSet"]);
+}
+
+#[test]
+fn an_open_status_is_described_by_its_printer_columns_and_an_open_spec_by_the_samples() {
+    let mut i = input();
+    let v = &mut i.crds[0]["spec"]["versions"][0];
+    v["schema"]["openAPIV3Schema"]["properties"]["status"] =
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    v["schema"]["openAPIV3Schema"]["properties"]["spec"] =
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    v["additionalPrinterColumns"] = json!([
+        {"name": "Ready", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status", "type": "string"},
+        {"name": "Revision", "jsonPath": ".status.deployedRelease.revision", "type": "integer"},
+        {"name": "Age", "jsonPath": ".metadata.creationTimestamp", "type": "date"}
+    ]);
+    let csv = csv_of(&generate(&i).expect("bundle"));
+    let owned = &csv["spec"]["customresourcedefinitions"]["owned"][0];
+    let status: Vec<&str> = owned["statusDescriptors"]
+        .as_array()
+        .expect("status")
+        .iter()
+        .filter_map(|d| d["path"].as_str())
+        .collect();
+    assert_eq!(status, ["conditions", "deployedRelease"]);
+    assert_eq!(
+        owned["statusDescriptors"][1]["description"],
+        "Shown in the Revision column."
+    );
+    assert_eq!(owned["specDescriptors"][0]["path"], "replicaCount");
+}
