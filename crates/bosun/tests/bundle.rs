@@ -367,3 +367,214 @@ fn broken_bundles_fail_naming_the_file_and_the_field() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("suite=operatorframework"));
 }
+
+/// Server-side applies `value` (cluster-scoped, or in `namespace`), discovering its kind.
+async fn apply(client: &kube::Client, mut value: Value, namespace: Option<&str>) {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::core::GroupVersionKind;
+    use kube::ResourceExt;
+    if let Some(ns) = namespace {
+        value["metadata"]["namespace"] = ns.into();
+    }
+    let obj: DynamicObject = serde_json::from_value(value.clone()).expect("object");
+    let tm = obj.types.clone().expect("types");
+    let gvk = GroupVersionKind::try_from(&tm).expect("gvk");
+    // Rediscovered per object: a CRD applied just before is served by the next one.
+    let (ar, caps) = bosun_testenv::eventually(30, || async {
+        let d = kube::discovery::Discovery::new(client.clone())
+            .run()
+            .await
+            .ok()?;
+        d.resolve_gvk(&gvk)
+    })
+    .await
+    .unwrap_or_else(|| panic!("{gvk:?} is not served"));
+    let api: Api<DynamicObject> = match (caps.scope, namespace) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => {
+            Api::namespaced_with(client.clone(), ns, &ar)
+        }
+        _ => Api::all_with(client.clone(), &ar),
+    };
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::apply("bosun-bundle-test").force(),
+        &Patch::Apply(&value),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("apply {} {}: {e}", tm.kind, obj.name_any()));
+}
+
+/// The bundle installs as OLM installs it in SingleNamespace mode: its CRDs applied, the
+/// CSV's ServiceAccount given exactly the CSV's `clusterPermissions` (ClusterRole) and
+/// `permissions` (Role in the install namespace), `bosun run` with the CSV deployment's
+/// arguments as that account with `WATCH_NAMESPACE` set to the target namespace (what
+/// `olm.targetNamespaces` gives it), and every `alm-examples` entry becomes Ready there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundle_installs_as_olm_would_and_its_examples_get_ready() {
+    use bosun_testenv::{eventually, shared, test_namespace, NodeAgent, NodeAgentConfig};
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path().join("greeter-operator");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter");
+    ok(
+        &dir,
+        &["init", "--plugins", "helm", "--domain", "example.com"],
+    );
+    ok(
+        &dir,
+        &[
+            "create",
+            "api",
+            "--helm-chart",
+            chart.to_str().expect("utf8"),
+        ],
+    );
+    ok(&dir, &["bundle", "--watches", "watches.yaml"]);
+    let csv = csv(&dir, "greeter-operator");
+    let install = &csv["spec"]["install"]["spec"];
+    let deployment = &install["deployments"][0]["spec"]["template"]["spec"];
+    let sa = deployment["serviceAccountName"].as_str().expect("sa");
+
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let system = test_namespace(&admin, "olm-install").await.expect("ns");
+    let target = test_namespace(&admin, "olm-target").await.expect("ns");
+    for e in std::fs::read_dir(dir.join("bundle/manifests"))
+        .expect("ls")
+        .flatten()
+    {
+        let o = docs(&std::fs::read_to_string(e.path()).expect("read")).remove(0);
+        if o["kind"] == "CustomResourceDefinition" {
+            apply(&admin, o, None).await;
+        }
+    }
+    let name = format!("{system}-{sa}");
+    let subject = serde_json::json!([{"kind": "ServiceAccount", "name": sa, "namespace": system}]);
+    let rbac = "rbac.authorization.k8s.io/v1";
+    for obj in [
+        serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": system}}),
+        serde_json::json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": install["clusterPermissions"][0]["rules"]}),
+        serde_json::json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": subject}),
+        serde_json::json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": name, "namespace": system},
+            "rules": install["permissions"][0]["rules"]}),
+        serde_json::json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": name, "namespace": system},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": subject}),
+    ] {
+        let ns = obj["metadata"]["namespace"].as_str().map(str::to_string);
+        apply(&admin, obj, ns.as_deref()).await;
+    }
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &system)
+        .create_subresource::<TokenRequest, TokenRequest>(
+            "token",
+            sa,
+            &PostParams::default(),
+            &TokenRequest::default(),
+        )
+        .await
+        .expect("token request")
+        .status
+        .expect("status")
+        .token;
+    let kubeconfig = tmp.path().join("sa.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa}}\ncurrent-context: c\n",
+            cp.server()
+        ),
+    )
+    .expect("kubeconfig");
+    let _agent = NodeAgent::start(
+        admin.clone(),
+        NodeAgentConfig {
+            namespace: Some(target.clone()),
+            resize_needs_restart: false,
+        },
+    );
+    // The CSV deployment's arguments, with the watches file of the project (the image's path
+    // otherwise) and no listening ports (tests share the host).
+    let args: Vec<String> = deployment["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .filter(|a| !a.starts_with("--metrics") && !a.starts_with("--probe"))
+        .map(|a| {
+            if a.starts_with("--watches=") {
+                "--watches=watches.yaml".to_string()
+            } else {
+                a.to_string()
+            }
+        })
+        .chain(["--metrics-addr=off".into(), "--probe-addr=off".into()])
+        .collect();
+    let env = deployment["containers"][0]["env"].to_string();
+    assert!(env.contains("olm.targetNamespaces"), "{env}");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .current_dir(&dir)
+        .args(&args)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .env("POD_NAME", "greeter-operator-0")
+        .env("POD_NAMESPACE", &system)
+        .env("WATCH_NAMESPACE", &target)
+        .env_remove("BOSUN_NAMESPACES")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn bosun run");
+    let examples: Vec<Value> = serde_json::from_str(
+        csv["metadata"]["annotations"]["alm-examples"]
+            .as_str()
+            .expect("examples"),
+    )
+    .expect("json");
+    assert!(!examples.is_empty());
+    for ex in &examples {
+        apply(&admin, ex.clone(), Some(&target)).await;
+    }
+    for ex in &examples {
+        let (group, version) = ex["apiVersion"]
+            .as_str()
+            .and_then(|a| a.split_once('/'))
+            .expect("group/version");
+        let kind = ex["kind"].as_str().expect("kind");
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let plural = format!("{}s", kind.to_lowercase());
+        let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
+        let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &target, &ar);
+        let name = ex["metadata"]["name"].as_str().expect("name");
+        let ready = eventually(120, || async {
+            let o = api.get(name).await.ok()?;
+            o.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                .then_some(())
+        })
+        .await;
+        if ready.is_none() {
+            let status = api
+                .get(name)
+                .await
+                .map(|o| o.data["status"].clone())
+                .unwrap_or_default();
+            let _ = child.start_kill();
+            let out = child.wait_with_output().await.expect("output");
+            panic!(
+                "{kind} {name} not Ready: {status:#}\nbosun run said:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let _ = child.start_kill();
+}
