@@ -278,6 +278,25 @@ fn the_example_watches_bundles_pass() {
             ["containers"][0]["args"]
             .to_string();
         assert!(args.contains("--watches=/opt/bosun/watches.yaml"), "{args}");
+        // The chart's workloads at the sample's values: the operands (roles decide at run time).
+        let images: Vec<&str> = csv["spec"]["relatedImages"]
+            .as_array()
+            .expect("relatedImages")
+            .iter()
+            .filter_map(|r| r["image"].as_str())
+            .collect();
+        if example.starts_with("helm") {
+            assert_eq!(
+                images,
+                [
+                    "ghcr.io/bosun-dev/bosun:0.1.0",
+                    "akash125/pyapp:latest",
+                    "mongo:latest"
+                ]
+            );
+        } else {
+            assert_eq!(images, ["ghcr.io/bosun-dev/bosun:0.1.0"]);
+        }
     }
 }
 

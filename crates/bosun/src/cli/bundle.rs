@@ -176,6 +176,9 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
         base,
         ..Default::default()
     };
+    if let Some(w) = &install.watches {
+        input.related_images = chart_images(w, &input.samples)?;
+    }
     for r in &g.related_image {
         let (name, image) = r
             .split_once('=')
@@ -310,4 +313,69 @@ fn read_samples(p: &Path) -> anyhow::Result<Vec<Value>> {
         );
     }
     Ok(out)
+}
+
+/// The images a chart's workloads run, rendered at the values of its kind's first sample (the
+/// chart's defaults when there is none): the operands of `relatedImages`, named
+/// `<kind>-<container>`. Roles and playbooks decide images at run time: none are listed.
+fn chart_images(watches: &Path, samples: &[Value]) -> anyhow::Result<Vec<(String, String)>> {
+    use bosun_helm::render::{Chart, RenderOptions};
+    let file = bosun_watches::WatchesFile::load(watches)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", watches.display()))?;
+    let mut out: Vec<(String, String)> = Vec::new();
+    for entry in &file.entries {
+        let bosun_watches::Runner::Chart(path) = &entry.runner else {
+            continue;
+        };
+        let chart = Chart::load(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let api = format!("{}/{}", entry.gvk.group, entry.gvk.version);
+        let spec = samples
+            .iter()
+            .find(|s| s["kind"] == entry.gvk.kind.as_str() && s["apiVersion"] == api.as_str())
+            .map(|s| s["spec"].clone())
+            .filter(Value::is_object)
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        let mut opts = RenderOptions::new("sample", "default");
+        opts.values = bosun_helm::value::Data::from_json_float(&spec.to_string())
+            .map_err(|e| anyhow::anyhow!("{}'s sample: {e}", entry.gvk.kind))?;
+        let rendered = chart
+            .render(&opts)
+            .map_err(|e| anyhow::anyhow!("rendering {}: {e}", path.display()))?;
+        let kind = entry.gvk.kind.to_lowercase();
+        for text in rendered.files.values() {
+            for doc in serde_yaml::Deserializer::from_str(text) {
+                // NOTES.txt and other non-manifests are not YAML: the rest of that file is
+                // skipped (after an error the stream would repeat it forever).
+                let Ok(v) = Value::deserialize(doc) else {
+                    break;
+                };
+                containers(&v, &mut |name, image| {
+                    if !out.iter().any(|(_, i)| i == image) {
+                        out.push((format!("{kind}-{name}"), image.to_string()));
+                    }
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every `containers` / `initContainers` entry with an image, anywhere in `v`.
+fn containers(v: &Value, found: &mut dyn FnMut(&str, &str)) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                if k == "containers" || k == "initContainers" {
+                    for c in child.as_array().into_iter().flatten() {
+                        if let Some(image) = c["image"].as_str() {
+                            found(c["name"].as_str().unwrap_or("container"), image);
+                        }
+                    }
+                }
+                containers(child, found);
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|c| containers(c, found)),
+        _ => {}
+    }
 }
