@@ -116,7 +116,12 @@ fn validate(v: ValidateArgs) -> anyhow::Result<()> {
         f.file = v.dir.join(&f.file).display().to_string();
         eprintln!("{f}");
     }
-    if findings.iter().any(|f| f.level == Level::Error) {
+    let errors = findings.iter().filter(|f| f.level == Level::Error).count();
+    if errors > 0 {
+        eprintln!(
+            "{}: {errors} error(s): the bundle fails validation",
+            v.dir.display()
+        );
         // operator-sdk's exit code for a bundle that fails validation.
         std::process::exit(1);
     }
