@@ -7,6 +7,7 @@
 //! the generated `config/crd` and `config/rbac` are fresh by construction), and only then moves
 //! the files into place. Anything refused is refused before a file is written.
 pub mod ansible;
+pub mod bundle;
 pub mod chart;
 pub mod commands;
 mod error;
@@ -15,7 +16,9 @@ pub mod helm;
 pub mod kustomize;
 pub mod names;
 pub mod project;
+pub mod scorecard;
 pub mod top;
+pub mod validate;
 pub mod watches;
 
 use std::path::Path;

@@ -94,6 +94,33 @@ deploy: manifests kustomize ## Deploy controller to the K8s cluster specified in
 undeploy: ## Undeploy controller from the K8s cluster specified in ~/.kube/config. Call with ignore-not-found=true to ignore resource not found errors during deletion.
 	$(KUBECTL) kustomize config/default | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
+##@ Bundle
+
+# CHANNELS and DEFAULT_CHANNEL define the bundle's channels (e.g. CHANNELS=candidate,fast,stable).
+ifneq ($(origin CHANNELS), undefined)
+BUNDLE_CHANNELS := --channels=$(CHANNELS)
+endif
+ifneq ($(origin DEFAULT_CHANNEL), undefined)
+BUNDLE_DEFAULT_CHANNEL := --default-channel=$(DEFAULT_CHANNEL)
+endif
+BUNDLE_METADATA_OPTS ?= $(BUNDLE_CHANNELS) $(BUNDLE_DEFAULT_CHANNEL)
+
+# BUNDLE_IMG defines the image:tag used for the bundle.
+BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
+
+.PHONY: bundle
+bundle: manifests ## Generate the bundle (bundle/, bundle.Dockerfile) from watches.yaml and config/manifests/bases, then validate it.
+	$(BOSUN) bundle --watches watches.yaml --version $(VERSION) --image $(IMG) $(BUNDLE_METADATA_OPTS)
+	$(BOSUN) bundle validate ./bundle
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image.
+	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+
+.PHONY: bundle-push
+bundle-push: ## Push the bundle image.
+	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
+
 .PHONY: kustomize
 kustomize: ## Check that kubectl (its built-in kustomize builds config/) is installed.
 	@command -v $(KUBECTL) >/dev/null || { echo "kubectl not found: install it or set KUBECTL"; exit 1; }

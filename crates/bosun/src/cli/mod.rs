@@ -1,4 +1,5 @@
 //! Subcommands.
+mod bundle;
 mod crd;
 #[cfg(feature = "dev")]
 mod dev;
@@ -6,6 +7,7 @@ mod pg;
 mod render;
 mod run;
 mod scaffold;
+mod scorecard;
 
 use clap::{Parser, Subcommand};
 
@@ -44,6 +46,11 @@ pub enum Command {
     /// Generate files of the current project: `manifests` (config/crd and config/rbac).
     #[command(subcommand)]
     Generate(scaffold::GenerateCommand),
+    /// Write an OLM bundle (bundle/, bundle.Dockerfile) for the operators; `bundle validate`
+    /// checks one as operator-sdk does.
+    Bundle(Box<bundle::BundleArgs>),
+    /// Run operator-sdk's six built-in scorecard tests on a bundle, in-process.
+    Scorecard(scorecard::ScorecardArgs),
     /// Print the version.
     Version,
     /// PostgresCluster instance pods' entry point (`bosun pg instance`).
@@ -77,6 +84,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Create(cmd) => scaffold::create(cmd),
         Command::Generate(cmd) => scaffold::generate(cmd),
         Command::Pg(args) => pg::run(args).await,
+        Command::Bundle(args) => bundle::run(*args),
+        Command::Scorecard(args) => scorecard::run(args),
         Command::Version => {
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -1,0 +1,599 @@
+//! `bosun bundle` and `bosun bundle validate`, through the binary: the bundles of the coded
+//! operators, of both example watches files and of a scaffolded project pass the
+//! operatorframework suite; the same input gives the same bytes; the CSV grants exactly what
+//! `bosun rbac` grants; the scorecard's six tests pass (an Ansible role's open CRD aside); broken bundles fail with exit code 1 and name the file and the field.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+const CREATED: &str = "2026-01-02T03:04:05Z";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run bosun")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = run(dir, args);
+    assert!(
+        out.status.success(),
+        "bosun {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf8")
+}
+
+/// The listing fields a person writes (OperatorHub needs them), for package `package`.
+fn write_base(path: &Path, package: &str) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(
+        path,
+        format!(
+            r#"apiVersion: operators.coreos.com/v1alpha1
+kind: ClusterServiceVersion
+metadata:
+  name: {package}.v0.0.0
+  annotations:
+    categories: Application Runtime
+spec:
+  displayName: Test Operator
+  description: An operator bundled by the bundle test.
+  provider:
+    name: Bundle Test
+  maintainers:
+  - name: Test Maintainer
+    email: maintainer@bundle.test
+  links:
+  - name: Source
+    url: https://bundle.test/source
+  keywords:
+  - test
+  icon:
+  - base64data: PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4=
+    mediatype: image/svg+xml
+"#
+        ),
+    )
+    .expect("write base");
+}
+
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).expect("ls").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).expect("under root");
+                out.insert(
+                    rel.to_string_lossy().into_owned(),
+                    std::fs::read(&p).expect("read"),
+                );
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn docs(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| Value::deserialize(d).expect("yaml"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn csv(dir: &Path, package: &str) -> Value {
+    let p = dir.join(format!(
+        "bundle/manifests/{package}.clusterserviceversion.yaml"
+    ));
+    docs(&std::fs::read_to_string(p).expect("csv")).remove(0)
+}
+
+/// `bundle validate` passes; the scorecard fails exactly the tests named.
+fn validate_passes(dir: &Path, expected: &[&str]) {
+    let card = run(dir, &["scorecard", "bundle", "-o", "json"]);
+    let results: Vec<Value> = serde_json::from_slice(&card.stdout).expect("scorecard json");
+    assert_eq!(results.len(), 6);
+    let failed: Vec<&Value> = results.iter().filter(|r| r["state"] != "pass").collect();
+    let names: Vec<&str> = failed.iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, expected, "{failed:#?}");
+    assert_eq!(card.status.success(), expected.is_empty());
+    let out = ok(
+        dir,
+        &[
+            "bundle",
+            "validate",
+            "bundle",
+            "--select-optional",
+            "suite=operatorframework",
+        ],
+    );
+    assert!(
+        out.contains("All validation tests have completed successfully"),
+        "{out}"
+    );
+}
+
+const CODED: &str = "--operators=bookstore,myownshell,vmgroup";
+
+#[test]
+fn the_coded_operators_bundle_passes_and_grants_what_bosun_rbac_grants() {
+    let dir = tempfile::tempdir().expect("dir");
+    write_base(
+        &dir.path()
+            .join("config/manifests/bases/bosun.clusterserviceversion.yaml"),
+        "bosun",
+    );
+    let samples = repo().join("deploy/samples");
+    let samples = samples.to_str().expect("utf8");
+    ok(
+        dir.path(),
+        &[
+            "bundle",
+            CODED,
+            "--samples",
+            samples,
+            "--created-at",
+            CREATED,
+        ],
+    );
+    validate_passes(dir.path(), &[]);
+
+    let csv = csv(dir.path(), "bosun");
+    assert_eq!(
+        csv["spec"]["provider"]["name"], "Bundle Test",
+        "base merged"
+    );
+    let owned: Vec<&str> = csv["spec"]["customresourcedefinitions"]["owned"]
+        .as_array()
+        .expect("owned")
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    let crds = docs(&ok(dir.path(), &["crd", CODED]));
+    let crd_names: Vec<&str> = crds
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(owned, crd_names);
+    for name in crd_names {
+        let (plural, group) = name.split_once('.').expect("plural.group");
+        assert!(
+            dir.path()
+                .join(format!("bundle/manifests/{group}_{plural}.yaml"))
+                .exists(),
+            "{name}"
+        );
+    }
+    // The CSV's permissions are exactly `bosun rbac`'s rules, nothing more.
+    let rbac = docs(&ok(dir.path(), &["rbac", CODED]));
+    let rules = |kind: &str, name: &str| {
+        rbac.iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .map(|o| o["rules"].clone())
+            .expect("role")
+    };
+    let install = &csv["spec"]["install"]["spec"];
+    assert_eq!(
+        install["clusterPermissions"][0]["rules"],
+        rules("ClusterRole", "bosun")
+    );
+    assert_eq!(
+        install["permissions"][0]["rules"],
+        rules("Role", "bosun-leader-election")
+    );
+    assert_eq!(
+        install["clusterPermissions"][0]["serviceAccountName"],
+        "bosun"
+    );
+    assert!(dir
+        .path()
+        .join("bundle/manifests/bosun-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml")
+        .exists());
+}
+
+#[test]
+fn the_same_input_gives_the_same_bytes() {
+    let a = tempfile::tempdir().expect("a");
+    let b = tempfile::tempdir().expect("b");
+    for d in [&a, &b] {
+        ok(d.path(), &["bundle", CODED, "--created-at", CREATED]);
+    }
+    let (ta, tb) = (tree(a.path()), tree(b.path()));
+    assert!(!ta.is_empty());
+    assert!(ta == tb, "two runs differ");
+    // A second run over an existing bundle leaves no stale manifest behind.
+    ok(
+        a.path(),
+        &["bundle", "--operators=bookstore", "--created-at", CREATED],
+    );
+    assert!(!a
+        .path()
+        .join("bundle/manifests/my-first-operator.jgato.io_myownshells.yaml")
+        .exists());
+}
+
+#[test]
+fn the_example_watches_bundles_pass() {
+    for example in ["helm-bookstore", "ansible-bookstore"] {
+        let dir = tempfile::tempdir().expect("dir");
+        let base = dir.path().join("base.yaml");
+        write_base(&base, "bookstore-operator");
+        let watches = repo().join(format!("examples/{example}/watches.yaml"));
+        let out = dir.path().to_str().expect("utf8");
+        ok(
+            dir.path(),
+            &[
+                "bundle",
+                "--watches",
+                watches.to_str().expect("utf8"),
+                "--package",
+                "bookstore-operator",
+                "--base",
+                base.to_str().expect("utf8"),
+                "--output-dir",
+                out,
+                "--channels",
+                "stable,fast",
+                "--default-channel",
+                "stable",
+                "--version",
+                "1.2.3",
+                "--replaces",
+                "bookstore-operator.v1.2.2",
+            ],
+        );
+        // An Ansible role's CRD leaves spec open (operator-sdk's does too): no validation to score.
+        let expected: &[&str] = if example.starts_with("ansible") {
+            &["olm-crds-have-validation"]
+        } else {
+            &[]
+        };
+        validate_passes(dir.path(), expected);
+        let csv = csv(dir.path(), "bookstore-operator");
+        assert_eq!(csv["metadata"]["name"], "bookstore-operator.v1.2.3");
+        assert_eq!(csv["spec"]["replaces"], "bookstore-operator.v1.2.2");
+        // config/samples beside the watches file became the examples.
+        let examples: Vec<Value> = serde_json::from_str(
+            csv["metadata"]["annotations"]["alm-examples"]
+                .as_str()
+                .expect("examples"),
+        )
+        .expect("json");
+        assert_eq!(examples.len(), 1, "{example}");
+        assert_eq!(examples[0]["kind"], "BookStore");
+        let args = csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]
+            ["containers"][0]["args"]
+            .to_string();
+        assert!(args.contains("--watches=/opt/bosun/watches.yaml"), "{args}");
+        // The chart's workloads at the sample's values: the operands (roles decide at run time).
+        let images: Vec<&str> = csv["spec"]["relatedImages"]
+            .as_array()
+            .expect("relatedImages")
+            .iter()
+            .filter_map(|r| r["image"].as_str())
+            .collect();
+        if example.starts_with("helm") {
+            assert_eq!(
+                images,
+                [
+                    "ghcr.io/bosun-dev/bosun:0.1.0",
+                    "akash125/pyapp:latest",
+                    "mongo:latest"
+                ]
+            );
+        } else {
+            assert_eq!(images, ["ghcr.io/bosun-dev/bosun:0.1.0"]);
+        }
+    }
+}
+
+#[test]
+fn a_scaffolded_project_bundles_from_its_own_files() {
+    let dir = tempfile::tempdir().expect("dir");
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter");
+    ok(
+        dir.path(),
+        &[
+            "init",
+            "--plugins",
+            "helm",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "greeter-operator",
+        ],
+    );
+    ok(
+        dir.path(),
+        &[
+            "create",
+            "api",
+            "--helm-chart",
+            chart.to_str().expect("utf8"),
+        ],
+    );
+    assert!(std::fs::read_to_string(dir.path().join("Makefile"))
+        .expect("Makefile")
+        .contains("$(BOSUN) bundle --watches watches.yaml"));
+    write_base(
+        &dir.path()
+            .join("config/manifests/bases/greeter-operator.clusterserviceversion.yaml"),
+        "greeter-operator",
+    );
+    ok(dir.path(), &["bundle", "--watches", "watches.yaml"]);
+    validate_passes(dir.path(), &[]);
+    let csv = csv(dir.path(), "greeter-operator");
+    assert_eq!(
+        csv["metadata"]["annotations"]["operators.operatorframework.io/project_layout"],
+        "helm.sdk.operatorframework.io/v1"
+    );
+    let examples = csv["metadata"]["annotations"]["alm-examples"]
+        .as_str()
+        .expect("examples");
+    assert!(examples.contains("Greeter"), "{examples}");
+}
+
+/// The error lines of a failing validation (exit code 1).
+fn fails(dir: &Path) -> String {
+    let out = run(dir, &["bundle", "validate", "bundle"]);
+    assert_eq!(out.status.code(), Some(1), "should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn broken_bundles_fail_naming_the_file_and_the_field() {
+    let dir = tempfile::tempdir().expect("dir");
+    ok(dir.path(), &["bundle", "--operators=bookstore"]);
+    let m = dir.path().join("bundle/manifests");
+    let crd = m.join("charts.example.com_bookstores.yaml");
+    // A duplicate CRD.
+    std::fs::copy(&crd, m.join("copy.yaml")).expect("copy");
+    let err = fails(dir.path());
+    assert!(
+        err.contains("ERROR [crd] bundle/manifests/copy.yaml: metadata.name: duplicate CRD bookstores.charts.example.com"),
+        "{err}"
+    );
+    // An owned CRD missing.
+    std::fs::remove_file(m.join("copy.yaml")).expect("rm");
+    std::fs::remove_file(&crd).expect("rm");
+    let err = fails(dir.path());
+    assert!(
+        err.contains("bundle/manifests/bosun.clusterserviceversion.yaml: spec.customresourcedefinitions.owned[0]: owned CRD bookstores.charts.example.com is not in the bundle"),
+        "{err}"
+    );
+    // No bundle at all.
+    let empty = tempfile::tempdir().expect("empty");
+    let err = fails(empty.path());
+    assert!(err.contains("bundle/manifests/"), "{err}");
+    // An unknown selector is a usage error, not a validation result.
+    let out = run(
+        dir.path(),
+        &["bundle", "validate", "--select-optional", "suite=nope"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("suite=operatorframework"));
+}
+
+/// Server-side applies `value` (cluster-scoped, or in `namespace`), discovering its kind.
+async fn apply(client: &kube::Client, mut value: Value, namespace: Option<&str>) {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::core::GroupVersionKind;
+    use kube::ResourceExt;
+    if let Some(ns) = namespace {
+        value["metadata"]["namespace"] = ns.into();
+    }
+    let obj: DynamicObject = serde_json::from_value(value.clone()).expect("object");
+    let tm = obj.types.clone().expect("types");
+    let gvk = GroupVersionKind::try_from(&tm).expect("gvk");
+    // Rediscovered per object: a CRD applied just before is served by the next one.
+    let (ar, caps) = bosun_testenv::eventually(30, || async {
+        let d = kube::discovery::Discovery::new(client.clone())
+            .run()
+            .await
+            .ok()?;
+        d.resolve_gvk(&gvk)
+    })
+    .await
+    .unwrap_or_else(|| panic!("{gvk:?} is not served"));
+    let api: Api<DynamicObject> = match (caps.scope, namespace) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => {
+            Api::namespaced_with(client.clone(), ns, &ar)
+        }
+        _ => Api::all_with(client.clone(), &ar),
+    };
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::apply("bosun-bundle-test").force(),
+        &Patch::Apply(&value),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("apply {} {}: {e}", tm.kind, obj.name_any()));
+}
+
+/// The bundle installs as OLM installs it in SingleNamespace mode: its CRDs applied, the
+/// CSV's ServiceAccount given exactly the CSV's `clusterPermissions` (ClusterRole) and
+/// `permissions` (Role in the install namespace), `bosun run` with the CSV deployment's
+/// arguments as that account with `WATCH_NAMESPACE` set to the target namespace (what
+/// `olm.targetNamespaces` gives it), and every `alm-examples` entry becomes Ready there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundle_installs_as_olm_would_and_its_examples_get_ready() {
+    use bosun_testenv::{eventually, shared, test_namespace, NodeAgent, NodeAgentConfig};
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path().join("greeter-operator");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter");
+    ok(
+        &dir,
+        &["init", "--plugins", "helm", "--domain", "example.com"],
+    );
+    ok(
+        &dir,
+        &[
+            "create",
+            "api",
+            "--helm-chart",
+            chart.to_str().expect("utf8"),
+        ],
+    );
+    ok(&dir, &["bundle", "--watches", "watches.yaml"]);
+    let csv = csv(&dir, "greeter-operator");
+    let install = &csv["spec"]["install"]["spec"];
+    let deployment = &install["deployments"][0]["spec"]["template"]["spec"];
+    let sa = deployment["serviceAccountName"].as_str().expect("sa");
+
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let system = test_namespace(&admin, "olm-install").await.expect("ns");
+    let target = test_namespace(&admin, "olm-target").await.expect("ns");
+    for e in std::fs::read_dir(dir.join("bundle/manifests"))
+        .expect("ls")
+        .flatten()
+    {
+        let o = docs(&std::fs::read_to_string(e.path()).expect("read")).remove(0);
+        if o["kind"] == "CustomResourceDefinition" {
+            apply(&admin, o, None).await;
+        }
+    }
+    let name = format!("{system}-{sa}");
+    let subject = serde_json::json!([{"kind": "ServiceAccount", "name": sa, "namespace": system}]);
+    let rbac = "rbac.authorization.k8s.io/v1";
+    for obj in [
+        serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": system}}),
+        serde_json::json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": install["clusterPermissions"][0]["rules"]}),
+        serde_json::json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": subject}),
+        serde_json::json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": name, "namespace": system},
+            "rules": install["permissions"][0]["rules"]}),
+        serde_json::json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": name, "namespace": system},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": subject}),
+    ] {
+        let ns = obj["metadata"]["namespace"].as_str().map(str::to_string);
+        apply(&admin, obj, ns.as_deref()).await;
+    }
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &system)
+        .create_subresource::<TokenRequest, TokenRequest>(
+            "token",
+            sa,
+            &PostParams::default(),
+            &TokenRequest::default(),
+        )
+        .await
+        .expect("token request")
+        .status
+        .expect("status")
+        .token;
+    let kubeconfig = tmp.path().join("sa.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa}}\ncurrent-context: c\n",
+            cp.server()
+        ),
+    )
+    .expect("kubeconfig");
+    let _agent = NodeAgent::start(
+        admin.clone(),
+        NodeAgentConfig {
+            namespace: Some(target.clone()),
+            resize_needs_restart: false,
+        },
+    );
+    // The CSV deployment's arguments, with the watches file of the project (the image's path
+    // otherwise) and no listening ports (tests share the host).
+    let args: Vec<String> = deployment["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .filter(|a| !a.starts_with("--metrics") && !a.starts_with("--probe"))
+        .map(|a| {
+            if a.starts_with("--watches=") {
+                "--watches=watches.yaml".to_string()
+            } else {
+                a.to_string()
+            }
+        })
+        .chain(["--metrics-addr=off".into(), "--probe-addr=off".into()])
+        .collect();
+    let env = deployment["containers"][0]["env"].to_string();
+    assert!(env.contains("olm.targetNamespaces"), "{env}");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .current_dir(&dir)
+        .args(&args)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .env("POD_NAME", "greeter-operator-0")
+        .env("POD_NAMESPACE", &system)
+        .env("WATCH_NAMESPACE", &target)
+        .env_remove("BOSUN_NAMESPACES")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn bosun run");
+    let examples: Vec<Value> = serde_json::from_str(
+        csv["metadata"]["annotations"]["alm-examples"]
+            .as_str()
+            .expect("examples"),
+    )
+    .expect("json");
+    assert!(!examples.is_empty());
+    for ex in &examples {
+        apply(&admin, ex.clone(), Some(&target)).await;
+    }
+    for ex in &examples {
+        let (group, version) = ex["apiVersion"]
+            .as_str()
+            .and_then(|a| a.split_once('/'))
+            .expect("group/version");
+        let kind = ex["kind"].as_str().expect("kind");
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let plural = format!("{}s", kind.to_lowercase());
+        let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
+        let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &target, &ar);
+        let name = ex["metadata"]["name"].as_str().expect("name");
+        let ready = eventually(120, || async {
+            let o = api.get(name).await.ok()?;
+            o.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                .then_some(())
+        })
+        .await;
+        if ready.is_none() {
+            let status = api
+                .get(name)
+                .await
+                .map(|o| o.data["status"].clone())
+                .unwrap_or_default();
+            let _ = child.start_kill();
+            let out = child.wait_with_output().await.expect("output");
+            panic!(
+                "{kind} {name} not Ready: {status:#}\nbosun run said:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let _ = child.start_kill();
+}
