@@ -90,6 +90,11 @@ fn cases() -> Vec<(&'static str, serde_json::Value, Expect)> {
             Reported("ReleaseFailed"),
         ),
         (
+            "a render too large to be stored as a release",
+            json!({"greeting": "g".repeat(700_000), "copies": 50}),
+            Reported("ReleaseFailed"),
+        ),
+        (
             "deep labels",
             json!({"labels": deep}),
             Reported("ReleaseFailed"),

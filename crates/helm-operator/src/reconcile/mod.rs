@@ -547,6 +547,12 @@ fn inventory_item(d: &Desired) -> InventoryItem {
     }
 }
 
+/// The most one release's render may write (review L13). Its record holds the manifest in
+/// one Secret (1 MiB, gzipped and base64-encoded), which a manifest this large cannot fit in
+/// any realistic chart; the renderer's own bound (256 MiB, for `bosun render`) times the
+/// reconciles in flight would be gigabytes of memory for a hostile spec.
+pub const RELEASE_OUTPUT_LIMIT: usize = 32 << 20;
+
 /// Renders the release at `revision` and turns it into objects.
 async fn render(
     host: &Ctx,
@@ -556,6 +562,7 @@ async fn render(
     upgrade: bool,
 ) -> Result<Plan, Error> {
     let mut opts = RenderOptions::new(&owner.release, &owner.namespace);
+    opts.limits.max_output_bytes = RELEASE_OUTPUT_LIMIT;
     opts.revision = revision;
     opts.is_install = !upgrade;
     opts.is_upgrade = upgrade;
