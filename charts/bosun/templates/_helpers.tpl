@@ -44,6 +44,18 @@ app.kubernetes.io/name: bosun
   resources: [deployments]
   verbs: [get, list, watch, create, patch]
 {{- end }}
+{{- if has "vmgroup" .Values.operators }}
+- apiGroups: [vm.codeconnect.vmworld.com]
+  resources: [vmgroups]
+  verbs: [list, watch, patch]
+- apiGroups: [vm.codeconnect.vmworld.com]
+  resources: [vmgroups/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [vc-creds]
+  verbs: [get]
+{{- end }}
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]
@@ -61,4 +73,20 @@ app.kubernetes.io/name: bosun
 - apiGroups: [authorization.k8s.io]
   resources: [subjectaccessreviews]
   verbs: [create]
+{{- end -}}
+
+
+{{- /* The webhooks served: checked, then each with its port (9443 on, in the order named). */ -}}
+{{- define "bosun.webhooks" -}}
+{{- range $i, $op := .Values.webhooks }}
+{{- if not (has $op $.Values.operators) }}
+{{- fail (printf "webhooks names %q, which is not among the operators installed (add it to operators)" $op) }}
+{{- end }}
+{{- if eq $op "bookstore" }}
+{{- fail "BookStore's conversion webhook needs the CRD's spec.conversion, which Helm's crds/ cannot template: install with `bosun manifests --operators=bookstore --webhooks=bookstore`" }}
+{{- end }}
+{{- if ne $op "vmgroup" }}
+{{- fail (printf "operator %q serves no webhooks" $op) }}
+{{- end }}
+{{- end }}
 {{- end -}}

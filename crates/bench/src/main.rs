@@ -3,10 +3,12 @@
 //! b. BookStore convergence vs the raw write floor (the same server-side applies from a bare
 //!    client at the same concurrency);
 //! c. restart over converged BookStores: mutating requests until idle;
-//! d. steady RSS of `bosun run` with N BookStores and their children cached.
+//! d. steady RSS of `bosun run` with N BookStores and their children cached;
+//! e.–f. the Helm flavour ([`helm`]); g.–h. VmGroup on vcsim and webhook latency ([`vmgroup`]).
 //! Figures go to stdout as a table and, with --json, to a file. Nothing here asserts a timing.
 mod ansible;
 mod helm;
+mod vmgroup;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -38,8 +40,8 @@ pub(crate) struct Args {
     /// harness, where cargo builds both.
     #[arg(long, default_value_os_t = sibling_bosun())]
     bosun: PathBuf,
-    /// Only these cases (myownshell, sample-controller, bookstore, helm, ansible, render); all when
-    /// empty.
+    /// Only these cases (myownshell, sample-controller, bookstore, helm, ansible, render,
+    /// vmgroup, webhook); all when empty.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Override the object counts (comma-separated).
@@ -663,6 +665,18 @@ async fn main() -> anyhow::Result<()> {
                 .iter()
                 .map(|r| Summary::of(std::slice::from_ref(r))),
         );
+    }
+    if run("vmgroup") {
+        // 20 VMs in --quick too: vcsim clones in milliseconds, the case takes seconds.
+        for delays in [false, true] {
+            eprintln!("[bench] vmgroup on vcsim, 0 → 20 VMs → 0, task delays: {delays}");
+            rows.extend(repeated(runs, || vmgroup::case_vmgroup(20, 4, delays)).await?);
+        }
+    }
+    if run("webhook") {
+        let secs = if args.quick { 2 } else { 10 };
+        eprintln!("[bench] webhook latency, 200 reviews/s for {secs} s");
+        rows.extend(repeated(runs, || vmgroup::case_webhook(200, secs)).await?);
     }
     println!();
     print(&rows);

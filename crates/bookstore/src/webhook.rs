@@ -27,7 +27,12 @@ const CRD_NAME: &str = "bookstores.charts.example.com";
 
 /// The BookStore operator, with the conversion webhook when the environment enables it.
 pub fn from_env() -> Arc<dyn Operator> {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    from_lookup(&|k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()))
+}
+
+/// The BookStore operator for the environment `get` reads (`bosun manifests` passes the
+/// Deployment's, so what it prints matches what the pod runs).
+pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Arc<dyn Operator> {
     match WebhookSettings::from_lookup("BOSUN_BOOKSTORE", CONFIGURATION, get) {
         Some(webhook) => Arc::new(ConvertingBookStore { webhook }),
         None => Arc::new(BookStoreOperator),

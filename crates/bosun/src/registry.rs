@@ -14,21 +14,30 @@ use bosun_helm_operator::{HelmOptions, Storage};
 use bosun_runtime::manager::Operator;
 use bosun_watches::WatchesFile;
 
-/// Every operator written in code, by name.
+/// Every operator written in code, by name, configured from the process environment.
 pub fn coded() -> Vec<Arc<dyn Operator>> {
+    coded_with(&|k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()))
+}
+
+/// Every operator written in code, configured from the environment `get` reads.
+pub fn coded_with(get: &dyn Fn(&str) -> Option<String>) -> Vec<Arc<dyn Operator>> {
     vec![
         // With the v1alpha1 ↔ v1 conversion webhook when BOSUN_BOOKSTORE_WEBHOOK_ADDR is set.
-        bosun_bookstore::webhook::from_env(),
+        bosun_bookstore::webhook::from_lookup(get),
         Arc::new(bosun_myownshell::MyOwnShellOperator),
         // Settings from BOSUN_VMGROUP_* (see bosun_vmgroup::operator); not run by default.
-        Arc::new(bosun_vmgroup::VmGroupOperator::from_env()),
+        Arc::new(bosun_vmgroup::VmGroupOperator::new(
+            bosun_vmgroup::operator::Settings::from_lookup(get),
+        )),
     ]
 }
 
-/// The coded operators named in `names`, in that order; an unknown name is an error that
+/// The operators of `all` named in `names`, in that order; an unknown name is an error that
 /// lists the known ones.
-pub fn select(names: &[String]) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
-    let all = coded();
+fn select_from(
+    all: Vec<Arc<dyn Operator>>,
+    names: &[String],
+) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
     let mut out = Vec::new();
     for n in names.iter().filter(|n| !n.is_empty()) {
         match all.iter().find(|o| o.name() == n) {
@@ -63,6 +72,9 @@ pub struct Sources<'a> {
     pub reconcile_period: Option<std::time::Duration>,
     /// `--ansible-engine` for role and playbook entries.
     pub ansible_engine: EngineFlag,
+    /// The environment the coded operators are configured from (None: the process's). The
+    /// manifests pass the Deployment's, so that CRDs and RBAC match what the pod runs.
+    pub env: Option<&'a std::collections::BTreeMap<String, String>>,
 }
 
 /// The default coded operators when none are named and no watches file is given.
@@ -70,10 +82,15 @@ pub const DEFAULT_OPERATORS: &[&str] = &["bookstore"];
 
 /// The operators a command runs or describes.
 pub fn operators(src: &Sources) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
+    let all = match src.env {
+        Some(env) => coded_with(&|k: &str| env.get(k).cloned()),
+        None => coded(),
+    };
     let mut ops = match (src.operators, src.watches) {
-        (Some(names), _) => select(names)?,
+        (Some(names), _) => select_from(all, names)?,
         (None, Some(_)) => Vec::new(),
-        (None, None) => select(
+        (None, None) => select_from(
+            all,
             &DEFAULT_OPERATORS
                 .iter()
                 .map(|s| s.to_string())
@@ -155,6 +172,10 @@ pub fn unique_crds(ops: &[Arc<dyn Operator>]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn select(names: &[String]) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
+        select_from(coded(), names)
+    }
 
     fn repo() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -25,19 +25,23 @@ fn python() -> PathBuf {
 }
 
 fn render(values: &Value, namespace: &str) -> Vec<Value> {
-    let out = std::process::Command::new(python())
-        .arg(repo().join("charts/render.py"))
-        .arg(repo().join("charts/bosun"))
-        .arg(values.to_string())
-        .arg(namespace)
-        .output()
-        .expect("render");
+    let out = render_output(values, namespace);
     assert!(
         out.status.success(),
         "render failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn render_output(values: &Value, namespace: &str) -> std::process::Output {
+    std::process::Command::new(python())
+        .arg(repo().join("charts/render.py"))
+        .arg(repo().join("charts/bosun"))
+        .arg(values.to_string())
+        .arg(namespace)
+        .output()
+        .expect("render")
 }
 
 fn manifests(args: &[&str]) -> Vec<Value> {
@@ -119,6 +123,45 @@ fn chart_with_settings_renders_the_same_as_the_flags() {
         "--namespace=ops",
     ]);
     assert_same(render(&values, "ops"), cli);
+}
+
+#[test]
+fn chart_with_webhooks_renders_the_same_as_the_flags() {
+    let values = serde_json::json!({
+        "operators": ["bookstore", "vmgroup"], "webhooks": ["vmgroup"]
+    });
+    let cli = manifests(&[
+        "--operators=bookstore,vmgroup",
+        "--webhooks=vmgroup",
+        "--namespace=ops",
+    ]);
+    assert!(cli
+        .iter()
+        .any(|o| o["kind"] == "ValidatingWebhookConfiguration"));
+    assert_same(render(&values, "ops"), cli);
+}
+
+/// The chart cannot template the BookStore CRD's conversion (it ships in crds/): it says so
+/// and where to get it, instead of installing a conversion webhook nothing calls.
+#[test]
+fn chart_refuses_webhooks_it_cannot_install() {
+    for (values, says) in [
+        (
+            serde_json::json!({"operators": ["bookstore"], "webhooks": ["bookstore"]}),
+            "bosun manifests --operators=bookstore --webhooks=bookstore",
+        ),
+        (
+            serde_json::json!({"operators": ["bookstore"], "webhooks": ["vmgroup"]}),
+            "not among the operators installed",
+        ),
+    ] {
+        let out = render_output(&values, "ops");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(says),
+            "{values}: {err}"
+        );
+    }
 }
 
 #[test]

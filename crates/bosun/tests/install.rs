@@ -266,3 +266,65 @@ async fn http_get(port: u16, path: &str, token: Option<&str>) -> String {
     s.read_to_string(&mut buf).await.expect("read");
     buf
 }
+
+/// The webhook objects `bosun manifests --webhooks` adds pass the API server's validation
+/// (server-side dry run: cert-manager's kinds are left out, the test control plane has none).
+#[tokio::test]
+async fn webhook_manifests_are_valid_objects() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let ns = test_namespace(&admin, "install-webhooks")
+        .await
+        .expect("namespace");
+    let yaml = bosun(&[
+        "manifests",
+        "--operators=bookstore,vmgroup",
+        "--webhooks=bookstore,vmgroup",
+        &format!("--namespace={ns}"),
+    ]);
+    let discovery = Discovery::new(admin.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let mut checked = vec![];
+    for doc in serde_yaml::Deserializer::from_str(&yaml) {
+        let value: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+        let kind = value["kind"].as_str().unwrap_or_default().to_string();
+        let wanted = [
+            "CustomResourceDefinition",
+            "Deployment",
+            "Service",
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
+        ];
+        if !wanted.contains(&kind.as_str()) {
+            continue;
+        }
+        let obj: DynamicObject = serde_json::from_value(value.clone()).expect("object");
+        let gvk = GroupVersionKind::try_from(&obj.types.clone().expect("types")).expect("gvk");
+        let (ar, caps) = discovery
+            .resolve_gvk(&gvk)
+            .expect("a kind the API server has");
+        let api: Api<DynamicObject> = match caps.scope {
+            kube::discovery::Scope::Namespaced => Api::namespaced_with(admin.clone(), &ns, &ar),
+            _ => Api::all_with(admin.clone(), &ar),
+        };
+        let mut pp = PatchParams::apply("bosun-install-test").force();
+        pp.dry_run = true;
+        api.patch(&obj.name_any(), &pp, &Patch::Apply(&value))
+            .await
+            .unwrap_or_else(|e| panic!("{kind} {}: {e}", obj.name_any()));
+        checked.push(format!("{kind}/{}", obj.name_any()));
+    }
+    for expected in [
+        "MutatingWebhookConfiguration/bosun-vmgroup",
+        "ValidatingWebhookConfiguration/bosun-vmgroup",
+        "Service/bosun-webhook",
+        "CustomResourceDefinition/bookstores.charts.example.com",
+    ] {
+        assert!(
+            checked.iter().any(|c| c == expected),
+            "{expected}: {checked:?}"
+        );
+    }
+}

@@ -224,7 +224,8 @@ impl Manager {
         let webhooks = CancellationToken::new();
         let _stop_webhooks = webhooks.clone().drop_guard();
         for op in &self.operators {
-            if let Some(plan) = op.webhooks() {
+            if let Some(mut plan) = op.webhooks() {
+                plan.webhooks = plan.webhooks.with_metrics(self.metrics.clone());
                 crate::webhook::plan::start(plan, &self.client, webhooks.child_token())
                     .await
                     .map_err(|source| ManagerError::Webhook {

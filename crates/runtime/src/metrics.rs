@@ -5,8 +5,13 @@
 //! spec to fix, a conflict, the API, transient),
 //! `controller_runtime_reconcile_time_seconds{controller}` (histogram),
 //! `controller_runtime_active_workers{controller}` (reconciles in flight),
-//! `bosun_cached_objects{controller}` (objects in the controller's cache) and
-//! `leader_election_master_status{name}` (client-go's name; 1 while this replica leads).
+//! `bosun_cached_objects{controller}` (objects in the controller's cache),
+//! `leader_election_master_status{name}` (client-go's name; 1 while this replica leads), and
+//! for webhooks `controller_runtime_webhook_requests_total{webhook,code}`,
+//! `controller_runtime_webhook_latency_seconds{webhook}` (histogram) and
+//! `controller_runtime_webhook_requests_in_flight{webhook}` — `webhook` is the path served, as
+//! in controller-runtime; requests to paths not served are not counted (a client choosing
+//! label values would grow the registry without bound).
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -42,6 +47,22 @@ struct LeaseLabels {
     name: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    webhook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookCodeLabels {
+    webhook: String,
+    code: String,
+}
+
+fn webhook_histogram() -> Histogram {
+    // 100 µs .. ~1.6 s: an admission answered in process is well under a millisecond.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 15))
+}
+
 fn duration_histogram() -> Histogram {
     // 1 ms .. ~16 s
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
@@ -58,13 +79,18 @@ pub struct Metrics {
     active: Family<ControllerLabels, Gauge>,
     cached: Family<ControllerLabels, Gauge>,
     leader: Family<LeaseLabels, Gauge>,
-    /// Families written by someone else (a role's `osdk_metric`s), by a key so that each
-    /// source is served once however many controllers register it.
-    texts: Arc<Mutex<BTreeMap<&'static str, TextSource>>>,
+    webhook_requests: Family<WebhookCodeLabels, Counter>,
+    webhook_latency: Family<WebhookLabels, Histogram, fn() -> Histogram>,
+    webhook_in_flight: Family<WebhookLabels, Gauge>,
+    /// Families written by someone else (a role's `osdk_metric`s, vCenter call counts), by a
+    /// key so that each source is served once however many controllers register it.
+    texts: Arc<Mutex<BTreeMap<&'static str, TextFn>>>,
 }
 
 /// Writes OpenMetrics text families (no `# EOF`) for [`Metrics::add_text_source`].
 pub type TextSource = fn() -> String;
+/// The same, with state (see [`Metrics::add_text_fn`]).
+pub type TextFn = Arc<dyn Fn() -> String + Send + Sync>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -85,6 +111,27 @@ impl Metrics {
         let active = Family::<ControllerLabels, Gauge>::default();
         let cached = Family::<ControllerLabels, Gauge>::default();
         let leader = Family::<LeaseLabels, Gauge>::default();
+        let webhook_requests = Family::<WebhookCodeLabels, Counter>::default();
+        let webhook_latency =
+            Family::<WebhookLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                webhook_histogram,
+            );
+        let webhook_in_flight = Family::<WebhookLabels, Gauge>::default();
+        registry.register(
+            "controller_runtime_webhook_requests",
+            "Admission and conversion requests per webhook path and HTTP status code",
+            webhook_requests.clone(),
+        );
+        registry.register(
+            "controller_runtime_webhook_latency_seconds",
+            "Time to answer one webhook request",
+            webhook_latency.clone(),
+        );
+        registry.register(
+            "controller_runtime_webhook_requests_in_flight",
+            "Webhook requests being answered",
+            webhook_in_flight.clone(),
+        );
         registry.register(
             "controller_runtime_reconcile",
             "Reconciliations per controller and result",
@@ -129,16 +176,44 @@ impl Metrics {
             active,
             cached,
             leader,
+            webhook_requests,
+            webhook_latency,
+            webhook_in_flight,
             texts: Arc::default(),
         }
     }
 
     /// Serves the families `source` writes with every scrape, once per `key`.
     pub fn add_text_source(&self, key: &'static str, source: TextSource) {
+        self.add_text_fn(key, source);
+    }
+
+    /// [`Self::add_text_source`] for a closure (counters kept elsewhere, e.g. a client's).
+    pub fn add_text_fn(
+        &self,
+        key: &'static str,
+        source: impl Fn() -> String + Send + Sync + 'static,
+    ) {
         self.texts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key, source);
+            .insert(key, Arc::new(source));
+    }
+
+    /// Starts timing one request to the webhook at `path` (a path served); the guard records
+    /// it when [`WebhookRequest::done`] gives the status code (or, dropped unfinished — the
+    /// connection went away — as code 500).
+    pub fn webhook_request(&self, path: &str) -> WebhookRequest {
+        let labels = WebhookLabels {
+            webhook: path.to_string(),
+        };
+        self.webhook_in_flight.get_or_create(&labels).inc();
+        WebhookRequest {
+            metrics: self.clone(),
+            labels,
+            start: Instant::now(),
+            code: None,
+        }
     }
 
     /// The Prometheus text exposition of every metric.
@@ -187,6 +262,36 @@ impl Metrics {
     }
 }
 
+/// One webhook request being answered (see [`Metrics::webhook_request`]).
+pub struct WebhookRequest {
+    metrics: Metrics,
+    labels: WebhookLabels,
+    start: Instant,
+    code: Option<u16>,
+}
+
+impl WebhookRequest {
+    pub fn done(mut self, code: u16) {
+        self.code = Some(code);
+    }
+}
+
+impl Drop for WebhookRequest {
+    fn drop(&mut self) {
+        let m = &self.metrics;
+        m.webhook_in_flight.get_or_create(&self.labels).dec();
+        m.webhook_latency
+            .get_or_create(&self.labels)
+            .observe(self.start.elapsed().as_secs_f64());
+        m.webhook_requests
+            .get_or_create(&WebhookCodeLabels {
+                webhook: self.labels.webhook.clone(),
+                code: self.code.unwrap_or(500).to_string(),
+            })
+            .inc();
+    }
+}
+
 /// One controller's view of the registry.
 #[derive(Clone)]
 pub struct ControllerMetrics {
@@ -198,6 +303,15 @@ impl ControllerMetrics {
     /// [`Metrics::add_text_source`] on the manager's metrics.
     pub fn add_text_source(&self, key: &'static str, source: TextSource) {
         self.metrics.add_text_source(key, source);
+    }
+
+    /// [`Metrics::add_text_fn`] on the manager's metrics.
+    pub fn add_text_fn(
+        &self,
+        key: &'static str,
+        source: impl Fn() -> String + Send + Sync + 'static,
+    ) {
+        self.metrics.add_text_fn(key, source);
     }
 
     fn labels(&self) -> ControllerLabels {
@@ -295,6 +409,23 @@ mod tests {
         assert!(text.ends_with("my_jobs 3\n# EOF\n"), "{text}");
         assert_eq!(text.matches("# EOF").count(), 1);
         assert!(text.contains("controller_runtime_reconcile_total"));
+    }
+
+    #[test]
+    fn text_functions_serve_state_kept_elsewhere() {
+        let m = Metrics::new();
+        let n = Arc::new(std::sync::atomic::AtomicU64::new(1));
+        let seen = n.clone();
+        m.controller("a").add_text_fn("calls", move || {
+            format!(
+                "# TYPE calls counter\ncalls_total {}\n",
+                seen.load(std::sync::atomic::Ordering::Relaxed)
+            )
+        });
+        assert!(m.encode().contains("calls_total 1\n"));
+        n.store(7, std::sync::atomic::Ordering::Relaxed);
+        let text = m.encode();
+        assert!(text.ends_with("calls_total 7\n# EOF\n"), "{text}");
     }
 
     #[test]

@@ -54,6 +54,12 @@ pub struct Vcsim {
 
 impl Vcsim {
     pub fn start() -> Result<Self, VcsimError> {
+        Self::start_with(&[])
+    }
+
+    /// [`Self::start`] with more of vcsim's flags, e.g. `["-method-delay",
+    /// "CloneVM_Task:500"]` to give its instant tasks a duration (benchmarks).
+    pub fn start_with(extra: &[&str]) -> Result<Self, VcsimError> {
         let bin = vcsim_path();
         if !bin.is_file() {
             return Err(VcsimError::Missing(bin));
@@ -73,6 +79,7 @@ impl Vcsim {
             .arg(dir.path().join("cert.pem"))
             .arg("-tlskey")
             .arg(dir.path().join("key.pem"))
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));

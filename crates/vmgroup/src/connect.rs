@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bosun_vsphere::{Client, Config, Tls};
+use bosun_vsphere::{CallCounts, Client, Config, Tls};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use sha2::{Digest, Sha256};
@@ -18,10 +18,13 @@ use crate::operator::Settings;
 use crate::reason::Reason;
 
 /// The clients, shared by every namespace's controller: one per Secret (`namespace/name`),
-/// with the fingerprint of what it was made from.
+/// with the fingerprint of what it was made from. Every client counts its calls on one
+/// counter, so the totals (the `bosun_vcenter_calls_total` metric) only grow, even when a
+/// changed Secret replaces a client.
 #[derive(Clone, Default)]
 pub struct Connections {
     clients: Arc<Mutex<BTreeMap<String, (String, Client)>>>,
+    counts: Arc<CallCounts>,
 }
 
 /// What the Secret gives.
@@ -76,16 +79,14 @@ pub fn credentials(secret: &Secret, where_: &str) -> Result<Credentials, Problem
 }
 
 impl Connections {
-    /// vCenter calls per vim25 method, summed over every client made so far that is still
-    /// in use.
+    /// vCenter calls per vim25 method, over every client made so far.
     pub async fn counts(&self) -> BTreeMap<String, u64> {
-        let mut out = BTreeMap::new();
-        for (_, c) in self.clients.lock().await.values() {
-            for (method, n) in c.counts().snapshot() {
-                *out.entry(method).or_insert(0) += n;
-            }
-        }
-        out
+        self.counts.snapshot()
+    }
+
+    /// The counter every client counts on.
+    pub fn counter(&self) -> Arc<CallCounts> {
+        self.counts.clone()
     }
 
     /// A logged-in client for the credentials in the Secret `settings` name.
@@ -138,6 +139,7 @@ impl Connections {
         let url = url_of(&creds.host);
         let mut config = Config::new(&url, &creds.user, &creds.password, tls);
         config.request_timeout = settings.request_timeout;
+        config.counts = self.counts.clone();
         let client = Client::connect(config).await.map_err(|e| {
             Error::vsphere(
                 &format!("connecting to vCenter at {url} as the user of Secret {where_}"),

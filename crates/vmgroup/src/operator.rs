@@ -38,6 +38,8 @@ use crate::connect::Connections;
 use crate::reconcile::reconcile;
 
 pub const FIELD_MANAGER: &str = "bosun-vmgroup";
+/// The metric family of vCenter calls on `/metrics`: `bosun_vcenter_calls_total{method}`.
+pub const VCENTER_CALLS: &str = "bosun_vcenter_calls";
 
 /// The operator's settings (see the module documentation).
 #[derive(Clone, Debug, PartialEq)]
@@ -197,6 +199,13 @@ impl Operator for VmGroupOperator {
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
         let settings = self.settings.clone();
         let connections = self.connections.clone();
+        let counts = connections.counter();
+        ctx.metrics.add_text_fn("vcenter_calls", move || {
+            counts.openmetrics(
+                VCENTER_CALLS,
+                "vCenter (vim25) calls per method, retries and re-logins included",
+            )
+        });
         Box::pin(async move {
             let client = ctx.client.clone();
             ctx.run_controller(

@@ -260,6 +260,7 @@ async fn the_operator_serves_and_registers_its_webhooks_with_its_own_rbac() {
         ..Default::default()
     };
     let manager = Manager::new(client, cfg).with_operator(op);
+    let metrics = manager.metrics();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(manager.run(
         async move {
@@ -272,6 +273,25 @@ async fn the_operator_serves_and_registers_its_webhooks_with_its_own_rbac() {
     assert!(
         refused.message.contains("inside this group's own folder"),
         "{refused:?}"
+    );
+    // The API server's reviews are measured under controller-runtime's names (a denial is
+    // an HTTP 200 answer).
+    let text = metrics.encode();
+    let answered = |path: &str| {
+        bosun_testenv::sum_series(
+            &text,
+            "controller_runtime_webhook_requests_total",
+            &[("webhook", path), ("code", "200")],
+        )
+    };
+    assert!(answered("/validate-vmgroup") >= 1.0, "{text}");
+    assert!(answered("/default-vmgroup") >= 1.0, "{text}");
+    assert!(
+        bosun_testenv::sum_series(
+            &text,
+            "controller_runtime_webhook_latency_seconds_count",
+            &[("webhook", "/validate-vmgroup")]
+        ) >= 1.0
     );
     let _ = tx.send(());
     task.await

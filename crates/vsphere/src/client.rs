@@ -28,7 +28,7 @@ struct Inner {
     content: ServiceContent,
     cookie: Mutex<Option<String>>,
     relogin: tokio::sync::Mutex<()>,
-    counts: CallCounts,
+    counts: Arc<CallCounts>,
     pub(crate) task_timeout: Duration,
 }
 
@@ -36,7 +36,7 @@ impl Client {
     /// Reads the service content and logs in.
     pub async fn connect(config: Config) -> Result<Self> {
         let transport = Transport::new(&config.url, &config.tls, config.request_timeout)?;
-        let counts = CallCounts::default();
+        let counts = config.counts.clone();
         let instance = MoRef::new("ServiceInstance", "ServiceInstance");
         let method = "RetrieveServiceContent";
         counts.add(method);
@@ -65,7 +65,8 @@ impl Client {
         &self.inner.content
     }
 
-    /// Calls made so far, per vim25 method name (retries and re-logins included).
+    /// Calls made so far, per vim25 method name (retries and re-logins included), on the
+    /// counter of its [`Config::counts`] (shared with other clients made with it).
     pub fn counts(&self) -> &CallCounts {
         &self.inner.counts
     }

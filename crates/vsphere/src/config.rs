@@ -1,6 +1,8 @@
 //! Where and how to connect, and the bounds on waiting.
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::counter::CallCounts;
 use crate::tls::Tls;
 
 /// Where and how to connect. `Debug` never shows the password.
@@ -15,6 +17,9 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Bound on waiting for one task (clone, power, destroy).
     pub task_timeout: Duration,
+    /// Where the client counts its calls: a fresh counter by default; share one between
+    /// clients to have a total that survives a client being replaced (a metric).
+    pub counts: Arc<CallCounts>,
 }
 
 impl Config {
@@ -26,6 +31,7 @@ impl Config {
             tls,
             request_timeout: Duration::from_secs(60),
             task_timeout: Duration::from_secs(600),
+            counts: Arc::default(),
         }
     }
 }

@@ -63,7 +63,13 @@ mod tests {
 
     #[test]
     fn rbac_prints_what_the_manifests_grant() {
-        let args = ManifestArgs::default();
+        for args in [ManifestArgs::default(), manifests::tests::webhook_args()] {
+            rbac_matches(&args);
+        }
+    }
+
+    fn rbac_matches(args: &ManifestArgs) {
+        let args = args.clone();
         let ops = args.operators().expect("ops");
         let all = manifests::objects(&args, &ops).expect("objects");
         let rbac_kinds = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];

@@ -4,8 +4,10 @@
 //! what happened. Ctrl-C stops and cleans up. `--use-current-cluster` runs against the cluster
 //! in KUBECONFIG instead — with leader election on the Lease an installed bosun holds, so it
 //! never writes next to one: while that bosun runs, `bosun dev` is a standby and shows what
-//! the installed one does.
+//! the installed one does. With the VmGroup operator it starts vcsim too, applies the sample
+//! VmGroup and shows its VMs as vcsim has them ([`vcenter`]).
 mod assets;
+mod vcenter;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,7 +112,7 @@ async fn dev_leader(
     Ok((LeaderConfig::new(&args.lease_name, &ns, &identity), holder))
 }
 
-fn say(msg: impl AsRef<str>) {
+pub(super) fn say(msg: impl AsRef<str>) {
     eprintln!("\x1b[1m==>\x1b[0m {}", msg.as_ref());
 }
 
@@ -392,6 +394,13 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     say(format!("installing the CRDs of {}", names.join(", ")));
     install(&client, &ops).await?;
     let coded_bookstore = names.contains(&"bookstore");
+    let vmgroup = names.contains(&"vmgroup");
+    // Against a real cluster the operator talks to the vCenter of its Secret; locally, vcsim.
+    let sim = if vmgroup && !args.use_current_cluster {
+        Some(vcenter::start(&client, &args.namespace).await?)
+    } else {
+        None
+    };
     let mut config = ManagerConfig::default();
     let mut installed = None;
     if args.use_current_cluster {
@@ -420,6 +429,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             Some(std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?)
         }
         (None, None) if coded_bookstore => Some(SAMPLE.to_string()),
+        (None, None) if vmgroup => Some(vcenter::SAMPLE.to_string()),
         _ => None,
     };
     let ready = match &sample {
@@ -445,6 +455,12 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             let view = if coded_bookstore && ar.group == "charts.example.com" && ar.version == "v1"
             {
                 show(&client, &args.namespace).await?
+            } else if let (Some(sim), "VmGroup") = (&sim, ar.kind.as_str()) {
+                format!(
+                    "{}\n{}",
+                    show_custom(&client, &ar, &args.namespace).await?,
+                    vcenter::show_vms(&client, sim, &args.namespace).await?
+                )
             } else {
                 format!(
                     "{}\n{}",
@@ -482,6 +498,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     }
     let _ = stop_tx.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), run).await;
+    drop(sim);
     say("stopped; the local control plane is removed");
     Ok(())
 }

@@ -181,6 +181,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         suppress_override_values: args.suppress_override_values,
         reconcile_period: args.reconcile_period,
         ansible_engine: args.ansible_engine,
+        env: None,
     })?;
     let config = ManagerConfig {
         scope: Scope::from_list(&namespaces),

@@ -80,15 +80,25 @@ fn args(a: &ManifestArgs) -> Vec<String> {
 
 pub fn deployment(a: &ManifestArgs) -> Deployment {
     let quantity = |s: &str| Quantity(s.to_string());
+    let mut env = vec![
+        field_env("POD_NAME", "metadata.name"),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+    ];
+    env.extend(super::webhooks::env_vars(a));
+    let mut ports = vec![port("metrics", 8080), port("probes", 8081)];
+    ports.extend(
+        super::webhooks::ports(a)
+            .iter()
+            .map(|(name, number)| port(name, *number)),
+    );
+    let (volumes, mounts): (Vec<_>, Vec<_>) = super::webhooks::volumes(a).into_iter().unzip();
     let container = Container {
         name: NAME.into(),
         image: Some(a.image.clone()),
         args: Some(args(a)),
-        env: Some(vec![
-            field_env("POD_NAME", "metadata.name"),
-            field_env("POD_NAMESPACE", "metadata.namespace"),
-        ]),
-        ports: Some(vec![port("metrics", 8080), port("probes", 8081)]),
+        env: Some(env),
+        ports: Some(ports),
+        volume_mounts: (!mounts.is_empty()).then_some(mounts),
         liveness_probe: Some(probe("/healthz", Some(5), 10)),
         readiness_probe: Some(probe("/readyz", None, 5)),
         // Sized from the benchmark (BENCHMARKS.md): ~20 MB RSS at 1000 BookStores.
@@ -139,6 +149,7 @@ pub fn deployment(a: &ManifestArgs) -> Deployment {
                     }),
                     termination_grace_period_seconds: Some(30),
                     containers: vec![container],
+                    volumes: (!volumes.is_empty()).then_some(volumes),
                     ..Default::default()
                 }),
             },

@@ -5,6 +5,7 @@
 //! objects (checked with Helm's engine).
 mod deployment;
 pub mod rbac;
+pub mod webhooks;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,6 +48,12 @@ pub struct ManifestArgs {
     /// Log format: text or json.
     #[arg(long, default_value = "json")]
     pub log_format: String,
+    /// Operators whose webhooks to serve (comma-separated, each among the operators
+    /// installed): adds the webhook Service, the webhook configurations or the CRD's
+    /// conversion, and cert-manager Certificates with a self-signed Issuer (cert-manager must
+    /// be installed). None by default.
+    #[arg(long, value_delimiter = ',')]
+    pub webhooks: Vec<String>,
 }
 
 impl Default for ManifestArgs {
@@ -61,19 +68,26 @@ impl Default for ManifestArgs {
             watch_namespaces: vec![],
             replicas: 2,
             log_format: "json".into(),
+            webhooks: vec![],
         }
     }
 }
 
 impl ManifestArgs {
     /// The operators these flags select (see [`crate::registry::operators`]).
+    /// They are configured from the Deployment's environment (see [`webhooks`]), not this
+    /// process's, so the CRDs and RBAC printed are those of the pods.
     pub fn operators(&self) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
-        crate::registry::operators(&crate::registry::Sources {
+        let env = webhooks::env(self);
+        let ops = crate::registry::operators(&crate::registry::Sources {
             operators: self.operators.as_deref(),
             watches: self.watches.as_deref(),
             release_storage: self.release_storage,
+            env: Some(&env),
             ..Default::default()
-        })
+        })?;
+        webhooks::check(self, &ops)?;
+        Ok(ops)
     }
 
     /// The coded operators the Deployment's `--operators` names.
@@ -134,6 +148,7 @@ pub fn objects(a: &ManifestArgs, operators: &[Arc<dyn Operator>]) -> anyhow::Res
     out.extend(rbac::objects(a, operators)?);
     out.push(serde_json::to_value(deployment::deployment(a))?);
     out.push(serde_json::to_value(deployment::metrics_service(a))?);
+    out.extend(webhooks::objects(a, operators)?);
     Ok(out)
 }
 
@@ -148,7 +163,7 @@ pub fn to_yaml(objects: &[Value]) -> anyhow::Result<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn objs(a: &ManifestArgs) -> Vec<Value> {
@@ -180,6 +195,150 @@ mod tests {
             committed == yaml(&args),
             "deploy/overlays/namespaced/bosun.yaml is stale: run `cargo run -p bosun -- manifests --watch-namespaces=shop > deploy/overlays/namespaced/bosun.yaml`"
         );
+    }
+
+    pub(crate) fn webhook_args() -> ManifestArgs {
+        ManifestArgs {
+            operators: Some(vec!["bookstore".into(), "vmgroup".into()]),
+            webhooks: vec!["bookstore".into(), "vmgroup".into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn committed_webhooks_overlay_is_fresh() {
+        let committed = include_str!("../../../../deploy/overlays/webhooks/bosun.yaml");
+        assert!(
+            committed == yaml(&webhook_args()),
+            "deploy/overlays/webhooks/bosun.yaml is stale: run `cargo run -p bosun -- manifests --operators=bookstore,vmgroup --webhooks=bookstore,vmgroup > deploy/overlays/webhooks/bosun.yaml`"
+        );
+    }
+
+    /// cert-manager injects the CA of the Certificate an object names: each named one must be
+    /// printed, and its Secret mounted where that operator reads its certificate.
+    #[test]
+    fn every_ca_injection_names_a_certificate_mounted_for_its_operator() {
+        let objs = objs(&webhook_args());
+        let injected: Vec<&str> = objs
+            .iter()
+            .filter_map(|o| {
+                o["metadata"]["annotations"][bosun_runtime::webhook::config::CERT_MANAGER_INJECT]
+                    .as_str()
+            })
+            .collect();
+        assert_eq!(
+            injected.len(),
+            3,
+            "two admission configurations and the BookStore CRD: {injected:?}"
+        );
+        let dep = objs
+            .iter()
+            .find(|o| o["kind"] == "Deployment")
+            .expect("deployment");
+        let pod = &dep["spec"]["template"]["spec"];
+        let env = |name: &str| {
+            pod["containers"][0]["env"]
+                .as_array()
+                .expect("env")
+                .iter()
+                .find(|e| e["name"] == name)
+                .and_then(|e| e["value"].as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        for name in injected {
+            let (ns, cert) = name.split_once('/').expect("namespace/name");
+            assert_eq!(ns, "bosun-system");
+            let c = objs
+                .iter()
+                .find(|o| o["kind"] == "Certificate" && o["metadata"]["name"] == cert)
+                .unwrap_or_else(|| panic!("no Certificate {cert}"));
+            assert_eq!(c["spec"]["issuerRef"]["name"], webhooks::ISSUER);
+            assert!(c["spec"]["dnsNames"][0] == "bosun-webhook.bosun-system.svc");
+            let secret = c["spec"]["secretName"].as_str().expect("secret");
+            let volume = pod["volumes"]
+                .as_array()
+                .expect("volumes")
+                .iter()
+                .find(|v| v["secret"]["secretName"] == secret)
+                .expect("secret mounted");
+            let mount = pod["containers"][0]["volumeMounts"]
+                .as_array()
+                .expect("mounts")
+                .iter()
+                .find(|m| m["name"] == volume["name"])
+                .expect("mount");
+            let op = cert.trim_start_matches("bosun-").to_uppercase();
+            assert_eq!(
+                mount["mountPath"].as_str(),
+                Some(env(&format!("BOSUN_{op}_WEBHOOK_CERT_DIR")).as_str())
+            );
+        }
+        assert!(objs.iter().any(|o| o["kind"] == "Issuer"));
+    }
+
+    /// The Service's ports are the ones the operators listen on and the configurations call.
+    #[test]
+    fn webhook_service_ports_reach_the_listeners() {
+        let objs = objs(&webhook_args());
+        let svc = objs
+            .iter()
+            .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == webhooks::SERVICE)
+            .expect("webhook service");
+        let ports = svc["spec"]["ports"].as_array().expect("ports");
+        let text = serde_json::to_string(&objs).expect("json");
+        for (op, port) in [("BOOKSTORE", 9443), ("VMGROUP", 9444)] {
+            assert!(ports.iter().any(|p| p["port"] == port));
+            assert!(
+                text.contains(&format!(
+                    "\"BOSUN_{op}_WEBHOOK_ADDR\",\"value\":\"0.0.0.0:{port}\""
+                )),
+                "{op}"
+            );
+        }
+        for o in objs.iter().filter(|o| {
+            o["kind"]
+                .as_str()
+                .is_some_and(|k| k.ends_with("WebhookConfiguration"))
+        }) {
+            let cc = &o["webhooks"][0]["clientConfig"];
+            assert_eq!(cc["service"]["name"], webhooks::SERVICE);
+            assert_eq!(cc["service"]["port"], 9444, "VmGroup's port");
+            assert!(
+                cc["url"].is_null() && cc["caBundle"].is_null(),
+                "cert-manager injects the CA"
+            );
+        }
+    }
+
+    /// With cert-manager nothing is written at start: no right to write configurations or
+    /// CRDs is granted.
+    #[test]
+    fn webhooks_from_cert_manager_need_no_write_rights() {
+        let a = webhook_args();
+        let text =
+            serde_json::to_string(&rbac::objects(&a, &a.operators().expect("ops")).expect("rbac"))
+                .expect("json");
+        assert!(
+            !text.contains("webhookconfigurations") && !text.contains("customresourcedefinitions"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn webhooks_of_an_operator_not_installed_or_without_any_are_refused() {
+        let err = |a: ManifestArgs| a.operators().err().expect("refused").to_string();
+        let e = err(ManifestArgs {
+            webhooks: vec!["vmgroup".into()],
+            ..Default::default()
+        });
+        assert!(e.contains("--operators"), "{e}");
+        let e = err(ManifestArgs {
+            operators: Some(vec!["myownshell".into()]),
+            webhooks: vec!["myownshell".into()],
+            ..Default::default()
+        });
+        assert!(e.contains("serves no webhooks"), "{e}");
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub struct Webhooks {
     admission: BTreeMap<String, AdmissionFn>,
     conversion: BTreeMap<String, ConversionFn>,
     max_body: usize,
+    /// Where requests are measured (the manager's registry).
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 impl Default for Webhooks {
@@ -51,6 +53,7 @@ impl Default for Webhooks {
             admission: BTreeMap::new(),
             conversion: BTreeMap::new(),
             max_body: DEFAULT_MAX_BODY,
+            metrics: None,
         }
     }
 }
@@ -96,6 +99,12 @@ impl Webhooks {
     /// The largest body read ([`DEFAULT_MAX_BODY`] unless set); larger ones get 413.
     pub fn max_body_bytes(mut self, max: usize) -> Self {
         self.max_body = max;
+        self
+    }
+
+    /// Requests measured in `metrics` (the manager does this for every operator's plan).
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 

@@ -75,10 +75,25 @@ fn uid_of(bytes: &[u8]) -> Option<String> {
 }
 
 pub(crate) async fn handle(State(hooks): State<Arc<Webhooks>>, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    let served = hooks.admission.contains_key(&path) || hooks.conversion.contains_key(&path);
+    // Only paths served are measured: label values chosen by any client would be unbounded.
+    let timer = hooks
+        .metrics
+        .as_ref()
+        .filter(|_| served)
+        .map(|m| m.webhook_request(&path));
+    let response = answer(&hooks, path, req).await;
+    if let Some(t) = timer {
+        t.done(response.status().as_u16());
+    }
+    response
+}
+
+async fn answer(hooks: &Webhooks, path: String, req: Request) -> Response {
     if req.method() != Method::POST {
         return refuse(StatusCode::METHOD_NOT_ALLOWED, "POST a review".into());
     }
-    let path = req.uri().path().to_string();
     let (admission, conversion) = (hooks.admission.get(&path), hooks.conversion.get(&path));
     if admission.is_none() && conversion.is_none() {
         return refuse(StatusCode::NOT_FOUND, format!("no webhook at {path}"));

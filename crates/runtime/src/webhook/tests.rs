@@ -340,3 +340,45 @@ async fn a_generated_certificate_is_renewed_at_two_thirds_of_its_validity() {
     stop.cancel();
     task.await.expect("join");
 }
+
+#[tokio::test]
+async fn requests_are_measured_per_served_path_and_code_with_controller_runtime_names() {
+    let metrics = crate::metrics::Metrics::new();
+    let router = hooks().with_metrics(metrics.clone()).router();
+    let send = |path: &'static str, body: String| {
+        let router = router.clone();
+        async move {
+            router
+                .oneshot(Request::post(path).body(Body::from(body)).expect("request"))
+                .await
+                .expect("infallible")
+                .status()
+        }
+    };
+    assert_eq!(
+        send("/validate", review(thing(11)).to_string()).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send("/validate", review(thing(1)).to_string()).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send("/validate", "nope".into()).await,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(send("/nowhere", "{}".into()).await, StatusCode::NOT_FOUND);
+    let text = metrics.encode();
+    for line in [
+        r#"controller_runtime_webhook_requests_total{webhook="/validate",code="200"} 2"#,
+        r#"controller_runtime_webhook_requests_total{webhook="/validate",code="400"} 1"#,
+        r#"controller_runtime_webhook_latency_seconds_count{webhook="/validate"} 3"#,
+        r#"controller_runtime_webhook_requests_in_flight{webhook="/validate"} 0"#,
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+    assert!(
+        !text.contains("/nowhere"),
+        "paths not served are not labels"
+    );
+}

@@ -352,15 +352,36 @@ async fn a_steady_group_is_read_in_one_retrieval_per_reconcile() {
     .await;
     env.wait_vms("many", &["many-1", "many-2", "many-3", "many-4"], 1, 1)
         .await;
-    let op = env.op.clone().expect("operator");
-    let (r0, c0) = (env.reconciles(), op.vcenter_calls().await);
+    // The counts as `/metrics` exports them.
+    let calls = || {
+        let text = env.metrics.as_ref().map(|m| m.encode()).unwrap_or_default();
+        [
+            "RetrievePropertiesEx",
+            "FindByInventoryPath",
+            "CloneVM_Task",
+            "PowerOnVM_Task",
+            "ReconfigVM_Task",
+            "Login",
+        ]
+        .into_iter()
+        .map(|m| {
+            let n = bosun_testenv::sum_series(&text, "bosun_vcenter_calls_total", &[("method", m)]);
+            (m.to_string(), n as u64)
+        })
+        .collect::<std::collections::BTreeMap<String, u64>>()
+    };
+    let (r0, c0) = (env.reconciles(), calls());
+    assert!(
+        c0["CloneVM_Task"] >= 4,
+        "the clones are counted on /metrics: {c0:?}"
+    );
     // Resyncs (every second here) bring the reconciles.
     let more = eventually(60, || async {
         (env.reconciles() >= r0 + 5.0).then_some(())
     })
     .await;
     assert!(more.is_some(), "no resync reconciles");
-    let (r1, c1) = (env.reconciles(), op.vcenter_calls().await);
+    let (r1, c1) = (env.reconciles(), calls());
     let delta = |m: &str| c1.get(m).copied().unwrap_or(0) - c0.get(m).copied().unwrap_or(0);
     // A reconcile in flight at either snapshot counts at most once more.
     let reconciles = (r1 - r0) as u64 + 1;
