@@ -22,6 +22,8 @@ pub fn coded() -> Vec<Arc<dyn Operator>> {
         Arc::new(bosun_myownshell::MyOwnShellOperator),
         // Settings from BOSUN_VMGROUP_* (see bosun_vmgroup::operator); not run by default.
         Arc::new(bosun_vmgroup::VmGroupOperator::from_env()),
+        // PostgresCluster (seed 003); its instances' pods run `bosun pg instance`.
+        Arc::new(bosun_postgres::PostgresOperator),
     ]
 }
 
