@@ -196,7 +196,7 @@ impl Env {
                     .agent
                     .logs(&self.ns, &p.name_any(), "postgres")
                     .unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                let tail: Vec<&str> = log.lines().rev().take(60).collect();
                 out.push_str(&format!("--- {}\n", p.name_any()));
                 for l in tail.into_iter().rev() {
                     out.push_str(l);
@@ -300,26 +300,34 @@ async fn seed_then_scale_to_three_replicates_a_row_to_every_replica() {
     }
 }
 
-/// Counts, for the whole failover, the largest number of instances reporting themselves
-/// primary at one moment (by each pod IP's instance API).
+/// Counts, for the whole failover, the largest number of instances that were writable
+/// primaries at one moment: every pod's instance API asked at once, a primary counted when it
+/// reports itself ready (accepting writes; one shutting down is not).
 fn watch_primaries(pods: Api<Pod>, stop: Arc<AtomicUsize>) -> tokio::task::JoinHandle<usize> {
     tokio::spawn(async move {
         let mut most = 0;
         while stop.load(Ordering::Relaxed) == 0 {
-            let mut n = 0;
-            if let Ok(list) = pods.list(&Default::default()).await {
-                for p in list {
-                    let Some(ip) = p.status.and_then(|s| s.pod_ip) else {
-                        continue;
-                    };
-                    let Ok(ip) = ip.parse() else { continue };
-                    let api = InstanceClient::new(SocketAddr::new(ip, 8000), None);
-                    if let Ok(st) = api.state().await {
-                        if st.role == StateRole::Primary {
-                            n += 1;
-                        }
-                    }
-                }
+            let ips: Vec<std::net::IpAddr> = match pods.list(&Default::default()).await {
+                Ok(list) => list
+                    .into_iter()
+                    .filter_map(|p| p.status?.pod_ip?.parse().ok())
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            let states = futures::future::join_all(ips.into_iter().map(|ip| async move {
+                InstanceClient::new(SocketAddr::new(ip, 8000), None)
+                    .state()
+                    .await
+                    .ok()
+            }))
+            .await;
+            let n = states
+                .iter()
+                .flatten()
+                .filter(|s| s.role == StateRole::Primary && s.ready)
+                .count();
+            if n > 1 {
+                eprintln!("primaries at once: {states:#?}");
             }
             most = most.max(n);
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -348,6 +356,7 @@ async fn primary_pod_deleted_fails_over_and_the_old_primary_rejoins() {
         .await
         .expect("delete the primary's pod");
 
+    let t0 = std::time::Instant::now();
     // pgf-2 is promoted and accepts writes.
     let promoted = eventually(DEADLINE, || async {
         let s = e.clusters.get("pgf").await.ok()?.status?;
@@ -362,8 +371,10 @@ async fn primary_pod_deleted_fails_over_and_the_old_primary_rejoins() {
         .await
         .expect("the new primary accepts writes");
 
+    eprintln!("failover: {:?}", t0.elapsed());
     // The old primary is back, as a replica of the new one, with both rows.
     let s = e.healthy("pgf", 2).await;
+    eprintln!("rejoined: {:?}", t0.elapsed());
     assert_eq!(s.current_primary.as_deref(), Some("pgf-2"));
     let back = s
         .instances
@@ -373,7 +384,13 @@ async fn primary_pod_deleted_fails_over_and_the_old_primary_rejoins() {
     assert_eq!(back.role, "replica", "{s:#?}");
     let ip = ip_of(&s, "pgf-1");
     for row in ["before failover", "after failover"] {
-        assert!(has_row(&ip, &pw, row).await, "pgf-1 lacks {row:?}");
+        if !has_row(&ip, &pw, row).await {
+            panic!(
+                "pgf-1 lacks {row:?}: {:#?}\n{}",
+                e.clusters.get("pgf").await.ok().and_then(|c| c.status),
+                e.logs("pgf").await
+            );
+        }
     }
     let pg1 = connect(&ip, &pw).await.expect("old primary");
     let in_recovery: bool = pg1

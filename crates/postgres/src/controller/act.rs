@@ -47,12 +47,23 @@ impl Act<'_> {
                     .await
             }
             Action::StartPod { serial } => {
-                if self.current_primary == Some(*serial) {
-                    self.create_pod(*serial, Role::Primary, None).await
-                } else {
-                    let primary = self.primary_addr()?;
-                    self.create_pod(*serial, Role::Replica, Some(&primary))
-                        .await
+                // A running primary elsewhere wins over the recorded one: after a failover
+                // the status may still name this (old) primary until the next write, and
+                // starting it as a primary would make two.
+                match self.running_primary() {
+                    Some(p) if p != *serial => {
+                        let primary = self.primary_addr()?;
+                        self.create_pod(*serial, Role::Replica, Some(&primary))
+                            .await
+                    }
+                    Some(_) => Ok(()),
+                    None if self.current_primary == Some(*serial) => {
+                        self.create_pod(*serial, Role::Primary, None).await
+                    }
+                    None => Err(Error::NotYet(format!(
+                        "{} can only start as a replica, and no primary runs",
+                        self.name(*serial)
+                    ))),
                 }
             }
             Action::RemoveMember { serial } | Action::RemoveReplica { serial } => {
@@ -104,6 +115,15 @@ impl Act<'_> {
     fn required(&self, serial: u32) -> Result<InstanceClient, Error> {
         self.instance(serial)
             .ok_or_else(|| Error::NotYet(format!("{} has no pod IP", self.name(serial))))
+    }
+
+    /// The serial of the instance running as the primary, if one does.
+    fn running_primary(&self) -> Option<u32> {
+        self.seen
+            .states
+            .iter()
+            .find(|(_, s)| s.role == StateRole::Primary)
+            .map(|(serial, _)| *serial)
     }
 
     /// `host:port` of the running primary.
