@@ -2,7 +2,7 @@
 //! `crd`, `rbac`, `manifests`, `dev`, and the tests' ServiceAccount (through each operator's
 //! [`Operator::rbac`]).
 //!
-//! Two sources: the operators written in code (`--operators bookstore,myownshell,vmgroup`), and the
+//! Two sources: the operators written in code (`--operators bookstore,myownshell,vmgroup,postgres`), and the
 //! entries of an operator-sdk `watches.yaml` (`--watches FILE`): a `chart` entry runs as a
 //! Helm-based operator, a `role` or `playbook` entry as an Ansible-based one. With `--watches`
 //! and no `--operators`, only the watched kinds run; with neither, the BookStore operator.
