@@ -332,3 +332,146 @@ pub fn pod(
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::{plan, Observed};
+
+    fn plan_of(spec: serde_json::Value) -> Plan {
+        let pc = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "pg", "namespace": "db"}, "spec": spec,
+        }))
+        .expect("cluster");
+        plan(&pc, &Observed::default()).expect("valid")
+    }
+
+    fn owner() -> OwnerReference {
+        OwnerReference {
+            api_version: "lukeb0nd.com/v1".into(),
+            kind: "PostgresCluster".into(),
+            name: "pg".into(),
+            uid: "u-1".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
+    fn env_of(pod: &Pod) -> BTreeMap<String, EnvVar> {
+        pod.spec.as_ref().expect("spec").containers[0]
+            .env
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.name.clone(), e))
+            .collect()
+    }
+
+    #[test]
+    fn a_replica_pod_runs_bosun_from_the_postgres_image_and_joins_its_primary() {
+        let p = plan_of(
+            serde_json::json!({"size": 3, "postgresql": {"parameters": {"work_mem": "8MB"}}}),
+        );
+        let pod = pod(&p, 2, Role::Replica, Some("127.1.0.1:5432"), &owner());
+        assert_eq!(pod.metadata.name.as_deref(), Some("pg-2"));
+        let labels = pod.metadata.labels.clone().expect("labels");
+        assert_eq!(labels[CLUSTER_LABEL], "pg");
+        assert_eq!(labels[ROLE_LABEL], "replica");
+        let spec = pod.spec.as_ref().expect("spec");
+        let init = &spec.init_containers.as_ref().expect("init")[0];
+        assert_eq!(
+            init.command.as_deref(),
+            Some(
+                &[
+                    "/bosun".to_string(),
+                    "pg".into(),
+                    "install".into(),
+                    "/controller/bosun".into()
+                ][..]
+            )
+        );
+        let c = &spec.containers[0];
+        assert_eq!(c.image.as_deref(), Some("postgres:15"));
+        assert_eq!(
+            c.command.as_deref(),
+            Some(&["/controller/bosun".to_string()][..])
+        );
+        assert!(c
+            .args
+            .as_ref()
+            .expect("args")
+            .contains(&"--param=work_mem=8MB".to_string()));
+        let env = env_of(&pod);
+        assert_eq!(env["BOSUN_PG_ROLE"].value.as_deref(), Some("replica"));
+        assert_eq!(
+            env["BOSUN_PG_PRIMARY"].value.as_deref(),
+            Some("127.1.0.1:5432")
+        );
+        // Secrets by reference only, never as values.
+        let token = env["BOSUN_PG_API_TOKEN"].value_from.as_ref().expect("from");
+        let key = token.secret_key_ref.as_ref().expect("secret ref");
+        assert_eq!(
+            (key.name.as_str(), key.key.as_str()),
+            ("pg-credentials", KEY_TOKEN)
+        );
+        assert!(env["BOSUN_PG_API_TOKEN"].value.is_none());
+        assert_eq!(
+            env["BOSUN_PG_POD_IP"]
+                .value_from
+                .as_ref()
+                .and_then(|f| f.field_ref.as_ref())
+                .map(|f| f.field_path.as_str()),
+            Some("status.podIP")
+        );
+    }
+
+    #[test]
+    fn a_primary_pod_names_no_primary() {
+        let p = plan_of(serde_json::json!({}));
+        let pod = pod(&p, 1, Role::Primary, Some("ignored:5432"), &owner());
+        let env = env_of(&pod);
+        assert_eq!(env["BOSUN_PG_ROLE"].value.as_deref(), Some("primary"));
+        assert!(!env.contains_key("BOSUN_PG_PRIMARY"));
+        assert_eq!(env["BOSUN_PG_APP_DATABASE"].value.as_deref(), Some("app"));
+    }
+
+    #[test]
+    fn the_claim_is_owned_by_the_cluster_and_sized_by_the_plan() {
+        let p =
+            plan_of(serde_json::json!({"storage": {"size": "2Gi", "storageClassName": "fast"}}));
+        let c = claim(&p, 4, &owner());
+        assert_eq!(c.metadata.name.as_deref(), Some("pg-4"));
+        assert_eq!(c.metadata.owner_references.as_ref().map(Vec::len), Some(1));
+        let spec = c.spec.expect("spec");
+        assert_eq!(spec.storage_class_name.as_deref(), Some("fast"));
+        assert_eq!(
+            spec.resources.and_then(|r| r.requests).expect("requests")["storage"].0,
+            "2Gi"
+        );
+    }
+
+    #[test]
+    fn the_secret_holds_fresh_values_for_every_key() {
+        let p = plan_of(serde_json::json!({}));
+        let mut n = 0;
+        let s = secret(&p, &owner(), || {
+            n += 1;
+            format!("v{n}")
+        });
+        let data = s.string_data.expect("data");
+        let values: std::collections::BTreeSet<&String> = data.values().collect();
+        assert_eq!(values.len(), 4, "{data:?}");
+        assert!(data.contains_key(KEY_TOKEN) && data.contains_key(KEY_SUPERUSER));
+    }
+
+    #[test]
+    fn the_service_selects_the_primary() {
+        let p = plan_of(serde_json::json!({}));
+        let s = service(&p, &owner());
+        assert_eq!(s.metadata.name.as_deref(), Some("pg-rw"));
+        let sel = s.spec.and_then(|s| s.selector).expect("selector");
+        assert_eq!(sel[ROLE_LABEL], "primary");
+        assert_eq!(sel[CLUSTER_LABEL], "pg");
+    }
+}

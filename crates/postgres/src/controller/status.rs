@@ -220,3 +220,149 @@ pub fn describe(plan: &Plan, action: &Action) -> String {
         Action::Fail(why) => why.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::observe::PodSeen;
+    use crate::instance::InstanceState;
+    use crate::validate::{plan, Observed};
+
+    fn plan_of() -> Plan {
+        let pc = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "pg", "namespace": "db"}, "spec": {"size": 2},
+        }))
+        .expect("cluster");
+        plan(&pc, &Observed::default()).expect("valid")
+    }
+
+    fn state(name: &str, role: StateRole, ready: bool) -> InstanceState {
+        InstanceState {
+            name: name.into(),
+            role,
+            ready,
+            timeline: Some(1),
+            lsn: Some("0/3000000".into()),
+            received_lsn: None,
+            primary: None,
+            last_rejoin: None,
+            rewind_failure: None,
+            error: None,
+        }
+    }
+
+    fn snapshot(states: &[(u32, Option<InstanceState>)]) -> Snapshot {
+        let mut s = Snapshot::default();
+        for (serial, st) in states {
+            s.pods.insert(
+                *serial,
+                PodSeen {
+                    ip: Some(format!("127.0.0.{serial}").parse().expect("ip")),
+                    terminating: false,
+                    role_label: None,
+                },
+            );
+            s.claims.insert(*serial);
+            if let Some(st) = st {
+                s.states.insert(*serial, st.clone());
+            }
+        }
+        s
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).expect("time")
+    }
+
+    #[test]
+    fn a_promotion_is_recorded_as_the_target_before_it_is_done() {
+        let prev = PostgresClusterStatus {
+            current_primary: Some("pg-1".into()),
+            latest_instance: 2,
+            ..Default::default()
+        };
+        let seen = snapshot(&[(2, Some(state("pg-2", StateRole::Replica, false)))]);
+        let s = build(
+            &plan_of(),
+            Some(3),
+            &prev,
+            &seen,
+            &Action::Promote { serial: 2 },
+            now(),
+        );
+        assert_eq!(s.target_primary.as_deref(), Some("pg-2"));
+        // Not the current primary until it is seen as one.
+        assert_eq!(s.current_primary.as_deref(), Some("pg-1"));
+        assert_eq!(s.phase, Some(Phase::FailingOver));
+        assert_eq!(
+            s.primary_lost_since.as_deref(),
+            Some(now().to_string().as_str())
+        );
+        assert_eq!(s.observed_generation, Some(3));
+    }
+
+    #[test]
+    fn a_new_serial_is_recorded_before_its_pod_exists() {
+        let seen = snapshot(&[(1, Some(state("pg-1", StateRole::Primary, true)))]);
+        let s = build(
+            &plan_of(),
+            Some(1),
+            &PostgresClusterStatus::default(),
+            &seen,
+            &Action::AddReplica { serial: 2 },
+            now(),
+        );
+        assert_eq!(s.latest_instance, 2);
+        assert_eq!(s.current_primary.as_deref(), Some("pg-1"));
+        assert_eq!(s.primary_lost_since, None);
+        assert_eq!(s.phase, Some(Phase::Scaling));
+        assert_eq!(s.members.ready, vec!["pg-1".to_string()]);
+        assert_eq!(s.instances[0].pod_ip.as_deref(), Some("127.0.0.1"));
+    }
+
+    #[test]
+    fn the_time_the_primary_was_lost_is_kept_across_cycles() {
+        let prev = PostgresClusterStatus {
+            primary_lost_since: Some("2027-01-01T00:00:00Z".into()),
+            ..Default::default()
+        };
+        let seen = snapshot(&[(2, None)]);
+        let s = build(
+            &plan_of(),
+            None,
+            &prev,
+            &seen,
+            &Action::Wait(Wait::FailoverDelay {
+                remaining: std::time::Duration::from_secs(3),
+            }),
+            now(),
+        );
+        assert_eq!(s.primary_lost_since, prev.primary_lost_since);
+        assert_eq!(s.instances[0].role, "unknown");
+        assert!(!conditions_ready(&s));
+    }
+
+    fn conditions_ready(s: &PostgresClusterStatus) -> bool {
+        bosun_runtime::conditions::is_true(&s.conditions, "Ready")
+    }
+
+    #[test]
+    fn healthy_and_every_member_ready_is_ready() {
+        let seen = snapshot(&[
+            (1, Some(state("pg-1", StateRole::Primary, true))),
+            (2, Some(state("pg-2", StateRole::Replica, true))),
+        ]);
+        let s = build(
+            &plan_of(),
+            Some(1),
+            &PostgresClusterStatus::default(),
+            &seen,
+            &Action::Wait(Wait::Healthy),
+            now(),
+        );
+        assert!(conditions_ready(&s));
+        assert_eq!((s.size, s.ready_instances), (2, 2));
+        assert_eq!(s.phase, Some(Phase::Healthy));
+    }
+}
