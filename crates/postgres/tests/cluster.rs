@@ -404,3 +404,55 @@ async fn primary_pod_deleted_fails_over_and_the_old_primary_rejoins() {
     let most = monitor.await.expect("monitor");
     assert_eq!(most, 1, "two instances reported primary at once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_spec_says_why_and_touches_nothing() {
+    let e = env("pg-refused").await;
+    let pc: PostgresCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+        "metadata": {"name": "bad"},
+        "spec": {"size": 2, "postgresql": {"parameters": {"listen_addresses": "*"}}},
+    }))
+    .expect("cluster");
+    e.clusters
+        .create(&PostParams::default(), &pc)
+        .await
+        .expect("create");
+    let s = eventually(60, || async {
+        let s = e.clusters.get("bad").await.ok()?.status?;
+        (s.phase == Some(bosun_postgres::api::Phase::Failed)).then_some(s)
+    })
+    .await;
+    let Some(s) = s else {
+        let now = e.clusters.get("bad").await.map(|c| c.status);
+        panic!("not refused: {now:?}");
+    };
+    let ready = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready condition");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    assert!(
+        ready
+            .message
+            .contains("listen_addresses is managed by the operator"),
+        "{ready:?}"
+    );
+    assert!(e
+        .pods
+        .list(&Default::default())
+        .await
+        .expect("pods")
+        .items
+        .is_empty());
+    assert!(e
+        .secrets
+        .get_opt("bad-credentials")
+        .await
+        .expect("secret read")
+        .is_none());
+}

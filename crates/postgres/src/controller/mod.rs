@@ -263,6 +263,9 @@ async fn refuse(
     desired.phase = Some(Phase::Failed);
     desired.phase_reason = Some(message.clone());
     desired.observed_generation = pc.meta().generation;
+    // The scale subresource's selector: an empty one is refused by the API server.
+    desired.selector = build::selector(&pc.name_any());
+    desired.control_paused = pc.spec.paused;
     let mut conditions = prev.conditions.clone();
     set_condition(
         &mut conditions,
