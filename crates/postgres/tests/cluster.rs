@@ -298,6 +298,39 @@ async fn seed_then_scale_to_three_replicates_a_row_to_every_replica() {
         let refused = c.execute("INSERT INTO t VALUES ('x')", &[]).await;
         assert!(refused.is_err(), "{replica} accepted a write");
     }
+
+    // Down to 2: the highest replica goes, pod, claim and its slot on the primary.
+    e.clusters
+        .patch(
+            "pg",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"size": 2}})),
+        )
+        .await
+        .expect("scale down");
+    let s = e.healthy("pg", 2).await;
+    let names: Vec<&str> = s.instances.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["pg-1", "pg-2"]);
+    let slots = eventually(60, || async {
+        let rows = primary
+            .query(
+                "SELECT slot_name::text FROM pg_replication_slots ORDER BY 1",
+                &[],
+            )
+            .await
+            .ok()?;
+        let slots: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        (slots == ["bosun_pg_2"]).then_some(slots)
+    })
+    .await;
+    assert!(slots.is_some(), "pg-3's slot was not dropped");
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(e.clusters.clone().into_client(), &e.ns);
+    let gone = eventually(60, || async {
+        claims.get_opt("pg-3").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "pg-3's claim is still there");
 }
 
 /// Counts, for the whole failover, the largest number of instances that were writable

@@ -201,6 +201,50 @@ impl Act<'_> {
         }
     }
 
+    /// Drops the primary's inactive `bosun_` slots that no member streams through: a
+    /// removed replica's slot, when its walreceiver still held it at removal, would keep WAL
+    /// on the primary forever. Run when the cluster is healthy; best effort, logged.
+    pub async fn drop_orphan_slots(&self) {
+        let Ok(addr) = self.primary_addr() else {
+            return;
+        };
+        let Some((host, _)) = addr.rsplit_once(':') else {
+            return;
+        };
+        let keep: Vec<String> = self
+            .seen
+            .pods
+            .keys()
+            .chain(self.seen.claims.iter())
+            .map(|s| slot_name(&self.name(*s)))
+            .collect();
+        let r = async {
+            let client =
+                crate::instance::connect_remote(host, PG_PORT, SUPERUSER, self.superuser_password)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            client
+                .execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                     WHERE slot_name LIKE 'bosun\\_%' AND NOT active \
+                     AND NOT (slot_name = ANY($1))",
+                    &[&keep],
+                )
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .await;
+        match r {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!(cluster = %self.plan.name, dropped = n, "dropped orphan replication slots")
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %self.plan.name, error = %e, "could not drop orphan replication slots")
+            }
+        }
+    }
+
     /// Keeps the role label (the Service's selector) in step with a role change.
     async fn label_role(&self, serial: u32, role: &str) -> Result<(), Error> {
         label_role(self.client, &self.plan.namespace, &self.name(serial), role).await

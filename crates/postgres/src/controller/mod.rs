@@ -214,6 +214,9 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
             return Err(e);
         }
         sync_role_labels(&ctx.client, &plan, &seen).await?;
+        if action == Action::Wait(Wait::Healthy) {
+            act.drop_orphan_slots().await;
+        }
     }
     Ok(match action {
         Action::Wait(Wait::Healthy) | Action::Wait(Wait::Paused) | Action::Fail(_) => {
