@@ -2,7 +2,7 @@
 //! `crd`, `rbac`, `manifests`, `dev`, and the tests' ServiceAccount (through each operator's
 //! [`Operator::rbac`]).
 //!
-//! Two sources: the operators written in code (`--operators bookstore,myownshell,vmgroup`), and the
+//! Two sources: the operators written in code (`--operators bookstore,myownshell,vmgroup,postgres`), and the
 //! entries of an operator-sdk `watches.yaml` (`--watches FILE`): a `chart` entry runs as a
 //! Helm-based operator, a `role` or `playbook` entry as an Ansible-based one. With `--watches`
 //! and no `--operators`, only the watched kinds run; with neither, the BookStore operator.
@@ -29,6 +29,8 @@ pub fn coded_with(get: &dyn Fn(&str) -> Option<String>) -> Vec<Arc<dyn Operator>
         Arc::new(bosun_vmgroup::VmGroupOperator::new(
             bosun_vmgroup::operator::Settings::from_lookup(get),
         )),
+        // PostgresCluster (seed 003); its instances' pods run `bosun pg instance`.
+        Arc::new(bosun_postgres::PostgresOperator),
     ]
 }
 

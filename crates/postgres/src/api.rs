@@ -386,6 +386,10 @@ pub struct PostgresClusterStatus {
     /// Backups and WAL archiving, as last observed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupStatus>,
+    /// Since when no instance has been seen running as the primary (RFC 3339): the failover
+    /// delay counts from here, across operator restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_lost_since: Option<String>,
     /// Ready, Progressing, Recovering, ContinuousArchiving and LastBackupSucceeded, each with a
     /// reason and a message.
     #[serde(default)]
@@ -460,12 +464,19 @@ pub struct BackupStatus {
     pub last_archived_wal_time: Option<String>,
 }
 
-/// Status is written by the operator only; schema defaults there serve no one.
+/// Status is written by the operator only; schema defaults there serve no one. An optional
+/// enum (`phase`) is left without `null` among its values: kube-apiserver 1.20 refuses a CRD
+/// whose schema holds one ("per-version schemas may not all be set to identical values": a
+/// null value never compares equal to itself there); absent is how it is unset.
 fn no_defaults(schema: &mut schemars::Schema) {
     if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
         for (_, p) in props.iter_mut() {
             if let Some(o) = p.as_object_mut() {
                 o.remove("default");
+                if let Some(values) = o.get_mut("enum").and_then(|e| e.as_array_mut()) {
+                    values.retain(|v| !v.is_null());
+                    o.remove("nullable");
+                }
             }
         }
     }
@@ -511,6 +522,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// kube-apiserver 1.20 refuses a CRD with `null` among an enum's values.
+    #[test]
+    fn no_enum_holds_null() {
+        let text = serde_json::to_string(&PostgresCluster::crd()).expect("crd as json");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        fn walk(v: &serde_json::Value, bad: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(o) => {
+                    if let Some(e) = o.get("enum").and_then(|e| e.as_array()) {
+                        if e.iter().any(|x| x.is_null()) {
+                            bad.push(format!("{e:?}"));
+                        }
+                    }
+                    o.values().for_each(|x| walk(x, bad));
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, bad)),
+                _ => {}
+            }
+        }
+        let mut bad = Vec::new();
+        walk(&v, &mut bad);
+        assert!(bad.is_empty(), "enums with null: {bad:?}");
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! instance`). The controller that applies the lifecycle's actions to pods and claims is the
 //! next slice.
 pub mod api;
+pub mod controller;
 pub mod instance;
 pub mod lifecycle;
 pub mod validate;
 
 pub use api::{PostgresCluster, PostgresClusterSpec, PostgresClusterStatus};
+pub use controller::PostgresOperator;

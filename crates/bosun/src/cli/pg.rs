@@ -16,14 +16,17 @@ pub enum PgCommand {
     /// Run one PostgreSQL instance (initdb or join, start, serve its state and the operator's
     /// requests on the pod IP). Secrets come from BOSUN_PG_SUPERUSER_PASSWORD,
     /// BOSUN_PG_REPLICATION_PASSWORD and BOSUN_PG_API_TOKEN.
-    Instance(bosun_postgres::instance::Args),
+    Instance(Box<bosun_postgres::instance::Args>),
+    /// Copy this binary to DEST (an instance pod's init container, from bosun's image into
+    /// a volume the PostgreSQL image's container runs it from).
+    Install { dest: std::path::PathBuf },
 }
 
 pub async fn run(args: PgArgs) -> anyhow::Result<()> {
     match args.command {
         PgCommand::Instance(a) => {
             telemetry::init(LogFormat::Text);
-            let cfg = a.into_config()?;
+            let cfg = (*a).into_config()?;
             let stop = CancellationToken::new();
             let on_signal = stop.clone();
             tokio::spawn(async move {
@@ -33,5 +36,6 @@ pub async fn run(args: PgArgs) -> anyhow::Result<()> {
             bosun_postgres::instance::run(cfg, stop).await?;
             Ok(())
         }
+        PgCommand::Install { dest } => Ok(bosun_postgres::instance::install_self(&dest)?),
     }
 }

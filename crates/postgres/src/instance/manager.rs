@@ -197,6 +197,17 @@ impl Manager {
                 self.lock().phase = Phase::Fenced;
                 return Ok(());
             }
+            // An old primary restarted as a replica (its pod deleted, a failover made
+            // another the primary) may hold WAL the new primary never received: it rejoins
+            // (rewind, else a fresh clone) before it starts, or it would never stream.
+            if let (Role::Replica, Some(primary)) = (self.cfg.role, self.cfg.primary.clone()) {
+                if self.pg.was_primary().await? {
+                    info!(instance = %self.cfg.name, %primary, "the data was a primary's: rejoining before starting as a replica");
+                    let (host, port) = host_port(&primary)?;
+                    let how = self.rejoin(&host, port).await?;
+                    self.lock().last_rejoin = Some(how);
+                }
+            }
         }
         self.start(self.cfg.role, self.cfg.primary.clone()).await
     }

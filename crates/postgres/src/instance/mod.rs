@@ -21,15 +21,29 @@ pub mod http;
 mod manager;
 mod os;
 mod pg;
-mod sql;
+pub(crate) mod sql;
 mod state;
 
-pub use config::{AppDb, Args, Config, Credentials, InitDbOptions, Role};
+pub use config::{slot_name, AppDb, Args, Config, Credentials, InitDbOptions, Role};
 pub use error::Error;
 pub use manager::run;
+pub use sql::connect_remote;
 pub use state::{parse_lsn, InstanceState, Rejoin, StateRole};
 
 /// The database superuser (also used by `pg_rewind` on a source server).
 pub const SUPERUSER: &str = "postgres";
 /// The role replicas stream with.
 pub const REPLICATION_USER: &str = "streaming_replica";
+
+/// `bosun pg install DEST`: copies the running `bosun` binary to `DEST` (mode 0755). The
+/// init container of an instance's pod runs it from bosun's image into a volume shared with
+/// the PostgreSQL image's container, which then runs `bosun pg instance` from there.
+pub fn install_self(dest: &std::path::Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let me = std::env::current_exe().map_err(Error::io("finding", "the running binary"))?;
+    let tmp = dest.with_extension("partial");
+    std::fs::copy(&me, &tmp).map_err(Error::io("copying to", &tmp))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+        .map_err(Error::io("setting the mode of", &tmp))?;
+    std::fs::rename(&tmp, dest).map_err(Error::io("renaming to", dest))
+}

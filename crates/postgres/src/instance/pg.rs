@@ -138,6 +138,26 @@ impl Pg {
         self.write_hba()
     }
 
+    /// Whether the stopped data directory was last run as a primary (cleanly stopped or
+    /// crashed), by `pg_controldata`'s cluster state: such data may hold WAL the new primary
+    /// never received, so it must not simply start as a replica.
+    pub async fn was_primary(&self) -> Result<bool, Error> {
+        let mut c = self.command("pg_controldata");
+        c.arg("-D").arg(&self.data).env("LC_ALL", "C");
+        let out = c
+            .output()
+            .await
+            .map_err(Error::io("starting", self.bin.join("pg_controldata")))?;
+        if !out.status.success() {
+            return Err(Error::Command {
+                program: "pg_controldata".into(),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            });
+        }
+        Ok(state_was_primary(&String::from_utf8_lossy(&out.stdout)))
+    }
+
     /// Rewinds the (stopped) data directory onto the source server's timeline.
     pub async fn rewind(&self, host: &str, port: u16) -> Result<(), Error> {
         let mut c = self.command("pg_rewind");
@@ -251,6 +271,16 @@ pub fn postgres_args(
         .collect()
 }
 
+/// `pg_controldata`'s output: the data was a primary's (`shut down`, or `in production`
+/// after a crash) rather than a replica's (`shut down in recovery`, `in archive recovery`).
+pub fn state_was_primary(controldata: &str) -> bool {
+    controldata
+        .lines()
+        .find_map(|l| l.strip_prefix("Database cluster state:"))
+        .map(str::trim)
+        .is_some_and(|s| s == "shut down" || s == "in production")
+}
+
 /// Backslash and colon are the password file's separators.
 fn pgpass_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace(':', "\\:")
@@ -273,7 +303,13 @@ fn write_private(path: &Path, text: &str, user: Option<OsUser>) -> Result<(), Er
 }
 
 /// The programs the manager runs.
-const PROGRAMS: [&str; 4] = ["postgres", "initdb", "pg_basebackup", "pg_rewind"];
+const PROGRAMS: [&str; 5] = [
+    "postgres",
+    "initdb",
+    "pg_basebackup",
+    "pg_rewind",
+    "pg_controldata",
+];
 
 fn has_programs(dir: &Path) -> bool {
     PROGRAMS.iter().all(|p| dir.join(p).is_file())
@@ -323,6 +359,18 @@ pub fn find_bin(configured: Option<&Path>) -> Result<PathBuf, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_primarys_data_is_told_from_a_replicas() {
+        let out = |state: &str| {
+            format!("pg_control version number:            1300\nDatabase cluster state:               {state}\npg_control last modified:             x\n")
+        };
+        assert!(state_was_primary(&out("shut down")));
+        assert!(state_was_primary(&out("in production")));
+        assert!(!state_was_primary(&out("shut down in recovery")));
+        assert!(!state_was_primary(&out("in archive recovery")));
+        assert!(!state_was_primary("no state line"));
+    }
     use crate::instance::config::Credentials;
 
     fn config() -> Config {

@@ -1,0 +1,277 @@
+//! Act: carry out the one decision of the cycle. Pods and claims are created, never updated
+//! (a pod's start role is fixed; a running instance changes role through its API); instances
+//! are promoted, demoted and fenced through their manager's API with the operator's token.
+use std::net::SocketAddr;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::Client;
+
+use crate::instance::client::{ClientError, InstanceClient};
+use crate::instance::{slot_name, Role, StateRole, SUPERUSER};
+use crate::lifecycle::Action;
+use crate::validate::Plan;
+
+use super::build::{self, instance_name, HTTP_PORT, PG_PORT, ROLE_LABEL};
+use super::observe::Snapshot;
+use super::Error;
+
+/// What acting needs besides the decision.
+pub struct Act<'a> {
+    pub client: &'a Client,
+    pub plan: &'a Plan,
+    pub owner: &'a OwnerReference,
+    pub seen: &'a Snapshot,
+    pub token: &'a str,
+    pub superuser_password: &'a str,
+    /// The primary recorded in the status (a serial).
+    pub current_primary: Option<u32>,
+}
+
+impl Act<'_> {
+    pub async fn run(&self, action: &Action) -> Result<(), Error> {
+        match action {
+            Action::Wait(_) | Action::Fail(_) => Ok(()),
+            Action::CreateSeed { restore: true, .. } => Err(Error::Unsupported(
+                "restoring from a backup is not implemented yet".into(),
+            )),
+            Action::CreateSeed { serial, .. } => {
+                self.create_claim(*serial).await?;
+                self.create_pod(*serial, Role::Primary, None).await
+            }
+            Action::AddReplica { serial } => {
+                let primary = self.primary_addr()?;
+                self.create_claim(*serial).await?;
+                self.create_pod(*serial, Role::Replica, Some(&primary))
+                    .await
+            }
+            Action::StartPod { serial } => {
+                // A running primary elsewhere wins over the recorded one: after a failover
+                // the status may still name this (old) primary until the next write, and
+                // starting it as a primary would make two.
+                match self.running_primary() {
+                    Some(p) if p != *serial => {
+                        let primary = self.primary_addr()?;
+                        self.create_pod(*serial, Role::Replica, Some(&primary))
+                            .await
+                    }
+                    Some(_) => Ok(()),
+                    None if self.current_primary == Some(*serial) => {
+                        self.create_pod(*serial, Role::Primary, None).await
+                    }
+                    None => Err(Error::NotYet(format!(
+                        "{} can only start as a replica, and no primary runs",
+                        self.name(*serial)
+                    ))),
+                }
+            }
+            Action::RemoveMember { serial } | Action::RemoveReplica { serial } => {
+                self.delete_pod(*serial).await?;
+                if matches!(action, Action::RemoveReplica { .. }) {
+                    self.delete_claim(*serial).await?;
+                }
+                self.drop_slot(*serial).await;
+                Ok(())
+            }
+            Action::Fence { serial } => match self.instance(*serial) {
+                Some(api) => match api.fence().await {
+                    Ok(()) => Ok(()),
+                    // Unreachable: only deleting its pod makes sure it is not writable.
+                    Err(ClientError::Transport { .. }) => self.delete_pod(*serial).await,
+                    Err(e) => Err(e.into()),
+                },
+                None => self.delete_pod(*serial).await,
+            },
+            Action::Unfence { serial } => Ok(self.required(*serial)?.unfence().await?),
+            Action::BeginSwitchover { from, .. } => Ok(self.required(*from)?.fence().await?),
+            Action::Promote { serial } => {
+                self.required(*serial)?.promote().await?;
+                self.label_role(*serial, "primary").await
+            }
+            Action::Follow { serial, primary } => {
+                let addr = self
+                    .seen
+                    .addr_of(*primary)
+                    .ok_or_else(|| Error::NotYet(format!("{} has no IP", self.name(*primary))))?;
+                self.required(*serial)?.demote(&addr).await?;
+                self.label_role(*serial, "replica").await
+            }
+        }
+    }
+
+    fn name(&self, serial: u32) -> String {
+        instance_name(&self.plan.name, serial)
+    }
+
+    fn instance(&self, serial: u32) -> Option<InstanceClient> {
+        let ip = self.seen.pods.get(&serial)?.ip?;
+        Some(InstanceClient::new(
+            SocketAddr::new(ip, HTTP_PORT),
+            Some(self.token.to_string()),
+        ))
+    }
+
+    fn required(&self, serial: u32) -> Result<InstanceClient, Error> {
+        self.instance(serial)
+            .ok_or_else(|| Error::NotYet(format!("{} has no pod IP", self.name(serial))))
+    }
+
+    /// The serial of the instance running as the primary, if one does.
+    fn running_primary(&self) -> Option<u32> {
+        self.seen
+            .states
+            .iter()
+            .find(|(_, s)| s.role == StateRole::Primary)
+            .map(|(serial, _)| *serial)
+    }
+
+    /// `host:port` of the running primary.
+    fn primary_addr(&self) -> Result<String, Error> {
+        self.seen
+            .states
+            .iter()
+            .find(|(_, s)| s.role == StateRole::Primary)
+            .and_then(|(serial, _)| self.seen.addr_of(*serial))
+            .ok_or_else(|| Error::NotYet("no running primary to join".into()))
+    }
+
+    async fn create_claim(&self, serial: u32) -> Result<(), Error> {
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &self.plan.namespace);
+        let claim = build::claim(self.plan, serial, self.owner);
+        ignore_exists(api.create(&PostParams::default(), &claim).await)
+    }
+
+    async fn create_pod(
+        &self,
+        serial: u32,
+        role: Role,
+        primary: Option<&str>,
+    ) -> Result<(), Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.plan.namespace);
+        let pod = build::pod(self.plan, serial, role, primary, self.owner);
+        ignore_exists(api.create(&PostParams::default(), &pod).await)
+    }
+
+    async fn delete_pod(&self, serial: u32) -> Result<(), Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.plan.namespace);
+        ignore_missing(
+            api.delete(&self.name(serial), &DeleteParams::default())
+                .await,
+        )
+    }
+
+    async fn delete_claim(&self, serial: u32) -> Result<(), Error> {
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &self.plan.namespace);
+        ignore_missing(
+            api.delete(&self.name(serial), &DeleteParams::default())
+                .await,
+        )
+    }
+
+    /// The removed member's slot would keep WAL on the primary forever; best effort (the
+    /// primary may be away), logged.
+    async fn drop_slot(&self, serial: u32) {
+        let Ok(addr) = self.primary_addr() else {
+            return;
+        };
+        let Some((host, _)) = addr.rsplit_once(':') else {
+            return;
+        };
+        let slot = slot_name(&self.name(serial));
+        let r = async {
+            let client =
+                crate::instance::connect_remote(host, PG_PORT, SUPERUSER, self.superuser_password)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            client
+                .execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                     WHERE slot_name = $1 AND NOT active",
+                    &[&slot],
+                )
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .await;
+        if let Err(e) = r {
+            tracing::warn!(%slot, error = %e, "could not drop the replication slot");
+        }
+    }
+
+    /// Drops the primary's inactive `bosun_` slots that no member streams through: a
+    /// removed replica's slot, when its walreceiver still held it at removal, would keep WAL
+    /// on the primary forever. Run when the cluster is healthy; best effort, logged.
+    pub async fn drop_orphan_slots(&self) {
+        let Ok(addr) = self.primary_addr() else {
+            return;
+        };
+        let Some((host, _)) = addr.rsplit_once(':') else {
+            return;
+        };
+        let keep: Vec<String> = self
+            .seen
+            .pods
+            .keys()
+            .chain(self.seen.claims.iter())
+            .map(|s| slot_name(&self.name(*s)))
+            .collect();
+        let r = async {
+            let client =
+                crate::instance::connect_remote(host, PG_PORT, SUPERUSER, self.superuser_password)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            client
+                .execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                     WHERE slot_name LIKE 'bosun\\_%' AND NOT active \
+                     AND NOT (slot_name = ANY($1))",
+                    &[&keep],
+                )
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .await;
+        match r {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!(cluster = %self.plan.name, dropped = n, "dropped orphan replication slots")
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %self.plan.name, error = %e, "could not drop orphan replication slots")
+            }
+        }
+    }
+
+    /// Keeps the role label (the Service's selector) in step with a role change.
+    async fn label_role(&self, serial: u32, role: &str) -> Result<(), Error> {
+        label_role(self.client, &self.plan.namespace, &self.name(serial), role).await
+    }
+}
+
+pub async fn label_role(client: &Client, ns: &str, pod: &str, role: &str) -> Result<(), Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({"metadata": {"labels": {ROLE_LABEL: role}}});
+    ignore_missing(
+        api.patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    )
+}
+
+fn ignore_exists<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn ignore_missing<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

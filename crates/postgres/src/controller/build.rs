@@ -1,0 +1,477 @@
+//! The cluster's children, built purely from the [`Plan`]: one function per child.
+//!
+//! - the credentials Secret (`<name>-credentials`): passwords and the instance API token,
+//!   made once by the operator and never rewritten;
+//! - a claim per instance (`<name>-<n>`), owned by the cluster: deleting the cluster deletes
+//!   its data, as the issue asks and as CloudNativePG does (backups live elsewhere and stay);
+//! - a pod per instance (`<name>-<n>`, the serial never reused): an init container copies
+//!   the `bosun` binary from bosun's image into a shared `emptyDir`, then the PostgreSQL image
+//!   (`postgres:<version>`, whose `PATH` holds PostgreSQL's programs) runs `bosun pg instance`
+//!   from there — CloudNativePG's layout, so any image of the right major works on a real
+//!   cluster;
+//! - a Service (`<name>-rw`) selecting the primary by its role label. In process mode nothing
+//!   resolves it (loopback pods): the operator and the replicas use the pod IPs.
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod,
+    PodSpec, Probe, ResourceRequirements, Secret, SecretKeySelector, Service, ServicePort,
+    ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::instance::Role;
+use crate::validate::{BootstrapPlan, Plan};
+
+/// Labels every child carries.
+pub const CLUSTER_LABEL: &str = "postgres.lukeb0nd.com/cluster";
+pub const INSTANCE_LABEL: &str = "postgres.lukeb0nd.com/instance";
+/// `primary` or `replica`, kept in step with what the instance reports (the Service's
+/// selector).
+pub const ROLE_LABEL: &str = "postgres.lukeb0nd.com/role";
+pub const PG_PORT: u16 = 5432;
+pub const HTTP_PORT: u16 = 8000;
+/// The instance container's name.
+pub const CONTAINER: &str = "postgres";
+
+/// The Secret's keys.
+pub const KEY_SUPERUSER: &str = "superuserPassword";
+pub const KEY_REPLICATION: &str = "replicationPassword";
+pub const KEY_TOKEN: &str = "apiToken";
+pub const KEY_APP: &str = "appPassword";
+
+/// The image the init container copies `bosun` from: `BOSUN_PG_OPERATOR_IMAGE`, else bosun's
+/// own image at this version.
+pub fn operator_image() -> String {
+    std::env::var("BOSUN_PG_OPERATOR_IMAGE")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("ghcr.io/bosun-dev/bosun:{}", env!("CARGO_PKG_VERSION")))
+}
+
+pub fn instance_name(cluster: &str, serial: u32) -> String {
+    format!("{cluster}-{serial}")
+}
+
+pub fn secret_name(cluster: &str) -> String {
+    format!("{cluster}-credentials")
+}
+
+pub fn service_name(cluster: &str) -> String {
+    format!("{cluster}-rw")
+}
+
+/// The selector of every instance's pod (the scale subresource's).
+pub fn selector(cluster: &str) -> String {
+    format!("{CLUSTER_LABEL}={cluster}")
+}
+
+fn meta(plan: &Plan, name: String, owner: &OwnerReference) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: Some(plan.namespace.clone()),
+        labels: Some(BTreeMap::from([(
+            CLUSTER_LABEL.to_string(),
+            plan.name.clone(),
+        )])),
+        owner_references: Some(vec![owner.clone()]),
+        ..Default::default()
+    }
+}
+
+/// The credentials, from fresh random values (`random` makes one).
+pub fn secret(plan: &Plan, owner: &OwnerReference, mut random: impl FnMut() -> String) -> Secret {
+    let data = [KEY_SUPERUSER, KEY_REPLICATION, KEY_TOKEN, KEY_APP]
+        .into_iter()
+        .map(|k| (k.to_string(), random()))
+        .collect();
+    Secret {
+        metadata: meta(plan, secret_name(&plan.name), owner),
+        string_data: Some(data),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    }
+}
+
+pub fn claim(plan: &Plan, serial: u32, owner: &OwnerReference) -> PersistentVolumeClaim {
+    let mut m = meta(plan, instance_name(&plan.name, serial), owner);
+    labels_mut(&mut m).insert(INSTANCE_LABEL.into(), instance_name(&plan.name, serial));
+    PersistentVolumeClaim {
+        metadata: m,
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            storage_class_name: plan.storage_class.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_string(),
+                    Quantity(plan.storage.text.clone()),
+                )])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn service(plan: &Plan, owner: &OwnerReference) -> Service {
+    Service {
+        metadata: meta(plan, service_name(&plan.name), owner),
+        spec: Some(ServiceSpec {
+            selector: Some(BTreeMap::from([
+                (CLUSTER_LABEL.to_string(), plan.name.clone()),
+                (ROLE_LABEL.to_string(), "primary".to_string()),
+            ])),
+            ports: Some(vec![ServicePort {
+                name: Some("postgres".into()),
+                port: PG_PORT.into(),
+                target_port: Some(IntOrString::Int(PG_PORT.into())),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn resources(r: &bosun_bookstore::api::Resources) -> ResourceRequirements {
+    let conv = |m: &Option<BTreeMap<String, bosun_bookstore::api::Qty>>| {
+        m.as_ref().map(|m| {
+            m.iter()
+                .map(|(k, q)| (k.clone(), q.to_quantity()))
+                .collect()
+        })
+    };
+    ResourceRequirements {
+        limits: conv(&r.limits),
+        requests: conv(&r.requests),
+        ..Default::default()
+    }
+}
+
+fn labels_mut(m: &mut ObjectMeta) -> &mut BTreeMap<String, String> {
+    m.labels.get_or_insert_with(BTreeMap::new)
+}
+
+fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..Default::default()
+    }
+}
+
+fn secret_env(plan: &Plan, name: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret_name(&plan.name),
+                key: key.into(),
+                optional: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::Int(HTTP_PORT.into()),
+            ..Default::default()
+        }),
+        period_seconds: Some(period),
+        failure_threshold: Some(failures),
+        timeout_seconds: Some(5),
+        ..Default::default()
+    }
+}
+
+/// The pod of instance `serial`, starting as `role` (`primary`: `host:port` of the primary
+/// a replica joins). Data lives in `/var/lib/postgresql/data/pgdata` on the claim.
+pub fn pod(
+    plan: &Plan,
+    serial: u32,
+    role: Role,
+    primary: Option<&str>,
+    owner: &OwnerReference,
+) -> Pod {
+    let name = instance_name(&plan.name, serial);
+    let mut m = meta(plan, name.clone(), owner);
+    let labels = labels_mut(&mut m);
+    labels.extend(plan.pod.labels.clone());
+    labels.insert(CLUSTER_LABEL.into(), plan.name.clone());
+    labels.insert(INSTANCE_LABEL.into(), name.clone());
+    labels.insert(
+        ROLE_LABEL.into(),
+        match role {
+            Role::Primary => "primary",
+            Role::Replica => "replica",
+        }
+        .into(),
+    );
+    if !plan.pod.annotations.is_empty() {
+        m.annotations = Some(plan.pod.annotations.clone());
+    }
+    let mut envs = vec![
+        env("BOSUN_PG_NAME", name.clone()),
+        env("PGDATA", "/var/lib/postgresql/data/pgdata"),
+        EnvVar {
+            name: "BOSUN_PG_POD_IP".into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "status.podIP".into(),
+                    api_version: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        env("BOSUN_PG_PORT", PG_PORT.to_string()),
+        env("BOSUN_PG_HTTP_PORT", HTTP_PORT.to_string()),
+        env(
+            "BOSUN_PG_ROLE",
+            match role {
+                Role::Primary => "primary",
+                Role::Replica => "replica",
+            },
+        ),
+        env("BOSUN_PG_SYNCHRONOUS", plan.synchronous.to_string()),
+        secret_env(plan, "BOSUN_PG_SUPERUSER_PASSWORD", KEY_SUPERUSER),
+        secret_env(plan, "BOSUN_PG_REPLICATION_PASSWORD", KEY_REPLICATION),
+        secret_env(plan, "BOSUN_PG_API_TOKEN", KEY_TOKEN),
+        secret_env(plan, "BOSUN_PG_APP_PASSWORD", KEY_APP),
+    ];
+    if let Some(p) = primary.filter(|_| role == Role::Replica) {
+        envs.push(env("BOSUN_PG_PRIMARY", p));
+    }
+    if let BootstrapPlan::InitDb {
+        database,
+        owner,
+        data_checksums,
+        locale,
+    } = &plan.bootstrap
+    {
+        envs.push(env("BOSUN_PG_LOCALE", locale.clone()));
+        envs.push(env("BOSUN_PG_APP_DATABASE", database.clone()));
+        envs.push(env("BOSUN_PG_APP_OWNER", owner.clone()));
+        if !data_checksums {
+            envs.push(env("BOSUN_PG_NO_DATA_CHECKSUMS", "true"));
+        }
+    }
+    let mut args = vec!["pg".to_string(), "instance".to_string()];
+    for (k, v) in &plan.parameters {
+        args.push(format!("--param={k}={v}"));
+    }
+    let controller_mount = VolumeMount {
+        name: "controller".into(),
+        mount_path: "/controller".into(),
+        ..Default::default()
+    };
+    Pod {
+        metadata: m,
+        spec: Some(PodSpec {
+            init_containers: Some(vec![Container {
+                name: "bootstrap".into(),
+                image: Some(operator_image()),
+                command: Some(vec![
+                    "/bosun".into(),
+                    "pg".into(),
+                    "install".into(),
+                    "/controller/bosun".into(),
+                ]),
+                volume_mounts: Some(vec![controller_mount.clone()]),
+                ..Default::default()
+            }]),
+            containers: vec![Container {
+                name: CONTAINER.into(),
+                image: Some(plan.image.clone()),
+                command: Some(vec!["/controller/bosun".into()]),
+                args: Some(args),
+                env: Some(envs),
+                resources: plan.pod.resources.as_ref().map(resources),
+                readiness_probe: Some(http_probe("/readyz", 1, 1)),
+                liveness_probe: Some(http_probe("/healthz", 5, 6)),
+                volume_mounts: Some(vec![
+                    controller_mount,
+                    VolumeMount {
+                        name: "data".into(),
+                        mount_path: "/var/lib/postgresql/data".into(),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }],
+            volumes: Some(vec![
+                Volume {
+                    name: "controller".into(),
+                    empty_dir: Some(EmptyDirVolumeSource::default()),
+                    ..Default::default()
+                },
+                Volume {
+                    name: "data".into(),
+                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                        claim_name: name,
+                        read_only: None,
+                    }),
+                    ..Default::default()
+                },
+            ]),
+            node_selector: (!plan.pod.node_selector.is_empty())
+                .then(|| plan.pod.node_selector.clone()),
+            // A fast shutdown flushes WAL to the replicas; give it time before SIGKILL.
+            termination_grace_period_seconds: Some(30),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::{plan, Observed};
+
+    fn plan_of(spec: serde_json::Value) -> Plan {
+        let pc = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "pg", "namespace": "db"}, "spec": spec,
+        }))
+        .expect("cluster");
+        plan(&pc, &Observed::default()).expect("valid")
+    }
+
+    fn owner() -> OwnerReference {
+        OwnerReference {
+            api_version: "lukeb0nd.com/v1".into(),
+            kind: "PostgresCluster".into(),
+            name: "pg".into(),
+            uid: "u-1".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
+    fn env_of(pod: &Pod) -> BTreeMap<String, EnvVar> {
+        pod.spec.as_ref().expect("spec").containers[0]
+            .env
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.name.clone(), e))
+            .collect()
+    }
+
+    #[test]
+    fn a_replica_pod_runs_bosun_from_the_postgres_image_and_joins_its_primary() {
+        let p = plan_of(
+            serde_json::json!({"size": 3, "postgresql": {"parameters": {"work_mem": "8MB"}}}),
+        );
+        let pod = pod(&p, 2, Role::Replica, Some("127.1.0.1:5432"), &owner());
+        assert_eq!(pod.metadata.name.as_deref(), Some("pg-2"));
+        let labels = pod.metadata.labels.clone().expect("labels");
+        assert_eq!(labels[CLUSTER_LABEL], "pg");
+        assert_eq!(labels[ROLE_LABEL], "replica");
+        let spec = pod.spec.as_ref().expect("spec");
+        let init = &spec.init_containers.as_ref().expect("init")[0];
+        assert_eq!(
+            init.command.as_deref(),
+            Some(
+                &[
+                    "/bosun".to_string(),
+                    "pg".into(),
+                    "install".into(),
+                    "/controller/bosun".into()
+                ][..]
+            )
+        );
+        let c = &spec.containers[0];
+        assert_eq!(c.image.as_deref(), Some("postgres:15"));
+        assert_eq!(
+            c.command.as_deref(),
+            Some(&["/controller/bosun".to_string()][..])
+        );
+        assert!(c
+            .args
+            .as_ref()
+            .expect("args")
+            .contains(&"--param=work_mem=8MB".to_string()));
+        let env = env_of(&pod);
+        assert_eq!(env["BOSUN_PG_ROLE"].value.as_deref(), Some("replica"));
+        assert_eq!(
+            env["BOSUN_PG_PRIMARY"].value.as_deref(),
+            Some("127.1.0.1:5432")
+        );
+        // Secrets by reference only, never as values.
+        let token = env["BOSUN_PG_API_TOKEN"].value_from.as_ref().expect("from");
+        let key = token.secret_key_ref.as_ref().expect("secret ref");
+        assert_eq!(
+            (key.name.as_str(), key.key.as_str()),
+            ("pg-credentials", KEY_TOKEN)
+        );
+        assert!(env["BOSUN_PG_API_TOKEN"].value.is_none());
+        assert_eq!(
+            env["BOSUN_PG_POD_IP"]
+                .value_from
+                .as_ref()
+                .and_then(|f| f.field_ref.as_ref())
+                .map(|f| f.field_path.as_str()),
+            Some("status.podIP")
+        );
+    }
+
+    #[test]
+    fn a_primary_pod_names_no_primary() {
+        let p = plan_of(serde_json::json!({}));
+        let pod = pod(&p, 1, Role::Primary, Some("ignored:5432"), &owner());
+        let env = env_of(&pod);
+        assert_eq!(env["BOSUN_PG_ROLE"].value.as_deref(), Some("primary"));
+        assert!(!env.contains_key("BOSUN_PG_PRIMARY"));
+        assert_eq!(env["BOSUN_PG_APP_DATABASE"].value.as_deref(), Some("app"));
+    }
+
+    #[test]
+    fn the_claim_is_owned_by_the_cluster_and_sized_by_the_plan() {
+        let p =
+            plan_of(serde_json::json!({"storage": {"size": "2Gi", "storageClassName": "fast"}}));
+        let c = claim(&p, 4, &owner());
+        assert_eq!(c.metadata.name.as_deref(), Some("pg-4"));
+        assert_eq!(c.metadata.owner_references.as_ref().map(Vec::len), Some(1));
+        let spec = c.spec.expect("spec");
+        assert_eq!(spec.storage_class_name.as_deref(), Some("fast"));
+        assert_eq!(
+            spec.resources.and_then(|r| r.requests).expect("requests")["storage"].0,
+            "2Gi"
+        );
+    }
+
+    #[test]
+    fn the_secret_holds_fresh_values_for_every_key() {
+        let p = plan_of(serde_json::json!({}));
+        let mut n = 0;
+        let s = secret(&p, &owner(), || {
+            n += 1;
+            format!("v{n}")
+        });
+        let data = s.string_data.expect("data");
+        let values: std::collections::BTreeSet<&String> = data.values().collect();
+        assert_eq!(values.len(), 4, "{data:?}");
+        assert!(data.contains_key(KEY_TOKEN) && data.contains_key(KEY_SUPERUSER));
+    }
+
+    #[test]
+    fn the_service_selects_the_primary() {
+        let p = plan_of(serde_json::json!({}));
+        let s = service(&p, &owner());
+        assert_eq!(s.metadata.name.as_deref(), Some("pg-rw"));
+        let sel = s.spec.and_then(|s| s.selector).expect("selector");
+        assert_eq!(sel[ROLE_LABEL], "primary");
+        assert_eq!(sel[CLUSTER_LABEL], "pg");
+    }
+}

@@ -1,0 +1,402 @@
+//! The PostgresCluster controller. Each cycle is one pass of the pipeline:
+//!
+//! 1. **fetch** the cluster (the watch hands it in);
+//! 2. **validate** it into the [`Plan`] (a refused spec: condition + Event, nothing touched);
+//! 3. **observe**: the credentials Secret and the Service (made once), the pods and claims,
+//!    and each instance's `/state` at its pod IP ([`observe`]);
+//! 4. **decide** the one action of this cycle ([`crate::lifecycle::decide`], pure);
+//! 5. **record** the decision in the status ([`status`], pure) *before* acting, plus an Event;
+//! 6. **act** ([`act`]), then requeue: soon while anything is in motion, at a slower pace
+//!    when healthy (the instances are polled: a lost primary is noticed within that period,
+//!    or at once when its pod changes).
+pub mod act;
+pub mod build;
+pub mod observe;
+pub mod reason;
+pub mod status;
+
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_runtime::cache::{scoped_api, MetaCache};
+use bosun_runtime::conditions::{condition, set_condition};
+use bosun_runtime::error::{Categorized, ErrorCategory};
+use bosun_runtime::events::Events;
+use bosun_runtime::manager::{ControllerContext, Operator, OperatorError};
+use bosun_runtime::rbac::{rule, Rbac};
+use bosun_runtime::status::StatusWriter;
+use bosun_runtime::{apply::Applier, Primary, Wiring};
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use kube::runtime::controller::Action as Requeue;
+use kube::{Client, CustomResourceExt, Resource, ResourceExt};
+
+use crate::api::{Phase, PostgresCluster, PostgresClusterStatus};
+use crate::instance::client::ClientError;
+use crate::lifecycle::{self, Action, Wait};
+use crate::validate::{self, Observed, Plan};
+
+use reason::Reason;
+
+pub const FIELD_MANAGER: &str = "bosun-postgres";
+
+/// The operator in the registry (`--operators postgres`).
+pub struct PostgresOperator;
+
+pub struct Context {
+    client: Client,
+    status: StatusWriter,
+    events: Events,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Instance(#[from] ClientError),
+    /// A step that needs something not there yet (a pod IP, a running primary).
+    #[error("not yet: {0}")]
+    NotYet(String),
+    #[error("the credentials Secret is missing the key {0}")]
+    Secret(&'static str),
+    #[error("not supported: {0}")]
+    Unsupported(String),
+}
+
+impl Categorized for Error {
+    fn category(&self) -> ErrorCategory {
+        match self {
+            Error::Kube(_) => ErrorCategory::Api,
+            Error::Unsupported(_) | Error::Secret(_) => ErrorCategory::InvalidSpec,
+            Error::Instance(_) | Error::NotYet(_) => ErrorCategory::Transient,
+        }
+    }
+}
+
+/// Requeue periods: in motion, and healthy.
+const BUSY: Duration = Duration::from_secs(1);
+const IDLE: Duration = Duration::from_secs(5);
+
+impl Operator for PostgresOperator {
+    fn name(&self) -> &str {
+        "postgres"
+    }
+
+    fn crds(&self) -> Vec<CustomResourceDefinition> {
+        vec![PostgresCluster::crd()]
+    }
+
+    fn rbac(&self) -> Rbac {
+        Rbac {
+            namespaced: vec![
+                rule(
+                    "lukeb0nd.com",
+                    &["postgresclusters"],
+                    &["get", "list", "watch"],
+                ),
+                rule("lukeb0nd.com", &["postgresclusters/status"], &["patch"]),
+                rule(
+                    "",
+                    &["pods", "persistentvolumeclaims"],
+                    &["get", "list", "watch", "create", "patch", "delete"],
+                ),
+                rule("", &["secrets", "services"], &["get", "create"]),
+            ],
+            cluster: vec![],
+        }
+    }
+
+    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        Box::pin(async move {
+            let client = ctx.client.clone();
+            ctx.run_controller(|ns| wire(&client, ns), reconcile).await;
+            Ok(())
+        })
+    }
+}
+
+fn slim(m: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+    m.annotations = None;
+    m.managed_fields = None;
+}
+
+fn wire(client: &Client, ns: Option<&str>) -> Wiring<PostgresCluster, Context> {
+    let status = StatusWriter::new(FIELD_MANAGER);
+    let primary = Primary::watch(scoped_api(client.clone(), ns), (), Default::default())
+        .forgetting(&status)
+        .skip_status_only();
+    // Pod changes (a deletion, a readiness flip) trigger a cycle at once.
+    let applier = Applier::new(FIELD_MANAGER);
+    let (pods, pod_stream) =
+        MetaCache::<Pod>::watch_owned(client.clone(), ns, build::CLUSTER_LABEL, slim, &applier);
+    let context = Arc::new(Context {
+        client: client.clone(),
+        status,
+        events: Events::new(client.clone(), FIELD_MANAGER),
+    });
+    Wiring::new(primary, context).owns(pod_stream, pods.synced())
+}
+
+/// Credentials the operator uses itself.
+struct Creds {
+    token: String,
+    superuser: String,
+}
+
+async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    let prev = pc.status.clone().unwrap_or_default();
+    let api: Api<PostgresCluster> =
+        Api::namespaced(ctx.client.clone(), &pc.namespace().unwrap_or_default());
+    let plan = match validate::plan(&pc, &Observed::default()) {
+        Ok(p) => p,
+        Err(invalid) => return refuse(&pc, &ctx, &api, &prev, invalid).await,
+    };
+    let Some(owner) = pc.controller_owner_ref(&()) else {
+        return Ok(Requeue::await_change());
+    };
+    let creds = if plan.paused {
+        None
+    } else {
+        ensure_service(&ctx.client, &plan, &owner).await?;
+        Some(ensure_secret(&ctx.client, &plan, &owner).await?)
+    };
+    let seen = observe::observe(&ctx.client, &plan).await?;
+    let now = Timestamp::now();
+    let lost_for = if seen
+        .states
+        .values()
+        .any(|s| s.role == crate::instance::StateRole::Primary)
+    {
+        None
+    } else {
+        Some(
+            prev.primary_lost_since
+                .as_deref()
+                .and_then(|s| s.parse::<Timestamp>().ok())
+                .map(|t| now.duration_since(t).unsigned_abs())
+                .unwrap_or_default(),
+        )
+    };
+    let observation = seen.observation(&plan, &prev, lost_for);
+    let action = lifecycle::decide(&plan, &observation);
+    let desired = status::build(&plan, pc.meta().generation, &prev, &seen, &action, now);
+    // The decision is recorded before it is carried out.
+    ctx.status
+        .write_if_changed(&api, &pc, pc.status.as_ref(), &desired)
+        .await?;
+    announce(&pc, &ctx, &plan, &action).await;
+    if let Some(creds) = creds {
+        let act = act::Act {
+            client: &ctx.client,
+            plan: &plan,
+            owner: &owner,
+            seen: &seen,
+            token: &creds.token,
+            superuser_password: &creds.superuser,
+            current_primary: observation.current_primary,
+        };
+        if let Err(e) = act.run(&action).await {
+            let text = e.to_string();
+            ctx.events
+                .publish(
+                    &pc.object_ref(&()),
+                    true,
+                    Reason::ActionFailed.as_str(),
+                    "Reconcile",
+                    format!("{}: {text}", status::describe(&plan, &action)),
+                )
+                .await;
+            return Err(e);
+        }
+        sync_role_labels(&ctx.client, &plan, &seen).await?;
+        if action == Action::Wait(Wait::Healthy) {
+            act.drop_orphan_slots().await;
+        }
+    }
+    Ok(match action {
+        Action::Wait(Wait::Healthy) | Action::Wait(Wait::Paused) | Action::Fail(_) => {
+            Requeue::requeue(IDLE)
+        }
+        _ => Requeue::requeue(BUSY),
+    })
+}
+
+/// An Event for every change the cycle makes (not for waiting).
+async fn announce(pc: &PostgresCluster, ctx: &Context, plan: &Plan, action: &Action) {
+    let (warning, reason) = match action {
+        Action::Wait(_) => return,
+        Action::Fail(_) => (true, Reason::Failed),
+        Action::CreateSeed { .. } => (false, Reason::CreatingSeed),
+        Action::AddReplica { .. } => (false, Reason::AddingReplica),
+        Action::RemoveReplica { .. } => (false, Reason::RemovingReplica),
+        Action::StartPod { .. } => (false, Reason::RestartingInstance),
+        Action::RemoveMember { .. } => (true, Reason::RemovingMember),
+        Action::Fence { .. } => (true, Reason::Fencing),
+        Action::Unfence { .. } => (false, Reason::Unfencing),
+        Action::BeginSwitchover { .. } => (false, Reason::SwitchingOver),
+        Action::Promote { .. } => (true, Reason::Promoting),
+        Action::Follow { .. } => (false, Reason::Rejoining),
+    };
+    ctx.events
+        .publish(
+            &pc.object_ref(&()),
+            warning,
+            reason.as_str(),
+            "Reconcile",
+            status::describe(plan, action),
+        )
+        .await;
+}
+
+/// A refused spec: the reason in the status and an Event; nothing else is touched.
+async fn refuse(
+    pc: &PostgresCluster,
+    ctx: &Context,
+    api: &Api<PostgresCluster>,
+    prev: &PostgresClusterStatus,
+    invalid: validate::Invalid,
+) -> Result<Requeue, Error> {
+    let message = invalid.to_string();
+    let mut desired = prev.clone();
+    desired.phase = Some(Phase::Failed);
+    desired.phase_reason = Some(message.clone());
+    desired.observed_generation = pc.meta().generation;
+    // The scale subresource's selector: an empty one is refused by the API server.
+    desired.selector = build::selector(&pc.name_any());
+    desired.control_paused = pc.spec.paused;
+    let mut conditions = prev.conditions.clone();
+    set_condition(
+        &mut conditions,
+        &prev.conditions,
+        condition(
+            "Ready",
+            false,
+            Reason::InvalidSpec.as_str(),
+            message.clone(),
+            pc.meta().generation,
+        ),
+        Timestamp::now(),
+    );
+    desired.conditions = conditions;
+    if ctx
+        .status
+        .write_if_changed(api, pc, pc.status.as_ref(), &desired)
+        .await?
+    {
+        ctx.events
+            .publish(
+                &pc.object_ref(&()),
+                true,
+                Reason::InvalidSpec.as_str(),
+                "Validate",
+                message,
+            )
+            .await;
+    }
+    Ok(Requeue::await_change())
+}
+
+async fn ensure_service(
+    client: &Client,
+    plan: &Plan,
+    owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+) -> Result<(), Error> {
+    let api: Api<Service> = Api::namespaced(client.clone(), &plan.namespace);
+    if api
+        .get_opt(&build::service_name(&plan.name))
+        .await?
+        .is_some()
+    {
+        return Ok(());
+    }
+    match api
+        .create(&PostParams::default(), &build::service(plan, owner))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The Secret, made once with random values; its token and superuser password.
+async fn ensure_secret(
+    client: &Client,
+    plan: &Plan,
+    owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+) -> Result<Creds, Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), &plan.namespace);
+    let name = build::secret_name(&plan.name);
+    let secret = match api.get_opt(&name).await? {
+        Some(s) => s,
+        None => {
+            let fresh = build::secret(plan, owner, random_secret);
+            match api.create(&PostParams::default(), &fresh).await {
+                Ok(s) => s,
+                Err(kube::Error::Api(s)) if s.code == 409 => api.get(&name).await?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    let get = |key: &'static str| {
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+            .filter(|v| !v.is_empty())
+            .ok_or(Error::Secret(key))
+    };
+    Ok(Creds {
+        token: get(build::KEY_TOKEN)?,
+        superuser: get(build::KEY_SUPERUSER)?,
+    })
+}
+
+/// 32 random bytes from the kernel, hex: passwords and the token.
+fn random_secret() -> String {
+    let mut b = [0u8; 32];
+    let ok = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if ok.is_err() {
+        // No kernel randomness: fall back to hashing time and address-space layout, which
+        // is weaker but never a fixed value.
+        use sha2::{Digest, Sha256};
+        let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &b);
+        b = Sha256::digest(seed.as_bytes()).into();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The role label of each pod follows the role its instance reports (the Service selects the
+/// primary by it).
+async fn sync_role_labels(
+    client: &Client,
+    plan: &Plan,
+    seen: &observe::Snapshot,
+) -> Result<(), Error> {
+    for (serial, state) in &seen.states {
+        let role = match state.role {
+            crate::instance::StateRole::Primary => "primary",
+            crate::instance::StateRole::Replica => "replica",
+            _ => continue,
+        };
+        let Some(pod) = seen.pods.get(serial) else {
+            continue;
+        };
+        if pod.role_label.as_deref() != Some(role) {
+            act::label_role(
+                client,
+                &plan.namespace,
+                &build::instance_name(&plan.name, *serial),
+                role,
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! Observe: the cluster's pods and claims from the API server, and each instance's state
+//! from its instance manager's API at the pod IP (Kubernetes refuses loopback Endpoints in
+//! process mode, and a replica's `primary` is a pod IP anyway). The result is turned into the
+//! lifecycle's [`Observation`] together with what the status recorded.
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+
+use crate::api::PostgresClusterStatus;
+use crate::instance::client::InstanceClient;
+use crate::instance::InstanceState;
+use crate::lifecycle::{Member, Observation, Seen};
+use crate::validate::{serial_of, Plan};
+
+use super::build::{selector, HTTP_PORT, PG_PORT};
+
+/// One instance's pod as the controller needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSeen {
+    pub ip: Option<IpAddr>,
+    pub terminating: bool,
+    /// The role label it carries.
+    pub role_label: Option<String>,
+}
+
+/// What one cycle saw.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub pods: BTreeMap<u32, PodSeen>,
+    pub claims: BTreeSet<u32>,
+    pub states: BTreeMap<u32, InstanceState>,
+}
+
+/// Lists the cluster's pods and claims and asks every instance with an IP for its state.
+pub async fn observe(client: &Client, plan: &Plan) -> Result<Snapshot, kube::Error> {
+    let lp = ListParams::default().labels(&selector(&plan.name));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &plan.namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &plan.namespace);
+    let mut seen = Snapshot::default();
+    for p in pods.list(&lp).await? {
+        let Some(serial) = serial_of(&plan.name, &p.name_any()) else {
+            continue;
+        };
+        seen.pods.insert(
+            serial,
+            PodSeen {
+                ip: p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.pod_ip.as_deref())
+                    .and_then(|ip| ip.parse().ok()),
+                terminating: p.metadata.deletion_timestamp.is_some(),
+                role_label: p.labels().get(super::build::ROLE_LABEL).cloned(),
+            },
+        );
+    }
+    for c in claims.list(&lp).await? {
+        if c.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Some(serial) = serial_of(&plan.name, &c.name_any()) {
+            seen.claims.insert(serial);
+        }
+    }
+    let asks = seen
+        .pods
+        .iter()
+        .filter_map(|(serial, p)| p.ip.map(|ip| (*serial, ip)))
+        .map(|(serial, ip)| async move {
+            let api = InstanceClient::new(SocketAddr::new(ip, HTTP_PORT), None);
+            // A hung instance must not hold the cycle: its state is then unknown.
+            let state = tokio::time::timeout(Duration::from_secs(3), api.state()).await;
+            (serial, state.ok().and_then(|r| r.ok()))
+        });
+    for (serial, state) in futures::future::join_all(asks).await {
+        if let Some(s) = state {
+            seen.states.insert(serial, s);
+        }
+    }
+    Ok(seen)
+}
+
+impl Snapshot {
+    /// The serial of the instance whose PostgreSQL listens at `host:port`.
+    pub fn serial_at(&self, addr: &str) -> Option<u32> {
+        self.pods
+            .iter()
+            .find(|(_, p)| p.ip.is_some_and(|ip| format!("{ip}:{PG_PORT}") == addr))
+            .map(|(s, _)| *s)
+    }
+
+    /// `host:port` of instance `serial`'s PostgreSQL.
+    pub fn addr_of(&self, serial: u32) -> Option<String> {
+        self.pods
+            .get(&serial)
+            .and_then(|p| p.ip)
+            .map(|ip| format!("{ip}:{PG_PORT}"))
+    }
+
+    /// The lifecycle's input: these members plus what the status recorded.
+    pub fn observation(
+        &self,
+        plan: &Plan,
+        status: &PostgresClusterStatus,
+        lost_for: Option<Duration>,
+    ) -> Observation {
+        let serials: BTreeSet<u32> = self
+            .pods
+            .keys()
+            .chain(self.claims.iter())
+            .copied()
+            .collect();
+        let members = serials
+            .iter()
+            .map(|&serial| Member {
+                serial,
+                pod: self.pods.contains_key(&serial),
+                claim: self.claims.contains(&serial),
+                seen: self
+                    .states
+                    .get(&serial)
+                    .map(|s| Seen::from_state(s, |a| self.serial_at(a))),
+            })
+            .collect();
+        let recorded =
+            |name: &Option<String>| name.as_deref().and_then(|n| serial_of(&plan.name, n));
+        let latest = u32::try_from(status.latest_instance).unwrap_or(0);
+        Observation {
+            members,
+            current_primary: recorded(&status.current_primary),
+            target_primary: recorded(&status.target_primary),
+            latest_serial: serials.iter().copied().max().unwrap_or(0).max(latest),
+            primary_lost_for: lost_for,
+            has_backup: false,
+        }
+    }
+}

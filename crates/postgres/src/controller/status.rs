@@ -1,0 +1,368 @@
+//! The status (pure): what was observed, and the decision of this cycle, recorded before it
+//! is carried out — so an operator restarted mid-failover reads the target primary, the
+//! latest serial and since when the primary is lost from here, never from memory.
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+
+use bosun_runtime::conditions::{condition, set_condition};
+
+use crate::api::{InstanceStatus, Members, Phase, PostgresClusterStatus};
+use crate::instance::StateRole;
+use crate::lifecycle::{Action, Wait};
+use crate::validate::Plan;
+
+use super::build::{instance_name, selector};
+use super::observe::Snapshot;
+use super::reason::Reason;
+
+/// The status after this cycle's decision.
+pub fn build(
+    plan: &Plan,
+    generation: Option<i64>,
+    prev: &PostgresClusterStatus,
+    seen: &Snapshot,
+    action: &Action,
+    now: Timestamp,
+) -> PostgresClusterStatus {
+    let name = |s: u32| instance_name(&plan.name, s);
+    let primaries: Vec<u32> = seen
+        .states
+        .iter()
+        .filter(|(_, s)| s.role == StateRole::Primary)
+        .map(|(serial, _)| *serial)
+        .collect();
+    let current_primary = match primaries.as_slice() {
+        [one] => Some(name(*one)),
+        _ => prev.current_primary.clone(),
+    };
+    let target_primary = match action {
+        Action::Promote { serial } => Some(name(*serial)),
+        Action::BeginSwitchover { to, .. } => Some(name(*to)),
+        _ if primaries.len() == 1 => current_primary.clone(),
+        _ => prev.target_primary.clone(),
+    };
+    let primary_lost_since = if primaries.is_empty() {
+        prev.primary_lost_since
+            .clone()
+            .or_else(|| Some(now.to_string()))
+    } else {
+        None
+    };
+    let mut latest = prev.latest_instance.max(
+        seen.pods
+            .keys()
+            .chain(seen.claims.iter())
+            .copied()
+            .max()
+            .map(i64::from)
+            .unwrap_or(0),
+    );
+    if let Action::CreateSeed { serial, .. } | Action::AddReplica { serial } = action {
+        latest = latest.max(i64::from(*serial));
+    }
+    let serials: std::collections::BTreeSet<u32> = seen
+        .pods
+        .keys()
+        .chain(seen.claims.iter())
+        .copied()
+        .collect();
+    let mut instances = Vec::new();
+    let mut members = Members::default();
+    for &serial in &serials {
+        let st = seen.states.get(&serial);
+        let ready = st.is_some_and(|s| s.ready);
+        if ready {
+            members.ready.push(name(serial));
+        } else {
+            members.unready.push(name(serial));
+        }
+        instances.push(InstanceStatus {
+            name: name(serial),
+            role: st
+                .map(|s| match s.role {
+                    StateRole::Primary => "primary",
+                    StateRole::Replica => "replica",
+                    StateRole::Fenced => "fenced",
+                    StateRole::Starting => "starting",
+                    StateRole::Stopped => "stopped",
+                })
+                .unwrap_or("unknown")
+                .into(),
+            timeline: st.and_then(|s| s.timeline),
+            lsn: st.and_then(|s| s.lsn.clone()),
+            pod_ip: seen
+                .pods
+                .get(&serial)
+                .and_then(|p| p.ip)
+                .map(|ip| ip.to_string()),
+            ready,
+        });
+    }
+    let (phase, reason) = phase(action, primaries.is_empty());
+    let mut conditions: Vec<Condition> = prev.conditions.clone();
+    let healthy = matches!(action, Action::Wait(Wait::Healthy));
+    let all_ready = members.unready.is_empty() && !serials.is_empty();
+    set_condition(
+        &mut conditions,
+        &prev.conditions,
+        condition(
+            "Ready",
+            healthy && all_ready,
+            if healthy && all_ready {
+                Reason::Healthy.as_str()
+            } else {
+                reason.as_str()
+            },
+            describe(plan, action),
+            generation,
+        ),
+        now,
+    );
+    set_condition(
+        &mut conditions,
+        &prev.conditions,
+        condition(
+            "Progressing",
+            !matches!(
+                action,
+                Action::Wait(Wait::Healthy) | Action::Wait(Wait::Paused) | Action::Fail(_)
+            ),
+            reason.as_str(),
+            describe(plan, action),
+            generation,
+        ),
+        now,
+    );
+    PostgresClusterStatus {
+        phase: Some(phase),
+        phase_reason: Some(describe(plan, action)),
+        current_primary,
+        target_primary,
+        size: serials.len() as i32,
+        ready_instances: members.ready.len() as i32,
+        selector: selector(&plan.name),
+        members,
+        instances,
+        latest_instance: latest,
+        observed_generation: generation,
+        control_paused: plan.paused,
+        backup: prev.backup.clone(),
+        primary_lost_since,
+        conditions,
+    }
+}
+
+fn phase(action: &Action, no_primary: bool) -> (Phase, Reason) {
+    match action {
+        Action::Wait(Wait::Healthy) => (Phase::Healthy, Reason::Healthy),
+        Action::Wait(Wait::Paused) => (Phase::Paused, Reason::Paused),
+        Action::Wait(Wait::Unready { .. }) if no_primary => (Phase::Creating, Reason::Starting),
+        Action::Wait(Wait::Unready { .. }) => (Phase::Scaling, Reason::Starting),
+        Action::Wait(Wait::FailoverDelay { .. }) => (Phase::FailingOver, Reason::PrimaryLost),
+        Action::Wait(Wait::PrimaryFenced { .. }) => (Phase::Healthy, Reason::Fenced),
+        Action::Wait(Wait::PrimaryStarting { .. }) => (Phase::Recovering, Reason::Starting),
+        Action::CreateSeed { restore: true, .. } => (Phase::Recovering, Reason::CreatingSeed),
+        Action::CreateSeed { .. } => (Phase::Creating, Reason::CreatingSeed),
+        Action::AddReplica { .. } => (Phase::Scaling, Reason::AddingReplica),
+        Action::RemoveReplica { .. } => (Phase::Scaling, Reason::RemovingReplica),
+        Action::StartPod { .. } => (Phase::Recovering, Reason::RestartingInstance),
+        Action::RemoveMember { .. } => (Phase::Recovering, Reason::RemovingMember),
+        Action::Fence { .. } if no_primary => (Phase::FailingOver, Reason::Fencing),
+        Action::Fence { .. } => (Phase::Healthy, Reason::Fencing),
+        Action::Unfence { .. } => (Phase::Recovering, Reason::Unfencing),
+        Action::BeginSwitchover { .. } => (Phase::SwitchingOver, Reason::SwitchingOver),
+        Action::Promote { .. } => (Phase::FailingOver, Reason::Promoting),
+        Action::Follow { .. } => (Phase::Recovering, Reason::Rejoining),
+        Action::Fail(_) => (Phase::Failed, Reason::Failed),
+    }
+}
+
+/// The decision in words (status, conditions, Events); never a secret.
+pub fn describe(plan: &Plan, action: &Action) -> String {
+    let n = |s: &u32| instance_name(&plan.name, *s);
+    match action {
+        Action::Wait(Wait::Healthy) => "every instance is ready".into(),
+        Action::Wait(Wait::Paused) => "spec.paused is set: nothing is reconciled".into(),
+        Action::Wait(Wait::Unready { serial }) => format!("waiting for {} to be ready", n(serial)),
+        Action::Wait(Wait::FailoverDelay { remaining }) => format!(
+            "the primary is lost; failing over in {}s unless it comes back",
+            remaining.as_secs()
+        ),
+        Action::Wait(Wait::PrimaryFenced { serial }) => {
+            format!(
+                "the primary {} is fenced by request: no failover",
+                n(serial)
+            )
+        }
+        Action::Wait(Wait::PrimaryStarting { serial }) => {
+            format!("waiting for {} to start as the primary", n(serial))
+        }
+        Action::CreateSeed { serial, restore } => format!(
+            "creating the seed instance {}{}",
+            n(serial),
+            if *restore { " from the backup" } else { "" }
+        ),
+        Action::AddReplica { serial } => format!("adding the replica {}", n(serial)),
+        Action::StartPod { serial } => format!("restarting {} on its volume", n(serial)),
+        Action::RemoveMember { serial } => {
+            format!("removing {}: its data is gone", n(serial))
+        }
+        Action::Fence { serial } => format!("fencing {}", n(serial)),
+        Action::Unfence { serial } => format!("unfencing {}", n(serial)),
+        Action::BeginSwitchover { from, to } => {
+            format!("switching over from {} to {}", n(from), n(to))
+        }
+        Action::Promote { serial } => format!("promoting {}", n(serial)),
+        Action::Follow { serial, primary } => {
+            format!("{} rejoins as a replica of {}", n(serial), n(primary))
+        }
+        Action::RemoveReplica { serial } => format!("removing the replica {}", n(serial)),
+        Action::Fail(why) => why.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::observe::PodSeen;
+    use crate::instance::InstanceState;
+    use crate::validate::{plan, Observed};
+
+    fn plan_of() -> Plan {
+        let pc = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "pg", "namespace": "db"}, "spec": {"size": 2},
+        }))
+        .expect("cluster");
+        plan(&pc, &Observed::default()).expect("valid")
+    }
+
+    fn state(name: &str, role: StateRole, ready: bool) -> InstanceState {
+        InstanceState {
+            name: name.into(),
+            role,
+            ready,
+            timeline: Some(1),
+            lsn: Some("0/3000000".into()),
+            received_lsn: None,
+            primary: None,
+            last_rejoin: None,
+            rewind_failure: None,
+            error: None,
+        }
+    }
+
+    fn snapshot(states: &[(u32, Option<InstanceState>)]) -> Snapshot {
+        let mut s = Snapshot::default();
+        for (serial, st) in states {
+            s.pods.insert(
+                *serial,
+                PodSeen {
+                    ip: Some(format!("127.0.0.{serial}").parse().expect("ip")),
+                    terminating: false,
+                    role_label: None,
+                },
+            );
+            s.claims.insert(*serial);
+            if let Some(st) = st {
+                s.states.insert(*serial, st.clone());
+            }
+        }
+        s
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).expect("time")
+    }
+
+    #[test]
+    fn a_promotion_is_recorded_as_the_target_before_it_is_done() {
+        let prev = PostgresClusterStatus {
+            current_primary: Some("pg-1".into()),
+            latest_instance: 2,
+            ..Default::default()
+        };
+        let seen = snapshot(&[(2, Some(state("pg-2", StateRole::Replica, false)))]);
+        let s = build(
+            &plan_of(),
+            Some(3),
+            &prev,
+            &seen,
+            &Action::Promote { serial: 2 },
+            now(),
+        );
+        assert_eq!(s.target_primary.as_deref(), Some("pg-2"));
+        // Not the current primary until it is seen as one.
+        assert_eq!(s.current_primary.as_deref(), Some("pg-1"));
+        assert_eq!(s.phase, Some(Phase::FailingOver));
+        assert_eq!(
+            s.primary_lost_since.as_deref(),
+            Some(now().to_string().as_str())
+        );
+        assert_eq!(s.observed_generation, Some(3));
+    }
+
+    #[test]
+    fn a_new_serial_is_recorded_before_its_pod_exists() {
+        let seen = snapshot(&[(1, Some(state("pg-1", StateRole::Primary, true)))]);
+        let s = build(
+            &plan_of(),
+            Some(1),
+            &PostgresClusterStatus::default(),
+            &seen,
+            &Action::AddReplica { serial: 2 },
+            now(),
+        );
+        assert_eq!(s.latest_instance, 2);
+        assert_eq!(s.current_primary.as_deref(), Some("pg-1"));
+        assert_eq!(s.primary_lost_since, None);
+        assert_eq!(s.phase, Some(Phase::Scaling));
+        assert_eq!(s.members.ready, vec!["pg-1".to_string()]);
+        assert_eq!(s.instances[0].pod_ip.as_deref(), Some("127.0.0.1"));
+    }
+
+    #[test]
+    fn the_time_the_primary_was_lost_is_kept_across_cycles() {
+        let prev = PostgresClusterStatus {
+            primary_lost_since: Some("2027-01-01T00:00:00Z".into()),
+            ..Default::default()
+        };
+        let seen = snapshot(&[(2, None)]);
+        let s = build(
+            &plan_of(),
+            None,
+            &prev,
+            &seen,
+            &Action::Wait(Wait::FailoverDelay {
+                remaining: std::time::Duration::from_secs(3),
+            }),
+            now(),
+        );
+        assert_eq!(s.primary_lost_since, prev.primary_lost_since);
+        assert_eq!(s.instances[0].role, "unknown");
+        assert!(!conditions_ready(&s));
+    }
+
+    fn conditions_ready(s: &PostgresClusterStatus) -> bool {
+        bosun_runtime::conditions::is_true(&s.conditions, "Ready")
+    }
+
+    #[test]
+    fn healthy_and_every_member_ready_is_ready() {
+        let seen = snapshot(&[
+            (1, Some(state("pg-1", StateRole::Primary, true))),
+            (2, Some(state("pg-2", StateRole::Replica, true))),
+        ]);
+        let s = build(
+            &plan_of(),
+            Some(1),
+            &PostgresClusterStatus::default(),
+            &seen,
+            &Action::Wait(Wait::Healthy),
+            now(),
+        );
+        assert!(conditions_ready(&s));
+        assert_eq!((s.size, s.ready_instances), (2, 2));
+        assert_eq!(s.phase, Some(Phase::Healthy));
+    }
+}

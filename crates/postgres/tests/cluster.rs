@@ -1,0 +1,491 @@
+//! The PostgresCluster operator end to end: the real API server, the process-mode node agent
+//! running every pod as real processes (PostgreSQL included), the operator under its own
+//! RBAC, and the data checked with a real client (tokio-postgres) on the pod IPs.
+//!
+//! Needs root, PostgreSQL 15 (`scripts/setup-postgres.sh`) and the `bosun` binary built
+//! beside the tests (`cargo build -p bosun`): the pods run it (`bosun pg install`, `bosun pg
+//! instance`). Every wait is for a state, with a generous deadline.
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_postgres::api::{PostgresCluster, PostgresClusterStatus};
+use bosun_postgres::instance::client::InstanceClient;
+use bosun_postgres::instance::StateRole;
+use bosun_postgres::PostgresOperator;
+use bosun_runtime::manager::{Manager, ManagerConfig, Operator, Scope};
+use bosun_testenv::{
+    eventually, procmode, shared, test_namespace, ImageMap, NodeAgent, ProcessConfig,
+};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use tokio::sync::OnceCell;
+
+const USER: &str = "system:serviceaccount:bosun-system:bosun-postgres";
+const DEADLINE: u64 = 180;
+
+async fn cluster_setup(client: &Client) {
+    static DONE: OnceCell<()> = OnceCell::const_new();
+    DONE.get_or_init(|| async {
+        let pp = PatchParams::apply("test").force();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd = PostgresCluster::crd();
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("crd: {e}"),
+        }
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
+        )
+        .await
+        .expect("established")
+        .expect("crd wait");
+        let need = PostgresOperator
+            .rbac()
+            .merge(bosun_runtime::rbac::runtime_rules(false));
+        let mut rules = need.namespaced;
+        rules.extend(need.cluster);
+        let role = ClusterRole {
+            metadata: ObjectMeta {
+                name: Some("bosun-postgres-test".into()),
+                ..Default::default()
+            },
+            rules: Some(rules),
+            ..Default::default()
+        };
+        Api::<ClusterRole>::all(client.clone())
+            .patch("bosun-postgres-test", &pp, &Patch::Apply(&role))
+            .await
+            .expect("role");
+        let binding = ClusterRoleBinding {
+            metadata: ObjectMeta {
+                name: Some("bosun-postgres-test".into()),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: "bosun-postgres-test".into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "User".into(),
+                name: USER.into(),
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                ..Default::default()
+            }]),
+        };
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .patch("bosun-postgres-test", &pp, &Patch::Apply(&binding))
+            .await
+            .expect("binding");
+    })
+    .await;
+}
+
+struct Env {
+    ns: String,
+    agent: NodeAgent,
+    clusters: Api<PostgresCluster>,
+    pods: Api<Pod>,
+    secrets: Api<Secret>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+async fn env(prefix: &str) -> Env {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    cluster_setup(&admin).await;
+    let ns = test_namespace(&admin, prefix).await.expect("namespace");
+    let bosun =
+        procmode::built_bosun().expect("the bosun binary: run `cargo build -p bosun` first");
+    let agent = NodeAgent::process_mode(
+        admin.clone(),
+        ProcessConfig {
+            namespace: Some(ns.clone()),
+            images: ImageMap::standard(Some(bosun)),
+            restart_backoff: Duration::from_millis(200),
+            ..Default::default()
+        },
+    )
+    .expect("process-mode agent (root and scripts/setup-postgres.sh needed)");
+    let client = cp
+        .client_as(USER, &["system:serviceaccounts", "system:authenticated"])
+        .await
+        .expect("operator client");
+    let manager = Manager::new(
+        client,
+        ManagerConfig {
+            scope: Scope::Namespaces(vec![ns.clone()]),
+            ..Default::default()
+        },
+    )
+    .with_operator(Arc::new(PostgresOperator));
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(manager.run(
+        async move {
+            let _ = rx.await;
+        },
+        |_| {},
+    ));
+    Env {
+        clusters: Api::namespaced(admin.clone(), &ns),
+        pods: Api::namespaced(admin.clone(), &ns),
+        secrets: Api::namespaced(admin.clone(), &ns),
+        ns,
+        agent,
+        stop: Some(tx),
+    }
+}
+
+impl Env {
+    async fn create(&self, name: &str, size: i32) {
+        let pc: PostgresCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": name},
+            "spec": {"size": size},
+        }))
+        .expect("cluster");
+        self.clusters
+            .create(&PostParams::default(), &pc)
+            .await
+            .expect("create");
+    }
+
+    /// Waits for Healthy with `size` ready instances and one primary; the status.
+    async fn healthy(&self, name: &str, size: i32) -> PostgresClusterStatus {
+        let got = eventually(DEADLINE, || async {
+            let s = self.clusters.get(name).await.ok()?.status?;
+            let primaries = s.instances.iter().filter(|i| i.role == "primary").count();
+            (s.phase == Some(bosun_postgres::api::Phase::Healthy)
+                && s.ready_instances == size
+                && s.size == size
+                && primaries == 1)
+                .then_some(s)
+        })
+        .await;
+        match got {
+            Some(s) => s,
+            None => panic!(
+                "{name} not healthy with {size} instances: {:#?}\n{}",
+                self.clusters.get(name).await.ok().and_then(|c| c.status),
+                self.logs(name).await
+            ),
+        }
+    }
+
+    async fn logs(&self, cluster: &str) -> String {
+        let mut out = String::new();
+        for p in self.pods.list(&Default::default()).await.expect("pods") {
+            if p.name_any().starts_with(cluster) {
+                let log = self
+                    .agent
+                    .logs(&self.ns, &p.name_any(), "postgres")
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(60).collect();
+                out.push_str(&format!("--- {}\n", p.name_any()));
+                for l in tail.into_iter().rev() {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
+
+    async fn password(&self, cluster: &str) -> String {
+        let s = self
+            .secrets
+            .get(&format!("{cluster}-credentials"))
+            .await
+            .expect("credentials secret");
+        let v = s.data.expect("data")["superuserPassword"].0.clone();
+        String::from_utf8(v).expect("utf-8")
+    }
+}
+
+async fn connect(
+    ip: &str,
+    password: &str,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host(ip)
+        .port(5432)
+        .user("postgres")
+        .password(password)
+        .dbname("postgres")
+        .connect_timeout(Duration::from_secs(5));
+    let (client, conn) = cfg.connect(tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(client)
+}
+
+fn ip_of(s: &PostgresClusterStatus, instance: &str) -> String {
+    s.instances
+        .iter()
+        .find(|i| i.name == instance)
+        .and_then(|i| i.pod_ip.clone())
+        .unwrap_or_else(|| panic!("no pod IP for {instance}: {s:#?}"))
+}
+
+/// Waits until the instance at `ip` serves `row` (replicas apply WAL asynchronously).
+async fn has_row(ip: &str, password: &str, row: &str) -> bool {
+    eventually(60, || async {
+        let c = connect(ip, password).await.ok()?;
+        let r = c.query("SELECT v FROM t", &[]).await.ok()?;
+        r.iter().any(|r| r.get::<_, String>(0) == row).then_some(())
+    })
+    .await
+    .is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_then_scale_to_three_replicates_a_row_to_every_replica() {
+    let e = env("pg-scale").await;
+    e.create("pg", 1).await;
+    let s = e.healthy("pg", 1).await;
+    assert_eq!(s.current_primary.as_deref(), Some("pg-1"));
+    let pw = e.password("pg").await;
+    let primary = connect(&ip_of(&s, "pg-1"), &pw).await.expect("primary");
+    primary
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before scaling')")
+        .await
+        .expect("write on the primary");
+
+    e.clusters
+        .patch(
+            "pg",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"size": 3}})),
+        )
+        .await
+        .expect("scale");
+    let s = e.healthy("pg", 3).await;
+    assert_eq!(s.current_primary.as_deref(), Some("pg-1"));
+    assert_eq!(s.latest_instance, 3);
+    primary
+        .execute("INSERT INTO t VALUES ('after scaling')", &[])
+        .await
+        .expect("write after scaling");
+    for replica in ["pg-2", "pg-3"] {
+        let ip = ip_of(&s, replica);
+        for row in ["before scaling", "after scaling"] {
+            assert!(has_row(&ip, &pw, row).await, "{replica} lacks {row:?}");
+        }
+        let c = connect(&ip, &pw).await.expect("replica");
+        let in_recovery: bool = c
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .await
+            .expect("role")
+            .get(0);
+        assert!(in_recovery, "{replica} is not a replica");
+        let refused = c.execute("INSERT INTO t VALUES ('x')", &[]).await;
+        assert!(refused.is_err(), "{replica} accepted a write");
+    }
+
+    // Down to 2: the highest replica goes, pod, claim and its slot on the primary.
+    e.clusters
+        .patch(
+            "pg",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"size": 2}})),
+        )
+        .await
+        .expect("scale down");
+    let s = e.healthy("pg", 2).await;
+    let names: Vec<&str> = s.instances.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["pg-1", "pg-2"]);
+    let slots = eventually(60, || async {
+        let rows = primary
+            .query(
+                "SELECT slot_name::text FROM pg_replication_slots ORDER BY 1",
+                &[],
+            )
+            .await
+            .ok()?;
+        let slots: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        (slots == ["bosun_pg_2"]).then_some(slots)
+    })
+    .await;
+    assert!(slots.is_some(), "pg-3's slot was not dropped");
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(e.clusters.clone().into_client(), &e.ns);
+    let gone = eventually(60, || async {
+        claims.get_opt("pg-3").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "pg-3's claim is still there");
+}
+
+/// Counts, for the whole failover, the largest number of instances that were writable
+/// primaries at one moment: every pod's instance API asked at once, a primary counted when it
+/// reports itself ready (accepting writes; one shutting down is not).
+fn watch_primaries(pods: Api<Pod>, stop: Arc<AtomicUsize>) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let mut most = 0;
+        while stop.load(Ordering::Relaxed) == 0 {
+            let ips: Vec<std::net::IpAddr> = match pods.list(&Default::default()).await {
+                Ok(list) => list
+                    .into_iter()
+                    .filter_map(|p| p.status?.pod_ip?.parse().ok())
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            let states = futures::future::join_all(ips.into_iter().map(|ip| async move {
+                InstanceClient::new(SocketAddr::new(ip, 8000), None)
+                    .state()
+                    .await
+                    .ok()
+            }))
+            .await;
+            let n = states
+                .iter()
+                .flatten()
+                .filter(|s| s.role == StateRole::Primary && s.ready)
+                .count();
+            if n > 1 {
+                eprintln!("primaries at once: {states:#?}");
+            }
+            most = most.max(n);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        most
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn primary_pod_deleted_fails_over_and_the_old_primary_rejoins() {
+    let e = env("pg-failover").await;
+    e.create("pgf", 2).await;
+    let s = e.healthy("pgf", 2).await;
+    assert_eq!(s.current_primary.as_deref(), Some("pgf-1"));
+    let pw = e.password("pgf").await;
+    let old = connect(&ip_of(&s, "pgf-1"), &pw).await.expect("primary");
+    old.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before failover')")
+        .await
+        .expect("write");
+    assert!(has_row(&ip_of(&s, "pgf-2"), &pw, "before failover").await);
+
+    let stop = Arc::new(AtomicUsize::new(0));
+    let monitor = watch_primaries(e.pods.clone(), stop.clone());
+    e.pods
+        .delete("pgf-1", &DeleteParams::default())
+        .await
+        .expect("delete the primary's pod");
+
+    let t0 = std::time::Instant::now();
+    // pgf-2 is promoted and accepts writes.
+    let promoted = eventually(DEADLINE, || async {
+        let s = e.clusters.get("pgf").await.ok()?.status?;
+        (s.current_primary.as_deref() == Some("pgf-2")).then_some(s)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no failover to pgf-2"));
+    let new = connect(&ip_of(&promoted, "pgf-2"), &pw)
+        .await
+        .expect("new primary");
+    new.execute("INSERT INTO t VALUES ('after failover')", &[])
+        .await
+        .expect("the new primary accepts writes");
+
+    eprintln!("failover: {:?}", t0.elapsed());
+    // The old primary is back, as a replica of the new one, with both rows.
+    let s = e.healthy("pgf", 2).await;
+    eprintln!("rejoined: {:?}", t0.elapsed());
+    assert_eq!(s.current_primary.as_deref(), Some("pgf-2"));
+    let back = s
+        .instances
+        .iter()
+        .find(|i| i.name == "pgf-1")
+        .expect("pgf-1 in status");
+    assert_eq!(back.role, "replica", "{s:#?}");
+    let ip = ip_of(&s, "pgf-1");
+    for row in ["before failover", "after failover"] {
+        if !has_row(&ip, &pw, row).await {
+            panic!(
+                "pgf-1 lacks {row:?}: {:#?}\n{}",
+                e.clusters.get("pgf").await.ok().and_then(|c| c.status),
+                e.logs("pgf").await
+            );
+        }
+    }
+    let pg1 = connect(&ip, &pw).await.expect("old primary");
+    let in_recovery: bool = pg1
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .expect("role")
+        .get(0);
+    assert!(in_recovery, "the old primary came back writable");
+
+    stop.store(1, Ordering::Relaxed);
+    let most = monitor.await.expect("monitor");
+    assert_eq!(most, 1, "two instances reported primary at once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_spec_says_why_and_touches_nothing() {
+    let e = env("pg-refused").await;
+    let pc: PostgresCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+        "metadata": {"name": "bad"},
+        "spec": {"size": 2, "postgresql": {"parameters": {"listen_addresses": "*"}}},
+    }))
+    .expect("cluster");
+    e.clusters
+        .create(&PostParams::default(), &pc)
+        .await
+        .expect("create");
+    let s = eventually(60, || async {
+        let s = e.clusters.get("bad").await.ok()?.status?;
+        (s.phase == Some(bosun_postgres::api::Phase::Failed)).then_some(s)
+    })
+    .await;
+    let Some(s) = s else {
+        let now = e.clusters.get("bad").await.map(|c| c.status);
+        panic!("not refused: {now:?}");
+    };
+    let ready = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready condition");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    assert!(
+        ready
+            .message
+            .contains("listen_addresses is managed by the operator"),
+        "{ready:?}"
+    );
+    assert!(e
+        .pods
+        .list(&Default::default())
+        .await
+        .expect("pods")
+        .items
+        .is_empty());
+    assert!(e
+        .secrets
+        .get_opt("bad-credentials")
+        .await
+        .expect("secret read")
+        .is_none());
+}
