@@ -53,17 +53,29 @@ fn strings(v: &Value) -> Vec<&str> {
         .collect()
 }
 
-/// `[{kind, name, version}]` for what `rules` let the operator create, in the table's order.
+/// `[{kind, name, version}]` for what `rules` let the operator create, in the table's order;
+/// for an operator that creates none (its resources live outside Kubernetes, as VmGroup's
+/// VMs), what it reads (its credentials Secret, say).
 pub fn from_rules(rules: &[Value]) -> Vec<Value> {
-    KINDS
-        .iter()
-        .filter(|(group, resource, _, _)| {
-            rules.iter().any(|r| {
-                strings(&r["verbs"]).contains(&"create")
-                    && strings(&r["apiGroups"]).contains(group)
-                    && strings(&r["resources"]).contains(resource)
+    let with = |verb: &str| -> Vec<Value> {
+        KINDS
+            .iter()
+            .filter(|(group, resource, _, _)| {
+                rules.iter().any(|r| {
+                    strings(&r["verbs"]).contains(&verb)
+                        && strings(&r["apiGroups"]).contains(group)
+                        && strings(&r["resources"]).contains(resource)
+                })
             })
-        })
-        .map(|(_, resource, kind, version)| json!({"kind": kind, "name": resource, "version": version}))
-        .collect()
+            .map(|(_, resource, kind, version)| {
+                json!({"kind": kind, "name": resource, "version": version})
+            })
+            .collect()
+    };
+    let created = with("create");
+    if created.is_empty() {
+        with("get")
+    } else {
+        created
+    }
 }

@@ -280,6 +280,28 @@ fn owned_resources_are_what_the_operator_may_create() {
     assert_eq!(kinds, ["Service", "Deployment", "StatefulSet"]);
 }
 
+/// An operator whose resources live outside Kubernetes (VmGroup's VMs) creates no kind: its
+/// owned CRD lists what it reads, so the scorecard's `olm-crds-have-resources` holds.
+#[test]
+fn an_operator_that_creates_nothing_lists_what_it_reads() {
+    let mut i = input();
+    i.operator_rules.insert(
+        "gardens.plants.example.test".into(),
+        vec![
+            json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["vc-creds"], "verbs": ["get"]}),
+            json!({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}),
+        ],
+    );
+    let csv = csv_of(&generate(&i).expect("bundle"));
+    let kinds: Vec<&str> = csv["spec"]["customresourcedefinitions"]["owned"][0]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["Secret"]);
+}
+
 #[test]
 fn an_open_status_is_described_by_its_printer_columns_and_an_open_spec_by_the_samples() {
     let mut i = input();
