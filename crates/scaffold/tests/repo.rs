@@ -70,12 +70,15 @@ fn serve(files: HashMap<String, Vec<u8>>) -> String {
                     break;
                 }
             }
-            let (status, body) = match files.get(&path) {
-                Some(b) => ("200 OK", b.clone()),
-                None => ("404 Not Found", b"not found".to_vec()),
+            // `/moved/…` answers 302 to the same path without the prefix, as repositories on
+            // GitHub Pages or releases do.
+            let (status, body, extra) = match (files.get(&path), path.strip_prefix("/moved")) {
+                (Some(b), _) => ("200 OK", b.clone(), String::new()),
+                (None, Some(to)) => ("302 Found", Vec::new(), format!("Location: {to}\r\n")),
+                (None, None) => ("404 Not Found", b"not found".to_vec(), String::new()),
             };
             let head = format!(
-                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                "HTTP/1.1 {status}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             );
             let _ = conn.write_all(head.as_bytes());
@@ -166,6 +169,15 @@ fn a_given_version_from_a_relative_url() {
     assert_eq!(chart_version(&api), "0.9.0");
     let api = bosun_scaffold::helm::api(&opts("greeter", Some(&url), Some("1.0.0-rc.1"))).unwrap();
     assert_eq!(chart_version(&api), "1.0.0-rc.1");
+}
+
+#[test]
+fn redirects_are_followed() {
+    let url = repo(false);
+    let (origin, path) = url.split_at(url.find("/charts").unwrap());
+    let moved = format!("{origin}/moved{path}");
+    let api = bosun_scaffold::helm::api(&opts("greeter", Some(&moved), Some("0.9.0"))).unwrap();
+    assert_eq!(chart_version(&api), "0.9.0");
 }
 
 #[test]
