@@ -294,6 +294,94 @@ fn a_chart_archive_scaffolds_what_its_directory_does() {
     assert_eq!(tree(&dir), tree(&from_dir));
 }
 
+/// Serves `files` (path → body, else 404) over HTTP on a loopback port for the rest of the
+/// test process; returns the base URL.
+fn serve(files: BTreeMap<String, Vec<u8>>) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let Ok(read) = conn.try_clone() else { continue };
+            let mut reader = BufReader::new(read);
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+            }
+            let (status, body) = match files.get(&path) {
+                Some(b) => ("200 OK", b.clone()),
+                None => ("404 Not Found", Vec::new()),
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = conn.write_all(head.as_bytes());
+            let _ = conn.write_all(&body);
+        }
+    });
+    base
+}
+
+/// `--helm-chart example/greeter --helm-chart-repo URL` (a repository on a loopback HTTP
+/// server) scaffolds the same project as the chart's directory, so the same operator converges.
+#[test]
+fn a_repository_chart_scaffolds_what_its_directory_does() {
+    let (_tmp, from_dir) = greeter_project("fetched");
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let mut ar = tar::Builder::new(gz);
+    ar.append_dir_all("greeter", greeter()).expect("pack");
+    let tgz = ar.into_inner().expect("tar").finish().expect("gz");
+    let index = "apiVersion: v1\nentries:\n  greeter:\n  - name: greeter\n    version: 0.1.0\n    urls:\n    - greeter-0.1.0.tgz\n";
+    let url = serve(BTreeMap::from([
+        ("/repo/index.yaml".to_string(), index.as_bytes().to_vec()),
+        ("/repo/greeter-0.1.0.tgz".to_string(), tgz),
+    ]));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("fetched");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let repo = format!("{url}/repo");
+    let out = ok(
+        &dir,
+        &[
+            "init",
+            "--plugins",
+            "helm",
+            "--domain",
+            "example.com",
+            "--helm-chart",
+            "example/greeter",
+            "--helm-chart-repo",
+            &repo,
+        ],
+    );
+    assert!(out.contains("Created helm-charts/greeter"), "{out}");
+    assert_eq!(tree(&dir), tree(&from_dir));
+    // A version the index does not hold: refused, naming the versions there are.
+    let other = tmp.path().join("other");
+    std::fs::create_dir(&other).expect("mkdir");
+    let err = refused(
+        &other,
+        &[
+            "init",
+            "--plugins",
+            "helm",
+            "--helm-chart",
+            "greeter",
+            "--helm-chart-repo",
+            &repo,
+            "--helm-chart-version",
+            "2.0.0",
+        ],
+    );
+    assert!(err.contains("has no version 2.0.0"), "{err}");
+}
+
 /// The generated CRDs and RBAC are exactly what bosun derives for the generated watches file.
 fn assert_fresh(dir: &Path, project: &str) {
     let got = tree(dir);

@@ -34,6 +34,10 @@ pub struct ApiOptions {
     pub kind: Option<String>,
     /// Helm: a chart directory or `.tgz`.
     pub helm_chart: Option<PathBuf>,
+    /// Helm: the repository `helm_chart` is fetched from (`--helm-chart-repo URL`).
+    pub helm_chart_repo: Option<String>,
+    /// Helm: the version (or constraint) fetched from the repository; the latest when unset.
+    pub helm_chart_version: Option<String>,
     /// Ansible: a role skeleton (`roles/<kind>/`).
     pub generate_role: bool,
     /// Ansible: a playbook (`playbooks/<kind>.yml`), importing the role when there is one.

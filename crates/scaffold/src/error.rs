@@ -35,6 +35,9 @@ pub enum Error {
     NothingToCreate,
     #[error("the chart {path} does not load: {message}. Fix the chart (`helm lint` shows the same problems) or pass another --helm-chart")]
     Chart { path: PathBuf, message: String },
+    /// Fetching a chart from a repository (`--helm-chart-repo`); the message names the fix.
+    #[error("{0}")]
+    Repo(String),
     #[error("{0} already exists in this project: remove it, or choose another --kind")]
     RunnerExists(String),
     #[error("watches.yaml has no '# +kubebuilder:scaffold:watch' marker: add that line where `bosun create api` should add entries")]

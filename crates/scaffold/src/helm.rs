@@ -1,7 +1,10 @@
 //! The helm plugin's `create api`: the kind is backed by a chart (`--helm-chart DIR|.tgz`,
 //! or a new small chart for `--kind`), copied into `helm-charts/<name>/`; the sample's spec is
 //! the chart's values. operator-sdk's defaults: group `charts`, version `v1alpha1`, kind the
-//! chart's name in UpperCamelCase.
+//! chart's name in UpperCamelCase. With `--helm-chart-repo` the chart is fetched first
+//! ([`crate::repo`]).
+use std::path::{Path, PathBuf};
+
 use crate::chart::ChartSource;
 use crate::commands::{Api, ApiOptions};
 use crate::files::Tree;
@@ -12,7 +15,7 @@ pub const DEFAULT_VERSION: &str = "v1alpha1";
 
 pub fn api(opts: &ApiOptions) -> Result<Api, Error> {
     let chart = match (&opts.helm_chart, &opts.kind) {
-        (Some(path), _) => ChartSource::load(path)?,
+        (Some(path), _) => load(path, opts)?,
         (None, Some(kind)) => {
             names::check_kind(kind)?;
             ChartSource::new_for(kind)
@@ -43,5 +46,34 @@ pub fn api(opts: &ApiOptions) -> Result<Api, Error> {
         sample_spec: chart.values,
         sample_note: "Default values copied from <project_dir>/helm-charts/<chart>/values.yaml",
         created: vec![format!("Created {chart_dir}")],
+    })
+}
+
+/// A local chart, or one fetched from `--helm-chart-repo` (its errors then name the URL).
+fn load(chart: &Path, opts: &ApiOptions) -> Result<ChartSource, Error> {
+    let text = chart.to_string_lossy();
+    if text.starts_with("oci://") {
+        return Err(crate::repo::oci_unsupported(&text));
+    }
+    let Some(repo) = &opts.helm_chart_repo else {
+        if opts.helm_chart_version.is_some() {
+            return Err(Error::Repo(
+                "--helm-chart-version selects a version in a repository: pass --helm-chart-repo URL too".into(),
+            ));
+        }
+        if !chart.exists() && text.matches('/').count() == 1 && !text.starts_with('.') {
+            return Err(Error::Repo(format!(
+                "{text} is neither a local chart nor fetchable: bosun reads no Helm repositories.yaml, so pass the repository's URL with --helm-chart-repo"
+            )));
+        }
+        return ChartSource::load(chart);
+    };
+    let fetched = crate::repo::fetch(&text, repo, opts.helm_chart_version.as_deref())?;
+    ChartSource::load(&fetched.path).map_err(|e| match e {
+        Error::Chart { message, .. } => Error::Chart {
+            path: PathBuf::from(&fetched.url),
+            message,
+        },
+        other => other,
     })
 }

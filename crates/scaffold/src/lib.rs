@@ -16,6 +16,7 @@ pub mod helm;
 pub mod kustomize;
 pub mod names;
 pub mod project;
+pub mod repo;
 pub mod scorecard;
 pub mod top;
 pub mod validate;

@@ -59,9 +59,17 @@ pub struct ApiFlags {
     /// Resource kind. Default: the chart's name in UpperCamelCase.
     #[arg(long)]
     pub kind: Option<String>,
-    /// Helm: a chart directory or .tgz to back the kind.
+    /// Helm: a chart directory or .tgz to back the kind, or with --helm-chart-repo the chart's
+    /// name in that repository (`name` or `repo/name`).
     #[arg(long)]
     pub helm_chart: Option<PathBuf>,
+    /// Helm: the URL of a chart repository (its index.yaml) to fetch --helm-chart from.
+    #[arg(long)]
+    pub helm_chart_repo: Option<String>,
+    /// Helm: the chart version (or a constraint such as ^1.2) to fetch; default: the latest
+    /// stable one.
+    #[arg(long)]
+    pub helm_chart_version: Option<String>,
     /// Ansible: generate a role skeleton (the default when neither flag is given).
     #[arg(long)]
     pub generate_role: bool,
@@ -188,6 +196,8 @@ fn api_options(a: ApiFlags) -> ApiOptions {
         version: a.version,
         kind: a.kind,
         helm_chart: a.helm_chart,
+        helm_chart_repo: a.helm_chart_repo,
+        helm_chart_version: a.helm_chart_version,
         generate_role: a.generate_role,
         generate_playbook: a.generate_playbook,
     }
