@@ -651,3 +651,66 @@ async fn paused_reconciles_nothing_until_resumed() {
     let s = e.healthy("pgp", 2).await;
     assert!(!s.control_paused);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_pods_deleted_with_claims_kept_come_back_with_the_same_rows() {
+    let e = env("pg-allpods").await;
+    e.create("pga", 2).await;
+    let s = e.healthy("pga", 2).await;
+    let pw = e.password("pga").await;
+    let primary = connect(&ip_of(&s, "pga-1"), &pw).await.expect("primary");
+    primary
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('kept')")
+        .await
+        .expect("write");
+    assert!(has_row(&ip_of(&s, "pga-2"), &pw, "kept").await);
+    let uids: Vec<String> = e
+        .pods
+        .list(&Default::default())
+        .await
+        .expect("pods")
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+
+    let stop = Arc::new(AtomicUsize::new(0));
+    let monitor = watch_primaries(e.pods.clone(), stop.clone());
+    for pod in ["pga-1", "pga-2"] {
+        e.pods
+            .delete(pod, &DeleteParams::default())
+            .await
+            .expect("delete a pod");
+    }
+    // Both pods replaced (new UIDs), then the cluster healthy again on the same claims.
+    let replaced = eventually(DEADLINE, || async {
+        let list = e.pods.list(&Default::default()).await.ok()?;
+        let fresh = list
+            .iter()
+            .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| !uids.contains(u)))
+            .count();
+        (fresh == 2).then_some(())
+    })
+    .await;
+    assert!(replaced.is_some(), "the pods were not recreated");
+    let s = e.healthy("pga", 2).await;
+    let names: Vec<&str> = s.instances.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["pga-1", "pga-2"],
+        "instances were re-cloned, not restarted"
+    );
+    for name in ["pga-1", "pga-2"] {
+        assert!(
+            has_row(&ip_of(&s, name), &pw, "kept").await,
+            "{name} lost the row"
+        );
+    }
+    let p = s.current_primary.clone().expect("a primary");
+    let c = connect(&ip_of(&s, &p), &pw).await.expect("primary");
+    c.execute("INSERT INTO t VALUES ('after restart')", &[])
+        .await
+        .expect("the primary accepts writes");
+
+    stop.store(1, Ordering::Relaxed);
+    assert_eq!(monitor.await.expect("monitor"), 1, "two primaries at once");
+}
