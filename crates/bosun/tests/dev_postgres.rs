@@ -100,4 +100,14 @@ fn dev_with_postgres_runs_three_instances_and_prints_a_working_psql_command() {
         std::panic::resume_unwind(e);
     }
     assert!(status.success(), "bosun dev after Ctrl-C: {status}");
+    // The pgpass file went with the control plane's directory.
+    let pgpass = psql
+        .as_deref()
+        .and_then(|c| c.strip_prefix("PGPASSFILE="))
+        .and_then(|c| c.split_whitespace().next())
+        .expect("the pgpass path");
+    assert!(
+        !std::path::Path::new(pgpass).exists(),
+        "{pgpass} is left behind"
+    );
 }
