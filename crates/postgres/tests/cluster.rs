@@ -489,3 +489,228 @@ async fn a_refused_spec_says_why_and_touches_nothing() {
         .expect("secret read")
         .is_none());
 }
+
+impl Env {
+    async fn patch(&self, name: &str, spec: serde_json::Value) {
+        self.clusters
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "spec": spec })),
+            )
+            .await
+            .expect("patch the cluster");
+    }
+
+    /// Waits for the status to satisfy `ok`; panics with the status and the logs otherwise.
+    async fn status_until(
+        &self,
+        name: &str,
+        what: &str,
+        ok: impl Fn(&PostgresClusterStatus) -> bool,
+    ) -> PostgresClusterStatus {
+        let got = eventually(DEADLINE, || async {
+            let s = self.clusters.get(name).await.ok()?.status?;
+            ok(&s).then_some(s)
+        })
+        .await;
+        match got {
+            Some(s) => s,
+            None => panic!(
+                "{name}: {what} never came: {:#?}\n{}",
+                self.clusters.get(name).await.ok().and_then(|c| c.status),
+                self.logs(name).await
+            ),
+        }
+    }
+}
+
+fn role_of<'a>(s: &'a PostgresClusterStatus, instance: &str) -> &'a str {
+    s.instances
+        .iter()
+        .find(|i| i.name == instance)
+        .map(|i| i.role.as_str())
+        .unwrap_or("absent")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switchover_on_request_never_has_two_primaries() {
+    let e = env("pg-switch").await;
+    e.create("pgs", 2).await;
+    let s = e.healthy("pgs", 2).await;
+    let pw = e.password("pgs").await;
+    let old = connect(&ip_of(&s, "pgs-1"), &pw).await.expect("primary");
+    old.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before switchover')")
+        .await
+        .expect("write");
+    assert!(has_row(&ip_of(&s, "pgs-2"), &pw, "before switchover").await);
+
+    let stop = Arc::new(AtomicUsize::new(0));
+    let monitor = watch_primaries(e.pods.clone(), stop.clone());
+    e.patch("pgs", serde_json::json!({"switchoverTo": "pgs-2"}))
+        .await;
+    let s = e
+        .status_until("pgs", "pgs-2 primary, pgs-1 replica", |s| {
+            s.current_primary.as_deref() == Some("pgs-2")
+                && s.ready_instances == 2
+                && role_of(s, "pgs-1") == "replica"
+                && role_of(s, "pgs-2") == "primary"
+        })
+        .await;
+    let new = connect(&ip_of(&s, "pgs-2"), &pw)
+        .await
+        .expect("new primary");
+    new.execute("INSERT INTO t VALUES ('after switchover')", &[])
+        .await
+        .expect("the new primary accepts writes");
+    let ip = ip_of(&s, "pgs-1");
+    assert!(
+        has_row(&ip, &pw, "after switchover").await,
+        "pgs-1 does not follow pgs-2"
+    );
+    let c = connect(&ip, &pw).await.expect("old primary");
+    assert!(
+        c.execute("INSERT INTO t VALUES ('x')", &[]).await.is_err(),
+        "pgs-1 still writable"
+    );
+
+    stop.store(1, Ordering::Relaxed);
+    assert_eq!(monitor.await.expect("monitor"), 1, "two primaries at once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_replica_stops_serving_and_rejoins_when_unfenced() {
+    let e = env("pg-fence").await;
+    e.create("pgx", 2).await;
+    let s = e.healthy("pgx", 2).await;
+    let pw = e.password("pgx").await;
+    let primary = connect(&ip_of(&s, "pgx-1"), &pw).await.expect("primary");
+    primary
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before fencing')")
+        .await
+        .expect("write");
+
+    e.patch("pgx", serde_json::json!({"fencedInstances": ["pgx-2"]}))
+        .await;
+    let s = e
+        .status_until("pgx", "pgx-2 fenced", |s| role_of(s, "pgx-2") == "fenced")
+        .await;
+    assert_eq!(s.current_primary.as_deref(), Some("pgx-1"));
+    assert!(
+        connect(&ip_of(&s, "pgx-2"), &pw).await.is_err(),
+        "a fenced instance still serves clients"
+    );
+    primary
+        .execute("INSERT INTO t VALUES ('while fenced')", &[])
+        .await
+        .expect("the primary still accepts writes");
+
+    e.patch("pgx", serde_json::json!({"fencedInstances": []}))
+        .await;
+    let s = e.healthy("pgx", 2).await;
+    assert_eq!(role_of(&s, "pgx-2"), "replica");
+    assert!(has_row(&ip_of(&s, "pgx-2"), &pw, "while fenced").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_reconciles_nothing_until_resumed() {
+    let e = env("pg-paused").await;
+    e.create("pgp", 1).await;
+    e.healthy("pgp", 1).await;
+    e.patch("pgp", serde_json::json!({"paused": true})).await;
+    e.status_until("pgp", "controlPaused", |s| s.control_paused)
+        .await;
+    e.patch("pgp", serde_json::json!({"size": 2})).await;
+    let generation = e
+        .clusters
+        .get("pgp")
+        .await
+        .expect("cluster")
+        .metadata
+        .generation
+        .expect("generation");
+    // The operator has seen the new size (observedGeneration) and done nothing about it.
+    let s = e
+        .status_until("pgp", "the size change observed", |s| {
+            s.observed_generation == Some(generation)
+        })
+        .await;
+    assert!(s.control_paused);
+    assert_eq!(s.phase, Some(bosun_postgres::api::Phase::Paused));
+    let pods: Vec<String> = e
+        .pods
+        .list(&Default::default())
+        .await
+        .expect("pods")
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(pods, ["pgp-1"], "a paused cluster was reconciled");
+
+    e.patch("pgp", serde_json::json!({"paused": false})).await;
+    let s = e.healthy("pgp", 2).await;
+    assert!(!s.control_paused);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_pods_deleted_with_claims_kept_come_back_with_the_same_rows() {
+    let e = env("pg-allpods").await;
+    e.create("pga", 2).await;
+    let s = e.healthy("pga", 2).await;
+    let pw = e.password("pga").await;
+    let primary = connect(&ip_of(&s, "pga-1"), &pw).await.expect("primary");
+    primary
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('kept')")
+        .await
+        .expect("write");
+    assert!(has_row(&ip_of(&s, "pga-2"), &pw, "kept").await);
+    let uids: Vec<String> = e
+        .pods
+        .list(&Default::default())
+        .await
+        .expect("pods")
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+
+    let stop = Arc::new(AtomicUsize::new(0));
+    let monitor = watch_primaries(e.pods.clone(), stop.clone());
+    for pod in ["pga-1", "pga-2"] {
+        e.pods
+            .delete(pod, &DeleteParams::default())
+            .await
+            .expect("delete a pod");
+    }
+    // Both pods replaced (new UIDs), then the cluster healthy again on the same claims.
+    let replaced = eventually(DEADLINE, || async {
+        let list = e.pods.list(&Default::default()).await.ok()?;
+        let fresh = list
+            .iter()
+            .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| !uids.contains(u)))
+            .count();
+        (fresh == 2).then_some(())
+    })
+    .await;
+    assert!(replaced.is_some(), "the pods were not recreated");
+    let s = e.healthy("pga", 2).await;
+    let names: Vec<&str> = s.instances.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["pga-1", "pga-2"],
+        "instances were re-cloned, not restarted"
+    );
+    for name in ["pga-1", "pga-2"] {
+        assert!(
+            has_row(&ip_of(&s, name), &pw, "kept").await,
+            "{name} lost the row"
+        );
+    }
+    let p = s.current_primary.clone().expect("a primary");
+    let c = connect(&ip_of(&s, &p), &pw).await.expect("primary");
+    c.execute("INSERT INTO t VALUES ('after restart')", &[])
+        .await
+        .expect("the primary accepts writes");
+
+    stop.store(1, Ordering::Relaxed);
+    assert_eq!(monitor.await.expect("monitor"), 1, "two primaries at once");
+}

@@ -5,8 +5,11 @@
 //! in KUBECONFIG instead — with leader election on the Lease an installed bosun holds, so it
 //! never writes next to one: while that bosun runs, `bosun dev` is a standby and shows what
 //! the installed one does. With the VmGroup operator it starts vcsim too, applies the sample
-//! VmGroup and shows its VMs as vcsim has them ([`vcenter`]).
+//! VmGroup and shows its VMs as vcsim has them ([`vcenter`]). With the PostgresCluster
+//! operator the node agent runs pods as real processes, the sample is a 3-instance cluster of
+//! real PostgreSQL, and a `psql` command for its primary is printed ([`postgres`]).
 mod assets;
+mod postgres;
 mod vcenter;
 
 use std::sync::Arc;
@@ -366,6 +369,10 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     );
     let mut _cp: Option<ControlPlane> = None;
     let mut _agent: Option<NodeAgent> = None;
+    let pg_operator = args
+        .operators
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|n| n == "postgres"));
     let client = if args.use_current_cluster {
         say("using the cluster in KUBECONFIG");
         super::run::client(None, 0.0, 0).await?
@@ -379,8 +386,15 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         let client = cp.client().await?;
         say(format!("control plane up at {}", cp.server()));
         local_storage_class(&client).await?;
-        say("starting the simulated node agent (test support: marks pods Ready, binds volumes)");
-        _agent = Some(NodeAgent::start(client.clone(), NodeAgentConfig::default()));
+        if pg_operator {
+            say("starting the process-mode node agent (test support: runs pods as local processes, PostgreSQL included, each on a loopback pod IP)");
+            _agent = Some(postgres::agent(client.clone())?);
+        } else {
+            say(
+                "starting the simulated node agent (test support: marks pods Ready, binds volumes)",
+            );
+            _agent = Some(NodeAgent::start(client.clone(), NodeAgentConfig::default()));
+        }
         _cp = Some(cp);
         client
     };
@@ -395,6 +409,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     install(&client, &ops).await?;
     let coded_bookstore = names.contains(&"bookstore");
     let vmgroup = names.contains(&"vmgroup");
+    let pg_sample = names.contains(&"postgres");
     // Against a real cluster the operator talks to the vCenter of its Secret; locally, vcsim.
     let sim = if vmgroup && !args.use_current_cluster {
         Some(vcenter::start(&client, &args.namespace).await?)
@@ -430,6 +445,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         }
         (None, None) if coded_bookstore => Some(SAMPLE.to_string()),
         (None, None) if vmgroup => Some(vcenter::SAMPLE.to_string()),
+        (None, None) if pg_sample => Some(postgres::SAMPLE.to_string()),
         _ => None,
     };
     let ready = match &sample {
@@ -455,6 +471,18 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             let view = if coded_bookstore && ar.group == "charts.example.com" && ar.version == "v1"
             {
                 show(&client, &args.namespace).await?
+            } else if ar.kind == "PostgresCluster" {
+                format!(
+                    "{}\n{}",
+                    show_custom(&client, &ar, &args.namespace).await?,
+                    postgres::show(
+                        &client,
+                        &args.namespace,
+                        &obj.name_any(),
+                        _cp.as_ref().map(|cp| cp.dir()),
+                    )
+                    .await?
+                )
             } else if let (Some(sim), "VmGroup") = (&sim, ar.kind.as_str()) {
                 format!(
                     "{}\n{}",
