@@ -135,8 +135,33 @@ impl Vcsim {
     /// Freezes vcsim (SIGSTOP): the kernel still accepts connections but nothing answers, as
     /// with a vCenter that hangs. Its inventory is kept (vcsim has no persistence, so a
     /// restart would lose it). [`Vcsim::resume`] thaws it.
+    /// Stops vcsim (SIGSTOP) and returns once every one of its threads is stopped: the
+    /// signal is delivered asynchronously, and a Go thread running at that moment could still
+    /// answer a request sent right after `kill` returned.
     pub fn pause(&self) -> std::io::Result<()> {
-        self.signal(libc::SIGSTOP)
+        self.signal(libc::SIGSTOP)?;
+        let tasks = format!("/proc/{}/task", self.child.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let mut all_stopped = true;
+            for t in std::fs::read_dir(&tasks)? {
+                let stat = std::fs::read_to_string(t?.path().join("stat")).unwrap_or_default();
+                // The state follows the parenthesised command name: "pid (comm) S ...".
+                let state = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim().chars().next());
+                if !matches!(state, Some('T') | Some('t')) {
+                    all_stopped = false;
+                }
+            }
+            if all_stopped {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(std::io::Error::other("vcsim did not stop within 10 s"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     pub fn resume(&self) -> std::io::Result<()> {
