@@ -164,6 +164,26 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
     // OLM decides which namespaces through WATCH_NAMESPACE; the bundle grants cluster-wide.
     install.watch_namespaces.clear();
     let ops = install.operators()?;
+    // A directory of samples may hold examples of operators this bundle leaves out (the
+    // repo's deploy/samples): an example of a kind the CSV does not own is invalid there.
+    let owned: Vec<(String, String)> = ops
+        .iter()
+        .flat_map(|o| o.crds())
+        .map(|c| (c.spec.group.clone(), c.spec.names.kind.clone()))
+        .collect();
+    samples.retain(|s| {
+        let api_version = s["apiVersion"].as_str().unwrap_or_default();
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let kind = s["kind"].as_str().unwrap_or_default();
+        let keep = owned.iter().any(|(g, k)| g == group && k == kind);
+        if !keep {
+            eprintln!(
+                "bundle: the sample {api_version} {kind} is of a kind these operators do not \
+                 serve; left out of alm-examples"
+            );
+        }
+        keep
+    });
     let objects = manifests::objects(&install, &ops)?;
     let mut input = BundleInput {
         package,
