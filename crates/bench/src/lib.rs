@@ -2,3 +2,4 @@
 //! project's real test control plane.
 pub mod chaos;
 pub mod measure;
+pub mod pg;

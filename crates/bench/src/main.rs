@@ -4,10 +4,12 @@
 //!    client at the same concurrency);
 //! c. restart over converged BookStores: mutating requests until idle;
 //! d. steady RSS of `bosun run` with N BookStores and their children cached;
-//! e.–f. the Helm flavour ([`helm`]); g.–h. VmGroup on vcsim and webhook latency ([`vmgroup`]).
+//! e.–f. the Helm flavour ([`helm`]); g.–h. VmGroup on vcsim and webhook latency ([`vmgroup`]);
+//! i. PostgresCluster on real PostgreSQL: ready, failover, switchover, RSS ([`postgres`]).
 //! Figures go to stdout as a table and, with --json, to a file. Nothing here asserts a timing.
 mod ansible;
 mod helm;
+mod postgres;
 mod vmgroup;
 
 use std::collections::BTreeMap;
@@ -41,7 +43,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_os_t = sibling_bosun())]
     bosun: PathBuf,
     /// Only these cases (myownshell, sample-controller, bookstore, helm, ansible, render,
-    /// vmgroup, webhook); all when empty.
+    /// vmgroup, webhook, postgres); all when empty.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Override the object counts (comma-separated).
@@ -677,6 +679,16 @@ async fn main() -> anyhow::Result<()> {
         let secs = if args.quick { 2 } else { 10 };
         eprintln!("[bench] webhook latency, 200 reviews/s for {secs} s");
         rows.extend(repeated(runs, || vmgroup::case_webhook(200, secs)).await?);
+    }
+    if run("postgres") {
+        let (rounds, clusters) = if args.quick { (1, 3) } else { (5, 50) };
+        eprintln!("[bench] postgres on real PostgreSQL: {rounds} failovers and switchovers, then {clusters} more clusters");
+        rows.extend(
+            repeated(runs, || {
+                postgres::case_postgres(&args.bosun, rounds, clusters)
+            })
+            .await?,
+        );
     }
     println!();
     print(&rows);

@@ -573,6 +573,27 @@ async fn synchronous_replication_waits_for_a_replica() {
         .get(0);
     assert_eq!(setting, "ANY 1 (*)");
     wait_rows(&b, &["safe"]).await;
+
+    // The primary lost: the replica, which inherited the primary's synchronous setting with
+    // its base backup, is promoted while no standby follows it yet. The promotion's own
+    // writes (roles, passwords) must not wait for a standby that only the operator's next
+    // step can give it: the promotion returns, and the new primary keeps requiring one for
+    // everybody else's commits.
     a.shutdown().await;
+    tokio::time::timeout(Duration::from_secs(120), b.api.promote())
+        .await
+        .expect("the promotion of a synchronous cluster's replica hung")
+        .expect("promote pg-2");
+    wait_state(&b, "pg-2 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let c = sql(&b).await.expect("connect");
+    let setting: String = c
+        .query_one("SHOW synchronous_standby_names", &[])
+        .await
+        .expect("show")
+        .get(0);
+    assert_eq!(setting, "ANY 1 (*)");
     b.shutdown().await;
 }

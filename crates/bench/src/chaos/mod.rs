@@ -16,7 +16,11 @@
 //! 5. [`flood`]: 1000 random 100 KB tokens at `/metrics` while converging: the lease never
 //!    changes hands, peak RSS stays bounded;
 //! 6. [`stale`]: the operator's view of StatefulSets held back (Sieve's stale view) during a
-//!    resize, then released: no wrong delete, converges.
+//!    resize, then released: no wrong delete, converges;
+//! 7. [`postgres`]: a 3-instance PostgresCluster of real PostgreSQL (its own control plane,
+//!    the process-mode node agent) under a write stream while primaries and replicas are
+//!    killed: never two primaries, and with synchronous replication no acknowledged commit
+//!    lost.
 //!
 //! `--quick` (CI) runs every scenario small; the figures in README come from a full run.
 mod bosun;
@@ -26,6 +30,7 @@ mod drift;
 mod failover;
 mod flood;
 mod outage;
+mod postgres;
 mod stale;
 
 use std::path::PathBuf;
@@ -42,7 +47,7 @@ pub struct Args {
     /// The bosun binary (release); by default the one beside this harness.
     #[arg(long, default_value_os_t = sibling_bosun())]
     pub bosun: PathBuf,
-    /// Only these scenarios (crash, outage, failover, drift, flood, stale); all when empty.
+    /// Only these scenarios (crash, outage, failover, drift, flood, stale, postgres); all when empty.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Seed of the kill points (printed, to replay a run).
@@ -141,6 +146,9 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     }
     if wanted("stale") {
         reports.push(stale::run(&mut env).await?);
+    }
+    if wanted("postgres") {
+        reports.push(postgres::run(&args, seed).await?);
     }
     println!();
     let mut ok = true;

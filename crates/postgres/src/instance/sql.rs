@@ -61,6 +61,17 @@ pub async fn ensure_roles(
     creds: &Credentials,
     app: Option<&AppDb>,
 ) -> Result<(), Error> {
+    // These writes are the instance manager's own, made on a primary that may have just been
+    // promoted: it inherited the old primary's synchronous_standby_names, and no standby
+    // follows it until the operator repoints them — after the promotion returns. Waiting for
+    // a standby here would hang the failover; a role lost with a failover is made again on
+    // the next primary.
+    client
+        .batch_execute("SET synchronous_commit TO local")
+        .await
+        .map_err(Error::sql(
+            "setting synchronous_commit for the instance manager",
+        ))?;
     let exists = client
         .query_opt(
             "SELECT 1 FROM pg_roles WHERE rolname = $1",

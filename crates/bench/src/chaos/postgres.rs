@@ -1,0 +1,224 @@
+//! PostgresCluster under kills: a 3-instance cluster of real PostgreSQL (the process-mode node
+//! agent, on a control plane of its own) takes a steady stream of single-row commits while
+//! instances are killed one after another, chosen by the seed: the primary's pod deleted, the
+//! primary's processes killed (`-9`, restarted on the same data), a replica's pod deleted or
+//! its processes killed. After each kill the cluster must be Healthy again before the next.
+//! Invariants: never two ready primaries at once (every instance API polled every 100 ms);
+//! with `replication.synchronous: 1`, no acknowledged commit missing on the final primary.
+//! With asynchronous replication the commits lost are counted, not failed (full run only).
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::pg::{connect, ip_of, PgEnv, PrimaryWatch};
+
+use super::{Args, Report};
+
+const NS: &str = "chaos-pg";
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// What the writer saw: commits acknowledged, and attempts that failed (unknown outcome).
+#[derive(Default)]
+struct Writes {
+    acked: Vec<i64>,
+    failed: u64,
+}
+
+/// Commits one row at a time on whichever instance the status names the primary, until
+/// `stop`; a failed attempt drops the connection and looks the primary up again.
+fn writer(
+    env: Arc<PgEnv>,
+    name: String,
+    password: String,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Writes> {
+    tokio::spawn(async move {
+        let out = Arc::new(Mutex::new(Writes::default()));
+        let mut next: i64 = 0;
+        let mut conn: Option<tokio_postgres::Client> = None;
+        while !stop.load(Ordering::Relaxed) {
+            let c = match conn.take() {
+                Some(c) => c,
+                None => {
+                    let ip = env
+                        .status(&name)
+                        .await
+                        .and_then(|s| ip_of(&s, s.current_primary.as_deref()?));
+                    match ip {
+                        Some(ip) => match connect(&ip, &password).await {
+                            Ok(c) => c,
+                            Err(_) => {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                continue;
+                            }
+                        },
+                        None => {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    }
+                }
+            };
+            next += 1;
+            let id = next;
+            let r = tokio::time::timeout(
+                Duration::from_secs(5),
+                c.execute("INSERT INTO w (id) VALUES ($1)", &[&id]),
+            )
+            .await;
+            let mut w = out.lock().unwrap_or_else(|p| p.into_inner());
+            match r {
+                Ok(Ok(_)) => {
+                    w.acked.push(id);
+                    conn = Some(c);
+                }
+                _ => w.failed += 1,
+            }
+        }
+        let mut w = out.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::take(&mut *w)
+    })
+}
+
+/// A pod's UID and its containers' restarts: either changes when the kill has taken effect.
+async fn pod_mark(env: &PgEnv, pod: &str) -> Option<(String, i32)> {
+    let p = env.pods.get_opt(pod).await.ok()??;
+    let restarts = p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+        .unwrap_or(0);
+    Some((p.metadata.uid.unwrap_or_default(), restarts))
+}
+
+/// A small deterministic generator (the seed decides the kills, to replay a run).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+async fn one(
+    env: &Arc<PgEnv>,
+    r: &mut Report,
+    name: &str,
+    synchronous: i32,
+    kills: usize,
+    rng: &mut Lcg,
+) -> anyhow::Result<()> {
+    env.create(name, 3, synchronous).await?;
+    let s = env.healthy(name, 3, LIMIT).await?;
+    let pw = env.password(name).await?;
+    let primary = s.current_primary.clone().unwrap_or_default();
+    let ip = ip_of(&s, &primary).ok_or_else(|| anyhow::anyhow!("no IP for {primary}"))?;
+    connect(&ip, &pw)
+        .await?
+        .batch_execute("CREATE TABLE w (id bigint PRIMARY KEY)")
+        .await?;
+    let watch = PrimaryWatch::start(env.pods.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = writer(env.clone(), name.to_string(), pw.clone(), stop.clone());
+    let t0 = Instant::now();
+    let mut done = Vec::new();
+    for _ in 0..kills {
+        let s = env.healthy(name, 3, LIMIT).await?;
+        let primary = s.current_primary.clone().unwrap_or_default();
+        let replicas: Vec<String> = s
+            .instances
+            .iter()
+            .filter(|i| i.name != primary)
+            .map(|i| i.name.clone())
+            .collect();
+        let kind = rng.next(4);
+        let victim = if kind < 2 {
+            primary
+        } else {
+            replicas[rng.next(replicas.len() as u64) as usize].clone()
+        };
+        let before = pod_mark(env, &victim).await;
+        if kind.is_multiple_of(2) {
+            env.delete_pod(&victim).await?;
+            done.push(format!("delete pod {victim}"));
+        } else {
+            env.agent.kill_containers(&env.ns, &victim)?;
+            done.push(format!("kill -9 {victim}"));
+        }
+        // The kill seen (a new pod, or a container restarted) before waiting for Healthy,
+        // which the cluster still reports for a moment after the kill.
+        let seen = Instant::now();
+        while pod_mark(env, &victim).await == before {
+            anyhow::ensure!(
+                seen.elapsed() < LIMIT,
+                "the kill of {victim} was never seen"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        env.healthy(name, 3, LIMIT).await?;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let writes = w.await?;
+    let most = watch.stop().await;
+    let s = env.healthy(name, 3, LIMIT).await?;
+    let primary = s.current_primary.clone().unwrap_or_default();
+    let ip = ip_of(&s, &primary).ok_or_else(|| anyhow::anyhow!("no IP for {primary}"))?;
+    let rows = connect(&ip, &pw)
+        .await?
+        .query("SELECT id FROM w", &[])
+        .await?;
+    let present: std::collections::HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
+    let lost = writes
+        .acked
+        .iter()
+        .filter(|id| !present.contains(id))
+        .count();
+    let mode = if synchronous > 0 {
+        "synchronous 1"
+    } else {
+        "asynchronous"
+    };
+    r.figure(&format!("{mode}: kills"), done.join(", "));
+    r.figure(
+        &format!("{mode}: commits acknowledged / failed"),
+        format!(
+            "{} / {} in {:.0} s",
+            writes.acked.len(),
+            writes.failed,
+            t0.elapsed().as_secs_f64()
+        ),
+    );
+    r.figure(&format!("{mode}: acknowledged commits lost"), lost);
+    r.figure(&format!("{mode}: most ready primaries at once"), most);
+    r.check(most <= 1, format!("{mode}: {most} ready primaries at once"));
+    r.check(
+        !writes.acked.is_empty(),
+        format!("{mode}: no commit was acknowledged"),
+    );
+    if synchronous > 0 {
+        r.check(
+            lost == 0,
+            format!("{mode}: {lost} acknowledged commits missing on the final primary"),
+        );
+    }
+    Ok(())
+}
+
+pub async fn run(args: &Args, seed: u64) -> anyhow::Result<Report> {
+    let kills = if args.quick { 3 } else { 10 };
+    eprintln!(
+        "[chaos] postgres: {kills} kills under a write stream, synchronous then asynchronous"
+    );
+    let mut r = Report::new("postgres");
+    let env = Arc::new(PgEnv::start(&args.bosun, NS).await?);
+    let mut rng = Lcg(seed);
+    one(&env, &mut r, "sync", 1, kills, &mut rng).await?;
+    if !args.quick {
+        one(&env, &mut r, "async", 0, kills, &mut rng).await?;
+    }
+    Ok(r)
+}
