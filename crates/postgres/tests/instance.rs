@@ -597,3 +597,66 @@ async fn synchronous_replication_waits_for_a_replica() {
     assert_eq!(setting, "ANY 1 (*)");
     b.shutdown().await;
 }
+
+/// Once a promotion returns, the new primary's control file is on the new timeline. pg_rewind
+/// reads the source's timeline there: before the end-of-recovery checkpoint (a spread one,
+/// slow with many buffers dirtied by replay) it finds the old timeline, rewinds nothing, and
+/// leaves the old primary's diverged WAL in place — which then never streams ("requested
+/// timeline 2 is not a child of this server's history"), as the chaos suite found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_returns_with_the_new_timeline_checkpointed() {
+    let dir = workdir();
+    let a = start(dir.path(), "pg-1", "127.21.6.1", Role::Primary, None);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.6.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    wait_state(&b, "pg-2 streaming", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    // Enough rows that their replay leaves many dirty buffers on the replica.
+    sql(&a)
+        .await
+        .expect("connect to pg-1")
+        .batch_execute(
+            "CREATE TABLE t (v text); \
+             INSERT INTO t SELECT repeat('x', 200) FROM generate_series(1, 20000); \
+             INSERT INTO t VALUES ('last')",
+        )
+        .await
+        .expect("write on pg-1");
+    wait_for("pg-2 replayed the rows", &b, || async {
+        let c = sql(&b).await.map_err(|e| e.to_string())?;
+        let n: i64 = c
+            .query_one("SELECT count(*) FROM t WHERE v = 'last'", &[])
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        if n == 1 {
+            Ok(())
+        } else {
+            Err("not yet".to_string())
+        }
+    })
+    .await;
+    a.api.fence().await.expect("fence pg-1");
+    b.api.promote().await.expect("promote pg-2");
+    let timeline: i32 = sql(&b)
+        .await
+        .expect("connect to pg-2")
+        .query_one("SELECT timeline_id FROM pg_control_checkpoint()", &[])
+        .await
+        .expect("pg_control_checkpoint")
+        .get(0);
+    assert_eq!(timeline, 2, "the promotion returned before its checkpoint");
+    a.shutdown().await;
+    b.shutdown().await;
+}

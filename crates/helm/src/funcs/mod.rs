@@ -115,10 +115,12 @@ macro_rules! funcv {
     };
 }
 
-fn table() -> &'static HashMap<&'static str, &'static FuncDef> {
-    static TABLE: OnceLock<HashMap<&'static str, &'static FuncDef>> = OnceLock::new();
+type Table = HashMap<&'static str, &'static FuncDef, foldhash::fast::RandomState>;
+
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut m = HashMap::new();
+        let mut m = Table::default();
         // Later groups win, as Helm's map overrides Sprig's and Sprig's overrides Go's.
         for group in [
             builtins::FUNCS,

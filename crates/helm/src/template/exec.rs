@@ -17,6 +17,9 @@
 //! bound output, loops and nesting so hostile templates end in errors.
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+
+/// The engine's per-render maps, keyed by chart text: a fast hasher, randomly seeded.
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -80,10 +83,10 @@ pub struct Runtime {
     written: Cell<usize>,
     iterations: Cell<u64>,
     nesting: Cell<usize>,
-    pub(crate) includes: RefCell<HashMap<Str, usize>>,
+    pub(crate) includes: RefCell<FastMap<Str, usize>>,
     #[allow(clippy::type_complexity)]
-    pub(crate) tpl_cache: RefCell<HashMap<String, Result<Rc<Vec<Arc<Tree>>>, String>>>,
-    pub(crate) regex_cache: RefCell<HashMap<String, Result<regex::Regex, String>>>,
+    pub(crate) tpl_cache: RefCell<FastMap<String, Result<Rc<Vec<Arc<Tree>>>, String>>>,
+    pub(crate) regex_cache: RefCell<FastMap<String, Result<regex::Regex, String>>>,
     /// Cluster reads for `lookup` (None: every lookup finds nothing).
     pub lookup: Option<crate::render::lookup::SharedLookup>,
     /// Functions called whose result differs between renders.
@@ -98,9 +101,9 @@ impl Runtime {
             written: Cell::new(0),
             iterations: Cell::new(0),
             nesting: Cell::new(0),
-            includes: RefCell::new(HashMap::new()),
-            tpl_cache: RefCell::new(HashMap::new()),
-            regex_cache: RefCell::new(HashMap::new()),
+            includes: RefCell::new(FastMap::default()),
+            tpl_cache: RefCell::new(FastMap::default()),
+            regex_cache: RefCell::new(FastMap::default()),
             lookup: None,
             nondeterministic: RefCell::new(Default::default()),
         }

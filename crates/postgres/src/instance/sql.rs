@@ -185,18 +185,24 @@ pub async fn ensure_slot(
     Ok(())
 }
 
-/// Promotes the local replica and waits for the promotion to finish.
+/// Promotes the local replica and waits for the promotion to finish, then checkpoints: the
+/// end-of-recovery checkpoint a promotion requests is a spread one, and until it ends the
+/// control file still names the old timeline. pg_rewind reads the source's timeline there, so
+/// an old primary rewound against this one before that would be left with its diverged WAL
+/// and never stream.
 pub async fn promote(client: &Client) -> Result<(), Error> {
     let done: bool = client
         .query_one("SELECT pg_promote(true, 60)", &[])
         .await
         .map_err(Error::sql("promoting"))?
         .get(0);
-    if done {
-        Ok(())
-    } else {
-        Err(Error::Timeout("the promotion to finish"))
+    if !done {
+        return Err(Error::Timeout("the promotion to finish"));
     }
+    client
+        .batch_execute("CHECKPOINT")
+        .await
+        .map_err(Error::sql("checkpointing the new timeline"))
 }
 
 /// What a running instance reports of itself.
