@@ -4,6 +4,7 @@
 //! instance`). The controller that applies the lifecycle's actions to pods and claims is the
 //! next slice.
 pub mod api;
+pub mod backup;
 pub mod controller;
 pub mod instance;
 pub mod lifecycle;

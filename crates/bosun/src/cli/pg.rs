@@ -20,6 +20,22 @@ pub enum PgCommand {
     /// Copy this binary to DEST (an instance pod's init container, from bosun's image into
     /// a volume the PostgreSQL image's container runs it from).
     Install { dest: std::path::PathBuf },
+    /// PostgreSQL's archive_command on a primary with a backup store: copy the WAL file
+    /// PATH into the store as NAME (atomically; the same contents again succeed).
+    ArchiveWal {
+        #[arg(long)]
+        store: std::path::PathBuf,
+        path: std::path::PathBuf,
+        name: String,
+    },
+    /// PostgreSQL's restore_command during a restore: copy the archived NAME to DEST; exit
+    /// status 1 when the store does not hold it (the end of the archive).
+    RestoreWal {
+        #[arg(long)]
+        store: std::path::PathBuf,
+        name: String,
+        dest: std::path::PathBuf,
+    },
 }
 
 pub async fn run(args: PgArgs) -> anyhow::Result<()> {
@@ -37,5 +53,16 @@ pub async fn run(args: PgArgs) -> anyhow::Result<()> {
             Ok(())
         }
         PgCommand::Install { dest } => Ok(bosun_postgres::instance::install_self(&dest)?),
+        PgCommand::ArchiveWal { store, path, name } => {
+            Ok(bosun_postgres::backup::VolumeStore::new(store).archive_wal(&path, &name)?)
+        }
+        PgCommand::RestoreWal { store, name, dest } => {
+            if bosun_postgres::backup::VolumeStore::new(store).restore_wal(&name, &dest)? {
+                Ok(())
+            } else {
+                // Not an error worth a message: PostgreSQL asks for files past the end.
+                std::process::exit(1)
+            }
+        }
     }
 }

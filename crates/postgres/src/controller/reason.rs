@@ -19,6 +19,12 @@ pub enum Reason {
     Failed,
     InvalidSpec,
     ActionFailed,
+    BackupStarted,
+    BackupSucceeded,
+    BackupFailed,
+    WalArchived,
+    ArchiveFailing,
+    NoWalArchivedYet,
 }
 
 impl Reason {
@@ -42,6 +48,12 @@ impl Reason {
             Reason::Failed => "Failed",
             Reason::InvalidSpec => "InvalidSpec",
             Reason::ActionFailed => "ActionFailed",
+            Reason::BackupStarted => "BackupStarted",
+            Reason::BackupSucceeded => "BackupSucceeded",
+            Reason::BackupFailed => "BackupFailed",
+            Reason::WalArchived => "WalArchived",
+            Reason::ArchiveFailing => "ArchiveFailing",
+            Reason::NoWalArchivedYet => "NoWalArchivedYet",
         }
     }
 }
