@@ -943,3 +943,144 @@ async fn without_a_backup_lost_data_and_a_missing_source_fail_with_the_reason() 
     let why = s.phase_reason.unwrap_or_default();
     assert!(why.contains("no backup"), "{why}");
 }
+
+/// A real S3-compatible server: moto (`bash scripts/setup-moto.sh`), on a free port of
+/// 127.0.0.1, stopped when dropped.
+#[cfg(feature = "s3")]
+struct Moto {
+    endpoint: String,
+    child: std::process::Child,
+}
+
+#[cfg(feature = "s3")]
+impl Moto {
+    async fn start() -> Moto {
+        let venv = std::env::var("BOSUN_MOTO_VENV").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/bosun/moto-venv",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new(format!("{venv}/bin/moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("moto_server (run scripts/setup-moto.sh)");
+        let up = eventually(60, || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        })
+        .await;
+        assert!(up.is_some(), "moto_server did not listen on {port}");
+        Moto {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            child,
+        }
+    }
+
+    fn client(&self, root: &str) -> bosun_postgres::backup::s3::S3Store {
+        bosun_postgres::backup::s3::S3Store::new(
+            &self.endpoint,
+            "pg-backups",
+            root,
+            "us-east-1",
+            bosun_postgres::backup::sigv4::Credentials {
+                access_key: "test-access".into(),
+                secret_key: "test-secret".into(),
+            },
+        )
+        .expect("client")
+    }
+}
+
+#[cfg(feature = "s3")]
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The S3 store against a real S3-compatible server: WAL archived and a base backup written
+/// as objects, then the cluster's only instance losing its data and coming back from the
+/// bucket with the row that was only in the archived WAL.
+#[cfg(feature = "s3")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_store_archives_backs_up_and_restores_a_lost_cluster() {
+    let moto = Moto::start().await;
+    moto.client("").create_bucket().await.expect("bucket");
+    let e = env("pg-s3").await;
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s3-creds"},
+        "stringData": {"accessKeyId": "test-access", "secretAccessKey": "test-secret"},
+    }))
+    .expect("secret");
+    e.secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create the secret");
+    e.create_spec(
+        "pgs",
+        serde_json::json!({"size": 1, "backup": {"store": {"s3": {
+            "endpoint": moto.endpoint, "bucket": "pg-backups", "prefix": "team",
+            "credentialsSecret": "s3-creds"}}}}),
+    )
+    .await;
+    e.healthy("pgs", 1).await;
+    e.status_until("pgs", "the first base backup", |s| {
+        s.backup
+            .as_ref()
+            .is_some_and(|b| b.last_successful_backup.is_some())
+    })
+    .await;
+    let pw = e.password("pgs").await;
+    let ip = ip_of(&e.healthy("pgs", 1).await, "pgs-1");
+    let c = connect(&ip, &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('only in the archive')")
+        .await
+        .expect("write");
+    let segment: String = c
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    e.status_until("pgs", "the segment archived", |s| {
+        s.backup
+            .as_ref()
+            .and_then(|b| b.last_archived_wal.as_deref())
+            .is_some_and(|w| w >= segment.as_str())
+    })
+    .await;
+    let objects = moto.client("team/pgs").list("").await.expect("list");
+    assert!(
+        objects.contains(&format!("wals/{segment}")),
+        "{segment} not in the bucket: {objects:?}"
+    );
+    assert!(
+        objects
+            .iter()
+            .any(|k| k.starts_with("base/") && k.ends_with("/bosun-backup.json")),
+        "no base backup in the bucket: {objects:?}"
+    );
+
+    e.destroy("pgs-1").await;
+    let s = e
+        .status_until("pgs", "restored from the bucket", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::Healthy)
+                && s.current_primary.as_deref() == Some("pgs-2")
+                && s.ready_instances == 1
+        })
+        .await;
+    assert_eq!(
+        rows(&ip_of(&s, "pgs-2"), &pw).await,
+        ["only in the archive"]
+    );
+}

@@ -23,8 +23,9 @@ pub enum PgCommand {
     /// PostgreSQL's archive_command on a primary with a backup store: copy the WAL file
     /// PATH into the store as NAME (atomically; the same contents again succeed).
     ArchiveWal {
+        /// The store: a directory, or s3://bucket/prefix (a build with the `s3` feature).
         #[arg(long)]
-        store: std::path::PathBuf,
+        store: String,
         path: std::path::PathBuf,
         name: String,
     },
@@ -32,7 +33,7 @@ pub enum PgCommand {
     /// status 1 when the store does not hold it (the end of the archive).
     RestoreWal {
         #[arg(long)]
-        store: std::path::PathBuf,
+        store: String,
         name: String,
         dest: std::path::PathBuf,
     },
@@ -54,10 +55,12 @@ pub async fn run(args: PgArgs) -> anyhow::Result<()> {
         }
         PgCommand::Install { dest } => Ok(bosun_postgres::instance::install_self(&dest)?),
         PgCommand::ArchiveWal { store, path, name } => {
-            Ok(bosun_postgres::backup::VolumeStore::new(store).archive_wal(&path, &name)?)
+            let store = bosun_postgres::backup::Store::open(&store)?;
+            Ok(store.archive_wal(&path, &name).await?)
         }
         PgCommand::RestoreWal { store, name, dest } => {
-            if bosun_postgres::backup::VolumeStore::new(store).restore_wal(&name, &dest)? {
+            let store = bosun_postgres::backup::Store::open(&store)?;
+            if store.restore_wal(&name, &dest).await? {
                 Ok(())
             } else {
                 // Not an error worth a message: PostgreSQL asks for files past the end.

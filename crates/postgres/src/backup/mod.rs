@@ -11,11 +11,19 @@
 //!
 //! The pure parts: WAL names and their order ([`wal`]), the catalog's choices — which backup
 //! a restore starts from, which ones retention removes ([`catalog`]) — and the base-backup
-//! schedule ([`schedule`]). [`volume`] is the store on a directory.
+//! schedule ([`schedule`]). [`volume`] is the store on a directory; `s3` (feature `s3`) the
+//! same layout in an S3-compatible bucket; [`store`] opens either from a location (a path,
+//! or `s3://bucket/prefix`).
 pub mod catalog;
+#[cfg(feature = "s3")]
+pub mod s3;
 pub mod schedule;
+#[cfg(feature = "s3")]
+pub mod sigv4;
+pub mod store;
 pub mod volume;
 pub mod wal;
 
 pub use catalog::BackupInfo;
+pub use store::Store;
 pub use volume::VolumeStore;

@@ -23,6 +23,8 @@ pub enum StoreError {
     },
     #[error("{0} is already archived with different contents")]
     Conflict(String),
+    #[error("object store: {0}")]
+    Remote(String),
 }
 
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StoreError {

@@ -270,7 +270,7 @@ impl Act<'_> {
 /// backup restores that backup (to its target); a later one — every instance's data lost —
 /// restores the cluster's own backups to their end.
 pub fn restore_source(plan: &Plan, serial: u32) -> Result<build::RestoreFrom, Error> {
-    use crate::validate::{BootstrapPlan, StorePlan};
+    use crate::validate::BootstrapPlan;
     match (&plan.bootstrap, serial) {
         (
             BootstrapPlan::Recovery {
@@ -279,23 +279,17 @@ pub fn restore_source(plan: &Plan, serial: u32) -> Result<build::RestoreFrom, Er
                 target,
             },
             1,
-        ) => match store {
-            StorePlan::Volume { .. } => Ok(build::RestoreFrom {
-                cluster: source_cluster.clone(),
-                target: target.clone(),
-            }),
-            StorePlan::S3 { .. } => Err(Error::Unsupported(
-                "restoring from an S3 store is not built into this operator yet".into(),
-            )),
-        },
+        ) => Ok(build::RestoreFrom {
+            cluster: source_cluster.clone(),
+            store: store.clone(),
+            target: target.clone(),
+        }),
         _ => match plan.backup.as_ref().map(|b| &b.store) {
-            Some(StorePlan::Volume { .. }) => Ok(build::RestoreFrom {
+            Some(store) => Ok(build::RestoreFrom {
                 cluster: plan.name.clone(),
+                store: store.clone(),
                 target: None,
             }),
-            Some(StorePlan::S3 { .. }) => Err(Error::Unsupported(
-                "restoring from an S3 store is not built into this operator yet".into(),
-            )),
             None => Err(Error::Unsupported(
                 "the cluster has no backup store to restore from".into(),
             )),

@@ -39,7 +39,53 @@ pub fn backup_claim_name(cluster: &str) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RestoreFrom {
     pub cluster: String,
+    pub store: StorePlan,
     pub target: Option<RecoveryTarget>,
+}
+
+/// The keys of an S3 store's credentials Secret.
+pub const KEY_S3_ACCESS: &str = "accessKeyId";
+pub const KEY_S3_SECRET: &str = "secretAccessKey";
+
+/// `s3://bucket/<prefix><cluster>`: where `cluster`'s backups live in an S3 store.
+pub fn s3_location(bucket: &str, prefix: &str, cluster: &str) -> String {
+    let prefix = prefix.trim_matches('/');
+    if prefix.is_empty() {
+        format!("s3://{bucket}/{cluster}")
+    } else {
+        format!("s3://{bucket}/{prefix}/{cluster}")
+    }
+}
+
+/// The environment an S3 store's client reads (credentials by reference only).
+fn s3_env(store: &StorePlan) -> Vec<EnvVar> {
+    let StorePlan::S3 {
+        endpoint,
+        region,
+        credentials_secret,
+        ..
+    } = store
+    else {
+        return Vec::new();
+    };
+    let secret = |name: &str, key: &str| EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: credentials_secret.clone(),
+                key: key.into(),
+                optional: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    vec![
+        env("BOSUN_PG_S3_ENDPOINT", endpoint.clone()),
+        env("BOSUN_PG_S3_REGION", region.clone()),
+        secret("AWS_ACCESS_KEY_ID", KEY_S3_ACCESS),
+        secret("AWS_SECRET_ACCESS_KEY", KEY_S3_SECRET),
+    ]
 }
 
 /// Labels every child carries.
@@ -363,29 +409,46 @@ fn pod_with(
     }
     let mut extra_volumes = Vec::new();
     let mut extra_mounts = Vec::new();
-    if has_volume_store(plan) {
+    let mut s3_set = false;
+    if let Some(b) = &plan.backup {
+        let location = match &b.store {
+            StorePlan::Volume { .. } => {
+                extra_volumes.push(claim_volume("backup", backup_claim_name(&plan.name)));
+                extra_mounts.push(mount("backup", BACKUP_MOUNT));
+                format!("{BACKUP_MOUNT}/{}", plan.name)
+            }
+            StorePlan::S3 { bucket, prefix, .. } => {
+                envs.extend(s3_env(&b.store));
+                s3_set = true;
+                s3_location(bucket, prefix, &plan.name)
+            }
+        };
+        envs.push(env("BOSUN_PG_BACKUP_STORE", location));
         envs.push(env(
-            "BOSUN_PG_BACKUP_STORE",
-            format!("{BACKUP_MOUNT}/{}", plan.name),
+            "BOSUN_PG_BACKUP_RETENTION_DAYS",
+            b.retention_days.to_string(),
         ));
-        if let Some(b) = &plan.backup {
-            envs.push(env(
-                "BOSUN_PG_BACKUP_RETENTION_DAYS",
-                b.retention_days.to_string(),
-            ));
-        }
-        extra_volumes.push(claim_volume("backup", backup_claim_name(&plan.name)));
-        extra_mounts.push(mount("backup", BACKUP_MOUNT));
     }
     if let Some(from) = restore {
-        let dir = if from.cluster == plan.name && has_volume_store(plan) {
-            format!("{BACKUP_MOUNT}/{}", from.cluster)
-        } else {
-            extra_volumes.push(claim_volume("restore", backup_claim_name(&from.cluster)));
-            extra_mounts.push(mount("restore", RESTORE_MOUNT));
-            format!("{RESTORE_MOUNT}/{}", from.cluster)
+        let location = match &from.store {
+            StorePlan::Volume { .. } if from.cluster == plan.name && has_volume_store(plan) => {
+                format!("{BACKUP_MOUNT}/{}", from.cluster)
+            }
+            StorePlan::Volume { .. } => {
+                extra_volumes.push(claim_volume("restore", backup_claim_name(&from.cluster)));
+                extra_mounts.push(mount("restore", RESTORE_MOUNT));
+                format!("{RESTORE_MOUNT}/{}", from.cluster)
+            }
+            // One S3 client per instance: a restore from S3 into a cluster backing up to
+            // S3 uses the backup store's endpoint and credentials.
+            StorePlan::S3 { bucket, prefix, .. } => {
+                if !s3_set {
+                    envs.extend(s3_env(&from.store));
+                }
+                s3_location(bucket, prefix, &from.cluster)
+            }
         };
-        envs.push(env("BOSUN_PG_RESTORE_FROM", dir));
+        envs.push(env("BOSUN_PG_RESTORE_FROM", location));
         match &from.target {
             Some(RecoveryTarget::Time(t)) => {
                 envs.push(env("BOSUN_PG_RECOVERY_TARGET_TIME", t.clone()))
@@ -640,6 +703,13 @@ mod tests {
             "targetTime": "2026-11-25T01:00:00Z"}}}));
         let from = RestoreFrom {
             cluster: "old".into(),
+            store: StorePlan::Volume {
+                size: crate::validate::Size {
+                    text: "1Gi".into(),
+                    bytes: 1 << 30,
+                },
+                storage_class: None,
+            },
             target: Some(RecoveryTarget::Time("2026-11-25T01:00:00Z".into())),
         };
         let pod = restoring_pod(&p, 1, &owner(), &from);
@@ -662,6 +732,34 @@ mod tests {
             .persistent_volume_claim
             .as_ref()
             .is_some_and(|c| c.claim_name == "old-backup")));
+    }
+
+    #[test]
+    fn an_s3_store_is_reached_with_credentials_by_reference() {
+        let p = plan_of(serde_json::json!({"backup": {"store": {"s3": {
+            "endpoint": "http://127.0.0.1:9000", "bucket": "bkt", "prefix": "team/",
+            "credentialsSecret": "s3-creds"}}}}));
+        let pod = pod(&p, 1, Role::Primary, None, &owner());
+        let env = env_of(&pod);
+        assert_eq!(
+            env["BOSUN_PG_BACKUP_STORE"].value.as_deref(),
+            Some("s3://bkt/team/pg")
+        );
+        assert_eq!(
+            env["BOSUN_PG_S3_ENDPOINT"].value.as_deref(),
+            Some("http://127.0.0.1:9000")
+        );
+        let key = env["AWS_SECRET_ACCESS_KEY"]
+            .value_from
+            .as_ref()
+            .and_then(|f| f.secret_key_ref.as_ref())
+            .expect("a secret reference");
+        assert_eq!(
+            (key.name.as_str(), key.key.as_str()),
+            ("s3-creds", KEY_S3_SECRET)
+        );
+        assert!(env["AWS_SECRET_ACCESS_KEY"].value.is_none());
+        assert!(backup_claim(&p).is_none(), "no volume for an S3 store");
     }
 
     #[test]

@@ -97,12 +97,13 @@ pub struct Config {
 /// (while it is the primary), and the store a new primary restores from instead of initdb.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BackupOptions {
-    /// The store directory (`<backup volume>/<cluster>`). None: no archiving, no backups.
-    pub store: Option<PathBuf>,
+    /// The store's location: a directory (`<backup volume>/<cluster>`) or
+    /// `s3://bucket/<prefix><cluster>`. None: no archiving, no backups.
+    pub store: Option<String>,
     /// Days base backups are kept (0: 30).
     pub retention_days: u32,
     /// Restore from this store when the data directory is empty (a primary only).
-    pub restore_from: Option<PathBuf>,
+    pub restore_from: Option<String>,
     /// Where the restore stops (None: the end of the archived WAL).
     pub target: Option<crate::backup::catalog::Target>,
     /// The `bosun` PostgreSQL runs as archive_command and restore_command (None: the
@@ -187,16 +188,17 @@ pub struct Args {
     /// Its owner, a login role (password: BOSUN_PG_APP_PASSWORD).
     #[arg(long, env = "BOSUN_PG_APP_OWNER", requires = "app_database")]
     pub app_owner: Option<String>,
-    /// The backup store directory: WAL is archived there and base backups are written
+    /// The backup store (a directory, or s3://bucket/prefix with BOSUN_PG_S3_ENDPOINT and
+    /// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY): WAL is archived there and base backups are written
     /// there while this instance is the primary.
     #[arg(long, env = "BOSUN_PG_BACKUP_STORE")]
-    pub backup_store: Option<PathBuf>,
+    pub backup_store: Option<String>,
     /// Days base backups are kept.
     #[arg(long, env = "BOSUN_PG_BACKUP_RETENTION_DAYS", default_value_t = 30)]
     pub backup_retention_days: u32,
     /// Restore from this backup store instead of initdb when there is no data.
     #[arg(long, env = "BOSUN_PG_RESTORE_FROM")]
-    pub restore_from: Option<PathBuf>,
+    pub restore_from: Option<String>,
     /// Stop the restore at this time (RFC 3339).
     #[arg(
         long,

@@ -89,14 +89,15 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         error: None,
         restore_failure: None,
     }));
-    let backups = cfg.backups.store.as_ref().map(|store| {
-        Arc::new(super::backup::Backups::new(
+    let backups = match cfg.backups.store.as_deref() {
+        Some(store) => Some(Arc::new(super::backup::Backups::new(
             store,
             pg.clone(),
             cfg.port,
             cfg.backups.retention_days,
-        ))
-    });
+        )?)),
+        None => None,
+    };
     let (tx, rx) = mpsc::channel(4);
     let stop_http = shutdown.child_token();
     let server = super::http::serve(
@@ -201,7 +202,7 @@ impl Manager {
                 (Role::Primary, _) if self.cfg.backups.restore_from.is_some() => {
                     let from = self.cfg.backups.restore_from.clone().unwrap_or_default();
                     let target = self.cfg.backups.target.clone();
-                    let chosen = super::backup::restore(&self.pg, &from, target.as_ref())?;
+                    let chosen = super::backup::restore(&self.pg, &from, target.as_ref()).await?;
                     info!(instance = %self.cfg.name, backup = %chosen.id, ?target, "restoring from the base backup, then the archived WAL");
                     self.recovery =
                         Some(super::pg::recovery_args(&self.cfg, &from, target.as_ref()));

@@ -140,8 +140,11 @@ impl Pg {
 
     /// A base backup of this (running) instance into `dest`, over the private socket: plain
     /// format with the WAL it needs, so that it is consistent without the archive.
-    pub async fn base_backup_to(&self, dest: &Path, port: u16) -> Result<(), Error> {
+    pub async fn base_backup_to(&self, dest: &Path, port: u16, tar: bool) -> Result<(), Error> {
         let mut c = self.command("pg_basebackup");
+        if tar {
+            c.arg("-Ft");
+        }
         c.arg("-D")
             .arg(dest)
             .arg("-h")
@@ -296,7 +299,7 @@ pub fn postgres_args(
             format!(
                 "{} pg archive-wal --store {} %p %f",
                 shell_quote(&program(cfg).display().to_string()),
-                shell_quote(&store.display().to_string())
+                shell_quote(store)
             ),
         ));
         // A quiet primary still archives its last writes within a minute (the user may
@@ -323,7 +326,7 @@ pub fn program(cfg: &Config) -> PathBuf {
 /// any), then promote — a new timeline, archived from then on.
 pub fn recovery_args(
     cfg: &Config,
-    from: &Path,
+    from: &str,
     target: Option<&crate::backup::catalog::Target>,
 ) -> Vec<String> {
     use crate::backup::catalog::Target;
@@ -333,7 +336,7 @@ pub fn recovery_args(
             format!(
                 "{} pg restore-wal --store {} %f %p",
                 shell_quote(&program(cfg).display().to_string()),
-                shell_quote(&from.display().to_string())
+                shell_quote(from)
             ),
         ),
         ("recovery_target_timeline".into(), "latest".into()),
