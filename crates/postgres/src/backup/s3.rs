@@ -2,12 +2,13 @@
 //! `<prefix><cluster>/` in a bucket — `wals/<segment>`, `base/<id>/base.tar` and
 //! `base/<id>/pg_wal.tar` (`pg_basebackup -Ft`), and `base/<id>/bosun-backup.json`, written
 //! last: a backup without its record is not one. Path-style requests signed with SigV4
-//! ([`super::sigv4`]) over bosun's own HTTP client; plain `http://` endpoints only for now
-//! (MinIO, moto, a sidecar proxy), objects sent in one request (no multipart upload yet).
+//! ([`super::sigv4`]) over bosun's own HTTP client (hyper; rustls with the system's roots for
+//! `https://`), objects sent in one request (no multipart upload yet).
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 
@@ -19,13 +20,15 @@ use super::wal::is_archive_name;
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 pub struct S3Store {
+    /// `http` or `https`.
+    scheme: &'static str,
     host: String,
     bucket: String,
     /// `<prefix><cluster>/`.
     root: String,
     region: String,
     creds: Credentials,
-    http: Client<HttpConnector, Full<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 fn remote(what: impl Into<String>) -> StoreError {
@@ -33,7 +36,7 @@ fn remote(what: impl Into<String>) -> StoreError {
 }
 
 impl S3Store {
-    /// `endpoint` is `http://host[:port]`; `root` the key prefix of the cluster's store.
+    /// `endpoint` is `http[s]://host[:port]`; `root` the key prefix of the cluster's store.
     pub fn new(
         endpoint: &str,
         bucket: &str,
@@ -41,31 +44,46 @@ impl S3Store {
         region: &str,
         creds: Credentials,
     ) -> Result<S3Store, StoreError> {
-        let host = endpoint
-            .strip_prefix("http://")
-            .ok_or_else(|| {
-                remote(format!(
-                    "endpoint {endpoint:?}: only http:// endpoints are supported by this build"
-                ))
-            })?
-            .trim_end_matches('/')
-            .to_string();
+        let (scheme, rest) = if let Some(r) = endpoint.strip_prefix("https://") {
+            ("https", r)
+        } else if let Some(r) = endpoint.strip_prefix("http://") {
+            ("http", r)
+        } else {
+            return Err(remote(format!(
+                "endpoint {endpoint:?} is not http[s]://host[:port]"
+            )));
+        };
+        let host = rest.trim_end_matches('/').to_string();
         if host.is_empty() || host.contains('/') {
             return Err(remote(format!(
-                "endpoint {endpoint:?} is not http://host[:port]"
+                "endpoint {endpoint:?} is not http[s]://host[:port]"
             )));
         }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| remote(format!("TLS: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
         let mut root = root.trim_start_matches('/').to_string();
         if !root.is_empty() && !root.ends_with('/') {
             root.push('/');
         }
         Ok(S3Store {
+            scheme,
             host,
             bucket: bucket.into(),
             root,
             region: region.into(),
             creds,
-            http: Client::builder(TokioExecutor::new()).build_http(),
+            http: Client::builder(TokioExecutor::new()).build(connector),
         })
     }
 
@@ -139,9 +157,9 @@ impl S3Store {
             })
             .collect();
         let uri = if qs.is_empty() {
-            format!("http://{}{path}", self.host)
+            format!("{}://{}{path}", self.scheme, self.host)
         } else {
-            format!("http://{}{path}?{}", self.host, qs.join("&"))
+            format!("{}://{}{path}?{}", self.scheme, self.host, qs.join("&"))
         };
         let req = hyper::Request::builder()
             .method(method)
@@ -380,13 +398,14 @@ mod tests {
     }
 
     #[test]
-    fn only_http_endpoints_are_accepted_for_now() {
+    fn endpoints_are_http_or_https_urls_of_a_host() {
         let c = || Credentials {
             access_key: "a".into(),
             secret_key: "b".into(),
         };
         assert!(S3Store::new("http://127.0.0.1:9000", "bkt", "pg", "us-east-1", c()).is_ok());
-        assert!(S3Store::new("https://s3.amazonaws.com", "bkt", "pg", "us-east-1", c()).is_err());
+        assert!(S3Store::new("https://s3.amazonaws.com", "bkt", "pg", "us-east-1", c()).is_ok());
+        assert!(S3Store::new("ftp://h", "bkt", "pg", "us-east-1", c()).is_err());
         assert!(S3Store::new("http://h/x", "bkt", "pg", "us-east-1", c()).is_err());
     }
 }
