@@ -140,6 +140,29 @@ pub fn conditions(
     }
 }
 
+/// The primary runs without the store: it was started before `spec.backup` was set (pods
+/// are made once; the store reaches an instance when its pod is next created).
+pub fn not_mounted(
+    status: &mut PostgresClusterStatus,
+    prev: &PostgresClusterStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    set_condition(
+        &mut status.conditions,
+        &prev.conditions,
+        condition(
+            "ContinuousArchiving",
+            false,
+            Reason::StoreNotInUse.as_str(),
+            "the primary was started without the backup store: nothing is archived until its \
+             pod is recreated (e.g. `kubectl delete pod` of the primary; a failover follows)",
+            generation,
+        ),
+        now,
+    );
+}
+
 /// Whether a base backup should start now. `since` is when the schedule started counting
 /// (the cluster's creation) when no scheduled backup ran yet.
 pub fn due(
@@ -296,6 +319,22 @@ mod tests {
             Some("000000010000000000000005")
         );
         assert_eq!(status(Some(&prev), None), prev);
+    }
+
+    #[test]
+    fn a_primary_started_without_the_store_is_reported() {
+        let mut s = PostgresClusterStatus::default();
+        not_mounted(
+            &mut s,
+            &PostgresClusterStatus::default(),
+            Some(2),
+            Timestamp::now(),
+        );
+        let c = &s.conditions[0];
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            ("ContinuousArchiving", "False", "StoreNotInUse")
+        );
     }
 
     #[test]

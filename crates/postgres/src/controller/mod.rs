@@ -191,11 +191,11 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
     let action = lifecycle::decide(&plan, &observation);
     let mut desired = status::build(&plan, pc.meta().generation, &prev, &seen, &action, now);
     // The primary's report of the store and the archiver.
-    let primary_backup = seen
+    let primary_state = seen
         .states
         .values()
-        .find(|s| s.role == crate::instance::StateRole::Primary)
-        .and_then(|s| s.backup.clone());
+        .find(|s| s.role == crate::instance::StateRole::Primary);
+    let primary_backup = primary_state.and_then(|s| s.backup.clone());
     if plan.backup.is_some() || prev.backup.is_some() {
         desired.backup = Some(backup::status(
             prev.backup.as_ref(),
@@ -208,6 +208,9 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
             pc.meta().generation,
             now,
         );
+        if plan.backup.is_some() && primary_state.is_some() && primary_backup.is_none() {
+            backup::not_mounted(&mut desired, &prev, pc.meta().generation, now);
+        }
     }
     // The decision is recorded before it is carried out.
     ctx.status

@@ -25,6 +25,7 @@ pub enum Reason {
     WalArchived,
     ArchiveFailing,
     NoWalArchivedYet,
+    StoreNotInUse,
 }
 
 impl Reason {
@@ -54,6 +55,7 @@ impl Reason {
             Reason::WalArchived => "WalArchived",
             Reason::ArchiveFailing => "ArchiveFailing",
             Reason::NoWalArchivedYet => "NoWalArchivedYet",
+            Reason::StoreNotInUse => "StoreNotInUse",
         }
     }
 }

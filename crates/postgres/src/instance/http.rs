@@ -178,6 +178,9 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         st.timeline = o.timeline;
         st.lsn = o.lsn;
         st.received_lsn = o.received_lsn;
+    } else if let (true, Some(b)) = (with_backups, &ctx.backups) {
+        // PostgreSQL did not answer: the store's side still reports (never "no store").
+        st.backup = Some(b.state(None).await);
     }
     st
 }
