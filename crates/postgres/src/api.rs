@@ -462,6 +462,13 @@ pub struct BackupStatus {
     /// When the last WAL segment was archived (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_archived_wal_time: Option<String>,
+    /// The last value of the `postgres.lukeb0nd.com/backup-request` annotation a base
+    /// backup was started for (a new value requests another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup_request: Option<String>,
+    /// The time of the last scheduled base backup started (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scheduled_backup: Option<String>,
 }
 
 /// Status is written by the operator only; schema defaults there serve no one. An optional

@@ -47,6 +47,8 @@ pub struct Seen {
     pub lsn: Option<u64>,
     /// The serial of the primary a replica follows.
     pub follows: Option<u32>,
+    /// Why its restore from the backup store failed (a new primary that waits, no data).
+    pub restore_failed: Option<String>,
 }
 
 impl Seen {
@@ -65,6 +67,7 @@ impl Seen {
             timeline: s.timeline,
             lsn: lsn.and_then(parse_lsn),
             follows: s.primary.as_deref().and_then(serial_at),
+            restore_failed: s.restore_failure.clone(),
         }
     }
 }
@@ -83,6 +86,8 @@ pub struct Observation {
     pub primary_lost_for: Option<Duration>,
     /// A backup store holds a base backup to restore from.
     pub has_backup: bool,
+    /// Why a bootstrap from a backup cannot start (its store is not there).
+    pub restore_blocked: Option<String>,
 }
 
 /// The one action of this cycle.
@@ -224,6 +229,9 @@ fn no_members(plan: &Plan, obs: &Observation) -> Action {
             plan.bootstrap,
             crate::validate::BootstrapPlan::Recovery { .. }
         );
+        if let (true, Some(why)) = (restore, &obs.restore_blocked) {
+            return Action::Fail(why.clone());
+        }
         return Action::CreateSeed { serial, restore };
     }
     if obs.has_backup {
@@ -297,6 +305,18 @@ fn with_primary(plan: &Plan, obs: &Observation, primary: u32) -> Action {
 
 fn without_primary(plan: &Plan, obs: &Observation) -> Action {
     let members = &obs.members;
+    // A restore that cannot succeed: retrying changes nothing; the user must act.
+    if let Some((m, why)) = members.iter().find_map(|m| {
+        m.seen
+            .as_ref()
+            .and_then(|s| s.restore_failed.as_ref())
+            .map(|w| (m, w))
+    }) {
+        return Action::Fail(format!(
+            "restoring instance {} from the backup failed: {why}",
+            crate::controller::build::instance_name(&plan.name, m.serial)
+        ));
+    }
     let old = obs
         .current_primary
         .and_then(|p| members.iter().find(|m| m.serial == p));
@@ -414,6 +434,7 @@ mod tests {
                 timeline: Some(timeline),
                 lsn: Some(lsn),
                 follows,
+                restore_failed: None,
             }),
         }
     }
@@ -435,6 +456,7 @@ mod tests {
             latest_serial: latest,
             primary_lost_for: None,
             has_backup: false,
+            restore_blocked: None,
         }
     }
 
@@ -559,6 +581,7 @@ mod tests {
             timeline: None,
             lsn: None,
             follows: None,
+            restore_failed: None,
         });
         assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
         // Pod deleted: nothing to fence, promote straight away.
@@ -634,6 +657,30 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_restore_fails_the_cluster_with_its_reason() {
+        let p = plan_of(
+            serde_json::json!({"bootstrap": {"recovery": {"store": {"volume": {"size": "1Gi"}}, "clusterName": "old"}}}),
+        );
+        let mut o = obs(vec![], None, 0);
+        o.restore_blocked = Some("no backup volume old-backup".into());
+        assert_eq!(
+            decide(&p, &o),
+            Action::Fail("no backup volume old-backup".into())
+        );
+        let mut m = member(1, StateRole::Stopped, false, 1, 0, None);
+        if let Some(s) = m.seen.as_mut() {
+            s.restore_failed = Some("no base backup in the store".into());
+        }
+        let mut o = obs(vec![m], None, 1);
+        o.primary_lost_for = Some(Duration::from_secs(600));
+        assert!(
+            matches!(decide(&p, &o), Action::Fail(ref why) if why.contains("pg-1") && why.contains("no base backup")),
+            "{:?}",
+            decide(&p, &o)
+        );
+    }
+
+    #[test]
     fn switchover_fences_the_primary_then_promotes_the_target_without_delay() {
         let p = plan_of(
             serde_json::json!({"size": 3, "switchoverTo": "pg-2", "failoverDelaySeconds": 60}),
@@ -686,6 +733,8 @@ mod tests {
             last_rejoin: None,
             rewind_failure: None,
             error: None,
+            restore_failure: None,
+            backup: None,
         };
         let seen = Seen::from_state(&state, |addr| (addr == "10.0.0.3:5432").then_some(3));
         assert_eq!(
@@ -695,7 +744,8 @@ mod tests {
                 ready: true,
                 timeline: Some(2),
                 lsn: Some((1 << 32) + 0x10),
-                follows: Some(3)
+                follows: Some(3),
+                restore_failed: None,
             }
         );
     }
@@ -739,6 +789,7 @@ mod tests {
                                     timeline: Some(1),
                                     lsn: Some(100 + i as u64),
                                     follows: Some(1),
+                                    restore_failed: None,
                                 }),
                             })
                             .collect();

@@ -18,7 +18,7 @@ use bosun_runtime::manager::{Manager, ManagerConfig, Operator, Scope};
 use bosun_testenv::{
     eventually, procmode, shared, test_namespace, ImageMap, NodeAgent, ProcessConfig,
 };
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -713,4 +713,374 @@ async fn all_pods_deleted_with_claims_kept_come_back_with_the_same_rows() {
 
     stop.store(1, Ordering::Relaxed);
     assert_eq!(monitor.await.expect("monitor"), 1, "two primaries at once");
+}
+
+impl Env {
+    async fn create_spec(&self, name: &str, spec: serde_json::Value) {
+        let pc: PostgresCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": name}, "spec": spec,
+        }))
+        .expect("cluster");
+        self.clusters
+            .create(&PostParams::default(), &pc)
+            .await
+            .expect("create");
+    }
+
+    /// Deletes an instance's pod and claim: all of its data.
+    async fn destroy(&self, instance: &str) {
+        let claims: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.pods.clone().into_client(), &self.ns);
+        claims
+            .delete(instance, &DeleteParams::default())
+            .await
+            .expect("delete the claim");
+        self.pods
+            .delete(instance, &DeleteParams::default())
+            .await
+            .expect("delete the pod");
+        let gone = eventually(DEADLINE, || async {
+            (claims.get_opt(instance).await.ok()?.is_none()).then_some(())
+        })
+        .await;
+        assert!(gone.is_some(), "claim {instance} never went");
+    }
+}
+
+/// The server's clock now, RFC 3339 with microseconds.
+async fn server_now(c: &tokio_postgres::Client) -> String {
+    c.query_one(
+        "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
+        &[],
+    )
+    .await
+    .expect("clock")
+    .get(0)
+}
+
+async fn rows(ip: &str, password: &str) -> Vec<String> {
+    let c = connect(ip, password).await.expect("connect");
+    let mut v: Vec<String> = c
+        .query("SELECT v FROM t", &[])
+        .await
+        .expect("read t")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    v.sort();
+    v
+}
+
+/// One source cluster with a volume backup store serves both restores: a new cluster
+/// bootstrapped from its backups to a point in time (the rows after it absent), then the
+/// source itself losing every instance's data (pod and claim) and coming back from the
+/// latest backup plus the archived WAL with every row. Deleting it keeps its backups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backups_restore_a_lost_cluster_and_bootstrap_another_to_a_point_in_time() {
+    let e = env("pg-backup").await;
+    e.create_spec(
+        "pgb",
+        serde_json::json!({"size": 1, "backup": {"store": {"volume": {"size": "1Gi"}}, "retention": "7d"}}),
+    )
+    .await;
+    e.healthy("pgb", 1).await;
+    // The first base backup is taken once the cluster is up.
+    let s = e
+        .status_until("pgb", "the first base backup", |s| {
+            s.backup
+                .as_ref()
+                .is_some_and(|b| b.last_successful_backup.is_some())
+        })
+        .await;
+    let first = s.backup.and_then(|b| b.last_successful_backup);
+    let pw = e.password("pgb").await;
+    let ip = ip_of(&e.healthy("pgb", 1).await, "pgb-1");
+    let c = connect(&ip, &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('in the backup')")
+        .await
+        .expect("write");
+
+    // A backup on request (the annotation), taken after the first row.
+    e.clusters
+        .patch(
+            "pgb",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                "postgres.lukeb0nd.com/backup-request": "r1"}}})),
+        )
+        .await
+        .expect("annotate");
+    e.status_until("pgb", "the requested backup", |s| {
+        s.backup.as_ref().is_some_and(|b| {
+            b.last_backup_request.as_deref() == Some("r1")
+                && b.last_successful_backup.is_some()
+                && b.last_successful_backup != first
+        })
+    })
+    .await;
+
+    c.batch_execute("INSERT INTO t VALUES ('before the target')")
+        .await
+        .expect("write");
+    let target = server_now(&c).await;
+    c.batch_execute("INSERT INTO t VALUES ('after the target')")
+        .await
+        .expect("write");
+    // Close the segment so that it is archived now, not at archive_timeout.
+    let segment: String = c
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    let s = e
+        .status_until("pgb", "the segment archived", |s| {
+            s.backup
+                .as_ref()
+                .and_then(|b| b.last_archived_wal.as_deref())
+                .is_some_and(|w| w >= segment.as_str())
+        })
+        .await;
+    let archiving = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ContinuousArchiving")
+        .expect("ContinuousArchiving");
+    assert_eq!(archiving.status, "True", "{archiving:?}");
+    assert!(s
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "LastBackupSucceeded" && c.status == "True"));
+    assert!(s
+        .backup
+        .as_ref()
+        .is_some_and(|b| b.first_recoverability_point.is_some()));
+
+    // A new cluster from pgb's backups, to the point in time.
+    e.create_spec(
+        "pgr",
+        serde_json::json!({"size": 1, "bootstrap": {"recovery": {
+            "store": {"volume": {"size": "1Gi"}}, "clusterName": "pgb", "targetTime": target}}}),
+    )
+    .await;
+    let r = e.healthy("pgr", 1).await;
+    let pw_r = e.password("pgr").await;
+    assert_eq!(
+        rows(&ip_of(&r, "pgr-1"), &pw_r).await,
+        ["before the target", "in the backup"],
+        "the restore did not stop at {target}"
+    );
+
+    // Every instance's data of pgb gone: restored from the latest backup plus the WAL.
+    e.destroy("pgb-1").await;
+    let s = e
+        .status_until("pgb", "restored as a new instance", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::Healthy)
+                && s.current_primary.as_deref() == Some("pgb-2")
+                && s.ready_instances == 1
+        })
+        .await;
+    assert_eq!(
+        rows(&ip_of(&s, "pgb-2"), &pw).await,
+        ["after the target", "before the target", "in the backup"]
+    );
+    let c = connect(&ip_of(&s, "pgb-2"), &pw)
+        .await
+        .expect("restored primary");
+    c.execute("INSERT INTO t VALUES ('after the restore')", &[])
+        .await
+        .expect("the restored primary accepts writes");
+
+    // Deleting the cluster keeps its backups.
+    e.clusters
+        .delete("pgb", &DeleteParams::default())
+        .await
+        .expect("delete the cluster");
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(e.pods.clone().into_client(), &e.ns);
+    let gone = eventually(DEADLINE, || async {
+        (claims.get_opt("pgb-2").await.ok()?.is_none()).then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "the cluster's data claim was not removed with it"
+    );
+    assert!(
+        claims.get_opt("pgb-backup").await.expect("get").is_some(),
+        "the backups went with the cluster"
+    );
+}
+
+/// No backup to restore from: the cluster is Failed, with the reason, and nothing is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_backup_lost_data_and_a_missing_source_fail_with_the_reason() {
+    let e = env("pg-nobackup").await;
+    e.create_spec(
+        "pgm",
+        serde_json::json!({"bootstrap": {"recovery": {"store": {"volume": {"size": "1Gi"}}, "clusterName": "nowhere"}}}),
+    )
+    .await;
+    e.create("pgn", 1).await;
+    let s = e
+        .status_until("pgm", "Failed", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::Failed)
+        })
+        .await;
+    let why = s.phase_reason.unwrap_or_default();
+    assert!(why.contains("nowhere-backup"), "{why}");
+    assert!(
+        e.pods.get_opt("pgm-1").await.expect("get").is_none(),
+        "a pod was made without a backup to restore"
+    );
+
+    e.healthy("pgn", 1).await;
+    e.destroy("pgn-1").await;
+    let s = e
+        .status_until("pgn", "Failed", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::Failed)
+        })
+        .await;
+    let why = s.phase_reason.unwrap_or_default();
+    assert!(why.contains("no backup"), "{why}");
+}
+
+/// A real S3-compatible server: moto (`bash scripts/setup-moto.sh`), on a free port of
+/// 127.0.0.1, stopped when dropped.
+#[cfg(feature = "s3")]
+struct Moto {
+    endpoint: String,
+    child: std::process::Child,
+}
+
+#[cfg(feature = "s3")]
+impl Moto {
+    async fn start() -> Moto {
+        let venv = std::env::var("BOSUN_MOTO_VENV").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/bosun/moto-venv",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new(format!("{venv}/bin/moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("moto_server (run scripts/setup-moto.sh)");
+        let up = eventually(60, || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        })
+        .await;
+        assert!(up.is_some(), "moto_server did not listen on {port}");
+        Moto {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            child,
+        }
+    }
+
+    fn client(&self, root: &str) -> bosun_postgres::backup::s3::S3Store {
+        bosun_postgres::backup::s3::S3Store::new(
+            &self.endpoint,
+            "pg-backups",
+            root,
+            "us-east-1",
+            bosun_postgres::backup::sigv4::Credentials {
+                access_key: "test-access".into(),
+                secret_key: "test-secret".into(),
+            },
+        )
+        .expect("client")
+    }
+}
+
+#[cfg(feature = "s3")]
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The S3 store against a real S3-compatible server: WAL archived and a base backup written
+/// as objects, then the cluster's only instance losing its data and coming back from the
+/// bucket with the row that was only in the archived WAL.
+#[cfg(feature = "s3")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_store_archives_backs_up_and_restores_a_lost_cluster() {
+    let moto = Moto::start().await;
+    moto.client("").create_bucket().await.expect("bucket");
+    let e = env("pg-s3").await;
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s3-creds"},
+        "stringData": {"accessKeyId": "test-access", "secretAccessKey": "test-secret"},
+    }))
+    .expect("secret");
+    e.secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create the secret");
+    e.create_spec(
+        "pgs",
+        serde_json::json!({"size": 1, "backup": {"store": {"s3": {
+            "endpoint": moto.endpoint, "bucket": "pg-backups", "prefix": "team",
+            "credentialsSecret": "s3-creds"}}}}),
+    )
+    .await;
+    e.healthy("pgs", 1).await;
+    e.status_until("pgs", "the first base backup", |s| {
+        s.backup
+            .as_ref()
+            .is_some_and(|b| b.last_successful_backup.is_some())
+    })
+    .await;
+    let pw = e.password("pgs").await;
+    let ip = ip_of(&e.healthy("pgs", 1).await, "pgs-1");
+    let c = connect(&ip, &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('only in the archive')")
+        .await
+        .expect("write");
+    let segment: String = c
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    e.status_until("pgs", "the segment archived", |s| {
+        s.backup
+            .as_ref()
+            .and_then(|b| b.last_archived_wal.as_deref())
+            .is_some_and(|w| w >= segment.as_str())
+    })
+    .await;
+    let objects = moto.client("team/pgs").list("").await.expect("list");
+    assert!(
+        objects.contains(&format!("wals/{segment}")),
+        "{segment} not in the bucket: {objects:?}"
+    );
+    assert!(
+        objects
+            .iter()
+            .any(|k| k.starts_with("base/") && k.ends_with("/bosun-backup.json")),
+        "no base backup in the bucket: {objects:?}"
+    );
+
+    e.destroy("pgs-1").await;
+    let s = e
+        .status_until("pgs", "restored from the bucket", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::Healthy)
+                && s.current_primary.as_deref() == Some("pgs-2")
+                && s.ready_instances == 1
+        })
+        .await;
+    assert_eq!(
+        rows(&ip_of(&s, "pgs-2"), &pw).await,
+        ["only in the archive"]
+    );
 }

@@ -93,6 +93,7 @@ fn start_with(
         ],
         log_file: Some(log.clone()),
         synchronous,
+        backups: Default::default(),
         initdb: InitDbOptions {
             app: Some(AppDb {
                 database: "app".into(),

@@ -20,6 +20,23 @@ pub enum PgCommand {
     /// Copy this binary to DEST (an instance pod's init container, from bosun's image into
     /// a volume the PostgreSQL image's container runs it from).
     Install { dest: std::path::PathBuf },
+    /// PostgreSQL's archive_command on a primary with a backup store: copy the WAL file
+    /// PATH into the store as NAME (atomically; the same contents again succeed).
+    ArchiveWal {
+        /// The store: a directory, or s3://bucket/prefix (a build with the `s3` feature).
+        #[arg(long)]
+        store: String,
+        path: std::path::PathBuf,
+        name: String,
+    },
+    /// PostgreSQL's restore_command during a restore: copy the archived NAME to DEST; exit
+    /// status 1 when the store does not hold it (the end of the archive).
+    RestoreWal {
+        #[arg(long)]
+        store: String,
+        name: String,
+        dest: std::path::PathBuf,
+    },
 }
 
 pub async fn run(args: PgArgs) -> anyhow::Result<()> {
@@ -37,5 +54,18 @@ pub async fn run(args: PgArgs) -> anyhow::Result<()> {
             Ok(())
         }
         PgCommand::Install { dest } => Ok(bosun_postgres::instance::install_self(&dest)?),
+        PgCommand::ArchiveWal { store, path, name } => {
+            let store = bosun_postgres::backup::Store::open(&store)?;
+            Ok(store.archive_wal(&path, &name).await?)
+        }
+        PgCommand::RestoreWal { store, name, dest } => {
+            let store = bosun_postgres::backup::Store::open(&store)?;
+            if store.restore_wal(&name, &dest).await? {
+                Ok(())
+            } else {
+                // Not an error worth a message: PostgreSQL asks for files past the end.
+                std::process::exit(1)
+            }
+        }
     }
 }

@@ -33,9 +33,16 @@ impl Act<'_> {
     pub async fn run(&self, action: &Action) -> Result<(), Error> {
         match action {
             Action::Wait(_) | Action::Fail(_) => Ok(()),
-            Action::CreateSeed { restore: true, .. } => Err(Error::Unsupported(
-                "restoring from a backup is not implemented yet".into(),
-            )),
+            Action::CreateSeed {
+                serial,
+                restore: true,
+            } => {
+                let from = restore_source(self.plan, *serial)?;
+                self.create_claim(*serial).await?;
+                let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.plan.namespace);
+                let pod = build::restoring_pod(self.plan, *serial, self.owner, &from);
+                ignore_exists(api.create(&PostParams::default(), &pod).await)
+            }
             Action::CreateSeed { serial, .. } => {
                 self.create_claim(*serial).await?;
                 self.create_pod(*serial, Role::Primary, None).await
@@ -245,9 +252,48 @@ impl Act<'_> {
         }
     }
 
+    /// Asks the running primary to take a base backup (it runs in the background there).
+    pub async fn start_backup(&self) -> Result<(), Error> {
+        let primary = self
+            .running_primary()
+            .ok_or_else(|| Error::NotYet("no running primary to back up".into()))?;
+        Ok(self.required(primary)?.backup().await?)
+    }
+
     /// Keeps the role label (the Service's selector) in step with a role change.
     async fn label_role(&self, serial: u32, role: &str) -> Result<(), Error> {
         label_role(self.client, &self.plan.namespace, &self.name(serial), role).await
+    }
+}
+
+/// Where a restoring seed reads from: the first instance of a cluster bootstrapped from a
+/// backup restores that backup (to its target); a later one — every instance's data lost —
+/// restores the cluster's own backups to their end.
+pub fn restore_source(plan: &Plan, serial: u32) -> Result<build::RestoreFrom, Error> {
+    use crate::validate::BootstrapPlan;
+    match (&plan.bootstrap, serial) {
+        (
+            BootstrapPlan::Recovery {
+                store,
+                source_cluster,
+                target,
+            },
+            1,
+        ) => Ok(build::RestoreFrom {
+            cluster: source_cluster.clone(),
+            store: store.clone(),
+            target: target.clone(),
+        }),
+        _ => match plan.backup.as_ref().map(|b| &b.store) {
+            Some(store) => Ok(build::RestoreFrom {
+                cluster: plan.name.clone(),
+                store: store.clone(),
+                target: None,
+            }),
+            None => Err(Error::Unsupported(
+                "the cluster has no backup store to restore from".into(),
+            )),
+        },
     }
 }
 

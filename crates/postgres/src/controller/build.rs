@@ -24,7 +24,69 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::instance::Role;
-use crate::validate::{BootstrapPlan, Plan};
+use crate::validate::{BootstrapPlan, Plan, RecoveryTarget, StorePlan};
+
+/// Where instances mount the backup volume (their own cluster's) and a restore's source.
+pub const BACKUP_MOUNT: &str = "/var/lib/postgresql/backup";
+pub const RESTORE_MOUNT: &str = "/var/lib/postgresql/restore";
+
+/// The backup volume's claim of a cluster.
+pub fn backup_claim_name(cluster: &str) -> String {
+    format!("{cluster}-backup")
+}
+
+/// Where a new primary restores from: the backups `cluster` wrote, to `target`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreFrom {
+    pub cluster: String,
+    pub store: StorePlan,
+    pub target: Option<RecoveryTarget>,
+}
+
+/// The keys of an S3 store's credentials Secret.
+pub const KEY_S3_ACCESS: &str = "accessKeyId";
+pub const KEY_S3_SECRET: &str = "secretAccessKey";
+
+/// `s3://bucket/<prefix><cluster>`: where `cluster`'s backups live in an S3 store.
+pub fn s3_location(bucket: &str, prefix: &str, cluster: &str) -> String {
+    let prefix = prefix.trim_matches('/');
+    if prefix.is_empty() {
+        format!("s3://{bucket}/{cluster}")
+    } else {
+        format!("s3://{bucket}/{prefix}/{cluster}")
+    }
+}
+
+/// The environment an S3 store's client reads (credentials by reference only).
+fn s3_env(store: &StorePlan) -> Vec<EnvVar> {
+    let StorePlan::S3 {
+        endpoint,
+        region,
+        credentials_secret,
+        ..
+    } = store
+    else {
+        return Vec::new();
+    };
+    let secret = |name: &str, key: &str| EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: credentials_secret.clone(),
+                key: key.into(),
+                optional: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    vec![
+        env("BOSUN_PG_S3_ENDPOINT", endpoint.clone()),
+        env("BOSUN_PG_S3_REGION", region.clone()),
+        secret("AWS_ACCESS_KEY_ID", KEY_S3_ACCESS),
+        secret("AWS_SECRET_ACCESS_KEY", KEY_S3_SECRET),
+    ]
+}
 
 /// Labels every child carries.
 pub const CLUSTER_LABEL: &str = "postgres.lukeb0nd.com/cluster";
@@ -117,6 +179,43 @@ pub fn claim(plan: &Plan, serial: u32, owner: &OwnerReference) -> PersistentVolu
     }
 }
 
+/// The backup volume's claim (a volume store only). It has **no owner**: deleting the
+/// cluster keeps its backups, as a DBA expects. ReadWriteMany: every instance mounts it (the
+/// one that is primary archives and backs up).
+pub fn backup_claim(plan: &Plan) -> Option<PersistentVolumeClaim> {
+    let Some(StorePlan::Volume {
+        size,
+        storage_class,
+    }) = plan.backup.as_ref().map(|b| &b.store)
+    else {
+        return None;
+    };
+    Some(PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(backup_claim_name(&plan.name)),
+            namespace: Some(plan.namespace.clone()),
+            labels: Some(BTreeMap::from([(
+                CLUSTER_LABEL.to_string(),
+                plan.name.clone(),
+            )])),
+            ..Default::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteMany".into()]),
+            storage_class_name: storage_class.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_string(),
+                    Quantity(size.text.clone()),
+                )])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
 pub fn service(plan: &Plan, owner: &OwnerReference) -> Service {
     Service {
         metadata: meta(plan, service_name(&plan.name), owner),
@@ -148,6 +247,25 @@ fn resources(r: &bosun_bookstore::api::Resources) -> ResourceRequirements {
     ResourceRequirements {
         limits: conv(&r.limits),
         requests: conv(&r.requests),
+        ..Default::default()
+    }
+}
+
+fn claim_volume(name: &str, claim: String) -> Volume {
+    Volume {
+        name: name.into(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim,
+            read_only: None,
+        }),
+        ..Default::default()
+    }
+}
+
+fn mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
         ..Default::default()
     }
 }
@@ -201,6 +319,30 @@ pub fn pod(
     role: Role,
     primary: Option<&str>,
     owner: &OwnerReference,
+) -> Pod {
+    pod_with(plan, serial, role, primary, owner, None)
+}
+
+/// The pod of a new primary that restores from a backup store (a volume store: its claim is
+/// mounted, unless it is the cluster's own backup volume, mounted already).
+pub fn restoring_pod(plan: &Plan, serial: u32, owner: &OwnerReference, from: &RestoreFrom) -> Pod {
+    pod_with(plan, serial, Role::Primary, None, owner, Some(from))
+}
+
+fn has_volume_store(plan: &Plan) -> bool {
+    matches!(
+        plan.backup.as_ref().map(|b| &b.store),
+        Some(StorePlan::Volume { .. })
+    )
+}
+
+fn pod_with(
+    plan: &Plan,
+    serial: u32,
+    role: Role,
+    primary: Option<&str>,
+    owner: &OwnerReference,
+    restore: Option<&RestoreFrom>,
 ) -> Pod {
     let name = instance_name(&plan.name, serial);
     let mut m = meta(plan, name.clone(), owner);
@@ -265,6 +407,58 @@ pub fn pod(
             envs.push(env("BOSUN_PG_NO_DATA_CHECKSUMS", "true"));
         }
     }
+    let mut extra_volumes = Vec::new();
+    let mut extra_mounts = Vec::new();
+    let mut s3_set = false;
+    if let Some(b) = &plan.backup {
+        let location = match &b.store {
+            StorePlan::Volume { .. } => {
+                extra_volumes.push(claim_volume("backup", backup_claim_name(&plan.name)));
+                extra_mounts.push(mount("backup", BACKUP_MOUNT));
+                format!("{BACKUP_MOUNT}/{}", plan.name)
+            }
+            StorePlan::S3 { bucket, prefix, .. } => {
+                envs.extend(s3_env(&b.store));
+                s3_set = true;
+                s3_location(bucket, prefix, &plan.name)
+            }
+        };
+        envs.push(env("BOSUN_PG_BACKUP_STORE", location));
+        envs.push(env(
+            "BOSUN_PG_BACKUP_RETENTION_DAYS",
+            b.retention_days.to_string(),
+        ));
+    }
+    if let Some(from) = restore {
+        let location = match &from.store {
+            StorePlan::Volume { .. } if from.cluster == plan.name && has_volume_store(plan) => {
+                format!("{BACKUP_MOUNT}/{}", from.cluster)
+            }
+            StorePlan::Volume { .. } => {
+                extra_volumes.push(claim_volume("restore", backup_claim_name(&from.cluster)));
+                extra_mounts.push(mount("restore", RESTORE_MOUNT));
+                format!("{RESTORE_MOUNT}/{}", from.cluster)
+            }
+            // One S3 client per instance: a restore from S3 into a cluster backing up to
+            // S3 uses the backup store's endpoint and credentials.
+            StorePlan::S3 { bucket, prefix, .. } => {
+                if !s3_set {
+                    envs.extend(s3_env(&from.store));
+                }
+                s3_location(bucket, prefix, &from.cluster)
+            }
+        };
+        envs.push(env("BOSUN_PG_RESTORE_FROM", location));
+        match &from.target {
+            Some(RecoveryTarget::Time(t)) => {
+                envs.push(env("BOSUN_PG_RECOVERY_TARGET_TIME", t.clone()))
+            }
+            Some(RecoveryTarget::Lsn(l)) => {
+                envs.push(env("BOSUN_PG_RECOVERY_TARGET_LSN", l.clone()))
+            }
+            None => {}
+        }
+    }
     let mut args = vec!["pg".to_string(), "instance".to_string()];
     for (k, v) in &plan.parameters {
         args.push(format!("--param={k}={v}"));
@@ -298,31 +492,34 @@ pub fn pod(
                 resources: plan.pod.resources.as_ref().map(resources),
                 readiness_probe: Some(http_probe("/readyz", 1, 1)),
                 liveness_probe: Some(http_probe("/healthz", 5, 6)),
-                volume_mounts: Some(vec![
-                    controller_mount,
-                    VolumeMount {
-                        name: "data".into(),
-                        mount_path: "/var/lib/postgresql/data".into(),
-                        ..Default::default()
-                    },
-                ]),
+                volume_mounts: Some(
+                    [
+                        controller_mount,
+                        VolumeMount {
+                            name: "data".into(),
+                            mount_path: "/var/lib/postgresql/data".into(),
+                            ..Default::default()
+                        },
+                    ]
+                    .into_iter()
+                    .chain(extra_mounts)
+                    .collect(),
+                ),
                 ..Default::default()
             }],
-            volumes: Some(vec![
-                Volume {
-                    name: "controller".into(),
-                    empty_dir: Some(EmptyDirVolumeSource::default()),
-                    ..Default::default()
-                },
-                Volume {
-                    name: "data".into(),
-                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                        claim_name: name,
-                        read_only: None,
-                    }),
-                    ..Default::default()
-                },
-            ]),
+            volumes: Some(
+                [
+                    Volume {
+                        name: "controller".into(),
+                        empty_dir: Some(EmptyDirVolumeSource::default()),
+                        ..Default::default()
+                    },
+                    claim_volume("data", name),
+                ]
+                .into_iter()
+                .chain(extra_volumes)
+                .collect(),
+            ),
             node_selector: (!plan.pod.node_selector.is_empty())
                 .then(|| plan.pod.node_selector.clone()),
             // A fast shutdown flushes WAL to the replicas; give it time before SIGKILL.
@@ -463,6 +660,106 @@ mod tests {
         let values: std::collections::BTreeSet<&String> = data.values().collect();
         assert_eq!(values.len(), 4, "{data:?}");
         assert!(data.contains_key(KEY_TOKEN) && data.contains_key(KEY_SUPERUSER));
+    }
+
+    #[test]
+    fn a_backup_volume_is_mounted_everywhere_and_kept_with_no_owner() {
+        let p = plan_of(
+            serde_json::json!({"backup": {"store": {"volume": {"size": "5Gi"}}, "retention": "2w"}}),
+        );
+        let c = backup_claim(&p).expect("a volume store has a claim");
+        assert_eq!(c.metadata.name.as_deref(), Some("pg-backup"));
+        assert!(
+            c.metadata.owner_references.is_none(),
+            "backups outlive the cluster"
+        );
+        let pod = pod(&p, 2, Role::Replica, Some("127.1.0.1:5432"), &owner());
+        let env = env_of(&pod);
+        assert_eq!(
+            env["BOSUN_PG_BACKUP_STORE"].value.as_deref(),
+            Some("/var/lib/postgresql/backup/pg")
+        );
+        assert_eq!(
+            env["BOSUN_PG_BACKUP_RETENTION_DAYS"].value.as_deref(),
+            Some("14")
+        );
+        assert!(!env.contains_key("BOSUN_PG_RESTORE_FROM"));
+        let vols = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.clone())
+            .expect("volumes");
+        assert!(vols.iter().any(|v| v
+            .persistent_volume_claim
+            .as_ref()
+            .is_some_and(|c| c.claim_name == "pg-backup")));
+        assert!(backup_claim(&plan_of(serde_json::json!({}))).is_none());
+    }
+
+    #[test]
+    fn a_restoring_pod_reads_the_source_clusters_backup_volume_to_its_target() {
+        let p = plan_of(serde_json::json!({"bootstrap": {"recovery": {
+            "store": {"volume": {"size": "1Gi"}}, "clusterName": "old",
+            "targetTime": "2026-11-25T01:00:00Z"}}}));
+        let from = RestoreFrom {
+            cluster: "old".into(),
+            store: StorePlan::Volume {
+                size: crate::validate::Size {
+                    text: "1Gi".into(),
+                    bytes: 1 << 30,
+                },
+                storage_class: None,
+            },
+            target: Some(RecoveryTarget::Time("2026-11-25T01:00:00Z".into())),
+        };
+        let pod = restoring_pod(&p, 1, &owner(), &from);
+        let env = env_of(&pod);
+        assert_eq!(
+            env["BOSUN_PG_RESTORE_FROM"].value.as_deref(),
+            Some("/var/lib/postgresql/restore/old")
+        );
+        assert_eq!(
+            env["BOSUN_PG_RECOVERY_TARGET_TIME"].value.as_deref(),
+            Some("2026-11-25T01:00:00Z")
+        );
+        assert_eq!(env["BOSUN_PG_ROLE"].value.as_deref(), Some("primary"));
+        let vols = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.clone())
+            .expect("volumes");
+        assert!(vols.iter().any(|v| v
+            .persistent_volume_claim
+            .as_ref()
+            .is_some_and(|c| c.claim_name == "old-backup")));
+    }
+
+    #[test]
+    fn an_s3_store_is_reached_with_credentials_by_reference() {
+        let p = plan_of(serde_json::json!({"backup": {"store": {"s3": {
+            "endpoint": "http://127.0.0.1:9000", "bucket": "bkt", "prefix": "team/",
+            "credentialsSecret": "s3-creds"}}}}));
+        let pod = pod(&p, 1, Role::Primary, None, &owner());
+        let env = env_of(&pod);
+        assert_eq!(
+            env["BOSUN_PG_BACKUP_STORE"].value.as_deref(),
+            Some("s3://bkt/team/pg")
+        );
+        assert_eq!(
+            env["BOSUN_PG_S3_ENDPOINT"].value.as_deref(),
+            Some("http://127.0.0.1:9000")
+        );
+        let key = env["AWS_SECRET_ACCESS_KEY"]
+            .value_from
+            .as_ref()
+            .and_then(|f| f.secret_key_ref.as_ref())
+            .expect("a secret reference");
+        assert_eq!(
+            (key.name.as_str(), key.key.as_str()),
+            ("s3-creds", KEY_S3_SECRET)
+        );
+        assert!(env["AWS_SECRET_ACCESS_KEY"].value.is_none());
+        assert!(backup_claim(&p).is_none(), "no volume for an S3 store");
     }
 
     #[test]

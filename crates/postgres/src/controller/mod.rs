@@ -10,6 +10,7 @@
 //!    when healthy (the instances are polled: a lost primary is noticed within that period,
 //!    or at once when its pod changes).
 pub mod act;
+pub mod backup;
 pub mod build;
 pub mod observe;
 pub mod reason;
@@ -28,7 +29,7 @@ use bosun_runtime::rbac::{rule, Rbac};
 use bosun_runtime::status::StatusWriter;
 use bosun_runtime::{apply::Applier, Primary, Wiring};
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
@@ -163,6 +164,7 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         None
     } else {
         ensure_service(&ctx.client, &plan, &owner).await?;
+        ensure_backup_claim(&ctx.client, &plan).await?;
         Some(ensure_secret(&ctx.client, &plan, &owner).await?)
     };
     let seen = observe::observe(&ctx.client, &plan).await?;
@@ -182,14 +184,40 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
                 .unwrap_or_default(),
         )
     };
-    let observation = seen.observation(&plan, &prev, lost_for);
+    let mut observation = seen.observation(&plan, &prev, lost_for);
+    if observation.latest_serial == 0 {
+        observation.restore_blocked = restore_blocked(&ctx.client, &plan).await?;
+    }
     let action = lifecycle::decide(&plan, &observation);
-    let desired = status::build(&plan, pc.meta().generation, &prev, &seen, &action, now);
+    let mut desired = status::build(&plan, pc.meta().generation, &prev, &seen, &action, now);
+    // The primary's report of the store and the archiver.
+    let primary_state = seen
+        .states
+        .values()
+        .find(|s| s.role == crate::instance::StateRole::Primary);
+    let primary_backup = primary_state.and_then(|s| s.backup.clone());
+    if plan.backup.is_some() || prev.backup.is_some() {
+        desired.backup = Some(backup::status(
+            prev.backup.as_ref(),
+            primary_backup.as_ref(),
+        ));
+        backup::conditions(
+            &mut desired,
+            &prev,
+            primary_backup.as_ref(),
+            pc.meta().generation,
+            now,
+        );
+        if plan.backup.is_some() && primary_state.is_some() && primary_backup.is_none() {
+            backup::not_mounted(&mut desired, &prev, pc.meta().generation, now);
+        }
+    }
     // The decision is recorded before it is carried out.
     ctx.status
         .write_if_changed(&api, &pc, pc.status.as_ref(), &desired)
         .await?;
     announce(&pc, &ctx, &plan, &action).await;
+    announce_backups(&pc, &ctx, prev.backup.as_ref(), desired.backup.as_ref()).await;
     if let Some(creds) = creds {
         let act = act::Act {
             client: &ctx.client,
@@ -216,6 +244,9 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         sync_role_labels(&ctx.client, &plan, &seen).await?;
         if action == Action::Wait(Wait::Healthy) {
             act.drop_orphan_slots().await;
+            if let Some(seen_backup) = &primary_backup {
+                start_backup(&pc, &ctx, &api, &plan, &act, &desired, seen_backup).await?;
+            }
         }
     }
     Ok(match action {
@@ -223,6 +254,144 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
             Requeue::requeue(IDLE)
         }
         _ => Requeue::requeue(BUSY),
+    })
+}
+
+/// Starts a base backup on the primary when one is due, then records what started it.
+async fn start_backup(
+    pc: &PostgresCluster,
+    ctx: &Context,
+    api: &Api<PostgresCluster>,
+    plan: &Plan,
+    act: &act::Act<'_>,
+    desired: &PostgresClusterStatus,
+    seen: &crate::instance::BackupState,
+) -> Result<(), Error> {
+    let request = pc
+        .annotations()
+        .get(backup::REQUEST_ANNOTATION)
+        .map(String::as_str);
+    let since = pc
+        .meta()
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t.0.to_string()).ok())
+        .map(|t| t.to_utc())
+        .unwrap_or_else(chrono::Utc::now);
+    let Some(trigger) = backup::due(
+        plan,
+        request,
+        desired.backup.as_ref(),
+        seen,
+        since,
+        chrono::Utc::now(),
+    ) else {
+        return Ok(());
+    };
+    act.start_backup().await?;
+    ctx.events
+        .publish(
+            &pc.object_ref(&()),
+            false,
+            Reason::BackupStarted.as_str(),
+            "Backup",
+            match &trigger {
+                backup::Trigger::Request(r) => format!("base backup requested ({r}) started"),
+                backup::Trigger::Schedule(t) => format!("scheduled base backup ({t}) started"),
+                backup::Trigger::First => "the first base backup started".into(),
+            },
+        )
+        .await;
+    let mut after = desired.clone();
+    after.backup = Some(backup::started(
+        desired.backup.clone().unwrap_or_default(),
+        &trigger,
+    ));
+    ctx.status
+        .write_if_changed(api, pc, Some(desired), &after)
+        .await?;
+    Ok(())
+}
+
+/// Events for backups that completed or failed since the last cycle.
+async fn announce_backups(
+    pc: &PostgresCluster,
+    ctx: &Context,
+    prev: Option<&crate::api::BackupStatus>,
+    now: Option<&crate::api::BackupStatus>,
+) {
+    let Some(now) = now else { return };
+    let before = prev.cloned().unwrap_or_default();
+    if now.last_successful_backup.is_some()
+        && now.last_successful_backup != before.last_successful_backup
+    {
+        ctx.events
+            .publish(
+                &pc.object_ref(&()),
+                false,
+                Reason::BackupSucceeded.as_str(),
+                "Backup",
+                format!(
+                    "base backup completed at {}",
+                    now.last_successful_backup.as_deref().unwrap_or_default()
+                ),
+            )
+            .await;
+    }
+    if now.last_failed_backup.is_some() && now.last_failed_backup != before.last_failed_backup {
+        ctx.events
+            .publish(
+                &pc.object_ref(&()),
+                true,
+                Reason::BackupFailed.as_str(),
+                "Backup",
+                format!(
+                    "base backup failed at {}; see the LastBackupSucceeded condition",
+                    now.last_failed_backup.as_deref().unwrap_or_default()
+                ),
+            )
+            .await;
+    }
+}
+
+/// The backup volume's claim, made once (never owned: it outlives the cluster).
+async fn ensure_backup_claim(client: &Client, plan: &Plan) -> Result<(), Error> {
+    let Some(claim) = build::backup_claim(plan) else {
+        return Ok(());
+    };
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &plan.namespace);
+    if api
+        .get_opt(&build::backup_claim_name(&plan.name))
+        .await?
+        .is_some()
+    {
+        return Ok(());
+    }
+    match api.create(&PostParams::default(), &claim).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Why a bootstrap from a backup cannot start: the source's backup volume is not there.
+async fn restore_blocked(client: &Client, plan: &Plan) -> Result<Option<String>, Error> {
+    let validate::BootstrapPlan::Recovery {
+        store: validate::StorePlan::Volume { .. },
+        source_cluster,
+        ..
+    } = &plan.bootstrap
+    else {
+        return Ok(None);
+    };
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &plan.namespace);
+    let claim = build::backup_claim_name(source_cluster);
+    Ok(match api.get_opt(&claim).await? {
+        Some(_) => None,
+        None => Some(format!(
+            "no backup of cluster {source_cluster} to restore: its backup volume claim {claim} does not exist in namespace {}",
+            plan.namespace
+        )),
     })
 }
 

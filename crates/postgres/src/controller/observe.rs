@@ -135,7 +135,15 @@ impl Snapshot {
             target_primary: recorded(&status.target_primary),
             latest_serial: serials.iter().copied().max().unwrap_or(0).max(latest),
             primary_lost_for: lost_for,
-            has_backup: false,
+            // The status recorded a base backup of this cluster: restore from the store when
+            // every instance's data is gone (the restoring instance reports it if the store
+            // no longer holds one).
+            has_backup: plan.backup.is_some()
+                && status
+                    .backup
+                    .as_ref()
+                    .is_some_and(|b| b.last_successful_backup.is_some()),
+            restore_blocked: None,
         }
     }
 }

@@ -19,6 +19,13 @@ pub enum Reason {
     Failed,
     InvalidSpec,
     ActionFailed,
+    BackupStarted,
+    BackupSucceeded,
+    BackupFailed,
+    WalArchived,
+    ArchiveFailing,
+    NoWalArchivedYet,
+    StoreNotInUse,
 }
 
 impl Reason {
@@ -42,6 +49,13 @@ impl Reason {
             Reason::Failed => "Failed",
             Reason::InvalidSpec => "InvalidSpec",
             Reason::ActionFailed => "ActionFailed",
+            Reason::BackupStarted => "BackupStarted",
+            Reason::BackupSucceeded => "BackupSucceeded",
+            Reason::BackupFailed => "BackupFailed",
+            Reason::WalArchived => "WalArchived",
+            Reason::ArchiveFailing => "ArchiveFailing",
+            Reason::NoWalArchivedYet => "NoWalArchivedYet",
+            Reason::StoreNotInUse => "StoreNotInUse",
         }
     }
 }

@@ -249,6 +249,8 @@ mod tests {
             last_rejoin: None,
             rewind_failure: None,
             error: None,
+            restore_failure: None,
+            backup: None,
         }
     }
 

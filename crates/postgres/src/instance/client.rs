@@ -78,6 +78,11 @@ impl InstanceClient {
         self.change("/fence", None).await
     }
 
+    /// Starts a base backup of this primary into its store.
+    pub async fn backup(&self) -> Result<(), ClientError> {
+        self.change("/backup", None).await
+    }
+
     pub async fn unfence(&self) -> Result<(), ClientError> {
         self.change("/unfence", None).await
     }

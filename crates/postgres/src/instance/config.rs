@@ -88,7 +88,27 @@ pub struct Config {
     /// Standbys that must confirm each commit while this instance is the primary (0:
     /// asynchronous).
     pub synchronous: u32,
+    /// WAL archiving, base backups and the restore of a new instance.
+    pub backups: BackupOptions,
     pub credentials: Credentials,
+}
+
+/// Backups on the instance's side: the store it archives to and takes base backups into
+/// (while it is the primary), and the store a new primary restores from instead of initdb.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackupOptions {
+    /// The store's location: a directory (`<backup volume>/<cluster>`) or
+    /// `s3://bucket/<prefix><cluster>`. None: no archiving, no backups.
+    pub store: Option<String>,
+    /// Days base backups are kept (0: 30).
+    pub retention_days: u32,
+    /// Restore from this store when the data directory is empty (a primary only).
+    pub restore_from: Option<String>,
+    /// Where the restore stops (None: the end of the archived WAL).
+    pub target: Option<crate::backup::catalog::Target>,
+    /// The `bosun` PostgreSQL runs as archive_command and restore_command (None: the
+    /// running binary).
+    pub program: Option<PathBuf>,
 }
 
 /// `initdb`'s choices and the application database made on a new cluster.
@@ -168,12 +188,52 @@ pub struct Args {
     /// Its owner, a login role (password: BOSUN_PG_APP_PASSWORD).
     #[arg(long, env = "BOSUN_PG_APP_OWNER", requires = "app_database")]
     pub app_owner: Option<String>,
+    /// The backup store (a directory, or s3://bucket/prefix with BOSUN_PG_S3_ENDPOINT and
+    /// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY): WAL is archived there and base backups are written
+    /// there while this instance is the primary.
+    #[arg(long, env = "BOSUN_PG_BACKUP_STORE")]
+    pub backup_store: Option<String>,
+    /// Days base backups are kept.
+    #[arg(long, env = "BOSUN_PG_BACKUP_RETENTION_DAYS", default_value_t = 30)]
+    pub backup_retention_days: u32,
+    /// Restore from this backup store instead of initdb when there is no data.
+    #[arg(long, env = "BOSUN_PG_RESTORE_FROM")]
+    pub restore_from: Option<String>,
+    /// Stop the restore at this time (RFC 3339).
+    #[arg(
+        long,
+        env = "BOSUN_PG_RECOVERY_TARGET_TIME",
+        conflicts_with = "recovery_target_lsn"
+    )]
+    pub recovery_target_time: Option<String>,
+    /// Stop the restore at this WAL position (`X/Y`).
+    #[arg(long, env = "BOSUN_PG_RECOVERY_TARGET_LSN")]
+    pub recovery_target_lsn: Option<String>,
 }
 
 impl Args {
     /// The config, with the credentials read from the environment.
     pub fn into_config(self) -> Result<Config, Error> {
+        use crate::backup::catalog::Target;
+        let target = match (&self.recovery_target_time, &self.recovery_target_lsn) {
+            (Some(t), _) => Some(Target::Time(
+                chrono::DateTime::parse_from_rfc3339(t)
+                    .map_err(|e| Error::Config(format!("recovery target time {t:?}: {e}")))?
+                    .to_utc(),
+            )),
+            (None, Some(l)) => Some(Target::Lsn(super::parse_lsn(l).ok_or_else(|| {
+                Error::Config(format!("recovery target {l:?} is not a WAL position"))
+            })?)),
+            (None, None) => None,
+        };
         Ok(Config {
+            backups: BackupOptions {
+                store: self.backup_store,
+                retention_days: self.backup_retention_days,
+                restore_from: self.restore_from,
+                target,
+                program: None,
+            },
             name: self.name,
             data_dir: self.data_dir,
             pod_ip: self.pod_ip,
@@ -323,6 +383,7 @@ mod tests {
             parameters: vec![],
             log_file: None,
             synchronous: 0,
+            backups: BackupOptions::default(),
             initdb: InitDbOptions::default(),
             credentials: Credentials {
                 superuser_password: "s3cret-super".into(),

@@ -35,6 +35,12 @@ pub enum Error {
     },
     #[error("{0}")]
     Refused(String),
+    /// The restore of a new instance cannot succeed as things are (no backup, a target
+    /// before every backup, recovery failing): reported, not retried.
+    #[error("restore: {0}")]
+    Restore(String),
+    #[error("backup store: {0}")]
+    Store(#[from] crate::backup::volume::StoreError),
 }
 
 impl Error {

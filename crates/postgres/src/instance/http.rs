@@ -38,6 +38,7 @@ pub struct Ctx {
     tx: mpsc::Sender<Request>,
     /// The token's digest: compared in constant time, and the token itself is not kept here.
     token: [u8; 32],
+    backups: Option<Arc<super::backup::Backups>>,
 }
 
 impl Ctx {
@@ -46,6 +47,7 @@ impl Ctx {
         run_dir: PathBuf,
         shared: Arc<Mutex<Shared>>,
         tx: mpsc::Sender<Request>,
+        backups: Option<Arc<super::backup::Backups>>,
     ) -> Ctx {
         Ctx {
             name: cfg.name.clone(),
@@ -55,6 +57,7 @@ impl Ctx {
             shared,
             tx,
             token: Sha256::digest(cfg.credentials.api_token.as_bytes()).into(),
+            backups,
         }
     }
 }
@@ -76,6 +79,7 @@ pub(crate) async fn serve(ctx: Ctx, stop: CancellationToken) -> Result<JoinHandl
         .route("/demote", post(demote))
         .route("/fence", post(fence))
         .route("/unfence", post(unfence))
+        .route("/backup", post(backup))
         .with_state(Arc::new(ctx));
     Ok(tokio::spawn(async move {
         let _ = axum::serve(listener, app)
@@ -84,8 +88,34 @@ pub(crate) async fn serve(ctx: Ctx, stop: CancellationToken) -> Result<JoinHandl
     }))
 }
 
+/// `POST /backup`: starts a base backup of this primary into the store (202), unless one
+/// runs (409); 409 too when this instance is not a running primary or has no store.
+async fn backup(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorize(&ctx, &headers) {
+        return r;
+    }
+    let Some(b) = &ctx.backups else {
+        return error(StatusCode::CONFLICT, "this instance has no backup store");
+    };
+    let primary = {
+        let s = ctx.shared.lock().unwrap_or_else(|p| p.into_inner());
+        s.phase == Phase::Running && s.role == Role::Primary
+    };
+    if !primary {
+        return error(
+            StatusCode::CONFLICT,
+            "base backups are taken on the running primary only",
+        );
+    }
+    if b.start() {
+        json(StatusCode::ACCEPTED, &serde_json::json!({"started": true}))
+    } else {
+        error(StatusCode::CONFLICT, "a base backup is already running")
+    }
+}
+
 async fn readyz(State(ctx): State<Arc<Ctx>>) -> StatusCode {
-    if current(&ctx).await.ready {
+    if current(&ctx, false).await.ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
@@ -93,11 +123,11 @@ async fn readyz(State(ctx): State<Arc<Ctx>>) -> StatusCode {
 }
 
 async fn state(State(ctx): State<Arc<Ctx>>) -> Response {
-    json(StatusCode::OK, &current(&ctx).await)
+    json(StatusCode::OK, &current(&ctx, true).await)
 }
 
 /// The shared state, completed by asking PostgreSQL when it runs.
-async fn current(ctx: &Ctx) -> InstanceState {
+async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
     let s = ctx.shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let mut st = InstanceState {
         name: ctx.name.clone(),
@@ -118,16 +148,27 @@ async fn current(ctx: &Ctx) -> InstanceState {
         last_rejoin: s.last_rejoin,
         rewind_failure: s.rewind_failure.clone(),
         error: s.error.clone(),
+        restore_failure: s.restore_failure.clone(),
+        backup: None,
     };
     if s.phase != Phase::Running {
+        if let (true, Some(b)) = (with_backups, &ctx.backups) {
+            st.backup = Some(b.state(None).await);
+        }
         return st;
     }
     let observed = tokio::time::timeout(Duration::from_secs(5), async {
         let client = sql::connect_local(&ctx.run_dir, ctx.port).await?;
-        sql::observe(&client).await
+        let o = sql::observe(&client).await?;
+        let backup = match (with_backups, &ctx.backups) {
+            (true, Some(b)) => Some(b.state((!o.in_recovery).then_some(&client)).await),
+            _ => None,
+        };
+        Ok::<_, Error>((o, backup))
     })
     .await;
-    if let Ok(Ok(o)) = observed {
+    if let Ok(Ok((o, backup))) = observed {
+        st.backup = backup;
         st.role = if o.in_recovery {
             StateRole::Replica
         } else {
@@ -137,6 +178,9 @@ async fn current(ctx: &Ctx) -> InstanceState {
         st.timeline = o.timeline;
         st.lsn = o.lsn;
         st.received_lsn = o.received_lsn;
+    } else if let (true, Some(b)) = (with_backups, &ctx.backups) {
+        // PostgreSQL did not answer: the store's side still reports (never "no store").
+        st.backup = Some(b.state(None).await);
     }
     st
 }

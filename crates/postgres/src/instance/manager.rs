@@ -59,6 +59,8 @@ pub struct Shared {
     pub last_rejoin: Option<Rejoin>,
     pub rewind_failure: Option<String>,
     pub error: Option<String>,
+    /// Why the restore of this new instance failed (it waits, reporting it).
+    pub restore_failure: Option<String>,
 }
 
 /// Runs the instance until `shutdown` (then stops PostgreSQL with a fast shutdown) or until
@@ -85,11 +87,21 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         last_rejoin: None,
         rewind_failure: None,
         error: None,
+        restore_failure: None,
     }));
+    let backups = match cfg.backups.store.as_deref() {
+        Some(store) => Some(Arc::new(super::backup::Backups::new(
+            store,
+            pg.clone(),
+            cfg.port,
+            cfg.backups.retention_days,
+        )?)),
+        None => None,
+    };
     let (tx, rx) = mpsc::channel(4);
     let stop_http = shutdown.child_token();
     let server = super::http::serve(
-        super::http::Ctx::new(&cfg, pg.run_dir.clone(), shared.clone(), tx),
+        super::http::Ctx::new(&cfg, pg.run_dir.clone(), shared.clone(), tx, backups),
         stop_http.clone(),
     )
     .await?;
@@ -98,6 +110,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         pg,
         shared,
         child: None,
+        recovery: None,
     };
     let result = m.supervise(rx, &shutdown).await;
     m.stop().await;
@@ -111,6 +124,8 @@ struct Manager {
     pg: Pg,
     shared: Arc<Mutex<Shared>>,
     child: Option<Child>,
+    /// The restore settings of the next start (a restore's one start only).
+    recovery: Option<Vec<String>>,
 }
 
 enum Event {
@@ -125,9 +140,24 @@ impl Manager {
         mut rx: mpsc::Receiver<Request>,
         shutdown: &CancellationToken,
     ) -> Result<(), Error> {
-        tokio::select! {
-            r = self.first_start() => r?,
+        let first = tokio::select! {
+            r = self.first_start() => r,
             _ = shutdown.cancelled() => return Ok(()),
+        };
+        match first {
+            Ok(()) => {}
+            // A restore that cannot succeed is reported, not retried: the manager stays up
+            // without PostgreSQL (and without data) for the operator to read why.
+            Err(Error::Restore(why)) => {
+                warn!(instance = %self.cfg.name, %why, "restore failed");
+                self.stop().await;
+                let _ = super::os::clear_for_new_data(&self.pg.data);
+                let mut s = self.lock();
+                s.phase = Phase::Stopped;
+                s.restore_failure = Some(why.clone());
+                s.error = Some(format!("restore: {why}"));
+            }
+            Err(e) => return Err(e),
         }
         loop {
             let event = tokio::select! {
@@ -169,6 +199,14 @@ impl Manager {
     async fn first_start(&mut self) -> Result<(), Error> {
         if !self.pg.has_data() {
             match (self.cfg.role, self.cfg.primary.clone()) {
+                (Role::Primary, _) if self.cfg.backups.restore_from.is_some() => {
+                    let from = self.cfg.backups.restore_from.clone().unwrap_or_default();
+                    let target = self.cfg.backups.target.clone();
+                    let chosen = super::backup::restore(&self.pg, &from, target.as_ref()).await?;
+                    info!(instance = %self.cfg.name, backup = %chosen.id, ?target, "restoring from the base backup, then the archived WAL");
+                    self.recovery =
+                        Some(super::pg::recovery_args(&self.cfg, &from, target.as_ref()));
+                }
                 (Role::Primary, _) => {
                     info!(instance = %self.cfg.name, "initdb");
                     self.pg
@@ -310,13 +348,17 @@ impl Manager {
                 warn!(instance = %self.cfg.name, error = %e, "could not make the replication slot");
             }
         }
-        let args = pg::postgres_args(
+        let mut args = pg::postgres_args(
             &self.cfg,
             &self.pg.run_dir,
             &self.pg.passfile(),
             role,
             upstream.as_ref().map(|(h, p)| (h.as_str(), *p)),
         );
+        let recovering = self.recovery.take();
+        if let Some(extra) = &recovering {
+            args.extend(extra.iter().cloned());
+        }
         {
             let mut s = self.lock();
             s.phase = Phase::Starting;
@@ -329,7 +371,10 @@ impl Manager {
             .spawn()
             .map_err(Error::io("starting", self.pg.bin.join("postgres")))?;
         self.child = Some(child);
-        let client = self.wait_accepting().await?;
+        let client = match &recovering {
+            Some(_) => self.wait_recovered().await?,
+            None => self.wait_accepting().await?,
+        };
         if role == Role::Primary {
             sql::ensure_roles(&client, &self.cfg.credentials, self.cfg.initdb.app.as_ref()).await?;
             sql::set_synchronous(&client, self.cfg.synchronous).await?;
@@ -358,6 +403,36 @@ impl Manager {
                 return Err(Error::Timeout("postgres to accept connections"));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A restore's start: until PostgreSQL has replayed the archive (to the target) and
+    /// promoted itself. Its stopping on the way (no WAL to reach the target, a bad
+    /// segment) fails the restore.
+    async fn wait_recovered(&mut self) -> Result<tokio_postgres::Client, Error> {
+        let deadline = Instant::now() + START_DEADLINE * 4;
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    self.child = None;
+                    return Err(Error::Restore(format!(
+                        "PostgreSQL stopped while replaying the archived WAL ({status}); its log says why"
+                    )));
+                }
+            }
+            if let Ok(client) = sql::connect_local(&self.pg.run_dir, self.cfg.port).await {
+                if let Ok(row) = client.query_one("SELECT pg_is_in_recovery()", &[]).await {
+                    if !row.get::<_, bool>(0) {
+                        return Ok(client);
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Restore(
+                    "the archived WAL was not replayed in time".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 

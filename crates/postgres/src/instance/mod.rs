@@ -14,6 +14,7 @@
 //!
 //! If `postgres` dies when it was not asked to stop, the manager exits with an error: the
 //! kubelet restarts the pod on the same volume, and the operator sees it.
+mod backup;
 pub mod client;
 mod config;
 mod error;
@@ -24,11 +25,11 @@ mod pg;
 pub(crate) mod sql;
 mod state;
 
-pub use config::{slot_name, AppDb, Args, Config, Credentials, InitDbOptions, Role};
+pub use config::{slot_name, AppDb, Args, BackupOptions, Config, Credentials, InitDbOptions, Role};
 pub use error::Error;
 pub use manager::run;
 pub use sql::connect_remote;
-pub use state::{parse_lsn, InstanceState, Rejoin, StateRole};
+pub use state::{parse_lsn, BackupState, InstanceState, Rejoin, StateRole};
 
 /// The database superuser (also used by `pg_rewind` on a source server).
 pub const SUPERUSER: &str = "postgres";

@@ -101,6 +101,23 @@ pub fn own_file(path: &Path, user: Option<OsUser>) -> Result<(), Error> {
     Ok(())
 }
 
+/// Gives `dir` and everything below it to `user` (files copied by root).
+pub fn chown_all(dir: &Path, user: Option<OsUser>) -> Result<(), Error> {
+    let Some(u) = user else { return Ok(()) };
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        std::os::unix::fs::lchown(&p, Some(u.uid), Some(u.gid))
+            .map_err(Error::io("changing the owner of", &p))?;
+        let m = std::fs::symlink_metadata(&p).map_err(Error::io("reading", &p))?;
+        if m.is_dir() {
+            for e in std::fs::read_dir(&p).map_err(Error::io("listing", &p))? {
+                stack.push(e.map_err(Error::io("listing", &p))?.path());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Chowns `dir` and, when it is not already the user's, everything below it (data restored or
 /// copied by root).
 fn chown_tree(dir: &Path, u: OsUser) -> Result<(), Error> {

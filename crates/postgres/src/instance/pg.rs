@@ -138,6 +138,31 @@ impl Pg {
         self.write_hba()
     }
 
+    /// A base backup of this (running) instance into `dest`, over the private socket: plain
+    /// format with the WAL it needs, so that it is consistent without the archive.
+    pub async fn base_backup_to(&self, dest: &Path, port: u16, tar: bool) -> Result<(), Error> {
+        let mut c = self.command("pg_basebackup");
+        if tar {
+            c.arg("-Ft");
+        }
+        c.arg("-D")
+            .arg(dest)
+            .arg("-h")
+            .arg(&self.run_dir)
+            .args(["-p", &port.to_string(), "-U", SUPERUSER])
+            .args(["-X", "stream", "-c", "fast", "--no-password"]);
+        self.run("pg_basebackup", c).await
+    }
+
+    /// Writes `recovery.signal` (a restore from the archive, not a standby).
+    pub fn set_recovery(&self) -> Result<(), Error> {
+        let standby = self.data.join("standby.signal");
+        if standby.exists() {
+            std::fs::remove_file(&standby).map_err(Error::io("removing", &standby))?;
+        }
+        write_private(&self.data.join("recovery.signal"), "", self.user)
+    }
+
     /// Whether the stopped data directory was last run as a primary (cleanly stopped or
     /// crashed), by `pg_controldata`'s cluster state: such data may hold WAL the new primary
     /// never received, so it must not simply start as a replica.
@@ -215,6 +240,7 @@ impl Pg {
 const HBA: &str = "\
 # Written by the bosun instance manager on every start.
 local all all trust
+local replication all trust
 host replication streaming_replica all scram-sha-256
 host all all all scram-sha-256
 ";
@@ -264,11 +290,83 @@ pub fn postgres_args(
     // A replica whose primary went away (restart, failover) retries every second rather than
     // every five: it streams again sooner.
     settings.push(("wal_retrieve_retry_interval".into(), "1s".into()));
+    if let Some(store) = &cfg.backups.store {
+        // Only a primary archives (`on`, not `always`): after a failover the new primary
+        // carries on, timeline history included.
+        settings.push(("archive_mode".into(), "on".into()));
+        settings.push((
+            "archive_command".into(),
+            format!(
+                "{} pg archive-wal --store {} %p %f",
+                shell_quote(&program(cfg).display().to_string()),
+                shell_quote(store)
+            ),
+        ));
+        // A quiet primary still archives its last writes within a minute (the user may
+        // choose otherwise): the recovery point objective of a volume loss.
+        settings.push(("archive_timeout".into(), "60s".into()));
+    }
     settings.extend(cfg.parameters.iter().cloned());
     settings
         .into_iter()
         .flat_map(|(k, v)| ["-c".to_string(), format!("{k}={v}")])
         .collect()
+}
+
+/// The `bosun` binary PostgreSQL runs for archiving and restoring.
+pub fn program(cfg: &Config) -> PathBuf {
+    cfg.backups
+        .program
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("/controller/bosun"))
+}
+
+/// The settings of a restore's one start: fetch WAL from the store, stop at the target (if
+/// any), then promote — a new timeline, archived from then on.
+pub fn recovery_args(
+    cfg: &Config,
+    from: &str,
+    target: Option<&crate::backup::catalog::Target>,
+) -> Vec<String> {
+    use crate::backup::catalog::Target;
+    let mut settings: Vec<(String, String)> = vec![
+        (
+            "restore_command".into(),
+            format!(
+                "{} pg restore-wal --store {} %f %p",
+                shell_quote(&program(cfg).display().to_string()),
+                shell_quote(from)
+            ),
+        ),
+        ("recovery_target_timeline".into(), "latest".into()),
+    ];
+    match target {
+        Some(Target::Time(t)) => {
+            settings.push((
+                "recovery_target_time".into(),
+                t.format("%Y-%m-%d %H:%M:%S%.6f+00").to_string(),
+            ));
+            settings.push(("recovery_target_action".into(), "promote".into()));
+        }
+        Some(Target::Lsn(l)) => {
+            settings.push((
+                "recovery_target_lsn".into(),
+                format!("{:X}/{:X}", l >> 32, l & 0xFFFF_FFFF),
+            ));
+            settings.push(("recovery_target_action".into(), "promote".into()));
+        }
+        None => {}
+    }
+    settings
+        .into_iter()
+        .flat_map(|(k, v)| ["-c".to_string(), format!("{k}={v}")])
+        .collect()
+}
+
+/// One word for `sh -c` (PostgreSQL runs archive and restore commands through the shell).
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// `pg_controldata`'s output: the data was a primary's (`shut down`, or `in production`
@@ -388,6 +486,7 @@ mod tests {
             parameters: vec![("shared_buffers".into(), "16MB".into())],
             log_file: None,
             synchronous: 0,
+            backups: Default::default(),
             initdb: Default::default(),
             credentials: Credentials {
                 superuser_password: "a".into(),

@@ -45,6 +45,34 @@ pub struct InstanceState {
     pub rewind_failure: Option<String>,
     /// The last request's failure, if it failed.
     pub error: Option<String>,
+    /// Why restoring this new instance from the backup store failed (it then waits, with
+    /// no data, for the operator to report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_failure: Option<String>,
+    /// The backup store as this instance sees it (an instance with a store only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupState>,
+}
+
+/// Backups and archiving, as the primary's manager reports them (times RFC 3339).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupState {
+    /// A base backup is being taken now.
+    pub running: bool,
+    /// Complete base backups in the store.
+    pub backups: u32,
+    pub first_recoverability_point: Option<String>,
+    /// The newest backup's end.
+    pub last_successful: Option<String>,
+    /// The last failed backup attempt (of this manager) and why.
+    pub last_failed: Option<String>,
+    pub last_failure: Option<String>,
+    /// From `pg_stat_archiver` (a running primary only).
+    pub last_archived_wal: Option<String>,
+    pub last_archived_time: Option<String>,
+    pub last_failed_wal: Option<String>,
+    pub last_failed_time: Option<String>,
 }
 
 /// A WAL position `X/Y` as a number.

@@ -1,0 +1,411 @@
+//! The S3-compatible store (feature `s3`): the same layout as the volume store under
+//! `<prefix><cluster>/` in a bucket — `wals/<segment>`, `base/<id>/base.tar` and
+//! `base/<id>/pg_wal.tar` (`pg_basebackup -Ft`), and `base/<id>/bosun-backup.json`, written
+//! last: a backup without its record is not one. Path-style requests signed with SigV4
+//! ([`super::sigv4`]) over bosun's own HTTP client (hyper; rustls with the system's roots for
+//! `https://`), objects sent in one request (no multipart upload yet).
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+
+use super::catalog::BackupInfo;
+use super::sigv4::{self, Credentials};
+use super::volume::{StoreError, INFO_FILE};
+use super::wal::is_archive_name;
+
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+pub struct S3Store {
+    /// `http` or `https`.
+    scheme: &'static str,
+    host: String,
+    bucket: String,
+    /// `<prefix><cluster>/`.
+    root: String,
+    region: String,
+    creds: Credentials,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+fn remote(what: impl Into<String>) -> StoreError {
+    StoreError::Remote(what.into())
+}
+
+impl S3Store {
+    /// `endpoint` is `http[s]://host[:port]`; `root` the key prefix of the cluster's store.
+    pub fn new(
+        endpoint: &str,
+        bucket: &str,
+        root: &str,
+        region: &str,
+        creds: Credentials,
+    ) -> Result<S3Store, StoreError> {
+        let (scheme, rest) = if let Some(r) = endpoint.strip_prefix("https://") {
+            ("https", r)
+        } else if let Some(r) = endpoint.strip_prefix("http://") {
+            ("http", r)
+        } else {
+            return Err(remote(format!(
+                "endpoint {endpoint:?} is not http[s]://host[:port]"
+            )));
+        };
+        let host = rest.trim_end_matches('/').to_string();
+        if host.is_empty() || host.contains('/') {
+            return Err(remote(format!(
+                "endpoint {endpoint:?} is not http[s]://host[:port]"
+            )));
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| remote(format!("TLS: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let mut root = root.trim_start_matches('/').to_string();
+        if !root.is_empty() && !root.ends_with('/') {
+            root.push('/');
+        }
+        Ok(S3Store {
+            scheme,
+            host,
+            bucket: bucket.into(),
+            root,
+            region: region.into(),
+            creds,
+            http: Client::builder(TokioExecutor::new()).build(connector),
+        })
+    }
+
+    /// From a location `s3://<bucket>/<root>` and the environment: `BOSUN_PG_S3_ENDPOINT`,
+    /// `BOSUN_PG_S3_REGION` (default us-east-1), `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`.
+    pub fn from_location(location: &str) -> Result<S3Store, StoreError> {
+        let rest = location
+            .strip_prefix("s3://")
+            .ok_or_else(|| remote(format!("{location:?} is not s3://bucket/prefix")))?;
+        let (bucket, root) = rest.split_once('/').unwrap_or((rest, ""));
+        let env = |k: &str| {
+            std::env::var(k)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| remote(format!("{k} is not set")))
+        };
+        S3Store::new(
+            &env("BOSUN_PG_S3_ENDPOINT")?,
+            bucket,
+            root,
+            &env("BOSUN_PG_S3_REGION").unwrap_or_else(|_| "us-east-1".into()),
+            Credentials {
+                access_key: env("AWS_ACCESS_KEY_ID")?,
+                secret_key: env("AWS_SECRET_ACCESS_KEY")?,
+            },
+        )
+    }
+
+    fn key(&self, rel: &str) -> String {
+        format!("{}{rel}", self.root)
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        key: Option<&str>,
+        query: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Result<(u16, Bytes), StoreError> {
+        let path = match key {
+            Some(k) => format!("/{}/{}", self.bucket, sigv4::uri_encode(k, true)),
+            None => format!("/{}", self.bucket),
+        };
+        let payload = sigv4::hex_sha256(&body);
+        let amz_date = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+        let headers = [
+            ("host", self.host.as_str()),
+            ("x-amz-content-sha256", payload.as_str()),
+            ("x-amz-date", amz_date.as_str()),
+        ];
+        let auth = sigv4::authorization(
+            &sigv4::Request {
+                method,
+                path: &path,
+                query,
+                headers: &headers,
+                payload_sha256: &payload,
+            },
+            &amz_date,
+            &self.region,
+            &self.creds,
+        );
+        let qs: Vec<String> = query
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{}={}",
+                    sigv4::uri_encode(k, false),
+                    sigv4::uri_encode(v, false)
+                )
+            })
+            .collect();
+        let uri = if qs.is_empty() {
+            format!("{}://{}{path}", self.scheme, self.host)
+        } else {
+            format!("{}://{}{path}?{}", self.scheme, self.host, qs.join("&"))
+        };
+        let req = hyper::Request::builder()
+            .method(method)
+            .uri(&uri)
+            .header("x-amz-content-sha256", &payload)
+            .header("x-amz-date", &amz_date)
+            .header("authorization", auth)
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| remote(format!("{method} {path}: {e}")))?;
+        let resp = tokio::time::timeout(TIMEOUT, self.http.request(req))
+            .await
+            .map_err(|_| remote(format!("{method} {path}: timed out")))?
+            .map_err(|e| remote(format!("{method} {path}: {e}")))?;
+        let status = resp.status().as_u16();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| remote(format!("{method} {path}: {e}")))?
+            .to_bytes();
+        Ok((status, bytes))
+    }
+
+    fn failed(method: &str, key: &str, status: u16, body: &[u8]) -> StoreError {
+        let text = String::from_utf8_lossy(body);
+        let code = between(&text, "<Code>", "</Code>").unwrap_or("");
+        remote(format!("{method} {key}: HTTP {status} {code}"))
+    }
+
+    pub async fn create_bucket(&self) -> Result<(), StoreError> {
+        let (status, body) = self.send("PUT", None, &[], Vec::new()).await?;
+        match status {
+            200..=299 | 409 => Ok(()),
+            s => Err(Self::failed("PUT", &self.bucket, s, &body)),
+        }
+    }
+
+    pub async fn put(&self, rel: &str, body: Vec<u8>) -> Result<(), StoreError> {
+        let key = self.key(rel);
+        let (status, resp) = self.send("PUT", Some(&key), &[], body).await?;
+        if (200..300).contains(&status) {
+            Ok(())
+        } else {
+            Err(Self::failed("PUT", &key, status, &resp))
+        }
+    }
+
+    pub async fn get(&self, rel: &str) -> Result<Option<Bytes>, StoreError> {
+        let key = self.key(rel);
+        let (status, body) = self.send("GET", Some(&key), &[], Vec::new()).await?;
+        match status {
+            200..=299 => Ok(Some(body)),
+            404 => Ok(None),
+            s => Err(Self::failed("GET", &key, s, &body)),
+        }
+    }
+
+    pub async fn delete(&self, rel: &str) -> Result<(), StoreError> {
+        let key = self.key(rel);
+        let (status, body) = self.send("DELETE", Some(&key), &[], Vec::new()).await?;
+        match status {
+            200..=299 | 404 => Ok(()),
+            s => Err(Self::failed("DELETE", &key, s, &body)),
+        }
+    }
+
+    /// Keys under `rel` (relative to the store's root), every page.
+    pub async fn list(&self, rel: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = self.key(rel);
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut q: Vec<(&str, &str)> = vec![("list-type", "2"), ("prefix", &prefix)];
+            if let Some(t) = &token {
+                q.push(("continuation-token", t));
+            }
+            let (status, body) = self.send("GET", None, &q, Vec::new()).await?;
+            if !(200..300).contains(&status) {
+                return Err(Self::failed("LIST", &prefix, status, &body));
+            }
+            let text = String::from_utf8_lossy(&body).into_owned();
+            for k in all_between(&text, "<Key>", "</Key>") {
+                if let Some(r) = unescape(k).strip_prefix(&self.root) {
+                    out.push(r.to_string());
+                }
+            }
+            token =
+                between(&text, "<NextContinuationToken>", "</NextContinuationToken>").map(unescape);
+            if token.is_none() || between(&text, "<IsTruncated>", "</IsTruncated>") != Some("true")
+            {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    pub async fn archive_wal(&self, src: &std::path::Path, name: &str) -> Result<(), StoreError> {
+        if !is_archive_name(name) {
+            return Err(StoreError::BadName(name.into()));
+        }
+        let data = std::fs::read(src).map_err(|e| StoreError::Io {
+            what: "reading",
+            path: src.to_path_buf(),
+            source: e,
+        })?;
+        let rel = format!("wals/{name}");
+        if let Some(existing) = self.get(&rel).await? {
+            return if existing[..] == data[..] {
+                Ok(())
+            } else {
+                Err(StoreError::Conflict(name.into()))
+            };
+        }
+        self.put(&rel, data).await
+    }
+
+    pub async fn restore_wal(
+        &self,
+        name: &str,
+        dest: &std::path::Path,
+    ) -> Result<bool, StoreError> {
+        if !is_archive_name(name) {
+            return Err(StoreError::BadName(name.into()));
+        }
+        let Some(data) = self.get(&format!("wals/{name}")).await? else {
+            return Ok(false);
+        };
+        let tmp = dest.with_extension("bosun-tmp");
+        let io = |what, e| StoreError::Io {
+            what,
+            path: tmp.clone(),
+            source: e,
+        };
+        std::fs::write(&tmp, &data).map_err(|e| io("writing", e))?;
+        std::fs::rename(&tmp, dest).map_err(|e| io("renaming", e))?;
+        Ok(true)
+    }
+
+    pub async fn wal_names(&self) -> Result<Vec<String>, StoreError> {
+        let mut v: Vec<String> = self
+            .list("wals/")
+            .await?
+            .into_iter()
+            .filter_map(|k| k.strip_prefix("wals/").map(str::to_string))
+            .filter(|n| is_archive_name(n))
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// Complete backups (those with their record), oldest first.
+    pub async fn backups(&self) -> Result<Vec<BackupInfo>, StoreError> {
+        let mut out = Vec::new();
+        for k in self.list("base/").await? {
+            let Some(id) = k
+                .strip_prefix("base/")
+                .and_then(|r| r.strip_suffix(&format!("/{INFO_FILE}")))
+            else {
+                continue;
+            };
+            if let Some(body) = self.get(&k).await? {
+                if let Ok(b) = serde_json::from_slice::<BackupInfo>(&body) {
+                    if b.id == id {
+                        out.push(b);
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| a.finished.cmp(&b.finished).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    /// Removes a backup: its record first, so it stops being one at once.
+    pub async fn delete_backup(&self, id: &str) -> Result<(), StoreError> {
+        self.delete(&format!("base/{id}/{INFO_FILE}")).await?;
+        for k in self.list(&format!("base/{id}/")).await? {
+            self.delete(&k).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn delete_wal(&self, name: &str) -> Result<(), StoreError> {
+        if !is_archive_name(name) {
+            return Err(StoreError::BadName(name.into()));
+        }
+        self.delete(&format!("wals/{name}")).await
+    }
+}
+
+fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let start = text.find(open)? + open.len();
+    let end = text[start..].find(close)? + start;
+    Some(&text[start..end])
+}
+
+fn all_between<'a>(text: &'a str, open: &str, close: &str) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(s) = rest.find(open) {
+        let after = &rest[s + open.len()..];
+        let Some(e) = after.find(close) else { break };
+        out.push(&after[..e]);
+        rest = &after[e + close.len()..];
+    }
+    out
+}
+
+/// The five XML entities (keys written here never hold others).
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_answers_are_read() {
+        let xml = "<ListBucketResult><IsTruncated>true</IsTruncated>\
+                   <Contents><Key>pg/wals/000000010000000000000001</Key></Contents>\
+                   <Contents><Key>pg/a&amp;b</Key></Contents>\
+                   <NextContinuationToken>t1</NextContinuationToken></ListBucketResult>";
+        assert_eq!(
+            all_between(xml, "<Key>", "</Key>"),
+            ["pg/wals/000000010000000000000001", "pg/a&amp;b"]
+        );
+        assert_eq!(unescape("pg/a&amp;b"), "pg/a&b");
+        assert_eq!(
+            between(xml, "<NextContinuationToken>", "</NextContinuationToken>"),
+            Some("t1")
+        );
+    }
+
+    #[test]
+    fn endpoints_are_http_or_https_urls_of_a_host() {
+        let c = || Credentials {
+            access_key: "a".into(),
+            secret_key: "b".into(),
+        };
+        assert!(S3Store::new("http://127.0.0.1:9000", "bkt", "pg", "us-east-1", c()).is_ok());
+        assert!(S3Store::new("https://s3.amazonaws.com", "bkt", "pg", "us-east-1", c()).is_ok());
+        assert!(S3Store::new("ftp://h", "bkt", "pg", "us-east-1", c()).is_err());
+        assert!(S3Store::new("http://h/x", "bkt", "pg", "us-east-1", c()).is_err());
+    }
+}

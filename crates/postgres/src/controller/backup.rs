@@ -1,0 +1,379 @@
+//! Backups, the operator's side (pure): the status's backup fields and conditions from what
+//! the primary's manager reports of the store, and whether a base backup is due — on request
+//! (a new value of the [`REQUEST_ANNOTATION`]), on the schedule, or the first one once the
+//! cluster is up. The backup itself runs in the primary's manager (`POST /backup`).
+use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
+
+use bosun_runtime::conditions::{condition, set_condition};
+
+use crate::api::{BackupStatus, PostgresClusterStatus};
+use crate::backup::schedule::Cron;
+use crate::instance::BackupState;
+use crate::validate::Plan;
+
+use super::reason::Reason;
+
+/// Set it (to any new value, e.g. a timestamp) to take a base backup now.
+pub const REQUEST_ANNOTATION: &str = "postgres.lukeb0nd.com/backup-request";
+
+/// Why a base backup starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// The annotation's new value.
+    Request(String),
+    /// The schedule's slot (RFC 3339).
+    Schedule(String),
+    /// The store holds no backup yet.
+    First,
+}
+
+/// The backup fields after this cycle: the store's truth where the primary reported it,
+/// the previous values otherwise (a failure time is kept until a later one).
+pub fn status(prev: Option<&BackupStatus>, seen: Option<&BackupState>) -> BackupStatus {
+    let mut s = prev.cloned().unwrap_or_default();
+    let Some(b) = seen else { return s };
+    if b.first_recoverability_point.is_some() {
+        s.first_recoverability_point = b.first_recoverability_point.clone();
+    }
+    if b.last_successful.is_some() {
+        s.last_successful_backup = b.last_successful.clone();
+    }
+    s.last_failed_backup = later(s.last_failed_backup.take(), b.last_failed.clone());
+    if b.last_archived_wal.is_some() {
+        s.last_archived_wal = b.last_archived_wal.clone();
+        s.last_archived_wal_time = b.last_archived_time.clone();
+    }
+    s
+}
+
+fn later(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (parse(a.as_deref()), parse(b.as_deref())) {
+        (Some(x), Some(y)) if y > x => b,
+        (None, Some(_)) => b,
+        _ => a.or(b),
+    }
+}
+
+fn parse(t: Option<&str>) -> Option<DateTime<Utc>> {
+    t.and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.to_utc())
+}
+
+/// ContinuousArchiving and LastBackupSucceeded, from the primary's report (kept as they
+/// were when no primary reported this cycle).
+pub fn conditions(
+    status: &mut PostgresClusterStatus,
+    prev: &PostgresClusterStatus,
+    seen: Option<&BackupState>,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let Some(b) = seen else { return };
+    let failing = match (
+        parse(b.last_failed_time.as_deref()),
+        parse(b.last_archived_time.as_deref()),
+    ) {
+        (Some(f), Some(a)) => f > a,
+        (Some(_), None) => true,
+        _ => false,
+    };
+    let archiving = if failing {
+        condition(
+            "ContinuousArchiving",
+            false,
+            Reason::ArchiveFailing.as_str(),
+            format!(
+                "archiving {} failed at {}; see the primary's log",
+                b.last_failed_wal.as_deref().unwrap_or("a WAL file"),
+                b.last_failed_time.as_deref().unwrap_or_default()
+            ),
+            generation,
+        )
+    } else if let Some(wal) = &b.last_archived_wal {
+        condition(
+            "ContinuousArchiving",
+            true,
+            Reason::WalArchived.as_str(),
+            format!(
+                "{wal} archived at {}",
+                b.last_archived_time.as_deref().unwrap_or_default()
+            ),
+            generation,
+        )
+    } else {
+        condition(
+            "ContinuousArchiving",
+            false,
+            Reason::NoWalArchivedYet.as_str(),
+            "no WAL segment has been archived yet",
+            generation,
+        )
+    };
+    set_condition(&mut status.conditions, &prev.conditions, archiving, now);
+    let failed = parse(b.last_failed.as_deref());
+    let succeeded = parse(b.last_successful.as_deref());
+    let last = match (failed, succeeded) {
+        (Some(f), s) if s.is_none_or(|s| f > s) => Some(condition(
+            "LastBackupSucceeded",
+            false,
+            Reason::BackupFailed.as_str(),
+            b.last_failure
+                .clone()
+                .unwrap_or_else(|| "the last base backup failed".into()),
+            generation,
+        )),
+        (_, Some(_)) => Some(condition(
+            "LastBackupSucceeded",
+            true,
+            Reason::BackupSucceeded.as_str(),
+            format!(
+                "base backup completed at {}",
+                b.last_successful.as_deref().unwrap_or_default()
+            ),
+            generation,
+        )),
+        _ => None,
+    };
+    if let Some(c) = last {
+        set_condition(&mut status.conditions, &prev.conditions, c, now);
+    }
+}
+
+/// The primary runs without the store: it was started before `spec.backup` was set (pods
+/// are made once; the store reaches an instance when its pod is next created).
+pub fn not_mounted(
+    status: &mut PostgresClusterStatus,
+    prev: &PostgresClusterStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    set_condition(
+        &mut status.conditions,
+        &prev.conditions,
+        condition(
+            "ContinuousArchiving",
+            false,
+            Reason::StoreNotInUse.as_str(),
+            "the primary was started without the backup store: nothing is archived until its \
+             pod is recreated (e.g. `kubectl delete pod` of the primary; a failover follows)",
+            generation,
+        ),
+        now,
+    );
+}
+
+/// Whether a base backup should start now. `since` is when the schedule started counting
+/// (the cluster's creation) when no scheduled backup ran yet.
+pub fn due(
+    plan: &Plan,
+    request: Option<&str>,
+    prev: Option<&BackupStatus>,
+    seen: &BackupState,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<Trigger> {
+    let b = plan.backup.as_ref()?;
+    if seen.running {
+        return None;
+    }
+    if let Some(r) = request.filter(|r| !r.is_empty()) {
+        if prev.and_then(|p| p.last_backup_request.as_deref()) != Some(r) {
+            return Some(Trigger::Request(r.to_string()));
+        }
+    }
+    if seen.backups == 0 && seen.last_failed.is_none() {
+        return Some(Trigger::First);
+    }
+    let cron = Cron::parse(b.schedule.as_deref()?).ok()?;
+    let from = parse(prev.and_then(|p| p.last_scheduled_backup.as_deref())).unwrap_or(since);
+    // The latest slot that has come: missed slots (an operator down for days) make one
+    // backup, not a burst.
+    let mut slot = cron.next_after(from).filter(|s| *s <= now)?;
+    for _ in 0..10_000 {
+        match cron.next_after(slot) {
+            Some(n) if n <= now => slot = n,
+            _ => break,
+        }
+    }
+    Some(Trigger::Schedule(
+        slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    ))
+}
+
+/// The status once `trigger`'s backup has started.
+pub fn started(mut s: BackupStatus, trigger: &Trigger) -> BackupStatus {
+    match trigger {
+        Trigger::Request(r) => s.last_backup_request = Some(r.clone()),
+        Trigger::Schedule(t) => s.last_scheduled_backup = Some(t.clone()),
+        Trigger::First => {}
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::{plan, Observed};
+
+    fn plan_of(spec: serde_json::Value) -> Plan {
+        let pc = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "pg", "namespace": "db"}, "spec": spec,
+        }))
+        .expect("cluster");
+        plan(&pc, &Observed::default()).expect("valid")
+    }
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().expect("time")
+    }
+
+    fn one_backup() -> BackupState {
+        BackupState {
+            backups: 1,
+            last_successful: Some("2026-11-24T03:00:05Z".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn backups_are_due_on_request_on_schedule_and_first() {
+        let p = plan_of(serde_json::json!({
+            "backup": {"store": {"volume": {"size": "1Gi"}}, "schedule": "0 3 * * *"}
+        }));
+        let since = at("2026-11-20T10:00:00Z");
+        let now = at("2026-11-25T01:00:00Z");
+        // Nothing in the store yet: the first backup.
+        assert_eq!(
+            due(&p, None, None, &BackupState::default(), since, now),
+            Some(Trigger::First)
+        );
+        // A new request value; the same value again is not a new request.
+        let mut prev = BackupStatus {
+            last_scheduled_backup: Some("2026-11-24T03:00:00Z".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            due(&p, Some("r1"), Some(&prev), &one_backup(), since, now),
+            Some(Trigger::Request("r1".into()))
+        );
+        prev = started(prev, &Trigger::Request("r1".into()));
+        assert_eq!(
+            due(&p, Some("r1"), Some(&prev), &one_backup(), since, now),
+            None
+        );
+        // The next slot has come: one backup for it, even if several were missed.
+        let later = at("2026-11-28T04:00:00Z");
+        assert_eq!(
+            due(&p, Some("r1"), Some(&prev), &one_backup(), since, later),
+            Some(Trigger::Schedule("2026-11-28T03:00:00Z".into()))
+        );
+        // Never while one runs, never without a store.
+        let running = BackupState {
+            running: true,
+            ..one_backup()
+        };
+        assert_eq!(
+            due(&p, Some("r2"), Some(&prev), &running, since, later),
+            None
+        );
+        let none = plan_of(serde_json::json!({}));
+        assert_eq!(
+            due(&none, Some("r2"), None, &BackupState::default(), since, now),
+            None
+        );
+    }
+
+    #[test]
+    fn status_keeps_the_latest_failure_and_the_store_truth() {
+        let prev = BackupStatus {
+            last_failed_backup: Some("2026-11-25T00:00:00Z".into()),
+            last_archived_wal: Some("000000010000000000000003".into()),
+            ..Default::default()
+        };
+        let seen = BackupState {
+            backups: 2,
+            first_recoverability_point: Some("2026-11-20T03:00:05Z".into()),
+            last_successful: Some("2026-11-24T03:00:05Z".into()),
+            last_failed: Some("2026-11-23T00:00:00Z".into()),
+            last_archived_wal: Some("000000010000000000000005".into()),
+            last_archived_time: Some("2026-11-25T00:10:00Z".into()),
+            ..Default::default()
+        };
+        let s = status(Some(&prev), Some(&seen));
+        assert_eq!(
+            s.last_failed_backup.as_deref(),
+            Some("2026-11-25T00:00:00Z")
+        );
+        assert_eq!(
+            s.last_successful_backup.as_deref(),
+            Some("2026-11-24T03:00:05Z")
+        );
+        assert_eq!(
+            s.first_recoverability_point.as_deref(),
+            Some("2026-11-20T03:00:05Z")
+        );
+        assert_eq!(
+            s.last_archived_wal.as_deref(),
+            Some("000000010000000000000005")
+        );
+        assert_eq!(status(Some(&prev), None), prev);
+    }
+
+    #[test]
+    fn a_primary_started_without_the_store_is_reported() {
+        let mut s = PostgresClusterStatus::default();
+        not_mounted(
+            &mut s,
+            &PostgresClusterStatus::default(),
+            Some(2),
+            Timestamp::now(),
+        );
+        let c = &s.conditions[0];
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            ("ContinuousArchiving", "False", "StoreNotInUse")
+        );
+    }
+
+    #[test]
+    fn archiving_and_backup_conditions_follow_the_report() {
+        let now = Timestamp::now();
+        let prev = PostgresClusterStatus::default();
+        let mut s = PostgresClusterStatus::default();
+        let seen = BackupState {
+            last_archived_wal: Some("000000010000000000000004".into()),
+            last_archived_time: Some("2026-11-25T00:10:00Z".into()),
+            last_failed_wal: Some("000000010000000000000005".into()),
+            last_failed_time: Some("2026-11-25T00:11:00Z".into()),
+            last_failed: Some("2026-11-25T00:12:00Z".into()),
+            last_failure: Some("pg_basebackup failed".into()),
+            last_successful: Some("2026-11-24T00:00:00Z".into()),
+            ..Default::default()
+        };
+        conditions(&mut s, &prev, Some(&seen), Some(1), now);
+        let get = |t: &str| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == t)
+                .cloned()
+                .expect(t)
+        };
+        let a = get("ContinuousArchiving");
+        assert_eq!(
+            (a.status.as_str(), a.reason.as_str()),
+            ("False", "ArchiveFailing")
+        );
+        assert!(
+            a.message.contains("000000010000000000000005"),
+            "{}",
+            a.message
+        );
+        let b = get("LastBackupSucceeded");
+        assert_eq!(
+            (b.status.as_str(), b.message.as_str()),
+            ("False", "pg_basebackup failed")
+        );
+    }
+}
