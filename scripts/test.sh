@@ -17,6 +17,9 @@ bash scripts/setup-ansible.sh >/dev/null
 echo "== PostgreSQL 15 and the bosun-pg user (for the process-mode node agent's pods)"
 bash scripts/setup-postgres.sh >/dev/null
 
+echo "== S3-compatible server (moto from PyPI, for the PostgresCluster S3 backup store's tests)"
+bash scripts/setup-moto.sh >/dev/null
+
 echo "== vSphere simulator (vcsim from Debian's govmomi source, for crates/vsphere's tests)"
 bash scripts/setup-vcsim.sh >/dev/null
 

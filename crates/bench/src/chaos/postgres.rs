@@ -80,6 +80,48 @@ fn writer(
     })
 }
 
+/// Healthy in the status, and the status speaks of the pods as they are now: each of the
+/// cluster's pods Ready, with the IP the status gives its instance (a status written before
+/// a kill still says Healthy for a moment).
+async fn settled(
+    env: &PgEnv,
+    name: &str,
+) -> anyhow::Result<bosun_postgres::api::PostgresClusterStatus> {
+    let t0 = Instant::now();
+    loop {
+        let s = env.healthy(name, 3, LIMIT).await?;
+        let pods = env.pods.list(&Default::default()).await?;
+        let prefix = format!("{name}-");
+        let current = pods
+            .items
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(&prefix))
+            })
+            .filter(|p| {
+                let st = p.status.as_ref();
+                let ready = st
+                    .and_then(|st| st.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                let ip = st.and_then(|st| st.pod_ip.clone());
+                let name = p.metadata.name.as_deref().unwrap_or("");
+                ready
+                    && p.metadata.deletion_timestamp.is_none()
+                    && ip.is_some()
+                    && ip == ip_of(&s, name)
+            })
+            .count();
+        if current == 3 {
+            return Ok(s);
+        }
+        anyhow::ensure!(t0.elapsed() < LIMIT, "{name}'s pods never settled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A pod's UID and its containers' restarts: either changes when the kill has taken effect.
 async fn pod_mark(env: &PgEnv, pod: &str) -> Option<(String, i32)> {
     let p = env.pods.get_opt(pod).await.ok()??;
@@ -127,7 +169,7 @@ async fn one(
     let t0 = Instant::now();
     let mut done = Vec::new();
     for _ in 0..kills {
-        let s = env.healthy(name, 3, LIMIT).await?;
+        let s = settled(env, name).await?;
         let primary = s.current_primary.clone().unwrap_or_default();
         let replicas: Vec<String> = s
             .instances
@@ -159,12 +201,12 @@ async fn one(
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        env.healthy(name, 3, LIMIT).await?;
+        settled(env, name).await?;
     }
     stop.store(true, Ordering::Relaxed);
     let writes = w.await?;
     let most = watch.stop().await;
-    let s = env.healthy(name, 3, LIMIT).await?;
+    let s = settled(env, name).await?;
     let primary = s.current_primary.clone().unwrap_or_default();
     let ip = ip_of(&s, &primary).ok_or_else(|| anyhow::anyhow!("no IP for {primary}"))?;
     let rows = connect(&ip, &pw)
