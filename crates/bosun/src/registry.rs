@@ -39,6 +39,17 @@ impl Operators {
         }
     }
 
+    /// The names of those that run when neither `--operators` nor `--watches` is given.
+    fn default_names(&self, get: Lookup) -> Vec<String> {
+        match &self.default {
+            Some(names) => names.clone(),
+            None => (self.build)(get)
+                .iter()
+                .map(|o| o.name().to_string())
+                .collect(),
+        }
+    }
+
     /// Only these run when neither `--operators` nor `--watches` is given.
     pub fn run_by_default(mut self, names: &[&str]) -> Self {
         self.default = Some(names.iter().map(|s| s.to_string()).collect());
@@ -77,11 +88,7 @@ pub fn coded_with(get: Lookup) -> Vec<Arc<dyn Operator>> {
 
 /// The coded operators that run when neither `--operators` nor `--watches` is given.
 pub fn default_names() -> Vec<String> {
-    let ops = installed();
-    match &ops.default {
-        Some(names) => names.clone(),
-        None => coded().iter().map(|o| o.name().to_string()).collect(),
-    }
+    installed().default_names(&|k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()))
 }
 
 fn bosun_coded_with(get: Lookup) -> Vec<Arc<dyn Operator>> {
@@ -253,6 +260,22 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn a_list_runs_all_its_operators_by_default_and_bosuns_runs_bookstore() {
+        let none = &|_: &str| None;
+        let mine = Operators::new(|_| vec![Arc::new(bosun_myownshell::MyOwnShellOperator)]);
+        assert_eq!(mine.default_names(none), ["myownshell"]);
+        assert_eq!(builtin().default_names(none), ["bookstore"]);
+        // The build reads the environment it is given (the Deployment's for `manifests`).
+        let seen = Operators::new(|get| {
+            assert_eq!(get("WHO").as_deref(), Some("deployment"));
+            vec![]
+        });
+        assert!(seen
+            .default_names(&|k: &str| (k == "WHO").then(|| "deployment".to_string()))
+            .is_empty());
     }
 
     #[test]

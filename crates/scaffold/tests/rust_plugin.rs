@@ -127,7 +127,7 @@ fn init_and_two_kinds_give_the_layout_and_register_each_at_the_markers() {
     assert_eq!(files(dir.path()), want);
     let lib = std::fs::read_to_string(dir.path().join("src/lib.rs")).expect("lib.rs");
     assert!(
-        lib.contains("pub mod memcached;\npub mod book_store;\n// +bosun:scaffold:modules\n"),
+        lib.contains("pub mod book_store;\npub mod memcached;\n// +bosun:scaffold:modules\n"),
         "{lib}"
     );
     assert!(
@@ -317,6 +317,17 @@ fn a_scaffolded_operator_builds_and_its_tests_pass() {
         })
         .unwrap_or_else(|| workspace().join("target"));
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // The generated code is as rustfmt writes it (for a kind name of usual length).
+    let fmt = Command::new(&cargo)
+        .args(["fmt", "--check"])
+        .current_dir(dir.path())
+        .output()
+        .expect("cargo fmt runs");
+    assert!(
+        fmt.status.success(),
+        "the scaffold is not rustfmt-clean:\n{}",
+        String::from_utf8_lossy(&fmt.stdout)
+    );
     let status = Command::new(&cargo)
         .args(["test", "--offline", "--", "--test-threads=2"])
         .current_dir(dir.path())
@@ -340,4 +351,33 @@ fn a_scaffolded_operator_builds_and_its_tests_pass() {
         crd.contains("How many pods to run (0-100)."),
         "the schema carries the docs: {crd}"
     );
+
+    // Its `bundle` (what `make bundle` runs) writes a bundle that passes the default checks
+    // and the scorecard.
+    let bin = target.join("debug").join(project);
+    let run = |args: &[&str]| {
+        let out = Command::new(&bin)
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("the operator's binary runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{project} {args:?}: {text}");
+        text
+    };
+    let package = format!("--package={project}");
+    run(&[
+        "bundle",
+        "--version=0.0.1",
+        &package,
+        "--image=example.com/op:0.0.1",
+        "--samples=config/samples",
+    ]);
+    run(&["bundle", "validate", "bundle"]);
+    let scorecard = run(&["scorecard", "bundle"]);
+    assert_eq!(scorecard.matches("State: pass").count(), 6, "{scorecard}");
 }

@@ -194,7 +194,7 @@ undeploy: ## Undeploy the operator from the cluster.
 
 .PHONY: bundle
 bundle: ## Write the OLM bundle (bundle/, bundle.Dockerfile) and validate it.
-	$(BIN) bundle --version $(VERSION)
+	$(BIN) bundle --version $(VERSION) --package {project} --image $(IMG) --namespace {project}-system --samples config/samples
 	$(BIN) bundle validate ./bundle
 "#
     )
@@ -206,7 +206,7 @@ fn dockerfile(project: &str, source: &BosunSource) -> String {
         BosunSource::Version(_) => "",
     };
     format!(
-        "{note}FROM rust:1 AS build\nWORKDIR /src\nCOPY . .\nRUN cargo build --release --locked\n\nFROM gcr.io/distroless/cc-debian12\nCOPY --from=build /src/target/release/{project} /usr/local/bin/{project}\nUSER 65532:65532\nENTRYPOINT [\"/usr/local/bin/{project}\", \"run\"]\n"
+        "{note}FROM rust:1 AS build\nWORKDIR /src\nCOPY . .\nRUN cargo build --release --locked\n\nFROM gcr.io/distroless/cc-debian12\nCOPY --from=build /src/target/release/{project} /usr/local/bin/{project}\nUSER 65532:65532\nENTRYPOINT [\"/usr/local/bin/{project}\"]\nCMD [\"run\"]\n"
     )
 }
 
@@ -229,7 +229,7 @@ pub fn api(dir: &Path, project: &Project, res: &Resource) -> Result<Tree, Error>
     if dir.join(&module_dir).exists() {
         return Err(Error::RunnerExists(module_dir));
     }
-    let lib = insert_before(&lib, MODULES_MARKER, &format!("pub mod {};", n.module))?;
+    let lib = insert_module(&lib, &n.module)?;
     let lib = insert_before(
         &lib,
         OPERATORS_MARKER,
@@ -256,6 +256,30 @@ pub fn api(dir: &Path, project: &Project, res: &Resource) -> Result<Tree, Error>
         n.fill(include_str!("templates/e2e.rs.tmpl")),
     );
     Ok(t)
+}
+
+/// `pub mod <module>;` among the `pub mod` lines right above the modules marker, in the order
+/// rustfmt keeps them (sorted).
+fn insert_module(text: &str, module: &str) -> Result<String, Error> {
+    let line = format!("pub mod {module};");
+    let lines: Vec<&str> = text.lines().collect();
+    let marker = lines
+        .iter()
+        .position(|l| l.trim() == MODULES_MARKER)
+        .ok_or_else(|| Error::NoRustMarker(MODULES_MARKER.to_string()))?;
+    let mut start = marker;
+    while start > 0 && lines[start - 1].starts_with("pub mod ") {
+        start -= 1;
+    }
+    let at = (start..marker)
+        .find(|&i| lines[i] > line.as_str())
+        .unwrap_or(marker);
+    let mut out: Vec<&str> = lines[..at].to_vec();
+    out.push(&line);
+    out.extend(&lines[at..]);
+    let mut joined = out.join("\n");
+    joined.push('\n');
+    Ok(joined)
 }
 
 /// `line` inserted above `marker`, with the marker's indentation.
