@@ -142,7 +142,8 @@ fn init_and_two_kinds_give_the_layout_and_register_each_at_the_markers() {
     assert!(cargo.contains(&runtime), "{cargo}");
     let main = std::fs::read_to_string(dir.path().join("src/main.rs")).expect("main.rs");
     assert!(
-        main.contains("bosun::main(bosun::Operators::new(|_env| shop::operators()))"),
+        main.contains("use shop::operators;\n")
+            && main.contains("bosun::main(bosun::Operators::new(|_env| operators()))"),
         "{main}"
     );
 }

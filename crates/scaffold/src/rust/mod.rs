@@ -92,7 +92,7 @@ pub fn init(project: &str, domain: &str, source: &BosunSource) -> Tree {
 
 fn main_rs(project: &str) -> String {
     format!(
-        "//! The `{project}` binary: bosun's commands (run, crd, rbac, manifests, bundle, dev, …)\n//! over this crate's operators.\nfn main() -> std::process::ExitCode {{\n    bosun::main(bosun::Operators::new(|_env| {krate}::operators()))\n}}\n",
+        "//! The `{project}` binary: bosun's commands (run, crd, rbac, manifests, bundle, dev, …)\n//! over this crate's operators.\nuse {krate}::operators;\n\nfn main() -> std::process::ExitCode {{\n    bosun::main(bosun::Operators::new(|_env| operators()))\n}}\n",
         krate = crate_name(project)
     )
 }
