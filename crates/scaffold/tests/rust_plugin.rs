@@ -329,7 +329,29 @@ fn a_scaffolded_operator_builds_and_its_tests_pass() {
         "the scaffold is not rustfmt-clean:\n{}",
         String::from_utf8_lossy(&fmt.stdout)
     );
-    let status = Command::new(&cargo)
+    let mut test = Command::new(&cargo);
+    // What cargo set for this test process (CARGO_MANIFEST_DIR, CARGO_PKG_*, …) is not the
+    // environment of a build: build scripts that watch such a variable (ring's) would run again
+    // and everything above them rebuild, in this build and in the workspace's next one.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        let set_by_cargo = [
+            "CARGO_MANIFEST_",
+            "CARGO_PKG_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+            "CARGO_RUSTC_CURRENT_DIR",
+            "OUT_DIR",
+        ]
+        .iter()
+        .any(|p| key.starts_with(p));
+        if set_by_cargo {
+            test.env_remove(&key);
+        }
+    }
+    let status = test
         .args(["test", "--offline", "--", "--test-threads=2"])
         .current_dir(dir.path())
         .env("CARGO_TARGET_DIR", &target)
