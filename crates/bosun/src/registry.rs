@@ -1,18 +1,80 @@
-//! The one list of operators this binary serves. Every command reads it: `bosun run`,
+//! The one list of operators a binary serves. Every command reads it: `bosun run`,
 //! `crd`, `rbac`, `manifests`, `dev`, and the tests' ServiceAccount (through each operator's
-//! [`Operator::rbac`]).
+//! [`Operator::rbac`]). The binary's `main` chooses the list once ([`crate::main`] takes an
+//! [`Operators`]); bosun's own is [`builtin`].
 //!
-//! Two sources: the operators written in code (`--operators bookstore,myownshell,vmgroup,postgres`), and the
-//! entries of an operator-sdk `watches.yaml` (`--watches FILE`): a `chart` entry runs as a
-//! Helm-based operator, a `role` or `playbook` entry as an Ansible-based one. With `--watches`
-//! and no `--operators`, only the watched kinds run; with neither, the BookStore operator.
+//! Two sources: the operators written in code (`--operators bookstore,myownshell,vmgroup,postgres`
+//! for bosun's own), and the entries of an operator-sdk `watches.yaml` (`--watches FILE`): a
+//! `chart` entry runs as a Helm-based operator, a `role` or `playbook` entry as an
+//! Ansible-based one. With `--watches` and no `--operators`, only the watched kinds run; with
+//! neither, the list's default ones (bosun's: the BookStore operator).
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bosun_ansible_operator::{AnsibleOptions, EngineFlag};
 use bosun_helm_operator::{HelmOptions, Storage};
 use bosun_runtime::manager::Operator;
 use bosun_watches::WatchesFile;
+
+/// Reads one setting of the environment the operators are configured from.
+pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+type Build = dyn Fn(Lookup) -> Vec<Arc<dyn Operator>> + Send + Sync;
+
+/// The operators written in code that a binary serves, and which of them run when no
+/// `--operators` is given.
+pub struct Operators {
+    build: Box<Build>,
+    default: Option<Vec<String>>,
+}
+
+impl Operators {
+    /// The operators `build` returns, configured from the environment it is given (the
+    /// process's for `run`, the Deployment's for `manifests`, so that the CRDs and RBAC printed
+    /// are those of the pods). All of them run by default.
+    pub fn new(build: impl Fn(Lookup) -> Vec<Arc<dyn Operator>> + Send + Sync + 'static) -> Self {
+        Operators {
+            build: Box::new(build),
+            default: None,
+        }
+    }
+
+    /// The names of those that run when neither `--operators` nor `--watches` is given.
+    fn default_names(&self, get: Lookup) -> Vec<String> {
+        match &self.default {
+            Some(names) => names.clone(),
+            None => (self.build)(get)
+                .iter()
+                .map(|o| o.name().to_string())
+                .collect(),
+        }
+    }
+
+    /// Only these run when neither `--operators` nor `--watches` is given.
+    pub fn run_by_default(mut self, names: &[&str]) -> Self {
+        self.default = Some(names.iter().map(|s| s.to_string()).collect());
+        self
+    }
+}
+
+static INSTALLED: OnceLock<Operators> = OnceLock::new();
+
+/// Makes `ops` the list every command of this process reads; once per process.
+pub fn install(ops: Operators) -> anyhow::Result<()> {
+    INSTALLED
+        .set(ops)
+        .map_err(|_| anyhow::anyhow!("the operators of this process were already chosen"))
+}
+
+/// The installed list; bosun's own when none was installed (this crate's unit tests).
+fn installed() -> &'static Operators {
+    INSTALLED.get_or_init(builtin)
+}
+
+/// bosun's own operators; BookStore runs by default.
+pub fn builtin() -> Operators {
+    Operators::new(bosun_coded_with).run_by_default(&["bookstore"])
+}
 
 /// Every operator written in code, by name, configured from the process environment.
 pub fn coded() -> Vec<Arc<dyn Operator>> {
@@ -20,7 +82,16 @@ pub fn coded() -> Vec<Arc<dyn Operator>> {
 }
 
 /// Every operator written in code, configured from the environment `get` reads.
-pub fn coded_with(get: &dyn Fn(&str) -> Option<String>) -> Vec<Arc<dyn Operator>> {
+pub fn coded_with(get: Lookup) -> Vec<Arc<dyn Operator>> {
+    (installed().build)(get)
+}
+
+/// The coded operators that run when neither `--operators` nor `--watches` is given.
+pub fn default_names() -> Vec<String> {
+    installed().default_names(&|k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()))
+}
+
+fn bosun_coded_with(get: Lookup) -> Vec<Arc<dyn Operator>> {
     vec![
         // With the v1alpha1 ↔ v1 conversion webhook when BOSUN_BOOKSTORE_WEBHOOK_ADDR is set.
         bosun_bookstore::webhook::from_lookup(get),
@@ -79,9 +150,6 @@ pub struct Sources<'a> {
     pub env: Option<&'a std::collections::BTreeMap<String, String>>,
 }
 
-/// The default coded operators when none are named and no watches file is given.
-pub const DEFAULT_OPERATORS: &[&str] = &["bookstore"];
-
 /// The operators a command runs or describes.
 pub fn operators(src: &Sources) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
     let all = match src.env {
@@ -91,13 +159,7 @@ pub fn operators(src: &Sources) -> anyhow::Result<Vec<Arc<dyn Operator>>> {
     let mut ops = match (src.operators, src.watches) {
         (Some(names), _) => select_from(all, names)?,
         (None, Some(_)) => Vec::new(),
-        (None, None) => select_from(
-            all,
-            &DEFAULT_OPERATORS
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>(),
-        )?,
+        (None, None) => select_from(all, &default_names())?,
     };
     if let Some(path) = src.watches {
         ops.extend(watched(path, src)?);
@@ -198,6 +260,22 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn a_list_runs_all_its_operators_by_default_and_bosuns_runs_bookstore() {
+        let none = &|_: &str| None;
+        let mine = Operators::new(|_| vec![Arc::new(bosun_myownshell::MyOwnShellOperator)]);
+        assert_eq!(mine.default_names(none), ["myownshell"]);
+        assert_eq!(builtin().default_names(none), ["bookstore"]);
+        // The build reads the environment it is given (the Deployment's for `manifests`).
+        let seen = Operators::new(|get| {
+            assert_eq!(get("WHO").as_deref(), Some("deployment"));
+            vec![]
+        });
+        assert!(seen
+            .default_names(&|k: &str| (k == "WHO").then(|| "deployment".to_string()))
+            .is_empty());
     }
 
     #[test]

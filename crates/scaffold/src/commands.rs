@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::files::{Stage, Tree};
 use crate::kustomize::{self, KindRef};
 use crate::project::{Project, Resource};
-use crate::{ansible, helm, names, top, watches, Derive, Derived, Error, Plugin};
+use crate::{ansible, helm, names, rust, top, watches, Derive, Derived, Error, Plugin};
 
 /// kubebuilder's default `--domain`.
 pub const DEFAULT_DOMAIN: &str = "my.domain";
@@ -25,6 +25,9 @@ pub const RBAC_FILES: [&str; 5] = [
 pub struct InitOptions {
     pub domain: Option<String>,
     pub project_name: Option<String>,
+    /// Rust: a bosun checkout the generated Cargo.toml depends on by path (default: the
+    /// version of this bosun, from a registry).
+    pub bosun_source: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -83,6 +86,8 @@ pub fn plan_init(plugin: Plugin, project: &str, domain: &str) -> Tree {
     match plugin {
         Plugin::Helm => t.dirs.push("helm-charts".into()),
         Plugin::Ansible => t.extend(ansible::init()),
+        // Written by `rust::init` instead (see `init`).
+        Plugin::Rust => {}
     }
     t
 }
@@ -119,6 +124,24 @@ pub fn init(
             found: found.join(", "),
         });
     }
+    let next = "Next: define a resource with:\n$ bosun create api".to_string();
+    if plugin == Plugin::Rust {
+        // The CRDs and RBAC are the code's: `make manifests` prints them from the binary.
+        let tree = rust::init(
+            &project,
+            domain,
+            &rust::source(opts.bosun_source.as_deref())?,
+        );
+        let stage = Stage::new(dir)?;
+        stage.write(&tree)?;
+        stage.commit(&tree)?;
+        return Ok(vec!["Writing scaffold for you to edit...".into(), next]);
+    }
+    if opts.bosun_source.is_some() {
+        return Err(Error::Flag(
+            "--bosun-source is for --plugins rust: leave it out with helm or ansible".into(),
+        ));
+    }
     let mut tree = plan_init(plugin, &project, domain);
     let stage = Stage::new(dir)?;
     stage.write(&tree)?;
@@ -132,13 +155,13 @@ pub fn init(
     Ok(vec![
         "Writing kustomize manifests for you to edit...".into(),
         "Writing scaffold for you to edit...".into(),
-        "Next: define a resource with:\n$ bosun create api".into(),
+        next,
     ])
 }
 
 /// The project's plugin, from its layout; `asked` (a `--plugins` flag) must agree.
 fn plugin_of(project: &Project, asked: Option<Plugin>) -> Result<Plugin, Error> {
-    let found = [Plugin::Helm, Plugin::Ansible]
+    let found = [Plugin::Helm, Plugin::Ansible, Plugin::Rust]
         .into_iter()
         .find(|p| project.layout.iter().any(|l| l == p.layout()));
     match (found, asked) {
@@ -163,38 +186,10 @@ pub fn create_api(
     let api = match plugin {
         Plugin::Helm => helm::api(opts)?,
         Plugin::Ansible => ansible::api(opts)?,
+        Plugin::Rust => return create_rust_api(dir, project, opts),
     };
-    names::check_subdomain("group", &api.group)?;
-    names::check_version(&api.version)?;
-    names::check_kind(&api.kind)?;
-    let res = Resource {
-        group: api.group.clone(),
-        domain: project.domain.clone(),
-        version: api.version.clone(),
-        kind: api.kind.clone(),
-    };
+    let res = check_new(&project, &api.group, &api.version, &api.kind)?;
     let group = res.full_group();
-    names::check_subdomain("group", &group)?;
-    // One CRD per kind: bosun serves one version of a kind from one runner.
-    if project
-        .resources
-        .iter()
-        .any(|r| r.full_group() == group && r.kind == api.kind)
-    {
-        return Err(Error::Duplicate(format!(
-            "{}.{group}/{}",
-            api.kind, api.version
-        )));
-    }
-    if !project.multigroup {
-        if let Some(other) = project.resources.iter().find(|r| r.full_group() != group) {
-            return Err(Error::SecondGroup {
-                existing: other.full_group(),
-                wanted: group,
-                short: other.group.clone(),
-            });
-        }
-    }
     if let Some(taken) = api
         .files
         .files
@@ -289,6 +284,112 @@ pub fn create_api(
         kustomize::sample_name(new)
     ));
     Ok(out)
+}
+
+/// The resource `create api` would add, refused when its names are invalid, when the project
+/// has it already, or when it is of a second group in a project without multigroup.
+fn check_new(project: &Project, group: &str, version: &str, kind: &str) -> Result<Resource, Error> {
+    names::check_subdomain("group", group)?;
+    names::check_version(version)?;
+    names::check_kind(kind)?;
+    let res = Resource {
+        group: group.to_string(),
+        domain: project.domain.clone(),
+        version: version.to_string(),
+        kind: kind.to_string(),
+    };
+    let full = res.full_group();
+    names::check_subdomain("group", &full)?;
+    // One CRD per kind: bosun serves one version of a kind from one runner.
+    if project
+        .resources
+        .iter()
+        .any(|r| r.full_group() == full && r.kind == kind)
+    {
+        return Err(Error::Duplicate(format!("{kind}.{full}/{version}")));
+    }
+    if !project.multigroup {
+        if let Some(other) = project.resources.iter().find(|r| r.full_group() != full) {
+            return Err(Error::SecondGroup {
+                existing: other.full_group(),
+                wanted: full,
+                short: other.group.clone(),
+            });
+        }
+    }
+    Ok(res)
+}
+
+/// `create api` in a Rust project: the kind's module, test and sample, registered in
+/// `src/lib.rs`; the CRD and RBAC are the code's (`make manifests`).
+fn create_rust_api(
+    dir: &Path,
+    mut project: Project,
+    opts: &ApiOptions,
+) -> Result<Vec<String>, Error> {
+    let (Some(group), Some(version), Some(kind)) = (&opts.group, &opts.version, &opts.kind) else {
+        return Err(Error::MissingGvk);
+    };
+    if opts.helm_chart.is_some() || opts.generate_role || opts.generate_playbook {
+        return Err(Error::Flag(
+            "--helm-chart, --generate-role and --generate-playbook are for the helm and ansible plugins: a Rust kind is code (src/<kind>/)".into(),
+        ));
+    }
+    let res = check_new(&project, group, version, kind)?;
+    let mut tree = rust::api(dir, &project, &res)?;
+    let new = KindRef {
+        group: res.full_group(),
+        short_group: res.group.clone(),
+        version: res.version.clone(),
+        kind: res.kind.clone(),
+        plural: names::plural(&res.kind),
+    };
+    project.resources.push(res);
+    tree.put("PROJECT", project.render());
+    let name = &project.project_name;
+    let sample = kustomize::sample(
+        name,
+        &new,
+        &serde_json::json!({"size": 1}),
+        "How many pods to run",
+    )
+    .map_err(|source| Error::Yaml {
+        what: "the sample".into(),
+        source,
+    })?;
+    tree.put(
+        format!("config/samples/{}", kustomize::sample_name(&new)),
+        sample,
+    );
+    let samples: Vec<String> = project
+        .resources
+        .iter()
+        .map(|r| {
+            kustomize::sample_name(&KindRef {
+                group: r.full_group(),
+                short_group: r.group.clone(),
+                version: r.version.clone(),
+                kind: r.kind.clone(),
+                plural: names::plural(&r.kind),
+            })
+        })
+        .collect();
+    tree.put(
+        "config/samples/kustomization.yaml",
+        kustomize::samples_kustomization(&samples),
+    );
+    let stage = Stage::new(dir)?;
+    stage.write(&tree)?;
+    stage.commit(&tree)?;
+    Ok(vec![
+        "Writing scaffold for you to edit...".into(),
+        format!("src/{}/", rust::snake(&new.kind)),
+        format!("tests/{}.rs", rust::snake(&new.kind)),
+        format!(
+            "Next: run the tests, then the operator with:\n$ make test\n$ make install run\nthen create the sample:\n$ kubectl apply -f config/samples/{}",
+            kustomize::sample_name(&new)
+        ),
+    ])
 }
 
 /// `bosun generate manifests` (the Makefile's `manifests`): config/crd and config/rbac derived

@@ -3,9 +3,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(
-        "unknown plugin {0:?}: bosun scaffolds --plugins helm (helm.sdk.operatorframework.io/v1)"
-    )]
+    #[error("unknown plugin {0:?}: bosun scaffolds --plugins helm, ansible or rust")]
     UnknownPlugin(String),
     #[error("invalid {what} {value:?}: use {rule}")]
     BadName {
@@ -29,7 +27,7 @@ pub enum Error {
         wanted: String,
         short: String,
     },
-    #[error("--group, --version and --kind are needed for an Ansible-based API: pass them (for example --group cache --version v1alpha1 --kind Memcached)")]
+    #[error("--group, --version and --kind are needed for an Ansible-based or a Rust API: pass them (for example --group cache --version v1alpha1 --kind Memcached)")]
     MissingGvk,
     #[error("either --kind or --helm-chart is needed: pass --helm-chart DIR|CHART.tgz (the kind is then the chart's name), or --kind to start a new chart")]
     NothingToCreate,
@@ -42,6 +40,13 @@ pub enum Error {
     RunnerExists(String),
     #[error("watches.yaml has no '# +kubebuilder:scaffold:watch' marker: add that line where `bosun create api` should add entries")]
     NoMarker,
+    /// A flag of another plugin; the message names the right one.
+    #[error("{0}")]
+    Flag(String),
+    #[error("src/lib.rs has no '{0}' line: add it where `bosun create api` should register the new kind")]
+    NoRustMarker(String),
+    #[error("--bosun-source {0}: no crates/bosun/Cargo.toml there; pass the root of a bosun checkout, or leave the flag out to depend on the published crates")]
+    BadBosunSource(PathBuf),
     #[error("writing {what} as YAML: {source}")]
     Yaml {
         what: String,

@@ -17,6 +17,7 @@ pub mod kustomize;
 pub mod names;
 pub mod project;
 pub mod repo;
+pub mod rust;
 pub mod scorecard;
 pub mod top;
 pub mod validate;
@@ -31,15 +32,18 @@ pub use error::Error;
 pub enum Plugin {
     Helm,
     Ansible,
+    /// A Cargo project on `bosun-runtime` ([`rust`]).
+    Rust,
 }
 
 impl Plugin {
     /// operator-sdk's plugin keys: `helm`, `helm.sdk.operatorframework.io/v1`, `ansible`,
-    /// `ansible.sdk.operatorframework.io/v1`.
+    /// `ansible.sdk.operatorframework.io/v1`; bosun's own `rust` (`rust.bosun.dev/v1`).
     pub fn parse(s: &str) -> Result<Plugin, Error> {
         match s.trim() {
             "helm" | "helm/v1" | "helm.sdk.operatorframework.io/v1" => Ok(Plugin::Helm),
             "ansible" | "ansible/v1" | "ansible.sdk.operatorframework.io/v1" => Ok(Plugin::Ansible),
+            "rust" | "rust/v1" | rust::LAYOUT => Ok(Plugin::Rust),
             other => Err(Error::UnknownPlugin(other.to_string())),
         }
     }
@@ -49,6 +53,7 @@ impl Plugin {
         match self {
             Plugin::Helm => "helm.sdk.operatorframework.io/v1",
             Plugin::Ansible => "ansible.sdk.operatorframework.io/v1",
+            Plugin::Rust => rust::LAYOUT,
         }
     }
 }

@@ -17,12 +17,15 @@ pub fn dockerfile(plugin: Plugin) -> String {
         // bosun's engine runs the roles natively: no ansible-galaxy step (requirements.yml
         // names the collections for the `--ansible-engine ansible` fallback).
         Plugin::Ansible => "COPY requirements.yml ${HOME}/requirements.yml\nCOPY watches.yaml ${HOME}/watches.yaml\nCOPY roles/ ${HOME}/roles/\nCOPY playbooks/ ${HOME}/playbooks/\n",
+        // A Rust project builds its own binary: its files are `rust::init`'s.
+        Plugin::Rust => "",
     };
     format!(
         "# The operator: bosun's image with this project's watches file and {what}.\nFROM {image}\n\nENV HOME={HOME}\n{copies}WORKDIR ${{HOME}}\n",
         what = match plugin {
             Plugin::Helm => "charts",
             Plugin::Ansible => "roles and playbooks",
+            Plugin::Rust => "code",
         },
         image = image()
     )
@@ -133,6 +136,8 @@ helm-operator: ## Check that bosun (it runs the charts of watches.yaml) is insta
     let runner = match plugin {
         Plugin::Helm => "helm-operator",
         Plugin::Ansible => "ansible-operator",
+        // A Rust project's Makefile is `rust::init`'s; this one is never written for it.
+        Plugin::Rust => "operator",
     };
     format!("{head}{}", body.replace("helm-operator", runner))
 }

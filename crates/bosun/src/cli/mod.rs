@@ -38,7 +38,7 @@ pub enum Command {
     Dev(dev::DevArgs),
     /// Render a Helm chart as `helm template` does, with bosun's own engine.
     Render(render::RenderArgs),
-    /// Initialize a new operator project (operator-sdk's `init`): `--plugins helm`.
+    /// Initialize a new operator project (operator-sdk's `init`): `--plugins helm|ansible|rust`.
     Init(scaffold::InitArgs),
     /// Scaffold an API in the current project (operator-sdk's `create api`).
     #[command(subcommand)]

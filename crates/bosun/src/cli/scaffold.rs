@@ -11,9 +11,14 @@ use serde::Deserialize;
 
 #[derive(Args, Debug)]
 pub struct InitArgs {
-    /// Plugin to scaffold with (operator-sdk's key): helm or ansible.
+    /// Plugin to scaffold with (operator-sdk's key): helm, ansible, or rust (a Cargo project
+    /// on bosun-runtime).
     #[arg(long)]
     pub plugins: String,
+    /// Rust: a bosun checkout the generated Cargo.toml depends on by path (default: this
+    /// bosun's version, from a registry).
+    #[arg(long)]
+    pub bosun_source: Option<PathBuf>,
     /// Domain for groups (kubebuilder's default: my.domain).
     #[arg(long)]
     pub domain: Option<String>,
@@ -28,7 +33,8 @@ pub struct InitArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum CreateCommand {
-    /// Scaffold a Kubernetes API backed by a Helm chart or an Ansible role or playbook.
+    /// Scaffold a Kubernetes API backed by a Helm chart, an Ansible role or playbook, or code
+    /// (rust).
     Api(ApiArgs),
 }
 
@@ -143,6 +149,7 @@ pub fn init(args: InitArgs) -> anyhow::Result<()> {
     let opts = InitOptions {
         domain: args.domain,
         project_name: args.project_name,
+        bosun_source: args.bosun_source,
     };
     let a = args.api;
     let then_api = a.group.is_some()

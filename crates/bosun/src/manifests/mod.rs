@@ -95,10 +95,7 @@ impl ManifestArgs {
         match (&self.operators, &self.watches) {
             (Some(list), _) => list.clone(),
             (None, Some(_)) => Vec::new(),
-            (None, None) => crate::registry::DEFAULT_OPERATORS
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            (None, None) => crate::registry::default_names(),
         }
     }
 }
