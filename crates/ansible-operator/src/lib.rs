@@ -20,6 +20,10 @@
 //!   resources therefore writes nothing.
 //! * **No PATCH for unchanged objects**: the engine's `k8s` skips a PATCH that would be a
 //!   no-op (`changed` stays as Ansible reports it).
+//! * **No read before creating what the dependent watch's cache lacks**: ansible-operator's
+//!   proxy serves a role's reads of watched kinds from its cache; bosun's metadata caches
+//!   answer "absent" (see `reconcile::ChildCaches`), and a `k8s` create goes out without its
+//!   GET — a create that meets the object after all reads it and goes on as without a cache.
 //! * **`requeue_after` does not skip the status write** (ansible-operator returns at once,
 //!   leaving the status as `Running`). In a finalizer run it still means "not done yet":
 //!   the finalizer is kept and the run repeated after that period.
