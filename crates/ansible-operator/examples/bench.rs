@@ -11,6 +11,11 @@ use std::path::{Path, PathBuf};
 
 use bosun_ansible_operator::bench::{run, BenchConfig};
 
+// Live heap figures in the report (what the operator holds, without the allocator's
+// fragmentation or the binary's pages that RSS adds).
+#[global_allocator]
+static ALLOC: bosun_runtime::heap::Counting = bosun_runtime::heap::Counting;
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);

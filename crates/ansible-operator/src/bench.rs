@@ -85,6 +85,11 @@ pub struct BenchReport {
     /// `rss_mb - base_rss_mb` is the operator's share.
     pub base_rss_mb: f64,
     pub peak_rss_mb: f64,
+    /// Live heap bytes (MB) once converged and idle, and before the operator started: 0
+    /// unless the process counts its allocations (`bosun_runtime::heap::Counting`, as the
+    /// `bench` example does).
+    pub heap_mb: f64,
+    pub base_heap_mb: f64,
     pub restart_writes: u64,
     pub restart_reconciles: f64,
 }
@@ -115,6 +120,16 @@ impl std::fmt::Display for BenchReport {
             self.rss_mb - self.base_rss_mb,
             self.peak_rss_mb
         )?;
+        if self.heap_mb > 0.0 {
+            writeln!(
+                f,
+                "  live heap {:.1} MB, {:.1} MB before: operator {:.1} MB ({:.1} KB per CR)",
+                self.heap_mb,
+                self.base_heap_mb,
+                self.heap_mb - self.base_heap_mb,
+                (self.heap_mb - self.base_heap_mb) * 1024.0 / self.n.max(1) as f64
+            )?;
+        }
         write!(
             f,
             "  restart over converged CRs: {} writes, {} reconciles",
@@ -154,6 +169,10 @@ pub fn trim() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+fn heap_mb() -> f64 {
+    bosun_runtime::heap::live() as f64 / (1024.0 * 1024.0)
 }
 
 /// A `/proc/self/status` figure in MB (`VmRSS`, `VmHWM`).
@@ -385,6 +404,7 @@ pub async fn run(
     );
     trim();
     let base_rss = proc_mb("VmRSS:");
+    let base_heap = heap_mb();
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();
     let op = start(client, &ops, cfg.concurrency);
@@ -428,6 +448,8 @@ pub async fn run(
         rss_mb: proc_mb("VmRSS:"),
         base_rss_mb: base_rss,
         peak_rss_mb: proc_mb("VmHWM:"),
+        heap_mb: heap_mb(),
+        base_heap_mb: base_heap,
         ..Default::default()
     };
     report.cpu_ms_per_reconcile = report.cpu_secs * 1e3 / report.reconciles.max(1.0);

@@ -18,10 +18,16 @@
 //! rest on it: status writes are guarded by the resourceVersion (see [`crate::reconcile`]),
 //! so a view that is stale after all costs a conflict and a read, never a lost update.
 //!
+//! The mark moves only when a reconcile runs, and a converged object whose status write
+//! triggers nothing (each CR alone in its namespace, say) would keep its entry — a copy of
+//! its status — for good. So entries also expire [`EXPIRY`] after their write, swept by a
+//! task that runs while any are held: a cache that far behind is not waited for.
+//!
 //! resourceVersions are compared as numbers (etcd revisions, as every API server built on
 //! etcd serves them); one that does not parse makes the cache the reference.
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use kube::core::DynamicObject;
 use kube::ResourceExt;
@@ -54,13 +60,40 @@ struct Inner {
     order: BTreeSet<(String, u64, String)>,
     /// Per namespace, the highest resourceVersion the cache has shown.
     seen: HashMap<String, u64>,
+    /// (when, uid, resourceVersion) of each write kept, oldest first.
+    stamps: VecDeque<(Instant, String, u64)>,
+    /// Whether the sweeping task runs.
+    sweeping: bool,
+    /// [`EXPIRY`], but in tests.
+    expiry: Option<Duration>,
 }
+
+/// How long an entry is kept at most: the cache shows a write within milliseconds, and a
+/// view that is stale after all costs a conflict and a read, never a lost update.
+pub const EXPIRY: Duration = Duration::from_secs(10);
 
 impl Inner {
     fn remove(&mut self, uid: &str) {
         if let Some((rv, ns, _)) = self.written.remove(uid) {
             self.order.remove(&(ns, rv, uid.to_string()));
         }
+    }
+
+    /// Drops the entries written before `limit`; whether any are left.
+    fn expire(&mut self, limit: Instant) -> bool {
+        while let Some((at, uid, rv)) = self.stamps.front().cloned() {
+            if at > limit {
+                break;
+            }
+            self.stamps.pop_front();
+            if self.written.get(&uid).is_some_and(|(v, _, _)| *v == rv) {
+                self.remove(&uid);
+            }
+        }
+        if self.written.is_empty() {
+            self.stamps.clear();
+        }
+        !self.stamps.is_empty()
     }
 
     /// Drops the entries of `ns` the cache has caught up with.
@@ -81,7 +114,27 @@ impl Inner {
 }
 
 #[derive(Default)]
-pub struct Latest(Mutex<Inner>);
+pub struct Latest(Arc<Mutex<Inner>>);
+
+fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Expires `latest`'s entries every [`EXPIRY`] while it holds any.
+async fn sweep(latest: Weak<Mutex<Inner>>, expiry: Duration) {
+    loop {
+        tokio::time::sleep(expiry).await;
+        let Some(m) = latest.upgrade() else { return };
+        let mut m = lock(&m);
+        let limit = Instant::now()
+            .checked_sub(expiry)
+            .unwrap_or_else(Instant::now);
+        if !m.expire(limit) {
+            m.sweeping = false;
+            return;
+        }
+    }
+}
 
 fn rv(obj: &DynamicObject) -> Option<u64> {
     obj.resource_version()?.parse().ok()
@@ -89,7 +142,7 @@ fn rv(obj: &DynamicObject) -> Option<u64> {
 
 impl Latest {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.0)
     }
 
     /// `cached`, or what this operator wrote when the cache is older than that.
@@ -132,8 +185,21 @@ impl Latest {
         if m.written.get(&uid).is_none_or(|(old, _, _)| *old < v) {
             m.remove(&uid);
             m.order.insert((ns.clone(), v, uid.clone()));
+            m.stamps.push_back((Instant::now(), uid.clone(), v));
             m.written.insert(uid, (v, ns, View::of(response)));
+            if !m.sweeping {
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    m.sweeping = true;
+                    let expiry = m.expiry.unwrap_or(EXPIRY);
+                    rt.spawn(sweep(Arc::downgrade(&self.0), expiry));
+                }
+            }
         }
+    }
+
+    /// Drops the entries written before `limit` (what the sweeping task does).
+    pub fn expire(&self, limit: Instant) {
+        self.lock().expire(limit);
     }
 
     /// Forgets an object that is gone.
@@ -216,6 +282,43 @@ mod tests {
         let fresh = obj("13", json!({"someone": "else"}), &["f"]);
         assert_eq!(l.view(&fresh).status, Some(json!({"someone": "else"})));
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn entries_expire_after_their_write() {
+        let l = Latest::default();
+        l.wrote(&named("a", "ua", "10", json!({"a": 1}), &[]));
+        let mid = Instant::now();
+        l.wrote(&named("b", "ub", "11", json!({"b": 1}), &[]));
+        // Rewritten later: its first stamp does not expire the newer write.
+        l.wrote(&named("a", "ua", "12", json!({"a": 2}), &[]));
+        l.expire(mid);
+        assert_eq!(l.len(), 2, "only older writes go");
+        l.expire(Instant::now());
+        assert!(l.is_empty());
+        assert!(l.lock().stamps.is_empty() && l.lock().order.is_empty());
+        // Nothing stale is shown once expired: the cache is the reference again.
+        let cached = named("a", "ua", "10", json!({"old": true}), &[]);
+        assert_eq!(l.view(&cached).status, Some(json!({"old": true})));
+    }
+
+    #[tokio::test]
+    async fn the_sweeper_empties_an_idle_operator() {
+        let l = Latest::default();
+        l.lock().expiry = Some(Duration::from_millis(20));
+        // Each object alone in its namespace: no later view moves a mark past it.
+        for i in 0..50u64 {
+            let mut o = named(&format!("o{i}"), &format!("u{i}"), "7", json!({}), &[]);
+            o.metadata.namespace = Some(format!("ns{i}"));
+            l.wrote(&o);
+        }
+        assert_eq!(l.len(), 50);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while l.lock().sweeping && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(l.is_empty(), "{} entries left", l.len());
+        assert!(!l.lock().sweeping, "the sweeper stopped");
     }
 
     #[test]

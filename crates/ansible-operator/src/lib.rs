@@ -20,6 +20,10 @@
 //!   resources therefore writes nothing.
 //! * **No PATCH for unchanged objects**: the engine's `k8s` skips a PATCH that would be a
 //!   no-op (`changed` stays as Ansible reports it).
+//! * **No read before creating what the dependent watch's cache lacks**: ansible-operator's
+//!   proxy serves a role's reads of watched kinds from its cache; bosun's metadata caches
+//!   answer "absent" (see `reconcile::ChildCaches`), and a `k8s` create goes out without its
+//!   GET — a create that meets the object after all reads it and goes on as without a cache.
 //! * **`requeue_after` does not skip the status write** (ansible-operator returns at once,
 //!   leaving the status as `Running`). In a finalizer run it still means "not done yet":
 //!   the finalizer is kept and the run repeated after that period.
@@ -49,6 +53,7 @@ pub mod bench;
 pub mod crd;
 pub mod error;
 pub mod latest;
+pub mod metrics;
 pub mod rbac;
 pub mod reconcile;
 pub mod scan;
@@ -130,6 +135,8 @@ pub struct AnsibleFlavor {
     rbac: Rbac,
     /// Set when the entry runs under real Ansible (then `role` is an empty stand-in).
     pub fallback: Option<Arc<Fallback>>,
+    /// The `GVK` label of the entry's `ansible_operator_reconciles` series.
+    gvk_label: Arc<str>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -336,6 +343,7 @@ impl AnsibleFlavor {
             crd,
             rbac,
             fallback,
+            gvk_label: metrics::gvk_label(&entry.gvk).into(),
         })
     }
 
@@ -359,10 +367,13 @@ impl Flavor for AnsibleFlavor {
     type Error = Error;
     const PERIOD_ANNOTATION: &'static str = reconcile::PERIOD_ANNOTATION;
     const MANAGER: &'static str = "bosun-ansible";
-    /// What the roles' `osdk_metric` tasks record, served with the runtime's metrics.
+    /// What the roles' `osdk_metric` tasks record and ansible-operator's
+    /// `ansible_operator_reconciles` ([`metrics`]), served with the runtime's metrics.
     fn metrics_text(&self) -> Option<(&'static str, bosun_runtime::metrics::TextSource)> {
         Some(("osdk_metric", || {
-            bosun_ansible::metrics::UserMetrics::global().encode_openmetrics()
+            let mut text = bosun_ansible::metrics::UserMetrics::global().encode_openmetrics();
+            text.push_str(&metrics::Reconciles::global().encode_openmetrics());
+            text
         }))
     }
 
@@ -398,14 +409,19 @@ impl Flavor for AnsibleFlavor {
         obj: Arc<DynamicObject>,
         host: Arc<Host<Self>>,
     ) -> BoxFuture<'static, Result<Next, Error>> {
+        let timer = metrics::Reconciles::global().timer(host.flavor.gvk_label.clone());
         if let Some(fb) = host.flavor.fallback.clone() {
             return Box::pin(async move {
+                let _timer = timer;
                 bosun_ansible_runner::reconcile::reconcile(obj, host, fb)
                     .await
                     .map_err(fallback_error)
             });
         }
-        Box::pin(reconcile::reconcile(obj, host))
+        Box::pin(async move {
+            let _timer = timer;
+            reconcile::reconcile(obj, host).await
+        })
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bosun_ansible::extra_vars::{for_cr, ExtraVarsOptions};
 use bosun_ansible::modules::k8s_status;
-use bosun_ansible::{status, Outcome, Owner, Role, RunContext};
+use bosun_ansible::{status, ObjectCache, Outcome, Owner, Role, RunContext};
 use bosun_runtime::owner::set_finalizer;
 use bosun_watches::{Host, Next};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -171,7 +171,38 @@ async fn run(
     ctx.run_timeout = run_timeout();
     // The reconcile reads failures, stats and status requests, never the tasks' results.
     ctx.keep_results = false;
+    ctx.cache = Some(Arc::new(ChildCaches(host.children.clone())));
     role.run(&ctx, &vars).await
+}
+
+/// The entry's dependent watches, as the engine's [`ObjectCache`]: they hold every object of
+/// their kind in the watched namespaces (the flavour's child watches select no label, see
+/// [`AnsibleFlavor`]), so a name missing from a synced one is an object that does not exist —
+/// or that was created so recently the watch has not shown it, which the engine's create
+/// then finds (409) and reads. Only kinds already watched answer: a kind's first run reads.
+struct ChildCaches(bosun_runtime::dynamic::DynamicChildren<DynamicObject>);
+
+impl ObjectCache for ChildCaches {
+    fn known_absent<'a>(
+        &'a self,
+        api_version: &'a str,
+        kind: &'a str,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let ns = namespace.unwrap_or_default();
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+            if !self.0.covers(ns) || !self.0.kinds().await.contains(&gvk) {
+                return false;
+            }
+            match self.0.cache(&gvk).await {
+                Ok(c) => c.meta(ns, name).is_none(),
+                Err(_) => false,
+            }
+        })
+    }
 }
 
 /// The environment variable that sets a run's deadline (a Go duration, `90m`); one hour

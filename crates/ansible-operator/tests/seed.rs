@@ -13,6 +13,66 @@ use kube::ResourceExt;
 use serde_json::json;
 use support::*;
 
+/// The body `/metrics` serves, over HTTP from the runtime's own server, as Prometheus reads it.
+async fn scrape(op: &Running) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = "127.0.0.1:0".parse().expect("address");
+    let (addrs, mut servers) = bosun_runtime::http::bind(
+        Some(addr),
+        None,
+        op.metrics.clone(),
+        op.health.clone(),
+        None,
+    )
+    .await
+    .expect("bind /metrics");
+    let server = tokio::spawn(servers.remove(0));
+    let mut s = tokio::net::TcpStream::connect(addrs[0])
+        .await
+        .expect("connect");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await
+        .expect("request");
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).await.expect("reply");
+    server.abort();
+    assert!(reply.starts_with("HTTP/1.0 200"), "{reply}");
+    reply
+}
+
+/// ansible-operator's `ansible_operator_reconciles`: a histogram by `GVK` with Prometheus'
+/// default buckets, which counted the reconcile that converged the sample.
+async fn reconciles_histogram_on_metrics(op: &Running) {
+    let text = scrape(op).await;
+    assert!(
+        text.contains("# TYPE ansible_operator_reconciles histogram\n"),
+        "{text}"
+    );
+    let series = r#"{GVK="charts.example.com/v1alpha1, Kind=BookStore""#;
+    let value = |name: &str, le: Option<&str>| -> f64 {
+        let key = match le {
+            Some(le) => format!("ansible_operator_reconciles_{name}{series},le=\"{le}\"}} "),
+            None => format!("ansible_operator_reconciles_{name}{series}}} "),
+        };
+        text.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+    };
+    let count = value("count", None);
+    assert!(count >= 1.0, "{text}");
+    assert_eq!(value("bucket", Some("+Inf")), count);
+    assert!(value("sum", None) > 0.0, "{text}");
+    let mut last = 0.0;
+    for le in [
+        "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0",
+    ] {
+        let n = value("bucket", Some(le));
+        assert!(n >= last && n <= count, "le={le}: {text}");
+        last = n;
+    }
+}
+
 fn sample() -> DynamicObject {
     let text = std::fs::read_to_string(
         repo().join("examples/ansible-bookstore/config/samples/charts_v1alpha1_bookstore.yaml"),
@@ -60,6 +120,7 @@ async fn seed_role_creates_updates_repairs_and_restarts_without_writes() {
         "{running}"
     );
     assert!(has(&done, "Failure", "False", Some("")));
+    reconciles_histogram_on_metrics(&op).await;
     assert_eq!(
         condition(&done, "Successful").expect("Successful")["message"],
         "Last reconciliation succeeded"

@@ -19,7 +19,9 @@ pub mod status;
 pub mod template;
 pub mod yaml;
 
-pub use engine::{Outcome, RunContext, Stats, StatusRequest, TaskResult, TaskStatus, CENSORED};
+pub use engine::{
+    ObjectCache, Outcome, RunContext, Stats, StatusRequest, TaskResult, TaskStatus, CENSORED,
+};
 pub use extra_vars::{for_cr, ExtraVarsOptions};
 pub use kube_api::{Discovery, Owner};
 pub use role::{LoadOptions, Role};

@@ -17,6 +17,33 @@ fn repo() -> PathBuf {
 
 const RESOURCES: [&str; 3] = ["deployments", "services", "bookstores"];
 
+/// The resources whose requests (reads included) the converge row lists.
+const REQUESTED: [&str; 4] = ["deployments", "services", "bookstores", "events"];
+
+/// Every request (reads too) between two readings on `resources`, as "VERB resource[/sub]=n"
+/// (the harness's own polls of the CRs included: a LIST every 250 ms).
+fn all_requests(before: &Counts, after: &Counts, resources: &[&str]) -> String {
+    let mut out = Vec::new();
+    for verb in [
+        "GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "APPLY", "DELETE",
+    ] {
+        for res in resources {
+            for sub in ["", "status"] {
+                let d = after.get(verb, res, sub) - before.get(verb, res, sub);
+                if d > 0.0 {
+                    let sub = if sub.is_empty() {
+                        String::new()
+                    } else {
+                        format!("/{sub}")
+                    };
+                    out.push(format!("{verb} {res}{sub}={d:.0}"));
+                }
+            }
+        }
+    }
+    out.join(" ")
+}
+
 pub async fn case_ansible(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let cp = ControlPlane::start(Options::default()).await?;
     let client = cp.client().await?;
@@ -47,6 +74,7 @@ pub async fn case_ansible(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let from_start = t0.elapsed().as_secs_f64();
     let seconds = from_start - ready_after;
     let after = Counts::read(&cp, &client).await?;
+    let requests = all_requests(&before, &after, &REQUESTED);
     let converge = Row {
         ratio: None,
         case: "ansible role converge (bosun)".into(),
@@ -57,7 +85,7 @@ pub async fn case_ansible(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         writes: mutating(&before, &after, &RESOURCES),
         note: format!(
             "seed BookStore role, native engine, one CR per namespace; from caches synced; \
-             {from_start:.2} s from start"
+             {from_start:.2} s from start; requests by the operator and harness: {requests}"
         ),
     };
     op.wait_idle(Duration::from_secs(3)).await;
@@ -65,13 +93,15 @@ pub async fn case_ansible(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let cpu0 = op.cpu_seconds();
     tokio::time::sleep(Duration::from_secs(30)).await;
     let idle_cpu = op.cpu_seconds() - cpu0;
+    let (anon, file) = op.rss_split_mb();
     let steady = Row {
         case: "ansible steady RSS and idle CPU (bosun)".into(),
         n,
         peak_rss_mb: op.rss_mb(),
         cpu_seconds: idle_cpu,
         note: format!(
-            "VmRSS idle; CPU seconds over 30 s idle ({:.1} % of a core)",
+            "VmRSS idle, of the bosun process alone: {anon:.1} MB anonymous + {file:.1} MB of \
+             the binary's pages; CPU seconds over 30 s idle ({:.1} % of a core)",
             idle_cpu / 30.0 * 100.0
         ),
         ..Default::default()

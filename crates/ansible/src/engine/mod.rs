@@ -52,6 +52,26 @@ pub struct RunContext {
     pub keep_results: bool,
     /// Where `osdk_metric` records (the process-wide set by default).
     pub metrics: &'static crate::metrics::UserMetrics,
+    /// The host's caches, asked before `k8s` reads an object it is about to create (none by
+    /// default: every `k8s` task reads first, as kubernetes.core does).
+    pub cache: Option<Arc<dyn ObjectCache>>,
+}
+
+/// What a host's caches know of the objects a run writes. ansible-operator's proxy serves a
+/// role's reads of the kinds it watches from its informer cache; bosun's child caches hold
+/// metadata only, so they answer the one question that saves a request: is the object
+/// certainly absent? A `k8s` task then creates it without reading it first (and reads it
+/// after all when the create meets an object the cache had not shown yet).
+pub trait ObjectCache: Send + Sync {
+    /// True only when a synced cache that would hold the object (`namespace` None for a
+    /// cluster-scoped kind) holds no object of that name.
+    fn known_absent<'a>(
+        &'a self,
+        api_version: &'a str,
+        kind: &'a str,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<'a, bool>;
 }
 
 impl RunContext {
@@ -70,6 +90,7 @@ impl RunContext {
             own_status: Default::default(),
             metrics: crate::metrics::UserMetrics::global(),
             keep_results: true,
+            cache: None,
         }
     }
 }

@@ -204,7 +204,19 @@ fn kube_msg(e: kube::Error) -> String {
     }
 }
 
-async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Result<Json, String> {
+async fn one(a: &Args, d: Json, ctx: &RunContext, fx: &mut Effects) -> Result<Json, String> {
+    one_with(a, d, ctx, fx, ctx.cache.is_some()).await
+}
+
+/// One object; `cached`: whether the host's cache may stand in for the read before a create
+/// (see [`crate::engine::ObjectCache`]).
+async fn one_with(
+    a: &Args,
+    mut d: Json,
+    ctx: &RunContext,
+    fx: &mut Effects,
+    cached: bool,
+) -> Result<Json, String> {
     let client = client(ctx)?;
     let api_version = d["apiVersion"].as_str().unwrap_or("v1").to_string();
     let kind = d["kind"]
@@ -225,7 +237,23 @@ async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Resul
     }
     let api = Discovery::api(client, &res, ns.as_deref());
     let state = s(a, "state").unwrap_or("present");
+    // server_side_apply only counts with apply: true, as in the collection.
+    let apply = truthy(a, "apply");
+    let ssa = a
+        .get("server_side_apply")
+        .filter(|v| v.is_object() && apply);
+    // A create (or a client-side apply's create) of an object the cache certainly lacks
+    // skips the read; the original, unmodified definition is kept to start over with a read
+    // should the create find the object there after all.
+    let skipped = match (&name, &ctx.cache) {
+        (Some(n), Some(c)) if cached && state != "absent" && ssa.is_none() => c
+            .known_absent(&api_version, &kind, ns.as_deref(), n)
+            .await
+            .then(|| d.clone()),
+        _ => None,
+    };
     let existing = match &name {
+        Some(_) if skipped.is_some() => None,
         Some(n) => api
             .get_opt(n)
             .await
@@ -280,11 +308,6 @@ async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Resul
         }
         return Ok(json!({"changed": true, "method": "delete", "result": result}));
     }
-    // server_side_apply only counts with apply: true, as in the collection.
-    let apply = truthy(a, "apply");
-    let ssa = a
-        .get("server_side_apply")
-        .filter(|v| v.is_object() && apply);
     let (method, after) = if let Some(ssa) = ssa {
         let n = name
             .clone()
@@ -319,11 +342,17 @@ async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Resul
                 if let Some(o) = &ctx.owner {
                     o.inject(&mut desired, res.namespaced);
                 }
-                let r = api
+                match api
                     .create(&PostParams::default(), &to_dynamic(&desired)?)
                     .await
-                    .map_err(|e| format!("Failed to apply object: {}", kube_msg(e)))?;
-                ("apply", r)
+                {
+                    Ok(r) => ("apply", r),
+                    Err(kube::Error::Api(st)) if st.code == 409 && skipped.is_some() => {
+                        let d = skipped.unwrap_or_default();
+                        return Box::pin(one_with(a, d, ctx, fx, false)).await;
+                    }
+                    Err(e) => return Err(format!("Failed to apply object: {}", kube_msg(e))),
+                }
             }
             Some(ex) => match super::apply::patch_for(&to_json(ex), &d)? {
                 None => ("apply", ex.clone()),
@@ -342,6 +371,11 @@ async fn one(a: &Args, mut d: Json, ctx: &RunContext, fx: &mut Effects) -> Resul
         }
         match api.create(&PostParams::default(), &to_dynamic(&d)?).await {
             Ok(r) => ("create", r),
+            // The cache had not shown it yet: read it, as kubernetes.core would have.
+            Err(kube::Error::Api(st)) if st.code == 409 && skipped.is_some() => {
+                let d = skipped.unwrap_or_default();
+                return Box::pin(one_with(a, d, ctx, fx, false)).await;
+            }
             // Not found a moment ago, there now (another run, another writer):
             // kubernetes.core warns and reports the create as done, with an empty result.
             Err(kube::Error::Api(s)) if s.code == 409 => {
