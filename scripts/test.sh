@@ -48,6 +48,10 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked -- --test-threads=4 2>&1 | tee "$log"
 
+echo "== a scaffolded Rust operator (bosun init/create api --plugins rust) builds and its tests pass"
+# Its own cargo build, on this workspace's crates, target dir and lock file.
+cargo test -p bosun-scaffold --locked --test rust_plugin -- --ignored 2>&1 | tee -a "$log"
+
 echo "target dir after the tests: $(du -sh "$target" | cut -f1)"
 
 echo "== workflow syntax"

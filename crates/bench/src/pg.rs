@@ -39,6 +39,16 @@ impl PgEnv {
     /// A control plane of its own, the CRD, namespace `ns`, the process-mode agent for it, and
     /// `bosun run --operators postgres` (the pods' instance manager is the same binary).
     pub async fn start(bosun: &Path, ns: &str) -> anyhow::Result<PgEnv> {
+        Self::start_in(bosun, ns, None).await
+    }
+
+    /// As [`PgEnv::start`], the pods' directories (logs, claims) under `root`, kept after
+    /// the run (None: a temporary directory removed with the agent).
+    pub async fn start_in(
+        bosun: &Path,
+        ns: &str,
+        root: Option<std::path::PathBuf>,
+    ) -> anyhow::Result<PgEnv> {
         let cp = ControlPlane::start(Options::default()).await?;
         let admin = cp.client().await?;
         install_crd(&admin, &PostgresCluster::crd()).await?;
@@ -52,6 +62,7 @@ impl PgEnv {
                 namespace: Some(ns.to_string()),
                 images: ImageMap::standard(Some(bosun.to_path_buf())),
                 restart_backoff: Duration::from_millis(200),
+                root,
                 ..Default::default()
             },
         )
@@ -220,7 +231,7 @@ pub async fn until_writable(
 /// largest number of instances that reported themselves a ready primary at one moment.
 pub struct PrimaryWatch {
     stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<usize>,
+    task: tokio::task::JoinHandle<(usize, Vec<String>)>,
 }
 
 impl PrimaryWatch {
@@ -229,6 +240,7 @@ impl PrimaryWatch {
         let flag = stop.clone();
         let task = tokio::spawn(async move {
             let mut most = 0;
+            let mut seen = Vec::new();
             while !flag.load(Ordering::Relaxed) {
                 let ips: Vec<IpAddr> = match pods.list(&Default::default()).await {
                     Ok(list) => list
@@ -249,18 +261,40 @@ impl PrimaryWatch {
                     .flatten()
                     .filter(|s| s.role == StateRole::Primary && s.ready)
                     .count();
+                if n > 1 {
+                    let who: Vec<String> = states
+                        .iter()
+                        .flatten()
+                        .map(|s| {
+                            format!(
+                                "{} {:?} ready={} tl={:?}",
+                                s.name, s.role, s.ready, s.timeline
+                            )
+                        })
+                        .collect();
+                    seen.push(format!(
+                        "{:?}: {}",
+                        std::time::SystemTime::now(),
+                        who.join("; ")
+                    ));
+                }
                 most = most.max(n);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            most
+            (most, seen)
         });
         PrimaryWatch { stop, task }
     }
 
     /// The most primaries seen at once.
     pub async fn stop(self) -> usize {
+        self.stop_with().await.0
+    }
+
+    /// The most primaries seen at once, and each moment more than one was seen.
+    pub async fn stop_with(self) -> (usize, Vec<String>) {
         self.stop.store(true, Ordering::Relaxed);
-        self.task.await.unwrap_or(usize::MAX)
+        self.task.await.unwrap_or((usize::MAX, Vec::new()))
     }
 }
 

@@ -205,7 +205,10 @@ async fn one(
     }
     stop.store(true, Ordering::Relaxed);
     let writes = w.await?;
-    let most = watch.stop().await;
+    let (most, moments) = watch.stop_with().await;
+    for m in &moments {
+        eprintln!("[chaos]   {name}: more than one ready primary at {m}");
+    }
     let s = settled(env, name).await?;
     let primary = s.current_primary.clone().unwrap_or_default();
     let ip = ip_of(&s, &primary).ok_or_else(|| anyhow::anyhow!("no IP for {primary}"))?;
@@ -256,7 +259,11 @@ pub async fn run(args: &Args, seed: u64) -> anyhow::Result<Report> {
         "[chaos] postgres: {kills} kills under a write stream, synchronous then asynchronous"
     );
     let mut r = Report::new("postgres");
-    let env = Arc::new(PgEnv::start(&args.bosun, NS).await?);
+    // The pods' logs stay for a look after a failure.
+    let root = std::env::temp_dir().join("bosun-chaos-pg");
+    let _ = std::fs::remove_dir_all(&root);
+    eprintln!("[chaos]   pods' logs: {}", root.display());
+    let env = Arc::new(PgEnv::start_in(&args.bosun, NS, Some(root)).await?);
     let mut rng = Lcg(seed);
     one(&env, &mut r, "sync", 1, kills, &mut rng).await?;
     if !args.quick {
