@@ -301,15 +301,18 @@ async fn converge(
     // Step 5: read the record before deciding.
     let (history, deployed_rec) = match host.flavor.storage {
         Storage::Secrets => {
+            // One LIST of the release's records: whom the name belongs to, and its history
+            // (install_or_upgrade goes on from this list rather than reading it again).
             let store = Secrets::new(host.client.clone(), &owner.namespace);
-            if let Some(other) = store.foreign_owner(&owner.release, &owner.owner).await? {
+            let found = store.lookup(&owner.release, &owner.owner).await?;
+            if let Some(other) = found.foreign_owner {
                 return Err(Error::Conflict(format!(
                     "release name {:?} is in use by {other} (the same chart under another kind): \
                      give one of the two custom resources another name",
                     owner.release
                 )));
             }
-            let h = store.history(&owner.release, &owner.owner).await?;
+            let h = found.history;
             if let Some(foreign) = h.iter().rev().find(|r| r.chart_name() != owner.chart) {
                 return Err(Error::Conflict(format!(
                     "duplicate release name: found existing release with name {:?} for chart {:?}",
@@ -402,7 +405,7 @@ async fn converge(
         &owner,
         &vals,
         &plan,
-        deployed_rec.as_ref(),
+        (history, deployed_rec.as_ref()),
         &old,
         upgrade,
     )
@@ -814,6 +817,9 @@ async fn old_objects(host: &Ctx, owner: &ReleaseOwner, manifest: &str) -> Vec<Ol
     out
 }
 
+/// `records` is the release's history as read before deciding (empty without records) and
+/// its deployed revision: reconciles of one custom resource never run at once, so it is still
+/// the history, and the records written or deleted here keep it so — no LIST again.
 #[allow(clippy::too_many_arguments)]
 async fn install_or_upgrade(
     cr: &DynamicObject,
@@ -821,20 +827,23 @@ async fn install_or_upgrade(
     owner: &ReleaseOwner,
     vals: &Data,
     plan: &Plan,
-    deployed: Option<&Release>,
+    records: (Vec<Release>, Option<&Release>),
     old: &[Old],
     upgrade: bool,
 ) -> Result<Written, Error> {
+    let (mut history, deployed) = records;
     let store = (host.flavor.storage == Storage::Secrets)
         .then(|| Secrets::new(host.client.clone(), &owner.namespace));
     // Like helm-operator, a release with no deployed revision starts over: failed and
     // pending records of earlier attempts go, so retries never pile records up.
     if let (Some(s), None) = (&store, deployed) {
-        for r in s.history(&owner.release, &owner.owner).await? {
-            if r.info.status != release::status::DEPLOYED {
-                s.delete(&r).await?;
-            }
+        for r in history
+            .iter()
+            .filter(|r| r.info.status != release::status::DEPLOYED)
+        {
+            s.delete(r).await?;
         }
+        history.retain(|r| r.info.status == release::status::DEPLOYED);
     }
     // The record is written once, when the outcome is known (Helm writes a pending record
     // first, then updates it: a second write per revision that only another Helm client
@@ -861,14 +870,16 @@ async fn install_or_upgrade(
                 prev.info.status = release::status::SUPERSEDED.into();
                 prev.info.description = "Superseded".into();
                 s.update(&prev, Some(&owner.owner)).await?;
+                if let Some(slot) = history.iter_mut().find(|r| r.version == prev.version) {
+                    *slot = prev;
+                }
             }
-            let history = s.history(&owner.release, &owner.owner).await?;
+            history.push(rec);
             for r in beyond_history(&history, host.flavor.max_history) {
                 s.delete(r).await?;
             }
         }
         Err(e) => {
-            let history = s.history(&owner.release, &owner.owner).await?;
             for r in beyond_history(&history, host.flavor.max_history.saturating_sub(1)) {
                 s.delete(r).await?;
             }
