@@ -14,6 +14,14 @@ pub fn is_workload(gvk: &GroupVersionKind) -> bool {
 pub fn slim(obj: &mut DynamicObject) {
     let replicas = obj.data.pointer("/spec/replicas").cloned();
     let status = obj.data.get("status").cloned();
+    slim_into(obj, replicas, status);
+}
+
+fn slim_into(
+    obj: &mut DynamicObject,
+    replicas: Option<serde_json::Value>,
+    status: Option<serde_json::Value>,
+) {
     let mut data = serde_json::Map::new();
     if let Some(r) = replicas {
         data.insert("spec".into(), serde_json::json!({ "replicas": r }));
@@ -22,6 +30,27 @@ pub fn slim(obj: &mut DynamicObject) {
         data.insert("status".into(), s);
     }
     obj.data = serde_json::Value::Object(data);
+}
+
+/// A workload as the API server holds it right after this operator created it from
+/// `desired`: generation 1, the desired replicas, no status (a create ignores the status).
+pub fn created(desired: &DynamicObject) -> DynamicObject {
+    let mut o = DynamicObject {
+        types: desired.types.clone(),
+        metadata: kube::core::ObjectMeta {
+            name: desired.metadata.name.clone(),
+            namespace: desired.metadata.namespace.clone(),
+            generation: Some(1),
+            ..Default::default()
+        },
+        data: serde_json::json!({}),
+    };
+    slim_into(
+        &mut o,
+        desired.data.pointer("/spec/replicas").cloned(),
+        None,
+    );
+    o
 }
 
 fn int(v: &serde_json::Value, path: &str) -> i64 {
@@ -122,6 +151,27 @@ mod tests {
             json!({"spec": {"replicas": 1}, "status": {"observedGeneration": 2, "updatedReplicas": 1, "readyReplicas": 2, "replicas": 2}}),
         );
         assert!(not_ready("Deployment", &surge).is_some());
+    }
+
+    /// The readiness of a workload this reconcile just created is what its first cached copy
+    /// will show until its controller acts: the reconcile that copy's event brings finds the
+    /// same Ready message, so the status is written once per install, not twice.
+    #[test]
+    fn a_workload_just_created_reads_as_its_first_cached_copy() {
+        for kind in ["Deployment", "StatefulSet", "DaemonSet", "Job"] {
+            let group = if kind == "Job" { "batch" } else { "apps" };
+            let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, "v1", kind));
+            let mut desired = DynamicObject::new("w", &ar).within("ns");
+            desired.data = json!({"spec": {"replicas": 2, "template": {}}});
+            let mut first_sight = desired.clone();
+            first_sight.metadata.generation = Some(1);
+            first_sight.metadata.uid = Some("u".into());
+            slim(&mut first_sight);
+            let just_created = created(&desired);
+            let why = not_ready(kind, &just_created);
+            assert!(why.is_some(), "{kind} is not ready when just created");
+            assert_eq!(why, not_ready(kind, &first_sight), "{kind}");
+        }
     }
 
     #[test]

@@ -694,7 +694,7 @@ async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<W
             .apply_with(&api, &it.resolved.resource, &d.object, cached.as_ref())
             .await;
         if matches!(res, Ok(bosun_runtime::apply::Outcome::Applied)) {
-            wrote.0.insert(key_of(d));
+            wrote.0.insert(key_of(d), cached.is_none());
             tracing::debug!(
                 object = %d.describe(),
                 cached_hash = ?cached.as_ref().and_then(|m| m.annotations.as_ref()).and_then(|a| a.get(bosun_runtime::apply::HASH_ANNOTATION)),
@@ -725,7 +725,7 @@ async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<W
                     .adopt_with(&api, &it.resolved.resource, &d.object)
                     .await
                     .map_err(|e| write_error(&d.describe(), e))?;
-                wrote.0.insert(key_of(d));
+                wrote.0.insert(key_of(d), false);
             }
             Err(kube::Error::Api(s)) if s.code == 422 && cached.is_some() && owner.force => {
                 // upgrade-force: an immutable field changed; replace the object.
@@ -742,9 +742,10 @@ async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<W
     Ok(wrote)
 }
 
-/// The objects a reconcile wrote: their cached status is stale until their watch event.
+/// The objects a reconcile wrote, and whether it created them: their cached status is stale
+/// until their watch event.
 #[derive(Debug, Default)]
-struct Written(BTreeSet<(String, String, Option<String>, String)>);
+struct Written(BTreeMap<(String, String, Option<String>, String), bool>);
 
 async fn delete_object(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
     match api.delete(name, &DeleteParams::background()).await {
@@ -1078,14 +1079,27 @@ async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Opti
             }
             continue;
         }
-        if written.0.contains(&key_of(d)) {
-            // Just written: the cache still shows the old object; its event brings the
-            // next reconcile, which sees the new one.
-            waiting.push(format!(
-                "{} was updated; waiting for its controller",
-                d.describe()
-            ));
-            continue;
+        match written.0.get(&key_of(d)) {
+            Some(true) => {
+                // Just created: it is at generation 1 with an empty status (a create ignores
+                // the status), which is all its readiness can say — the same as its cached
+                // copy will say until its controller acts, so the reconcile its watch event
+                // brings writes no status again (one status write per install, not two).
+                if let Some(why) = ready::not_ready(&d.gvk.kind, &ready::created(&d.object)) {
+                    waiting.push(why);
+                }
+                continue;
+            }
+            Some(false) => {
+                // Applied over: the cache still shows the old object; its event brings the
+                // next reconcile, which sees the new one.
+                waiting.push(format!(
+                    "{} was updated; waiting for its controller",
+                    d.describe()
+                ));
+                continue;
+            }
+            None => {}
         }
         let cache = host.children.cache(&d.gvk).await?;
         match cache.get(ns, d.name()) {
