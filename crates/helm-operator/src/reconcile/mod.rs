@@ -100,6 +100,12 @@ fn annotation_true(cr: &DynamicObject, key: &str) -> bool {
 }
 
 pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, Error> {
+    // The cache keeps it packed (crate::packed).
+    let cr = if cr.data.is_string() {
+        Arc::new(crate::packed::unpack(&cr))
+    } else {
+        cr
+    };
     let api = host.api_of(&cr);
     let cr = live_record(cr, &host, &api).await?;
     let previous = HelmStatus::of(&cr.data);
