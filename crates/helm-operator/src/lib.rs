@@ -13,6 +13,7 @@ pub mod diff;
 pub mod error;
 pub mod hooks;
 pub mod objects;
+pub mod packed;
 pub mod rbac;
 pub mod ready;
 pub mod reconcile;
@@ -285,6 +286,12 @@ impl Flavor for HelmFlavor {
     /// compares what its field manager owns with the render and writes only what drifted.
     fn repairs_drift(&self) -> bool {
         true
+    }
+
+    /// The custom resources are cached packed ([`packed`]): their spec and status as JSON
+    /// text, which the reconcile parses back.
+    fn slim_primary(&self) -> Option<fn(&mut DynamicObject)> {
+        Some(packed::pack)
     }
 
     fn full_kinds(&self) -> Option<FullKinds> {

@@ -53,6 +53,16 @@ pub enum StorageError {
     },
 }
 
+/// What [`Secrets::lookup`] found of one release name.
+#[derive(Debug, Default)]
+pub struct Lookup {
+    /// The owner's revisions, oldest first.
+    pub history: Vec<Release>,
+    /// `<Kind> <name>` of another custom resource holding records of that name: the release
+    /// name is taken by another custom resource of the same chart.
+    pub foreign_owner: Option<String>,
+}
+
 /// The release records of one namespace, as Secrets.
 pub struct Secrets {
     api: Api<Secret>,
@@ -68,36 +78,31 @@ impl Secrets {
     /// Every recorded revision of `name` that belongs to `owner`, oldest first: records it
     /// owns, and records owned by nothing (written by the helm CLI, taken over). Records of
     /// another owner are another custom resource's release of the same name (review L10): see
-    /// [`Secrets::foreign_owner`]. Records that do not decode are skipped with a warning (Helm
+    /// [`Secrets::lookup`]. Records that do not decode are skipped with a warning (Helm
     /// does the same).
     pub async fn history(
         &self,
         name: &str,
         owner: &OwnerReference,
     ) -> Result<Vec<Release>, StorageError> {
-        Ok(self
-            .records(name)
-            .await?
-            .into_iter()
-            .filter(|(_, o)| o.as_ref().is_none_or(|o| same_owner(o, owner)))
-            .map(|(r, _)| r)
-            .collect())
+        Ok(self.lookup(name, owner).await?.history)
     }
 
-    /// The owner of a record of `name` that is not `owner` (as `<Kind> <name>`): the release
-    /// name is taken by another custom resource of the same chart.
-    pub async fn foreign_owner(
-        &self,
-        name: &str,
-        owner: &OwnerReference,
-    ) -> Result<Option<String>, StorageError> {
-        Ok(self
-            .records(name)
-            .await?
-            .into_iter()
-            .filter_map(|(_, o)| o)
-            .find(|o| !same_owner(o, owner))
-            .map(|o| format!("{} {}", o.kind, o.name)))
+    /// [`Secrets::history`] and the owner of a record of `name` that is not `owner`, from
+    /// one LIST.
+    pub async fn lookup(&self, name: &str, owner: &OwnerReference) -> Result<Lookup, StorageError> {
+        let mut out = Lookup::default();
+        for (r, o) in self.records(name).await? {
+            match o {
+                Some(o) if !same_owner(&o, owner) => {
+                    if out.foreign_owner.is_none() {
+                        out.foreign_owner = Some(format!("{} {}", o.kind, o.name));
+                    }
+                }
+                _ => out.history.push(r),
+            }
+        }
+        Ok(out)
     }
 
     async fn records(

@@ -234,23 +234,32 @@ where
     K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    reflect_observed(api, dyntype, cfg, |_: &watcher::Event<K>| {})
+    reflect_observed(
+        api,
+        dyntype,
+        cfg,
+        |_: &watcher::Event<K>| {},
+        |_: &mut K| {},
+    )
 }
 
-/// [`reflect_with`], showing every event to `observe` first.
+/// [`reflect_with`], showing every event to `observe` first, and storing every object as
+/// `slim` leaves it.
 pub(crate) fn reflect_observed<K>(
     api: Api<K>,
     dyntype: K::DynamicType,
     cfg: watcher::Config,
     observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
+    mut slim: impl FnMut(&mut K) + Send + 'static,
 ) -> (Store<K>, ObjectStream<K>, Synced)
 where
     K: Resource,
     K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    watch_into(api, dyntype, cfg, false, observe, |o: &mut K| {
+    watch_into(api, dyntype, cfg, false, observe, move |o: &mut K| {
         o.meta_mut().managed_fields = None;
+        slim(o);
     })
 }
 

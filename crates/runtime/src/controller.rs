@@ -101,12 +101,27 @@ where
 {
     /// Watches `api` (a namespace, or all) with `cfg` (label selector, say).
     pub fn watch(api: Api<K>, dyntype: K::DynamicType, cfg: watcher::Config) -> Self {
+        Self::watch_slimmed(api, dyntype, cfg, |_: &mut K| {})
+    }
+
+    /// [`Primary::watch`], keeping each object as `slim` leaves it (after `managedFields` are
+    /// dropped): the store, the triggers' filters and the reconcile all see the slimmed
+    /// object, so an operator that reads less than the whole object caches less.
+    pub fn watch_slimmed(
+        api: Api<K>,
+        dyntype: K::DynamicType,
+        cfg: watcher::Config,
+        slim: impl FnMut(&mut K) + Send + 'static,
+    ) -> Self {
         let forget: Forgetters = Arc::default();
         let told = forget.clone();
         let seen = Seen::default();
         let gone = seen.clone();
-        let (store, stream, synced) =
-            reflect_observed(api, dyntype.clone(), cfg, move |ev: &watcher::Event<K>| {
+        let (store, stream, synced) = reflect_observed(
+            api,
+            dyntype.clone(),
+            cfg,
+            move |ev: &watcher::Event<K>| {
                 if let watcher::Event::Delete(o) = ev {
                     if let Some(uid) = o.meta().uid.as_deref() {
                         for s in told.lock().unwrap_or_else(|e| e.into_inner()).iter() {
@@ -115,7 +130,9 @@ where
                         gone.forget(uid);
                     }
                 }
-            });
+            },
+            slim,
+        );
         Primary {
             store,
             stream,

@@ -80,6 +80,12 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     fn full_kinds(&self) -> Option<FullKinds> {
         None
     }
+    /// How the primary cache keeps each object (None: whole, but for `managedFields`). The
+    /// reconcile is given the object as kept, so a flavour that slims it restores what it
+    /// reads.
+    fn slim_primary(&self) -> Option<fn(&mut DynamicObject)> {
+        None
+    }
     /// The label selector of the child watches (every child carries it).
     fn child_selector(&self, entry: &Entry) -> String {
         child_selector(entry)
@@ -349,7 +355,11 @@ fn wire<F: Flavor>(
     let annotations = flavor.watches_annotations();
     let finalizer = flavor.finalizer().map(str::to_string);
     let status = StatusWriter::new(F::MANAGER);
-    let primary = Primary::watch(api, ar.clone(), cfg)
+    let primary = match flavor.slim_primary() {
+        Some(slim) => Primary::watch_slimmed(api, ar.clone(), cfg, slim),
+        None => Primary::watch(api, ar.clone(), cfg),
+    };
+    let primary = primary
         .skip_unmoved_by(move |o: &DynamicObject| fingerprint(o, annotations, finalizer.as_deref()))
         .forgetting(&status);
     let (host, trigger) = build_host(

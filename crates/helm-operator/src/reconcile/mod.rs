@@ -100,6 +100,12 @@ fn annotation_true(cr: &DynamicObject, key: &str) -> bool {
 }
 
 pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, Error> {
+    // The cache keeps it packed (crate::packed).
+    let cr = if cr.data.is_string() {
+        Arc::new(crate::packed::unpack(&cr))
+    } else {
+        cr
+    };
     let api = host.api_of(&cr);
     let cr = live_record(cr, &host, &api).await?;
     let previous = HelmStatus::of(&cr.data);
@@ -301,15 +307,18 @@ async fn converge(
     // Step 5: read the record before deciding.
     let (history, deployed_rec) = match host.flavor.storage {
         Storage::Secrets => {
+            // One LIST of the release's records: whom the name belongs to, and its history
+            // (install_or_upgrade goes on from this list rather than reading it again).
             let store = Secrets::new(host.client.clone(), &owner.namespace);
-            if let Some(other) = store.foreign_owner(&owner.release, &owner.owner).await? {
+            let found = store.lookup(&owner.release, &owner.owner).await?;
+            if let Some(other) = found.foreign_owner {
                 return Err(Error::Conflict(format!(
                     "release name {:?} is in use by {other} (the same chart under another kind): \
                      give one of the two custom resources another name",
                     owner.release
                 )));
             }
-            let h = store.history(&owner.release, &owner.owner).await?;
+            let h = found.history;
             if let Some(foreign) = h.iter().rev().find(|r| r.chart_name() != owner.chart) {
                 return Err(Error::Conflict(format!(
                     "duplicate release name: found existing release with name {:?} for chart {:?}",
@@ -402,7 +411,7 @@ async fn converge(
         &owner,
         &vals,
         &plan,
-        deployed_rec.as_ref(),
+        (history, deployed_rec.as_ref()),
         &old,
         upgrade,
     )
@@ -691,7 +700,7 @@ async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<W
             .apply_with(&api, &it.resolved.resource, &d.object, cached.as_ref())
             .await;
         if matches!(res, Ok(bosun_runtime::apply::Outcome::Applied)) {
-            wrote.0.insert(key_of(d));
+            wrote.0.insert(key_of(d), cached.is_none());
             tracing::debug!(
                 object = %d.describe(),
                 cached_hash = ?cached.as_ref().and_then(|m| m.annotations.as_ref()).and_then(|a| a.get(bosun_runtime::apply::HASH_ANNOTATION)),
@@ -722,7 +731,7 @@ async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<W
                     .adopt_with(&api, &it.resolved.resource, &d.object)
                     .await
                     .map_err(|e| write_error(&d.describe(), e))?;
-                wrote.0.insert(key_of(d));
+                wrote.0.insert(key_of(d), false);
             }
             Err(kube::Error::Api(s)) if s.code == 422 && cached.is_some() && owner.force => {
                 // upgrade-force: an immutable field changed; replace the object.
@@ -739,9 +748,10 @@ async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<W
     Ok(wrote)
 }
 
-/// The objects a reconcile wrote: their cached status is stale until their watch event.
+/// The objects a reconcile wrote, and whether it created them: their cached status is stale
+/// until their watch event.
 #[derive(Debug, Default)]
-struct Written(BTreeSet<(String, String, Option<String>, String)>);
+struct Written(BTreeMap<(String, String, Option<String>, String), bool>);
 
 async fn delete_object(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
     match api.delete(name, &DeleteParams::background()).await {
@@ -814,6 +824,9 @@ async fn old_objects(host: &Ctx, owner: &ReleaseOwner, manifest: &str) -> Vec<Ol
     out
 }
 
+/// `records` is the release's history as read before deciding (empty without records) and
+/// its deployed revision: reconciles of one custom resource never run at once, so it is still
+/// the history, and the records written or deleted here keep it so — no LIST again.
 #[allow(clippy::too_many_arguments)]
 async fn install_or_upgrade(
     cr: &DynamicObject,
@@ -821,20 +834,23 @@ async fn install_or_upgrade(
     owner: &ReleaseOwner,
     vals: &Data,
     plan: &Plan,
-    deployed: Option<&Release>,
+    records: (Vec<Release>, Option<&Release>),
     old: &[Old],
     upgrade: bool,
 ) -> Result<Written, Error> {
+    let (mut history, deployed) = records;
     let store = (host.flavor.storage == Storage::Secrets)
         .then(|| Secrets::new(host.client.clone(), &owner.namespace));
     // Like helm-operator, a release with no deployed revision starts over: failed and
     // pending records of earlier attempts go, so retries never pile records up.
     if let (Some(s), None) = (&store, deployed) {
-        for r in s.history(&owner.release, &owner.owner).await? {
-            if r.info.status != release::status::DEPLOYED {
-                s.delete(&r).await?;
-            }
+        for r in history
+            .iter()
+            .filter(|r| r.info.status != release::status::DEPLOYED)
+        {
+            s.delete(r).await?;
         }
+        history.retain(|r| r.info.status == release::status::DEPLOYED);
     }
     // The record is written once, when the outcome is known (Helm writes a pending record
     // first, then updates it: a second write per revision that only another Helm client
@@ -861,14 +877,16 @@ async fn install_or_upgrade(
                 prev.info.status = release::status::SUPERSEDED.into();
                 prev.info.description = "Superseded".into();
                 s.update(&prev, Some(&owner.owner)).await?;
+                if let Some(slot) = history.iter_mut().find(|r| r.version == prev.version) {
+                    *slot = prev;
+                }
             }
-            let history = s.history(&owner.release, &owner.owner).await?;
+            history.push(rec);
             for r in beyond_history(&history, host.flavor.max_history) {
                 s.delete(r).await?;
             }
         }
         Err(e) => {
-            let history = s.history(&owner.release, &owner.owner).await?;
             for r in beyond_history(&history, host.flavor.max_history.saturating_sub(1)) {
                 s.delete(r).await?;
             }
@@ -1067,14 +1085,27 @@ async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Opti
             }
             continue;
         }
-        if written.0.contains(&key_of(d)) {
-            // Just written: the cache still shows the old object; its event brings the
-            // next reconcile, which sees the new one.
-            waiting.push(format!(
-                "{} was updated; waiting for its controller",
-                d.describe()
-            ));
-            continue;
+        match written.0.get(&key_of(d)) {
+            Some(true) => {
+                // Just created: it is at generation 1 with an empty status (a create ignores
+                // the status), which is all its readiness can say — the same as its cached
+                // copy will say until its controller acts, so the reconcile its watch event
+                // brings writes no status again (one status write per install, not two).
+                if let Some(why) = ready::not_ready(&d.gvk.kind, &ready::created(&d.object)) {
+                    waiting.push(why);
+                }
+                continue;
+            }
+            Some(false) => {
+                // Applied over: the cache still shows the old object; its event brings the
+                // next reconcile, which sees the new one.
+                waiting.push(format!(
+                    "{} was updated; waiting for its controller",
+                    d.describe()
+                ));
+                continue;
+            }
+            None => {}
         }
         let cache = host.children.cache(&d.gvk).await?;
         match cache.get(ns, d.name()) {
