@@ -227,22 +227,25 @@ pub async fn until_writable(
     }
 }
 
-/// Watches, until stopped, every pod's instance API at once every 100 ms and keeps the
-/// largest number of instances that reported themselves a ready primary at one moment.
+/// Watches, until stopped, the instance API of every pod of one cluster at once every 100 ms
+/// and keeps the largest number of its instances that reported themselves a ready primary
+/// at one moment.
 pub struct PrimaryWatch {
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<(usize, Vec<String>)>,
 }
 
 impl PrimaryWatch {
-    pub fn start(pods: Api<Pod>) -> PrimaryWatch {
+    pub fn start(pods: Api<Pod>, cluster: &str) -> PrimaryWatch {
+        let lp = kube::api::ListParams::default()
+            .labels(&bosun_postgres::controller::build::selector(cluster));
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let task = tokio::spawn(async move {
             let mut most = 0;
             let mut seen = Vec::new();
             while !flag.load(Ordering::Relaxed) {
-                let ips: Vec<IpAddr> = match pods.list(&Default::default()).await {
+                let ips: Vec<IpAddr> = match pods.list(&lp).await {
                     Ok(list) => list
                         .into_iter()
                         .filter_map(|p| p.status?.pod_ip?.parse().ok())

@@ -72,7 +72,7 @@ pub async fn case_postgres(
     for _ in 0..rounds {
         let s = env.healthy("pg", 3, LIMIT).await?;
         let (old, _) = roles(&s)?;
-        let watch = PrimaryWatch::start(env.pods.clone());
+        let watch = PrimaryWatch::start(env.pods.clone(), "pg");
         let t0 = Instant::now();
         env.delete_pod(&old).await?;
         let took = until_writable(&env, "pg", &pw, &old, t0, LIMIT).await?;
@@ -105,7 +105,7 @@ pub async fn case_postgres(
             .first()
             .ok_or_else(|| anyhow::anyhow!("no replica"))?
             .clone();
-        let watch = PrimaryWatch::start(env.pods.clone());
+        let watch = PrimaryWatch::start(env.pods.clone(), "pg");
         let t0 = Instant::now();
         env.patch("pg", json!({"switchoverTo": target})).await?;
         let took = until_writable(&env, "pg", &pw, &old, t0, LIMIT).await?;

@@ -163,7 +163,7 @@ async fn one(
         .await?
         .batch_execute("CREATE TABLE w (id bigint PRIMARY KEY)")
         .await?;
-    let watch = PrimaryWatch::start(env.pods.clone());
+    let watch = PrimaryWatch::start(env.pods.clone(), name);
     let stop = Arc::new(AtomicBool::new(false));
     let w = writer(env.clone(), name.to_string(), pw.clone(), stop.clone());
     let t0 = Instant::now();
