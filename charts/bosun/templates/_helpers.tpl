@@ -56,6 +56,20 @@ app.kubernetes.io/name: bosun
   resourceNames: [vc-creds]
   verbs: [get]
 {{- end }}
+{{- if has "postgres" .Values.operators }}
+- apiGroups: [lukeb0nd.com]
+  resources: [postgresclusters]
+  verbs: [get, list, watch]
+- apiGroups: [lukeb0nd.com]
+  resources: [postgresclusters/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [pods, persistentvolumeclaims]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [secrets, services]
+  verbs: [get, create]
+{{- end }}
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]

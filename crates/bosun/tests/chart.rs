@@ -174,3 +174,67 @@ fn chart_crds_are_fresh() {
         "charts/bosun/crds/crds.yaml is stale: copy deploy/crds/crds.yaml"
     );
 }
+
+#[test]
+fn chart_with_postgres_renders_the_same_as_the_flags() {
+    let values = serde_json::json!({"operators": ["postgres"]});
+    assert_same(
+        render(&values, "bosun-system"),
+        manifests(&["--operators=postgres"]),
+    );
+}
+
+/// The PostgresCluster alert rules, rendered by Helm's engine on a cluster that serves
+/// PrometheusRule, read only series the operator writes (a renamed metric would leave an
+/// alert that can never fire).
+#[test]
+fn chart_alert_rules_read_only_series_the_postgres_operator_serves() {
+    let out = std::process::Command::new(python())
+        .arg(repo().join("scripts/helm-oracle.py"))
+        .arg("render")
+        .arg(repo().join("charts/bosun"))
+        .arg(serde_json::json!({"operators": ["postgres"]}).to_string())
+        .arg(
+            serde_json::json!({"kube_version": "v1.31.0",
+                "api_versions": ["monitoring.coreos.com/v1/PrometheusRule"]})
+            .to_string(),
+        )
+        .output()
+        .expect("helm oracle");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let text = result["ok"]["bosun/templates/prometheusrule.yaml"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no PrometheusRule rendered: {result}"));
+    let rule: Value = serde_yaml::from_str(text).expect("yaml");
+    let exprs: Vec<&str> = rule["spec"]["groups"][0]["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| r["expr"].as_str().expect("expr"))
+        .collect();
+    assert_eq!(exprs.len(), 6, "{text}");
+    let served: Vec<&str> = bosun_postgres::controller::metrics::FAMILIES
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    for e in &exprs {
+        let used: Vec<&str> = e
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|t| t.starts_with("bosun_"))
+            .collect();
+        assert!(!used.is_empty(), "{e}");
+        for u in used {
+            assert!(
+                served.contains(&u),
+                "{u} (in `{e}`) is not served: {served:?}"
+            );
+        }
+    }
+    // The thresholds come from the values.
+    assert!(exprs.iter().any(|e| e.ends_with("> 67108864")), "{exprs:?}");
+}

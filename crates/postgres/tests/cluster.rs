@@ -95,6 +95,7 @@ struct Env {
     clusters: Api<PostgresCluster>,
     pods: Api<Pod>,
     secrets: Api<Secret>,
+    metrics: bosun_runtime::metrics::Metrics,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -135,6 +136,7 @@ async fn env(prefix: &str) -> Env {
         },
     )
     .with_operator(Arc::new(PostgresOperator));
+    let metrics = manager.metrics();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(manager.run(
         async move {
@@ -146,6 +148,7 @@ async fn env(prefix: &str) -> Env {
         clusters: Api::namespaced(admin.clone(), &ns),
         pods: Api::namespaced(admin.clone(), &ns),
         secrets: Api::namespaced(admin.clone(), &ns),
+        metrics,
         ns,
         agent,
         stop: Some(tx),
@@ -279,6 +282,21 @@ async fn seed_then_scale_to_three_replicates_a_row_to_every_replica() {
     let s = e.healthy("pg", 3).await;
     assert_eq!(s.current_primary.as_deref(), Some("pg-1"));
     assert_eq!(s.latest_instance, 3);
+    // The operator's /metrics series follow the status in its cache.
+    let at = format!("namespace=\"{}\",cluster=\"pg\"", e.ns);
+    let served = eventually(60, || async {
+        let text = e.metrics.encode();
+        let want = [
+            format!("bosun_postgres_instances_ready{{{at}}} 3"),
+            format!("bosun_postgres_primary{{{at},instance=\"pg-1\"}} 1"),
+        ];
+        let lag = format!("bosun_postgres_replication_lag_bytes{{{at},instance=\"pg-3\"}} ");
+        (want.iter().all(|w| text.lines().any(|l| l == w))
+            && text.lines().any(|l| l.starts_with(&lag)))
+        .then_some(())
+    })
+    .await;
+    assert!(served.is_some(), "metrics:\n{}", e.metrics.encode());
     primary
         .execute("INSERT INTO t VALUES ('after scaling')", &[])
         .await

@@ -12,6 +12,7 @@
 pub mod act;
 pub mod backup;
 pub mod build;
+pub mod metrics;
 pub mod observe;
 pub mod reason;
 pub mod status;
@@ -34,6 +35,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action as Requeue;
+use kube::runtime::reflector::Store;
 use kube::{Client, CustomResourceExt, Resource, ResourceExt};
 
 use crate::api::{Phase, PostgresCluster, PostgresClusterStatus};
@@ -113,9 +115,26 @@ impl Operator for PostgresOperator {
     }
 
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        // The caches of every watched namespace, read at each scrape.
+        let stores: Arc<std::sync::Mutex<Vec<Store<PostgresCluster>>>> = Arc::default();
+        let read = stores.clone();
+        ctx.metrics.add_text_fn("postgres", move || {
+            let stores = read.lock().unwrap_or_else(|p| p.into_inner());
+            let clusters: Vec<Arc<PostgresCluster>> =
+                stores.iter().flat_map(|s| s.state()).collect();
+            metrics::openmetrics(clusters.iter().map(|c| c.as_ref()))
+        });
         Box::pin(async move {
             let client = ctx.client.clone();
-            ctx.run_controller(|ns| wire(&client, ns), reconcile).await;
+            ctx.run_controller(
+                |ns| {
+                    let (wiring, store) = wire(&client, ns);
+                    stores.lock().unwrap_or_else(|p| p.into_inner()).push(store);
+                    wiring
+                },
+                reconcile,
+            )
+            .await;
             Ok(())
         })
     }
@@ -126,11 +145,16 @@ fn slim(m: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
     m.managed_fields = None;
 }
 
-fn wire(client: &Client, ns: Option<&str>) -> Wiring<PostgresCluster, Context> {
+/// The controller's wiring, and its cache of clusters (which the metrics read).
+fn wire(
+    client: &Client,
+    ns: Option<&str>,
+) -> (Wiring<PostgresCluster, Context>, Store<PostgresCluster>) {
     let status = StatusWriter::new(FIELD_MANAGER);
     let primary = Primary::watch(scoped_api(client.clone(), ns), (), Default::default())
         .forgetting(&status)
         .skip_status_only();
+    let store = primary.store();
     // Pod changes (a deletion, a readiness flip) trigger a cycle at once.
     let applier = Applier::new(FIELD_MANAGER);
     let (pods, pod_stream) =
@@ -140,7 +164,10 @@ fn wire(client: &Client, ns: Option<&str>) -> Wiring<PostgresCluster, Context> {
         status,
         events: Events::new(client.clone(), FIELD_MANAGER),
     });
-    Wiring::new(primary, context).owns(pod_stream, pods.synced())
+    (
+        Wiring::new(primary, context).owns(pod_stream, pods.synced()),
+        store,
+    )
 }
 
 /// Credentials the operator uses itself.
