@@ -397,16 +397,7 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::{plan, Observed};
-
-    fn plan_of(spec: serde_json::Value) -> Plan {
-        let pc = serde_json::from_value(serde_json::json!({
-            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
-            "metadata": {"name": "pg", "namespace": "db"}, "spec": spec,
-        }))
-        .expect("cluster");
-        plan(&pc, &Observed::default()).expect("valid")
-    }
+    use crate::validate::plan_of;
 
     fn primary(serial: u32, timeline: u32, lsn: u64) -> Member {
         member(serial, StateRole::Primary, true, timeline, lsn, None)

@@ -605,6 +605,17 @@ fn retention_days(s: &str) -> Option<u32> {
     }
 }
 
+/// The plan of a cluster `db/pg` with `spec` (tests of the modules that take a plan).
+#[cfg(test)]
+pub(crate) fn plan_of(spec: serde_json::Value) -> Plan {
+    let pc = serde_json::from_value(serde_json::json!({
+        "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+        "metadata": {"name": "pg", "namespace": "db"}, "spec": spec,
+    }))
+    .expect("cluster");
+    plan(&pc, &Observed::default()).expect("valid")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
