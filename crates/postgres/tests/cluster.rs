@@ -96,14 +96,14 @@ struct Env {
     pods: Api<Pod>,
     secrets: Api<Secret>,
     metrics: bosun_runtime::metrics::Metrics,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The operator's identity, to start it again.
+    client: Client,
+    operator: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Env {
     fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
+        self.operator.abort();
     }
 }
 
@@ -128,22 +128,7 @@ async fn env(prefix: &str) -> Env {
         .client_as(USER, &["system:serviceaccounts", "system:authenticated"])
         .await
         .expect("operator client");
-    let manager = Manager::new(
-        client,
-        ManagerConfig {
-            scope: Scope::Namespaces(vec![ns.clone()]),
-            ..Default::default()
-        },
-    )
-    .with_operator(Arc::new(PostgresOperator));
-    let metrics = manager.metrics();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(manager.run(
-        async move {
-            let _ = rx.await;
-        },
-        |_| {},
-    ));
+    let (metrics, operator) = start_operator(client.clone(), &ns);
     Env {
         clusters: Api::namespaced(admin.clone(), &ns),
         pods: Api::namespaced(admin.clone(), &ns),
@@ -151,11 +136,42 @@ async fn env(prefix: &str) -> Env {
         metrics,
         ns,
         agent,
-        stop: Some(tx),
+        client,
+        operator,
     }
 }
 
+/// The operator in this process, watching `ns`, as its own task.
+fn start_operator(
+    client: Client,
+    ns: &str,
+) -> (bosun_runtime::metrics::Metrics, tokio::task::JoinHandle<()>) {
+    let manager = Manager::new(
+        client,
+        ManagerConfig {
+            scope: Scope::Namespaces(vec![ns.to_string()]),
+            ..Default::default()
+        },
+    )
+    .with_operator(Arc::new(PostgresOperator));
+    let metrics = manager.metrics();
+    let task = tokio::spawn(async move {
+        let _ = manager.run(std::future::pending::<()>(), |_| {}).await;
+    });
+    (metrics, task)
+}
+
 impl Env {
+    /// Kills the operator (its task aborted wherever it is, as `kill -9` would stop it) and
+    /// starts a new one.
+    async fn restart_operator(&mut self) {
+        self.operator.abort();
+        let _ = (&mut self.operator).await;
+        let (metrics, operator) = start_operator(self.client.clone(), &self.ns);
+        self.metrics = metrics;
+        self.operator = operator;
+    }
+
     async fn create(&self, name: &str, size: i32) {
         let pc: PostgresCluster = serde_json::from_value(serde_json::json!({
             "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
@@ -259,7 +275,7 @@ async fn has_row(ip: &str, password: &str, row: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_then_scale_to_three_replicates_a_row_to_every_replica() {
+async fn seed_then_scale_to_three_then_five_then_two_replicates_a_row_to_every_replica() {
     let e = env("pg-scale").await;
     e.create("pg", 1).await;
     let s = e.healthy("pg", 1).await;
@@ -317,7 +333,27 @@ async fn seed_then_scale_to_three_replicates_a_row_to_every_replica() {
         assert!(refused.is_err(), "{replica} accepted a write");
     }
 
-    // Down to 2: the highest replica goes, pod, claim and its slot on the primary.
+    // Up to 5, one replica at a time; the new ones have every row.
+    e.clusters
+        .patch(
+            "pg",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"size": 5}})),
+        )
+        .await
+        .expect("scale to 5");
+    let s = e.healthy("pg", 5).await;
+    assert_eq!(s.current_primary.as_deref(), Some("pg-1"));
+    for replica in ["pg-4", "pg-5"] {
+        for row in ["before scaling", "after scaling"] {
+            assert!(
+                has_row(&ip_of(&s, replica), &pw, row).await,
+                "{replica} lacks {row:?}"
+            );
+        }
+    }
+
+    // Down to 2: the highest replicas go, pods, claims and their slots on the primary.
     e.clusters
         .patch(
             "pg",
@@ -344,11 +380,13 @@ async fn seed_then_scale_to_three_replicates_a_row_to_every_replica() {
     assert!(slots.is_some(), "pg-3's slot was not dropped");
     let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
         Api::namespaced(e.clusters.clone().into_client(), &e.ns);
-    let gone = eventually(60, || async {
-        claims.get_opt("pg-3").await.ok()?.is_none().then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "pg-3's claim is still there");
+    for claim in ["pg-3", "pg-4", "pg-5"] {
+        let gone = eventually(60, || async {
+            claims.get_opt(claim).await.ok()?.is_none().then_some(())
+        })
+        .await;
+        assert!(gone.is_some(), "{claim}'s claim is still there");
+    }
 }
 
 /// Counts, for the whole failover, the largest number of instances that were writable
@@ -1101,4 +1139,63 @@ async fn an_s3_store_archives_backs_up_and_restores_a_lost_cluster() {
         rows(&ip_of(&s, "pgs-2"), &pw).await,
         ["only in the archive"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_killed_mid_failover_a_new_one_finishes_it_with_one_primary() {
+    let mut e = env("pg-killed").await;
+    e.create("pgk", 3).await;
+    let s = e.healthy("pgk", 3).await;
+    let pw = e.password("pgk").await;
+    connect(&ip_of(&s, "pgk-1"), &pw)
+        .await
+        .expect("primary")
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before')")
+        .await
+        .expect("write");
+    for replica in ["pgk-2", "pgk-3"] {
+        assert!(has_row(&ip_of(&s, replica), &pw, "before").await);
+    }
+    let stop = Arc::new(AtomicUsize::new(0));
+    let monitor = watch_primaries(e.pods.clone(), stop.clone());
+    e.pods
+        .delete("pgk-1", &DeleteParams::default())
+        .await
+        .expect("delete the primary's pod");
+    // The failover under way — the loss recorded, or the decision taken — when the operator
+    // dies.
+    let under_way = eventually(DEADLINE, || async {
+        let s = e.clusters.get("pgk").await.ok()?.status?;
+        let decided = s.target_primary.as_deref().is_some_and(|t| t != "pgk-1");
+        (s.primary_lost_since.is_some() || decided).then_some(())
+    })
+    .await;
+    assert!(under_way.is_some(), "the loss of pgk-1 was never recorded");
+    e.restart_operator().await;
+
+    let s = eventually(DEADLINE, || async {
+        let s = e.clusters.get("pgk").await.ok()?.status?;
+        let healthy = s.phase == Some(bosun_postgres::api::Phase::Healthy)
+            && s.ready_instances == 3
+            && s.current_primary.as_deref().is_some_and(|p| p != "pgk-1");
+        healthy.then_some(s)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the new operator did not finish the failover"));
+    let primary = s.current_primary.clone().expect("primary");
+    connect(&ip_of(&s, &primary), &pw)
+        .await
+        .expect("new primary")
+        .execute("INSERT INTO t VALUES ('after')", &[])
+        .await
+        .expect("the new primary accepts writes");
+    for i in s.instances.iter().filter(|i| i.name != primary) {
+        let ip = ip_of(&s, &i.name);
+        for row in ["before", "after"] {
+            assert!(has_row(&ip, &pw, row).await, "{} lacks {row:?}", i.name);
+        }
+    }
+    stop.store(1, Ordering::Relaxed);
+    let most = monitor.await.expect("monitor");
+    assert_eq!(most, 1, "two instances reported primary at once");
 }
