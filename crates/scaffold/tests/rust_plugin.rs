@@ -296,7 +296,7 @@ fn without_a_source_the_crates_are_this_version() {
 /// this workspace's target dir and lock file, offline. Ignored by default (it runs cargo):
 /// `cargo test -p bosun-scaffold --test rust_plugin -- --ignored`.
 #[test]
-#[ignore]
+#[ignore = "runs a second cargo build of a generated project (minutes); scripts/test.sh runs it with --ignored right after the workspace tests"]
 fn a_scaffolded_operator_builds_and_its_tests_pass() {
     let dir = tempfile::tempdir().expect("dir");
     let project = "scaffolded-rust-op";
