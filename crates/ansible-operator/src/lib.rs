@@ -405,11 +405,20 @@ impl Flavor for AnsibleFlavor {
         false
     }
 
+    /// The custom resources are cached packed ([`bosun_watches::packed`]): spec and status as
+    /// JSON text, which the reconcile parses back. Every annotation is kept: the role is
+    /// given the whole object.
+    fn slim_primary(&self) -> Option<fn(&mut DynamicObject)> {
+        Some(bosun_watches::packed::pack_data)
+    }
+
     fn reconcile(
         obj: Arc<DynamicObject>,
         host: Arc<Host<Self>>,
     ) -> BoxFuture<'static, Result<Next, Error>> {
         let timer = metrics::Reconciles::global().timer(host.flavor.gvk_label.clone());
+        // The cache keeps it packed (see `slim_primary`).
+        let obj = bosun_watches::packed::unpacked(obj);
         if let Some(fb) = host.flavor.fallback.clone() {
             return Box::pin(async move {
                 let _timer = timer;

@@ -62,7 +62,7 @@ fn int(v: &serde_json::Value, path: &str) -> i64 {
 
 /// None when ready; otherwise what it waits for.
 pub fn not_ready(kind: &str, obj: &DynamicObject) -> Option<String> {
-    let d = &crate::packed::data(&obj.data);
+    let d = &bosun_watches::packed::data(&obj.data);
     let generation = obj.metadata.generation.unwrap_or(0);
     let observed = int(d, "/status/observedGeneration");
     let name = obj.metadata.name.as_deref().unwrap_or("");

@@ -4,6 +4,7 @@
 pub mod file;
 pub mod host;
 pub mod kinds;
+pub mod packed;
 
 pub use file::{parse_duration, Entry, Runner, WatchesError, WatchesFile};
 pub use host::{Flavor, Host, Next, WatchOperator};

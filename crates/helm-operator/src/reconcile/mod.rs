@@ -100,12 +100,8 @@ fn annotation_true(cr: &DynamicObject, key: &str) -> bool {
 }
 
 pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, Error> {
-    // The cache keeps it packed (crate::packed).
-    let cr = if cr.data.is_string() {
-        Arc::new(crate::packed::unpack(&cr))
-    } else {
-        cr
-    };
+    // The cache keeps it packed (bosun_watches::packed).
+    let cr = bosun_watches::packed::unpacked(cr);
     let api = host.api_of(&cr);
     let cr = live_record(cr, &host, &api).await?;
     let previous = HelmStatus::of(&cr.data);

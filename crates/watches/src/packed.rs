@@ -1,19 +1,27 @@
-//! The custom resources as the primary cache keeps them: the metadata, and the rest (spec
-//! and status) as its compact JSON text. A `serde_json::Value` tree costs a map node per
-//! object and tens of bytes per value: the seed BookStore's spec and status held ≈10 KB
-//! that way, ≈1 KB as text. A reconcile parses the text back once ([`unpack`]); nothing else
-//! reads the cache.
+//! The custom resources as a flavour's primary cache keeps them ([`crate::Flavor::slim_primary`]):
+//! the metadata, and the rest (spec and status) as its compact JSON text. A
+//! `serde_json::Value` tree costs a map node per object and tens of bytes per value: the
+//! seed BookStore's spec and status held ≈10 KB that way, ≈1 KB as text. A reconcile parses
+//! the text back once ([`unpacked`]); the triggers' filters read only the metadata.
+use std::sync::Arc;
+
 use kube::core::DynamicObject;
 use serde_json::Value;
 
 /// kubectl's copy of the whole object as last applied, which nothing here reads.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// The object as the primary cache keeps it.
+/// The object as the primary cache keeps it, without kubectl's last-applied copy (for a
+/// flavour that never shows the annotations to its runs' input).
 pub fn pack(obj: &mut DynamicObject) {
     if let Some(a) = obj.metadata.annotations.as_mut() {
         a.remove(LAST_APPLIED);
     }
+    pack_data(obj);
+}
+
+/// The object as the primary cache keeps it, every annotation included.
+pub fn pack_data(obj: &mut DynamicObject) {
     if !obj.data.is_string() {
         let text = obj.data.to_string();
         obj.data = Value::String(text);
@@ -26,6 +34,16 @@ pub fn unpack(obj: &DynamicObject) -> DynamicObject {
         types: obj.types.clone(),
         metadata: obj.metadata.clone(),
         data: data(&obj.data),
+    }
+}
+
+/// The object a reconcile is handed, as the API server sent it: unpacked when the cache
+/// packed it, else the same object.
+pub fn unpacked(obj: Arc<DynamicObject>) -> Arc<DynamicObject> {
+    if obj.data.is_string() {
+        Arc::new(unpack(&obj))
+    } else {
+        obj
     }
 }
 
@@ -76,6 +94,31 @@ mod tests {
             unpack(&read).data,
             read.data,
             "an unpacked object is left as it is"
+        );
+    }
+
+    /// The Ansible flavour hands the role the whole object: packing its data keeps every
+    /// annotation, and `unpacked` gives back what was read.
+    #[test]
+    fn packing_the_data_alone_keeps_every_annotation() {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "cache.example.com",
+            "v1",
+            "Memcached",
+        ));
+        let mut o = DynamicObject::new("m", &ar).within("ns");
+        o.metadata.annotations = Some([(LAST_APPLIED.to_string(), "{}".to_string())].into());
+        o.data = json!({"spec": {"size": 3}});
+        let read = o.clone();
+        pack_data(&mut o);
+        assert!(o.data.is_string());
+        let back = unpacked(Arc::new(o));
+        assert_eq!(back.data, read.data);
+        assert_eq!(back.metadata.annotations, read.metadata.annotations);
+        let same = Arc::new(read.clone());
+        assert!(
+            Arc::ptr_eq(&unpacked(same.clone()), &same),
+            "an unpacked object is not copied"
         );
     }
 }
