@@ -441,7 +441,10 @@ impl Registry<'_> {
 
     fn failed(&self, what: &str, url: &str, resp: &Response) -> Error {
         let detail = api_errors(resp).unwrap_or_else(|| format!("HTTP {}", resp.status));
-        let hint = if resp.status == http::StatusCode::NOT_FOUND {
+        // A registry without the repository says NAME_UNKNOWN (some say only 404 to a tags list).
+        let no_repository = detail.contains("NAME_UNKNOWN")
+            || (resp.status == http::StatusCode::NOT_FOUND && url.ends_with("/tags/list"));
+        let hint = if no_repository {
             ": the registry has no such repository; check the path in the reference"
         } else {
             ""

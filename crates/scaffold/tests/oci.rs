@@ -584,7 +584,7 @@ fn versions_are_chosen_as_helm_chooses_them() {
     // A tag that is no version, on 0.9.0's manifest.
     let config =
         serde_json::json!({"apiVersion": "v2", "name": "tiny", "version": "0.9.0"}).to_string();
-    reg.push(
+    let latest = reg.push(
         "charts/tiny",
         "latest",
         (HELM_CONFIG, config.as_bytes()),
@@ -610,6 +610,16 @@ fn versions_are_chosen_as_helm_chooses_them() {
     assert_eq!(
         chart_version(&api(&opts(&format!("{url}:0.10.0"), Some("0.10.0")))),
         "0.10.0"
+    );
+    // A digest in the reference: that manifest, checked against it.
+    assert_eq!(
+        chart_version(&api(&opts(&format!("{url}@{latest}"), None))),
+        "0.9.0"
+    );
+    let e = err(&opts(&format!("{url}@sha256:{}", "0".repeat(64)), None));
+    assert!(
+        e.contains("MANIFEST_UNKNOWN") && !e.contains("no such repository"),
+        "{e}"
     );
     let mut via_repo = opts("tiny", Some("0.9.0"));
     via_repo.helm_chart_repo = Some(reg.oci("charts"));
