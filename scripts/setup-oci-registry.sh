@@ -22,13 +22,21 @@ command -v apt-get >/dev/null || {
   log "no apt-get: install CNCF distribution's registry (2.8 or later) as docker-registry on the PATH"
   exit 3
 }
-if ! apt-cache show docker-registry >/dev/null 2>&1; then
+apt_update() {
   # Error-Mode=any: by default apt-get update exits 0 when no index could be fetched.
   $SUDO apt-get update -qq -o APT::Update::Error-Mode=any -o Acquire::http::Timeout=30
-fi
+}
+install() {
+  $SUDO apt-get install -y -qq --no-install-recommends docker-registry >/dev/null
+}
 log "apt-get install docker-registry"
-# policy-rc.d-less containers would try to start the package's service: it is not needed.
-$SUDO env RUNLEVEL=1 apt-get install -y -qq --no-install-recommends docker-registry >/dev/null
+# Package lists that are missing or stale (a file the mirror no longer has) are refreshed once.
+if ! apt-cache show docker-registry >/dev/null 2>&1; then apt_update; fi
+install || { apt_update; install; }
+# The tests start their own registries; the package's service (port 5000) is not wanted.
+if command -v systemctl >/dev/null && systemctl is-active --quiet docker-registry 2>/dev/null; then
+  $SUDO systemctl disable --now docker-registry >/dev/null 2>&1 || true
+fi
 BIN=$(command -v docker-registry) || { log "docker-registry is not on the PATH after the install"; exit 1; }
 log "docker-registry ready at $BIN"
 echo "$BIN"
