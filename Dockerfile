@@ -7,7 +7,7 @@ FROM rust:1.95-alpine AS build
 RUN apk add --no-cache musl-dev
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p bosun --no-default-features \
+RUN cargo build --release --locked -p bosun --no-default-features --features builtin \
  && install -m 0755 target/release/bosun /bosun
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -22,6 +22,7 @@ bash scripts/setup-moto.sh >/dev/null
 
 echo "== vSphere simulator (vcsim from Debian's govmomi source, for crates/vsphere's tests)"
 bash scripts/setup-vcsim.sh >/dev/null
+bash scripts/setup-oci-registry.sh >/dev/null  # CNCF distribution, for create api --helm-chart oci://
 
 echo "== build"
 # A clean checkout gains nothing from incremental state, and it was a third of the target dir.

@@ -1,8 +1,10 @@
 //! bosun as a library: every command of the `bosun` binary (`run`, `dev`, `crd`, `rbac`,
 //! `manifests`, `bundle`, `scorecard`, `init`, `create api`, `version`, …) over a list of
-//! operators the caller chooses. bosun's own binary is [`main`] with [`registry::builtin`];
-//! an operator written on `bosun-runtime` in its own crate gets the same commands from a
-//! `main.rs` of a few lines:
+//! operators the caller chooses. bosun's own binary is [`main`] with `registry::builtin`
+//! (bosun's own operators, the default feature `builtin`); an operator written on
+//! `bosun-runtime` in its own crate gets the same commands from a `main.rs` of a few lines,
+//! depending on `bosun` with `default-features = false` so that none of bosun's own operators
+//! (nor `bosun dev`, which runs bosun's samples) is compiled into it:
 //!
 //! ```no_run
 //! # use std::sync::Arc;

@@ -66,12 +66,24 @@ pub fn install(ops: Operators) -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("the operators of this process were already chosen"))
 }
 
-/// The installed list; bosun's own when none was installed (this crate's unit tests).
+/// The installed list; bosun's own when none was installed (this crate's unit tests), or none
+/// without them.
 fn installed() -> &'static Operators {
-    INSTALLED.get_or_init(builtin)
+    INSTALLED.get_or_init(fallback)
 }
 
-/// bosun's own operators; BookStore runs by default.
+#[cfg(feature = "builtin")]
+fn fallback() -> Operators {
+    builtin()
+}
+
+#[cfg(not(feature = "builtin"))]
+fn fallback() -> Operators {
+    Operators::new(|_| Vec::new())
+}
+
+/// bosun's own operators (feature `builtin`, on by default); BookStore runs by default.
+#[cfg(feature = "builtin")]
 pub fn builtin() -> Operators {
     Operators::new(bosun_coded_with).run_by_default(&["bookstore"])
 }
@@ -91,6 +103,7 @@ pub fn default_names() -> Vec<String> {
     installed().default_names(&|k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()))
 }
 
+#[cfg(feature = "builtin")]
 fn bosun_coded_with(get: Lookup) -> Vec<Arc<dyn Operator>> {
     vec![
         // With the v1alpha1 ↔ v1 conversion webhook when BOSUN_BOOKSTORE_WEBHOOK_ADDR is set.
@@ -233,7 +246,8 @@ pub fn unique_crds(ops: &[Arc<dyn Operator>]) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+/// bosun's own operators are what these tests select, print and run.
+#[cfg(all(test, feature = "builtin"))]
 mod tests {
     use super::*;
 

@@ -1,8 +1,8 @@
 //! The helm plugin's `create api`: the kind is backed by a chart (`--helm-chart DIR|.tgz`,
 //! or a new small chart for `--kind`), copied into `helm-charts/<name>/`; the sample's spec is
 //! the chart's values. operator-sdk's defaults: group `charts`, version `v1alpha1`, kind the
-//! chart's name in UpperCamelCase. With `--helm-chart-repo` the chart is fetched first
-//! ([`crate::repo`]).
+//! chart's name in UpperCamelCase. With `--helm-chart-repo` ([`crate::repo`]) or an `oci://`
+//! reference ([`crate::oci`]) the chart is fetched first.
 use std::path::{Path, PathBuf};
 
 use crate::chart::ChartSource;
@@ -49,13 +49,20 @@ pub fn api(opts: &ApiOptions) -> Result<Api, Error> {
     })
 }
 
-/// A local chart, or one fetched from `--helm-chart-repo` (its errors then name the URL).
+/// A local chart, or one fetched from `--helm-chart-repo` or an `oci://` registry (its errors
+/// then name the URL).
 fn load(chart: &Path, opts: &ApiOptions) -> Result<ChartSource, Error> {
     let text = chart.to_string_lossy();
-    if text.starts_with("oci://") {
-        return Err(crate::repo::oci_unsupported(&text));
-    }
-    let Some(repo) = &opts.helm_chart_repo else {
+    let fetched = if text.starts_with("oci://") {
+        if let Some(repo) = &opts.helm_chart_repo {
+            return Err(Error::Repo(format!(
+                "--helm-chart {text} names its registry already: leave out --helm-chart-repo {repo}"
+            )));
+        }
+        crate::oci::fetch(&text, opts.helm_chart_version.as_deref())?
+    } else if let Some(repo) = &opts.helm_chart_repo {
+        crate::repo::fetch(&text, repo, opts.helm_chart_version.as_deref())?
+    } else {
         if opts.helm_chart_version.is_some() {
             return Err(Error::Repo(
                 "--helm-chart-version selects a version in a repository: pass --helm-chart-repo URL too".into(),
@@ -68,7 +75,6 @@ fn load(chart: &Path, opts: &ApiOptions) -> Result<ChartSource, Error> {
         }
         return ChartSource::load(chart);
     };
-    let fetched = crate::repo::fetch(&text, repo, opts.helm_chart_version.as_deref())?;
     ChartSource::load(&fetched.path).map_err(|e| match e {
         Error::Chart { message, .. } => Error::Chart {
             path: PathBuf::from(&fetched.url),

@@ -15,6 +15,8 @@ pub mod files;
 pub mod helm;
 pub mod kustomize;
 pub mod names;
+mod net;
+pub mod oci;
 pub mod project;
 pub mod repo;
 pub mod rust;

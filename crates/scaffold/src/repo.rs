@@ -2,20 +2,15 @@
 //! a classic Helm repository — its `index.yaml`, then the archive it names — and then read as
 //! any `.tgz`. The version is chosen as Helm does: an exact version, else the highest version
 //! matching a constraint (`^1.2`, `~0.3`), else (none given) the highest stable one. A digest
-//! in the index is checked against the download. `oci://` registries are not supported yet.
+//! in the index is checked against the download. `oci://` charts are fetched by [`crate::oci`].
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use bosun_helm::funcs::semver::{Constraints, Version};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use crate::net::{get_ok as get, hex, resolve};
 use crate::Error;
-
-/// Neither an index nor a chart is this large; a bigger body is refused rather than held.
-const MAX_BODY: usize = 64 << 20;
-const TIMEOUT: Duration = Duration::from_secs(60);
-const MAX_REDIRECTS: usize = 5;
 
 /// A chart archive fetched from a repository, kept in a temporary directory until dropped.
 pub struct Fetched {
@@ -31,7 +26,7 @@ struct Index {
     entries: std::collections::BTreeMap<String, Vec<Entry>>,
 }
 
-#[derive(Deserialize, Clone, Debug)]
+#[derive(Deserialize, Debug)]
 struct Entry {
     version: String,
     #[serde(default)]
@@ -40,18 +35,14 @@ struct Entry {
     digest: Option<String>,
 }
 
-/// The message for `oci://` charts, naming the workaround.
-pub fn oci_unsupported(reference: &str) -> Error {
-    Error::Repo(format!(
-        "{reference}: OCI registries are not supported yet. Pull the chart yourself (`helm pull {reference} [--version V]`) and pass the archive: --helm-chart ./CHART-VERSION.tgz"
-    ))
-}
-
 /// Fetches `chart` (`name` or `repo/name`: the part after the last `/` is the name in the
 /// index) from the repository at `repo`.
 pub fn fetch(chart: &str, repo: &str, version: Option<&str>) -> Result<Fetched, Error> {
-    if repo.starts_with("oci://") {
-        return Err(oci_unsupported(repo));
+    if let Some(registry) = repo.strip_prefix("oci://") {
+        // `--helm-chart-repo oci://HOST/PATH --helm-chart NAME` is `oci://HOST/PATH/NAME`.
+        let name = chart.rsplit('/').next().unwrap_or(chart);
+        let reference = format!("oci://{}/{name}", registry.trim_end_matches('/'));
+        return crate::oci::fetch(&reference, version);
     }
     if !(repo.starts_with("http://") || repo.starts_with("https://")) {
         return Err(Error::Repo(format!(
@@ -79,14 +70,16 @@ pub fn fetch(chart: &str, repo: &str, version: Option<&str>) -> Result<Fetched, 
             }
         )));
     };
-    let entry = pick(entries, version).map_err(|wanted| {
-        let mut all: Vec<&str> = entries.iter().map(|e| e.version.as_str()).collect();
+    let versions: Vec<&str> = entries.iter().map(|e| e.version.as_str()).collect();
+    let picked = pick(&versions, version).map_err(|wanted| {
+        let mut all = versions.clone();
         all.truncate(20);
         Error::Repo(format!(
             "chart {name:?} has no version {wanted} in {index_url} (versions: {}). Pass one of them with --helm-chart-version",
             all.join(", ")
         ))
     })?;
+    let entry = &entries[picked];
     let Some(rel) = entry.urls.first() else {
         return Err(Error::Repo(format!(
             "{index_url}: {name} {} lists no download URL",
@@ -109,148 +102,51 @@ pub fn fetch(chart: &str, repo: &str, version: Option<&str>) -> Result<Fetched, 
             )));
         }
     }
-    let dir = tempfile::tempdir().map_err(Error::io(Path::new("temporary directory")))?;
-    let path = dir.path().join(format!("{name}-{}.tgz", entry.version));
-    std::fs::write(&path, &data).map_err(Error::io(&path))?;
-    Ok(Fetched {
-        _dir: dir,
-        path,
-        url,
-    })
+    Fetched::keep(name, &entry.version, &data, url)
 }
 
-/// Helm's choice: an exact version first, then the highest match of a constraint; with no
-/// version, the highest stable one (`*` excludes pre-releases). Err holds what was asked.
-fn pick(entries: &[Entry], version: Option<&str>) -> Result<Entry, String> {
+impl Fetched {
+    /// Writes a downloaded archive to a temporary file, as `helm pull` names it.
+    pub(crate) fn keep(
+        name: &str,
+        version: &str,
+        data: &[u8],
+        url: String,
+    ) -> Result<Fetched, Error> {
+        let dir = tempfile::tempdir().map_err(Error::io(Path::new("temporary directory")))?;
+        let path = dir.path().join(format!("{name}-{version}.tgz"));
+        std::fs::write(&path, data).map_err(Error::io(&path))?;
+        Ok(Fetched {
+            _dir: dir,
+            path,
+            url,
+        })
+    }
+}
+
+/// Helm's choice among `versions`: an exact version first, then the highest match of a
+/// constraint; with no version, the highest stable one (`*` excludes pre-releases). Err holds
+/// what was asked; Ok the position of the one chosen. Shared with OCI registries, whose tags
+/// are the versions.
+pub(crate) fn pick(versions: &[&str], version: Option<&str>) -> Result<usize, String> {
     if let Some(v) = version {
-        if let Some(e) = entries.iter().find(|e| e.version == v) {
-            return Ok(e.clone());
+        if let Some(i) = versions.iter().position(|e| *e == v) {
+            return Ok(i);
         }
     }
     let wanted = version.unwrap_or("*");
     let constraint = Constraints::parse(wanted).map_err(|_| wanted.to_string())?;
-    entries
+    versions
         .iter()
-        .filter_map(|e| Version::parse(&e.version).ok().map(|v| (v, e)))
+        .enumerate()
+        .filter_map(|(i, e)| Version::parse(e).ok().map(|v| (v, i)))
         .filter(|(v, _)| constraint.check(v))
         .max_by(|(a, _), (b, _)| a.compare(b))
-        .map(|(_, e)| e.clone())
+        .map(|(_, i)| i)
         .ok_or_else(|| match version {
             Some(v) => v.to_string(),
             None => "(no stable version)".to_string(),
         })
-}
-
-/// An index's URL is absolute, host-absolute (`/charts/x.tgz`) or relative to the repository.
-fn resolve(base: &str, url: &str) -> String {
-    if url.contains("://") {
-        return url.to_string();
-    }
-    if let Some(path) = url.strip_prefix('/') {
-        let after_scheme = base.find("://").map(|i| i + 3).unwrap_or(0);
-        let host_end = base[after_scheme..]
-            .find('/')
-            .map(|i| i + after_scheme)
-            .unwrap_or(base.len());
-        return format!("{}/{path}", &base[..host_end]);
-    }
-    format!("{base}{url}")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// One GET, following redirects, on its own thread and runtime: the CLI may already be
-/// inside a Tokio runtime, where blocking on another would panic.
-fn get(url: &str) -> Result<Vec<u8>, String> {
-    let url = url.to_string();
-    std::thread::spawn(move || -> Result<Vec<u8>, String> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        rt.block_on(async {
-            tokio::time::timeout(TIMEOUT, get_async(&url))
-                .await
-                .map_err(|_| format!("no answer within {}s", TIMEOUT.as_secs()))?
-                .map_err(|e| describe(&*e))
-        })
-    })
-    .join()
-    .map_err(|_| "the download thread failed".to_string())?
-}
-
-/// The error and its causes on one line (hyper's top error alone says little).
-fn describe(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
-async fn get_async(url: &str) -> Result<Vec<u8>, BoxError> {
-    use http_body_util::{BodyExt, Empty, Limited};
-    use hyper_util::client::legacy::Client;
-    use hyper_util::rt::TokioExecutor;
-
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls_config()?)
-        .https_or_http()
-        .enable_http1()
-        .build();
-    let client: Client<_, Empty<bytes::Bytes>> =
-        Client::builder(TokioExecutor::new()).build(connector);
-    let mut url = url.to_string();
-    for _ in 0..=MAX_REDIRECTS {
-        let req = http::Request::get(url.as_str())
-            .header(http::header::USER_AGENT, "bosun")
-            .body(Empty::new())?;
-        let resp = client.request(req).await?;
-        let status = resp.status();
-        if status.is_redirection() {
-            let location = resp
-                .headers()
-                .get(http::header::LOCATION)
-                .and_then(|l| l.to_str().ok())
-                .ok_or_else(|| format!("{status} without a Location"))?;
-            url = resolve_redirect(&url, location);
-            continue;
-        }
-        if !status.is_success() {
-            return Err(format!("HTTP {status}").into());
-        }
-        let body = Limited::new(resp.into_body(), MAX_BODY)
-            .collect()
-            .await
-            .map_err(|e| format!("reading the body: {e}"))?;
-        return Ok(body.to_bytes().to_vec());
-    }
-    Err(format!("more than {MAX_REDIRECTS} redirects").into())
-}
-
-fn resolve_redirect(from: &str, location: &str) -> String {
-    let dir = match from.rfind('/') {
-        Some(i) if i > from.find("://").map(|j| j + 2).unwrap_or(0) => &from[..=i],
-        _ => from,
-    };
-    resolve(dir, location)
-}
-
-fn tls_config() -> Result<rustls::ClientConfig, BoxError> {
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
 }
 
 #[cfg(test)]
@@ -258,37 +154,16 @@ fn tls_config() -> Result<rustls::ClientConfig, BoxError> {
 mod tests {
     use super::*;
 
-    fn entries(vs: &[&str]) -> Vec<Entry> {
-        vs.iter()
-            .map(|v| Entry {
-                version: v.to_string(),
-                urls: vec![],
-                digest: None,
-            })
-            .collect()
-    }
-
     #[test]
     fn picks_as_helm_does() {
-        let e = entries(&["0.9.0", "0.10.0", "1.0.0-rc.1", "0.2.0"]);
+        let e = ["0.9.0", "0.10.0", "1.0.0-rc.1", "0.2.0"];
+        let p = |v| e[pick(&e, v).unwrap()];
         // semver order, not string order; pre-releases only when asked for.
-        assert_eq!(pick(&e, None).unwrap().version, "0.10.0");
-        assert_eq!(pick(&e, Some("0.9.0")).unwrap().version, "0.9.0");
-        assert_eq!(pick(&e, Some("1.0.0-rc.1")).unwrap().version, "1.0.0-rc.1");
-        assert_eq!(pick(&e, Some("~0.9")).unwrap().version, "0.9.0");
+        assert_eq!(p(None), "0.10.0");
+        assert_eq!(p(Some("0.9.0")), "0.9.0");
+        assert_eq!(p(Some("1.0.0-rc.1")), "1.0.0-rc.1");
+        assert_eq!(p(Some("~0.9")), "0.9.0");
         assert_eq!(pick(&e, Some("3.0.0")).unwrap_err(), "3.0.0");
-        assert!(pick(&entries(&["1.0.0-rc.1"]), None).is_err());
-    }
-
-    #[test]
-    fn resolves_urls_as_an_index_means_them() {
-        let base = "http://h:1/charts/";
-        assert_eq!(resolve(base, "a-1.tgz"), "http://h:1/charts/a-1.tgz");
-        assert_eq!(resolve(base, "/x/a-1.tgz"), "http://h:1/x/a-1.tgz");
-        assert_eq!(resolve(base, "https://o/a.tgz"), "https://o/a.tgz");
-        assert_eq!(
-            resolve_redirect("http://h:1/charts/index.yaml", "/y/index.yaml"),
-            "http://h:1/y/index.yaml"
-        );
+        assert!(pick(&["1.0.0-rc.1"], None).is_err());
     }
 }

@@ -213,11 +213,6 @@ fn clear_errors() {
     // A server without that repository.
     let e = err(&opts("greeter", Some(&format!("{url}/nothing")), None));
     assert!(e.contains("is unreachable") && e.contains("404"), "{e}");
-    let e = err(&opts("oci://registry.example/charts/greeter", None, None));
-    assert!(
-        e.contains("not supported yet") && e.contains("helm pull") && e.contains(".tgz"),
-        "{e}"
-    );
     let e = err(&opts("myrepo/greeter", None, None));
     assert!(e.contains("--helm-chart-repo"), "{e}");
     let e = err(&opts(fixture().to_str().unwrap(), None, Some("1.0.0")));

@@ -282,17 +282,25 @@ fn without_a_source_the_crates_are_this_version() {
     .expect("init");
     let cargo = std::fs::read_to_string(dir.path().join("Cargo.toml")).expect("Cargo.toml");
     let v = env!("CARGO_PKG_VERSION");
-    for c in ["bosun", "bosun-runtime", "bosun-testenv"] {
+    for c in ["bosun-runtime", "bosun-testenv"] {
         assert!(
             cargo.contains(&format!("\n{c} = \"{v}\"\n")),
             "{c}: {cargo}"
         );
     }
+    // bosun's CLI without bosun's own operators.
+    assert!(
+        cargo.contains(&format!(
+            "\nbosun = {{ version = \"{v}\", default-features = false }}\n"
+        )),
+        "{cargo}"
+    );
 }
 
 /// The proof: a scaffolded operator (init + create api) compiles against this workspace's
 /// crates, its generated unit tests and its end-to-end test (bosun's test control plane) pass,
-/// and its binary — bosun's CLI as a library over its one operator — prints its CRD. It shares
+/// and its binary — bosun's CLI as a library over its one operator, without bosun's own
+/// operators (`cargo tree` shows none) — prints its CRD. It shares
 /// this workspace's target dir and lock file, offline. Ignored by default (it runs cargo):
 /// `cargo test -p bosun-scaffold --test rust_plugin -- --ignored`.
 #[test]
@@ -329,32 +337,76 @@ fn a_scaffolded_operator_builds_and_its_tests_pass() {
         "the scaffold is not rustfmt-clean:\n{}",
         String::from_utf8_lossy(&fmt.stdout)
     );
-    let mut test = Command::new(&cargo);
-    // What cargo set for this test process (CARGO_MANIFEST_DIR, CARGO_PKG_*, …) is not the
-    // environment of a build: build scripts that watch such a variable (ring's) would run again
-    // and everything above them rebuild, in this build and in the workspace's next one.
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy().into_owned();
-        let set_by_cargo = [
-            "CARGO_MANIFEST_",
-            "CARGO_PKG_",
-            "CARGO_CRATE_",
-            "CARGO_BIN_",
-            "CARGO_PRIMARY_PACKAGE",
-            "CARGO_TARGET_TMPDIR",
-            "CARGO_RUSTC_CURRENT_DIR",
-            "OUT_DIR",
-        ]
-        .iter()
-        .any(|p| key.starts_with(p));
-        if set_by_cargo {
-            test.env_remove(&key);
+    let cargo_in_project = || {
+        let mut cmd = Command::new(&cargo);
+        // What cargo set for this test process (CARGO_MANIFEST_DIR, CARGO_PKG_*, …) is not the
+        // environment of a build: build scripts that watch such a variable (ring's) would run
+        // again and everything above them rebuild, in this build and in the workspace's next one.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy().into_owned();
+            let set_by_cargo = [
+                "CARGO_MANIFEST_",
+                "CARGO_PKG_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+                "OUT_DIR",
+            ]
+            .iter()
+            .any(|p| key.starts_with(p));
+            if set_by_cargo {
+                cmd.env_remove(&key);
+            }
         }
+        cmd.current_dir(dir.path()).env("CARGO_TARGET_DIR", &target);
+        cmd
+    };
+    // The operator's build graph holds bosun's CLI and engines, none of bosun's own operators.
+    let tree = cargo_in_project()
+        .args([
+            "tree",
+            "--offline",
+            "--edges",
+            "normal,build",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .output()
+        .expect("cargo tree runs");
+    let tree = String::from_utf8_lossy(&tree.stdout);
+    let crates: std::collections::BTreeSet<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for needed in [
+        "bosun",
+        "bosun-runtime",
+        "bosun-helm-operator",
+        "bosun-scaffold",
+    ] {
+        assert!(
+            crates.contains(needed),
+            "{needed} in the operator's graph: {tree}"
+        );
     }
-    let status = test
+    for builtin in [
+        "bosun-bookstore",
+        "bosun-myownshell",
+        "bosun-vmgroup",
+        "bosun-vsphere",
+        "bosun-postgres",
+    ] {
+        assert!(
+            !crates.contains(builtin),
+            "{builtin} is linked into a user's operator: {tree}"
+        );
+    }
+    let status = cargo_in_project()
         .args(["test", "--offline", "--", "--test-threads=2"])
-        .current_dir(dir.path())
-        .env("CARGO_TARGET_DIR", &target)
         .status()
         .expect("cargo runs");
     assert!(status.success(), "the scaffolded project's tests failed");

@@ -3,6 +3,7 @@ mod bundle;
 mod crd;
 #[cfg(feature = "dev")]
 mod dev;
+#[cfg(feature = "builtin")]
 mod pg;
 mod render;
 mod run;
@@ -54,6 +55,7 @@ pub enum Command {
     /// Print the version.
     Version,
     /// PostgresCluster instance pods' entry point (`bosun pg instance`).
+    #[cfg(feature = "builtin")]
     #[command(hide = true)]
     Pg(pg::PgArgs),
 }
@@ -83,6 +85,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Init(args) => scaffold::init(args),
         Command::Create(cmd) => scaffold::create(cmd),
         Command::Generate(cmd) => scaffold::generate(cmd),
+        #[cfg(feature = "builtin")]
         Command::Pg(args) => pg::run(args).await,
         Command::Bundle(args) => bundle::run(*args),
         Command::Scorecard(args) => scorecard::run(args),

@@ -36,18 +36,13 @@ pub const DEPENDENCIES: &[(&str, &str)] = &[
 /// Only for the tests: the snapshot is compared as YAML.
 const DEV_DEPENDENCIES: &[(&str, &str)] = &[("serde_yaml", r#""0.9""#)];
 
-/// The bosun crates the build reaches (bosun's CLI library pulls in its own operators and
-/// engines): with path dependencies they get bosun's own profile, so that a target dir shared
-/// with a bosun checkout reuses its build.
+/// The bosun crates the build reaches (bosun's CLI library pulls in its engines, not bosun's
+/// own operators): with path dependencies they get bosun's own profile, so that a target dir
+/// shared with a bosun checkout reuses its build.
 const BOSUN_CRATES: &[&str] = &[
     "bosun",
     "bosun-runtime",
     "bosun-testenv",
-    "bosun-bookstore",
-    "bosun-myownshell",
-    "bosun-vmgroup",
-    "bosun-postgres",
-    "bosun-vsphere",
     "bosun-watches",
     "bosun-yaml",
     "bosun-helm",
@@ -69,11 +64,23 @@ fn bosun_dep(name: &str, source: &BosunSource) -> String {
     }
 }
 
+/// The `bosun` crate without its default features: its CLI as a library, not bosun's own
+/// operators (BookStore, MyOwnShell, VmGroup, PostgresCluster) nor `bosun dev`.
+fn bosun_cli_dep(source: &BosunSource) -> String {
+    let from = match source {
+        BosunSource::Path(root) => {
+            format!("path = \"{}\"", root.join("crates").join("bosun").display())
+        }
+        BosunSource::Version(v) => format!("version = \"{v}\""),
+    };
+    format!("bosun = {{ {from}, default-features = false }}\n")
+}
+
 pub fn manifest(project: &str, source: &BosunSource) -> String {
     let mut s = format!(
         "[package]\nname = \"{project}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n[[bin]]\nname = \"{project}\"\npath = \"src/main.rs\"\n# main.rs is bosun::main and nothing else: no unit-test binary to link.\ntest = false\n\n[dependencies]\n"
     );
-    s.push_str(&bosun_dep("bosun", source));
+    s.push_str(&bosun_cli_dep(source));
     s.push_str(&bosun_dep("bosun-runtime", source));
     for (name, dep) in DEPENDENCIES {
         s.push_str(&format!("{name} = {dep}\n"));
@@ -133,12 +140,16 @@ mod tests {
             "{p}"
         );
         assert!(
-            p.contains("bosun = { path = \"/src/bosun/crates/bosun\" }"),
+            p.contains("bosun = { path = \"/src/bosun/crates/bosun\", default-features = false }"),
             "{p}"
         );
         let v = manifest("shop", &BosunSource::Version("0.1.0".into()));
         assert!(
             v.contains("bosun-testenv = \"0.1.0\"") && !v.contains("{ path ="),
+            "{v}"
+        );
+        assert!(
+            v.contains("\nbosun = { version = \"0.1.0\", default-features = false }\n"),
             "{v}"
         );
     }
