@@ -65,11 +65,13 @@ pub struct ApiFlags {
     /// Resource kind. Default: the chart's name in UpperCamelCase.
     #[arg(long)]
     pub kind: Option<String>,
-    /// Helm: a chart directory or .tgz to back the kind, or with --helm-chart-repo the chart's
-    /// name in that repository (`name` or `repo/name`).
+    /// Helm: a chart directory or .tgz to back the kind, a chart in an OCI registry
+    /// (`oci://HOST/PATH/CHART[:TAG|@DIGEST]`), or with --helm-chart-repo the chart's name in
+    /// that repository (`name` or `repo/name`).
     #[arg(long)]
     pub helm_chart: Option<PathBuf>,
-    /// Helm: the URL of a chart repository (its index.yaml) to fetch --helm-chart from.
+    /// Helm: the URL of a chart repository (its index.yaml, or `oci://HOST/PATH`) to fetch
+    /// --helm-chart from.
     #[arg(long)]
     pub helm_chart_repo: Option<String>,
     /// Helm: the chart version (or a constraint such as ^1.2) to fetch; default: the latest
