@@ -275,6 +275,47 @@ async fn a_vm_left_by_a_crash_mid_clone_is_taken_not_duplicated() {
     env.stop().await;
 }
 
+/// The operator killed while its clone is in flight (vcsim holds each CloneVM_Task 3 s, so the
+/// request is still open): vcsim finishes that clone after the crash, the new operator clones
+/// the same number meanwhile, and the group still ends with one VM, not a leftover extra.
+#[tokio::test]
+async fn an_operator_killed_with_a_clone_in_flight_leaves_no_extra_vm() {
+    let mut env =
+        support::env_with("vg-inflight", None, &["-method-delay", "CloneVM_Task:3000"]).await;
+    env.create("fly", 1, 1, TEMPLATE, 1).await;
+    let op = env.op.clone().expect("operator");
+    let sent = eventually(60, || async {
+        let calls = op.vcenter_calls().await;
+        (calls.get("CloneVM_Task").copied().unwrap_or(0) >= 1).then_some(())
+    })
+    .await;
+    assert!(sent.is_some(), "the clone was sent");
+    env.kill_and_restart().await;
+    assert!(
+        env.vms("fly").await.unwrap_or_default().is_empty(),
+        "the clone was still in flight at the crash"
+    );
+    let vms = env.wait_vms("fly", &["fly-1"], 1, 1).await;
+    env.wait_status("fly", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    // RUNNING is written after the new operator's clone, if it sent one, has answered (the
+    // name taken, it took the VM); the crashed one's clone made the VM. Still one VM.
+    let r0 = env.reconciles();
+    let more = eventually(60, || async {
+        (env.reconciles() >= r0 + 3.0).then_some(())
+    })
+    .await;
+    assert!(more.is_some(), "the new operator reconciles");
+    assert_eq!(
+        env.vms("fly").await,
+        Some(vms),
+        "the same one VM, nothing more"
+    );
+    env.stop().await;
+}
+
 /// The schema refuses what the seed's markers refuse, at the API server.
 #[tokio::test]
 async fn bad_specs_are_refused_by_the_api_server() {
