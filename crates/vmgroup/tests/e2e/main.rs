@@ -195,6 +195,52 @@ async fn a_wrong_password_is_an_error_that_names_the_fix_and_no_secret() {
         "{}",
         st.last_message
     );
+
+    // No retry storm: each attempt is one Login (the count is the attempt's number), and
+    // after the (n-1)-th consecutive failure the n-th attempt waits 2^(n-2) s. Those waits
+    // are lower bounds the backoff guarantees (less 0.5 s for this poll's 200 ms steps), so a
+    // slow machine only lengthens them; a hot loop, or a retry set off by the operator's own
+    // status write, shortens one. The first two attempts are left out: the finalizer the
+    // first one adds may bring the second early, once.
+    let op = env.op.clone().expect("operator");
+    let logins = || async { op.vcenter_calls().await.get("Login").copied().unwrap_or(0) };
+    let first = logins().await;
+    let target = (first + 2).max(4);
+    let mut at: Vec<(u64, std::time::Instant)> = Vec::new();
+    let mut last = first;
+    while last < target {
+        let next = eventually(30, || async {
+            let n = logins().await;
+            (n > last).then(|| (n, std::time::Instant::now()))
+        })
+        .await
+        .expect("the login is retried");
+        assert_eq!(
+            next.0,
+            last + 1,
+            "one Login per attempt, attempts one at a time"
+        );
+        last = next.0;
+        at.push(next);
+    }
+    let mut checked = 0;
+    for w in at.windows(2).filter(|w| w[1].0 >= 3) {
+        let (gap, n) = (w[1].1 - w[0].1, w[1].0);
+        let floor = std::time::Duration::from_millis((1000u64 << (n - 2)).saturating_sub(500));
+        assert!(
+            gap >= floor,
+            "attempt {n} came {gap:?} after the one before: {at:?}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 1, "{at:?}");
+    let announced = env
+        .events_for("app")
+        .await
+        .into_iter()
+        .filter(|(r, _)| r == "LoginFailed")
+        .count();
+    assert_eq!(announced, 1, "the problem is announced once, not per retry");
     env.stop().await;
 }
 
