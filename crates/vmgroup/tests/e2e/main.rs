@@ -279,6 +279,53 @@ async fn deleting_while_vcenter_hangs_keeps_the_finalizer_until_it_answers() {
     env.stop().await;
 }
 
+/// vCenter refusing at deletion (the password changed since the VMs were made): the VMs stay,
+/// so does the VmGroup with its finalizer, and the status says why; once the Secret is right
+/// again the VMs and the folder go, then the VmGroup. Nothing is orphaned silently.
+#[tokio::test]
+async fn deleting_while_vcenter_refuses_keeps_the_finalizer_until_it_accepts() {
+    let env = env("vg-refuse", None).await;
+    env.create("old", 1, 1, TEMPLATE, 1).await;
+    env.wait_status("old", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    env.set_password("changed-meanwhile").await;
+    env.api()
+        .delete("old", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = eventually(60, || async {
+        let vg = env.api().get("old").await.ok()?;
+        let st = vg.status.as_ref()?;
+        let d = find(&st.conditions, "Degraded")?;
+        (st.phase == "ERROR" && d.reason == "LoginFailed").then_some(vg)
+    })
+    .await
+    .expect("the status says vCenter refuses");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert!(!held.finalizers().is_empty(), "the finalizer stays");
+    let msg = &held.status.as_ref().expect("status").last_message;
+    assert!(
+        msg.contains("cannot be deleted yet") && msg.contains("VC_USER and VC_PASS"),
+        "{msg}"
+    );
+    assert!(!msg.contains("changed-meanwhile"), "{msg}");
+    assert_eq!(
+        env.vms("old").await.map(|v| v.len()),
+        Some(1),
+        "the VM is still there"
+    );
+    env.set_password(&env.sim.password.clone()).await;
+    let gone = eventually(120, || async {
+        matches!(env.api().get_opt("old").await, Ok(None)).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "released once vCenter accepts");
+    assert_eq!(env.vms("old").await, None, "the folder is gone");
+    env.stop().await;
+}
+
 #[tokio::test]
 async fn a_vm_left_by_a_crash_mid_clone_is_taken_not_duplicated() {
     let mut env = env("vg-crash", None).await;

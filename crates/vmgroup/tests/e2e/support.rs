@@ -294,6 +294,19 @@ impl Env {
         }
     }
 
+    /// Sets `VC_PASS` in the credentials Secret.
+    pub async fn set_password(&self, password: &str) {
+        let value = serde_json::to_value(ByteString(password.as_bytes().to_vec())).expect("b64");
+        Api::<Secret>::namespaced(self.admin.clone(), &self.ns)
+            .patch(
+                "vc-creds",
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({"data": {"VC_PASS": value}})),
+            )
+            .await
+            .expect("patch the credentials Secret");
+    }
+
     /// Warning/Normal events about an object, as (reason, note).
     pub async fn events_for(&self, name: &str) -> Vec<(String, String)> {
         let api: Api<k8s_openapi::api::events::v1::Event> =
