@@ -195,6 +195,27 @@ async fn a_body_over_the_limit_is_refused_with_413() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
 }
 
+/// A body that starts and never finishes (a client trickling a declared large body) is cut
+/// off with 408 instead of holding its connection and task for ever.
+#[tokio::test(start_paused = true)]
+async fn a_body_that_never_finishes_is_cut_off() {
+    use futures::StreamExt;
+    let first = futures::stream::iter([Ok::<_, std::io::Error>(b"{\"request\":".to_vec())]);
+    let never = futures::stream::pending::<Result<Vec<u8>, std::io::Error>>();
+    let answered = tokio::time::timeout(
+        std::time::Duration::from_secs(600),
+        post("/validate", Body::from_stream(first.chain(never))),
+    )
+    .await;
+    let (status, text) = answered.expect("answered, not left waiting");
+    assert_eq!(
+        status,
+        StatusCode::REQUEST_TIMEOUT,
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+}
+
 #[tokio::test]
 async fn conversion_converts_every_object_or_fails_the_review() {
     let request = |to: &str| {
