@@ -409,6 +409,52 @@ async fn an_operator_killed_with_a_clone_in_flight_leaves_no_extra_vm() {
     env.stop().await;
 }
 
+/// Clones run in parallel, never more than the bound (4) at a time. vcsim holds each
+/// CloneVM_Task 1 s; clones in flight are estimated as CloneVM_Task calls sent less the VMs
+/// vcsim shows, counted in that order, which never overestimates: so the bound is asserted
+/// soundly, and an estimate of 2 or more shows the clones overlap.
+#[tokio::test]
+async fn clones_run_in_parallel_up_to_the_bound() {
+    let env = support::env_with("vg-par", None, &["-method-delay", "CloneVM_Task:1000"]).await;
+    env.create("par", 1, 1, TEMPLATE, 8).await;
+    let op = env.op.clone().expect("operator");
+    let bound = op.settings.parallel as u64;
+    let most = std::sync::atomic::AtomicU64::new(0);
+    let done = eventually(90, || async {
+        let sent = op
+            .vcenter_calls()
+            .await
+            .get("CloneVM_Task")
+            .copied()
+            .unwrap_or(0);
+        let made = env.vms("par").await.map(|v| v.len() as u64).unwrap_or(0);
+        let in_flight = sent.saturating_sub(made);
+        assert!(
+            in_flight <= bound,
+            "{in_flight} clones in flight, bound {bound}"
+        );
+        most.fetch_max(in_flight, std::sync::atomic::Ordering::Relaxed);
+        (made == 8 && sent == 8).then_some(())
+    })
+    .await;
+    assert!(done.is_some(), "8 VMs cloned");
+    let most = most.into_inner();
+    assert!(
+        most >= 2,
+        "the clones overlap: at most {most} seen in flight"
+    );
+    env.wait_vms(
+        "par",
+        &[
+            "par-1", "par-2", "par-3", "par-4", "par-5", "par-6", "par-7", "par-8",
+        ],
+        1,
+        1,
+    )
+    .await;
+    env.stop().await;
+}
+
 /// The schema refuses what the seed's markers refuse, at the API server.
 #[tokio::test]
 async fn bad_specs_are_refused_by_the_api_server() {
