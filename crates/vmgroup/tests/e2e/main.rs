@@ -279,6 +279,42 @@ async fn deleting_while_vcenter_hangs_keeps_the_finalizer_until_it_answers() {
     env.stop().await;
 }
 
+/// vCenter stops answering while a group runs: ERROR with the reason, a condition and an
+/// Event; once it answers again the group is RUNNING and a Recovered Event says so.
+#[tokio::test]
+async fn an_unreachable_vcenter_is_an_error_and_the_group_recovers() {
+    let env = env("vg-unreach", None).await;
+    env.create("up", 1, 1, TEMPLATE, 1).await;
+    env.wait_status("up", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    env.sim.pause().expect("pause vcsim");
+    let vg = env
+        .wait_status("up", "ERROR", |s| {
+            s.phase == "ERROR"
+                && find(&s.conditions, "Degraded").is_some_and(|d| d.reason == "VCenterUnreachable")
+        })
+        .await;
+    let msg = vg.status.expect("status").last_message;
+    assert!(msg.contains("check VC_HOST"), "{msg}");
+    env.sim.resume().expect("resume vcsim");
+    env.wait_status("up", "RUNNING again", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    let reasons: Vec<String> = env
+        .events_for("up")
+        .await
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    for r in ["VCenterUnreachable", "Recovered"] {
+        assert!(reasons.iter().any(|x| x == r), "{r} in {reasons:?}");
+    }
+    env.stop().await;
+}
+
 /// vCenter refusing at deletion (the password changed since the VMs were made): the VMs stay,
 /// so does the VmGroup with its finalizer, and the status says why; once the Secret is right
 /// again the VMs and the folder go, then the VmGroup. Nothing is orphaned silently.
