@@ -134,13 +134,16 @@ async fn a_v1alpha1_bookstore_is_read_and_changed_as_v1_and_back_without_loss() 
     assert_eq!(read.spec.book_app.target_port, 3000);
     assert_eq!(read.spec.book_db.port, 27017);
 
-    v1.patch(
-        "bookstore-sample",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"bookApp": {"replicas": 3}, "bookDB": {"dbSize": "5Gi"}}})),
-    )
-    .await
-    .expect("changed as v1");
+    let patched = v1
+        .patch(
+            "bookstore-sample",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"bookApp": {"replicas": 3}, "bookDB": {"dbSize": "5Gi"}}}),
+            ),
+        )
+        .await
+        .expect("changed as v1");
 
     let back = alpha
         .get("bookstore-sample")
@@ -153,6 +156,10 @@ async fn a_v1alpha1_bookstore_is_read_and_changed_as_v1_and_back_without_loss() 
     assert_eq!(spec["tolerations"], json!([]));
     assert_eq!(spec["service"]["mongodb"]["targetPort"], 27017);
     assert_eq!(spec["service"]["app"]["type"], "LoadBalancer");
+    // The whole spec: what was created, the one change made under v1, nothing else.
+    let mut expected = sample.data["spec"].clone();
+    expected["replicaCount"] = json!(3);
+    assert_eq!(*spec, expected, "the v1alpha1 spec after a trip through v1");
 
     alpha
         .patch(
@@ -166,6 +173,14 @@ async fn a_v1alpha1_bookstore_is_read_and_changed_as_v1_and_back_without_loss() 
     assert_eq!(again.spec.book_app.tag, "v3");
     assert_eq!(again.spec.book_app.replicas, 3);
     assert_eq!(again.spec.book_db.db_size, "5Gi", "kept through v1alpha1");
+    // The whole v1 spec: as it was after the v1 change, with the one v1alpha1 change.
+    let mut expected = serde_json::to_value(&patched.spec).expect("json");
+    expected["bookApp"]["tag"] = json!("v3");
+    assert_eq!(
+        serde_json::to_value(&again.spec).expect("json"),
+        expected,
+        "the v1 spec after a trip through v1alpha1"
+    );
 
     // Both versions list.
     assert_eq!(

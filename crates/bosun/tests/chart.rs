@@ -141,6 +141,39 @@ fn chart_with_webhooks_renders_the_same_as_the_flags() {
     assert_same(render(&values, "ops"), cli);
 }
 
+/// Watched namespaces: the admission webhooks review those namespaces only, in the chart as
+/// in the flags.
+#[test]
+fn chart_with_webhooks_and_watched_namespaces_renders_the_same_as_the_flags() {
+    let values = serde_json::json!({
+        "operators": ["vmgroup"], "webhooks": ["vmgroup"], "watchNamespaces": ["shop", "books"]
+    });
+    let cli = manifests(&[
+        "--operators=vmgroup",
+        "--webhooks=vmgroup",
+        "--watch-namespaces=shop,books",
+        "--namespace=ops",
+    ]);
+    let hooks: Vec<&Value> = cli
+        .iter()
+        .filter(|o| {
+            o["kind"]
+                .as_str()
+                .is_some_and(|k| k.ends_with("WebhookConfiguration"))
+        })
+        .flat_map(|o| o["webhooks"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(hooks.len(), 2);
+    for h in hooks {
+        assert_eq!(
+            h["namespaceSelector"]["matchExpressions"][0]["values"],
+            serde_json::json!(["books", "shop"]),
+            "{h}"
+        );
+    }
+    assert_same(render(&values, "ops"), cli);
+}
+
 /// The chart cannot template the BookStore CRD's conversion (it ships in crds/): it says so
 /// and where to get it, instead of installing a conversion webhook nothing calls.
 #[test]

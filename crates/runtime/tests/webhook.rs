@@ -237,3 +237,49 @@ async fn a_webhook_down_refuses_under_fail_and_admits_under_ignore() {
         cleanup(&client, &name).await;
     }
 }
+
+/// Rotation before expiry as the API server sees it: the serving certificate re-issued by
+/// the same CA is accepted with the `caBundle` written at start — nothing re-registered. The
+/// server is restarted on its port so that the API server must open a new connection (and
+/// handshake with the new certificate) rather than reuse a kept-alive one.
+#[tokio::test]
+async fn a_renewed_certificate_is_accepted_with_the_bundle_written_at_start() {
+    let cp = shared().await.expect("control plane");
+    let client = cp.client().await.expect("client");
+    let ns = namespace(&client, "wh-rotate").await;
+    let certs = Arc::new(Certificates::new(CertSource::loopback()).expect("certificates"));
+    let ca = certs.ca_pem().expect("generated CA").as_bytes().to_vec();
+    let stop = CancellationToken::new();
+    let any_port = "127.0.0.1:0".parse().expect("addr");
+    let first = serve(hooks(), any_port, certs.clone(), stop.clone())
+        .await
+        .expect("serve");
+    let addr = first.local_addr;
+    let name = format!("bosun-test-{ns}");
+    let v = config::validating(
+        &name,
+        &Target::Url(format!("https://{addr}")),
+        &CaInjection::Bundle(ca),
+        &[hook(&ns, "validate", "/validate", FailurePolicy::Fail)],
+    );
+    config::apply(&client, "bosun-test", Some(&v), None)
+        .await
+        .expect("configuration");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    wait_validating_active(&cms).await;
+
+    let before = certs.serving_der();
+    assert!(certs.rotate().expect("rotate"), "renewed");
+    assert_ne!(certs.serving_der(), before);
+    stop.cancel();
+    first.stopped().await;
+    let stop = CancellationToken::new();
+    let second = serve(hooks(), addr, certs.clone(), stop.clone())
+        .await
+        .expect("serve again on the same port");
+    let message = wait_validating_active(&cms).await;
+    assert!(message.contains("is refused"), "{message}");
+    cleanup(&client, &name).await;
+    stop.cancel();
+    second.stopped().await;
+}

@@ -307,11 +307,21 @@ mod tests {
                 "Last_Message"
             ]
         );
-        for (name, field) in spec["properties"].as_object().expect("props") {
-            assert!(
-                field["description"].is_string(),
-                "spec.{name} is documented"
-            );
+        // `kubectl explain` shows every field's description.
+        let status = &v["schema"]["openAPIV3Schema"]["properties"]["status"];
+        for (part, props) in [("spec", spec), ("status", status)] {
+            let props = props["properties"].as_object().expect("props");
+            assert!(!props.is_empty());
+            for (name, field) in props {
+                assert!(
+                    field["description"].is_string(),
+                    "{part}.{name} is documented"
+                );
+            }
         }
+        assert_eq!(
+            v["subresources"]["scale"]["statusReplicasPath"], ".status.desiredReplicas",
+            "the seed's scale marker"
+        );
     }
 }

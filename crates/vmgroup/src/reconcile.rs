@@ -20,7 +20,9 @@
 //!
 //! Clone names are deterministic: a clone interrupted by a crash left a VM of that name,
 //! which the next read counts (and shapes and powers on); a clone racing it fails with
-//! DuplicateName and takes the existing VM.
+//! DuplicateName on vCenter and takes the existing VM. A server that lets the name repeat
+//! (vcsim) ends with two VMs of one number: the next read removes the extra one
+//! ([`crate::diff`]).
 use std::sync::Arc;
 
 use bosun_runtime::conditions::find;
@@ -227,15 +229,31 @@ async fn act(
         let note = format!("powered on {}, found off", done.join(", "));
         event(ctx, vg, false, EventReason::VmPoweredOn.as_str(), &note).await;
     }
-    // Highest numbers first, one at a time: an interrupted scale-down leaves no gap.
-    for v in &actions.remove {
+    // A second VM of a number (a clone repeated after a crash) goes first; then the highest
+    // numbers, one at a time: an interrupted scale-down leaves no gap.
+    let removals = actions
+        .duplicates
+        .iter()
+        .map(|v| {
+            (
+                v,
+                "a second VM of that name, from a clone repeated after a crash".to_string(),
+            )
+        })
+        .chain(
+            actions
+                .remove
+                .iter()
+                .map(|v| (v, format!("scale down to {}", plan.replicas))),
+        );
+    for (v, why) in removals {
         let r = remove_one(vc, v).await;
         let failed = r.is_err();
         keep(r);
         if failed {
             break;
         }
-        let note = format!("removed {} (scale down to {})", v.name, plan.replicas);
+        let note = format!("removed {} ({why})", v.name);
         event(ctx, vg, false, EventReason::VmRemoved.as_str(), &note).await;
     }
     match first_error {

@@ -265,6 +265,18 @@ mod tests {
         assert!(m.contains("80"), "{m}");
     }
 
+    /// The policies the module documentation gives reasons for.
+    #[test]
+    fn defaulting_is_ignore_and_validation_is_fail() {
+        let (defaulting, validating) = hooks(None);
+        assert_eq!(defaulting.failure_policy, FailurePolicy::Ignore);
+        assert_eq!(validating.failure_policy, FailurePolicy::Fail);
+        assert_eq!(
+            (defaulting.path.as_str(), validating.path.as_str()),
+            (DEFAULT_PATH, VALIDATE_PATH)
+        );
+    }
+
     #[test]
     fn metadata_changes_of_an_invalid_group_are_allowed() {
         let mut old = sample();

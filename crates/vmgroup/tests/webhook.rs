@@ -298,3 +298,65 @@ async fn the_operator_serves_and_registers_its_webhooks_with_its_own_rbac() {
         .expect("join")
         .expect("the manager ran without error");
 }
+
+/// Sets the label holding a namespace's name, as the README tells users of Kubernetes 1.20
+/// (this control plane's version) to do; from 1.21 on the API server sets it itself.
+async fn label_with_its_name(client: &Client, ns: &str) {
+    let label = bosun_runtime::webhook::settings::NAMESPACE_NAME_LABEL;
+    let patch = serde_json::json!({"metadata": {"labels": {label: ns}}});
+    Api::<Namespace>::all(client.clone())
+        .patch(ns, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("label");
+}
+
+/// An operator watching some namespaces (`bosun run --namespaces`, passed on to the operators
+/// as `BOSUN_NAMESPACES`) registers webhooks that review those namespaces only: what it
+/// does not reconcile it neither judges nor, under `Fail`, blocks while it is down.
+#[tokio::test]
+async fn with_watched_namespaces_only_those_namespaces_are_reviewed() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    crd(&admin).await;
+    let watched = test_namespace(&admin, "vgwh-in").await.expect("namespace");
+    let other = test_namespace(&admin, "vgwh-out").await.expect("namespace");
+    for ns in [&watched, &other] {
+        label_with_its_name(&admin, ns).await;
+    }
+    let mut settings = Settings::from_lookup(|k| match k {
+        "BOSUN_VMGROUP_WEBHOOK_ADDR" => Some("127.0.0.1:0".into()),
+        "BOSUN_NAMESPACES" => Some(watched.clone()),
+        _ => None,
+    });
+    let w = settings.webhook.as_mut().expect("webhooks on");
+    w.configuration = format!("bosun-vmgroup-{watched}");
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![watched.clone()]),
+        ..Default::default()
+    };
+    let manager =
+        Manager::new(admin.clone(), cfg).with_operator(Arc::new(VmGroupOperator::new(settings)));
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(manager.run(
+        async move {
+            let _ = rx.await;
+        },
+        |_| {},
+    ));
+    let refused = wait_active(&Api::namespaced(admin.clone(), &watched), &watched).await;
+    assert!(
+        refused.message.contains("inside this group's own folder"),
+        "{refused:?}"
+    );
+    // The same group in a namespace not watched: neither refused nor defaulted.
+    let template = format!("{PARENT}/{other}-probe/probe-1");
+    let outside = Api::<VmGroup>::namespaced(admin.clone(), &other)
+        .create(&PostParams::default(), &group("probe", &template))
+        .await
+        .expect("not reviewed outside the watched namespaces");
+    assert_eq!(outside.spec.template, template);
+    let _ = tx.send(());
+    task.await
+        .expect("join")
+        .expect("the manager ran without error");
+}

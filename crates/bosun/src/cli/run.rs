@@ -174,6 +174,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             namespaces = w.split(',').map(|s| s.trim().to_string()).collect();
         }
     }
+    // The operators are configured from the environment; the namespaces watched reach them
+    // there however they were given (an operator's webhooks review those namespaces only).
+    let mut env: std::collections::BTreeMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    if !namespaces.is_empty() {
+        env.insert("BOSUN_NAMESPACES".into(), namespaces.join(","));
+    }
     let ops = crate::registry::operators(&crate::registry::Sources {
         operators: args.operators.as_deref(),
         watches: args.watches.as_deref(),
@@ -181,7 +190,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         suppress_override_values: args.suppress_override_values,
         reconcile_period: args.reconcile_period,
         ansible_engine: args.ansible_engine,
-        env: None,
+        env: Some(&env),
     })?;
     let config = ManagerConfig {
         scope: Scope::from_list(&namespaces),

@@ -85,9 +85,15 @@ pub fn env_list(a: &ManifestArgs) -> Vec<(String, String)> {
     env
 }
 
-/// [`env_list`] as a map.
+/// The environment the operators are built from: [`env_list`], and the namespaces watched
+/// as `bosun run` passes them on from its `--namespaces` (the Deployment's argument), so that
+/// the configurations printed select those namespaces as the pods' would.
 pub fn env(a: &ManifestArgs) -> BTreeMap<String, String> {
-    env_list(a).into_iter().collect()
+    let mut env: BTreeMap<String, String> = env_list(a).into_iter().collect();
+    if !a.watch_namespaces.is_empty() {
+        env.insert("BOSUN_NAMESPACES".into(), a.watch_namespaces.join(","));
+    }
+    env
 }
 
 /// Refuses `--webhooks` naming an operator not selected, or one that serves none.

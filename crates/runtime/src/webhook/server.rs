@@ -5,7 +5,9 @@
 //! * not JSON, or not a review → 400 (an AdmissionReview whose `request.uid` could be read
 //!   gets a denial naming the problem instead, which the API server shows to the user);
 //! * an object of the wrong shape → a denial (see [`super::handler`]);
-//! * a TLS handshake or request headers that do not arrive within 10 s → the connection closed.
+//! * a TLS handshake or request headers that do not arrive within 10 s → the connection closed;
+//! * a body that does not arrive whole within 10 s (a client trickling a large declared
+//!   body to hold a connection and its task) → 408.
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +31,8 @@ use super::review::{
 use super::Webhooks;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The API server sends a review at once (its own webhook timeout is at most 30 s).
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
@@ -55,15 +59,20 @@ fn refuse(code: StatusCode, message: String) -> Response {
 }
 
 async fn read_limited(body: Body, max: usize) -> Result<Bytes, Response> {
-    match Limited::new(body, max).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(refuse(
+    let read = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, max).collect());
+    match read.await {
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("the review is larger than {max} bytes"),
         )),
-        Err(e) => Err(refuse(
+        Ok(Err(e)) => Err(refuse(
             StatusCode::BAD_REQUEST,
             format!("the body could not be read: {e}"),
+        )),
+        Err(_) => Err(refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the review did not arrive within {BODY_TIMEOUT:?}"),
         )),
     }
 }

@@ -10,17 +10,62 @@
 //! - `<PREFIX>_WEBHOOK_SERVICE` — `namespace/name[:port]` of the Service in front of the
 //!   webhooks, which written configurations point at (the generated certificate names
 //!   `<name>.<namespace>.svc`); unset: `https://<bound address>` (an API server on the same
-//!   machine: development, tests).
+//!   machine: development, tests);
+//! - `BOSUN_NAMESPACES` (else operator-sdk's `WATCH_NAMESPACE`) — the namespaces the operator
+//!   watches, as `bosun run` reads them (its `--namespaces` flag is passed on under that
+//!   name): the admission webhooks then review objects in those namespaces only
+//!   ([`watched_namespaces`]), so an install watching `shop` neither judges nor, under
+//!   `failurePolicy: Fail`, blocks the objects of other namespaces.
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 use super::config::Target;
 use super::CertSource;
 use crate::rbac::{named_rule, rule};
+
+/// The label holding a namespace's own name. The API server sets it on every namespace from
+/// Kubernetes 1.21 on (`NamespaceDefaultLabelName`, GA in 1.22); on 1.20 and older an admin
+/// sets it on each watched namespace (`kubectl label namespace shop
+/// kubernetes.io/metadata.name=shop`), or the webhooks skip that namespace.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The selector of the namespaces `names` (by [`NAMESPACE_NAME_LABEL`]); None (every
+/// namespace) when there are none.
+pub fn watched_namespaces(names: &[String]) -> Option<LabelSelector> {
+    let mut values: Vec<String> = names
+        .iter()
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    values.sort();
+    values.dedup();
+    (!values.is_empty()).then(|| LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: NAMESPACE_NAME_LABEL.into(),
+            operator: "In".into(),
+            values: Some(values),
+        }]),
+        match_labels: None,
+    })
+}
+
+/// The namespaces watched, from `BOSUN_NAMESPACES`, else `WATCH_NAMESPACE` (comma-separated;
+/// empty: all).
+pub fn namespaces_from_lookup(get: &impl Fn(&str) -> Option<String>) -> Vec<String> {
+    get("BOSUN_NAMESPACES")
+        .or_else(|| get("WATCH_NAMESPACE"))
+        .map(|v| {
+            v.split(',')
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
@@ -67,6 +112,7 @@ impl Settings {
             service: get(&format!("{prefix}_WEBHOOK_SERVICE"))
                 .as_deref()
                 .and_then(parse_service),
+            namespace_selector: watched_namespaces(&namespaces_from_lookup(&get)),
             ..Settings::new(listen, configuration)
         })
     }
@@ -159,5 +205,28 @@ mod tests {
             ..s
         };
         assert!(files.rbac().is_empty(), "cert-manager: nothing written");
+        assert_eq!(files.namespace_selector, None, "no namespaces: all");
+    }
+
+    #[test]
+    fn watched_namespaces_select_the_webhooks_namespaces_by_name() {
+        let s = Settings::from_lookup("X", "c", |k| match k {
+            "X_WEBHOOK_ADDR" => Some("0.0.0.0:9443".into()),
+            "BOSUN_NAMESPACES" => Some("shop, books,,shop".into()),
+            "WATCH_NAMESPACE" => Some("ignored".into()),
+            _ => None,
+        })
+        .expect("enabled");
+        let sel = serde_json::to_value(s.namespace_selector).expect("json");
+        assert_eq!(
+            sel,
+            serde_json::json!({"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name", "operator": "In", "values": ["books", "shop"]
+            }]})
+        );
+        // operator-sdk's variable when bosun's is absent; empty means every namespace.
+        let get = |w: &'static str| move |k: &str| (k == "WATCH_NAMESPACE").then(|| w.to_string());
+        assert_eq!(namespaces_from_lookup(&get("ops")), ["ops"]);
+        assert_eq!(watched_namespaces(&namespaces_from_lookup(&get(""))), None);
     }
 }

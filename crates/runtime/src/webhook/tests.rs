@@ -195,6 +195,27 @@ async fn a_body_over_the_limit_is_refused_with_413() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
 }
 
+/// A body that starts and never finishes (a client trickling a declared large body) is cut
+/// off with 408 instead of holding its connection and task for ever.
+#[tokio::test(start_paused = true)]
+async fn a_body_that_never_finishes_is_cut_off() {
+    use futures::StreamExt;
+    let first = futures::stream::iter([Ok::<_, std::io::Error>(b"{\"request\":".to_vec())]);
+    let never = futures::stream::pending::<Result<Vec<u8>, std::io::Error>>();
+    let answered = tokio::time::timeout(
+        std::time::Duration::from_secs(600),
+        post("/validate", Body::from_stream(first.chain(never))),
+    )
+    .await;
+    let (status, text) = answered.expect("answered, not left waiting");
+    assert_eq!(
+        status,
+        StatusCode::REQUEST_TIMEOUT,
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+}
+
 #[tokio::test]
 async fn conversion_converts_every_object_or_fails_the_review() {
     let request = |to: &str| {
@@ -241,6 +262,100 @@ async fn served_cert(addr: std::net::SocketAddr, ca_pem: &[u8]) -> Vec<u8> {
         .await
         .expect("the CA bundle verifies the served certificate for the IP");
     tls.get_ref().1.peer_certificates().expect("certs")[0].to_vec()
+}
+
+/// POSTs `body` to `path` over HTTPS (trusting `ca_pem`) and returns the status code and body.
+async fn https_post(
+    addr: std::net::SocketAddr,
+    ca_pem: &[u8],
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    use rustls_pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(c.expect("ca pem")).expect("root");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").expect("ip name");
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("handshake");
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tls.write_all(request.as_bytes()).await.expect("write");
+    let mut out = Vec::new();
+    // A close without TLS close_notify is an error after the data; the data is what counts.
+    let _ = tls.read_to_end(&mut out).await;
+    let text = String::from_utf8_lossy(&out).to_string();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, text)
+}
+
+/// Hostile connections — not TLS at all, a handshake that never comes, a malformed review
+/// over TLS — are each answered or dropped, and the server goes on serving.
+#[tokio::test]
+async fn hostile_connections_are_dropped_and_the_server_keeps_serving() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let certs = Arc::new(Certificates::new(CertSource::loopback()).expect("certs"));
+    let ca = certs.ca_pem().expect("generated CA").as_bytes().to_vec();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let serving = serve(
+        hooks(),
+        "127.0.0.1:0".parse().expect("addr"),
+        certs,
+        stop.clone(),
+    )
+    .await
+    .expect("serve");
+    let addr = serving.local_addr;
+    // Plain HTTP on the TLS port: the handshake fails and the connection is closed.
+    let mut plain = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    plain
+        .write_all(b"POST /validate HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let mut buf = Vec::new();
+    let _ = plain.read_to_end(&mut buf).await;
+    assert!(
+        !String::from_utf8_lossy(&buf).contains("AdmissionReview"),
+        "nothing served without TLS"
+    );
+    // A connection that never says anything does not hold the others up.
+    let _idle = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    // Malformed, nested past the parser's depth limit, larger than the limit.
+    let deep = "[".repeat(60_000);
+    let huge = format!("\"{}\"", "x".repeat(70_000));
+    for (body, want) in [
+        ("{", 400),
+        ("null", 400),
+        (&deep[..], 400),
+        (&huge[..], 413),
+    ] {
+        let (code, text) = https_post(addr, &ca, "/validate", body).await;
+        assert_eq!(code, want, "{text}");
+    }
+    let (code, text) = https_post(addr, &ca, "/validate", &review(thing(11)).to_string()).await;
+    assert_eq!(code, 200, "{text}");
+    assert!(text.contains("use 10 or less"), "{text}");
+    stop.cancel();
+    serving.stopped().await;
 }
 
 #[tokio::test]

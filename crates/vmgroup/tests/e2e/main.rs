@@ -195,6 +195,52 @@ async fn a_wrong_password_is_an_error_that_names_the_fix_and_no_secret() {
         "{}",
         st.last_message
     );
+
+    // No retry storm: each attempt is one Login (the count is the attempt's number), and
+    // after the (n-1)-th consecutive failure the n-th attempt waits 2^(n-2) s. Those waits
+    // are lower bounds the backoff guarantees (less 0.5 s for this poll's 200 ms steps), so a
+    // slow machine only lengthens them; a hot loop, or a retry set off by the operator's own
+    // status write, shortens one. The first two attempts are left out: the finalizer the
+    // first one adds may bring the second early, once.
+    let op = env.op.clone().expect("operator");
+    let logins = || async { op.vcenter_calls().await.get("Login").copied().unwrap_or(0) };
+    let first = logins().await;
+    let target = (first + 2).max(4);
+    let mut at: Vec<(u64, std::time::Instant)> = Vec::new();
+    let mut last = first;
+    while last < target {
+        let next = eventually(30, || async {
+            let n = logins().await;
+            (n > last).then(|| (n, std::time::Instant::now()))
+        })
+        .await
+        .expect("the login is retried");
+        assert_eq!(
+            next.0,
+            last + 1,
+            "one Login per attempt, attempts one at a time"
+        );
+        last = next.0;
+        at.push(next);
+    }
+    let mut checked = 0;
+    for w in at.windows(2).filter(|w| w[1].0 >= 3) {
+        let (gap, n) = (w[1].1 - w[0].1, w[1].0);
+        let floor = std::time::Duration::from_millis((1000u64 << (n - 2)).saturating_sub(500));
+        assert!(
+            gap >= floor,
+            "attempt {n} came {gap:?} after the one before: {at:?}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 1, "{at:?}");
+    let announced = env
+        .events_for("app")
+        .await
+        .into_iter()
+        .filter(|(r, _)| r == "LoginFailed")
+        .count();
+    assert_eq!(announced, 1, "the problem is announced once, not per retry");
     env.stop().await;
 }
 
@@ -230,6 +276,89 @@ async fn deleting_while_vcenter_hangs_keeps_the_finalizer_until_it_answers() {
     .await;
     assert!(gone.is_some(), "released once vCenter answers");
     assert_eq!(env.vms("job").await, None, "the folder is gone");
+    env.stop().await;
+}
+
+/// vCenter stops answering while a group runs: ERROR with the reason, a condition and an
+/// Event; once it answers again the group is RUNNING and a Recovered Event says so.
+#[tokio::test]
+async fn an_unreachable_vcenter_is_an_error_and_the_group_recovers() {
+    let env = env("vg-unreach", None).await;
+    env.create("up", 1, 1, TEMPLATE, 1).await;
+    env.wait_status("up", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    env.sim.pause().expect("pause vcsim");
+    let vg = env
+        .wait_status("up", "ERROR", |s| {
+            s.phase == "ERROR"
+                && find(&s.conditions, "Degraded").is_some_and(|d| d.reason == "VCenterUnreachable")
+        })
+        .await;
+    let msg = vg.status.expect("status").last_message;
+    assert!(msg.contains("check VC_HOST"), "{msg}");
+    env.sim.resume().expect("resume vcsim");
+    env.wait_status("up", "RUNNING again", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    let reasons: Vec<String> = env
+        .events_for("up")
+        .await
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    for r in ["VCenterUnreachable", "Recovered"] {
+        assert!(reasons.iter().any(|x| x == r), "{r} in {reasons:?}");
+    }
+    env.stop().await;
+}
+
+/// vCenter refusing at deletion (the password changed since the VMs were made): the VMs stay,
+/// so does the VmGroup with its finalizer, and the status says why; once the Secret is right
+/// again the VMs and the folder go, then the VmGroup. Nothing is orphaned silently.
+#[tokio::test]
+async fn deleting_while_vcenter_refuses_keeps_the_finalizer_until_it_accepts() {
+    let env = env("vg-refuse", None).await;
+    env.create("old", 1, 1, TEMPLATE, 1).await;
+    env.wait_status("old", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    env.set_password("changed-meanwhile").await;
+    env.api()
+        .delete("old", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = eventually(60, || async {
+        let vg = env.api().get("old").await.ok()?;
+        let st = vg.status.as_ref()?;
+        let d = find(&st.conditions, "Degraded")?;
+        (st.phase == "ERROR" && d.reason == "LoginFailed").then_some(vg)
+    })
+    .await
+    .expect("the status says vCenter refuses");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert!(!held.finalizers().is_empty(), "the finalizer stays");
+    let msg = &held.status.as_ref().expect("status").last_message;
+    assert!(
+        msg.contains("cannot be deleted yet") && msg.contains("VC_USER and VC_PASS"),
+        "{msg}"
+    );
+    assert!(!msg.contains("changed-meanwhile"), "{msg}");
+    assert_eq!(
+        env.vms("old").await.map(|v| v.len()),
+        Some(1),
+        "the VM is still there"
+    );
+    env.set_password(&env.sim.password.clone()).await;
+    let gone = eventually(120, || async {
+        matches!(env.api().get_opt("old").await, Ok(None)).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "released once vCenter accepts");
+    assert_eq!(env.vms("old").await, None, "the folder is gone");
     env.stop().await;
 }
 
@@ -272,6 +401,93 @@ async fn a_vm_left_by_a_crash_mid_clone_is_taken_not_duplicated() {
     assert!(more.is_some(), "the new operator reconciles");
     let after = env.vms("grp").await.expect("folder");
     assert_eq!(after, vms, "the same two VMs, nothing more");
+    env.stop().await;
+}
+
+/// The operator killed while its clone is in flight (vcsim holds each CloneVM_Task 3 s, so the
+/// request is still open): vcsim finishes that clone after the crash, the new operator clones
+/// the same number meanwhile, and the group still ends with one VM, not a leftover extra.
+#[tokio::test]
+async fn an_operator_killed_with_a_clone_in_flight_leaves_no_extra_vm() {
+    let mut env =
+        support::env_with("vg-inflight", None, &["-method-delay", "CloneVM_Task:3000"]).await;
+    env.create("fly", 1, 1, TEMPLATE, 1).await;
+    let op = env.op.clone().expect("operator");
+    let sent = eventually(60, || async {
+        let calls = op.vcenter_calls().await;
+        (calls.get("CloneVM_Task").copied().unwrap_or(0) >= 1).then_some(())
+    })
+    .await;
+    assert!(sent.is_some(), "the clone was sent");
+    env.kill_and_restart().await;
+    assert!(
+        env.vms("fly").await.unwrap_or_default().is_empty(),
+        "the clone was still in flight at the crash"
+    );
+    let vms = env.wait_vms("fly", &["fly-1"], 1, 1).await;
+    env.wait_status("fly", "RUNNING", |s| {
+        s.phase == "RUNNING" && s.current_replicas == 1
+    })
+    .await;
+    // RUNNING is written after the new operator's clone, if it sent one, has answered (the
+    // name taken, it took the VM); the crashed one's clone made the VM. Still one VM.
+    let r0 = env.reconciles();
+    let more = eventually(60, || async {
+        (env.reconciles() >= r0 + 3.0).then_some(())
+    })
+    .await;
+    assert!(more.is_some(), "the new operator reconciles");
+    assert_eq!(
+        env.vms("fly").await,
+        Some(vms),
+        "the same one VM, nothing more"
+    );
+    env.stop().await;
+}
+
+/// Clones run in parallel, never more than the bound (4) at a time. vcsim holds each
+/// CloneVM_Task 1 s; clones in flight are estimated as CloneVM_Task calls sent less the VMs
+/// vcsim shows, counted in that order, which never overestimates: so the bound is asserted
+/// soundly, and an estimate of 2 or more shows the clones overlap.
+#[tokio::test]
+async fn clones_run_in_parallel_up_to_the_bound() {
+    let env = support::env_with("vg-par", None, &["-method-delay", "CloneVM_Task:1000"]).await;
+    env.create("par", 1, 1, TEMPLATE, 8).await;
+    let op = env.op.clone().expect("operator");
+    let bound = op.settings.parallel as u64;
+    let most = std::sync::atomic::AtomicU64::new(0);
+    let done = eventually(90, || async {
+        let sent = op
+            .vcenter_calls()
+            .await
+            .get("CloneVM_Task")
+            .copied()
+            .unwrap_or(0);
+        let made = env.vms("par").await.map(|v| v.len() as u64).unwrap_or(0);
+        let in_flight = sent.saturating_sub(made);
+        assert!(
+            in_flight <= bound,
+            "{in_flight} clones in flight, bound {bound}"
+        );
+        most.fetch_max(in_flight, std::sync::atomic::Ordering::Relaxed);
+        (made == 8 && sent == 8).then_some(())
+    })
+    .await;
+    assert!(done.is_some(), "8 VMs cloned");
+    let most = most.into_inner();
+    assert!(
+        most >= 2,
+        "the clones overlap: at most {most} seen in flight"
+    );
+    env.wait_vms(
+        "par",
+        &[
+            "par-1", "par-2", "par-3", "par-4", "par-5", "par-6", "par-7", "par-8",
+        ],
+        1,
+        1,
+    )
+    .await;
     env.stop().await;
 }
 

@@ -111,6 +111,11 @@ async fn cluster_setup(client: &Client) -> anyhow::Result<()> {
 
 /// A namespace, a vcsim, the credentials Secret (`password` as given), the operator running.
 pub async fn env(prefix: &str, password: Option<&str>) -> Env {
+    env_with(prefix, password, &[]).await
+}
+
+/// [`env`] with more of vcsim's flags (e.g. `-method-delay`).
+pub async fn env_with(prefix: &str, password: Option<&str>, vcsim_flags: &[&str]) -> Env {
     if std::env::var_os("RUST_LOG").is_some() {
         bosun_runtime::telemetry::init(Default::default());
     }
@@ -118,7 +123,8 @@ pub async fn env(prefix: &str, password: Option<&str>) -> Env {
     let admin = cp.client().await.expect("client");
     cluster_setup(&admin).await.expect("cluster setup");
     let ns = test_namespace(&admin, prefix).await.expect("namespace");
-    let sim = Vcsim::start().expect("vcsim starts (bash scripts/setup-vcsim.sh installs it)");
+    let sim = Vcsim::start_with(vcsim_flags)
+        .expect("vcsim starts (bash scripts/setup-vcsim.sh installs it)");
     let data = [
         ("VC_USER", sim.user.as_str()),
         ("VC_PASS", password.unwrap_or(&sim.password)),
@@ -286,6 +292,19 @@ impl Env {
                 self.vms(name).await
             ),
         }
+    }
+
+    /// Sets `VC_PASS` in the credentials Secret.
+    pub async fn set_password(&self, password: &str) {
+        let value = serde_json::to_value(ByteString(password.as_bytes().to_vec())).expect("b64");
+        Api::<Secret>::namespaced(self.admin.clone(), &self.ns)
+            .patch(
+                "vc-creds",
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({"data": {"VC_PASS": value}})),
+            )
+            .await
+            .expect("patch the credentials Secret");
     }
 
     /// Warning/Normal events about an object, as (reason, note).
