@@ -1199,3 +1199,57 @@ async fn operator_killed_mid_failover_a_new_one_finishes_it_with_one_primary() {
     let most = monitor.await.expect("monitor");
     assert_eq!(most, 1, "two instances reported primary at once");
 }
+
+/// Each antiAffinity mode's pod, as the operator builds it, is accepted by the API server and
+/// stored as built (the scheduler reads it from there; nothing schedules here, so where the
+/// pods land is not what this proves).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anti_affinity_of_each_mode_is_accepted_and_stored_by_the_api_server() {
+    use bosun_postgres::controller::build;
+    use bosun_postgres::instance::Role;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let ns = test_namespace(&admin, "pg-affinity")
+        .await
+        .expect("namespace");
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    for (serial, mode) in [(1, "Required"), (2, "Preferred"), (3, "None")] {
+        let pc: PostgresCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "aa", "namespace": ns, "uid": "u-aa"},
+            "spec": {"pod": {"antiAffinity": mode}},
+        }))
+        .expect("cluster");
+        let plan = bosun_postgres::validate::plan(&pc, &Default::default()).expect("a valid plan");
+        let mut pod = build::pod(
+            &plan,
+            serial,
+            Role::Primary,
+            None,
+            &OwnerReference::default(),
+        );
+        // No owner here: the cluster object was never created.
+        pod.metadata.owner_references = None;
+        let stored = pods
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap_or_else(|e| panic!("{mode}: the API server refused the pod: {e}"));
+        let affinity = stored.spec.as_ref().and_then(|s| s.affinity.clone());
+        assert_eq!(
+            affinity,
+            pod.spec.as_ref().and_then(|s| s.affinity.clone()),
+            "{mode}: stored as built"
+        );
+        let anti = affinity.and_then(|a| a.pod_anti_affinity);
+        match mode {
+            "Required" => assert!(anti
+                .and_then(|a| a.required_during_scheduling_ignored_during_execution)
+                .is_some_and(|t| t.len() == 1)),
+            "Preferred" => assert!(anti
+                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution)
+                .is_some_and(|t| t.len() == 1)),
+            _ => assert!(anti.is_none()),
+        }
+    }
+}
