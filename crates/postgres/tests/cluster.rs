@@ -1253,3 +1253,168 @@ async fn anti_affinity_of_each_mode_is_accepted_and_stored_by_the_api_server() {
         }
     }
 }
+
+/// StorageClasses of the storage tests: one that allows expansion, one that does not.
+async fn storage_classes(client: &Client) {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    for (name, expand) in [("pg-expandable", true), ("pg-fixed", false)] {
+        let sc: StorageClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": expand,
+            "volumeBindingMode": "Immediate",
+        }))
+        .expect("class");
+        classes
+            .patch(
+                name,
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(&sc),
+            )
+            .await
+            .expect("storage class");
+    }
+}
+
+fn claim_size(c: &PersistentVolumeClaim) -> (Option<String>, Option<String>) {
+    let req = c
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone());
+    let cap = c
+        .status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone());
+    (req, cap)
+}
+
+fn condition<'a>(
+    s: &'a PostgresClusterStatus,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    s.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether an Event with `reason` was published about cluster `name`.
+async fn has_event(client: &Client, ns: &str, name: &str, reason: &str) -> bool {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    eventually(30, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        let found = list.iter().any(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        });
+        found.then_some(())
+    })
+    .await
+    .is_some()
+}
+
+/// `spec.storage.size` grows every instance's claim when the StorageClass allows it; when it
+/// does not, nothing changes but a condition and an Event say why; a shrink is refused.
+/// The data is there throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_grows_every_claim_or_says_why_not_and_never_shrinks() {
+    let e = env("pg-storage").await;
+    let admin = shared()
+        .await
+        .expect("control plane")
+        .client()
+        .await
+        .expect("client");
+    storage_classes(&admin).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), &e.ns);
+    for (name, class) in [("grow", "pg-expandable"), ("fixed", "pg-fixed")] {
+        e.create_spec(
+            name,
+            serde_json::json!({"size": 2, "storage": {"size": "1Gi", "storageClassName": class}}),
+        )
+        .await;
+    }
+    for name in ["grow", "fixed"] {
+        let s = e.healthy(name, 2).await;
+        let pw = e.password(name).await;
+        let c = connect(&ip_of(&s, &format!("{name}-1")), &pw)
+            .await
+            .expect("primary");
+        c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before')")
+            .await
+            .expect("write");
+        e.patch(name, serde_json::json!({"storage": {"size": "2Gi"}}))
+            .await;
+    }
+
+    // Expandable: both instances' claims ask for and get 2Gi; the condition says so.
+    let s = e
+        .status_until("grow", "StorageResized", |s| {
+            condition(s, "StorageResized").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    assert_eq!(
+        condition(&s, "StorageResized").map(|c| c.reason.as_str()),
+        Some("VolumesResized")
+    );
+    for claim in ["grow-1", "grow-2"] {
+        let c = claims.get(claim).await.expect("claim");
+        assert_eq!(
+            claim_size(&c),
+            (Some("2Gi".into()), Some("2Gi".into())),
+            "{claim}"
+        );
+    }
+    assert!(has_event(&admin, &e.ns, "grow", "GrowingVolumes").await);
+
+    // Not expandable: the reason in a condition and an Event, the claims as they were.
+    let s = e
+        .status_until("fixed", "ExpansionNotSupported", |s| {
+            condition(s, "StorageResized").is_some_and(|c| c.reason == "ExpansionNotSupported")
+        })
+        .await;
+    let c = condition(&s, "StorageResized").expect("condition");
+    assert_eq!(c.status, "False");
+    assert!(c.message.contains("pg-fixed"), "{}", c.message);
+    assert!(has_event(&admin, &e.ns, "fixed", "ExpansionNotSupported").await);
+    for claim in ["fixed-1", "fixed-2"] {
+        let c = claims.get(claim).await.expect("claim");
+        assert_eq!(claim_size(&c).0.as_deref(), Some("1Gi"), "{claim}");
+    }
+
+    // A shrink below what the claims ask for is refused, nothing touched.
+    e.patch("grow", serde_json::json!({"storage": {"size": "1Gi"}}))
+        .await;
+    let s = e
+        .status_until("grow", "the shrink refused", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::Failed)
+        })
+        .await;
+    let ready = condition(&s, "Ready").expect("Ready");
+    assert_eq!(ready.reason, "InvalidSpec");
+    assert!(ready.message.contains("cannot shrink"), "{}", ready.message);
+    assert_eq!(
+        claim_size(&claims.get("grow-1").await.expect("claim"))
+            .0
+            .as_deref(),
+        Some("2Gi")
+    );
+
+    // Both clusters run on with their data.
+    e.patch("grow", serde_json::json!({"storage": {"size": "2Gi"}}))
+        .await;
+    for name in ["grow", "fixed"] {
+        let s = e.healthy(name, 2).await;
+        let pw = e.password(name).await;
+        for i in [1, 2] {
+            let instance = format!("{name}-{i}");
+            assert!(
+                has_row(&ip_of(&s, &instance), &pw, "before").await,
+                "{instance} lost the row"
+            );
+        }
+    }
+}
