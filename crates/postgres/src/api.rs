@@ -456,6 +456,11 @@ pub struct BackupStatus {
     /// When the last base backup failed (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_backup: Option<String>,
+    /// Why the last base backup failed, as the primary that ran it reported. Kept here
+    /// until a later backup succeeds: the next primary, or the operator restarted, knows of
+    /// the failure only from this status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_backup_message: Option<String>,
     /// Name of the last WAL segment archived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_archived_wal: Option<String>,

@@ -431,8 +431,11 @@ async fn announce_backups(
                 Reason::BackupFailed.as_str(),
                 "Backup",
                 format!(
-                    "base backup failed at {}; see the LastBackupSucceeded condition",
-                    now.last_failed_backup.as_deref().unwrap_or_default()
+                    "base backup failed at {}: {}",
+                    now.last_failed_backup.as_deref().unwrap_or_default(),
+                    now.last_failed_backup_message
+                        .as_deref()
+                        .unwrap_or("no reason reported")
                 ),
             )
             .await;
