@@ -1083,11 +1083,12 @@ async fn an_s3_store_archives_backs_up_and_restores_a_lost_cluster() {
         .create(&PostParams::default(), &secret)
         .await
         .expect("create the secret");
+    // The smallest part size S3 allows: the base backup (over 5 MiB) goes up in parts.
     e.create_spec(
         "pgs",
         serde_json::json!({"size": 1, "backup": {"store": {"s3": {
             "endpoint": moto.endpoint, "bucket": "pg-backups", "prefix": "team",
-            "credentialsSecret": "s3-creds"}}}}),
+            "credentialsSecret": "s3-creds", "partSize": "5Mi"}}}}),
     )
     .await;
     e.healthy("pgs", 1).await;
@@ -1125,6 +1126,23 @@ async fn an_s3_store_archives_backs_up_and_restores_a_lost_cluster() {
             .iter()
             .any(|k| k.starts_with("base/") && k.ends_with("/bosun-backup.json")),
         "no base backup in the bucket: {objects:?}"
+    );
+    // The base backup (more than 5 MiB) went up in parts: S3 names their number in the ETag.
+    let base = objects
+        .iter()
+        .find(|k| k.starts_with("base/") && k.ends_with("/base.tar"))
+        .expect("base.tar in the bucket");
+    let etag = moto
+        .client("team/pgs")
+        .etag(base)
+        .await
+        .expect("head")
+        .expect("base.tar");
+    assert!(
+        etag.trim_matches('"')
+            .rsplit_once('-')
+            .is_some_and(|(_, n)| n.parse::<u32>().is_ok_and(|n| n > 1)),
+        "base.tar was not a multipart upload: {etag}"
     );
 
     e.destroy("pgs-1").await;
@@ -1417,4 +1435,62 @@ async fn storage_grows_every_claim_or_says_why_not_and_never_shrinks() {
             );
         }
     }
+}
+
+/// A file above the part size goes up as a multipart upload (S3 gives the object an ETag
+/// ending in `-<parts>`) and comes back byte for byte; one at the part size is a single PUT.
+#[cfg(feature = "s3")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_upload_above_the_part_size_goes_up_in_parts_and_comes_back_whole() {
+    let moto = Moto::start().await;
+    let part = 5u64 << 20;
+    let store = moto.client("multipart").with_part_size(part);
+    store.create_bucket().await.expect("bucket");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Two full parts and one byte: three parts. Not a repeating pattern of the part size,
+    // so parts sent out of order or twice would not compare equal.
+    let big: Vec<u8> = (0..2 * part + 1)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let path = dir.path().join("base.tar");
+    std::fs::write(&path, &big).expect("write");
+    store
+        .put_file("base/b1/base.tar", &path)
+        .await
+        .expect("multipart upload");
+    let etag = store
+        .etag("base/b1/base.tar")
+        .await
+        .expect("head")
+        .expect("the object");
+    assert!(etag.trim_matches('"').ends_with("-3"), "{etag}");
+    let got = store
+        .get("base/b1/base.tar")
+        .await
+        .expect("get")
+        .expect("the object");
+    assert!(
+        got.len() == big.len() && got[..] == big[..],
+        "the object differs"
+    );
+
+    let small = &big[..part as usize];
+    let path = dir.path().join("pg_wal.tar");
+    std::fs::write(&path, small).expect("write");
+    store
+        .put_file("base/b1/pg_wal.tar", &path)
+        .await
+        .expect("single upload");
+    let etag = store
+        .etag("base/b1/pg_wal.tar")
+        .await
+        .expect("head")
+        .expect("the object");
+    assert!(!etag.contains('-'), "{etag}");
+    let got = store
+        .get("base/b1/pg_wal.tar")
+        .await
+        .expect("get")
+        .expect("the object");
+    assert!(got[..] == small[..], "the object differs");
 }

@@ -65,6 +65,7 @@ fn s3_env(store: &StorePlan) -> Vec<EnvVar> {
         endpoint,
         region,
         credentials_secret,
+        part_size,
         ..
     } = store
     else {
@@ -85,6 +86,7 @@ fn s3_env(store: &StorePlan) -> Vec<EnvVar> {
     vec![
         env("BOSUN_PG_S3_ENDPOINT", endpoint.clone()),
         env("BOSUN_PG_S3_REGION", region.clone()),
+        env("BOSUN_PG_S3_PART_SIZE", part_size.to_string()),
         secret("AWS_ACCESS_KEY_ID", KEY_S3_ACCESS),
         secret("AWS_SECRET_ACCESS_KEY", KEY_S3_SECRET),
     ]
@@ -834,9 +836,13 @@ mod tests {
     fn an_s3_store_is_reached_with_credentials_by_reference() {
         let p = plan_of(serde_json::json!({"backup": {"store": {"s3": {
             "endpoint": "http://127.0.0.1:9000", "bucket": "bkt", "prefix": "team/",
-            "credentialsSecret": "s3-creds"}}}}));
+            "credentialsSecret": "s3-creds", "partSize": "16Mi"}}}}));
         let pod = pod(&p, 1, Role::Primary, None, &owner());
         let env = env_of(&pod);
+        assert_eq!(
+            env["BOSUN_PG_S3_PART_SIZE"].value.as_deref(),
+            Some("16777216")
+        );
         assert_eq!(
             env["BOSUN_PG_BACKUP_STORE"].value.as_deref(),
             Some("s3://bkt/team/pg")
