@@ -661,3 +661,70 @@ async fn a_promotion_returns_with_the_new_timeline_checkpointed() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// A primary that accepts connections and never answers (a stopped process whose socket
+/// still listens) does not hold a replica's start: the replication slot request gives up, the
+/// replica runs read-only and unready, and streams once pointed at a live primary. (The slot
+/// request had only a TCP connect timeout: the manager waited forever, PostgreSQL never
+/// started.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_that_never_answers_does_not_hold_a_replicas_start() {
+    let dir = workdir();
+    let a = start(dir.path(), "pg-1", "127.21.7.1", Role::Primary, None);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.7.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    wait_state(&b, "pg-2 streaming", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    b.shutdown().await;
+
+    // A "primary" that takes connections and never says a word.
+    let hole = tokio::net::TcpListener::bind(("127.21.7.9", PG_PORT))
+        .await
+        .expect("listen");
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((conn, _)) = hole.accept().await {
+            open.push(conn);
+        }
+    });
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.7.2",
+        Role::Replica,
+        Some(format!("127.21.7.9:{PG_PORT}")),
+    );
+    let s = wait_state(&b, "pg-2 running as a replica", |s| {
+        s.role == StateRole::Replica
+    })
+    .await;
+    assert!(!s.ready, "ready without a primary: {s:?}");
+
+    // Pointed at its primary again, it streams and is ready.
+    b.shutdown().await;
+    held.abort();
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.7.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    wait_state(&b, "pg-2 streaming again", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -43,9 +43,12 @@ pub async fn connect_remote(
         .dbname("postgres")
         .application_name("bosun-instance-manager")
         .connect_timeout(Duration::from_secs(5));
-    let (client, conn) = cfg
-        .connect(NoTls)
+    // connect_timeout bounds the TCP connect only: a primary that accepts and never answers
+    // (a stopped process whose socket still listens) would hold the caller — a replica's
+    // start — forever.
+    let (client, conn) = tokio::time::timeout(Duration::from_secs(10), cfg.connect(NoTls))
         .await
+        .map_err(|_| Error::Timeout("the primary to answer a connection"))?
         .map_err(Error::sql("connecting to the primary"))?;
     tokio::spawn(async move {
         let _ = conn.await;
