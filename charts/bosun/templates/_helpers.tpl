@@ -81,6 +81,11 @@ app.kubernetes.io/name: bosun
   resources: [storageclasses]
   verbs: [get, list]
 {{- end }}
+{{- if has "postgres" .Values.operators }}
+- apiGroups: [storage.k8s.io]
+  resources: [storageclasses]
+  verbs: [get, list]
+{{- end }}
 - apiGroups: [authentication.k8s.io]
   resources: [tokenreviews]
   verbs: [create]

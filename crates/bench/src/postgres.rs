@@ -5,10 +5,16 @@
 //! write); then the operator's RSS with M more one-instance clusters (PostgreSQL's own
 //! processes are not the operator's and are not counted). Through every failover and
 //! switchover each pod's instance API is polled: two ready primaries at once fail the case.
+//!
+//! Then, on a fresh control plane, for a stated data size (a table filled by
+//! `generate_series`, its size measured): a cluster bootstrapped from a base backup of it
+//! (`bootstrap.recovery` from a volume store) until Healthy, and a replica added to it
+//! (`pg_basebackup`) until Healthy with both ([`case_restore`]).
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bosun_bench::pg::{connect, ip_of, list, median, until_writable, PgEnv, PrimaryWatch};
+use kube::api::Api;
 use serde_json::json;
 
 use crate::Row;
@@ -159,6 +165,148 @@ pub async fn case_postgres(
     r.peak_rss_mb = env.op.rss_mb();
     r.cpu_seconds = env.op.cpu_seconds();
     rows.push(r);
+    env.op.stop().await;
+    // The instances, then the control plane, go before the restore case starts its own.
+    drop(env.agent);
+    drop(env.cp);
+    rows.extend(case_restore(bosun, rounds, DATA_MB).await?);
+    Ok(rows)
+}
+
+/// The data size of the restore and replica figures.
+const DATA_MB: u64 = 100;
+const NS_RESTORE: &str = "bench-pg-restore";
+
+/// Restore from a base backup, and a replica added, each for a `mb` MB table; `rounds` of
+/// each. Every restored cluster is checked for the table's row count, then removed.
+pub async fn case_restore(bosun: &Path, rounds: usize, mb: u64) -> anyhow::Result<Vec<Row>> {
+    let env = PgEnv::start(bosun, NS_RESTORE).await?;
+    let pc: bosun_postgres::PostgresCluster = serde_json::from_value(json!({
+        "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+        "metadata": {"name": "data"},
+        "spec": {"size": 1, "storage": {"size": "4Gi"},
+                 "backup": {"store": {"volume": {"size": "8Gi"}}}},
+    }))?;
+    env.clusters
+        .create(&kube::api::PostParams::default(), &pc)
+        .await?;
+    let s = env.healthy("data", 1, LIMIT).await?;
+    let pw = env.password("data").await?;
+    let ip = ip_of(&s, "data-1").ok_or_else(|| anyhow::anyhow!("no IP for data-1"))?;
+    let c = connect(&ip, &pw).await?;
+    // About 130 bytes a row on disk (three md5 texts and an integer, plus the tuple header).
+    let n = i64::try_from(mb * 1_000_000 / 130)?;
+    c.batch_execute(&format!(
+        "CREATE TABLE big AS SELECT g AS id, repeat(md5(g::text), 3) AS pad FROM generate_series(1, {n}) g"
+    ))
+    .await?;
+    let size: i64 = c
+        .query_one("SELECT pg_total_relation_size('big')", &[])
+        .await?
+        .get(0);
+    let db: i64 = c
+        .query_one("SELECT pg_database_size(current_database())", &[])
+        .await?
+        .get(0);
+    let table_mb = size as f64 / 1e6;
+    let db_mb = db as f64 / 1e6;
+    // A base backup holding the table: requested, then waited for.
+    let before = env
+        .status("data")
+        .await
+        .and_then(|s| s.backup)
+        .and_then(|b| b.last_successful_backup);
+    env.clusters
+        .patch(
+            "data",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                bosun_postgres::controller::backup::REQUEST_ANNOTATION: "bench-restore"}}})),
+        )
+        .await?;
+    let t0 = Instant::now();
+    loop {
+        let now = env
+            .status("data")
+            .await
+            .and_then(|s| s.backup)
+            .and_then(|b| b.last_successful_backup);
+        if now.is_some() && now != before {
+            break;
+        }
+        anyhow::ensure!(t0.elapsed() < LIMIT, "the base backup never completed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let backup_secs = t0.elapsed().as_secs_f64();
+
+    let mut restores = Vec::new();
+    for i in 0..rounds {
+        let name = format!("restored-{i}");
+        let pc: bosun_postgres::PostgresCluster = serde_json::from_value(json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": name},
+            "spec": {"size": 1, "storage": {"size": "4Gi"}, "bootstrap": {"recovery": {
+                "store": {"volume": {"size": "8Gi"}}, "clusterName": "data"}}},
+        }))?;
+        let t0 = Instant::now();
+        env.clusters
+            .create(&kube::api::PostParams::default(), &pc)
+            .await?;
+        let s = env.healthy(&name, 1, LIMIT).await?;
+        restores.push(t0.elapsed().as_secs_f64());
+        let instance = format!("{name}-1");
+        let ip = ip_of(&s, &instance).ok_or_else(|| anyhow::anyhow!("no IP for {instance}"))?;
+        let rpw = env.password(&name).await?;
+        let got: i64 = connect(&ip, &rpw)
+            .await?
+            .query_one("SELECT count(*) FROM big", &[])
+            .await?
+            .get(0);
+        anyhow::ensure!(got == n, "{name} restored {got} rows of {n}");
+        // No garbage collector runs here: the cluster's pod and claim go by hand.
+        env.clusters
+            .delete(&name, &kube::api::DeleteParams::default())
+            .await?;
+        env.delete_pod(&instance).await?;
+        Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+            env.admin.clone(),
+            &env.ns,
+        )
+        .delete(&instance, &kube::api::DeleteParams::default())
+        .await?;
+    }
+
+    let mut replicas = Vec::new();
+    for _ in 0..rounds {
+        let t0 = Instant::now();
+        env.patch("data", json!({"size": 2})).await?;
+        env.healthy("data", 2, LIMIT).await?;
+        replicas.push(t0.elapsed().as_secs_f64());
+        env.patch("data", json!({"size": 1})).await?;
+        env.healthy("data", 1, LIMIT).await?;
+    }
+    let what =
+        format!("a {table_mb:.0} MB table ({n} rows; database {db_mb:.0} MB) on a volume store");
+    let rows = vec![
+        row(
+            "postgres restore from backup (bosun)",
+            rounds,
+            median(&restores),
+            format!(
+                "{what}: bootstrap.recovery create → Healthy (base backup copied, archived WAL replayed, promoted), every row checked: {} s; the base backup itself took {backup_secs:.1} s",
+                list(&restores)
+            ),
+        ),
+        row(
+            "postgres replica added (bosun)",
+            rounds,
+            median(&replicas),
+            format!(
+                "{what}: size 1 → 2 → Healthy with 2 ready (pg_basebackup from the primary, streaming): {} s",
+                list(&replicas)
+            ),
+        ),
+    ];
     env.op.stop().await;
     Ok(rows)
 }

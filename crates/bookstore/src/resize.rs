@@ -201,8 +201,12 @@ pub fn compare(
     Ok(volumes)
 }
 
-/// Checks that the claims' storage class allows expansion.
-async fn check_expandable(client: &Client, claims: &[&PersistentVolumeClaim]) -> Result<(), Error> {
+/// Checks that the claims' storage class allows expansion (also the PostgresCluster
+/// operator's check before it grows its instances' claims).
+pub async fn check_expandable(
+    client: &Client,
+    claims: &[&PersistentVolumeClaim],
+) -> Result<(), Error> {
     let classes: Api<StorageClass> = Api::all(client.clone());
     let named = claims
         .iter()

@@ -327,6 +327,12 @@ pub struct S3Store {
     /// A Secret in the cluster's namespace with `accessKeyId` and `secretAccessKey`.
     #[schemars(length(min = 1, max = 253))]
     pub credentials_secret: String,
+    /// Part size of multipart uploads, a Kubernetes quantity from 5Mi to 5Gi (default 64Mi).
+    /// Files larger than it (base backups) are uploaded in parts of this size, one part in
+    /// memory at a time; it grows when a file would need more than 10,000 parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    pub part_size: Option<String>,
 }
 
 /// Streaming replication between the primary and the replicas.
@@ -456,6 +462,11 @@ pub struct BackupStatus {
     /// When the last base backup failed (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_backup: Option<String>,
+    /// Why the last base backup failed, as the primary that ran it reported. Kept here
+    /// until a later backup succeeds: the next primary, or the operator restarted, knows of
+    /// the failure only from this status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_backup_message: Option<String>,
     /// Name of the last WAL segment archived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_archived_wal: Option<String>,

@@ -49,6 +49,9 @@ pub struct Seen {
     pub follows: Option<u32>,
     /// Why its restore from the backup store failed (a new primary that waits, no data).
     pub restore_failed: Option<String>,
+    /// A replica whose WAL went past the point its primary's timeline forked: it never
+    /// streams until rewound.
+    pub diverged: bool,
 }
 
 impl Seen {
@@ -68,6 +71,7 @@ impl Seen {
             lsn: lsn.and_then(parse_lsn),
             follows: s.primary.as_deref().and_then(serial_at),
             restore_failed: s.restore_failure.clone(),
+            diverged: s.diverged.is_some(),
         }
     }
 }
@@ -263,7 +267,9 @@ fn with_primary(plan: &Plan, obs: &Observation, primary: u32) -> Action {
         let Some(seen) = &m.seen else { continue };
         let wrong = match seen.role {
             StateRole::Fenced => !spec_fenced(plan, m.serial),
-            StateRole::Replica => seen.follows != Some(primary),
+            // Diverged: it follows the primary but can never stream from it; the rejoin
+            // rewinds it.
+            StateRole::Replica => seen.follows != Some(primary) || seen.diverged,
             StateRole::Stopped => true,
             _ => false,
         };
@@ -359,6 +365,8 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
             .max_by_key(|m| {
                 let s = m.seen.as_ref();
                 (
+                    // WAL past a fork is WAL no one else has: never the first choice.
+                    !s.is_some_and(|s| s.diverged),
                     s.and_then(|s| s.timeline),
                     s.and_then(|s| s.lsn),
                     std::cmp::Reverse(m.serial),
@@ -426,6 +434,7 @@ mod tests {
                 lsn: Some(lsn),
                 follows,
                 restore_failed: None,
+                diverged: false,
             }),
         }
     }
@@ -573,6 +582,7 @@ mod tests {
             lsn: None,
             follows: None,
             restore_failed: None,
+            diverged: false,
         });
         assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
         // Pod deleted: nothing to fence, promote straight away.
@@ -711,6 +721,33 @@ mod tests {
         );
     }
 
+    /// A replica that follows the primary but diverged from its timeline is rejoined (the
+    /// rejoin rewinds it), not waited for: it never becomes ready by itself. And it is the
+    /// last choice for a promotion.
+    #[test]
+    fn a_diverged_replica_is_rejoined_and_promoted_last() {
+        let p = plan_of(serde_json::json!({"size": 3}));
+        let mut diverged = replica(3, 1, false, 500);
+        if let Some(s) = diverged.seen.as_mut() {
+            s.diverged = true;
+        }
+        let members = vec![primary(1, 2, 400), replica(2, 1, true, 400), diverged];
+        assert_eq!(
+            decide(&p, &obs(members.clone(), Some(1), 3)),
+            Action::Follow {
+                serial: 3,
+                primary: 1
+            }
+        );
+        // The primary lost: the diverged replica has more WAL, on the same timeline here,
+        // but the other is promoted.
+        let mut m = members;
+        m[0] = gone(m[0].clone(), false, true);
+        let mut o = obs(m, Some(1), 3);
+        o.primary_lost_for = Some(Duration::from_secs(600));
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+    }
+
     #[test]
     fn an_instance_report_is_read_for_the_decision() {
         let state = InstanceState {
@@ -725,6 +762,7 @@ mod tests {
             rewind_failure: None,
             error: None,
             restore_failure: None,
+            diverged: None,
             backup: None,
         };
         let seen = Seen::from_state(&state, |addr| (addr == "10.0.0.3:5432").then_some(3));
@@ -737,6 +775,7 @@ mod tests {
                 lsn: Some((1 << 32) + 0x10),
                 follows: Some(3),
                 restore_failed: None,
+                diverged: false,
             }
         );
     }
@@ -781,6 +820,7 @@ mod tests {
                                     lsn: Some(100 + i as u64),
                                     follows: Some(1),
                                     restore_failed: None,
+                                    diverged: false,
                                 }),
                             })
                             .collect();

@@ -93,8 +93,15 @@ pub enum StorePlan {
         prefix: String,
         region: String,
         credentials_secret: String,
+        /// Bytes per part of a multipart upload.
+        part_size: u64,
     },
 }
+
+/// Multipart upload parts: S3's bounds, and the default.
+pub const MIN_PART_SIZE: u128 = 5 << 20;
+pub const MAX_PART_SIZE: u128 = 5 << 30;
+pub const DEFAULT_PART_SIZE: u64 = 64 << 20;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackupPlan {
@@ -528,7 +535,19 @@ fn store(field: &'static str, s: &BackupStore) -> Result<StorePlan, Invalid> {
                     why: "the name of a Secret",
                 });
             }
+            let part_size = match &s3.part_size {
+                None => DEFAULT_PART_SIZE,
+                Some(text) => quantity::to_bytes(text)
+                    .filter(|b| (MIN_PART_SIZE..=MAX_PART_SIZE).contains(b))
+                    .and_then(|b| u64::try_from(b).ok())
+                    .ok_or_else(|| Invalid::S3 {
+                        field: "s3.partSize",
+                        value: text.clone(),
+                        why: "a quantity from 5Mi to 5Gi",
+                    })?,
+            };
             Ok(StorePlan::S3 {
+                part_size,
                 endpoint: s3.endpoint.trim_end_matches('/').to_string(),
                 bucket: s3.bucket.clone(),
                 prefix: s3.prefix.clone().unwrap_or_default(),
@@ -746,6 +765,7 @@ mod tests {
             (json!({"backup": {"store": {"volume": {"size": "1Gi"}, "s3": {"endpoint": "http://x", "bucket": "bkt", "credentialsSecret": "s"}}}}), Invalid::StoreBoth("spec.backup.store"), "not both"),
             (json!({"backup": s3("s3.example.com", "bkt", "s")}), Invalid::S3 { field: "s3.endpoint", value: "s3.example.com".into(), why: "an http:// or https:// URL" }, "s3.endpoint"),
             (json!({"backup": s3("https://s3", "Bucket_1", "s")}), Invalid::S3 { field: "s3.bucket", value: "Bucket_1".into(), why: "3-63 lower-case letters, digits, `-` and `.`" }, "s3.bucket"),
+            (json!({"backup": {"store": {"s3": {"endpoint": "https://s3", "bucket": "bkt", "credentialsSecret": "s", "partSize": "1Mi"}}}}), Invalid::S3 { field: "s3.partSize", value: "1Mi".into(), why: "a quantity from 5Mi to 5Gi" }, "5Mi to 5Gi"),
             (json!({"backup": s3("https://s3", "bkt", "My Secret")}), Invalid::S3 { field: "s3.credentialsSecret", value: "My Secret".into(), why: "the name of a Secret" }, "Secret"),
             (json!({"backup": {"store": {"volume": {"size": "1Gi"}}, "schedule": "daily"}}), Invalid::Schedule("daily".into()), "five fields"),
             (json!({"backup": {"store": {"volume": {"size": "1Gi"}}, "retention": "7y"}}), Invalid::Retention("7y".into()), "7d, 4w or 3m"),

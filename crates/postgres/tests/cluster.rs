@@ -1083,11 +1083,12 @@ async fn an_s3_store_archives_backs_up_and_restores_a_lost_cluster() {
         .create(&PostParams::default(), &secret)
         .await
         .expect("create the secret");
+    // The smallest part size S3 allows: the base backup (over 5 MiB) goes up in parts.
     e.create_spec(
         "pgs",
         serde_json::json!({"size": 1, "backup": {"store": {"s3": {
             "endpoint": moto.endpoint, "bucket": "pg-backups", "prefix": "team",
-            "credentialsSecret": "s3-creds"}}}}),
+            "credentialsSecret": "s3-creds", "partSize": "5Mi"}}}}),
     )
     .await;
     e.healthy("pgs", 1).await;
@@ -1125,6 +1126,23 @@ async fn an_s3_store_archives_backs_up_and_restores_a_lost_cluster() {
             .iter()
             .any(|k| k.starts_with("base/") && k.ends_with("/bosun-backup.json")),
         "no base backup in the bucket: {objects:?}"
+    );
+    // The base backup (more than 5 MiB) went up in parts: S3 names their number in the ETag.
+    let base = objects
+        .iter()
+        .find(|k| k.starts_with("base/") && k.ends_with("/base.tar"))
+        .expect("base.tar in the bucket");
+    let etag = moto
+        .client("team/pgs")
+        .etag(base)
+        .await
+        .expect("head")
+        .expect("base.tar");
+    assert!(
+        etag.trim_matches('"')
+            .rsplit_once('-')
+            .is_some_and(|(_, n)| n.parse::<u32>().is_ok_and(|n| n > 1)),
+        "base.tar was not a multipart upload: {etag}"
     );
 
     e.destroy("pgs-1").await;
@@ -1198,4 +1216,281 @@ async fn operator_killed_mid_failover_a_new_one_finishes_it_with_one_primary() {
     stop.store(1, Ordering::Relaxed);
     let most = monitor.await.expect("monitor");
     assert_eq!(most, 1, "two instances reported primary at once");
+}
+
+/// Each antiAffinity mode's pod, as the operator builds it, is accepted by the API server and
+/// stored as built (the scheduler reads it from there; nothing schedules here, so where the
+/// pods land is not what this proves).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anti_affinity_of_each_mode_is_accepted_and_stored_by_the_api_server() {
+    use bosun_postgres::controller::build;
+    use bosun_postgres::instance::Role;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let ns = test_namespace(&admin, "pg-affinity")
+        .await
+        .expect("namespace");
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    for (serial, mode) in [(1, "Required"), (2, "Preferred"), (3, "None")] {
+        let pc: PostgresCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "aa", "namespace": ns, "uid": "u-aa"},
+            "spec": {"pod": {"antiAffinity": mode}},
+        }))
+        .expect("cluster");
+        let plan = bosun_postgres::validate::plan(&pc, &Default::default()).expect("a valid plan");
+        let mut pod = build::pod(
+            &plan,
+            serial,
+            Role::Primary,
+            None,
+            &OwnerReference::default(),
+        );
+        // No owner here: the cluster object was never created.
+        pod.metadata.owner_references = None;
+        let stored = pods
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap_or_else(|e| panic!("{mode}: the API server refused the pod: {e}"));
+        let affinity = stored.spec.as_ref().and_then(|s| s.affinity.clone());
+        assert_eq!(
+            affinity,
+            pod.spec.as_ref().and_then(|s| s.affinity.clone()),
+            "{mode}: stored as built"
+        );
+        let anti = affinity.and_then(|a| a.pod_anti_affinity);
+        match mode {
+            "Required" => assert!(anti
+                .and_then(|a| a.required_during_scheduling_ignored_during_execution)
+                .is_some_and(|t| t.len() == 1)),
+            "Preferred" => assert!(anti
+                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution)
+                .is_some_and(|t| t.len() == 1)),
+            _ => assert!(anti.is_none()),
+        }
+    }
+}
+
+/// StorageClasses of the storage tests: one that allows expansion, one that does not.
+async fn storage_classes(client: &Client) {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    for (name, expand) in [("pg-expandable", true), ("pg-fixed", false)] {
+        let sc: StorageClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": expand,
+            "volumeBindingMode": "Immediate",
+        }))
+        .expect("class");
+        classes
+            .patch(
+                name,
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(&sc),
+            )
+            .await
+            .expect("storage class");
+    }
+}
+
+fn claim_size(c: &PersistentVolumeClaim) -> (Option<String>, Option<String>) {
+    let req = c
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone());
+    let cap = c
+        .status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone());
+    (req, cap)
+}
+
+fn condition<'a>(
+    s: &'a PostgresClusterStatus,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    s.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether an Event with `reason` was published about cluster `name`.
+async fn has_event(client: &Client, ns: &str, name: &str, reason: &str) -> bool {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    eventually(30, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        let found = list.iter().any(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        });
+        found.then_some(())
+    })
+    .await
+    .is_some()
+}
+
+/// `spec.storage.size` grows every instance's claim when the StorageClass allows it; when it
+/// does not, nothing changes but a condition and an Event say why; a shrink is refused.
+/// The data is there throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_grows_every_claim_or_says_why_not_and_never_shrinks() {
+    let e = env("pg-storage").await;
+    let admin = shared()
+        .await
+        .expect("control plane")
+        .client()
+        .await
+        .expect("client");
+    storage_classes(&admin).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), &e.ns);
+    for (name, class) in [("grow", "pg-expandable"), ("fixed", "pg-fixed")] {
+        e.create_spec(
+            name,
+            serde_json::json!({"size": 2, "storage": {"size": "1Gi", "storageClassName": class}}),
+        )
+        .await;
+    }
+    for name in ["grow", "fixed"] {
+        let s = e.healthy(name, 2).await;
+        let pw = e.password(name).await;
+        let c = connect(&ip_of(&s, &format!("{name}-1")), &pw)
+            .await
+            .expect("primary");
+        c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before')")
+            .await
+            .expect("write");
+        e.patch(name, serde_json::json!({"storage": {"size": "2Gi"}}))
+            .await;
+    }
+
+    // Expandable: both instances' claims ask for and get 2Gi; the condition says so.
+    let s = e
+        .status_until("grow", "StorageResized", |s| {
+            condition(s, "StorageResized").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    assert_eq!(
+        condition(&s, "StorageResized").map(|c| c.reason.as_str()),
+        Some("VolumesResized")
+    );
+    for claim in ["grow-1", "grow-2"] {
+        let c = claims.get(claim).await.expect("claim");
+        assert_eq!(
+            claim_size(&c),
+            (Some("2Gi".into()), Some("2Gi".into())),
+            "{claim}"
+        );
+    }
+    assert!(has_event(&admin, &e.ns, "grow", "GrowingVolumes").await);
+
+    // Not expandable: the reason in a condition and an Event, the claims as they were.
+    let s = e
+        .status_until("fixed", "ExpansionNotSupported", |s| {
+            condition(s, "StorageResized").is_some_and(|c| c.reason == "ExpansionNotSupported")
+        })
+        .await;
+    let c = condition(&s, "StorageResized").expect("condition");
+    assert_eq!(c.status, "False");
+    assert!(c.message.contains("pg-fixed"), "{}", c.message);
+    assert!(has_event(&admin, &e.ns, "fixed", "ExpansionNotSupported").await);
+    for claim in ["fixed-1", "fixed-2"] {
+        let c = claims.get(claim).await.expect("claim");
+        assert_eq!(claim_size(&c).0.as_deref(), Some("1Gi"), "{claim}");
+    }
+
+    // A shrink below what the claims ask for is refused, nothing touched.
+    e.patch("grow", serde_json::json!({"storage": {"size": "1Gi"}}))
+        .await;
+    let s = e
+        .status_until("grow", "the shrink refused", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::Failed)
+        })
+        .await;
+    let ready = condition(&s, "Ready").expect("Ready");
+    assert_eq!(ready.reason, "InvalidSpec");
+    assert!(ready.message.contains("cannot shrink"), "{}", ready.message);
+    assert_eq!(
+        claim_size(&claims.get("grow-1").await.expect("claim"))
+            .0
+            .as_deref(),
+        Some("2Gi")
+    );
+
+    // Both clusters run on with their data.
+    e.patch("grow", serde_json::json!({"storage": {"size": "2Gi"}}))
+        .await;
+    for name in ["grow", "fixed"] {
+        let s = e.healthy(name, 2).await;
+        let pw = e.password(name).await;
+        for i in [1, 2] {
+            let instance = format!("{name}-{i}");
+            assert!(
+                has_row(&ip_of(&s, &instance), &pw, "before").await,
+                "{instance} lost the row"
+            );
+        }
+    }
+}
+
+/// A file above the part size goes up as a multipart upload (S3 gives the object an ETag
+/// ending in `-<parts>`) and comes back byte for byte; one at the part size is a single PUT.
+#[cfg(feature = "s3")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_upload_above_the_part_size_goes_up_in_parts_and_comes_back_whole() {
+    let moto = Moto::start().await;
+    let part = 5u64 << 20;
+    let store = moto.client("multipart").with_part_size(part);
+    store.create_bucket().await.expect("bucket");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Two full parts and one byte: three parts. Not a repeating pattern of the part size,
+    // so parts sent out of order or twice would not compare equal.
+    let big: Vec<u8> = (0..2 * part + 1)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let path = dir.path().join("base.tar");
+    std::fs::write(&path, &big).expect("write");
+    store
+        .put_file("base/b1/base.tar", &path)
+        .await
+        .expect("multipart upload");
+    let etag = store
+        .etag("base/b1/base.tar")
+        .await
+        .expect("head")
+        .expect("the object");
+    assert!(etag.trim_matches('"').ends_with("-3"), "{etag}");
+    let got = store
+        .get("base/b1/base.tar")
+        .await
+        .expect("get")
+        .expect("the object");
+    assert!(
+        got.len() == big.len() && got[..] == big[..],
+        "the object differs"
+    );
+
+    let small = &big[..part as usize];
+    let path = dir.path().join("pg_wal.tar");
+    std::fs::write(&path, small).expect("write");
+    store
+        .put_file("base/b1/pg_wal.tar", &path)
+        .await
+        .expect("single upload");
+    let etag = store
+        .etag("base/b1/pg_wal.tar")
+        .await
+        .expect("head")
+        .expect("the object");
+    assert!(!etag.contains('-'), "{etag}");
+    let got = store
+        .get("base/b1/pg_wal.tar")
+        .await
+        .expect("get")
+        .expect("the object");
+    assert!(got[..] == small[..], "the object differs");
 }

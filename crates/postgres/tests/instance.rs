@@ -661,3 +661,146 @@ async fn a_promotion_returns_with_the_new_timeline_checkpointed() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// A primary that accepts connections and never answers (a stopped process whose socket
+/// still listens) does not hold a replica's start: the replication slot request gives up, the
+/// replica runs read-only and unready, and streams once pointed at a live primary. (The slot
+/// request had only a TCP connect timeout: the manager waited forever, PostgreSQL never
+/// started.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_that_never_answers_does_not_hold_a_replicas_start() {
+    let dir = workdir();
+    let a = start(dir.path(), "pg-1", "127.21.7.1", Role::Primary, None);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.7.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    wait_state(&b, "pg-2 streaming", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    b.shutdown().await;
+
+    // A "primary" that takes connections and never says a word.
+    let hole = tokio::net::TcpListener::bind(("127.21.7.9", PG_PORT))
+        .await
+        .expect("listen");
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((conn, _)) = hole.accept().await {
+            open.push(conn);
+        }
+    });
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.7.2",
+        Role::Replica,
+        Some(format!("127.21.7.9:{PG_PORT}")),
+    );
+    let s = wait_state(&b, "pg-2 running as a replica", |s| {
+        s.role == StateRole::Replica
+    })
+    .await;
+    assert!(!s.ready, "ready without a primary: {s:?}");
+
+    // Pointed at its primary again, it streams and is ready.
+    b.shutdown().await;
+    held.abort();
+    let b = start(
+        dir.path(),
+        "pg-2",
+        "127.21.7.2",
+        Role::Replica,
+        Some(a.addr()),
+    );
+    wait_state(&b, "pg-2 streaming again", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A replica whose WAL went past the point where its new primary's timeline forked (it
+/// received more than the replica that was promoted) reports itself diverged and is never
+/// ready — its WAL receiver is refused at every attempt, which PostgreSQL 15 shows as
+/// `streaming` for a moment each time, so it used to look ready now and then. The rejoin
+/// the operator then asks for rewinds it onto the new timeline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diverged_replica_is_never_ready_until_rewound() {
+    let dir = workdir();
+    let a = start(dir.path(), "pg-1", "127.21.8.1", Role::Primary, None);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    sql(&a)
+        .await
+        .expect("connect to pg-1")
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before')")
+        .await
+        .expect("write on pg-1");
+    let replica = |name: &str, ip: &str, primary: String| {
+        start(dir.path(), name, ip, Role::Replica, Some(primary))
+    };
+    let b = replica("pg-2", "127.21.8.2", a.addr());
+    let c = replica("pg-3", "127.21.8.3", a.addr());
+    for n in [&b, &c] {
+        wait_state(n, "streaming", |s| s.role == StateRole::Replica && s.ready).await;
+        wait_rows(n, &["before"]).await;
+    }
+    // pg-3 stops; pg-2 receives one more write; then the primary is gone.
+    c.shutdown().await;
+    sql(&a)
+        .await
+        .expect("connect to pg-1")
+        .batch_execute("INSERT INTO t VALUES ('not on pg-3')")
+        .await
+        .expect("write on pg-1");
+    wait_rows(&b, &["before", "not on pg-3"]).await;
+    b.shutdown().await;
+    a.api.fence().await.expect("fence pg-1");
+    wait_state(&a, "pg-1 fenced", |s| s.role == StateRole::Fenced).await;
+
+    // pg-3, behind pg-2, is promoted: timeline 2 forks before pg-2's position.
+    let c = replica("pg-3", "127.21.8.3", a.addr());
+    wait_state(&c, "pg-3 back as a replica", |s| {
+        s.role == StateRole::Replica
+    })
+    .await;
+    c.api.promote().await.expect("promote pg-3");
+    wait_state(&c, "pg-3 primary on timeline 2", |s| {
+        s.role == StateRole::Primary && s.ready && s.timeline == Some(2)
+    })
+    .await;
+
+    // pg-2 restarted as pg-3's replica (no rewind: it never was a primary).
+    let b = replica("pg-2", "127.21.8.2", c.addr());
+    let s = wait_state(&b, "pg-2 reporting its divergence", |s| {
+        s.role == StateRole::Replica && s.diverged.is_some()
+    })
+    .await;
+    assert!(!s.ready, "a diverged replica reported ready: {s:?}");
+
+    // The operator's answer: rejoin (rewind).
+    b.api.demote(&c.addr()).await.expect("demote pg-2");
+    let s = wait_state(&b, "pg-2 streaming on timeline 2", |s| {
+        s.role == StateRole::Replica && s.ready && s.timeline == Some(2)
+    })
+    .await;
+    assert_eq!(s.diverged, None, "{s:?}");
+    assert_eq!(s.last_rejoin, Some(Rejoin::Rewind), "{s:?}");
+    wait_rows(&b, &["before"]).await;
+
+    a.shutdown().await;
+    b.shutdown().await;
+    c.shutdown().await;
+}

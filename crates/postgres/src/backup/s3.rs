@@ -3,7 +3,12 @@
 //! `base/<id>/pg_wal.tar` (`pg_basebackup -Ft`), and `base/<id>/bosun-backup.json`, written
 //! last: a backup without its record is not one. Path-style requests signed with SigV4
 //! ([`super::sigv4`]) over bosun's own HTTP client (hyper; rustls with the system's roots for
-//! `https://`), objects sent in one request (no multipart upload yet).
+//! `https://`).
+//!
+//! Files larger than the part size (default [`DEFAULT_PART_SIZE`], `BOSUN_PG_S3_PART_SIZE`,
+//! the spec's `partSize`) go up as a multipart upload: S3 refuses a single PUT above 5 GiB,
+//! and a part at a time keeps only one part in memory. The part size grows when the file
+//! would need more than S3's 10,000 parts; a failed upload is aborted, so no parts linger.
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
@@ -19,6 +24,28 @@ use super::wal::is_archive_name;
 
 const TIMEOUT: Duration = Duration::from_secs(300);
 
+/// S3's bounds on a multipart upload's parts (all but the last at least the minimum).
+pub const MIN_PART_SIZE: u64 = 5 << 20;
+pub const MAX_PART_SIZE: u64 = 5 << 30;
+const MAX_PARTS: u64 = 10_000;
+/// The part size unless configured.
+pub const DEFAULT_PART_SIZE: u64 = 64 << 20;
+
+/// The part size for a file of `len` bytes: `configured`, or more when the file would
+/// otherwise need more than S3's 10,000 parts.
+pub fn part_size(configured: u64, len: u64) -> u64 {
+    configured
+        .clamp(MIN_PART_SIZE, MAX_PART_SIZE)
+        .max(len.div_ceil(MAX_PARTS))
+}
+
+/// An answer: its status, ETag and body.
+struct Answer {
+    status: u16,
+    etag: Option<String>,
+    body: Bytes,
+}
+
 pub struct S3Store {
     /// `http` or `https`.
     scheme: &'static str,
@@ -29,6 +56,8 @@ pub struct S3Store {
     region: String,
     creds: Credentials,
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// Files above it are sent as a multipart upload, in parts of this size.
+    part_size: u64,
 }
 
 fn remote(what: impl Into<String>) -> StoreError {
@@ -84,7 +113,14 @@ impl S3Store {
             region: region.into(),
             creds,
             http: Client::builder(TokioExecutor::new()).build(connector),
+            part_size: DEFAULT_PART_SIZE,
         })
+    }
+
+    /// Files above `bytes` go up in parts of `bytes` (kept within S3's 5 MiB-5 GiB).
+    pub fn with_part_size(mut self, bytes: u64) -> S3Store {
+        self.part_size = bytes.clamp(MIN_PART_SIZE, MAX_PART_SIZE);
+        self
     }
 
     /// From a location `s3://<bucket>/<root>` and the environment: `BOSUN_PG_S3_ENDPOINT`,
@@ -100,7 +136,15 @@ impl S3Store {
                 .filter(|v| !v.is_empty())
                 .ok_or_else(|| remote(format!("{k} is not set")))
         };
-        S3Store::new(
+        let part_size = match env("BOSUN_PG_S3_PART_SIZE") {
+            Ok(v) => v.parse::<u64>().map_err(|_| {
+                remote(format!(
+                    "BOSUN_PG_S3_PART_SIZE {v:?} is not a number of bytes"
+                ))
+            })?,
+            Err(_) => DEFAULT_PART_SIZE,
+        };
+        Ok(S3Store::new(
             &env("BOSUN_PG_S3_ENDPOINT")?,
             bucket,
             root,
@@ -109,7 +153,8 @@ impl S3Store {
                 access_key: env("AWS_ACCESS_KEY_ID")?,
                 secret_key: env("AWS_SECRET_ACCESS_KEY")?,
             },
-        )
+        )?
+        .with_part_size(part_size))
     }
 
     fn key(&self, rel: &str) -> String {
@@ -123,6 +168,17 @@ impl S3Store {
         query: &[(&str, &str)],
         body: Vec<u8>,
     ) -> Result<(u16, Bytes), StoreError> {
+        let a = self.request(method, key, query, body).await?;
+        Ok((a.status, a.body))
+    }
+
+    async fn request(
+        &self,
+        method: &str,
+        key: Option<&str>,
+        query: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Result<Answer, StoreError> {
         let path = match key {
             Some(k) => format!("/{}/{}", self.bucket, sigv4::uri_encode(k, true)),
             None => format!("/{}", self.bucket),
@@ -174,13 +230,18 @@ impl S3Store {
             .map_err(|_| remote(format!("{method} {path}: timed out")))?
             .map_err(|e| remote(format!("{method} {path}: {e}")))?;
         let status = resp.status().as_u16();
-        let bytes = resp
+        let etag = resp
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = resp
             .into_body()
             .collect()
             .await
             .map_err(|e| remote(format!("{method} {path}: {e}")))?
             .to_bytes();
-        Ok((status, bytes))
+        Ok(Answer { status, etag, body })
     }
 
     fn failed(method: &str, key: &str, status: u16, body: &[u8]) -> StoreError {
@@ -207,6 +268,111 @@ impl S3Store {
         }
     }
 
+    /// Uploads the file at `src` as `rel`: one PUT up to the part size, a multipart upload
+    /// above it (one part in memory at a time).
+    pub async fn put_file(&self, rel: &str, src: &std::path::Path) -> Result<(), StoreError> {
+        let io = |what: &'static str| {
+            let path = src.to_path_buf();
+            move |e| StoreError::Io {
+                what,
+                path,
+                source: e,
+            }
+        };
+        let mut file = std::fs::File::open(src).map_err(io("opening"))?;
+        let len = file.metadata().map_err(io("reading"))?.len();
+        if len <= self.part_size {
+            let mut data = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+            std::io::Read::read_to_end(&mut file, &mut data).map_err(io("reading"))?;
+            return self.put(rel, data).await;
+        }
+        let key = self.key(rel);
+        let a = self
+            .request("POST", Some(&key), &[("uploads", "")], Vec::new())
+            .await?;
+        if !(200..300).contains(&a.status) {
+            return Err(Self::failed("POST uploads", &key, a.status, &a.body));
+        }
+        let text = String::from_utf8_lossy(&a.body);
+        let upload = between(&text, "<UploadId>", "</UploadId>")
+            .map(unescape)
+            .ok_or_else(|| remote(format!("POST uploads {key}: no UploadId in the answer")))?;
+        let part = part_size(self.part_size, len);
+        let sent = self.send_parts(&key, &upload, &mut file, part).await;
+        let done = match sent {
+            Ok(etags) => self.complete(&key, &upload, &etags).await,
+            Err(e) => Err(e),
+        };
+        if done.is_err() {
+            // Parts of an upload never completed are kept (and billed) until aborted.
+            let _ = self
+                .request("DELETE", Some(&key), &[("uploadId", &upload)], Vec::new())
+                .await;
+        }
+        done
+    }
+
+    async fn send_parts(
+        &self,
+        key: &str,
+        upload: &str,
+        file: &mut std::fs::File,
+        part: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut etags = Vec::new();
+        loop {
+            let mut buf = Vec::with_capacity(usize::try_from(part).unwrap_or(0));
+            std::io::Read::read_to_end(&mut std::io::Read::take(&mut *file, part), &mut buf)
+                .map_err(|e| remote(format!("reading the file for {key}: {e}")))?;
+            if buf.is_empty() {
+                return Ok(etags);
+            }
+            let number = (etags.len() + 1).to_string();
+            let a = self
+                .request(
+                    "PUT",
+                    Some(key),
+                    &[("partNumber", &number), ("uploadId", upload)],
+                    buf,
+                )
+                .await?;
+            if !(200..300).contains(&a.status) {
+                return Err(Self::failed(
+                    &format!("PUT part {number}"),
+                    key,
+                    a.status,
+                    &a.body,
+                ));
+            }
+            let etag = a
+                .etag
+                .ok_or_else(|| remote(format!("PUT part {number} {key}: no ETag")))?;
+            etags.push(etag);
+        }
+    }
+
+    async fn complete(&self, key: &str, upload: &str, etags: &[String]) -> Result<(), StoreError> {
+        let mut xml = String::from("<CompleteMultipartUpload>");
+        for (i, etag) in etags.iter().enumerate() {
+            xml.push_str(&format!(
+                "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>",
+                i + 1,
+                escape(etag)
+            ));
+        }
+        xml.push_str("</CompleteMultipartUpload>");
+        let a = self
+            .request("POST", Some(key), &[("uploadId", upload)], xml.into_bytes())
+            .await?;
+        // S3 may answer 200 and report the failure in the body.
+        let text = String::from_utf8_lossy(&a.body);
+        if (200..300).contains(&a.status) && !text.contains("<Error>") {
+            Ok(())
+        } else {
+            Err(Self::failed("POST complete", key, a.status, &a.body))
+        }
+    }
+
     pub async fn get(&self, rel: &str) -> Result<Option<Bytes>, StoreError> {
         let key = self.key(rel);
         let (status, body) = self.send("GET", Some(&key), &[], Vec::new()).await?;
@@ -214,6 +380,18 @@ impl S3Store {
             200..=299 => Ok(Some(body)),
             404 => Ok(None),
             s => Err(Self::failed("GET", &key, s, &body)),
+        }
+    }
+
+    /// The object's ETag (a multipart upload's ends in `-<number of parts>`); None when
+    /// there is no such object.
+    pub async fn etag(&self, rel: &str) -> Result<Option<String>, StoreError> {
+        let key = self.key(rel);
+        let a = self.request("HEAD", Some(&key), &[], Vec::new()).await?;
+        match a.status {
+            200..=299 => Ok(a.etag),
+            404 => Ok(None),
+            s => Err(Self::failed("HEAD", &key, s, &a.body)),
         }
     }
 
@@ -367,6 +545,14 @@ fn all_between<'a>(text: &'a str, open: &str, close: &str) -> Vec<&'a str> {
     out
 }
 
+/// `&`, `<`, `>` and `"` as XML entities (an ETag is quoted).
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 /// The five XML entities (keys written here never hold others).
 fn unescape(s: &str) -> String {
     s.replace("&lt;", "<")
@@ -395,6 +581,17 @@ mod tests {
             between(xml, "<NextContinuationToken>", "</NextContinuationToken>"),
             Some("t1")
         );
+    }
+
+    #[test]
+    fn parts_stay_within_s3s_bounds() {
+        assert_eq!(part_size(DEFAULT_PART_SIZE, 1 << 30), DEFAULT_PART_SIZE);
+        assert_eq!(part_size(1, 1 << 30), MIN_PART_SIZE);
+        // 1 TiB in 64 MiB parts would be 16,384 parts: the parts grow to fit in 10,000.
+        let tib = 1u64 << 40;
+        let p = part_size(DEFAULT_PART_SIZE, tib);
+        assert!(p > DEFAULT_PART_SIZE && tib.div_ceil(p) <= MAX_PARTS, "{p}");
+        assert_eq!(escape("\"abc\""), "&quot;abc&quot;");
     }
 
     #[test]

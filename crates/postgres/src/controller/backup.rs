@@ -3,6 +3,7 @@
 //! (a new value of the [`REQUEST_ANNOTATION`]), on the schedule, or the first one once the
 //! cluster is up. The backup itself runs in the primary's manager (`POST /backup`).
 use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
 use bosun_runtime::conditions::{condition, set_condition};
@@ -29,7 +30,9 @@ pub enum Trigger {
 }
 
 /// The backup fields after this cycle: the store's truth where the primary reported it,
-/// the previous values otherwise (a failure time is kept until a later one).
+/// the previous values otherwise. A failure (its time and message) is known only to the
+/// manager of the primary that ran the backup, and only until it restarts: it is kept here
+/// until a later one.
 pub fn status(prev: Option<&BackupStatus>, seen: Option<&BackupState>) -> BackupStatus {
     let mut s = prev.cloned().unwrap_or_default();
     let Some(b) = seen else { return s };
@@ -39,7 +42,12 @@ pub fn status(prev: Option<&BackupStatus>, seen: Option<&BackupState>) -> Backup
     if b.last_successful.is_some() {
         s.last_successful_backup = b.last_successful.clone();
     }
-    s.last_failed_backup = later(s.last_failed_backup.take(), b.last_failed.clone());
+    let newer_failure = b.last_failed.is_some()
+        && later(s.last_failed_backup.clone(), b.last_failed.clone()) != s.last_failed_backup;
+    if newer_failure {
+        s.last_failed_backup = b.last_failed.clone();
+        s.last_failed_backup_message = b.last_failure.clone();
+    }
     if b.last_archived_wal.is_some() {
         s.last_archived_wal = b.last_archived_wal.clone();
         s.last_archived_wal_time = b.last_archived_time.clone();
@@ -60,8 +68,9 @@ fn parse(t: Option<&str>) -> Option<DateTime<Utc>> {
         .map(|t| t.to_utc())
 }
 
-/// ContinuousArchiving and LastBackupSucceeded, from the primary's report (kept as they
-/// were when no primary reported this cycle).
+/// ContinuousArchiving, from the primary's report (kept as it was when no primary reported
+/// this cycle), and LastBackupSucceeded, from the backup times and message `status` holds
+/// (its `backup`, already merged by [`status`]).
 pub fn conditions(
     status: &mut PostgresClusterStatus,
     prev: &PostgresClusterStatus,
@@ -69,6 +78,9 @@ pub fn conditions(
     generation: Option<i64>,
     now: Timestamp,
 ) {
+    if let Some(c) = last_backup(status.backup.as_ref(), generation) {
+        set_condition(&mut status.conditions, &prev.conditions, c, now);
+    }
     let Some(b) = seen else { return };
     let failing = match (
         parse(b.last_failed_time.as_deref()),
@@ -111,14 +123,20 @@ pub fn conditions(
         )
     };
     set_condition(&mut status.conditions, &prev.conditions, archiving, now);
-    let failed = parse(b.last_failed.as_deref());
-    let succeeded = parse(b.last_successful.as_deref());
-    let last = match (failed, succeeded) {
+}
+
+/// LastBackupSucceeded: the later of the last failure and the last success; None before
+/// any backup ended.
+fn last_backup(b: Option<&BackupStatus>, generation: Option<i64>) -> Option<Condition> {
+    let b = b?;
+    let failed = parse(b.last_failed_backup.as_deref());
+    let succeeded = parse(b.last_successful_backup.as_deref());
+    match (failed, succeeded) {
         (Some(f), s) if s.is_none_or(|s| f > s) => Some(condition(
             "LastBackupSucceeded",
             false,
             Reason::BackupFailed.as_str(),
-            b.last_failure
+            b.last_failed_backup_message
                 .clone()
                 .unwrap_or_else(|| "the last base backup failed".into()),
             generation,
@@ -129,14 +147,11 @@ pub fn conditions(
             Reason::BackupSucceeded.as_str(),
             format!(
                 "base backup completed at {}",
-                b.last_successful.as_deref().unwrap_or_default()
+                b.last_successful_backup.as_deref().unwrap_or_default()
             ),
             generation,
         )),
         _ => None,
-    };
-    if let Some(c) = last {
-        set_condition(&mut status.conditions, &prev.conditions, c, now);
     }
 }
 
@@ -312,6 +327,73 @@ mod tests {
         assert_eq!(status(Some(&prev), None), prev);
     }
 
+    /// A failure is reported once, by the primary that ran the backup; the next primary (or
+    /// the same manager restarted) knows only the store's successful backups. The status
+    /// keeps the failure until a later backup succeeds.
+    #[test]
+    fn a_backup_failure_outlives_the_primary_that_saw_it() {
+        let now = Timestamp::now();
+        let cycle = |prev: &PostgresClusterStatus, seen: &BackupState| {
+            let mut s = PostgresClusterStatus {
+                backup: Some(status(prev.backup.as_ref(), Some(seen))),
+                ..Default::default()
+            };
+            conditions(&mut s, prev, Some(seen), Some(1), now);
+            s
+        };
+        let last = |s: &PostgresClusterStatus| {
+            let c = s
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "LastBackupSucceeded")
+                .cloned()
+                .expect("LastBackupSucceeded");
+            (c.status, c.reason, c.message)
+        };
+        let store_truth = BackupState {
+            backups: 1,
+            last_successful: Some("2026-11-24T03:00:05Z".into()),
+            ..Default::default()
+        };
+        let failed_on_old_primary = BackupState {
+            last_failed: Some("2026-11-25T03:00:09Z".into()),
+            last_failure: Some("pg_basebackup: the store is full".into()),
+            ..store_truth.clone()
+        };
+        let s1 = cycle(&PostgresClusterStatus::default(), &failed_on_old_primary);
+        let failed = (
+            "False".to_string(),
+            "BackupFailed".to_string(),
+            "pg_basebackup: the store is full".to_string(),
+        );
+        assert_eq!(last(&s1), failed);
+        // A new primary: the failure is not in its report, but still the latest outcome.
+        let s2 = cycle(&s1, &store_truth);
+        assert_eq!(last(&s2), failed);
+        let b = s2.backup.clone().expect("backup status");
+        assert_eq!(
+            (
+                b.last_failed_backup.as_deref(),
+                b.last_failed_backup_message.as_deref()
+            ),
+            (
+                Some("2026-11-25T03:00:09Z"),
+                Some("pg_basebackup: the store is full")
+            )
+        );
+        // And again (the status written last cycle is the only memory).
+        let s3 = cycle(&s2, &store_truth);
+        assert_eq!(last(&s3), failed);
+        // A later success ends it.
+        let succeeded = BackupState {
+            backups: 2,
+            last_successful: Some("2026-11-26T03:00:05Z".into()),
+            ..Default::default()
+        };
+        let s4 = cycle(&s3, &succeeded);
+        assert_eq!(last(&s4).0, "True");
+    }
+
     #[test]
     fn a_primary_started_without_the_store_is_reported() {
         let mut s = PostgresClusterStatus::default();
@@ -343,6 +425,7 @@ mod tests {
             last_successful: Some("2026-11-24T00:00:00Z".into()),
             ..Default::default()
         };
+        s.backup = Some(status(None, Some(&seen)));
         conditions(&mut s, &prev, Some(&seen), Some(1), now);
         let get = |t: &str| {
             s.conditions

@@ -14,15 +14,17 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod,
-    PodSpec, Probe, ResourceRequirements, Secret, SecretKeySelector, Service, ServicePort,
-    ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    Affinity, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec, Probe,
+    ResourceRequirements, Secret, SecretKeySelector, Service, ServicePort, ServiceSpec, Volume,
+    VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use crate::api::AntiAffinity;
 use crate::instance::Role;
 use crate::validate::{BootstrapPlan, Plan, RecoveryTarget, StorePlan};
 
@@ -63,6 +65,7 @@ fn s3_env(store: &StorePlan) -> Vec<EnvVar> {
         endpoint,
         region,
         credentials_secret,
+        part_size,
         ..
     } = store
     else {
@@ -83,6 +86,7 @@ fn s3_env(store: &StorePlan) -> Vec<EnvVar> {
     vec![
         env("BOSUN_PG_S3_ENDPOINT", endpoint.clone()),
         env("BOSUN_PG_S3_REGION", region.clone()),
+        env("BOSUN_PG_S3_PART_SIZE", part_size.to_string()),
         secret("AWS_ACCESS_KEY_ID", KEY_S3_ACCESS),
         secret("AWS_SECRET_ACCESS_KEY", KEY_S3_SECRET),
     ]
@@ -522,12 +526,50 @@ fn pod_with(
             ),
             node_selector: (!plan.pod.node_selector.is_empty())
                 .then(|| plan.pod.node_selector.clone()),
+            affinity: affinity(plan),
             // A fast shutdown flushes WAL to the replicas; give it time before SIGKILL.
             termination_grace_period_seconds: Some(30),
             ..Default::default()
         }),
         ..Default::default()
     }
+}
+
+/// Keeps a cluster's instances on different nodes (by hostname), as `antiAffinity` asks:
+/// `Required` (an instance waits rather than share a node), `Preferred` (the scheduler
+/// tries) or `None`.
+fn affinity(plan: &Plan) -> Option<Affinity> {
+    let term = PodAffinityTerm {
+        label_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([(
+                CLUSTER_LABEL.to_string(),
+                plan.name.clone(),
+            )])),
+            ..Default::default()
+        }),
+        topology_key: "kubernetes.io/hostname".into(),
+        ..Default::default()
+    };
+    let anti = match plan.anti_affinity {
+        AntiAffinity::None => return None,
+        AntiAffinity::Required => PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![term]),
+            ..Default::default()
+        },
+        AntiAffinity::Preferred => PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    pod_affinity_term: term,
+                    weight: 100,
+                },
+            ]),
+            ..Default::default()
+        },
+    };
+    Some(Affinity {
+        pod_anti_affinity: Some(anti),
+        ..Default::default()
+    })
 }
 
 #[cfg(test)]
@@ -622,6 +664,71 @@ mod tests {
         assert_eq!(env["BOSUN_PG_ROLE"].value.as_deref(), Some("primary"));
         assert!(!env.contains_key("BOSUN_PG_PRIMARY"));
         assert_eq!(env["BOSUN_PG_APP_DATABASE"].value.as_deref(), Some("app"));
+    }
+
+    /// Each antiAffinity mode of the spec, as the scheduler reads it: instances of one
+    /// cluster kept off each other's nodes (by hostname), required or preferred, or not at all.
+    #[test]
+    fn anti_affinity_keeps_a_clusters_instances_apart_as_the_spec_says() {
+        let affinity = |mode: &str| {
+            let p = plan_of(serde_json::json!({"pod": {"antiAffinity": mode}}));
+            pod(&p, 1, Role::Primary, None, &owner())
+                .spec
+                .expect("spec")
+                .affinity
+        };
+        let term = |t: &k8s_openapi::api::core::v1::PodAffinityTerm| {
+            let selector = t.label_selector.as_ref().expect("selector");
+            (
+                t.topology_key.clone(),
+                selector.match_labels.clone().expect("labels"),
+                selector.match_expressions.is_none(),
+            )
+        };
+        let same_cluster = BTreeMap::from([(CLUSTER_LABEL.to_string(), "pg".to_string())]);
+        let hostname = "kubernetes.io/hostname".to_string();
+
+        let required = affinity("Required")
+            .and_then(|a| a.pod_anti_affinity)
+            .expect("anti-affinity");
+        assert!(required
+            .preferred_during_scheduling_ignored_during_execution
+            .is_none());
+        let terms = required
+            .required_during_scheduling_ignored_during_execution
+            .expect("required terms");
+        assert_eq!(terms.len(), 1);
+        assert_eq!(
+            term(&terms[0]),
+            (hostname.clone(), same_cluster.clone(), true)
+        );
+
+        let preferred = affinity("Preferred")
+            .and_then(|a| a.pod_anti_affinity)
+            .expect("anti-affinity");
+        assert!(preferred
+            .required_during_scheduling_ignored_during_execution
+            .is_none());
+        let weighted = preferred
+            .preferred_during_scheduling_ignored_during_execution
+            .expect("preferred terms");
+        assert_eq!(weighted.len(), 1);
+        assert_eq!(weighted[0].weight, 100);
+        assert_eq!(
+            term(&weighted[0].pod_affinity_term),
+            (hostname, same_cluster, true)
+        );
+        // The default is Preferred.
+        let p = plan_of(serde_json::json!({}));
+        assert_eq!(
+            pod(&p, 1, Role::Primary, None, &owner())
+                .spec
+                .expect("spec")
+                .affinity,
+            affinity("Preferred")
+        );
+
+        assert_eq!(affinity("None"), None);
     }
 
     #[test]
@@ -729,9 +836,13 @@ mod tests {
     fn an_s3_store_is_reached_with_credentials_by_reference() {
         let p = plan_of(serde_json::json!({"backup": {"store": {"s3": {
             "endpoint": "http://127.0.0.1:9000", "bucket": "bkt", "prefix": "team/",
-            "credentialsSecret": "s3-creds"}}}}));
+            "credentialsSecret": "s3-creds", "partSize": "16Mi"}}}}));
         let pod = pod(&p, 1, Role::Primary, None, &owner());
         let env = env_of(&pod);
+        assert_eq!(
+            env["BOSUN_PG_S3_PART_SIZE"].value.as_deref(),
+            Some("16777216")
+        );
         assert_eq!(
             env["BOSUN_PG_BACKUP_STORE"].value.as_deref(),
             Some("s3://bkt/team/pg")

@@ -1,10 +1,12 @@
 //! The PostgresCluster controller. Each cycle is one pass of the pipeline:
 //!
 //! 1. **fetch** the cluster (the watch hands it in);
-//! 2. **validate** it into the [`Plan`] (a refused spec: condition + Event, nothing touched);
+//! 2. **validate** it into the [`Plan`] (a refused spec: condition + Event, nothing touched;
+//!    the claims are listed first, their sizes bound a shrink);
 //! 3. **observe**: the credentials Secret and the Service (made once), the pods and claims,
 //!    and each instance's `/state` at its pod IP ([`observe`]);
-//! 4. **decide** the one action of this cycle ([`crate::lifecycle::decide`], pure);
+//! 4. **decide** the one action of this cycle ([`crate::lifecycle::decide`], pure), and
+//!    grow the claims below `spec.storage.size` ([`storage`]);
 //! 5. **record** the decision in the status ([`status`], pure) *before* acting, plus an Event;
 //! 6. **act** ([`act`]), then requeue: soon while anything is in motion, at a slower pace
 //!    when healthy (the instances are polled: a lost primary is noticed within that period,
@@ -16,6 +18,7 @@ pub mod metrics;
 pub mod observe;
 pub mod reason;
 pub mod status;
+pub mod storage;
 
 use std::io::Read;
 use std::sync::Arc;
@@ -110,7 +113,12 @@ impl Operator for PostgresOperator {
                 ),
                 rule("", &["secrets", "services"], &["get", "create"]),
             ],
-            cluster: vec![],
+            // Whether a StorageClass allows expansion, before growing the claims.
+            cluster: vec![rule(
+                "storage.k8s.io",
+                &["storageclasses"],
+                &["get", "list"],
+            )],
         }
     }
 
@@ -180,7 +188,13 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
     let prev = pc.status.clone().unwrap_or_default();
     let api: Api<PostgresCluster> =
         Api::namespaced(ctx.client.clone(), &pc.namespace().unwrap_or_default());
-    let plan = match validate::plan(&pc, &Observed::default()) {
+    let ns = pc.namespace().unwrap_or_default();
+    let claims = observe::claims(&ctx.client, &ns, &pc.name_any()).await?;
+    let observed = Observed {
+        storage_bytes: storage::largest_request(&pc.name_any(), &claims),
+        ..Default::default()
+    };
+    let plan = match validate::plan(&pc, &observed) {
         Ok(p) => p,
         Err(invalid) => return refuse(&pc, &ctx, &api, &prev, invalid).await,
     };
@@ -194,7 +208,7 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         ensure_backup_claim(&ctx.client, &plan).await?;
         Some(ensure_secret(&ctx.client, &plan, &owner).await?)
     };
-    let seen = observe::observe(&ctx.client, &plan).await?;
+    let seen = observe::observe(&ctx.client, &plan, &claims).await?;
     let now = Timestamp::now();
     let lost_for = if seen
         .states
@@ -239,6 +253,9 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
             backup::not_mounted(&mut desired, &prev, pc.meta().generation, now);
         }
     }
+    if !plan.paused {
+        resize(&pc, &ctx, &plan, &claims, &prev, &mut desired, now).await?;
+    }
     // The decision is recorded before it is carried out.
     ctx.status
         .write_if_changed(&api, &pc, pc.status.as_ref(), &desired)
@@ -282,6 +299,47 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         }
         _ => Requeue::requeue(BUSY),
     })
+}
+
+/// Grows the data claims to `spec.storage.size` (see [`storage`]): the `StorageResized`
+/// condition, and an Event when the volumes grow or cannot.
+async fn resize(
+    pc: &PostgresCluster,
+    ctx: &Context,
+    plan: &Plan,
+    claims: &[PersistentVolumeClaim],
+    prev: &PostgresClusterStatus,
+    desired: &mut PostgresClusterStatus,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let outcome = storage::grow(&ctx.client, plan, claims).await?;
+    let had = prev
+        .conditions
+        .iter()
+        .any(|c| c.type_ == storage::CONDITION);
+    let Some(c) = storage::condition_of(plan, claims, &outcome, had, pc.meta().generation) else {
+        return Ok(());
+    };
+    let event = match &outcome {
+        storage::Outcome::Grew(_) => Some((false, c.message.clone())),
+        // Once per refusal, not every cycle.
+        storage::Outcome::NotExpandable(_)
+            if !prev
+                .conditions
+                .iter()
+                .any(|p| p.type_ == c.type_ && p.reason == c.reason && p.message == c.message) =>
+        {
+            Some((true, c.message.clone()))
+        }
+        _ => None,
+    };
+    if let Some((warning, message)) = event {
+        ctx.events
+            .publish(&pc.object_ref(&()), warning, &c.reason, "Resize", message)
+            .await;
+    }
+    set_condition(&mut desired.conditions, &prev.conditions, c, now);
+    Ok(())
 }
 
 /// Starts a base backup on the primary when one is due, then records what started it.
@@ -373,8 +431,11 @@ async fn announce_backups(
                 Reason::BackupFailed.as_str(),
                 "Backup",
                 format!(
-                    "base backup failed at {}; see the LastBackupSucceeded condition",
-                    now.last_failed_backup.as_deref().unwrap_or_default()
+                    "base backup failed at {}: {}",
+                    now.last_failed_backup.as_deref().unwrap_or_default(),
+                    now.last_failed_backup_message
+                        .as_deref()
+                        .unwrap_or("no reason reported")
                 ),
             )
             .await;

@@ -35,11 +35,27 @@ pub struct Snapshot {
     pub states: BTreeMap<u32, InstanceState>,
 }
 
-/// Lists the cluster's pods and claims and asks every instance with an IP for its state.
-pub async fn observe(client: &Client, plan: &Plan) -> Result<Snapshot, kube::Error> {
+/// The cluster's claims (its instances' data and its backup volume), listed before the spec
+/// is validated: their sizes bound a shrink.
+pub async fn claims(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<PersistentVolumeClaim>, kube::Error> {
+    let lp = ListParams::default().labels(&selector(cluster));
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    Ok(api.list(&lp).await?.items)
+}
+
+/// Lists the cluster's pods, takes its `claims` (listed by [`claims`]) and asks every
+/// instance with an IP for its state.
+pub async fn observe(
+    client: &Client,
+    plan: &Plan,
+    claims: &[PersistentVolumeClaim],
+) -> Result<Snapshot, kube::Error> {
     let lp = ListParams::default().labels(&selector(&plan.name));
     let pods: Api<Pod> = Api::namespaced(client.clone(), &plan.namespace);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &plan.namespace);
     let mut seen = Snapshot::default();
     for p in pods.list(&lp).await? {
         let Some(serial) = serial_of(&plan.name, &p.name_any()) else {
@@ -58,7 +74,7 @@ pub async fn observe(client: &Client, plan: &Plan) -> Result<Snapshot, kube::Err
             },
         );
     }
-    for c in claims.list(&lp).await? {
+    for c in claims {
         if c.metadata.deletion_timestamp.is_some() {
             continue;
         }

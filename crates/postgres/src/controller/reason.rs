@@ -26,6 +26,10 @@ pub enum Reason {
     ArchiveFailing,
     NoWalArchivedYet,
     StoreNotInUse,
+    GrowingVolumes,
+    VolumesResized,
+    ExpansionNotSupported,
+    FileSystemResizePending,
 }
 
 impl Reason {
@@ -56,6 +60,10 @@ impl Reason {
             Reason::ArchiveFailing => "ArchiveFailing",
             Reason::NoWalArchivedYet => "NoWalArchivedYet",
             Reason::StoreNotInUse => "StoreNotInUse",
+            Reason::GrowingVolumes => "GrowingVolumes",
+            Reason::VolumesResized => "VolumesResized",
+            Reason::ExpansionNotSupported => "ExpansionNotSupported",
+            Reason::FileSystemResizePending => "FileSystemResizePending",
         }
     }
 }

@@ -250,6 +250,7 @@ mod tests {
             rewind_failure: None,
             error: None,
             restore_failure: None,
+            diverged: None,
             backup: None,
         }
     }

@@ -130,14 +130,15 @@ impl Backups {
         let dir = scratch.join(id);
         let result = async {
             self.pg.base_backup_to(&dir, self.port, true).await?;
-            let base = std::fs::read(dir.join("base.tar"))
+            let base = std::fs::File::open(dir.join("base.tar"))
                 .map_err(Error::io("reading", dir.join("base.tar")))?;
-            let label = label_in_tar(&base)?;
+            let label = label_in_tar(base)?;
             let info = record(id, started, &label, &dir.join("backup_manifest"))?;
-            store.put(&format!("base/{id}/base.tar"), base).await?;
-            for f in ["pg_wal.tar", "backup_manifest"] {
-                let data = std::fs::read(dir.join(f)).map_err(Error::io("reading", dir.join(f)))?;
-                store.put(&format!("base/{id}/{f}"), data).await?;
+            // Read from disk a part at a time: a base backup may be larger than memory.
+            for f in ["base.tar", "pg_wal.tar", "backup_manifest"] {
+                store
+                    .put_file(&format!("base/{id}/{f}"), &dir.join(f))
+                    .await?;
             }
             let text = serde_json::to_vec_pretty(&info).unwrap_or_default();
             store
@@ -239,10 +240,10 @@ fn record(
 
 /// `backup_label` inside a `base.tar`.
 #[cfg(feature = "s3")]
-fn label_in_tar(tar_bytes: &[u8]) -> Result<String, Error> {
+fn label_in_tar(tar: impl std::io::Read) -> Result<String, Error> {
     use std::io::Read;
     let bad = |e: std::io::Error| Error::Config(format!("reading base.tar: {e}"));
-    let mut archive = tar::Archive::new(tar_bytes);
+    let mut archive = tar::Archive::new(tar);
     for entry in archive.entries().map_err(bad)? {
         let mut entry = entry.map_err(bad)?;
         if entry.path().map_err(bad)?.as_os_str() == "backup_label" {

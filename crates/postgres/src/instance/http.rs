@@ -149,6 +149,7 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         rewind_failure: s.rewind_failure.clone(),
         error: s.error.clone(),
         restore_failure: s.restore_failure.clone(),
+        diverged: None,
         backup: None,
     };
     if s.phase != Phase::Running {
@@ -174,7 +175,10 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         } else {
             StateRole::Primary
         };
-        st.ready = !o.in_recovery || o.streaming;
+        // A diverged replica's receiver is refused at every attempt, yet PostgreSQL 15
+        // shows each attempt as `streaming`: never ready.
+        st.ready = !o.in_recovery || (o.streaming && o.diverged.is_none());
+        st.diverged = o.diverged;
         st.timeline = o.timeline;
         st.lsn = o.lsn;
         st.received_lsn = o.received_lsn;

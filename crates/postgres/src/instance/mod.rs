@@ -24,6 +24,7 @@ mod os;
 mod pg;
 pub(crate) mod sql;
 mod state;
+pub mod timeline;
 
 pub use config::{slot_name, AppDb, Args, BackupOptions, Config, Credentials, InitDbOptions, Role};
 pub use error::Error;

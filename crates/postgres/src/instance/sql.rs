@@ -43,9 +43,12 @@ pub async fn connect_remote(
         .dbname("postgres")
         .application_name("bosun-instance-manager")
         .connect_timeout(Duration::from_secs(5));
-    let (client, conn) = cfg
-        .connect(NoTls)
+    // connect_timeout bounds the TCP connect only: a primary that accepts and never answers
+    // (a stopped process whose socket still listens) would hold the caller — a replica's
+    // start — forever.
+    let (client, conn) = tokio::time::timeout(Duration::from_secs(10), cfg.connect(NoTls))
         .await
+        .map_err(|_| Error::Timeout("the primary to answer a connection"))?
         .map_err(Error::sql("connecting to the primary"))?;
     tokio::spawn(async move {
         let _ = conn.await;
@@ -213,6 +216,9 @@ pub struct Observed {
     pub lsn: Option<String>,
     pub received_lsn: Option<String>,
     pub streaming: bool,
+    /// A replica: why it cannot follow the newest timeline it knows of (see
+    /// [`super::timeline`]).
+    pub diverged: Option<String>,
 }
 
 pub async fn observe(client: &Client) -> Result<Observed, Error> {
@@ -240,6 +246,7 @@ pub async fn observe(client: &Client) -> Result<Observed, Error> {
             lsn: Some(row.get(0)),
             received_lsn: None,
             streaming: false,
+            diverged: None,
         });
     }
     let row = client
@@ -254,13 +261,51 @@ pub async fn observe(client: &Client) -> Result<Observed, Error> {
         .map_err(Error::sql("reading the replay position"))?;
     let received_tli: Option<i32> = row.get(2);
     let checkpoint_tli: Option<i32> = row.get(4);
+    let replayed: Option<String> = row.get(0);
+    let diverged = match &replayed {
+        Some(at) => diverged(client, at).await?,
+        None => None,
+    };
     Ok(Observed {
         in_recovery,
         timeline: received_tli
             .or(checkpoint_tli)
             .and_then(|t| u32::try_from(t).ok()),
-        lsn: row.get(0),
+        lsn: replayed,
         received_lsn: row.get(1),
         streaming: row.get::<_, Option<bool>>(3).unwrap_or(false),
+        diverged,
     })
+}
+
+/// A replica replayed up to `replayed`: whether it diverged from the newest timeline whose
+/// history its WAL receiver fetched (one directory listing; the history file read only when
+/// a newer timeline is there).
+async fn diverged(client: &Client, replayed: &str) -> Result<Option<String>, Error> {
+    let names: Vec<String> = client
+        .query("SELECT name FROM pg_ls_waldir()", &[])
+        .await
+        .map_err(Error::sql("listing pg_wal"))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let (Some(newest), Some(mine)) =
+        super::timeline::newest_timelines(names.iter().map(String::as_str))
+    else {
+        return Ok(None);
+    };
+    if newest <= mine {
+        return Ok(None);
+    }
+    let history: String = client
+        .query_one(
+            "SELECT pg_read_file('pg_wal/' || $1)",
+            &[&format!("{newest:08X}.history")],
+        )
+        .await
+        .map_err(Error::sql("reading a timeline history file"))?
+        .get(0);
+    Ok(super::timeline::divergence(
+        newest, &history, mine, replayed,
+    ))
 }

@@ -49,6 +49,10 @@ pub struct InstanceState {
     /// no data, for the operator to report it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_failure: Option<String>,
+    /// A replica whose WAL diverged from the newest timeline it knows of (it can never
+    /// stream from that primary: a rewind is needed): why. It is never ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diverged: Option<String>,
     /// The backup store as this instance sees it (an instance with a store only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupState>,
