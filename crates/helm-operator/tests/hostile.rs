@@ -313,3 +313,76 @@ async fn release_storage_none_never_installs_twice_from_a_stale_object() {
     let cr = api(&env, &lc).get("st").await.expect("cr");
     assert_eq!(cr.data["status"]["deployedRelease"]["revision"], 1);
 }
+
+/// A reconcile handed the object as the cache held it before this operator's own status
+/// write arrived (the reconcile its own finalizer write brings) must not write the status
+/// again: deciding from the stale status stamps the conditions with new times. Seen in the
+/// benchmark: ≈500 extra status writes for 1000 installs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_on_an_object_older_than_its_own_status_write_writes_nothing() {
+    use bosun_watches::host::{standalone_host, Flavor};
+    use kube::ResourceExt;
+
+    let env = env("helm-stale-status").await;
+    let ops = operators(&watches(), Storage::Secrets);
+    install_crds(&env.admin, &ops).await;
+    let lc = resource("test.bosun.dev", "v1", "Lifecycle");
+    let created = create(
+        &env,
+        &lc,
+        "apiVersion: test.bosun.dev/v1\nkind: Lifecycle\nmetadata:\n  name: again\nspec: {}\n",
+    )
+    .await;
+    let file = bosun_watches::WatchesFile::load(&watches()).expect("watches file");
+    let entry = file
+        .entries
+        .into_iter()
+        .find(|e| e.gvk.kind == "Lifecycle")
+        .expect("the Lifecycle entry");
+    let flavor = std::sync::Arc::new(
+        bosun_helm_operator::HelmFlavor::load(&entry, &Default::default()).expect("load"),
+    );
+    let (client, writes) = counting_admin(&env).await;
+    let host = standalone_host(&client, Some(&env.ns), std::sync::Arc::new(entry), flavor)
+        .await
+        .expect("host");
+    bosun_helm_operator::HelmFlavor::reconcile(std::sync::Arc::new(created.clone()), host.clone())
+        .await
+        .expect("install");
+    let installed = api(&env, &lc).get("again").await.expect("cr");
+    assert!(
+        installed.data["status"]["conditions"].is_array(),
+        "the install wrote a status: {:?}",
+        installed.data.get("status")
+    );
+    // The object as a cache that has seen the finalizer but not yet the status write.
+    let mut stale = created;
+    stale.metadata.finalizers = Some(installed.finalizers().to_vec());
+    // The conditions' times have a resolution of a second: once the clock is past the
+    // install's second, a status decided from the stale object differs from the one written.
+    let secs = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    };
+    let second = secs();
+    bosun_testenv::eventually(5, || async { (secs() > second).then_some(()) })
+        .await
+        .expect("the clock moved on");
+    let before = writes.list();
+    bosun_helm_operator::HelmFlavor::reconcile(std::sync::Arc::new(stale), host)
+        .await
+        .expect("reconcile");
+    let after = writes.list();
+    assert_eq!(
+        after[before.len()..].to_vec(),
+        Vec::<String>::new(),
+        "a reconcile on the stale object wrote"
+    );
+    let now = api(&env, &lc).get("again").await.expect("cr");
+    assert_eq!(
+        now.data["status"], installed.data["status"],
+        "the status is unchanged"
+    );
+}

@@ -7,7 +7,9 @@
 //! decides from it first: the same status again is skipped; another one is written even when
 //! the cached status equals it — that cached status may be the one this writer has since
 //! replaced. Only an object this writer has not written yet (a restart) is judged by its
-//! cached status alone. Status belongs to this controller: an external edit of it is corrected
+//! cached status alone. The resourceVersion each write produced is kept beside it (8 bytes),
+//! so a reconcile can tell that its cached object predates this writer's last write
+//! ([`StatusWriter::behind`]) and read the live one instead of deciding from a stale status. Status belongs to this controller: an external edit of it is corrected
 //! on the next change.
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -23,8 +25,9 @@ use sha2::{Digest, Sha256};
 #[derive(Clone)]
 pub struct StatusWriter {
     field_manager: String,
-    /// UID bits → the bits of the last status written.
-    written: Arc<Mutex<HashMap<u128, u128>>>,
+    /// UID bits → the bits of the last status written, and the resourceVersion that write
+    /// gave the object (0 when it is not a number).
+    written: Arc<Mutex<HashMap<u128, (u128, u64)>>>,
 }
 
 impl StatusWriter {
@@ -71,11 +74,12 @@ impl StatusWriter {
         let hash = status_hash(desired).map_err(kube::Error::SerdeError)?;
         let last = self.lock().get(&uid).copied();
         let in_place = match last {
-            Some(written) => written == hash,
+            Some((written, _)) => written == hash,
             None => current == Some(desired),
         };
         if in_place {
-            self.lock().insert(uid, hash);
+            let rv = last.map_or(0, |(_, rv)| rv);
+            self.lock().insert(uid, (hash, rv));
             return Ok(false);
         }
         let patch = serde_json::json!({
@@ -83,17 +87,31 @@ impl StatusWriter {
             "kind": K::kind(dyntype),
             "status": desired,
         });
-        api.patch_status(
-            &obj.name_any(),
-            &PatchParams::apply(&self.field_manager).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-        self.lock().insert(uid, hash);
+        let written = api
+            .patch_status(
+                &obj.name_any(),
+                &PatchParams::apply(&self.field_manager).force(),
+                &Patch::Apply(&patch),
+            )
+            .await?;
+        self.lock()
+            .insert(uid, (hash, revision(written.resource_version().as_deref())));
         Ok(true)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u128, u128>> {
+    /// Whether `obj` (as a cache holds it) is older than the object this writer's last status
+    /// write produced: its status is not the one last written. False when this writer has not
+    /// written it, or when either resourceVersion is not a number (etcd revisions are).
+    pub fn behind<K: Resource>(&self, obj: &K) -> bool {
+        let uid = crate::owned::uid_bits(&obj.uid().unwrap_or_else(|| obj.name_any()));
+        let Some((_, wrote)) = self.lock().get(&uid).copied() else {
+            return false;
+        };
+        let cached = revision(obj.meta().resource_version.as_deref());
+        wrote != 0 && cached != 0 && cached < wrote
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u128, (u128, u64)>> {
         self.written.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -106,6 +124,11 @@ impl StatusWriter {
     pub fn forget(&self, uid: &str) {
         self.lock().remove(&crate::owned::uid_bits(uid));
     }
+}
+
+/// A resourceVersion as a number (0 when absent or not a number).
+fn revision(rv: Option<&str>) -> u64 {
+    rv.and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// 128 bits of the SHA-256 of a status's JSON.

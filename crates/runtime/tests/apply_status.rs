@@ -314,11 +314,23 @@ async fn own_writes_the_cache_has_not_shown_yet(client: &kube::Client, ns: &str)
         .write_if_changed(&widgets, &w, Some(&status("first")), &status("first"))
         .await
         .expect("back to first");
-    let held = widgets.get_status("lagging").await.expect("get").status;
+    let live = widgets.get_status("lagging").await.expect("get");
     assert_eq!(
-        held.map(|s| s.value).as_deref(),
+        live.status.as_ref().map(|s| s.value.as_str()),
         Some("first"),
         "a stale cached status hid that the server holds another"
+    );
+    // The writer tells a reconcile that its object predates the last write (and so does
+    // its status), and that the live object does not.
+    assert!(
+        writer.behind(&w),
+        "the object as created predates the writes"
+    );
+    assert!(!writer.behind(&live), "the live object is the last write's");
+    let other = bosun_runtime::status::StatusWriter::new("bosun-test");
+    assert!(
+        !other.behind(&w),
+        "a writer that wrote nothing knows nothing"
     );
 }
 

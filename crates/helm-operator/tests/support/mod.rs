@@ -180,6 +180,17 @@ where
     }
 }
 
+/// The admin's client, counting the writes it sends.
+pub async fn counting_admin(env: &Env) -> (Client, Writes) {
+    let config = env.cp.config().await.expect("config");
+    let writes = Writes::default();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .expect("builder")
+        .with_layer(&CountLayer(writes.clone()))
+        .build();
+    (client, writes)
+}
+
 pub struct Running {
     stop: Option<oneshot::Sender<()>>,
     pub task: tokio::task::JoinHandle<Result<(), ManagerError>>,
