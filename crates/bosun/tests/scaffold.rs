@@ -7,12 +7,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
 use bosun_testenv::{eventually, shared, test_namespace, NodeAgent, NodeAgentConfig};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::discovery::Discovery;
 use kube::ResourceExt;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
 
 fn greeter() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter")
@@ -34,6 +39,29 @@ fn ok(dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("utf8")
+}
+
+/// Runs the recipe of the project Makefile's `target` as make would, `$(BOSUN)` being this
+/// binary (the scaffold's recipes call nothing else; prerequisites are not run); returns what
+/// the recipe printed.
+fn make(dir: &Path, target: &str) -> String {
+    let makefile = std::fs::read_to_string(dir.join("Makefile")).expect("Makefile");
+    let mut lines = makefile
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("{target}:")));
+    assert!(lines.next().is_some(), "no target {target}: {makefile}");
+    let recipe: Vec<&str> = lines.take_while(|l| l.starts_with('\t')).collect();
+    assert!(!recipe.is_empty(), "{target} has no recipe");
+    recipe
+        .iter()
+        .map(|line| {
+            let args = line
+                .trim()
+                .strip_prefix("$(BOSUN) ")
+                .unwrap_or_else(|| panic!("{target} runs {line:?}, not bosun"));
+            ok(dir, &args.split_whitespace().collect::<Vec<_>>())
+        })
+        .collect()
 }
 
 /// The error of a refused command.
@@ -571,7 +599,8 @@ fn condition_true(o: &DynamicObject, type_: &str) -> bool {
 
 /// A scaffolded project's operator, running: its CRDs and RBAC applied from its own config/,
 /// `bosun run` (the binary, with the manager's arguments) authenticated as the ServiceAccount
-/// of config/rbac, and its sample created in a fresh namespace.
+/// of config/rbac, watching a fresh namespace where [`Running::apply_samples`] creates its
+/// samples.
 struct Running {
     admin: kube::Client,
     ns: String,
@@ -659,23 +688,27 @@ impl Running {
             .kill_on_drop(true)
             .spawn()
             .expect("spawn bosun run");
-        let running = Running {
+        Running {
             admin,
             ns,
             child,
             _agent: agent,
             _one_at_a_time: one_at_a_time,
-        };
+        }
+    }
+
+    /// Creates config/samples (as `kubectl apply -k config/samples`) in the test namespace.
+    async fn apply_samples(&self, dir: &Path) {
+        let read = |rel: &str| std::fs::read_to_string(dir.join(rel)).expect(rel);
         let samples = read("config/samples/kustomization.yaml");
         for s in samples.lines().filter_map(|l| l.strip_prefix("- ")) {
             apply_yaml(
-                &running.admin,
+                &self.admin,
                 &read(&format!("config/samples/{s}")),
-                Some(&running.ns),
+                Some(&self.ns),
             )
             .await;
         }
-        running
     }
 
     /// Waits until `pred` holds for the named custom resource; fails with its status and
@@ -720,6 +753,7 @@ async fn a_scaffolded_operator_converges_from_its_own_sample() {
     let project = "greeter-operator";
     let (_tmp, dir) = greeter_project(project);
     let running = Running::start(&dir, project).await;
+    running.apply_samples(&dir).await;
     let gvk = GroupVersionKind::gvk("charts.example.com", "v1alpha1", "Greeter");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "greeters");
     let (running, _) = running
@@ -738,8 +772,13 @@ async fn a_scaffolded_operator_converges_from_its_own_sample() {
     );
 }
 
-/// A project with an Ansible-backed kind (role, and a playbook importing it).
-fn ansible_project(name: &str, kind: &str, flags: &[&str]) -> (tempfile::TempDir, PathBuf) {
+/// A project with an Ansible-backed kind of `group` (role, and a playbook importing it).
+fn ansible_project(
+    name: &str,
+    group: &str,
+    kind: &str,
+    flags: &[&str],
+) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join(name);
     std::fs::create_dir(&dir).expect("mkdir");
@@ -751,7 +790,7 @@ fn ansible_project(name: &str, kind: &str, flags: &[&str]) -> (tempfile::TempDir
         "create",
         "api",
         "--group",
-        "cache",
+        group,
         "--version",
         "v1alpha1",
         "--kind",
@@ -849,6 +888,7 @@ fn not_scaffolded_for_ansible(p: &str) -> bool {
 fn the_ansible_layout_is_operator_sdks() {
     let (_tmp, dir) = ansible_project(
         "memcached-operator",
+        "cache",
         "Memcached",
         &["--generate-role", "--generate-playbook"],
     );
@@ -915,7 +955,7 @@ fn ansible_refusals_name_the_fix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scaffolded_ansible_operator_converges_from_its_own_sample() {
     let project = "parrot-operator";
-    let (_tmp, dir) = ansible_project(project, "Parrot", &["--generate-role"]);
+    let (_tmp, dir) = ansible_project(project, "cache", "Parrot", &["--generate-role"]);
     std::fs::write(
         dir.join("roles/parrot/tasks/main.yml"),
         r#"---
@@ -942,12 +982,13 @@ async fn a_scaffolded_ansible_operator_converges_from_its_own_sample() {
     .expect("paste the tasks");
     let role = || std::fs::read_to_string(dir.join("config/rbac/role.yaml")).expect("role");
     assert!(!role().contains("configmaps"), "the empty role needed none");
-    let out = ok(&dir, &["generate", "manifests"]);
+    let out = make(&dir, "manifests");
     assert!(out.contains("Wrote config/rbac/role.yaml"), "{out}");
     assert!(role().contains("configmaps"), "{}", role());
     assert_fresh(&dir, project);
 
     let running = Running::start(&dir, project).await;
+    running.apply_samples(&dir).await;
     let gvk = GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Parrot");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "parrots");
     let (running, parrot) = running
@@ -964,4 +1005,84 @@ async fn a_scaffolded_ansible_operator_converges_from_its_own_sample() {
         cm.data.expect("data").get("words").map(String::as_str),
         Some("bar")
     );
+}
+
+/// The seed's Ansible BookStore made the operator-sdk way: `init --plugins ansible`, `create
+/// api --generate-role` with the group, version and kind of examples/ansible-bookstore's
+/// watches, the seed's role (examples/ansible-bookstore/roles/bookstore) pasted over the
+/// generated one, `make manifests`, then the project's own sample given the seed's spec
+/// converges as the project's ServiceAccount: the role's four children, status Successful.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scaffolded_ansible_operator_with_the_seeds_role_converges() {
+    let project = "bookstore-operator";
+    let (_tmp, dir) = ansible_project(project, "charts", "BookStore", &["--generate-role"]);
+    let seed = repo().join("examples/ansible-bookstore");
+    let watches = std::fs::read_to_string(seed.join("watches.yaml")).expect("seed watches");
+    assert!(
+        watches.contains("- version: v1alpha1\n  group: charts.example.com\n  kind: BookStore\n  role: bookstore\n"),
+        "the seed's watches changed: {watches}"
+    );
+    let role = dir.join("roles/bookstore");
+    let pasted = tree(&seed.join("roles/bookstore"));
+    assert!(pasted.contains_key("tasks/main.yml"), "{:?}", pasted.keys());
+    for (rel, body) in &pasted {
+        let to = role.join(rel);
+        assert!(to.exists(), "the generated role has no {rel}");
+        std::fs::write(&to, body).expect("paste the seed's role");
+    }
+    let out = make(&dir, "manifests");
+    assert!(out.contains("Wrote config/rbac/role.yaml"), "{out}");
+    let rules = std::fs::read_to_string(dir.join("config/rbac/role.yaml")).expect("role");
+    assert!(
+        rules.contains("deployments") && rules.contains("services"),
+        "{rules}"
+    );
+    assert_fresh(&dir, project);
+
+    let running = Running::start(&dir, project).await;
+    // The project's own sample, with the seed's spec; its `metadata.namespace` (where the
+    // seed's role puts the children) is the test's namespace.
+    let sample_path = dir.join("config/samples/charts_v1alpha1_bookstore.yaml");
+    let mut sample: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&sample_path).expect("sample"))
+            .expect("yaml");
+    let mut spec: serde_json::Value = serde_yaml::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(seed.join("config/samples/charts_v1alpha1_bookstore.yaml"))
+            .expect("seed sample"),
+    )
+    .expect("yaml")["spec"]
+        .clone();
+    spec["metadata"]["namespace"] = running.ns.clone().into();
+    sample["spec"] = spec;
+    std::fs::write(&sample_path, serde_yaml::to_string(&sample).expect("yaml"))
+        .expect("edit the sample");
+    running.apply_samples(&dir).await;
+
+    let gvk = GroupVersionKind::gvk("charts.example.com", "v1alpha1", "BookStore");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "bookstores");
+    let (running, store) = running
+        .wait(&ar, "bookstore-sample", |o| condition_true(o, "Successful"))
+        .await;
+    let uid = store.uid().expect("uid");
+    let deployments = Api::<Deployment>::namespaced(running.admin.clone(), &running.ns);
+    for (name, image) in [
+        ("mongodb-deployment", "mongo:latest"),
+        ("book-store", "akash125/pyapp:latest"),
+    ] {
+        let d = deployments.get(name).await.expect("the role's Deployment");
+        assert_eq!(d.owner_references()[0].uid, uid, "{name}");
+        let pod = d.spec.expect("spec").template.spec.expect("pod");
+        assert_eq!(pod.containers[0].image.as_deref(), Some(image));
+        assert_eq!(
+            pod.containers[0].image_pull_policy.as_deref(),
+            Some("Always"),
+            "the sample's pullPolicy, snake-cased for the role"
+        );
+    }
+    let services = Api::<Service>::namespaced(running.admin.clone(), &running.ns);
+    for name in ["mongodb-service", "book-store"] {
+        let s = services.get(name).await.expect("the role's Service");
+        assert_eq!(s.owner_references()[0].uid, uid, "{name}");
+        assert_eq!(s.spec.and_then(|s| s.type_).as_deref(), Some("ClusterIP"));
+    }
 }
