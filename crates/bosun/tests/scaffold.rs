@@ -434,41 +434,94 @@ fn config_crd_and_rbac_are_fresh() {
     assert_fresh(&dir, "fresh-operator");
 }
 
-#[test]
-fn a_second_api_is_added_at_the_marker() {
-    let (_tmp, dir) = greeter_project("two-kinds");
-    // A line of the user's own stays where it is.
+/// A second `create api` in a project whose first kind's watch ends with `last_line`.
+struct SecondApi<'a> {
+    last_line: &'a str,
+    args: &'a [&'a str],
+    /// What `create api` says it created.
+    created: &'a str,
+    /// watches.yaml afterwards, with the user's line after `last_line`.
+    watches: &'a str,
+    files: &'a [&'a str],
+    samples: &'a str,
+}
+
+/// The second kind's watch is added at the marker (a line of the user's own stays where it
+/// is), with its CRD, sample and roles; config/ stays fresh.
+fn assert_second_api_at_the_marker(dir: &Path, project: &str, case: SecondApi) {
     let w = dir.join("watches.yaml");
-    let mine = std::fs::read_to_string(&w).expect("watches").replace(
-        "  chart: helm-charts/greeter\n",
-        "  chart: helm-charts/greeter\n  reconcilePeriod: 30s # mine\n",
+    let before = std::fs::read_to_string(&w).expect("watches");
+    assert!(before.contains(case.last_line), "{before}");
+    let mine = before.replace(
+        case.last_line,
+        &format!("{}  reconcilePeriod: 30s # mine\n", case.last_line),
     );
     std::fs::write(&w, &mine).expect("edit");
-    let out = ok(
-        &dir,
-        &["create", "api", "--kind", "Library", "--version", "v1"],
-    );
-    assert!(out.contains("Created helm-charts/library"), "{out}");
-    assert_eq!(
-        std::fs::read_to_string(&w).expect("watches"),
-        "# Use the 'create api' subcommand to add watches to this file.\n- group: charts.example.com\n  version: v1alpha1\n  kind: Greeter\n  chart: helm-charts/greeter\n  reconcilePeriod: 30s # mine\n- group: charts.example.com\n  version: v1\n  kind: Library\n  chart: helm-charts/library\n# +kubebuilder:scaffold:watch\n"
-    );
-    let got = tree(&dir);
-    for p in [
-        "config/crd/bases/charts.example.com_libraries.yaml",
-        "config/samples/charts_v1_library.yaml",
-        "config/rbac/library_editor_role.yaml",
-        "helm-charts/library/Chart.yaml",
-    ] {
-        assert!(got.contains_key(p), "{p}");
+    let out = ok(dir, case.args);
+    assert!(out.contains(case.created), "{out}");
+    assert_eq!(std::fs::read_to_string(&w).expect("watches"), case.watches);
+    let got = tree(dir);
+    for p in case.files {
+        assert!(got.contains_key(*p), "{p}");
     }
     let samples =
         String::from_utf8(got["config/samples/kustomization.yaml"].clone()).expect("utf8");
-    assert!(
-        samples.contains("- charts_v1alpha1_greeter.yaml\n- charts_v1_library.yaml\n"),
-        "{samples}"
+    assert!(samples.contains(case.samples), "{samples}");
+    assert_fresh(dir, project);
+}
+
+#[test]
+fn a_second_api_is_added_at_the_marker() {
+    let (_tmp, dir) = greeter_project("two-kinds");
+    assert_second_api_at_the_marker(
+        &dir,
+        "two-kinds",
+        SecondApi {
+            last_line: "  chart: helm-charts/greeter\n",
+            args: &["create", "api", "--kind", "Library", "--version", "v1"],
+            created: "Created helm-charts/library",
+            watches: "# Use the 'create api' subcommand to add watches to this file.\n- group: charts.example.com\n  version: v1alpha1\n  kind: Greeter\n  chart: helm-charts/greeter\n  reconcilePeriod: 30s # mine\n- group: charts.example.com\n  version: v1\n  kind: Library\n  chart: helm-charts/library\n# +kubebuilder:scaffold:watch\n",
+            files: &[
+                "config/crd/bases/charts.example.com_libraries.yaml",
+                "config/samples/charts_v1_library.yaml",
+                "config/rbac/library_editor_role.yaml",
+                "helm-charts/library/Chart.yaml",
+            ],
+            samples: "- charts_v1alpha1_greeter.yaml\n- charts_v1_library.yaml\n",
+        },
     );
-    assert_fresh(&dir, "two-kinds");
+}
+
+#[test]
+fn a_second_ansible_api_is_added_at_the_marker() {
+    let (_tmp, dir) = ansible_project("two-roles", "cache", "Memcached", &["--generate-role"]);
+    assert_second_api_at_the_marker(
+        &dir,
+        "two-roles",
+        SecondApi {
+            last_line: "  role: memcached\n",
+            args: &[
+                "create",
+                "api",
+                "--group",
+                "cache",
+                "--version",
+                "v1",
+                "--kind",
+                "Library",
+                "--generate-playbook",
+            ],
+            created: "Created playbooks/library.yml",
+            watches: "# Use the 'create api' subcommand to add watches to this file.\n- version: v1alpha1\n  group: cache.example.com\n  kind: Memcached\n  role: memcached\n  reconcilePeriod: 30s # mine\n- version: v1\n  group: cache.example.com\n  kind: Library\n  playbook: playbooks/library.yml\n# +kubebuilder:scaffold:watch\n",
+            files: &[
+                "config/crd/bases/cache.example.com_libraries.yaml",
+                "config/samples/cache_v1_library.yaml",
+                "config/rbac/library_editor_role.yaml",
+                "playbooks/library.yml",
+            ],
+            samples: "- cache_v1alpha1_memcached.yaml\n- cache_v1_library.yaml\n",
+        },
+    );
 }
 
 #[test]
