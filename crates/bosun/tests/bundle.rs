@@ -126,7 +126,7 @@ fn validate_passes(dir: &Path, expected: &[&str]) {
     );
 }
 
-const CODED: &str = "--operators=bookstore,myownshell,vmgroup";
+const CODED: &str = "--operators=bookstore,myownshell,vmgroup,postgres";
 
 #[test]
 fn the_coded_operators_bundle_passes_and_grants_what_bosun_rbac_grants() {
