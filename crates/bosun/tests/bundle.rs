@@ -387,6 +387,48 @@ fn broken_bundles_fail_naming_the_file_and_the_field() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("suite=operatorframework"));
 }
 
+/// An example whose kind the CSV does not own (here, a MyOwnShell in the BookStore operator's
+/// bundle, as when a sample is left behind by a removed API) fails the default checks.
+#[test]
+fn an_example_of_an_unowned_kind_fails_naming_the_file_and_the_field() {
+    let dir = tempfile::tempdir().expect("dir");
+    let samples = repo().join("deploy/samples/bookstore.yaml");
+    ok(
+        dir.path(),
+        &[
+            "bundle",
+            "--operators=bookstore",
+            "--samples",
+            samples.to_str().expect("utf8"),
+        ],
+    );
+    let path = dir
+        .path()
+        .join("bundle/manifests/bosun.clusterserviceversion.yaml");
+    let mut csv = docs(&std::fs::read_to_string(&path).expect("csv")).remove(0);
+    let field = &mut csv["metadata"]["annotations"]["alm-examples"];
+    let mut examples: Vec<Value> =
+        serde_json::from_str(field.as_str().expect("examples")).expect("json");
+    assert_eq!(examples.len(), 1, "{examples:?}");
+    examples.push(serde_json::json!({
+        "apiVersion": "my-first-operator.jgato.io/v1alpha1",
+        "kind": "MyOwnShell",
+        "metadata": {"name": "myownshell-sample"},
+        "spec": {"size": 3}
+    }));
+    *field = serde_json::to_string(&examples).expect("json").into();
+    std::fs::write(&path, serde_yaml::to_string(&csv).expect("yaml")).expect("write");
+    let err = fails(dir.path());
+    assert!(
+        err.contains("ERROR [csv] bundle/manifests/bosun.clusterserviceversion.yaml: metadata.annotations.alm-examples[1]: the example's my-first-operator.jgato.io/v1alpha1 MyOwnShell is not a kind the CSV owns or requires"),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 error(s)"),
+        "only the example is wrong: {err}"
+    );
+}
+
 /// Server-side applies `value` (cluster-scoped, or in `namespace`), discovering its kind.
 async fn apply(client: &kube::Client, mut value: Value, namespace: Option<&str>) {
     use kube::api::{Api, DynamicObject, Patch, PatchParams};
