@@ -1,7 +1,11 @@
 //! `bosun bundle` and `bosun bundle validate`, through the binary: the bundles of the coded
 //! operators, of both example watches files and of a scaffolded project pass the
 //! operatorframework suite; the same input gives the same bytes; the CSV grants exactly what
-//! `bosun rbac` grants; the scorecard's six tests pass (an Ansible role's open CRD aside); broken bundles fail with exit code 1 and name the file and the field.
+//! `bosun rbac` grants; the scorecard's six tests pass (an Ansible role's open CRD aside); broken
+//! bundles fail with exit code 1 and name the file and the field. The bundles of a scaffolded
+//! project, of the coded operators (BookStore and MyOwnShell; PostgresCluster on real
+//! PostgreSQL) and of the Helm example install as OLM would on one shared control plane, and
+//! every example gets Ready.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -476,6 +480,14 @@ struct Installed {
     _agent: bosun_testenv::NodeAgent,
 }
 
+/// How the test's node runs the examples' pods.
+enum Node {
+    /// Pods are made Ready by the simulated node agent.
+    Simulated,
+    /// Pods run as local processes (PostgreSQL and bosun's instance manager).
+    Processes,
+}
+
 /// Ready as the kind reports it: its Ready condition, or — MyOwnShell's status is the seed's,
 /// without conditions — every replica the spec asks for ready at the current generation.
 fn ready(o: &kube::api::DynamicObject) -> bool {
@@ -498,7 +510,12 @@ fn ready(o: &kube::api::DynamicObject) -> bool {
 /// arguments as that account with `WATCH_NAMESPACE` set to the target namespace (what
 /// `olm.targetNamespaces` gives it); then every `alm-examples` entry is created there and
 /// must become Ready. `watches` stands for the image's watches file of a watches-based bundle.
-async fn install_as_olm(dir: &Path, package: &str, watches: Option<&Path>) -> Installed {
+async fn install_as_olm(
+    dir: &Path,
+    package: &str,
+    watches: Option<&Path>,
+    node: Node,
+) -> Installed {
     use bosun_testenv::{eventually, shared, test_namespace, NodeAgent, NodeAgentConfig};
     use k8s_openapi::api::authentication::v1::TokenRequest;
     use k8s_openapi::api::core::v1::ServiceAccount;
@@ -565,13 +582,26 @@ async fn install_as_olm(dir: &Path, package: &str, watches: Option<&Path>) -> In
         ),
     )
     .expect("kubeconfig");
-    let agent = NodeAgent::start(
-        admin.clone(),
-        NodeAgentConfig {
-            namespace: Some(target.clone()),
-            resize_needs_restart: false,
-        },
-    );
+    let agent = match node {
+        Node::Simulated => NodeAgent::start(
+            admin.clone(),
+            NodeAgentConfig {
+                namespace: Some(target.clone()),
+                resize_needs_restart: false,
+            },
+        ),
+        Node::Processes => NodeAgent::process_mode(
+            admin.clone(),
+            bosun_testenv::ProcessConfig {
+                namespace: Some(target.clone()),
+                images: bosun_testenv::ImageMap::standard(Some(PathBuf::from(env!(
+                    "CARGO_BIN_EXE_bosun"
+                )))),
+                ..Default::default()
+            },
+        )
+        .expect("the process-mode node agent (root and PostgreSQL: scripts/setup-postgres.sh)"),
+    };
     // The CSV deployment's arguments, with the watches file given (the image's path
     // otherwise) and no listening ports (tests share the host).
     let args: Vec<String> = deployment["containers"][0]["args"]
@@ -728,13 +758,13 @@ async fn the_scaffolded_bundle_installs_as_olm_would_and_its_examples_get_ready(
     );
     ok(&dir, &["bundle", "--watches", "watches.yaml"]);
     let watches = dir.join("watches.yaml");
-    let installed = install_as_olm(&dir, "greeter-operator", Some(&watches)).await;
+    let installed = install_as_olm(&dir, "greeter-operator", Some(&watches), Node::Simulated).await;
     assert_eq!(installed.examples.len(), 1);
 }
 
 /// The coded operators' bundle: the seed's BookStore and MyOwnShell from deploy/samples.
-/// (PostgresCluster's example needs real PostgreSQL processes, VmGroup's a vCenter: their
-/// bundles pass validation above, their operators are proven by their own e2e tests.)
+/// PostgresCluster's examples need the process-mode node agent (below, a bundle of its own);
+/// VmGroup's needs a vCenter (vcsim), left to its operator's own e2e tests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_coded_operators_bundle_installs_as_olm_would_and_its_examples_get_ready() {
     let dir = tempfile::tempdir().expect("dir");
@@ -749,7 +779,7 @@ async fn the_coded_operators_bundle_installs_as_olm_would_and_its_examples_get_r
         ],
     );
     let _turn = BOOKSTORE_CRD.lock().await;
-    let installed = install_as_olm(dir.path(), "bosun", None).await;
+    let installed = install_as_olm(dir.path(), "bosun", None, Node::Simulated).await;
     let kinds: Vec<&str> = installed
         .examples
         .iter()
@@ -778,7 +808,34 @@ async fn the_helm_example_bundle_installs_as_olm_would_and_its_examples_get_read
     );
     let _turn = BOOKSTORE_CRD.lock().await;
     let watches = watches.canonicalize().expect("watches");
-    let installed = install_as_olm(dir.path(), "bookstore-operator", Some(&watches)).await;
+    let installed = install_as_olm(
+        dir.path(),
+        "bookstore-operator",
+        Some(&watches),
+        Node::Simulated,
+    )
+    .await;
     assert_eq!(installed.examples.len(), 1);
     installed.uninstall().await;
+}
+
+/// The PostgresCluster operator's bundle, its examples (deploy/samples: a 3-instance cluster
+/// and a 2-instance one with WAL archiving and base backups on a claim) real PostgreSQL run
+/// by the process-mode node agent, bosun's instance manager in the pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_bundle_installs_as_olm_would_and_its_examples_get_ready() {
+    let dir = tempfile::tempdir().expect("dir");
+    let samples = repo().join("deploy/samples");
+    ok(
+        dir.path(),
+        &[
+            "bundle",
+            "--operators=postgres",
+            "--samples",
+            samples.to_str().expect("utf8"),
+        ],
+    );
+    let installed = install_as_olm(dir.path(), "bosun", None, Node::Processes).await;
+    let names: Vec<&str> = installed.examples.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(names, ["postgres-backup", "postgres-sample"]);
 }
