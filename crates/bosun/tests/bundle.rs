@@ -6,36 +6,14 @@
 //! project, of the coded operators (BookStore and MyOwnShell; PostgresCluster on real
 //! PostgreSQL) and of the Helm example install as OLM would on one shared control plane, and
 //! every example gets Ready.
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+mod support;
 
-use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
 use serde_json::Value;
+use support::{apply, docs, ok, repo, run, service_account_kubeconfig, tree};
 
 const CREATED: &str = "2026-01-02T03:04:05Z";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run bosun")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = run(dir, args);
-    assert!(
-        out.status.success(),
-        "bosun {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf8")
-}
 
 /// The listing fields a person writes (OperatorHub needs them), for package `package`.
 fn write_base(path: &Path, package: &str) {
@@ -69,33 +47,6 @@ spec:
         ),
     )
     .expect("write base");
-}
-
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).expect("ls").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                let rel = p.strip_prefix(root).expect("under root");
-                out.insert(
-                    rel.to_string_lossy().into_owned(),
-                    std::fs::read(&p).expect("read"),
-                );
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
-fn docs(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| Value::deserialize(d).expect("yaml"))
-        .filter(|v| !v.is_null())
-        .collect()
 }
 
 fn csv(dir: &Path, package: &str) -> Value {
@@ -433,42 +384,6 @@ fn an_example_of_an_unowned_kind_fails_naming_the_file_and_the_field() {
     );
 }
 
-/// Server-side applies `value` (cluster-scoped, or in `namespace`), discovering its kind.
-async fn apply(client: &kube::Client, mut value: Value, namespace: Option<&str>) {
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
-    use kube::core::GroupVersionKind;
-    use kube::ResourceExt;
-    if let Some(ns) = namespace {
-        value["metadata"]["namespace"] = ns.into();
-    }
-    let obj: DynamicObject = serde_json::from_value(value.clone()).expect("object");
-    let tm = obj.types.clone().expect("types");
-    let gvk = GroupVersionKind::try_from(&tm).expect("gvk");
-    // Rediscovered per object: a CRD applied just before is served by the next one.
-    let (ar, caps) = bosun_testenv::eventually(30, || async {
-        let d = kube::discovery::Discovery::new(client.clone())
-            .run()
-            .await
-            .ok()?;
-        d.resolve_gvk(&gvk)
-    })
-    .await
-    .unwrap_or_else(|| panic!("{gvk:?} is not served"));
-    let api: Api<DynamicObject> = match (caps.scope, namespace) {
-        (kube::discovery::Scope::Namespaced, Some(ns)) => {
-            Api::namespaced_with(client.clone(), ns, &ar)
-        }
-        _ => Api::all_with(client.clone(), &ar),
-    };
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::apply("bosun-bundle-test").force(),
-        &Patch::Apply(&value),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("apply {} {}: {e}", tm.kind, obj.name_any()));
-}
-
 /// A bundle installed as OLM installs it in SingleNamespace mode, its examples Ready.
 struct Installed {
     admin: kube::Client,
@@ -517,9 +432,7 @@ async fn install_as_olm(
     node: Node,
 ) -> Installed {
     use bosun_testenv::{eventually, shared, test_namespace, NodeAgent, NodeAgentConfig};
-    use k8s_openapi::api::authentication::v1::TokenRequest;
-    use k8s_openapi::api::core::v1::ServiceAccount;
-    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::api::{Api, DynamicObject};
     use kube::core::{ApiResource, GroupVersionKind};
 
     let csv = csv(dir, package);
@@ -561,27 +474,8 @@ async fn install_as_olm(
         let ns = obj["metadata"]["namespace"].as_str().map(str::to_string);
         apply(&admin, obj, ns.as_deref()).await;
     }
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &system)
-        .create_subresource::<TokenRequest, TokenRequest>(
-            "token",
-            sa,
-            &PostParams::default(),
-            &TokenRequest::default(),
-        )
-        .await
-        .expect("token request")
-        .status
-        .expect("status")
-        .token;
     let kubeconfig = dir.join("sa.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa}}\ncurrent-context: c\n",
-            cp.server()
-        ),
-    )
-    .expect("kubeconfig");
+    service_account_kubeconfig(cp, &admin, &system, sa, &kubeconfig).await;
     let agent = match node {
         Node::Simulated => NodeAgent::start(
             admin.clone(),

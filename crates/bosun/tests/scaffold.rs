@@ -2,43 +2,22 @@
 //! layout, the watches marker, the refusals (nothing written), the freshness of config/crd and
 //! config/rbac against `bosun crd` / `bosun rbac --watches`, and a scaffolded operator that
 //! converges on the test control plane from its own config/ as its own ServiceAccount.
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 
 use bosun_testenv::{eventually, shared, test_namespace, NodeAgent, NodeAgentConfig};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use kube::api::{Api, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::discovery::Discovery;
 use kube::ResourceExt;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use support::{apply_yaml, ok, repo, run, service_account_kubeconfig, tree};
 
 fn greeter() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter")
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run bosun")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = run(dir, args);
-    assert!(
-        out.status.success(),
-        "bosun {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf8")
 }
 
 /// Runs the recipe of the project Makefile's `target` as make would, `$(BOSUN)` being this
@@ -69,27 +48,6 @@ fn refused(dir: &Path, args: &[&str]) -> String {
     let out = run(dir, args);
     assert!(!out.status.success(), "bosun {args:?} should fail");
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Every file under `dir` (relative, `/`-separated) with its contents.
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).expect("ls").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                let rel = p.strip_prefix(root).expect("under root");
-                out.insert(
-                    rel.to_string_lossy().replace('\\', "/"),
-                    std::fs::read(&p).expect("read"),
-                );
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
 }
 
 /// A project named `name` in a fresh directory, with the greeter chart's kind.
@@ -606,43 +564,6 @@ fn bad_input_is_refused_with_the_fix_and_nothing_written() {
     assert!(tree(empty.path()).is_empty());
 }
 
-/// Applies every object of a YAML stream (server-side, as kubectl apply --server-side).
-async fn apply_yaml(client: &kube::Client, yaml: &str, namespace: Option<&str>) {
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let mut value: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
-        if value.is_null() {
-            continue;
-        }
-        if let Some(ns) = namespace {
-            value["metadata"]["namespace"] = ns.into();
-        }
-        let obj: DynamicObject = serde_json::from_value(value.clone()).expect("object");
-        let tm = obj.types.clone().expect("types");
-        let gvk = GroupVersionKind::try_from(&tm).expect("gvk");
-        // Rediscovered per object: a CRD applied just before is served by the next one.
-        let discovery = Discovery::new(client.clone())
-            .run()
-            .await
-            .expect("discovery");
-        let (ar, caps) = discovery
-            .resolve_gvk(&gvk)
-            .unwrap_or_else(|| panic!("{gvk:?} is not served"));
-        let api: Api<DynamicObject> = match (caps.scope, obj.namespace()) {
-            (kube::discovery::Scope::Namespaced, Some(ns)) => {
-                Api::namespaced_with(client.clone(), &ns, &ar)
-            }
-            _ => Api::all_with(client.clone(), &ar),
-        };
-        api.patch(
-            &obj.name_any(),
-            &PatchParams::apply("bosun-scaffold-test").force(),
-            &Patch::Apply(&value),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("apply {} {}: {e}", tm.kind, obj.name_any()));
-    }
-}
-
 fn condition_true(o: &DynamicObject, type_: &str) -> bool {
     o.data["status"]["conditions"].as_array().is_some_and(|cs| {
         cs.iter()
@@ -690,27 +611,15 @@ impl Running {
         {
             apply_yaml(&admin, &read(f), None).await;
         }
-        let token = Api::<ServiceAccount>::namespaced(admin.clone(), &system)
-            .create_subresource::<TokenRequest, TokenRequest>(
-                "token",
-                bosun_scaffold::kustomize::SERVICE_ACCOUNT,
-                &PostParams::default(),
-                &TokenRequest::default(),
-            )
-            .await
-            .expect("token request")
-            .status
-            .expect("status")
-            .token;
         let kubeconfig = dir.join("../sa.kubeconfig");
-        std::fs::write(
+        service_account_kubeconfig(
+            cp,
+            &admin,
+            &system,
+            bosun_scaffold::kustomize::SERVICE_ACCOUNT,
             &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa}}\ncurrent-context: c\n",
-                cp.server()
-            ),
         )
-        .expect("kubeconfig");
+        .await;
         let ns = test_namespace(&admin, "scaffold").await.expect("ns");
         let agent = NodeAgent::start(
             admin.clone(),
