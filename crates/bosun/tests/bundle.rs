@@ -1,37 +1,19 @@
 //! `bosun bundle` and `bosun bundle validate`, through the binary: the bundles of the coded
 //! operators, of both example watches files and of a scaffolded project pass the
 //! operatorframework suite; the same input gives the same bytes; the CSV grants exactly what
-//! `bosun rbac` grants; the scorecard's six tests pass (an Ansible role's open CRD aside); broken bundles fail with exit code 1 and name the file and the field.
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+//! `bosun rbac` grants; the scorecard's six tests pass (an Ansible role's open CRD aside); broken
+//! bundles fail with exit code 1 and name the file and the field. The bundles of a scaffolded
+//! project, of the coded operators (BookStore and MyOwnShell; PostgresCluster on real
+//! PostgreSQL) and of the Helm example install as OLM would on one shared control plane, and
+//! every example gets Ready.
+mod support;
 
-use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
 use serde_json::Value;
+use support::{apply, docs, ok, repo, run, service_account_kubeconfig, tree};
 
 const CREATED: &str = "2026-01-02T03:04:05Z";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run bosun")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = run(dir, args);
-    assert!(
-        out.status.success(),
-        "bosun {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf8")
-}
 
 /// The listing fields a person writes (OperatorHub needs them), for package `package`.
 fn write_base(path: &Path, package: &str) {
@@ -67,33 +49,6 @@ spec:
     .expect("write base");
 }
 
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).expect("ls").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                let rel = p.strip_prefix(root).expect("under root");
-                out.insert(
-                    rel.to_string_lossy().into_owned(),
-                    std::fs::read(&p).expect("read"),
-                );
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
-fn docs(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| Value::deserialize(d).expect("yaml"))
-        .filter(|v| !v.is_null())
-        .collect()
-}
-
 fn csv(dir: &Path, package: &str) -> Value {
     let p = dir.join(format!(
         "bundle/manifests/{package}.clusterserviceversion.yaml"
@@ -126,7 +81,7 @@ fn validate_passes(dir: &Path, expected: &[&str]) {
     );
 }
 
-const CODED: &str = "--operators=bookstore,myownshell,vmgroup";
+const CODED: &str = "--operators=bookstore,myownshell,vmgroup,postgres";
 
 #[test]
 fn the_coded_operators_bundle_passes_and_grants_what_bosun_rbac_grants() {
@@ -387,74 +342,100 @@ fn broken_bundles_fail_naming_the_file_and_the_field() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("suite=operatorframework"));
 }
 
-/// Server-side applies `value` (cluster-scoped, or in `namespace`), discovering its kind.
-async fn apply(client: &kube::Client, mut value: Value, namespace: Option<&str>) {
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
-    use kube::core::GroupVersionKind;
-    use kube::ResourceExt;
-    if let Some(ns) = namespace {
-        value["metadata"]["namespace"] = ns.into();
-    }
-    let obj: DynamicObject = serde_json::from_value(value.clone()).expect("object");
-    let tm = obj.types.clone().expect("types");
-    let gvk = GroupVersionKind::try_from(&tm).expect("gvk");
-    // Rediscovered per object: a CRD applied just before is served by the next one.
-    let (ar, caps) = bosun_testenv::eventually(30, || async {
-        let d = kube::discovery::Discovery::new(client.clone())
-            .run()
-            .await
-            .ok()?;
-        d.resolve_gvk(&gvk)
-    })
-    .await
-    .unwrap_or_else(|| panic!("{gvk:?} is not served"));
-    let api: Api<DynamicObject> = match (caps.scope, namespace) {
-        (kube::discovery::Scope::Namespaced, Some(ns)) => {
-            Api::namespaced_with(client.clone(), ns, &ar)
-        }
-        _ => Api::all_with(client.clone(), &ar),
-    };
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::apply("bosun-bundle-test").force(),
-        &Patch::Apply(&value),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("apply {} {}: {e}", tm.kind, obj.name_any()));
-}
-
-/// The bundle installs as OLM installs it in SingleNamespace mode: its CRDs applied, the
-/// CSV's ServiceAccount given exactly the CSV's `clusterPermissions` (ClusterRole) and
-/// `permissions` (Role in the install namespace), `bosun run` with the CSV deployment's
-/// arguments as that account with `WATCH_NAMESPACE` set to the target namespace (what
-/// `olm.targetNamespaces` gives it), and every `alm-examples` entry becomes Ready there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_bundle_installs_as_olm_would_and_its_examples_get_ready() {
-    use bosun_testenv::{eventually, shared, test_namespace, NodeAgent, NodeAgentConfig};
-    use k8s_openapi::api::authentication::v1::TokenRequest;
-    use k8s_openapi::api::core::v1::ServiceAccount;
-    use kube::api::{Api, DynamicObject, PostParams};
-    use kube::core::{ApiResource, GroupVersionKind};
-
-    let tmp = tempfile::tempdir().expect("dir");
-    let dir = tmp.path().join("greeter-operator");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter");
+/// An example whose kind the CSV does not own (here, a MyOwnShell in the BookStore operator's
+/// bundle, as when a sample is left behind by a removed API) fails the default checks.
+#[test]
+fn an_example_of_an_unowned_kind_fails_naming_the_file_and_the_field() {
+    let dir = tempfile::tempdir().expect("dir");
+    let samples = repo().join("deploy/samples/bookstore.yaml");
     ok(
-        &dir,
-        &["init", "--plugins", "helm", "--domain", "example.com"],
-    );
-    ok(
-        &dir,
+        dir.path(),
         &[
-            "create",
-            "api",
-            "--helm-chart",
-            chart.to_str().expect("utf8"),
+            "bundle",
+            "--operators=bookstore",
+            "--samples",
+            samples.to_str().expect("utf8"),
         ],
     );
-    ok(&dir, &["bundle", "--watches", "watches.yaml"]);
-    let csv = csv(&dir, "greeter-operator");
+    let path = dir
+        .path()
+        .join("bundle/manifests/bosun.clusterserviceversion.yaml");
+    let mut csv = docs(&std::fs::read_to_string(&path).expect("csv")).remove(0);
+    let field = &mut csv["metadata"]["annotations"]["alm-examples"];
+    let mut examples: Vec<Value> =
+        serde_json::from_str(field.as_str().expect("examples")).expect("json");
+    assert_eq!(examples.len(), 1, "{examples:?}");
+    examples.push(serde_json::json!({
+        "apiVersion": "my-first-operator.jgato.io/v1alpha1",
+        "kind": "MyOwnShell",
+        "metadata": {"name": "myownshell-sample"},
+        "spec": {"size": 3}
+    }));
+    *field = serde_json::to_string(&examples).expect("json").into();
+    std::fs::write(&path, serde_yaml::to_string(&csv).expect("yaml")).expect("write");
+    let err = fails(dir.path());
+    assert!(
+        err.contains("ERROR [csv] bundle/manifests/bosun.clusterserviceversion.yaml: metadata.annotations.alm-examples[1]: the example's my-first-operator.jgato.io/v1alpha1 MyOwnShell is not a kind the CSV owns or requires"),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 error(s)"),
+        "only the example is wrong: {err}"
+    );
+}
+
+/// A bundle installed as OLM installs it in SingleNamespace mode, its examples Ready.
+struct Installed {
+    admin: kube::Client,
+    target: String,
+    child: tokio::process::Child,
+    /// The owned CRDs' names, and each example's resource and name.
+    crds: Vec<String>,
+    examples: Vec<(kube::core::ApiResource, String)>,
+    _agent: bosun_testenv::NodeAgent,
+}
+
+/// How the test's node runs the examples' pods.
+enum Node {
+    /// Pods are made Ready by the simulated node agent.
+    Simulated,
+    /// Pods run as local processes (PostgreSQL and bosun's instance manager).
+    Processes,
+}
+
+/// Ready as the kind reports it: its Ready condition, or — MyOwnShell's status is the seed's,
+/// without conditions — every replica the spec asks for ready at the current generation.
+fn ready(o: &kube::api::DynamicObject) -> bool {
+    let status = &o.data["status"];
+    match status["conditions"].as_array() {
+        Some(cs) => cs
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True"),
+        None => {
+            status["observedGeneration"].as_i64() == o.metadata.generation
+                && status["readyReplicas"].is_i64()
+                && status["readyReplicas"] == o.data["spec"]["size"]
+        }
+    }
+}
+
+/// Installs the bundle under `dir` as OLM installs it in SingleNamespace mode: its CRDs
+/// applied, the CSV's ServiceAccount given exactly the CSV's `clusterPermissions` (ClusterRole)
+/// and `permissions` (Role in the install namespace), `bosun run` with the CSV deployment's
+/// arguments as that account with `WATCH_NAMESPACE` set to the target namespace (what
+/// `olm.targetNamespaces` gives it); then every `alm-examples` entry is created there and
+/// must become Ready. `watches` stands for the image's watches file of a watches-based bundle.
+async fn install_as_olm(
+    dir: &Path,
+    package: &str,
+    watches: Option<&Path>,
+    node: Node,
+) -> Installed {
+    use bosun_testenv::{eventually, shared, test_namespace, NodeAgent, NodeAgentConfig};
+    use kube::api::{Api, DynamicObject};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    let csv = csv(dir, package);
     let install = &csv["spec"]["install"]["spec"];
     let deployment = &install["deployments"][0]["spec"]["template"]["spec"];
     let sa = deployment["serviceAccountName"].as_str().expect("sa");
@@ -463,12 +444,14 @@ async fn the_bundle_installs_as_olm_would_and_its_examples_get_ready() {
     let admin = cp.client().await.expect("client");
     let system = test_namespace(&admin, "olm-install").await.expect("ns");
     let target = test_namespace(&admin, "olm-target").await.expect("ns");
+    let mut crds = Vec::new();
     for e in std::fs::read_dir(dir.join("bundle/manifests"))
         .expect("ls")
         .flatten()
     {
         let o = docs(&std::fs::read_to_string(e.path()).expect("read")).remove(0);
         if o["kind"] == "CustomResourceDefinition" {
+            crds.push(o["metadata"]["name"].as_str().expect("name").to_string());
             apply(&admin, o, None).await;
         }
     }
@@ -491,35 +474,29 @@ async fn the_bundle_installs_as_olm_would_and_its_examples_get_ready() {
         let ns = obj["metadata"]["namespace"].as_str().map(str::to_string);
         apply(&admin, obj, ns.as_deref()).await;
     }
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &system)
-        .create_subresource::<TokenRequest, TokenRequest>(
-            "token",
-            sa,
-            &PostParams::default(),
-            &TokenRequest::default(),
-        )
-        .await
-        .expect("token request")
-        .status
-        .expect("status")
-        .token;
-    let kubeconfig = tmp.path().join("sa.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa}}\ncurrent-context: c\n",
-            cp.server()
+    let kubeconfig = dir.join("sa.kubeconfig");
+    service_account_kubeconfig(cp, &admin, &system, sa, &kubeconfig).await;
+    let agent = match node {
+        Node::Simulated => NodeAgent::start(
+            admin.clone(),
+            NodeAgentConfig {
+                namespace: Some(target.clone()),
+                resize_needs_restart: false,
+            },
         ),
-    )
-    .expect("kubeconfig");
-    let _agent = NodeAgent::start(
-        admin.clone(),
-        NodeAgentConfig {
-            namespace: Some(target.clone()),
-            resize_needs_restart: false,
-        },
-    );
-    // The CSV deployment's arguments, with the watches file of the project (the image's path
+        Node::Processes => NodeAgent::process_mode(
+            admin.clone(),
+            bosun_testenv::ProcessConfig {
+                namespace: Some(target.clone()),
+                images: bosun_testenv::ImageMap::standard(Some(PathBuf::from(env!(
+                    "CARGO_BIN_EXE_bosun"
+                )))),
+                ..Default::default()
+            },
+        )
+        .expect("the process-mode node agent (root and PostgreSQL: scripts/setup-postgres.sh)"),
+    };
+    // The CSV deployment's arguments, with the watches file given (the image's path
     // otherwise) and no listening ports (tests share the host).
     let args: Vec<String> = deployment["containers"][0]["args"]
         .as_array()
@@ -527,22 +504,24 @@ async fn the_bundle_installs_as_olm_would_and_its_examples_get_ready() {
         .iter()
         .filter_map(|a| a.as_str())
         .filter(|a| !a.starts_with("--metrics") && !a.starts_with("--probe"))
-        .map(|a| {
-            if a.starts_with("--watches=") {
-                "--watches=watches.yaml".to_string()
-            } else {
-                a.to_string()
-            }
+        .map(|a| match watches {
+            Some(w) if a.starts_with("--watches=") => format!("--watches={}", w.display()),
+            _ => a.to_string(),
         })
         .chain(["--metrics-addr=off".into(), "--probe-addr=off".into()])
         .collect();
+    assert_eq!(
+        args.iter().any(|a| a.starts_with("--watches=")),
+        watches.is_some(),
+        "{args:?}"
+    );
     let env = deployment["containers"][0]["env"].to_string();
     assert!(env.contains("olm.targetNamespaces"), "{env}");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .current_dir(&dir)
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .current_dir(dir)
         .args(&args)
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .env("POD_NAME", "greeter-operator-0")
+        .env("POD_NAME", format!("{package}-0"))
         .env("POD_NAMESPACE", &system)
         .env("WATCH_NAMESPACE", &target)
         .env_remove("BOSUN_NAMESPACES")
@@ -551,49 +530,206 @@ async fn the_bundle_installs_as_olm_would_and_its_examples_get_ready() {
         .kill_on_drop(true)
         .spawn()
         .expect("spawn bosun run");
-    let examples: Vec<Value> = serde_json::from_str(
+    let mut installed = Installed {
+        admin,
+        target,
+        child,
+        crds,
+        examples: Vec::new(),
+        _agent: agent,
+    };
+    let list: Vec<Value> = serde_json::from_str(
         csv["metadata"]["annotations"]["alm-examples"]
             .as_str()
             .expect("examples"),
     )
     .expect("json");
-    assert!(!examples.is_empty());
-    for ex in &examples {
-        apply(&admin, ex.clone(), Some(&target)).await;
-    }
-    for ex in &examples {
+    assert!(!list.is_empty());
+    let owned = csv["spec"]["customresourcedefinitions"]["owned"]
+        .as_array()
+        .expect("owned");
+    for ex in &list {
+        apply(&installed.admin, ex.clone(), Some(&installed.target)).await;
         let (group, version) = ex["apiVersion"]
             .as_str()
             .and_then(|a| a.split_once('/'))
             .expect("group/version");
         let kind = ex["kind"].as_str().expect("kind");
+        let crd = owned
+            .iter()
+            .find(|o| o["kind"] == kind && o["version"] == version)
+            .and_then(|o| o["name"].as_str())
+            .expect("an owned CRD");
+        let plural = crd.split_once('.').expect("plural.group").0;
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let plural = format!("{}s", kind.to_lowercase());
-        let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
-        let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &target, &ar);
+        let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
         let name = ex["metadata"]["name"].as_str().expect("name");
-        let ready = eventually(120, || async {
-            let o = api.get(name).await.ok()?;
-            o.data["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                .then_some(())
+        installed.examples.push((ar, name.to_string()));
+    }
+    for (ar, name) in installed.examples.clone() {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(installed.admin.clone(), &installed.target, &ar);
+        let got = eventually(120, || async {
+            let o = api.get(&name).await.ok()?;
+            ready(&o).then_some(())
         })
         .await;
-        if ready.is_none() {
+        if got.is_none() {
             let status = api
-                .get(name)
+                .get(&name)
                 .await
                 .map(|o| o.data["status"].clone())
                 .unwrap_or_default();
-            let _ = child.start_kill();
-            let out = child.wait_with_output().await.expect("output");
+            let _ = installed.child.start_kill();
+            let out = installed.child.wait_with_output().await.expect("output");
             panic!(
-                "{kind} {name} not Ready: {status:#}\nbosun run said:\n{}",
+                "{} {name} not Ready: {status:#}\nbosun run said:\n{}",
+                ar.kind,
                 String::from_utf8_lossy(&out.stderr)
             );
         }
     }
-    let _ = child.start_kill();
+    installed
+}
+
+impl Installed {
+    /// Removes what the install added to the cluster's shared scope: the examples first,
+    /// while the operator runs (to remove its finalizers), then the operator, then the CRDs.
+    async fn uninstall(mut self) {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::api::{Api, DeleteParams, DynamicObject};
+        for (ar, name) in &self.examples {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.admin.clone(), &self.target, ar);
+            api.delete(name, &DeleteParams::default())
+                .await
+                .expect("delete the example");
+            let gone = bosun_testenv::eventually(60, || async {
+                api.get_opt(name).await.ok()?.is_none().then_some(())
+            })
+            .await;
+            assert!(gone.is_some(), "{} {name} was not deleted", ar.kind);
+        }
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        let api = Api::<CustomResourceDefinition>::all(self.admin.clone());
+        for crd in &self.crds {
+            api.delete(crd, &DeleteParams::default())
+                .await
+                .expect("delete the CRD");
+            let gone = bosun_testenv::eventually(60, || async {
+                api.get_opt(crd).await.ok()?.is_none().then_some(())
+            })
+            .await;
+            assert!(gone.is_some(), "CRD {crd} was not deleted");
+        }
+    }
+}
+
+/// The coded BookStore (charts.example.com/v1) and the Helm example's (v1alpha1) are one
+/// CRD name: their installs take turns, each removing its CRDs when done.
+static BOOKSTORE_CRD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A scaffolded Helm project's bundle (`make bundle`'s `bosun bundle --watches`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scaffolded_bundle_installs_as_olm_would_and_its_examples_get_ready() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path().join("greeter-operator");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter");
+    ok(
+        &dir,
+        &["init", "--plugins", "helm", "--domain", "example.com"],
+    );
+    ok(
+        &dir,
+        &[
+            "create",
+            "api",
+            "--helm-chart",
+            chart.to_str().expect("utf8"),
+        ],
+    );
+    ok(&dir, &["bundle", "--watches", "watches.yaml"]);
+    let watches = dir.join("watches.yaml");
+    let installed = install_as_olm(&dir, "greeter-operator", Some(&watches), Node::Simulated).await;
+    assert_eq!(installed.examples.len(), 1);
+}
+
+/// The coded operators' bundle: the seed's BookStore and MyOwnShell from deploy/samples.
+/// PostgresCluster's examples need the process-mode node agent (below, a bundle of its own);
+/// VmGroup's needs a vCenter (vcsim), left to its operator's own e2e tests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coded_operators_bundle_installs_as_olm_would_and_its_examples_get_ready() {
+    let dir = tempfile::tempdir().expect("dir");
+    let samples = repo().join("deploy/samples");
+    ok(
+        dir.path(),
+        &[
+            "bundle",
+            "--operators=bookstore,myownshell",
+            "--samples",
+            samples.to_str().expect("utf8"),
+        ],
+    );
+    let _turn = BOOKSTORE_CRD.lock().await;
+    let installed = install_as_olm(dir.path(), "bosun", None, Node::Simulated).await;
+    let kinds: Vec<&str> = installed
+        .examples
+        .iter()
+        .map(|(ar, _)| ar.kind.as_str())
+        .collect();
+    assert_eq!(kinds, ["BookStore", "MyOwnShell"]);
+    installed.uninstall().await;
+}
+
+/// The Helm example's bundle (examples/helm-bookstore), its sample from config/samples.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_helm_example_bundle_installs_as_olm_would_and_its_examples_get_ready() {
+    let dir = tempfile::tempdir().expect("dir");
+    let watches = repo().join("examples/helm-bookstore/watches.yaml");
+    ok(
+        dir.path(),
+        &[
+            "bundle",
+            "--watches",
+            watches.to_str().expect("utf8"),
+            "--package",
+            "bookstore-operator",
+            "--output-dir",
+            dir.path().to_str().expect("utf8"),
+        ],
+    );
+    let _turn = BOOKSTORE_CRD.lock().await;
+    let watches = watches.canonicalize().expect("watches");
+    let installed = install_as_olm(
+        dir.path(),
+        "bookstore-operator",
+        Some(&watches),
+        Node::Simulated,
+    )
+    .await;
+    assert_eq!(installed.examples.len(), 1);
+    installed.uninstall().await;
+}
+
+/// The PostgresCluster operator's bundle, its examples (deploy/samples: a 3-instance cluster
+/// and a 2-instance one with WAL archiving and base backups on a claim) real PostgreSQL run
+/// by the process-mode node agent, bosun's instance manager in the pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_bundle_installs_as_olm_would_and_its_examples_get_ready() {
+    let dir = tempfile::tempdir().expect("dir");
+    let samples = repo().join("deploy/samples");
+    ok(
+        dir.path(),
+        &[
+            "bundle",
+            "--operators=postgres",
+            "--samples",
+            samples.to_str().expect("utf8"),
+        ],
+    );
+    let installed = install_as_olm(dir.path(), "bosun", None, Node::Processes).await;
+    let names: Vec<&str> = installed.examples.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(names, ["postgres-backup", "postgres-sample"]);
 }

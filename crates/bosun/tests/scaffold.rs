@@ -2,38 +2,45 @@
 //! layout, the watches marker, the refusals (nothing written), the freshness of config/crd and
 //! config/rbac against `bosun crd` / `bosun rbac --watches`, and a scaffolded operator that
 //! converges on the test control plane from its own config/ as its own ServiceAccount.
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 
 use bosun_testenv::{eventually, shared, test_namespace, NodeAgent, NodeAgentConfig};
-use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use kube::api::{Api, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::discovery::Discovery;
 use kube::ResourceExt;
+use support::{apply_yaml, ok, repo, run, service_account_kubeconfig, tree};
 
 fn greeter() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter")
 }
 
-fn run(dir: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run bosun")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = run(dir, args);
-    assert!(
-        out.status.success(),
-        "bosun {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf8")
+/// Runs the recipe of the project Makefile's `target` as make would, `$(BOSUN)` being this
+/// binary (the scaffold's recipes call nothing else; prerequisites are not run); returns what
+/// the recipe printed.
+fn make(dir: &Path, target: &str) -> String {
+    let makefile = std::fs::read_to_string(dir.join("Makefile")).expect("Makefile");
+    let mut lines = makefile
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("{target}:")));
+    assert!(lines.next().is_some(), "no target {target}: {makefile}");
+    let recipe: Vec<&str> = lines.take_while(|l| l.starts_with('\t')).collect();
+    assert!(!recipe.is_empty(), "{target} has no recipe");
+    recipe
+        .iter()
+        .map(|line| {
+            let args = line
+                .trim()
+                .strip_prefix("$(BOSUN) ")
+                .unwrap_or_else(|| panic!("{target} runs {line:?}, not bosun"));
+            ok(dir, &args.split_whitespace().collect::<Vec<_>>())
+        })
+        .collect()
 }
 
 /// The error of a refused command.
@@ -41,27 +48,6 @@ fn refused(dir: &Path, args: &[&str]) -> String {
     let out = run(dir, args);
     assert!(!out.status.success(), "bosun {args:?} should fail");
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Every file under `dir` (relative, `/`-separated) with its contents.
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).expect("ls").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                let rel = p.strip_prefix(root).expect("under root");
-                out.insert(
-                    rel.to_string_lossy().replace('\\', "/"),
-                    std::fs::read(&p).expect("read"),
-                );
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
 }
 
 /// A project named `name` in a fresh directory, with the greeter chart's kind.
@@ -406,41 +392,94 @@ fn config_crd_and_rbac_are_fresh() {
     assert_fresh(&dir, "fresh-operator");
 }
 
-#[test]
-fn a_second_api_is_added_at_the_marker() {
-    let (_tmp, dir) = greeter_project("two-kinds");
-    // A line of the user's own stays where it is.
+/// A second `create api` in a project whose first kind's watch ends with `last_line`.
+struct SecondApi<'a> {
+    last_line: &'a str,
+    args: &'a [&'a str],
+    /// What `create api` says it created.
+    created: &'a str,
+    /// watches.yaml afterwards, with the user's line after `last_line`.
+    watches: &'a str,
+    files: &'a [&'a str],
+    samples: &'a str,
+}
+
+/// The second kind's watch is added at the marker (a line of the user's own stays where it
+/// is), with its CRD, sample and roles; config/ stays fresh.
+fn assert_second_api_at_the_marker(dir: &Path, project: &str, case: SecondApi) {
     let w = dir.join("watches.yaml");
-    let mine = std::fs::read_to_string(&w).expect("watches").replace(
-        "  chart: helm-charts/greeter\n",
-        "  chart: helm-charts/greeter\n  reconcilePeriod: 30s # mine\n",
+    let before = std::fs::read_to_string(&w).expect("watches");
+    assert!(before.contains(case.last_line), "{before}");
+    let mine = before.replace(
+        case.last_line,
+        &format!("{}  reconcilePeriod: 30s # mine\n", case.last_line),
     );
     std::fs::write(&w, &mine).expect("edit");
-    let out = ok(
-        &dir,
-        &["create", "api", "--kind", "Library", "--version", "v1"],
-    );
-    assert!(out.contains("Created helm-charts/library"), "{out}");
-    assert_eq!(
-        std::fs::read_to_string(&w).expect("watches"),
-        "# Use the 'create api' subcommand to add watches to this file.\n- group: charts.example.com\n  version: v1alpha1\n  kind: Greeter\n  chart: helm-charts/greeter\n  reconcilePeriod: 30s # mine\n- group: charts.example.com\n  version: v1\n  kind: Library\n  chart: helm-charts/library\n# +kubebuilder:scaffold:watch\n"
-    );
-    let got = tree(&dir);
-    for p in [
-        "config/crd/bases/charts.example.com_libraries.yaml",
-        "config/samples/charts_v1_library.yaml",
-        "config/rbac/library_editor_role.yaml",
-        "helm-charts/library/Chart.yaml",
-    ] {
-        assert!(got.contains_key(p), "{p}");
+    let out = ok(dir, case.args);
+    assert!(out.contains(case.created), "{out}");
+    assert_eq!(std::fs::read_to_string(&w).expect("watches"), case.watches);
+    let got = tree(dir);
+    for p in case.files {
+        assert!(got.contains_key(*p), "{p}");
     }
     let samples =
         String::from_utf8(got["config/samples/kustomization.yaml"].clone()).expect("utf8");
-    assert!(
-        samples.contains("- charts_v1alpha1_greeter.yaml\n- charts_v1_library.yaml\n"),
-        "{samples}"
+    assert!(samples.contains(case.samples), "{samples}");
+    assert_fresh(dir, project);
+}
+
+#[test]
+fn a_second_api_is_added_at_the_marker() {
+    let (_tmp, dir) = greeter_project("two-kinds");
+    assert_second_api_at_the_marker(
+        &dir,
+        "two-kinds",
+        SecondApi {
+            last_line: "  chart: helm-charts/greeter\n",
+            args: &["create", "api", "--kind", "Library", "--version", "v1"],
+            created: "Created helm-charts/library",
+            watches: "# Use the 'create api' subcommand to add watches to this file.\n- group: charts.example.com\n  version: v1alpha1\n  kind: Greeter\n  chart: helm-charts/greeter\n  reconcilePeriod: 30s # mine\n- group: charts.example.com\n  version: v1\n  kind: Library\n  chart: helm-charts/library\n# +kubebuilder:scaffold:watch\n",
+            files: &[
+                "config/crd/bases/charts.example.com_libraries.yaml",
+                "config/samples/charts_v1_library.yaml",
+                "config/rbac/library_editor_role.yaml",
+                "helm-charts/library/Chart.yaml",
+            ],
+            samples: "- charts_v1alpha1_greeter.yaml\n- charts_v1_library.yaml\n",
+        },
     );
-    assert_fresh(&dir, "two-kinds");
+}
+
+#[test]
+fn a_second_ansible_api_is_added_at_the_marker() {
+    let (_tmp, dir) = ansible_project("two-roles", "cache", "Memcached", &["--generate-role"]);
+    assert_second_api_at_the_marker(
+        &dir,
+        "two-roles",
+        SecondApi {
+            last_line: "  role: memcached\n",
+            args: &[
+                "create",
+                "api",
+                "--group",
+                "cache",
+                "--version",
+                "v1",
+                "--kind",
+                "Library",
+                "--generate-playbook",
+            ],
+            created: "Created playbooks/library.yml",
+            watches: "# Use the 'create api' subcommand to add watches to this file.\n- version: v1alpha1\n  group: cache.example.com\n  kind: Memcached\n  role: memcached\n  reconcilePeriod: 30s # mine\n- version: v1\n  group: cache.example.com\n  kind: Library\n  playbook: playbooks/library.yml\n# +kubebuilder:scaffold:watch\n",
+            files: &[
+                "config/crd/bases/cache.example.com_libraries.yaml",
+                "config/samples/cache_v1_library.yaml",
+                "config/rbac/library_editor_role.yaml",
+                "playbooks/library.yml",
+            ],
+            samples: "- cache_v1alpha1_memcached.yaml\n- cache_v1_library.yaml\n",
+        },
+    );
 }
 
 #[test]
@@ -525,43 +564,6 @@ fn bad_input_is_refused_with_the_fix_and_nothing_written() {
     assert!(tree(empty.path()).is_empty());
 }
 
-/// Applies every object of a YAML stream (server-side, as kubectl apply --server-side).
-async fn apply_yaml(client: &kube::Client, yaml: &str, namespace: Option<&str>) {
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let mut value: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
-        if value.is_null() {
-            continue;
-        }
-        if let Some(ns) = namespace {
-            value["metadata"]["namespace"] = ns.into();
-        }
-        let obj: DynamicObject = serde_json::from_value(value.clone()).expect("object");
-        let tm = obj.types.clone().expect("types");
-        let gvk = GroupVersionKind::try_from(&tm).expect("gvk");
-        // Rediscovered per object: a CRD applied just before is served by the next one.
-        let discovery = Discovery::new(client.clone())
-            .run()
-            .await
-            .expect("discovery");
-        let (ar, caps) = discovery
-            .resolve_gvk(&gvk)
-            .unwrap_or_else(|| panic!("{gvk:?} is not served"));
-        let api: Api<DynamicObject> = match (caps.scope, obj.namespace()) {
-            (kube::discovery::Scope::Namespaced, Some(ns)) => {
-                Api::namespaced_with(client.clone(), &ns, &ar)
-            }
-            _ => Api::all_with(client.clone(), &ar),
-        };
-        api.patch(
-            &obj.name_any(),
-            &PatchParams::apply("bosun-scaffold-test").force(),
-            &Patch::Apply(&value),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("apply {} {}: {e}", tm.kind, obj.name_any()));
-    }
-}
-
 fn condition_true(o: &DynamicObject, type_: &str) -> bool {
     o.data["status"]["conditions"].as_array().is_some_and(|cs| {
         cs.iter()
@@ -571,7 +573,8 @@ fn condition_true(o: &DynamicObject, type_: &str) -> bool {
 
 /// A scaffolded project's operator, running: its CRDs and RBAC applied from its own config/,
 /// `bosun run` (the binary, with the manager's arguments) authenticated as the ServiceAccount
-/// of config/rbac, and its sample created in a fresh namespace.
+/// of config/rbac, watching a fresh namespace where [`Running::apply_samples`] creates its
+/// samples.
 struct Running {
     admin: kube::Client,
     ns: String,
@@ -608,27 +611,15 @@ impl Running {
         {
             apply_yaml(&admin, &read(f), None).await;
         }
-        let token = Api::<ServiceAccount>::namespaced(admin.clone(), &system)
-            .create_subresource::<TokenRequest, TokenRequest>(
-                "token",
-                bosun_scaffold::kustomize::SERVICE_ACCOUNT,
-                &PostParams::default(),
-                &TokenRequest::default(),
-            )
-            .await
-            .expect("token request")
-            .status
-            .expect("status")
-            .token;
         let kubeconfig = dir.join("../sa.kubeconfig");
-        std::fs::write(
+        service_account_kubeconfig(
+            cp,
+            &admin,
+            &system,
+            bosun_scaffold::kustomize::SERVICE_ACCOUNT,
             &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa}}\ncurrent-context: c\n",
-                cp.server()
-            ),
         )
-        .expect("kubeconfig");
+        .await;
         let ns = test_namespace(&admin, "scaffold").await.expect("ns");
         let agent = NodeAgent::start(
             admin.clone(),
@@ -659,23 +650,27 @@ impl Running {
             .kill_on_drop(true)
             .spawn()
             .expect("spawn bosun run");
-        let running = Running {
+        Running {
             admin,
             ns,
             child,
             _agent: agent,
             _one_at_a_time: one_at_a_time,
-        };
+        }
+    }
+
+    /// Creates config/samples (as `kubectl apply -k config/samples`) in the test namespace.
+    async fn apply_samples(&self, dir: &Path) {
+        let read = |rel: &str| std::fs::read_to_string(dir.join(rel)).expect(rel);
         let samples = read("config/samples/kustomization.yaml");
         for s in samples.lines().filter_map(|l| l.strip_prefix("- ")) {
             apply_yaml(
-                &running.admin,
+                &self.admin,
                 &read(&format!("config/samples/{s}")),
-                Some(&running.ns),
+                Some(&self.ns),
             )
             .await;
         }
-        running
     }
 
     /// Waits until `pred` holds for the named custom resource; fails with its status and
@@ -720,6 +715,7 @@ async fn a_scaffolded_operator_converges_from_its_own_sample() {
     let project = "greeter-operator";
     let (_tmp, dir) = greeter_project(project);
     let running = Running::start(&dir, project).await;
+    running.apply_samples(&dir).await;
     let gvk = GroupVersionKind::gvk("charts.example.com", "v1alpha1", "Greeter");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "greeters");
     let (running, _) = running
@@ -738,8 +734,13 @@ async fn a_scaffolded_operator_converges_from_its_own_sample() {
     );
 }
 
-/// A project with an Ansible-backed kind (role, and a playbook importing it).
-fn ansible_project(name: &str, kind: &str, flags: &[&str]) -> (tempfile::TempDir, PathBuf) {
+/// A project with an Ansible-backed kind of `group` (role, and a playbook importing it).
+fn ansible_project(
+    name: &str,
+    group: &str,
+    kind: &str,
+    flags: &[&str],
+) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join(name);
     std::fs::create_dir(&dir).expect("mkdir");
@@ -751,7 +752,7 @@ fn ansible_project(name: &str, kind: &str, flags: &[&str]) -> (tempfile::TempDir
         "create",
         "api",
         "--group",
-        "cache",
+        group,
         "--version",
         "v1alpha1",
         "--kind",
@@ -849,6 +850,7 @@ fn not_scaffolded_for_ansible(p: &str) -> bool {
 fn the_ansible_layout_is_operator_sdks() {
     let (_tmp, dir) = ansible_project(
         "memcached-operator",
+        "cache",
         "Memcached",
         &["--generate-role", "--generate-playbook"],
     );
@@ -915,7 +917,7 @@ fn ansible_refusals_name_the_fix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scaffolded_ansible_operator_converges_from_its_own_sample() {
     let project = "parrot-operator";
-    let (_tmp, dir) = ansible_project(project, "Parrot", &["--generate-role"]);
+    let (_tmp, dir) = ansible_project(project, "cache", "Parrot", &["--generate-role"]);
     std::fs::write(
         dir.join("roles/parrot/tasks/main.yml"),
         r#"---
@@ -942,12 +944,13 @@ async fn a_scaffolded_ansible_operator_converges_from_its_own_sample() {
     .expect("paste the tasks");
     let role = || std::fs::read_to_string(dir.join("config/rbac/role.yaml")).expect("role");
     assert!(!role().contains("configmaps"), "the empty role needed none");
-    let out = ok(&dir, &["generate", "manifests"]);
+    let out = make(&dir, "manifests");
     assert!(out.contains("Wrote config/rbac/role.yaml"), "{out}");
     assert!(role().contains("configmaps"), "{}", role());
     assert_fresh(&dir, project);
 
     let running = Running::start(&dir, project).await;
+    running.apply_samples(&dir).await;
     let gvk = GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Parrot");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "parrots");
     let (running, parrot) = running
@@ -964,4 +967,84 @@ async fn a_scaffolded_ansible_operator_converges_from_its_own_sample() {
         cm.data.expect("data").get("words").map(String::as_str),
         Some("bar")
     );
+}
+
+/// The seed's Ansible BookStore made the operator-sdk way: `init --plugins ansible`, `create
+/// api --generate-role` with the group, version and kind of examples/ansible-bookstore's
+/// watches, the seed's role (examples/ansible-bookstore/roles/bookstore) pasted over the
+/// generated one, `make manifests`, then the project's own sample given the seed's spec
+/// converges as the project's ServiceAccount: the role's four children, status Successful.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scaffolded_ansible_operator_with_the_seeds_role_converges() {
+    let project = "bookstore-operator";
+    let (_tmp, dir) = ansible_project(project, "charts", "BookStore", &["--generate-role"]);
+    let seed = repo().join("examples/ansible-bookstore");
+    let watches = std::fs::read_to_string(seed.join("watches.yaml")).expect("seed watches");
+    assert!(
+        watches.contains("- version: v1alpha1\n  group: charts.example.com\n  kind: BookStore\n  role: bookstore\n"),
+        "the seed's watches changed: {watches}"
+    );
+    let role = dir.join("roles/bookstore");
+    let pasted = tree(&seed.join("roles/bookstore"));
+    assert!(pasted.contains_key("tasks/main.yml"), "{:?}", pasted.keys());
+    for (rel, body) in &pasted {
+        let to = role.join(rel);
+        assert!(to.exists(), "the generated role has no {rel}");
+        std::fs::write(&to, body).expect("paste the seed's role");
+    }
+    let out = make(&dir, "manifests");
+    assert!(out.contains("Wrote config/rbac/role.yaml"), "{out}");
+    let rules = std::fs::read_to_string(dir.join("config/rbac/role.yaml")).expect("role");
+    assert!(
+        rules.contains("deployments") && rules.contains("services"),
+        "{rules}"
+    );
+    assert_fresh(&dir, project);
+
+    let running = Running::start(&dir, project).await;
+    // The project's own sample, with the seed's spec; its `metadata.namespace` (where the
+    // seed's role puts the children) is the test's namespace.
+    let sample_path = dir.join("config/samples/charts_v1alpha1_bookstore.yaml");
+    let mut sample: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&sample_path).expect("sample"))
+            .expect("yaml");
+    let mut spec: serde_json::Value = serde_yaml::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(seed.join("config/samples/charts_v1alpha1_bookstore.yaml"))
+            .expect("seed sample"),
+    )
+    .expect("yaml")["spec"]
+        .clone();
+    spec["metadata"]["namespace"] = running.ns.clone().into();
+    sample["spec"] = spec;
+    std::fs::write(&sample_path, serde_yaml::to_string(&sample).expect("yaml"))
+        .expect("edit the sample");
+    running.apply_samples(&dir).await;
+
+    let gvk = GroupVersionKind::gvk("charts.example.com", "v1alpha1", "BookStore");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "bookstores");
+    let (running, store) = running
+        .wait(&ar, "bookstore-sample", |o| condition_true(o, "Successful"))
+        .await;
+    let uid = store.uid().expect("uid");
+    let deployments = Api::<Deployment>::namespaced(running.admin.clone(), &running.ns);
+    for (name, image) in [
+        ("mongodb-deployment", "mongo:latest"),
+        ("book-store", "akash125/pyapp:latest"),
+    ] {
+        let d = deployments.get(name).await.expect("the role's Deployment");
+        assert_eq!(d.owner_references()[0].uid, uid, "{name}");
+        let pod = d.spec.expect("spec").template.spec.expect("pod");
+        assert_eq!(pod.containers[0].image.as_deref(), Some(image));
+        assert_eq!(
+            pod.containers[0].image_pull_policy.as_deref(),
+            Some("Always"),
+            "the sample's pullPolicy, snake-cased for the role"
+        );
+    }
+    let services = Api::<Service>::namespaced(running.admin.clone(), &running.ns);
+    for name in ["mongodb-service", "book-store"] {
+        let s = services.get(name).await.expect("the role's Service");
+        assert_eq!(s.owner_references()[0].uid, uid, "{name}");
+        assert_eq!(s.spec.and_then(|s| s.type_).as_deref(), Some("ClusterIP"));
+    }
 }
