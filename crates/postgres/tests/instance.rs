@@ -151,6 +151,16 @@ where
     }
 }
 
+/// A primary started on `ip`, once it is ready, with its state then.
+async fn ready_primary(dir: &Path, name: &str, ip: &str) -> (Node, InstanceState) {
+    let node = start(dir, name, ip, Role::Primary, None);
+    let s = wait_state(&node, &format!("{name} primary"), |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    (node, s)
+}
+
 async fn wait_state(
     node: &Node,
     what: &str,
@@ -219,11 +229,7 @@ async fn refuses_writes(node: &Node) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_joins_fails_over_and_the_old_primary_rejoins_by_rewind() {
     let dir = workdir();
-    let a = start(dir.path(), "pg-1", "127.21.1.1", Role::Primary, None);
-    let s = wait_state(&a, "pg-1 primary", |s| {
-        s.role == StateRole::Primary && s.ready
-    })
-    .await;
+    let (a, s) = ready_primary(dir.path(), "pg-1", "127.21.1.1").await;
     assert_eq!(s.timeline, Some(1));
     sql(&a)
         .await
@@ -315,11 +321,7 @@ async fn replica_joins_fails_over_and_the_old_primary_rejoins_by_rewind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_rewind_falls_back_to_a_fresh_clone() {
     let dir = workdir();
-    let a = start(dir.path(), "pg-1", "127.21.3.1", Role::Primary, None);
-    wait_state(&a, "pg-1 primary", |s| {
-        s.role == StateRole::Primary && s.ready
-    })
-    .await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.3.1").await;
     sql(&a)
         .await
         .expect("connect")
@@ -364,11 +366,7 @@ async fn a_failed_rewind_falls_back_to_a_fresh_clone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_token_holder_changes_an_instance() {
     let dir = workdir();
-    let a = start(dir.path(), "pg-1", "127.21.2.1", Role::Primary, None);
-    wait_state(&a, "pg-1 primary", |s| {
-        s.role == StateRole::Primary && s.ready
-    })
-    .await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.2.1").await;
     let addr = SocketAddr::new(a.ip, HTTP_PORT);
 
     let anonymous = InstanceClient::new(addr, None);
@@ -456,11 +454,7 @@ async fn only_the_token_holder_changes_an_instance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_restart_on_their_own_data() {
     let dir = workdir();
-    let a = start(dir.path(), "pg-1", "127.21.4.1", Role::Primary, None);
-    wait_state(&a, "pg-1 primary", |s| {
-        s.role == StateRole::Primary && s.ready
-    })
-    .await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.4.1").await;
     sql(&a)
         .await
         .expect("connect")
@@ -607,11 +601,7 @@ async fn synchronous_replication_waits_for_a_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promotion_returns_with_the_new_timeline_checkpointed() {
     let dir = workdir();
-    let a = start(dir.path(), "pg-1", "127.21.6.1", Role::Primary, None);
-    wait_state(&a, "pg-1 primary", |s| {
-        s.role == StateRole::Primary && s.ready
-    })
-    .await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.6.1").await;
     let b = start(
         dir.path(),
         "pg-2",
@@ -670,11 +660,7 @@ async fn a_promotion_returns_with_the_new_timeline_checkpointed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_that_never_answers_does_not_hold_a_replicas_start() {
     let dir = workdir();
-    let a = start(dir.path(), "pg-1", "127.21.7.1", Role::Primary, None);
-    wait_state(&a, "pg-1 primary", |s| {
-        s.role == StateRole::Primary && s.ready
-    })
-    .await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.7.1").await;
     let b = start(
         dir.path(),
         "pg-2",
@@ -737,11 +723,7 @@ async fn a_primary_that_never_answers_does_not_hold_a_replicas_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_diverged_replica_is_never_ready_until_rewound() {
     let dir = workdir();
-    let a = start(dir.path(), "pg-1", "127.21.8.1", Role::Primary, None);
-    wait_state(&a, "pg-1 primary", |s| {
-        s.role == StateRole::Primary && s.ready
-    })
-    .await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.8.1").await;
     sql(&a)
         .await
         .expect("connect to pg-1")
