@@ -161,6 +161,16 @@ async fn ready_primary(dir: &Path, name: &str, ip: &str) -> (Node, InstanceState
     (node, s)
 }
 
+/// A replica of `primary` started on `ip`, once it streams, with its state then.
+async fn ready_replica(dir: &Path, name: &str, ip: &str, primary: &Node) -> (Node, InstanceState) {
+    let node = start(dir, name, ip, Role::Replica, Some(primary.addr()));
+    let s = wait_state(&node, &format!("{name} streaming"), |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    (node, s)
+}
+
 async fn wait_state(
     node: &Node,
     what: &str,
@@ -239,17 +249,7 @@ async fn replica_joins_fails_over_and_the_old_primary_rejoins_by_rewind() {
         .expect("write on pg-1");
 
     // Join: a base backup through a slot, then streaming.
-    let b = start(
-        dir.path(),
-        "pg-2",
-        "127.21.1.2",
-        Role::Replica,
-        Some(a.addr()),
-    );
-    let s = wait_state(&b, "pg-2 streaming", |s| {
-        s.role == StateRole::Replica && s.ready
-    })
-    .await;
+    let (b, s) = ready_replica(dir.path(), "pg-2", "127.21.1.2", &a).await;
     assert_eq!(s.primary.as_deref(), Some(a.addr().as_str()));
     wait_rows(&b, &["before"]).await;
     refuses_writes(&b).await;
@@ -328,17 +328,7 @@ async fn a_failed_rewind_falls_back_to_a_fresh_clone() {
         .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
         .await
         .expect("write");
-    let b = start(
-        dir.path(),
-        "pg-2",
-        "127.21.3.2",
-        Role::Replica,
-        Some(a.addr()),
-    );
-    wait_state(&b, "pg-2 streaming", |s| {
-        s.role == StateRole::Replica && s.ready
-    })
-    .await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.3.2", &a).await;
     wait_rows(&b, &["one"]).await;
     a.api.fence().await.expect("fence");
     b.api.promote().await.expect("promote");
@@ -461,17 +451,7 @@ async fn instances_restart_on_their_own_data() {
         .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
         .await
         .expect("write");
-    let b = start(
-        dir.path(),
-        "pg-2",
-        "127.21.4.2",
-        Role::Replica,
-        Some(a.addr()),
-    );
-    wait_state(&b, "pg-2 streaming", |s| {
-        s.role == StateRole::Replica && s.ready
-    })
-    .await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.4.2", &a).await;
     wait_rows(&b, &["one"]).await;
 
     // The replica's pod goes away and comes back on its volume: no new base backup, it
@@ -602,17 +582,7 @@ async fn synchronous_replication_waits_for_a_replica() {
 async fn a_promotion_returns_with_the_new_timeline_checkpointed() {
     let dir = workdir();
     let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.6.1").await;
-    let b = start(
-        dir.path(),
-        "pg-2",
-        "127.21.6.2",
-        Role::Replica,
-        Some(a.addr()),
-    );
-    wait_state(&b, "pg-2 streaming", |s| {
-        s.role == StateRole::Replica && s.ready
-    })
-    .await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.6.2", &a).await;
     // Enough rows that their replay leaves many dirty buffers on the replica.
     sql(&a)
         .await
@@ -661,17 +631,7 @@ async fn a_promotion_returns_with_the_new_timeline_checkpointed() {
 async fn a_primary_that_never_answers_does_not_hold_a_replicas_start() {
     let dir = workdir();
     let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.7.1").await;
-    let b = start(
-        dir.path(),
-        "pg-2",
-        "127.21.7.2",
-        Role::Replica,
-        Some(a.addr()),
-    );
-    wait_state(&b, "pg-2 streaming", |s| {
-        s.role == StateRole::Replica && s.ready
-    })
-    .await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.7.2", &a).await;
     b.shutdown().await;
 
     // A "primary" that takes connections and never says a word.
