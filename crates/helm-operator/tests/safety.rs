@@ -289,21 +289,30 @@ async fn drift_made_while_stopped_is_repaired_on_start_and_a_removed_finalizer_c
     installed(&env, &lc, "drift", 120).await;
     const FINALIZER: &str = "helm.sdk.operatorframework.io/uninstall-release";
     // Someone removes the uninstall finalizer: without it a delete would skip the uninstall.
+    // Guarded by the resourceVersion, so the operator's own writes (a status update as the
+    // release's workloads become ready) are never undone: a conflict reads the object again.
     let crs = api(&env, &lc);
-    let cr = crs.get("drift").await.expect("cr");
-    let others: Vec<String> = cr
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER)
-        .cloned()
-        .collect();
-    crs.patch(
-        "drift",
-        &PatchParams::default(),
-        &Patch::Merge(
-            json!({"metadata": {"finalizers": others, "resourceVersion": cr.resource_version()}}),
-        ),
-    )
+    eventually(60, || async {
+        let cr = crs.get("drift").await.expect("cr");
+        let others: Vec<String> = cr
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        match crs
+            .patch(
+                "drift",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": others, "resourceVersion": cr.resource_version()}})),
+            )
+            .await
+        {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => None,
+            Err(e) => panic!("remove the finalizer: {e}"),
+        }
+    })
     .await
     .expect("remove the finalizer");
     wait_for(&env, &lc, "drift", 60, "the finalizer put back", |o| {
