@@ -168,7 +168,9 @@ impl Emitter<'_> {
     pub(super) fn analyze_event(&mut self) {
         self.tag_handle = None;
         self.tag_suffix = None;
-        match self.events[self.head].clone() {
+        // The event list outlives the emitter's borrow of itself: no copy of the event.
+        let events = self.events;
+        match &events[self.head] {
             EmitEvent::Scalar(s) => {
                 if let Some(tag) = &s.tag {
                     if !s.plain_implicit && !s.quoted_implicit {
@@ -187,7 +189,7 @@ impl Emitter<'_> {
                 implicit: false,
                 ..
             } => {
-                self.analyze_tag(&tag);
+                self.analyze_tag(tag);
             }
             _ => {}
         }
@@ -303,9 +305,10 @@ impl Emitter<'_> {
     pub(super) fn emit_node(&mut self, mapping: bool, simple_key: bool) {
         self.mapping_context = mapping;
         self.simple_key_context = simple_key;
-        match self.event().clone() {
-            EmitEvent::Scalar(s) => self.emit_scalar(&s),
-            EmitEvent::SequenceStart { flow, .. } => {
+        let events = self.events;
+        match &events[self.head] {
+            EmitEvent::Scalar(s) => self.emit_scalar(s),
+            &EmitEvent::SequenceStart { flow, .. } => {
                 self.process_tag();
                 let empty = self.events.get(self.head + 1) == Some(&EmitEvent::SequenceEnd);
                 self.state = if self.flow_level > 0 || flow || empty {
@@ -314,7 +317,7 @@ impl Emitter<'_> {
                     State::BlockSequenceFirstItem
                 };
             }
-            EmitEvent::MappingStart { flow, .. } => {
+            &EmitEvent::MappingStart { flow, .. } => {
                 self.process_tag();
                 let empty = self.events.get(self.head + 1) == Some(&EmitEvent::MappingEnd);
                 self.state = if self.flow_level > 0 || flow || empty {

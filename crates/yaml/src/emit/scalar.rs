@@ -19,7 +19,6 @@ impl Emitter<'_> {
                 block_allowed: false,
             };
         }
-        let chars: Vec<char> = value.chars().collect();
         let mut block_indicators = false;
         let mut flow_indicators = false;
         let mut line_breaks = false;
@@ -37,9 +36,11 @@ impl Emitter<'_> {
             flow_indicators = true;
         }
         let mut preceded_by_whitespace = true;
-        let last = chars.len() - 1;
-        for (i, &c) in chars.iter().enumerate() {
-            let next = chars.get(i + 1).copied();
+        let mut chars = value.chars().peekable();
+        let mut first = true;
+        while let Some(c) = chars.next() {
+            let next = chars.peek().copied();
+            let is_last = next.is_none();
             // What counts as whitespace after an indicator: go-yaml looks for a blank or the
             // end; libyaml also accepts a line break.
             let followed_by_whitespace = match (next, self.dialect) {
@@ -47,7 +48,7 @@ impl Emitter<'_> {
                 (Some(n), Dialect::GoYamlV2) => is_blank(n),
                 (Some(n), Dialect::LibYaml) => is_blankz(n),
             };
-            if i == 0 {
+            if first {
                 match c {
                     '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\''
                     | '"' | '%' | '@' | '`' => {
@@ -86,15 +87,15 @@ impl Emitter<'_> {
                 special_characters = true;
             }
             if c == ' ' {
-                leading_space |= i == 0;
-                trailing_space |= i == last;
+                leading_space |= first;
+                trailing_space |= is_last;
                 break_space |= previous_break;
                 previous_space = true;
                 previous_break = false;
             } else if is_break(c) {
                 line_breaks = true;
-                leading_break |= i == 0;
-                trailing_break |= i == last;
+                leading_break |= first;
+                trailing_break |= is_last;
                 space_break |= previous_space;
                 previous_space = false;
                 previous_break = true;
@@ -103,6 +104,7 @@ impl Emitter<'_> {
                 previous_break = false;
             }
             preceded_by_whitespace = is_blankz(c);
+            first = false;
         }
         let mut a = ScalarAnalysis {
             multiline: line_breaks,
@@ -151,15 +153,15 @@ impl Emitter<'_> {
         if !self.whitespace && needs_space {
             self.put(' ');
         }
-        let chars: Vec<char> = value.chars().collect();
+        let mut chars = value.chars().peekable();
         let mut spaces = false;
         let mut breaks = false;
-        for (i, &c) in chars.iter().enumerate() {
+        while let Some(c) = chars.next() {
             if c == ' ' {
                 if allow_breaks
                     && !spaces
                     && self.column > self.best_width
-                    && !is_space(chars.get(i + 1).copied())
+                    && !is_space(chars.peek().copied())
                 {
                     self.write_indent();
                 } else {
@@ -189,17 +191,19 @@ impl Emitter<'_> {
 
     pub(super) fn write_single_quoted(&mut self, value: &str, allow_breaks: bool) {
         self.write_indicator("'", true, false, false);
-        let chars: Vec<char> = value.chars().collect();
+        let mut chars = value.chars().peekable();
+        let mut first = true;
         let mut spaces = false;
         let mut breaks = false;
-        for (i, &c) in chars.iter().enumerate() {
+        while let Some(c) = chars.next() {
+            let is_first = std::mem::replace(&mut first, false);
             if c == ' ' {
                 if allow_breaks
                     && !spaces
                     && self.column > self.best_width
-                    && i != 0
-                    && i != chars.len() - 1
-                    && !is_space(chars.get(i + 1).copied())
+                    && !is_first
+                    && chars.peek().is_some()
+                    && !is_space(chars.peek().copied())
                 {
                     self.write_indent();
                 } else {
@@ -237,12 +241,14 @@ impl Emitter<'_> {
 
     pub(super) fn write_double_quoted(&mut self, value: &str, allow_breaks: bool) {
         self.write_indicator("\"", true, false, false);
-        let chars: Vec<char> = value.chars().collect();
+        let mut chars = value.chars().peekable();
+        let mut first = true;
         // go-yaml's `is_bom(value, i)` looks at the start of the value whatever `i` is, so a
         // value that starts with a byte order mark has every character escaped.
         let all_bom = self.dialect == Dialect::GoYamlV2 && value.starts_with('\u{FEFF}');
         let mut spaces = false;
-        for (i, &c) in chars.iter().enumerate() {
+        while let Some(c) = chars.next() {
+            let is_first = std::mem::replace(&mut first, false);
             let bom = if self.dialect == Dialect::GoYamlV2 {
                 all_bom
             } else {
@@ -297,11 +303,11 @@ impl Emitter<'_> {
                 if allow_breaks
                     && !spaces
                     && self.column > self.best_width
-                    && i != 0
-                    && i != chars.len() - 1
+                    && !is_first
+                    && chars.peek().is_some()
                 {
                     self.write_indent();
-                    if is_space(chars.get(i + 1).copied()) {
+                    if is_space(chars.peek().copied()) {
                         self.put('\\');
                     }
                 } else {

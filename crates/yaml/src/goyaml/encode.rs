@@ -7,7 +7,7 @@ use crate::syntax::ScalarStyle;
 use crate::value::Yaml;
 
 use super::base64;
-use super::resolve::{is_base60_float, resolve, BINARY, STR};
+use super::resolve::{is_base60_float, resolve_implicit, BINARY, STR};
 use super::sort::sort_pairs;
 use super::strconv::format_yaml_float;
 
@@ -109,7 +109,8 @@ fn push_value(root: &Yaml, events: &mut Vec<EmitEvent>) {
 
 /// go-yaml's `stringv`: quoted when the plain form would read back as another type.
 fn string_event(s: &str) -> EmitEvent {
-    let can_use_plain = matches!(resolve("", s), Ok((tag, _)) if tag == STR) && !is_base60_float(s);
+    // `resolve("", s)` without building its tag string: an empty tag always resolves.
+    let can_use_plain = resolve_implicit("", s).0 == STR && !is_base60_float(s);
     let style = if s.contains('\n') {
         ScalarStyle::Literal
     } else if can_use_plain {
