@@ -72,7 +72,7 @@ pub const FUNCS: &[FuncDef] = &[
 /// Helm's `toYAML`: JSON first (so Go's JSON rules apply), then YAML, without the
 /// final newline.
 pub fn to_yaml(v: &Value) -> Result<String, String> {
-    let y = match yaml_tree(v, 0) {
+    let mut y = match yaml_tree(v, 0) {
         // Fast path: the tree JSONToYAML would read back from Go's JSON.
         Some(tree) => bosun_yaml::goyaml::marshal(&tree),
         None => {
@@ -80,7 +80,10 @@ pub fn to_yaml(v: &Value) -> Result<String, String> {
             yaml::json_to_yaml(&j)?
         }
     };
-    Ok(y.strip_suffix('\n').unwrap_or(&y).to_string())
+    if y.ends_with('\n') {
+        y.pop();
+    }
+    Ok(y)
 }
 
 /// The YAML value go-yaml reads from `json.Marshal(v)`: integral floats below 1e21 are

@@ -392,7 +392,13 @@ impl Chart {
                 };
                 RenderError::new(kind, exec_error(&e.msg))
             })?;
-            files.insert(name, out.replace("<no value>", ""));
+            // Helm drops every `<no value>`; most outputs have none, and keep their buffer.
+            let out = if out.contains("<no value>") {
+                out.replace("<no value>", "")
+            } else {
+                out
+            };
+            files.insert(name, out);
         }
         let notes_key = format!("{}/templates/NOTES.txt", tree.name);
         let notes = files.get(&notes_key).cloned();

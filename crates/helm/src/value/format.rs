@@ -722,6 +722,27 @@ fn decimal_digits(x: f64, sig: Option<usize>) -> (Vec<u8>, i32) {
     if a == 0.0 {
         return (Vec::new(), 0);
     }
+    // Integers below 2^53 (ports, replicas, sizes read from values files as float64):
+    // each neighbouring double is at most 1 away, so the shortest digits that read back
+    // are the integer's own, and no float formatting is needed.
+    if sig.is_none() && a < 9_007_199_254_740_992.0 && a.fract() == 0.0 {
+        return integral_digits(a as u64);
+    }
+    formatted_digits(a, sig)
+}
+
+/// [`decimal_digits`] of a positive integer.
+fn integral_digits(n: u64) -> (Vec<u8>, i32) {
+    let mut digits = n.to_string().into_bytes();
+    let dp = digits.len() as i32;
+    while digits.len() > 1 && digits.last() == Some(&b'0') {
+        digits.pop();
+    }
+    (digits, dp)
+}
+
+/// [`decimal_digits`] of a positive `a` through Rust's shortest (or `sig`-digit) formatting.
+fn formatted_digits(a: f64, sig: Option<usize>) -> (Vec<u8>, i32) {
     let s = match sig {
         None => format!("{a:e}"),
         Some(p) => format!("{:.*e}", p.saturating_sub(1), a),
@@ -1012,6 +1033,21 @@ mod tests {
         ];
         for (x, want) in cases {
             assert_eq!(sprint_value(&Value::Float(x)), want, "{x}");
+        }
+    }
+
+    #[test]
+    fn integral_floats_take_their_own_digits() {
+        let mut cases: Vec<u64> = vec![1, 7, 10, 8000, 65535, 123456789, 1 << 53];
+        for e in 0..16 {
+            let p = 10u64.pow(e);
+            cases.extend([p, p - 1 + u64::from(e == 0), p + 1, 9 * p, 3 * p + 7]);
+        }
+        for k in 1..=53 {
+            cases.extend([(1u64 << k) - 1, 1 << k, (1 << k) + 1]);
+        }
+        for n in cases.into_iter().filter(|n| (1..=1 << 53).contains(n)) {
+            assert_eq!(integral_digits(n), formatted_digits(n as f64, None), "{n}");
         }
     }
 
