@@ -1,7 +1,7 @@
 //! Helm's own functions (`pkg/engine/funcs.go`, `engine.go`): YAML and JSON through
 //! Go's encoders, `include` and `tpl` with Helm's recursion limit, `required` and
 //! `fail` with Helm's error markers, and an offline `lookup` that finds nothing.
-use super::{s, FnResult, FuncDef};
+use super::{s, Args, FnResult, FuncDef};
 use crate::template::error::{helm_wrap, ExecError, FnError};
 use crate::template::exec::Exec;
 use crate::template::parse::parse;
@@ -241,8 +241,12 @@ fn from_json_array(src: &str) -> Value {
     }
 }
 
-fn include(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
-    let name: Str = Str::from(s(&a[0]));
+fn include(ex: &mut Exec<'_>, a: Args) -> FnResult {
+    // The name arrives as a shared string: count it without copying it.
+    let name: Str = match &a[0] {
+        Value::Str(n) => n.clone(),
+        _ => Str::from(""),
+    };
     {
         let mut inc = ex.rt.includes.borrow_mut();
         let limit = ex.rt.limits.max_include_per_name;
@@ -261,18 +265,18 @@ fn include(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
         }
     }
     let data = a.into_iter().nth(1).unwrap_or_default();
-    let r = ex.execute_template(&name, data);
+    let r = ex.execute_template_str(&name, data);
     if let Some(v) = ex.rt.includes.borrow_mut().get_mut(&name) {
         *v = v.saturating_sub(1);
     }
-    r.map(Value::string).map_err(FnError::Nested)
+    r.map(Value::Str).map_err(FnError::Nested)
 }
 
 /// Helm's `lookup`: an empty map offline, else what the caller's [`Lookup`] reads
 /// (`crate::render::lookup`).
 ///
 /// [`Lookup`]: crate::render::lookup::Lookup
-fn lookup(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
+fn lookup(ex: &mut Exec<'_>, a: Args) -> FnResult {
     let Some(l) = ex.rt.lookup.clone() else {
         return Ok(Value::empty_map());
     };
@@ -282,7 +286,7 @@ fn lookup(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
     Ok(data.to_value())
 }
 
-fn tpl(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
+fn tpl(ex: &mut Exec<'_>, a: Args) -> FnResult {
     let text = s(&a[0]).to_string();
     let cached = ex.rt.tpl_cache.borrow().get(&text).cloned();
     let trees = match cached {

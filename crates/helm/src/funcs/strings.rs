@@ -2,7 +2,7 @@
 //! count bytes, `upper` uses simple case mapping so `ß` stays `ß`, `title` is Go's
 //! deprecated `strings.Title`).
 use super::builtins::slice_items;
-use super::{check_len, check_list, int, s, FnResult, FuncDef};
+use super::{check_len, check_list, int, s, Args, FnResult, FuncDef};
 use crate::template::exec::Exec;
 use crate::value::{format, ListKind, Map, MapKind, Str, Value};
 use crate::{func, funcv};
@@ -339,7 +339,7 @@ fn substr(start: i64, end: i64, s: &str) -> FnResult {
     Ok(Value::string(byte_slice(s, start as usize, end as usize)))
 }
 
-fn repeat(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
+fn repeat(ex: &mut Exec<'_>, a: Args) -> FnResult {
     let count = int(&a[0]);
     let st = s(&a[1]);
     if count < 0 {
