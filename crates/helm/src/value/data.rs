@@ -7,7 +7,7 @@
 //! the tree keeps [`Data::Int`] (int64) and [`Data::Float`] (float64) apart.
 use std::collections::BTreeMap;
 
-use super::{json, ListKind, Map, MapKind, Str, Value};
+use super::{json, Entries, ListKind, Map, MapKind, Str, Value};
 
 #[derive(Clone, Debug, PartialEq, Default)]
 pub enum Data {
@@ -45,11 +45,14 @@ impl Data {
             Data::Float(f) => Value::Float(*f),
             Data::String(s) => Value::Str(Str::from(s.as_str())),
             Data::List(l) => Value::list(ListKind::Iface, l.iter().map(Data::to_value).collect()),
-            Data::Map(m) => Value::Map(Map::from_entries(
+            // A BTreeMap iterates in key order: the entries need no sorting.
+            Data::Map(m) => Value::Map(Map::with_entries(
                 MapKind::Iface,
-                m.iter()
-                    .map(|(k, v)| (Str::from(k.as_str()), v.to_value()))
-                    .collect(),
+                Entries::from_sorted(
+                    m.iter()
+                        .map(|(k, v)| (Str::from(k.as_str()), v.to_value()))
+                        .collect(),
+                ),
             )),
         }
     }
