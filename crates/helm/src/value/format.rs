@@ -88,15 +88,20 @@ pub fn sprintln(args: &[Value]) -> String {
 
 /// `fmt.Sprintf(format, args...)`.
 pub fn sprintf(format: &str, args: &[Value]) -> String {
-    let mut p = Printer::new();
+    // Room for the format and short operands: most results need no regrowth.
+    let mut p = Printer::with_capacity(format.len() + 16 * args.len());
     p.do_printf(format, args);
     p.buf
 }
 
 impl Printer {
     fn new() -> Printer {
+        Printer::with_capacity(16)
+    }
+
+    fn with_capacity(n: usize) -> Printer {
         Printer {
-            buf: String::new(),
+            buf: String::with_capacity(n),
             f: Flags::default(),
         }
     }
@@ -435,10 +440,10 @@ impl Printer {
         self.pad_str(&s);
     }
 
-    fn truncate(&self, s: &str) -> String {
+    fn truncate<'a>(&self, s: &'a str) -> std::borrow::Cow<'a, str> {
         match self.f.prec {
             Some(p) => s.chars().take(p).collect(),
-            None => s.to_string(),
+            None => s.into(),
         }
     }
 
@@ -772,7 +777,7 @@ pub fn format_float(x: f64, verb: char, prec: Option<usize>) -> String {
         };
     }
     let neg = x.is_sign_negative();
-    let mut out = String::new();
+    let mut out = String::with_capacity(24);
     if neg {
         out.push('-');
     }
@@ -913,23 +918,36 @@ pub fn is_print(c: char) -> bool {
 
 /// `strconv.Quote` (or `QuoteToASCII` when `ascii`).
 pub fn quote(s: &str, ascii: bool) -> String {
-    quote_with(s, '"', ascii)
+    let mut out = String::with_capacity(s.len() + 2);
+    quote_into(&mut out, s, ascii);
+    out
 }
 
-fn quote_with(s: &str, q: char, ascii: bool) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
+/// [`quote`], appended to `out`.
+pub fn quote_into(out: &mut String, s: &str, ascii: bool) {
+    let q = '"';
+    out.reserve(s.len() + 2);
     out.push(q);
     let bytes = s.as_bytes();
+    // Printable ASCII other than the quote and the backslash is copied in runs.
+    let plain = |b: u8| (b' '..=b'~').contains(&b) && b != q as u8 && b != b'\\';
     let mut i = 0;
+    let mut run = 0;
     while i < bytes.len() {
-        // Decode one rune; invalid UTF-8 bytes are escaped as \xNN.
-        let rest = &s[i..];
-        let Some(c) = rest.chars().next() else { break };
+        if plain(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        out.push_str(&s[run..i]);
+        let Some(c) = s[i..].chars().next() else {
+            break;
+        };
         i += c.len_utf8();
-        escape_rune(&mut out, c, q, ascii);
+        run = i;
+        escape_rune(out, c, q, ascii);
     }
+    out.push_str(&s[run..]);
     out.push(q);
-    out
 }
 
 fn escape_rune(out: &mut String, c: char, q: char, ascii: bool) {
@@ -1049,6 +1067,23 @@ mod tests {
         for n in cases.into_iter().filter(|n| (1..=1 << 53).contains(n)) {
             assert_eq!(integral_digits(n), formatted_digits(n as f64, None), "{n}");
         }
+    }
+
+    #[test]
+    fn quote_escapes_like_go_around_plain_runs() {
+        // strconv.Quote's output for each input.
+        let cases = [
+            ("", r#""""#),
+            ("plain text", r#""plain text""#),
+            ("a\"b\\c\td", r#""a\"b\\c\td""#),
+            ("\u{7f}é\u{200b}x", r#""\x7fé\u200bx""#),
+            ("\n", r#""\n""#),
+            ("tail\u{1F600}", r#""tail😀""#),
+        ];
+        for (s, want) in cases {
+            assert_eq!(quote(s, false), want, "{s:?}");
+        }
+        assert_eq!(quote("é", true), r#""\u00e9""#);
     }
 
     #[test]
