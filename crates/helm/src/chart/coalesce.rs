@@ -4,7 +4,7 @@
 //! reverse; `global` is copied down into every subchart; each subchart's values live
 //! under its name (or alias).
 use super::tree::EffChart;
-use crate::value::{Map, MapKind, Str, Value};
+use crate::value::{Data, Entries, Map, MapKind, Str, Value};
 
 fn is_table(v: &Value) -> bool {
     matches!(v, Value::Map(m) if m.kind() == MapKind::Iface)
@@ -84,28 +84,48 @@ fn coalesce_globals(dest: &Map, src: &Map) {
 }
 
 fn coalesce_values(ch: &EffChart, v: &Map, merge: bool) {
-    let vc = ch.values.to_value();
-    let Value::Map(vc) = vc else { return };
-    for (key, val) in vc.snapshot() {
-        match v.get(&key) {
+    // The chart's defaults are read as they are kept (Data): only what reaches the values
+    // is converted, and a table copied without its nils is converted without them.
+    let Some(defaults) = ch.values.as_map() else {
+        return;
+    };
+    for (key, val) in defaults {
+        match v.get(key) {
             Some(value) => {
                 if value.is_nil() && !merge {
-                    v.remove(&key);
+                    v.remove(key);
                 } else if let Some(dest) = table(&value) {
-                    if let Some(src) = table(&val) {
-                        let merge = merge || ch.deps.iter().any(|d| *d.name == *key);
+                    if let Value::Map(src) = val.to_value() {
+                        let merge = merge || ch.deps.iter().any(|d| d.name == *key);
                         coalesce_tables(&dest, &src, merge);
                     }
                 }
             }
             // Helm v4 never lets a chart default's null into coalesced values.
-            None if !merge => match table(&val) {
-                Some(t) => v.insert(key, Value::Map(trim_nils(&t))),
-                None if val.is_nil() => {}
-                None => v.insert(key, val),
+            None if !merge => match val {
+                Data::Map(_) => v.insert(Str::from(key.as_str()), without_nils(val)),
+                Data::Null => {}
+                _ => v.insert(Str::from(key.as_str()), val.to_value()),
             },
-            None => v.insert(key, val),
+            None => v.insert(Str::from(key.as_str()), val.to_value()),
         }
+    }
+}
+
+/// `trim_nils(val.to_value())` in one pass: maps lose their null entries, recursively;
+/// lists are kept as they are.
+fn without_nils(val: &Data) -> Value {
+    match val {
+        Data::Map(m) => Value::Map(Map::with_entries(
+            MapKind::Iface,
+            Entries::from_sorted(
+                m.iter()
+                    .filter(|(_, x)| !matches!(x, Data::Null))
+                    .map(|(k, x)| (Str::from(k.as_str()), without_nils(x)))
+                    .collect(),
+            ),
+        )),
+        other => other.to_value(),
     }
 }
 
@@ -170,5 +190,25 @@ pub fn merge_maps(dst: &Map, src: &Map) {
             }
         }
         dst.insert(k, v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_without_nils_as_trim_nils_makes_them() {
+        let d = Data::from_json_float(
+            r#"{"a": null, "b": {"c": null, "d": [null, {"e": null}], "f": {"g": null, "h": 1}},
+                "i": "x", "j": [], "k": {}}"#,
+        )
+        .expect("json");
+        let Value::Map(m) = d.to_value() else {
+            panic!("not a map")
+        };
+        let want = Value::Map(trim_nils(&m));
+        let got = without_nils(&d);
+        assert!(got.deep_equal(&want), "{got:?} != {want:?}");
     }
 }
