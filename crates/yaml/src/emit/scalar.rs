@@ -153,6 +153,17 @@ impl Emitter<'_> {
         if !self.whitespace && needs_space {
             self.put(' ');
         }
+        // Without spaces and line breaks nothing folds: the text goes out as it is.
+        if value
+            .bytes()
+            .all(|b| b != b' ' && b != b'\n' && b != b'\r' && b.is_ascii())
+        {
+            self.out.push_str(value);
+            self.column += value.len();
+            self.whitespace = false;
+            self.indention = false;
+            return;
+        }
         let mut chars = value.chars().peekable();
         let mut spaces = false;
         let mut breaks = false;

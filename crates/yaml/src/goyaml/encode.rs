@@ -13,10 +13,10 @@ use super::strconv::format_yaml_float;
 
 /// The YAML text go-yaml v2's `yaml.Marshal` writes for `v`, trailing newline included.
 pub fn marshal(v: &Yaml) -> String {
-    let mut events = vec![
-        EmitEvent::StreamStart,
-        EmitEvent::DocumentStart { implicit: true },
-    ];
+    // A small value's events fit without regrowing.
+    let mut events = Vec::with_capacity(32);
+    events.push(EmitEvent::StreamStart);
+    events.push(EmitEvent::DocumentStart { implicit: true });
     push_value(v, &mut events);
     events.push(EmitEvent::DocumentEnd { implicit: true });
     events.push(EmitEvent::StreamEnd);
@@ -47,7 +47,8 @@ fn push_value(root: &Yaml, events: &mut Vec<EmitEvent>) {
         Value(&'a Yaml),
         End(EmitEvent),
     }
-    let mut stack = vec![Work::Value(root)];
+    let mut stack = Vec::with_capacity(16);
+    stack.push(Work::Value(root));
     while let Some(work) = stack.pop() {
         let v = match work {
             Work::End(event) => {
