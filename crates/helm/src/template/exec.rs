@@ -219,6 +219,10 @@ pub struct Exec<'t> {
     pub set: Rc<Layer>,
     tree: &'t Tree,
     name: Str,
+    /// `$`, the data the template was invoked with; [`vars`](Self::vars) may shadow it.
+    root: Val,
+    /// Variables declared so far, innermost last. Empty (no allocation) until a template
+    /// declares one.
     vars: Vec<(&'t str, Val)>,
     at: At<'t>,
     /// Depth of `template` actions (Go's maxExecDepth counter).
@@ -273,7 +277,8 @@ fn execute_into(
         set,
         tree,
         name: tree.name.clone(),
-        vars: vec![("$", Val::plain(data.clone()))],
+        root: Val::plain(data.clone()),
+        vars: Vec::new(),
         at: At::None,
         depth: 0,
         out,
@@ -323,6 +328,10 @@ impl<'t> Exec<'t> {
                 return Ok(());
             }
         }
+        if name == "$" {
+            self.root = v;
+            return Ok(());
+        }
         Err(self.errorf(format!("undefined variable: {name}")))
     }
 
@@ -331,6 +340,9 @@ impl<'t> Exec<'t> {
             if slot.0 == name {
                 return Ok(slot.1.clone());
             }
+        }
+        if name == "$" {
+            return Ok(self.root.clone());
         }
         Err(self.errorf(format!("undefined variable: {name}")))
     }
@@ -572,7 +584,8 @@ impl<'t> Exec<'t> {
             set: self.set.clone(),
             tree: &tree,
             name: tree.name.clone(),
-            vars: vec![("$", new_dot.clone())],
+            root: new_dot.clone(),
+            vars: Vec::new(),
             at: At::None,
             depth: self.depth + 1,
             out,

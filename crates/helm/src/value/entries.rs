@@ -49,8 +49,16 @@ impl Entries {
 
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {
-            // A few entries: comparing lengths first skips most keys without a memcmp.
-            Entries::Small(v) => v.iter().find(|(k, _)| **k == *key).map(|(_, x)| x),
+            // A few entries: comparing lengths and first bytes skips most keys without
+            // a call to memcmp.
+            Entries::Small(v) => v
+                .iter()
+                .find(|(k, _)| {
+                    k.len() == key.len()
+                        && k.as_bytes().first() == key.as_bytes().first()
+                        && **k == *key
+                })
+                .map(|(_, x)| x),
             Entries::Large(m) => m.get(key),
         }
     }
