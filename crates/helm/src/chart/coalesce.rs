@@ -4,7 +4,8 @@
 //! reverse; `global` is copied down into every subchart; each subchart's values live
 //! under its name (or alias).
 use super::tree::EffChart;
-use crate::value::{Data, Entries, Map, MapKind, Str, Value};
+use crate::value::shared::Shared;
+use crate::value::{Map, MapKind, Str, Value};
 
 fn is_table(v: &Value) -> bool {
     matches!(v, Value::Map(m) if m.kind() == MapKind::Iface)
@@ -84,48 +85,28 @@ fn coalesce_globals(dest: &Map, src: &Map) {
 }
 
 fn coalesce_values(ch: &EffChart, v: &Map, merge: bool) {
-    // The chart's defaults are read as they are kept (Data): only what reaches the values
-    // is converted, and a table copied without its nils is converted without them.
-    let Some(defaults) = ch.values.as_map() else {
-        return;
-    };
-    for (key, val) in defaults {
+    // The chart's defaults are read in their shared form: only what reaches the values is
+    // converted, and a table copied without its nils is converted without them.
+    for (key, val) in ch.values.shared().entries() {
         match v.get(key) {
             Some(value) => {
                 if value.is_nil() && !merge {
                     v.remove(key);
                 } else if let Some(dest) = table(&value) {
                     if let Value::Map(src) = val.to_value() {
-                        let merge = merge || ch.deps.iter().any(|d| d.name == *key);
+                        let merge = merge || ch.deps.iter().any(|d| *d.name == **key);
                         coalesce_tables(&dest, &src, merge);
                     }
                 }
             }
             // Helm v4 never lets a chart default's null into coalesced values.
             None if !merge => match val {
-                Data::Map(_) => v.insert(Str::from(key.as_str()), without_nils(val)),
-                Data::Null => {}
-                _ => v.insert(Str::from(key.as_str()), val.to_value()),
+                Shared::Map(_) => v.insert(key.clone(), val.to_value_without_nils()),
+                Shared::Null => {}
+                _ => v.insert(key.clone(), val.to_value()),
             },
-            None => v.insert(Str::from(key.as_str()), val.to_value()),
+            None => v.insert(key.clone(), val.to_value()),
         }
-    }
-}
-
-/// `trim_nils(val.to_value())` in one pass: maps lose their null entries, recursively;
-/// lists are kept as they are.
-fn without_nils(val: &Data) -> Value {
-    match val {
-        Data::Map(m) => Value::Map(Map::with_entries(
-            MapKind::Iface,
-            Entries::from_sorted(
-                m.iter()
-                    .filter(|(_, x)| !matches!(x, Data::Null))
-                    .map(|(k, x)| (Str::from(k.as_str()), without_nils(x)))
-                    .collect(),
-            ),
-        )),
-        other => other.to_value(),
     }
 }
 
@@ -190,25 +171,5 @@ pub fn merge_maps(dst: &Map, src: &Map) {
             }
         }
         dst.insert(k, v);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_without_nils_as_trim_nils_makes_them() {
-        let d = Data::from_json_float(
-            r#"{"a": null, "b": {"c": null, "d": [null, {"e": null}], "f": {"g": null, "h": 1}},
-                "i": "x", "j": [], "k": {}}"#,
-        )
-        .expect("json");
-        let Value::Map(m) = d.to_value() else {
-            panic!("not a map")
-        };
-        let want = Value::Map(trim_nils(&m));
-        let got = without_nils(&d);
-        assert!(got.deep_equal(&want), "{got:?} != {want:?}");
     }
 }

@@ -265,7 +265,7 @@ impl Chart {
 
     /// The chart's default values.
     pub fn default_values(&self) -> &Data {
-        &self.root.values
+        self.root.values.data()
     }
 
     /// The template set for the charts taking part in a render, cached by that set.

@@ -19,6 +19,7 @@ pub mod entries;
 pub mod format;
 pub mod json;
 pub mod object;
+pub mod shared;
 
 use std::cell::{Ref, RefCell};
 use std::collections::BTreeMap;
