@@ -287,20 +287,14 @@ fn lookup(ex: &mut Exec<'_>, a: Args) -> FnResult {
 }
 
 fn tpl(ex: &mut Exec<'_>, a: Args) -> FnResult {
-    let text = s(&a[0]).to_string();
-    let cached = ex.rt.tpl_cache.borrow().get(&text).cloned();
-    let trees = match cached {
+    let text = s(&a[0]);
+    let trees = match ex.rt.tpl_cache.get(text) {
         Some(t) => t,
         None => {
-            let parsed = parse("gotpl", "gotpl", &text)
-                .map(|ts| {
-                    std::rc::Rc::new(ts.into_iter().map(std::sync::Arc::new).collect::<Vec<_>>())
-                })
+            let parsed = parse("gotpl", "gotpl", text)
+                .map(|ts| ts.into_iter().map(std::sync::Arc::new).collect())
                 .map_err(|e| e.0);
-            ex.rt
-                .tpl_cache
-                .borrow_mut()
-                .insert(text.clone(), parsed.clone());
+            ex.rt.tpl_cache.insert(text, parsed.clone());
             parsed
         }
     };
@@ -309,7 +303,7 @@ fn tpl(ex: &mut Exec<'_>, a: Args) -> FnResult {
         Err(e) => {
             return Err(FnError::Msg(format!(
                 "cannot parse template {}: {e}",
-                format::quote(&text, false)
+                format::quote(text, false)
             )))
         }
     };
@@ -317,13 +311,14 @@ fn tpl(ex: &mut Exec<'_>, a: Args) -> FnResult {
     let Some(main) = layer.lookup("gotpl") else {
         return Ok(Value::str(""));
     };
-    let data = a.into_iter().nth(1).unwrap_or_default();
+    let data = a.get(1).cloned().unwrap_or_default();
     match ex.execute_in(layer.clone(), &main, data) {
-        Ok(out) => Ok(Value::string(out.replace("<no value>", ""))),
+        Ok(out) if out.contains("<no value>") => Ok(Value::string(out.replace("<no value>", ""))),
+        Ok(out) => Ok(Value::string(out)),
         Err(e) if e.kind == crate::template::error::ErrorKind::Limit => Err(FnError::Nested(e)),
         Err(e) => Err(FnError::Nested(ExecError::exec(format!(
             "error during tpl function execution for {}: {}",
-            format::quote(&text, false),
+            format::quote(text, false),
             e.msg
         )))),
     }

@@ -31,12 +31,15 @@ use crate::chart::tree::EffChart;
 use crate::template::error::{ErrorKind, HELM_ERR_END, HELM_ERR_START};
 use crate::template::exec::{execute, Limits, Runtime};
 use crate::template::set::{Layer, TemplateSet};
+use crate::template::tpl_cache::TplCache;
 use crate::value::{Data, Map, MapKind, Str, Value};
 
 /// A loaded chart: parsed once, shared by renders on any thread.
 pub struct Chart {
     root: EffChart,
     sets: Mutex<HashMap<Vec<String>, SetResult>>,
+    /// `tpl` texts parsed by this chart's renders.
+    tpl_cache: Arc<TplCache>,
 }
 
 /// A render's template set, or the first parse error Helm would report.
@@ -256,6 +259,7 @@ impl Chart {
         Ok(Chart {
             root: EffChart::build(node, &name, None),
             sets: Mutex::new(HashMap::new()),
+            tpl_cache: Arc::default(),
         })
     }
 
@@ -366,6 +370,7 @@ impl Chart {
         };
         let mut rt = Runtime::new(opts.limits.clone(), opts.strict);
         rt.lookup = opts.lookup.clone();
+        rt.tpl_cache = self.tpl_cache.clone();
         let layer = Layer::base(set.clone());
         let mut names: Vec<String> = jobs.iter().map(|j| j.0.clone()).collect();
         helm_order(&mut names);

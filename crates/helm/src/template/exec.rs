@@ -84,8 +84,8 @@ pub struct Runtime {
     iterations: Cell<u64>,
     nesting: Cell<usize>,
     pub(crate) includes: RefCell<FastMap<Str, usize>>,
-    #[allow(clippy::type_complexity)]
-    pub(crate) tpl_cache: RefCell<FastMap<String, Result<Rc<Vec<Arc<Tree>>>, String>>>,
+    /// Parsed `tpl` texts: the render's own, or its chart's (shared by its renders).
+    pub tpl_cache: Arc<super::tpl_cache::TplCache>,
     pub(crate) regex_cache: RefCell<FastMap<String, Result<regex::Regex, String>>>,
     /// Cluster reads for `lookup` (None: every lookup finds nothing).
     pub lookup: Option<crate::render::lookup::SharedLookup>,
@@ -105,7 +105,7 @@ impl Runtime {
             iterations: Cell::new(0),
             nesting: Cell::new(0),
             includes: RefCell::new(FastMap::default()),
-            tpl_cache: RefCell::new(FastMap::default()),
+            tpl_cache: Arc::default(),
             regex_cache: RefCell::new(FastMap::default()),
             lookup: None,
             nondeterministic: RefCell::new(Default::default()),
