@@ -11,13 +11,16 @@
 mod scalar;
 mod states;
 
+use std::borrow::Cow;
+
 pub(crate) use crate::syntax::Dialect;
 use crate::syntax::ScalarStyle;
 
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ScalarEvent {
+pub(crate) struct ScalarEvent<'a> {
     pub tag: Option<String>,
-    pub value: String,
+    /// Borrowed from the tree being written where it can be (go-yaml's strings).
+    pub value: Cow<'a, str>,
     pub plain_implicit: bool,
     pub quoted_implicit: bool,
     /// `None` lets the emitter choose (libyaml's ANY style).
@@ -25,7 +28,7 @@ pub(crate) struct ScalarEvent {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum EmitEvent {
+pub(crate) enum EmitEvent<'a> {
     StreamStart,
     StreamEnd,
     DocumentStart {
@@ -34,7 +37,7 @@ pub(crate) enum EmitEvent {
     DocumentEnd {
         implicit: bool,
     },
-    Scalar(ScalarEvent),
+    Scalar(ScalarEvent<'a>),
     SequenceStart {
         tag: Option<String>,
         implicit: bool,
@@ -92,7 +95,7 @@ pub(super) struct ScalarAnalysis {
 }
 
 pub(crate) struct Emitter<'e> {
-    pub(super) events: &'e [EmitEvent],
+    pub(super) events: &'e [EmitEvent<'e>],
     pub(super) head: usize,
     pub(super) dialect: Dialect,
     pub(super) best_indent: usize,
@@ -118,7 +121,7 @@ pub(crate) struct Emitter<'e> {
 }
 
 /// Writes `events` (a whole stream) as text.
-pub(crate) fn emit(events: &[EmitEvent], settings: Settings) -> String {
+pub(crate) fn emit(events: &[EmitEvent<'_>], settings: Settings) -> String {
     let best_indent = if (2..=9).contains(&settings.indent) {
         settings.indent
     } else {
@@ -160,8 +163,8 @@ pub(crate) fn emit(events: &[EmitEvent], settings: Settings) -> String {
     emitter.out
 }
 
-impl Emitter<'_> {
-    pub(super) fn event(&self) -> &EmitEvent {
+impl<'e> Emitter<'e> {
+    pub(super) fn event(&self) -> &EmitEvent<'e> {
         &self.events[self.head]
     }
 
@@ -330,7 +333,7 @@ impl Emitter<'_> {
         }
     }
 
-    pub(super) fn emit_scalar(&mut self, event: &ScalarEvent) {
+    pub(super) fn emit_scalar(&mut self, event: &ScalarEvent<'_>) {
         let style = self.select_scalar_style(event);
         self.process_tag();
         self.increase_indent(true, false);
@@ -368,7 +371,7 @@ impl Emitter<'_> {
         length <= 128
     }
 
-    pub(super) fn select_scalar_style(&mut self, event: &ScalarEvent) -> ScalarStyle {
+    pub(super) fn select_scalar_style(&mut self, event: &ScalarEvent<'_>) -> ScalarStyle {
         let no_tag = self.tag_handle.is_none() && self.tag_suffix.is_none();
         let mut style = event.style.unwrap_or(ScalarStyle::Plain);
         let a = &self.analysis;
