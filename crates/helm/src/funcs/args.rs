@@ -30,10 +30,12 @@ impl Args {
         }
     }
 
+    #[inline]
     pub fn push(&mut self, v: Value) {
         match self {
             Args::Inline { len, items } if *len < INLINE => {
-                items[*len] = v;
+                // The slot holds the nil it was made with: nothing to drop.
+                std::mem::forget(std::mem::replace(&mut items[*len], v));
                 *len += 1;
             }
             Args::Inline { len, items } => {
@@ -79,6 +81,7 @@ impl FromIterator<Value> for Args {
 
 impl Deref for Args {
     type Target = [Value];
+    #[inline]
     fn deref(&self) -> &[Value] {
         match self {
             Args::Inline { len, items } => &items[..*len],

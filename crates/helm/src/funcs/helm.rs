@@ -114,7 +114,7 @@ fn yaml_tree(v: &Value, depth: usize) -> Option<bosun_yaml::Yaml> {
                 Yaml::Float(*f)
             }
         }
-        Value::Str(s) => Yaml::Str(s.to_string()),
+        Value::Str(s) => Yaml::Str(String::from(&**s)),
         Value::Bytes(b) => Yaml::Str(crate::funcs::encoding::base64_std(b)),
         Value::List(l) => Yaml::Seq(
             l.items
@@ -127,7 +127,7 @@ fn yaml_tree(v: &Value, depth: usize) -> Option<bosun_yaml::Yaml> {
                 .iter()
                 .map(|(k, x)| {
                     Some((
-                        Node::new(Yaml::Str(k.to_string())),
+                        Node::new(Yaml::Str(String::from(&**k))),
                         Node::new(yaml_tree(x, depth + 1)?),
                     ))
                 })

@@ -183,7 +183,7 @@ pub const FUNCS: &[FuncDef] = &[
 /// Sprig's `strval`: strings as is, `[]byte` as text, `String()` of objects, else `%v`.
 pub fn strval(v: &Value) -> String {
     match v {
-        Value::Str(s) => s.to_string(),
+        Value::Str(s) => String::from(&**s),
         Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
         Value::Obj(o) => match o.stringer(false) {
             Some(s) => s,

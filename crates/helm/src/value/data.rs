@@ -97,13 +97,13 @@ fn from_value(v: &Value, depth: usize) -> Data {
         Value::Int(i) | Value::Int64(i) => Data::Int(*i),
         Value::Uint64(u) => i64::try_from(*u).map_or(Data::Float(*u as f64), Data::Int),
         Value::Float(f) => Data::Float(*f),
-        Value::Str(s) => Data::String(s.to_string()),
+        Value::Str(s) => Data::String(String::from(&**s)),
         Value::Bytes(b) => Data::String(String::from_utf8_lossy(b).into_owned()),
         Value::List(l) => Data::List(l.items.iter().map(|x| from_value(x, depth + 1)).collect()),
         Value::Map(m) => Data::Map(
             m.entries()
                 .iter()
-                .map(|(k, x)| (k.to_string(), from_value(x, depth + 1)))
+                .map(|(k, x)| (String::from(&**k), from_value(x, depth + 1)))
                 .collect(),
         ),
         Value::Obj(_) => Data::String(super::format::sprint_value(v)),

@@ -45,7 +45,7 @@ pub fn sprint_value(v: &Value) -> String {
 pub fn print_action(v: &Value) -> String {
     match v {
         Value::Nil => "<no value>".to_string(),
-        Value::Str(s) => s.to_string(),
+        Value::Str(s) => String::from(&**s),
         Value::Obj(o) => match o.stringer(true) {
             Some(s) => s,
             None => {
