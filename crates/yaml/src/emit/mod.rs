@@ -85,7 +85,7 @@ pub(super) enum State {
 }
 
 /// What `analyze_scalar` learned about a scalar's text.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct ScalarAnalysis {
     pub multiline: bool,
     pub flow_plain_allowed: bool,
@@ -122,39 +122,7 @@ pub(crate) struct Emitter<'e> {
 
 /// Writes `events` (a whole stream) as text.
 pub(crate) fn emit(events: &[EmitEvent<'_>], settings: Settings) -> String {
-    let best_indent = if (2..=9).contains(&settings.indent) {
-        settings.indent
-    } else {
-        2
-    };
-    let best_width = match settings.width {
-        None => i32::MAX as usize,
-        Some(w) if w <= best_indent * 2 => 80,
-        Some(w) => w,
-    };
-    let mut emitter = Emitter {
-        events,
-        head: 0,
-        dialect: settings.dialect,
-        best_indent,
-        best_width,
-        unicode: settings.unicode,
-        out: String::with_capacity(128),
-        state: State::StreamStart,
-        states: Vec::with_capacity(8),
-        indents: Vec::with_capacity(8),
-        indent: -1,
-        flow_level: 0,
-        mapping_context: false,
-        simple_key_context: false,
-        column: 0,
-        whitespace: true,
-        indention: true,
-        open_ended: 0,
-        tag_handle: None,
-        tag_suffix: None,
-        analysis: ScalarAnalysis::default(),
-    };
+    let mut emitter = Emitter::new(events, settings);
     while emitter.head < events.len() {
         emitter.analyze_event();
         emitter.state_machine();
@@ -164,6 +132,42 @@ pub(crate) fn emit(events: &[EmitEvent<'_>], settings: Settings) -> String {
 }
 
 impl<'e> Emitter<'e> {
+    pub(super) fn new(events: &'e [EmitEvent<'e>], settings: Settings) -> Emitter<'e> {
+        let best_indent = if (2..=9).contains(&settings.indent) {
+            settings.indent
+        } else {
+            2
+        };
+        let best_width = match settings.width {
+            None => i32::MAX as usize,
+            Some(w) if w <= best_indent * 2 => 80,
+            Some(w) => w,
+        };
+        Emitter {
+            events,
+            head: 0,
+            dialect: settings.dialect,
+            best_indent,
+            best_width,
+            unicode: settings.unicode,
+            out: String::with_capacity(128),
+            state: State::StreamStart,
+            states: Vec::with_capacity(8),
+            indents: Vec::with_capacity(8),
+            indent: -1,
+            flow_level: 0,
+            mapping_context: false,
+            simple_key_context: false,
+            column: 0,
+            whitespace: true,
+            indention: true,
+            open_ended: 0,
+            tag_handle: None,
+            tag_suffix: None,
+            analysis: ScalarAnalysis::default(),
+        }
+    }
+
     pub(super) fn event(&self) -> &EmitEvent<'e> {
         &self.events[self.head]
     }

@@ -8,8 +8,34 @@ fn is_space(c: Option<char>) -> bool {
     c == Some(' ')
 }
 
+/// Names, numbers, versions, paths and quantities (`app-1`, `8080`, `1.2.3`, `128Mi`,
+/// `team/image`): ASCII letters, digits, `.`, `_`, `/`, and `-` after the first character,
+/// not starting with `...`. Such a text has no indicator, space, break or special character,
+/// so every style allows it.
+fn is_simple_word(value: &str) -> bool {
+    !value.is_empty()
+        && !value.starts_with("...")
+        && value.bytes().enumerate().all(|(i, b)| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/') || (b == b'-' && i > 0)
+        })
+}
+
 impl Emitter<'_> {
     pub(super) fn analyze_scalar(&self, value: &str) -> ScalarAnalysis {
+        if is_simple_word(value) {
+            return ScalarAnalysis {
+                multiline: false,
+                flow_plain_allowed: true,
+                block_plain_allowed: true,
+                single_quoted_allowed: true,
+                block_allowed: true,
+            };
+        }
+        self.analyze_scalar_chars(value)
+    }
+
+    /// libyaml's `yaml_emitter_analyze_scalar`, character by character.
+    fn analyze_scalar_chars(&self, value: &str) -> ScalarAnalysis {
         if value.is_empty() {
             return ScalarAnalysis {
                 multiline: false,
@@ -426,6 +452,53 @@ impl Emitter<'_> {
                 }
                 self.indention = false;
                 breaks = false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emit::Settings;
+
+    #[test]
+    fn simple_words_analyze_as_the_full_analysis_does() {
+        let simple = [
+            "a",
+            "app-1",
+            "8080",
+            "1.2.3",
+            "128Mi",
+            "team/image",
+            "..x",
+            ".x",
+            "x..",
+            "a_b",
+            "0x1F",
+            "y",
+            "null",
+            "1e3",
+            "a-",
+            "v1.31.0",
+        ];
+        let not_simple = [
+            "", "-", "-a", "...", "...a", "a:b", "a b", "a#", "é", "a\n", "[a",
+        ];
+        for dialect in [Dialect::GoYamlV2, Dialect::LibYaml] {
+            let settings = Settings {
+                dialect,
+                indent: 2,
+                width: Some(80),
+                unicode: true,
+            };
+            let e = Emitter::new(&[], settings);
+            for w in simple {
+                assert!(is_simple_word(w), "{w:?}");
+                assert_eq!(e.analyze_scalar(w), e.analyze_scalar_chars(w), "{w:?}");
+            }
+            for w in not_simple {
+                assert!(!is_simple_word(w), "{w:?}");
             }
         }
     }
