@@ -4,6 +4,7 @@
 //! reverse; `global` is copied down into every subchart; each subchart's values live
 //! under its name (or alias).
 use super::tree::EffChart;
+use crate::value::shared::Shared;
 use crate::value::{Map, MapKind, Str, Value};
 
 fn is_table(v: &Value) -> bool {
@@ -84,27 +85,27 @@ fn coalesce_globals(dest: &Map, src: &Map) {
 }
 
 fn coalesce_values(ch: &EffChart, v: &Map, merge: bool) {
-    let vc = ch.values.to_value();
-    let Value::Map(vc) = vc else { return };
-    for (key, val) in vc.snapshot() {
-        match v.get(&key) {
+    // The chart's defaults are read in their shared form: only what reaches the values is
+    // converted, and a table copied without its nils is converted without them.
+    for (key, val) in ch.values.shared().entries() {
+        match v.get(key) {
             Some(value) => {
                 if value.is_nil() && !merge {
-                    v.remove(&key);
+                    v.remove(key);
                 } else if let Some(dest) = table(&value) {
-                    if let Some(src) = table(&val) {
-                        let merge = merge || ch.deps.iter().any(|d| *d.name == *key);
+                    if let Value::Map(src) = val.to_value() {
+                        let merge = merge || ch.deps.iter().any(|d| *d.name == **key);
                         coalesce_tables(&dest, &src, merge);
                     }
                 }
             }
             // Helm v4 never lets a chart default's null into coalesced values.
-            None if !merge => match table(&val) {
-                Some(t) => v.insert(key, Value::Map(trim_nils(&t))),
-                None if val.is_nil() => {}
-                None => v.insert(key, val),
+            None if !merge => match val {
+                Shared::Map(_) => v.insert(key.clone(), val.to_value_without_nils()),
+                Shared::Null => {}
+                _ => v.insert(key.clone(), val.to_value()),
             },
-            None => v.insert(key, val),
+            None => v.insert(key.clone(), val.to_value()),
         }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::coalesce::{coalesce, coalesce_tables};
 use super::tree::EffChart;
+use crate::value::shared::Defaults;
 use crate::value::{Data, Map, MapKind, Str, Value};
 
 fn table(v: &Value) -> Option<Map> {
@@ -176,6 +177,6 @@ pub fn import_values(ch: &mut EffChart) -> Result<(), String> {
     }
     let merged = deep_copy(&cvals);
     coalesce_tables(&merged, &b, true);
-    ch.values = Arc::new(Data::from_value(&Value::Map(merged)));
+    ch.values = Arc::new(Defaults::new(Data::from_value(&Value::Map(merged))));
     Ok(())
 }

@@ -9,7 +9,7 @@ use super::metadata::Dependency;
 use crate::funcs::semver::{Constraints, Version};
 use crate::template::node::Tree;
 use crate::template::parse::parse;
-use crate::value::Data;
+use crate::value::shared::Defaults;
 
 /// One template file, parsed on first use (or the parse error Go would report).
 ///
@@ -49,7 +49,7 @@ pub struct EffChart {
     pub name: String,
     pub node: Arc<ChartNode>,
     /// Chart defaults (`import-values` may replace them for one render).
-    pub values: Arc<Data>,
+    pub values: Arc<Defaults>,
     /// `parent/charts/name`.
     pub full_path: String,
     /// `Chart.yaml` dependencies as Helm leaves them (alias applied).
@@ -123,7 +123,7 @@ impl EffChart {
         }
         EffChart {
             name: name.to_string(),
-            values: Arc::new(node.values.clone()),
+            values: Arc::new(Defaults::new(node.values.clone())),
             node,
             full_path,
             reqs,

@@ -12,9 +12,9 @@ pub const FUNCS: &[FuncDef] = &[
         let m = Map::new(MapKind::Iface);
         let mut i = 0;
         while i < a.len() {
-            let key = super::strings::strval(&a[i]);
+            let key = super::strings::str_of(&a[i]);
             let v = a.get(i + 1).cloned().unwrap_or_else(|| Value::str(""));
-            m.insert(Str::from(key), v);
+            m.insert(key, v);
             i += 2;
         }
         Ok(Value::Map(m))

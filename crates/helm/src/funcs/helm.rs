@@ -1,7 +1,7 @@
 //! Helm's own functions (`pkg/engine/funcs.go`, `engine.go`): YAML and JSON through
 //! Go's encoders, `include` and `tpl` with Helm's recursion limit, `required` and
 //! `fail` with Helm's error markers, and an offline `lookup` that finds nothing.
-use super::{s, FnResult, FuncDef};
+use super::{s, Args, FnResult, FuncDef};
 use crate::template::error::{helm_wrap, ExecError, FnError};
 use crate::template::exec::Exec;
 use crate::template::parse::parse;
@@ -72,7 +72,7 @@ pub const FUNCS: &[FuncDef] = &[
 /// Helm's `toYAML`: JSON first (so Go's JSON rules apply), then YAML, without the
 /// final newline.
 pub fn to_yaml(v: &Value) -> Result<String, String> {
-    let y = match yaml_tree(v, 0) {
+    let mut y = match yaml_tree(v, 0) {
         // Fast path: the tree JSONToYAML would read back from Go's JSON.
         Some(tree) => bosun_yaml::goyaml::marshal(&tree),
         None => {
@@ -80,7 +80,10 @@ pub fn to_yaml(v: &Value) -> Result<String, String> {
             yaml::json_to_yaml(&j)?
         }
     };
-    Ok(y.strip_suffix('\n').unwrap_or(&y).to_string())
+    if y.ends_with('\n') {
+        y.pop();
+    }
+    Ok(y)
 }
 
 /// The YAML value go-yaml reads from `json.Marshal(v)`: integral floats below 1e21 are
@@ -111,7 +114,7 @@ fn yaml_tree(v: &Value, depth: usize) -> Option<bosun_yaml::Yaml> {
                 Yaml::Float(*f)
             }
         }
-        Value::Str(s) => Yaml::Str(s.to_string()),
+        Value::Str(s) => Yaml::Str(String::from(&**s)),
         Value::Bytes(b) => Yaml::Str(crate::funcs::encoding::base64_std(b)),
         Value::List(l) => Yaml::Seq(
             l.items
@@ -124,7 +127,7 @@ fn yaml_tree(v: &Value, depth: usize) -> Option<bosun_yaml::Yaml> {
                 .iter()
                 .map(|(k, x)| {
                     Some((
-                        Node::new(Yaml::Str(k.to_string())),
+                        Node::new(Yaml::Str(String::from(&**k))),
                         Node::new(yaml_tree(x, depth + 1)?),
                     ))
                 })
@@ -238,8 +241,12 @@ fn from_json_array(src: &str) -> Value {
     }
 }
 
-fn include(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
-    let name: Str = Str::from(s(&a[0]));
+fn include(ex: &mut Exec<'_>, a: Args) -> FnResult {
+    // The name arrives as a shared string: count it without copying it.
+    let name: Str = match &a[0] {
+        Value::Str(n) => n.clone(),
+        _ => Str::from(""),
+    };
     {
         let mut inc = ex.rt.includes.borrow_mut();
         let limit = ex.rt.limits.max_include_per_name;
@@ -258,18 +265,18 @@ fn include(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
         }
     }
     let data = a.into_iter().nth(1).unwrap_or_default();
-    let r = ex.execute_template(&name, data);
+    let r = ex.execute_template_str(&name, data);
     if let Some(v) = ex.rt.includes.borrow_mut().get_mut(&name) {
         *v = v.saturating_sub(1);
     }
-    r.map(Value::string).map_err(FnError::Nested)
+    r.map(Value::Str).map_err(FnError::Nested)
 }
 
 /// Helm's `lookup`: an empty map offline, else what the caller's [`Lookup`] reads
 /// (`crate::render::lookup`).
 ///
 /// [`Lookup`]: crate::render::lookup::Lookup
-fn lookup(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
+fn lookup(ex: &mut Exec<'_>, a: Args) -> FnResult {
     let Some(l) = ex.rt.lookup.clone() else {
         return Ok(Value::empty_map());
     };
@@ -279,21 +286,15 @@ fn lookup(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
     Ok(data.to_value())
 }
 
-fn tpl(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
-    let text = s(&a[0]).to_string();
-    let cached = ex.rt.tpl_cache.borrow().get(&text).cloned();
-    let trees = match cached {
+fn tpl(ex: &mut Exec<'_>, a: Args) -> FnResult {
+    let text = s(&a[0]);
+    let trees = match ex.rt.tpl_cache.get(text) {
         Some(t) => t,
         None => {
-            let parsed = parse("gotpl", "gotpl", &text)
-                .map(|ts| {
-                    std::rc::Rc::new(ts.into_iter().map(std::sync::Arc::new).collect::<Vec<_>>())
-                })
+            let parsed = parse("gotpl", "gotpl", text)
+                .map(|ts| ts.into_iter().map(std::sync::Arc::new).collect())
                 .map_err(|e| e.0);
-            ex.rt
-                .tpl_cache
-                .borrow_mut()
-                .insert(text.clone(), parsed.clone());
+            ex.rt.tpl_cache.insert(text, parsed.clone());
             parsed
         }
     };
@@ -302,7 +303,7 @@ fn tpl(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
         Err(e) => {
             return Err(FnError::Msg(format!(
                 "cannot parse template {}: {e}",
-                format::quote(&text, false)
+                format::quote(text, false)
             )))
         }
     };
@@ -310,13 +311,14 @@ fn tpl(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
     let Some(main) = layer.lookup("gotpl") else {
         return Ok(Value::str(""));
     };
-    let data = a.into_iter().nth(1).unwrap_or_default();
+    let data = a.get(1).cloned().unwrap_or_default();
     match ex.execute_in(layer.clone(), &main, data) {
-        Ok(out) => Ok(Value::string(out.replace("<no value>", ""))),
+        Ok(out) if out.contains("<no value>") => Ok(Value::string(out.replace("<no value>", ""))),
+        Ok(out) => Ok(Value::string(out)),
         Err(e) if e.kind == crate::template::error::ErrorKind::Limit => Err(FnError::Nested(e)),
         Err(e) => Err(FnError::Nested(ExecError::exec(format!(
             "error during tpl function execution for {}: {}",
-            format::quote(&text, false),
+            format::quote(text, false),
             e.msg
         )))),
     }

@@ -140,8 +140,8 @@ fn chunk(a: &[Value], what: &str) -> FnResult {
 }
 
 pub const FUNCS: &[FuncDef] = &[
-    funcv!("list", [], Any, |_, a| Ok(list(a))),
-    funcv!("tuple", [], Any, |_, a| Ok(list(a))),
+    funcv!("list", [], Any, |_, a| Ok(list(a.into_vec()))),
+    funcv!("tuple", [], Any, |_, a| Ok(list(a.into_vec()))),
     func!("append", [Any, Any], |_, a| push(&a, "push on")),
     func!("push", [Any, Any], |_, a| push(&a, "push on")),
     func!("mustAppend", [Any, Any], |_, a| push(&a, "push on")),

@@ -10,6 +10,7 @@
 //! returns "" (Helm's default without DNS). Everything else of Sprig v3 and Helm v4 is
 //! here; see the per-area modules. Random, clock and key-generating functions work but
 //! cannot be compared byte for byte with Helm.
+pub mod args;
 pub mod builtins;
 pub mod certs;
 pub mod conv;
@@ -28,13 +29,15 @@ pub mod strings;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+pub use args::Args;
+
 use crate::template::error::FnError;
 use crate::template::exec::Exec;
 use crate::value::object::{Sig, Ty};
 use crate::value::Value;
 
 pub type FnResult = Result<Value, FnError>;
-pub type FnImpl = fn(&mut Exec<'_>, Vec<Value>) -> FnResult;
+pub type FnImpl = fn(&mut Exec<'_>, Args) -> FnResult;
 
 /// Go's lazily evaluated builtins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

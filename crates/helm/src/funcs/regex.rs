@@ -1,7 +1,7 @@
 //! Sprig's regular expressions on the `regex` crate, whose syntax matches Go's RE2
 //! for what charts use. Compiled patterns are cached per render and capped in size, so
 //! a hostile pattern fails instead of exhausting memory.
-use super::{check_list, int, s, FnResult, FuncDef};
+use super::{check_list, int, s, Args, FnResult, FuncDef};
 use crate::func;
 use crate::template::error::FnError;
 use crate::template::exec::Exec;
@@ -87,7 +87,7 @@ fn to_fn_error(msg: String) -> FnError {
     }
 }
 
-fn find_all(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
+fn find_all(ex: &mut Exec<'_>, a: Args) -> FnResult {
     let re = compile(ex, s(&a[0]))?;
     let n = int(&a[2]);
     let mut out = Vec::new();
@@ -114,7 +114,7 @@ fn replace(ex: &mut Exec<'_>, a: &[Value], literal: bool) -> FnResult {
 }
 
 /// Go's `Regexp.Split`.
-fn split(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
+fn split(ex: &mut Exec<'_>, a: Args) -> FnResult {
     let re = compile(ex, s(&a[0]))?;
     let text = s(&a[1]);
     let n = int(&a[2]);

@@ -2,7 +2,7 @@
 //! count bytes, `upper` uses simple case mapping so `ß` stays `ß`, `title` is Go's
 //! deprecated `strings.Title`).
 use super::builtins::slice_items;
-use super::{check_len, check_list, int, s, FnResult, FuncDef};
+use super::{check_len, check_list, int, s, Args, FnResult, FuncDef};
 use crate::template::exec::Exec;
 use crate::value::{format, ListKind, Map, MapKind, Str, Value};
 use crate::{func, funcv};
@@ -16,13 +16,11 @@ pub const FUNCS: &[FuncDef] = &[
     func!("abbrevboth", [Int, Int, Str], |_, a| Ok(Value::string(
         abbrevboth(int(&a[0]), int(&a[1]), s(&a[2]))
     ))),
-    func!("trunc", [Int, Str], |_, a| Ok(Value::string(trunc(
-        int(&a[0]),
-        s(&a[1])
-    )))),
-    func!("trim", [Str], |_, a| Ok(Value::str(go_trim_space(
-        s(&a[0])
-    )))),
+    func!("trunc", [Int, Str], |_, a| Ok(trunc(int(&a[0]), &a[1]))),
+    func!("trim", [Str], |_, a| Ok(same_or_new(
+        &a[0],
+        go_trim_space(s(&a[0]))
+    ))),
     func!("upper", [Str], |_, a| Ok(Value::string(
         s(&a[0]).chars().map(upper_char).collect()
     ))),
@@ -45,10 +43,12 @@ pub const FUNCS: &[FuncDef] = &[
     func!("trimAll", [Str, Str], |_, a| Ok(Value::str(
         s(&a[1]).trim_matches(|c| s(&a[0]).contains(c))
     ))),
-    func!("trimSuffix", [Str, Str], |_, a| Ok(Value::str(
+    func!("trimSuffix", [Str, Str], |_, a| Ok(same_or_new(
+        &a[1],
         s(&a[1]).strip_suffix(s(&a[0])).unwrap_or(s(&a[1]))
     ))),
-    func!("trimPrefix", [Str, Str], |_, a| Ok(Value::str(
+    func!("trimPrefix", [Str, Str], |_, a| Ok(same_or_new(
+        &a[1],
         s(&a[1]).strip_prefix(s(&a[0])).unwrap_or(s(&a[1]))
     ))),
     func!("nospace", [Str], |_, a| Ok(Value::string(
@@ -92,13 +92,20 @@ pub const FUNCS: &[FuncDef] = &[
     func!("hasSuffix", [Str, Str], |_, a| Ok(Value::Bool(
         s(&a[1]).ends_with(s(&a[0]))
     ))),
-    funcv!("quote", [], Any, |_, a| Ok(Value::string(
-        a.iter()
-            .filter(|v| !v.is_nil())
-            .map(|v| format::quote(&strval(v), false))
-            .collect::<Vec<_>>()
-            .join(" ")
-    ))),
+    funcv!("quote", [], Any, |_, a| {
+        let mut out = String::new();
+        for v in a.iter().filter(|v| !v.is_nil()) {
+            // Each quoted operand is at least `""`: a non-empty buffer has one before it.
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            match v {
+                Value::Str(s) => format::quote_into(&mut out, s, false),
+                other => format::quote_into(&mut out, &strval(other), false),
+            }
+        }
+        Ok(Value::string(out))
+    }),
     funcv!("squote", [], Any, |_, a| Ok(Value::string(
         a.iter()
             .filter(|v| !v.is_nil())
@@ -138,7 +145,10 @@ pub const FUNCS: &[FuncDef] = &[
     } else {
         a[1].clone()
     })),
-    func!("toString", [Any], |_, a| Ok(Value::string(strval(&a[0])))),
+    func!("toString", [Any], |_, a| Ok(match &a[0] {
+        Value::Str(_) => a[0].clone(),
+        other => Value::string(strval(other)),
+    })),
     func!("split", [Str, Str], |_, a| Ok(parts_map(go_split(
         s(&a[1]),
         s(&a[0]),
@@ -173,7 +183,7 @@ pub const FUNCS: &[FuncDef] = &[
 /// Sprig's `strval`: strings as is, `[]byte` as text, `String()` of objects, else `%v`.
 pub fn strval(v: &Value) -> String {
     match v {
-        Value::Str(s) => s.to_string(),
+        Value::Str(s) => String::from(&**s),
         Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
         Value::Obj(o) => match o.stringer(false) {
             Some(s) => s,
@@ -301,15 +311,35 @@ fn byte_slice(s: &str, from: usize, to: usize) -> String {
     String::from_utf8_lossy(&s.as_bytes()[from..to]).into_owned()
 }
 
-fn trunc(c: i64, s: &str) -> String {
+/// Sprig's `trunc` of the string `v`; a string that needs no cut is returned as it is.
+fn trunc(c: i64, v: &Value) -> Value {
+    let s = s(v);
     let n = s.len() as i64;
     if c < 0 && n + c > 0 {
-        return byte_slice(s, (n + c) as usize, s.len());
+        return Value::string(byte_slice(s, (n + c) as usize, s.len()));
     }
     if c >= 0 && n > c {
-        return byte_slice(s, 0, c as usize);
+        return Value::string(byte_slice(s, 0, c as usize));
     }
-    s.to_string()
+    v.clone()
+}
+
+/// `part` (a slice of the string `orig`) as a value, sharing `orig` when it is all of it.
+fn same_or_new(orig: &Value, part: &str) -> Value {
+    match orig {
+        Value::Str(o) if o.len() == part.len() && std::ptr::eq(o.as_ptr(), part.as_ptr()) => {
+            orig.clone()
+        }
+        _ => Value::str(part),
+    }
+}
+
+/// A value as a shared string: a string value without copying it.
+pub fn str_of(v: &Value) -> Str {
+    match v {
+        Value::Str(s) => s.clone(),
+        other => Str::from(strval(other)),
+    }
 }
 
 fn substr(start: i64, end: i64, s: &str) -> FnResult {
@@ -339,7 +369,7 @@ fn substr(start: i64, end: i64, s: &str) -> FnResult {
     Ok(Value::string(byte_slice(s, start as usize, end as usize)))
 }
 
-fn repeat(ex: &mut Exec<'_>, a: Vec<Value>) -> FnResult {
+fn repeat(ex: &mut Exec<'_>, a: Args) -> FnResult {
     let count = int(&a[0]);
     let st = s(&a[1]);
     if count < 0 {
@@ -353,16 +383,35 @@ fn indent(ex: &Exec<'_>, spaces: i64, v: &str, newline: bool) -> FnResult {
     if spaces < 0 {
         return Err("strings: negative Repeat count".into());
     }
-    let lines = v.matches('\n').count() + 1;
+    let bytes = v.as_bytes();
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
     check_len(ex, v.len() + lines.saturating_mul(spaces as usize + 1))?;
-    let pad = " ".repeat(spaces as usize);
-    let mut out = String::with_capacity(v.len() + lines * pad.len() + 1);
+    let pad = spaces as usize;
+    let mut out = String::with_capacity(v.len() + lines * pad + 1);
     if newline {
         out.push('\n');
     }
-    out.push_str(&pad);
-    out.push_str(&v.replace('\n', &format!("\n{pad}")));
+    push_spaces(&mut out, pad);
+    // Lines are copied whole; a break is followed by the pad.
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'\n' {
+            out.push_str(&v[start..=i]);
+            push_spaces(&mut out, pad);
+            start = i + 1;
+        }
+    }
+    out.push_str(&v[start..]);
     Ok(Value::string(out))
+}
+
+fn push_spaces(out: &mut String, mut n: usize) {
+    const SPACES: &str = "                                ";
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        out.push_str(&SPACES[..k]);
+        n -= k;
+    }
 }
 
 /// Go's `strings.Replace(s, old, new, -1)`, including the empty-`old` case.

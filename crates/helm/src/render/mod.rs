@@ -31,12 +31,15 @@ use crate::chart::tree::EffChart;
 use crate::template::error::{ErrorKind, HELM_ERR_END, HELM_ERR_START};
 use crate::template::exec::{execute, Limits, Runtime};
 use crate::template::set::{Layer, TemplateSet};
+use crate::template::tpl_cache::TplCache;
 use crate::value::{Data, Map, MapKind, Str, Value};
 
 /// A loaded chart: parsed once, shared by renders on any thread.
 pub struct Chart {
     root: EffChart,
     sets: Mutex<HashMap<Vec<String>, SetResult>>,
+    /// `tpl` texts parsed by this chart's renders.
+    tpl_cache: Arc<TplCache>,
 }
 
 /// A render's template set, or the first parse error Helm would report.
@@ -256,6 +259,7 @@ impl Chart {
         Ok(Chart {
             root: EffChart::build(node, &name, None),
             sets: Mutex::new(HashMap::new()),
+            tpl_cache: Arc::default(),
         })
     }
 
@@ -265,7 +269,7 @@ impl Chart {
 
     /// The chart's default values.
     pub fn default_values(&self) -> &Data {
-        &self.root.values
+        self.root.values.data()
     }
 
     /// The template set for the charts taking part in a render, cached by that set.
@@ -366,6 +370,7 @@ impl Chart {
         };
         let mut rt = Runtime::new(opts.limits.clone(), opts.strict);
         rt.lookup = opts.lookup.clone();
+        rt.tpl_cache = self.tpl_cache.clone();
         let layer = Layer::base(set.clone());
         let mut names: Vec<String> = jobs.iter().map(|j| j.0.clone()).collect();
         helm_order(&mut names);
@@ -392,7 +397,13 @@ impl Chart {
                 };
                 RenderError::new(kind, exec_error(&e.msg))
             })?;
-            files.insert(name, out.replace("<no value>", ""));
+            // Helm drops every `<no value>`; most outputs have none, and keep their buffer.
+            let out = if out.contains("<no value>") {
+                out.replace("<no value>", "")
+            } else {
+                out
+            };
+            files.insert(name, out);
         }
         let notes_key = format!("{}/templates/NOTES.txt", tree.name);
         let notes = files.get(&notes_key).cloned();

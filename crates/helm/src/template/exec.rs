@@ -27,7 +27,7 @@ use std::sync::Arc;
 use super::error::{ExecError, FnError};
 use super::node::*;
 use super::set::Layer;
-use crate::funcs::{FuncDef, Lazy};
+use crate::funcs::{Args, FuncDef, Lazy};
 use crate::value::object::{Method, Sig, Ty};
 use crate::value::{format, Kind, MapKind, Str, Value};
 
@@ -84,13 +84,16 @@ pub struct Runtime {
     iterations: Cell<u64>,
     nesting: Cell<usize>,
     pub(crate) includes: RefCell<FastMap<Str, usize>>,
-    #[allow(clippy::type_complexity)]
-    pub(crate) tpl_cache: RefCell<FastMap<String, Result<Rc<Vec<Arc<Tree>>>, String>>>,
+    /// Parsed `tpl` texts: the render's own, or its chart's (shared by its renders).
+    pub tpl_cache: Arc<super::tpl_cache::TplCache>,
     pub(crate) regex_cache: RefCell<FastMap<String, Result<regex::Regex, String>>>,
     /// Cluster reads for `lookup` (None: every lookup finds nothing).
     pub lookup: Option<crate::render::lookup::SharedLookup>,
     /// Functions called whose result differs between renders.
     pub(crate) nondeterministic: RefCell<std::collections::BTreeSet<&'static str>>,
+    /// Output buffers of finished `include`s, reused by the next ones so that each does
+    /// not grow a fresh string (see [`Exec::execute_template_str`]).
+    buffers: RefCell<Vec<String>>,
 }
 
 impl Runtime {
@@ -102,10 +105,27 @@ impl Runtime {
             iterations: Cell::new(0),
             nesting: Cell::new(0),
             includes: RefCell::new(FastMap::default()),
-            tpl_cache: RefCell::new(FastMap::default()),
+            tpl_cache: Arc::default(),
             regex_cache: RefCell::new(FastMap::default()),
             lookup: None,
             nondeterministic: RefCell::new(Default::default()),
+            buffers: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn take_buffer(&self) -> String {
+        self.buffers.borrow_mut().pop().unwrap_or_default()
+    }
+
+    /// Keeps a few buffers of reasonable size; the nesting of includes decides how many
+    /// are in use at once.
+    fn return_buffer(&self, mut buf: String) {
+        const KEEP: usize = 16;
+        const MAX_BYTES: usize = 1 << 20;
+        let mut pool = self.buffers.borrow_mut();
+        if pool.len() < KEEP && buf.capacity() <= MAX_BYTES {
+            buf.clear();
+            pool.push(buf);
         }
     }
 
@@ -199,6 +219,10 @@ pub struct Exec<'t> {
     pub set: Rc<Layer>,
     tree: &'t Tree,
     name: Str,
+    /// `$`, the data the template was invoked with; [`vars`](Self::vars) may shadow it.
+    root: Val,
+    /// Variables declared so far, innermost last. Empty (no allocation) until a template
+    /// declares one.
     vars: Vec<(&'t str, Val)>,
     at: At<'t>,
     /// Depth of `template` actions (Go's maxExecDepth counter).
@@ -236,16 +260,28 @@ pub fn execute(
     tree: &Tree,
     data: Value,
 ) -> Result<String, ExecError> {
+    execute_into(rt, set, tree, data, String::new())
+}
+
+/// [`execute`], appending to `out`.
+fn execute_into(
+    rt: &Runtime,
+    set: Rc<Layer>,
+    tree: &Tree,
+    data: Value,
+    out: String,
+) -> Result<String, ExecError> {
     let _g = enter(rt)?;
     let mut ex = Exec {
         rt,
         set,
         tree,
         name: tree.name.clone(),
-        vars: vec![("$", Val::plain(data.clone()))],
+        root: Val::plain(data.clone()),
+        vars: Vec::new(),
         at: At::None,
         depth: 0,
-        out: String::new(),
+        out,
     };
     let dot = Val::plain(data);
     stacker::maybe_grow(256 * 1024, 4 * 1024 * 1024, || ex.walk(&dot, &tree.root))?;
@@ -292,6 +328,10 @@ impl<'t> Exec<'t> {
                 return Ok(());
             }
         }
+        if name == "$" {
+            self.root = v;
+            return Ok(());
+        }
         Err(self.errorf(format!("undefined variable: {name}")))
     }
 
@@ -300,6 +340,9 @@ impl<'t> Exec<'t> {
             if slot.0 == name {
                 return Ok(slot.1.clone());
             }
+        }
+        if name == "$" {
+            return Ok(self.root.clone());
         }
         Err(self.errorf(format!("undefined variable: {name}")))
     }
@@ -541,7 +584,8 @@ impl<'t> Exec<'t> {
             set: self.set.clone(),
             tree: &tree,
             name: tree.name.clone(),
-            vars: vec![("$", new_dot.clone())],
+            root: new_dot.clone(),
+            vars: Vec::new(),
             at: At::None,
             depth: self.depth + 1,
             out,
@@ -786,7 +830,7 @@ impl<'t> Exec<'t> {
                 return self.eval_and_or(dot, f.lazy == Lazy::Or, args, fin);
             }
         }
-        let mut argv: Vec<Value> = Vec::with_capacity(num_in);
+        let mut argv = Args::with_capacity(num_in);
         let mut i = 0;
         while i < num_fixed && i < args.len() {
             argv.push(self.eval_arg(dot, Some(sig.params[i]), &args[i])?.v);
@@ -818,7 +862,7 @@ impl<'t> Exec<'t> {
                 }
                 (f.imp)(self, argv)
             }
-            Callee::Method(m) => (m.call)(argv).map_err(FnError::Msg),
+            Callee::Method(m) => (m.call)(argv.into_vec()).map_err(FnError::Msg),
         };
         match r {
             Ok(v) => Ok(Val::plain(v)),
@@ -993,13 +1037,33 @@ impl<'t> Exec<'t> {
 
     /// Runs the template `name` with `data` into a string (Go's `ExecuteTemplate`).
     pub fn execute_template(&self, name: &str, data: Value) -> Result<String, ExecError> {
-        let Some(tree) = self.set.lookup(name) else {
-            return Err(ExecError::exec(format!(
+        let tree = self.named_tree(name)?;
+        execute(self.rt, self.set.clone(), &tree, data)
+    }
+
+    fn named_tree(&self, name: &str) -> Result<Arc<Tree>, ExecError> {
+        self.set.lookup(name).ok_or_else(|| {
+            ExecError::exec(format!(
                 "template: no template {} associated with template \"gotpl\"",
                 format::quote(name, false)
-            )));
-        };
-        execute(self.rt, self.set.clone(), &tree, data)
+            ))
+        })
+    }
+
+    /// [`execute_template`](Self::execute_template) into a reused buffer, returning the
+    /// output as the shared string a function result holds (`include`).
+    pub fn execute_template_str(&self, name: &str, data: Value) -> Result<Str, ExecError> {
+        let tree = self.named_tree(name)?;
+        let out = execute_into(
+            self.rt,
+            self.set.clone(),
+            &tree,
+            data,
+            self.rt.take_buffer(),
+        )?;
+        let s = Str::from(out.as_str());
+        self.rt.return_buffer(out);
+        Ok(s)
     }
 
     /// Runs an already-parsed tree in another template set (`tpl`).

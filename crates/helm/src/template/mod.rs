@@ -5,3 +5,4 @@ pub mod lex;
 pub mod node;
 pub mod parse;
 pub mod set;
+pub mod tpl_cache;

@@ -4,10 +4,10 @@
 //! (Go's `associate`), unless the later body is empty. `tpl` parses its text into a
 //! clone of the set: [`Layer`] stacks those short-lived additions over the shared base
 //! without copying it.
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::exec::FastMap;
 use super::node::Tree;
 use super::parse::{parse, ParseError};
 use crate::value::Str;
@@ -15,7 +15,7 @@ use crate::value::Str;
 /// The templates of a chart, parsed once and shared by every render (`Send + Sync`).
 #[derive(Default, Debug)]
 pub struct TemplateSet {
-    trees: HashMap<Str, Arc<Tree>>,
+    trees: FastMap<Str, Arc<Tree>>,
 }
 
 impl TemplateSet {
@@ -55,7 +55,7 @@ impl TemplateSet {
 }
 
 /// Go's `associate`: keep an existing template rather than replace it with an empty one.
-fn associate(trees: &mut HashMap<Str, Arc<Tree>>, tree: Tree) {
+fn associate(trees: &mut FastMap<Str, Arc<Tree>>, tree: Tree) {
     if tree.is_empty() {
         if let Some(old) = trees.get(&tree.name) {
             let _ = old;
@@ -70,7 +70,7 @@ fn associate(trees: &mut HashMap<Str, Arc<Tree>>, tree: Tree) {
 pub struct Layer {
     base: Arc<TemplateSet>,
     parent: Option<Rc<Layer>>,
-    own: HashMap<Str, Arc<Tree>>,
+    own: FastMap<Str, Arc<Tree>>,
 }
 
 impl Layer {
@@ -78,13 +78,13 @@ impl Layer {
         Rc::new(Layer {
             base,
             parent: None,
-            own: HashMap::new(),
+            own: FastMap::default(),
         })
     }
 
     /// A clone of `parent` with `trees` added (what `tpl` builds).
     pub fn over(parent: &Rc<Layer>, trees: &[Arc<Tree>]) -> Rc<Layer> {
-        let mut own: HashMap<Str, Arc<Tree>> = HashMap::new();
+        let mut own: FastMap<Str, Arc<Tree>> = FastMap::default();
         for t in trees {
             if t.is_empty() && parent.lookup(&t.name).is_some() {
                 continue;

@@ -7,7 +7,7 @@
 //! the tree keeps [`Data::Int`] (int64) and [`Data::Float`] (float64) apart.
 use std::collections::BTreeMap;
 
-use super::{json, ListKind, Map, MapKind, Str, Value};
+use super::{json, Entries, ListKind, Map, MapKind, Str, Value};
 
 #[derive(Clone, Debug, PartialEq, Default)]
 pub enum Data {
@@ -45,11 +45,14 @@ impl Data {
             Data::Float(f) => Value::Float(*f),
             Data::String(s) => Value::Str(Str::from(s.as_str())),
             Data::List(l) => Value::list(ListKind::Iface, l.iter().map(Data::to_value).collect()),
-            Data::Map(m) => Value::Map(Map::from_entries(
+            // A BTreeMap iterates in key order: the entries need no sorting.
+            Data::Map(m) => Value::Map(Map::with_entries(
                 MapKind::Iface,
-                m.iter()
-                    .map(|(k, v)| (Str::from(k.as_str()), v.to_value()))
-                    .collect(),
+                Entries::from_sorted(
+                    m.iter()
+                        .map(|(k, v)| (Str::from(k.as_str()), v.to_value()))
+                        .collect(),
+                ),
             )),
         }
     }
@@ -94,13 +97,13 @@ fn from_value(v: &Value, depth: usize) -> Data {
         Value::Int(i) | Value::Int64(i) => Data::Int(*i),
         Value::Uint64(u) => i64::try_from(*u).map_or(Data::Float(*u as f64), Data::Int),
         Value::Float(f) => Data::Float(*f),
-        Value::Str(s) => Data::String(s.to_string()),
+        Value::Str(s) => Data::String(String::from(&**s)),
         Value::Bytes(b) => Data::String(String::from_utf8_lossy(b).into_owned()),
         Value::List(l) => Data::List(l.items.iter().map(|x| from_value(x, depth + 1)).collect()),
         Value::Map(m) => Data::Map(
             m.entries()
                 .iter()
-                .map(|(k, x)| (k.to_string(), from_value(x, depth + 1)))
+                .map(|(k, x)| (String::from(&**k), from_value(x, depth + 1)))
                 .collect(),
         ),
         Value::Obj(_) => Data::String(super::format::sprint_value(v)),

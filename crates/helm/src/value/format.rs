@@ -45,7 +45,7 @@ pub fn sprint_value(v: &Value) -> String {
 pub fn print_action(v: &Value) -> String {
     match v {
         Value::Nil => "<no value>".to_string(),
-        Value::Str(s) => s.to_string(),
+        Value::Str(s) => String::from(&**s),
         Value::Obj(o) => match o.stringer(true) {
             Some(s) => s,
             None => {
@@ -88,15 +88,20 @@ pub fn sprintln(args: &[Value]) -> String {
 
 /// `fmt.Sprintf(format, args...)`.
 pub fn sprintf(format: &str, args: &[Value]) -> String {
-    let mut p = Printer::new();
+    // Room for the format and short operands: most results need no regrowth.
+    let mut p = Printer::with_capacity(format.len() + 16 * args.len());
     p.do_printf(format, args);
     p.buf
 }
 
 impl Printer {
     fn new() -> Printer {
+        Printer::with_capacity(16)
+    }
+
+    fn with_capacity(n: usize) -> Printer {
         Printer {
-            buf: String::new(),
+            buf: String::with_capacity(n),
             f: Flags::default(),
         }
     }
@@ -435,10 +440,10 @@ impl Printer {
         self.pad_str(&s);
     }
 
-    fn truncate(&self, s: &str) -> String {
+    fn truncate<'a>(&self, s: &'a str) -> std::borrow::Cow<'a, str> {
         match self.f.prec {
             Some(p) => s.chars().take(p).collect(),
-            None => s.to_string(),
+            None => s.into(),
         }
     }
 
@@ -722,6 +727,27 @@ fn decimal_digits(x: f64, sig: Option<usize>) -> (Vec<u8>, i32) {
     if a == 0.0 {
         return (Vec::new(), 0);
     }
+    // Integers below 2^53 (ports, replicas, sizes read from values files as float64):
+    // each neighbouring double is at most 1 away, so the shortest digits that read back
+    // are the integer's own, and no float formatting is needed.
+    if sig.is_none() && a < 9_007_199_254_740_992.0 && a.fract() == 0.0 {
+        return integral_digits(a as u64);
+    }
+    formatted_digits(a, sig)
+}
+
+/// [`decimal_digits`] of a positive integer.
+fn integral_digits(n: u64) -> (Vec<u8>, i32) {
+    let mut digits = n.to_string().into_bytes();
+    let dp = digits.len() as i32;
+    while digits.len() > 1 && digits.last() == Some(&b'0') {
+        digits.pop();
+    }
+    (digits, dp)
+}
+
+/// [`decimal_digits`] of a positive `a` through Rust's shortest (or `sig`-digit) formatting.
+fn formatted_digits(a: f64, sig: Option<usize>) -> (Vec<u8>, i32) {
     let s = match sig {
         None => format!("{a:e}"),
         Some(p) => format!("{:.*e}", p.saturating_sub(1), a),
@@ -751,7 +777,7 @@ pub fn format_float(x: f64, verb: char, prec: Option<usize>) -> String {
         };
     }
     let neg = x.is_sign_negative();
-    let mut out = String::new();
+    let mut out = String::with_capacity(24);
     if neg {
         out.push('-');
     }
@@ -892,23 +918,36 @@ pub fn is_print(c: char) -> bool {
 
 /// `strconv.Quote` (or `QuoteToASCII` when `ascii`).
 pub fn quote(s: &str, ascii: bool) -> String {
-    quote_with(s, '"', ascii)
+    let mut out = String::with_capacity(s.len() + 2);
+    quote_into(&mut out, s, ascii);
+    out
 }
 
-fn quote_with(s: &str, q: char, ascii: bool) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
+/// [`quote`], appended to `out`.
+pub fn quote_into(out: &mut String, s: &str, ascii: bool) {
+    let q = '"';
+    out.reserve(s.len() + 2);
     out.push(q);
     let bytes = s.as_bytes();
+    // Printable ASCII other than the quote and the backslash is copied in runs.
+    let plain = |b: u8| (b' '..=b'~').contains(&b) && b != q as u8 && b != b'\\';
     let mut i = 0;
+    let mut run = 0;
     while i < bytes.len() {
-        // Decode one rune; invalid UTF-8 bytes are escaped as \xNN.
-        let rest = &s[i..];
-        let Some(c) = rest.chars().next() else { break };
+        if plain(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        out.push_str(&s[run..i]);
+        let Some(c) = s[i..].chars().next() else {
+            break;
+        };
         i += c.len_utf8();
-        escape_rune(&mut out, c, q, ascii);
+        run = i;
+        escape_rune(out, c, q, ascii);
     }
+    out.push_str(&s[run..]);
     out.push(q);
-    out
 }
 
 fn escape_rune(out: &mut String, c: char, q: char, ascii: bool) {
@@ -1013,6 +1052,38 @@ mod tests {
         for (x, want) in cases {
             assert_eq!(sprint_value(&Value::Float(x)), want, "{x}");
         }
+    }
+
+    #[test]
+    fn integral_floats_take_their_own_digits() {
+        let mut cases: Vec<u64> = vec![1, 7, 10, 8000, 65535, 123456789, 1 << 53];
+        for e in 0..16 {
+            let p = 10u64.pow(e);
+            cases.extend([p, p - 1 + u64::from(e == 0), p + 1, 9 * p, 3 * p + 7]);
+        }
+        for k in 1..=53 {
+            cases.extend([(1u64 << k) - 1, 1 << k, (1 << k) + 1]);
+        }
+        for n in cases.into_iter().filter(|n| (1..=1 << 53).contains(n)) {
+            assert_eq!(integral_digits(n), formatted_digits(n as f64, None), "{n}");
+        }
+    }
+
+    #[test]
+    fn quote_escapes_like_go_around_plain_runs() {
+        // strconv.Quote's output for each input.
+        let cases = [
+            ("", r#""""#),
+            ("plain text", r#""plain text""#),
+            ("a\"b\\c\td", r#""a\"b\\c\td""#),
+            ("\u{7f}é\u{200b}x", r#""\x7fé\u200bx""#),
+            ("\n", r#""\n""#),
+            ("tail\u{1F600}", r#""tail😀""#),
+        ];
+        for (s, want) in cases {
+            assert_eq!(quote(s, false), want, "{s:?}");
+        }
+        assert_eq!(quote("é", true), r#""\u00e9""#);
     }
 
     #[test]

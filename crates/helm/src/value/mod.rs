@@ -15,9 +15,11 @@
 //! Values live inside one render on one thread (`Rc`); data that crosses threads
 //! (a loaded chart's defaults, user values) is a [`Data`] tree instead.
 pub mod data;
+pub mod entries;
 pub mod format;
 pub mod json;
 pub mod object;
+pub mod shared;
 
 use std::cell::{Ref, RefCell};
 use std::collections::BTreeMap;
@@ -25,6 +27,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 pub use data::Data;
+pub use entries::Entries;
 pub use object::{Method, Object};
 
 /// Shared immutable string: template literals are cloned into values without copying.
@@ -90,15 +93,18 @@ pub enum MapKind {
 /// returns a `common.Values` view of a `map[string]interface {}`).
 #[derive(Clone)]
 pub struct Map {
-    entries: Rc<RefCell<BTreeMap<Str, Value>>>,
+    entries: Rc<RefCell<Entries>>,
     kind: MapKind,
 }
 
 impl Map {
     pub fn new(kind: MapKind) -> Map {
-        Map::from_entries(kind, BTreeMap::new())
+        Map::with_entries(kind, Entries::default())
     }
     pub fn from_entries(kind: MapKind, entries: BTreeMap<Str, Value>) -> Map {
+        Map::with_entries(kind, Entries::from(entries))
+    }
+    pub fn with_entries(kind: MapKind, entries: Entries) -> Map {
         Map {
             entries: Rc::new(RefCell::new(entries)),
             kind,
@@ -133,7 +139,7 @@ impl Map {
         self.entries.borrow().is_empty()
     }
     /// Borrow the entries; do not evaluate templates while holding this.
-    pub fn entries(&self) -> Ref<'_, BTreeMap<Str, Value>> {
+    pub fn entries(&self) -> Ref<'_, Entries> {
         self.entries.borrow()
     }
     /// A snapshot of the entries in key order, as Go's `range` takes one before looping.
@@ -153,7 +159,7 @@ impl Map {
     }
     /// A new map with the same entries (a shallow copy).
     pub fn shallow_copy(&self, kind: MapKind) -> Map {
-        Map::from_entries(kind, self.entries.borrow().clone())
+        Map::with_entries(kind, self.entries.borrow().clone())
     }
 }
 

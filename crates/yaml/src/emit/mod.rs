@@ -11,13 +11,16 @@
 mod scalar;
 mod states;
 
+use std::borrow::Cow;
+
 pub(crate) use crate::syntax::Dialect;
 use crate::syntax::ScalarStyle;
 
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ScalarEvent {
+pub(crate) struct ScalarEvent<'a> {
     pub tag: Option<String>,
-    pub value: String,
+    /// Borrowed from the tree being written where it can be (go-yaml's strings).
+    pub value: Cow<'a, str>,
     pub plain_implicit: bool,
     pub quoted_implicit: bool,
     /// `None` lets the emitter choose (libyaml's ANY style).
@@ -25,7 +28,7 @@ pub(crate) struct ScalarEvent {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum EmitEvent {
+pub(crate) enum EmitEvent<'a> {
     StreamStart,
     StreamEnd,
     DocumentStart {
@@ -34,7 +37,7 @@ pub(crate) enum EmitEvent {
     DocumentEnd {
         implicit: bool,
     },
-    Scalar(ScalarEvent),
+    Scalar(ScalarEvent<'a>),
     SequenceStart {
         tag: Option<String>,
         implicit: bool,
@@ -82,7 +85,7 @@ pub(super) enum State {
 }
 
 /// What `analyze_scalar` learned about a scalar's text.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct ScalarAnalysis {
     pub multiline: bool,
     pub flow_plain_allowed: bool,
@@ -92,7 +95,7 @@ pub(super) struct ScalarAnalysis {
 }
 
 pub(crate) struct Emitter<'e> {
-    pub(super) events: &'e [EmitEvent],
+    pub(super) events: &'e [EmitEvent<'e>],
     pub(super) head: usize,
     pub(super) dialect: Dialect,
     pub(super) best_indent: usize,
@@ -118,40 +121,8 @@ pub(crate) struct Emitter<'e> {
 }
 
 /// Writes `events` (a whole stream) as text.
-pub(crate) fn emit(events: &[EmitEvent], settings: Settings) -> String {
-    let best_indent = if (2..=9).contains(&settings.indent) {
-        settings.indent
-    } else {
-        2
-    };
-    let best_width = match settings.width {
-        None => i32::MAX as usize,
-        Some(w) if w <= best_indent * 2 => 80,
-        Some(w) => w,
-    };
-    let mut emitter = Emitter {
-        events,
-        head: 0,
-        dialect: settings.dialect,
-        best_indent,
-        best_width,
-        unicode: settings.unicode,
-        out: String::new(),
-        state: State::StreamStart,
-        states: Vec::new(),
-        indents: Vec::new(),
-        indent: -1,
-        flow_level: 0,
-        mapping_context: false,
-        simple_key_context: false,
-        column: 0,
-        whitespace: true,
-        indention: true,
-        open_ended: 0,
-        tag_handle: None,
-        tag_suffix: None,
-        analysis: ScalarAnalysis::default(),
-    };
+pub(crate) fn emit(events: &[EmitEvent<'_>], settings: Settings) -> String {
+    let mut emitter = Emitter::new(events, settings);
     while emitter.head < events.len() {
         emitter.analyze_event();
         emitter.state_machine();
@@ -160,15 +131,53 @@ pub(crate) fn emit(events: &[EmitEvent], settings: Settings) -> String {
     emitter.out
 }
 
-impl Emitter<'_> {
-    pub(super) fn event(&self) -> &EmitEvent {
+impl<'e> Emitter<'e> {
+    pub(super) fn new(events: &'e [EmitEvent<'e>], settings: Settings) -> Emitter<'e> {
+        let best_indent = if (2..=9).contains(&settings.indent) {
+            settings.indent
+        } else {
+            2
+        };
+        let best_width = match settings.width {
+            None => i32::MAX as usize,
+            Some(w) if w <= best_indent * 2 => 80,
+            Some(w) => w,
+        };
+        Emitter {
+            events,
+            head: 0,
+            dialect: settings.dialect,
+            best_indent,
+            best_width,
+            unicode: settings.unicode,
+            out: String::with_capacity(128),
+            state: State::StreamStart,
+            states: Vec::with_capacity(8),
+            indents: Vec::with_capacity(8),
+            indent: -1,
+            flow_level: 0,
+            mapping_context: false,
+            simple_key_context: false,
+            column: 0,
+            whitespace: true,
+            indention: true,
+            open_ended: 0,
+            tag_handle: None,
+            tag_suffix: None,
+            analysis: ScalarAnalysis::default(),
+        }
+    }
+
+    pub(super) fn event(&self) -> &EmitEvent<'e> {
         &self.events[self.head]
     }
 
     pub(super) fn analyze_event(&mut self) {
         self.tag_handle = None;
         self.tag_suffix = None;
-        match self.events[self.head].clone() {
+        // The event list outlives the emitter's borrow of itself: no copy of the event.
+        let events = self.events;
+        match &events[self.head] {
             EmitEvent::Scalar(s) => {
                 if let Some(tag) = &s.tag {
                     if !s.plain_implicit && !s.quoted_implicit {
@@ -187,7 +196,7 @@ impl Emitter<'_> {
                 implicit: false,
                 ..
             } => {
-                self.analyze_tag(&tag);
+                self.analyze_tag(tag);
             }
             _ => {}
         }
@@ -303,9 +312,10 @@ impl Emitter<'_> {
     pub(super) fn emit_node(&mut self, mapping: bool, simple_key: bool) {
         self.mapping_context = mapping;
         self.simple_key_context = simple_key;
-        match self.event().clone() {
-            EmitEvent::Scalar(s) => self.emit_scalar(&s),
-            EmitEvent::SequenceStart { flow, .. } => {
+        let events = self.events;
+        match &events[self.head] {
+            EmitEvent::Scalar(s) => self.emit_scalar(s),
+            &EmitEvent::SequenceStart { flow, .. } => {
                 self.process_tag();
                 let empty = self.events.get(self.head + 1) == Some(&EmitEvent::SequenceEnd);
                 self.state = if self.flow_level > 0 || flow || empty {
@@ -314,7 +324,7 @@ impl Emitter<'_> {
                     State::BlockSequenceFirstItem
                 };
             }
-            EmitEvent::MappingStart { flow, .. } => {
+            &EmitEvent::MappingStart { flow, .. } => {
                 self.process_tag();
                 let empty = self.events.get(self.head + 1) == Some(&EmitEvent::MappingEnd);
                 self.state = if self.flow_level > 0 || flow || empty {
@@ -327,7 +337,7 @@ impl Emitter<'_> {
         }
     }
 
-    pub(super) fn emit_scalar(&mut self, event: &ScalarEvent) {
+    pub(super) fn emit_scalar(&mut self, event: &ScalarEvent<'_>) {
         let style = self.select_scalar_style(event);
         self.process_tag();
         self.increase_indent(true, false);
@@ -365,7 +375,7 @@ impl Emitter<'_> {
         length <= 128
     }
 
-    pub(super) fn select_scalar_style(&mut self, event: &ScalarEvent) -> ScalarStyle {
+    pub(super) fn select_scalar_style(&mut self, event: &ScalarEvent<'_>) -> ScalarStyle {
         let no_tag = self.tag_handle.is_none() && self.tag_suffix.is_none();
         let mut style = event.style.unwrap_or(ScalarStyle::Plain);
         let a = &self.analysis;

@@ -8,8 +8,34 @@ fn is_space(c: Option<char>) -> bool {
     c == Some(' ')
 }
 
+/// Names, numbers, versions, paths and quantities (`app-1`, `8080`, `1.2.3`, `128Mi`,
+/// `team/image`): ASCII letters, digits, `.`, `_`, `/`, and `-` after the first character,
+/// not starting with `...`. Such a text has no indicator, space, break or special character,
+/// so every style allows it.
+fn is_simple_word(value: &str) -> bool {
+    !value.is_empty()
+        && !value.starts_with("...")
+        && value.bytes().enumerate().all(|(i, b)| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/') || (b == b'-' && i > 0)
+        })
+}
+
 impl Emitter<'_> {
     pub(super) fn analyze_scalar(&self, value: &str) -> ScalarAnalysis {
+        if is_simple_word(value) {
+            return ScalarAnalysis {
+                multiline: false,
+                flow_plain_allowed: true,
+                block_plain_allowed: true,
+                single_quoted_allowed: true,
+                block_allowed: true,
+            };
+        }
+        self.analyze_scalar_chars(value)
+    }
+
+    /// libyaml's `yaml_emitter_analyze_scalar`, character by character.
+    fn analyze_scalar_chars(&self, value: &str) -> ScalarAnalysis {
         if value.is_empty() {
             return ScalarAnalysis {
                 multiline: false,
@@ -19,7 +45,6 @@ impl Emitter<'_> {
                 block_allowed: false,
             };
         }
-        let chars: Vec<char> = value.chars().collect();
         let mut block_indicators = false;
         let mut flow_indicators = false;
         let mut line_breaks = false;
@@ -37,9 +62,11 @@ impl Emitter<'_> {
             flow_indicators = true;
         }
         let mut preceded_by_whitespace = true;
-        let last = chars.len() - 1;
-        for (i, &c) in chars.iter().enumerate() {
-            let next = chars.get(i + 1).copied();
+        let mut chars = value.chars().peekable();
+        let mut first = true;
+        while let Some(c) = chars.next() {
+            let next = chars.peek().copied();
+            let is_last = next.is_none();
             // What counts as whitespace after an indicator: go-yaml looks for a blank or the
             // end; libyaml also accepts a line break.
             let followed_by_whitespace = match (next, self.dialect) {
@@ -47,7 +74,7 @@ impl Emitter<'_> {
                 (Some(n), Dialect::GoYamlV2) => is_blank(n),
                 (Some(n), Dialect::LibYaml) => is_blankz(n),
             };
-            if i == 0 {
+            if first {
                 match c {
                     '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\''
                     | '"' | '%' | '@' | '`' => {
@@ -86,15 +113,15 @@ impl Emitter<'_> {
                 special_characters = true;
             }
             if c == ' ' {
-                leading_space |= i == 0;
-                trailing_space |= i == last;
+                leading_space |= first;
+                trailing_space |= is_last;
                 break_space |= previous_break;
                 previous_space = true;
                 previous_break = false;
             } else if is_break(c) {
                 line_breaks = true;
-                leading_break |= i == 0;
-                trailing_break |= i == last;
+                leading_break |= first;
+                trailing_break |= is_last;
                 space_break |= previous_space;
                 previous_space = false;
                 previous_break = true;
@@ -103,6 +130,7 @@ impl Emitter<'_> {
                 previous_break = false;
             }
             preceded_by_whitespace = is_blankz(c);
+            first = false;
         }
         let mut a = ScalarAnalysis {
             multiline: line_breaks,
@@ -151,15 +179,26 @@ impl Emitter<'_> {
         if !self.whitespace && needs_space {
             self.put(' ');
         }
-        let chars: Vec<char> = value.chars().collect();
+        // Without spaces and line breaks nothing folds: the text goes out as it is.
+        if value
+            .bytes()
+            .all(|b| b != b' ' && b != b'\n' && b != b'\r' && b.is_ascii())
+        {
+            self.out.push_str(value);
+            self.column += value.len();
+            self.whitespace = false;
+            self.indention = false;
+            return;
+        }
+        let mut chars = value.chars().peekable();
         let mut spaces = false;
         let mut breaks = false;
-        for (i, &c) in chars.iter().enumerate() {
+        while let Some(c) = chars.next() {
             if c == ' ' {
                 if allow_breaks
                     && !spaces
                     && self.column > self.best_width
-                    && !is_space(chars.get(i + 1).copied())
+                    && !is_space(chars.peek().copied())
                 {
                     self.write_indent();
                 } else {
@@ -189,17 +228,19 @@ impl Emitter<'_> {
 
     pub(super) fn write_single_quoted(&mut self, value: &str, allow_breaks: bool) {
         self.write_indicator("'", true, false, false);
-        let chars: Vec<char> = value.chars().collect();
+        let mut chars = value.chars().peekable();
+        let mut first = true;
         let mut spaces = false;
         let mut breaks = false;
-        for (i, &c) in chars.iter().enumerate() {
+        while let Some(c) = chars.next() {
+            let is_first = std::mem::replace(&mut first, false);
             if c == ' ' {
                 if allow_breaks
                     && !spaces
                     && self.column > self.best_width
-                    && i != 0
-                    && i != chars.len() - 1
-                    && !is_space(chars.get(i + 1).copied())
+                    && !is_first
+                    && chars.peek().is_some()
+                    && !is_space(chars.peek().copied())
                 {
                     self.write_indent();
                 } else {
@@ -237,12 +278,14 @@ impl Emitter<'_> {
 
     pub(super) fn write_double_quoted(&mut self, value: &str, allow_breaks: bool) {
         self.write_indicator("\"", true, false, false);
-        let chars: Vec<char> = value.chars().collect();
+        let mut chars = value.chars().peekable();
+        let mut first = true;
         // go-yaml's `is_bom(value, i)` looks at the start of the value whatever `i` is, so a
         // value that starts with a byte order mark has every character escaped.
         let all_bom = self.dialect == Dialect::GoYamlV2 && value.starts_with('\u{FEFF}');
         let mut spaces = false;
-        for (i, &c) in chars.iter().enumerate() {
+        while let Some(c) = chars.next() {
+            let is_first = std::mem::replace(&mut first, false);
             let bom = if self.dialect == Dialect::GoYamlV2 {
                 all_bom
             } else {
@@ -297,11 +340,11 @@ impl Emitter<'_> {
                 if allow_breaks
                     && !spaces
                     && self.column > self.best_width
-                    && i != 0
-                    && i != chars.len() - 1
+                    && !is_first
+                    && chars.peek().is_some()
                 {
                     self.write_indent();
-                    if is_space(chars.get(i + 1).copied()) {
+                    if is_space(chars.peek().copied()) {
                         self.put('\\');
                     }
                 } else {
@@ -409,6 +452,53 @@ impl Emitter<'_> {
                 }
                 self.indention = false;
                 breaks = false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emit::Settings;
+
+    #[test]
+    fn simple_words_analyze_as_the_full_analysis_does() {
+        let simple = [
+            "a",
+            "app-1",
+            "8080",
+            "1.2.3",
+            "128Mi",
+            "team/image",
+            "..x",
+            ".x",
+            "x..",
+            "a_b",
+            "0x1F",
+            "y",
+            "null",
+            "1e3",
+            "a-",
+            "v1.31.0",
+        ];
+        let not_simple = [
+            "", "-", "-a", "...", "...a", "a:b", "a b", "a#", "é", "a\n", "[a",
+        ];
+        for dialect in [Dialect::GoYamlV2, Dialect::LibYaml] {
+            let settings = Settings {
+                dialect,
+                indent: 2,
+                width: Some(80),
+                unicode: true,
+            };
+            let e = Emitter::new(&[], settings);
+            for w in simple {
+                assert!(is_simple_word(w), "{w:?}");
+                assert_eq!(e.analyze_scalar(w), e.analyze_scalar_chars(w), "{w:?}");
+            }
+            for w in not_simple {
+                assert!(!is_simple_word(w), "{w:?}");
             }
         }
     }

@@ -2,21 +2,23 @@
 //! scalar styles (double quotes for strings that would resolve to something else, a literal
 //! block for strings with a line break) and its sorted map keys.
 
+use std::borrow::Cow;
+
 use crate::emit::{self, Dialect, EmitEvent, ScalarEvent, Settings};
 use crate::syntax::ScalarStyle;
 use crate::value::Yaml;
 
 use super::base64;
-use super::resolve::{is_base60_float, resolve, BINARY, STR};
+use super::resolve::{is_base60_float, resolve_implicit, BINARY, STR};
 use super::sort::sort_pairs;
 use super::strconv::format_yaml_float;
 
 /// The YAML text go-yaml v2's `yaml.Marshal` writes for `v`, trailing newline included.
 pub fn marshal(v: &Yaml) -> String {
-    let mut events = vec![
-        EmitEvent::StreamStart,
-        EmitEvent::DocumentStart { implicit: true },
-    ];
+    // A small value's events fit without regrowing.
+    let mut events = Vec::with_capacity(32);
+    events.push(EmitEvent::StreamStart);
+    events.push(EmitEvent::DocumentStart { implicit: true });
     push_value(v, &mut events);
     events.push(EmitEvent::DocumentEnd { implicit: true });
     events.push(EmitEvent::StreamEnd);
@@ -31,10 +33,10 @@ pub fn marshal(v: &Yaml) -> String {
     )
 }
 
-fn plain(value: String) -> EmitEvent {
+fn plain(value: String) -> EmitEvent<'static> {
     EmitEvent::Scalar(ScalarEvent {
         tag: None,
-        value,
+        value: value.into(),
         plain_implicit: true,
         quoted_implicit: true,
         style: Some(ScalarStyle::Plain),
@@ -42,12 +44,13 @@ fn plain(value: String) -> EmitEvent {
 }
 
 /// Values to events with an explicit stack, so no tree is too deep to write.
-fn push_value(root: &Yaml, events: &mut Vec<EmitEvent>) {
+fn push_value<'a>(root: &'a Yaml, events: &mut Vec<EmitEvent<'a>>) {
     enum Work<'a> {
         Value(&'a Yaml),
-        End(EmitEvent),
+        End(EmitEvent<'a>),
     }
-    let mut stack = vec![Work::Value(root)];
+    let mut stack = Vec::with_capacity(16);
+    stack.push(Work::Value(root));
     while let Some(work) = stack.pop() {
         let v = match work {
             Work::End(event) => {
@@ -62,8 +65,8 @@ fn push_value(root: &Yaml, events: &mut Vec<EmitEvent>) {
             Yaml::Int(i) => events.push(plain(i.to_string())),
             Yaml::BigInt(s) => events.push(plain(s.clone())),
             Yaml::Float(f) => events.push(plain(format_yaml_float(*f))),
-            Yaml::Str(s) => events.push(string_event(s)),
-            Yaml::Timestamp(t) => events.push(string_event(&t.to_string())),
+            Yaml::Str(s) => events.push(string_event(s.into())),
+            Yaml::Timestamp(t) => events.push(string_event(t.to_string().into())),
             Yaml::Binary(bytes) => {
                 // Invalid UTF-8 goes out as tagged base64, plain unless it spans lines.
                 let value = encode_base64_lines(bytes);
@@ -74,7 +77,7 @@ fn push_value(root: &Yaml, events: &mut Vec<EmitEvent>) {
                 };
                 events.push(EmitEvent::Scalar(ScalarEvent {
                     tag: Some(BINARY.to_string()),
-                    value,
+                    value: value.into(),
                     plain_implicit: false,
                     quoted_implicit: false,
                     style: Some(style),
@@ -108,8 +111,9 @@ fn push_value(root: &Yaml, events: &mut Vec<EmitEvent>) {
 }
 
 /// go-yaml's `stringv`: quoted when the plain form would read back as another type.
-fn string_event(s: &str) -> EmitEvent {
-    let can_use_plain = matches!(resolve("", s), Ok((tag, _)) if tag == STR) && !is_base60_float(s);
+fn string_event(s: Cow<'_, str>) -> EmitEvent<'_> {
+    // `resolve("", s)` without building its tag string: an empty tag always resolves.
+    let can_use_plain = resolve_implicit("", &s).0 == STR && !is_base60_float(&s);
     let style = if s.contains('\n') {
         ScalarStyle::Literal
     } else if can_use_plain {
@@ -119,7 +123,7 @@ fn string_event(s: &str) -> EmitEvent {
     };
     EmitEvent::Scalar(ScalarEvent {
         tag: None,
-        value: s.to_string(),
+        value: s,
         plain_implicit: true,
         quoted_implicit: true,
         style: Some(style),

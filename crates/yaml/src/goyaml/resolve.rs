@@ -58,7 +58,7 @@ pub(crate) fn short_tag(tag: &str) -> String {
     }
 }
 
-fn resolve_implicit(tag: &str, input: &str) -> (&'static str, Resolved) {
+pub(crate) fn resolve_implicit(tag: &str, input: &str) -> (&'static str, Resolved) {
     let hint = match input.as_bytes().first() {
         None => b'N',
         Some(b'+' | b'-') => b'S',

@@ -2,6 +2,8 @@
 //! kind; strings in a "natural" order where runs of digits compare as numbers and letters sort
 //! after other characters; other kinds by Go kind number.
 
+use std::borrow::Cow;
+
 use unicode_general_category::{get_general_category, GeneralCategory as G};
 
 use crate::value::Yaml;
@@ -46,12 +48,52 @@ fn is_digit(c: char) -> bool {
     get_general_category(c) == G::DecimalNumber
 }
 
-fn text(v: &Yaml) -> String {
+/// A character as `keyList.Less` sees it: ASCII text is compared as bytes (no copy), other
+/// text as chars.
+trait Rune: Copy + Ord {
+    fn letter(self) -> bool;
+    fn digit(self) -> bool;
+    /// `int64(r - '0')` as Go computes it, also for non-ASCII decimal digits.
+    fn value(self) -> i64;
+    fn is_zero(self) -> bool;
+}
+
+impl Rune for u8 {
+    fn letter(self) -> bool {
+        self.is_ascii_alphabetic()
+    }
+    fn digit(self) -> bool {
+        self.is_ascii_digit()
+    }
+    fn value(self) -> i64 {
+        i64::from(self) - i64::from(b'0')
+    }
+    fn is_zero(self) -> bool {
+        self == b'0'
+    }
+}
+
+impl Rune for char {
+    fn letter(self) -> bool {
+        is_letter(self)
+    }
+    fn digit(self) -> bool {
+        is_digit(self)
+    }
+    fn value(self) -> i64 {
+        self as i64 - '0' as i64
+    }
+    fn is_zero(self) -> bool {
+        self == '0'
+    }
+}
+
+fn text(v: &Yaml) -> Cow<'_, str> {
     match v {
-        Yaml::Str(s) => s.clone(),
-        Yaml::Binary(b) => String::from_utf8_lossy(b).into_owned(),
-        Yaml::Timestamp(t) => t.to_string(),
-        _ => String::new(),
+        Yaml::Str(s) => Cow::Borrowed(s),
+        Yaml::Binary(b) => String::from_utf8_lossy(b),
+        Yaml::Timestamp(t) => Cow::Owned(t.to_string()),
+        _ => Cow::Borrowed(""),
     }
 }
 
@@ -70,14 +112,24 @@ pub(crate) fn less(a: &Yaml, b: &Yaml) -> bool {
     if ak != 24 || bk != 24 {
         return ak < bk;
     }
-    let ar: Vec<char> = text(a).chars().collect();
-    let br: Vec<char> = text(b).chars().collect();
+    let (a, b) = (text(a), text(b));
+    if a.is_ascii() && b.is_ascii() {
+        return runes_less(a.as_bytes(), b.as_bytes());
+    }
+    let ar: Vec<char> = a.chars().collect();
+    let br: Vec<char> = b.chars().collect();
+    runes_less(&ar, &br)
+}
+
+/// The string branch of `keyList.Less`: runs of digits compare as numbers, letters sort
+/// after other characters.
+fn runes_less<R: Rune>(ar: &[R], br: &[R]) -> bool {
     for i in 0..ar.len().min(br.len()) {
         if ar[i] == br[i] {
             continue;
         }
-        let al = is_letter(ar[i]);
-        let bl = is_letter(br[i]);
+        let al = ar[i].letter();
+        let bl = br[i].letter();
         if al && bl {
             return ar[i] < br[i];
         }
@@ -85,11 +137,11 @@ pub(crate) fn less(a: &Yaml, b: &Yaml) -> bool {
             return bl;
         }
         let (mut an, mut bn) = (0i64, 0i64);
-        if ar[i] == '0' || br[i] == '0' {
+        if ar[i].is_zero() || br[i].is_zero() {
             let mut j = i;
-            while j > 0 && is_digit(ar[j - 1]) {
+            while j > 0 && ar[j - 1].digit() {
                 j -= 1;
-                if ar[j] != '0' {
+                if !ar[j].is_zero() {
                     an = 1;
                     bn = 1;
                     break;
@@ -97,13 +149,13 @@ pub(crate) fn less(a: &Yaml, b: &Yaml) -> bool {
             }
         }
         let mut ai = i;
-        while ai < ar.len() && is_digit(ar[ai]) {
-            an = an.wrapping_mul(10).wrapping_add(digit_value(ar[ai]));
+        while ai < ar.len() && ar[ai].digit() {
+            an = an.wrapping_mul(10).wrapping_add(ar[ai].value());
             ai += 1;
         }
         let mut bi = i;
-        while bi < br.len() && is_digit(br[bi]) {
-            bn = bn.wrapping_mul(10).wrapping_add(digit_value(br[bi]));
+        while bi < br.len() && br[bi].digit() {
+            bn = bn.wrapping_mul(10).wrapping_add(br[bi].value());
             bi += 1;
         }
         if an != bn {
@@ -115,11 +167,6 @@ pub(crate) fn less(a: &Yaml, b: &Yaml) -> bool {
         return ar[i] < br[i];
     }
     ar.len() < br.len()
-}
-
-/// `int64(r - '0')` as Go computes it, also for non-ASCII decimal digits.
-fn digit_value(c: char) -> i64 {
-    c as i64 - '0' as i64
 }
 
 fn num_less(a: &Yaml, b: &Yaml) -> bool {
@@ -138,17 +185,18 @@ fn num_less(a: &Yaml, b: &Yaml) -> bool {
 /// transitive, which happens for some mixes of digits and letters. (Go then sorts keys that
 /// arrive in random map order, so such orders are not reproducible in Helm either.)
 pub(crate) fn sort_pairs<T: Clone>(items: &mut [T], key: impl Fn(&T) -> &Yaml) {
-    merge_sort(items, &key);
+    let mut scratch = Vec::with_capacity(items.len());
+    merge_sort(items, &key, &mut scratch);
 }
 
-fn merge_sort<T: Clone>(items: &mut [T], key: &dyn Fn(&T) -> &Yaml) {
+/// One scratch buffer serves every merge (it is empty between merges).
+fn merge_sort<T: Clone>(items: &mut [T], key: &dyn Fn(&T) -> &Yaml, merged: &mut Vec<T>) {
     if items.len() < 2 {
         return;
     }
     let mid = items.len() / 2;
-    merge_sort(&mut items[..mid], key);
-    merge_sort(&mut items[mid..], key);
-    let mut merged = Vec::with_capacity(items.len());
+    merge_sort(&mut items[..mid], key, merged);
+    merge_sort(&mut items[mid..], key, merged);
     let (mut i, mut j) = (0, mid);
     while i < mid && j < items.len() {
         if less(key(&items[j]), key(&items[i])) {
@@ -161,7 +209,8 @@ fn merge_sort<T: Clone>(items: &mut [T], key: &dyn Fn(&T) -> &Yaml) {
     }
     merged.extend_from_slice(&items[i..mid]);
     merged.extend_from_slice(&items[j..]);
-    items.clone_from_slice(&merged);
+    items.clone_from_slice(merged);
+    merged.clear();
 }
 
 #[cfg(test)]

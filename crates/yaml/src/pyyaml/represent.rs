@@ -89,13 +89,13 @@ pub fn dump(v: &Yaml, opts: &DumpOptions) -> String {
     )
 }
 
-fn scalar(tag: &str, value: String, style: Option<ScalarStyle>) -> EmitEvent {
+fn scalar(tag: &str, value: String, style: Option<ScalarStyle>) -> EmitEvent<'static> {
     // The serializer's implicit pair: does the plain text resolve back to the tag, and is
     // the tag the default one for quoted text?
     let plain_implicit = resolve_plain(&value) == tag;
     EmitEvent::Scalar(ScalarEvent {
         tag: Some(tag.to_string()),
-        value,
+        value: value.into(),
         plain_implicit,
         quoted_implicit: tag == STR,
         style: Some(style.unwrap_or(ScalarStyle::Plain)),
