@@ -386,6 +386,10 @@ pub struct PostgresClusterStatus {
     /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The PostgreSQL major the cluster's data was made with, recorded by the first cycle
+    /// that accepts the spec: a `spec.version` that differs is refused (no major upgrades).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i32>,
     /// True while `spec.paused` is set and the operator reconciles nothing.
     #[serde(default)]
     pub control_paused: bool,

@@ -12,8 +12,8 @@ use bosun_bookstore::quantity;
 use kube::ResourceExt;
 
 use crate::api::{
-    AntiAffinity, BackupStore, PodPolicy, PostgresCluster, MAX_SIZE, MAX_VERSION, MIN_SIZE,
-    MIN_VERSION,
+    AntiAffinity, BackupStore, PodPolicy, PostgresCluster, PostgresClusterStatus, MAX_SIZE,
+    MAX_VERSION, MIN_SIZE, MIN_VERSION,
 };
 
 /// What the operator saw of the cluster as it runs; `None` where nothing exists yet.
@@ -23,6 +23,17 @@ pub struct Observed {
     pub version: Option<i32>,
     /// The smallest data volume's capacity, in bytes.
     pub storage_bytes: Option<u128>,
+}
+
+impl Observed {
+    /// What the status recorded (the major the data was made with) and the data volumes'
+    /// smallest size.
+    pub fn of(status: Option<&PostgresClusterStatus>, storage_bytes: Option<u128>) -> Self {
+        Observed {
+            version: status.and_then(|s| s.version),
+            storage_bytes,
+        }
+    }
 }
 
 /// Everything the operator needs from a valid PostgresCluster.

@@ -1435,6 +1435,47 @@ async fn storage_grows_every_claim_or_says_why_not_and_never_shrinks() {
             );
         }
     }
+
+    // A major-version change of the running cluster is refused: a condition and an Event,
+    // the pods keep their image; set back, it is healthy again.
+    e.patch("grow", serde_json::json!({"version": 16})).await;
+    let s = e
+        .status_until("grow", "the major upgrade refused", |s| {
+            condition(s, "Ready").is_some_and(|c| c.reason == "MajorUpgradeUnsupported")
+        })
+        .await;
+    assert_eq!(s.version, Some(15));
+    let ready = condition(&s, "Ready").expect("Ready");
+    assert!(
+        ready.message.contains("set spec.version back to 15"),
+        "{}",
+        ready.message
+    );
+    assert!(has_event(&admin, &e.ns, "grow", "MajorUpgradeUnsupported").await);
+    let pods = e
+        .pods
+        .list(&kube::api::ListParams::default().labels("postgres.lukeb0nd.com/cluster=grow"))
+        .await
+        .expect("pods");
+    assert_eq!(pods.items.len(), 2);
+    for p in &pods.items {
+        let images: Vec<_> = p
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .map(|c| c.image.as_deref())
+            .collect();
+        assert!(
+            images.iter().all(|i| *i == Some("postgres:15")),
+            "{}: {images:?}",
+            p.name_any()
+        );
+    }
+    e.patch("grow", serde_json::json!({"version": 15})).await;
+    e.status_until("grow", "Ready again once set back", |s| {
+        condition(s, "Ready").is_some_and(|c| c.status == "True")
+    })
+    .await;
 }
 
 /// A file above the part size goes up as a multipart upload (S3 gives the object an ETag

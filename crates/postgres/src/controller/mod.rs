@@ -190,10 +190,10 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         Api::namespaced(ctx.client.clone(), &pc.namespace().unwrap_or_default());
     let ns = pc.namespace().unwrap_or_default();
     let claims = observe::claims(&ctx.client, &ns, &pc.name_any()).await?;
-    let observed = Observed {
-        storage_bytes: storage::largest_request(&pc.name_any(), &claims),
-        ..Default::default()
-    };
+    let observed = Observed::of(
+        pc.status.as_ref(),
+        storage::largest_request(&pc.name_any(), &claims),
+    );
     let plan = match validate::plan(&pc, &observed) {
         Ok(p) => p,
         Err(invalid) => return refuse(&pc, &ctx, &api, &prev, invalid).await,
@@ -519,6 +519,10 @@ async fn refuse(
     invalid: validate::Invalid,
 ) -> Result<Requeue, Error> {
     let message = invalid.to_string();
+    let reason = match invalid {
+        validate::Invalid::MajorVersionChange { .. } => Reason::MajorUpgradeUnsupported,
+        _ => Reason::InvalidSpec,
+    };
     let mut desired = prev.clone();
     desired.phase = Some(Phase::Failed);
     desired.phase_reason = Some(message.clone());
@@ -533,7 +537,7 @@ async fn refuse(
         condition(
             "Ready",
             false,
-            Reason::InvalidSpec.as_str(),
+            reason.as_str(),
             message.clone(),
             pc.meta().generation,
         ),
@@ -549,7 +553,7 @@ async fn refuse(
             .publish(
                 &pc.object_ref(&()),
                 true,
-                Reason::InvalidSpec.as_str(),
+                reason.as_str(),
                 "Validate",
                 message,
             )

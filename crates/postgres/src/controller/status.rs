@@ -145,6 +145,8 @@ pub fn build(
         instances,
         latest_instance: latest,
         observed_generation: generation,
+        // Recorded once: a valid plan has the recorded major (see `validate::Observed::of`).
+        version: prev.version.or(Some(plan.version)),
         control_paused: plan.paused,
         backup: prev.backup.clone(),
         primary_lost_since,
@@ -276,6 +278,38 @@ mod tests {
 
     fn now() -> Timestamp {
         Timestamp::from_second(1_800_000_000).expect("time")
+    }
+
+    fn cluster_at(version: i32) -> crate::api::PostgresCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "pg", "namespace": "db"},
+            "spec": {"size": 2, "version": version},
+        }))
+        .expect("cluster")
+    }
+
+    #[test]
+    fn the_recorded_major_refuses_a_version_change_until_it_is_set_back() {
+        let first = plan(&cluster_at(15), &Observed::default()).expect("valid");
+        let seen = snapshot(&[(1, Some(state("pg-1", StateRole::Primary, true)))]);
+        let wait = Action::Wait(Wait::Healthy);
+        let s = build(&first, Some(1), &Default::default(), &seen, &wait, now());
+        assert_eq!(s.version, Some(15));
+        // What the next cycle observes of the cluster: the recorded major.
+        let observed = Observed::of(Some(&s), None);
+        assert_eq!(
+            plan(&cluster_at(16), &observed),
+            Err(crate::validate::Invalid::MajorVersionChange {
+                running: 15,
+                wanted: 16
+            })
+        );
+        let back = plan(&cluster_at(15), &observed).expect("set back: valid");
+        assert_eq!(back.image, "postgres:15");
+        // Kept, never replaced by the spec's.
+        let again = build(&back, Some(3), &s, &seen, &wait, now());
+        assert_eq!(again.version, Some(15));
     }
 
     #[test]
