@@ -44,7 +44,7 @@ fn verbs(rules: &[PolicyRule], group: &str, resource: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_seed_entry_loads_with_exact_rbac_and_an_open_crd() {
+fn the_seed_entry_loads_with_exact_rbac_and_a_crd_from_its_defaults() {
     let file = WatchesFile::load(&repo().join("examples/ansible-bookstore/watches.yaml"))
         .expect("watches");
     let opts = AnsibleOptions {
@@ -80,6 +80,34 @@ fn the_seed_entry_loads_with_exact_rbac_and_an_open_crd() {
         crd.metadata.name.as_deref(),
         Some("bookstores.charts.example.com")
     );
+    // The spec as the role's defaults describe it: camelCased, typed, open.
+    let v = serde_json::to_value(&crd.spec.versions[0].schema).expect("json");
+    let spec = &v["openAPIV3Schema"]["properties"]["spec"];
+    let open = "x-kubernetes-preserve-unknown-fields";
+    assert_eq!(spec[open], true, "{spec}");
+    let props = &spec["properties"];
+    let mut keys: Vec<&String> = props.as_object().expect("properties").keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["image", "metadata", "service"]);
+    for part in ["app", "mongodb"] {
+        let image = &props["image"]["properties"][part]["properties"];
+        for field in ["repository", "tag", "pullPolicy"] {
+            assert_eq!(
+                image[field]["type"], "string",
+                "image.{part}.{field}: {spec}"
+            );
+        }
+        assert_eq!(
+            props["service"]["properties"][part]["properties"]["type"]["description"],
+            "Default: \"ClusterIP\""
+        );
+    }
+    // Its default is a Jinja expression (the CR's own namespace): any type.
+    let ns = &props["metadata"]["properties"]["namespace"];
+    assert_eq!(ns[open], true, "{ns}");
+    assert!(ns.get("type").is_none(), "{ns}");
+    let status = &v["openAPIV3Schema"]["properties"]["status"];
+    assert_eq!(status[open], true);
 }
 
 #[test]
