@@ -250,42 +250,47 @@ fn the_example_watches_bundles_pass() {
     }
 }
 
+/// `init` then `create api` in `dir`, `edit` (the user's work), a base CSV, then `bosun
+/// bundle` as the Makefile's `bundle` runs it: the bundle passes, and its CSV is returned.
+fn bundle_scaffolded(
+    dir: &Path,
+    package: &str,
+    init: &[&str],
+    api: &[&str],
+    edit: impl FnOnce(&Path),
+) -> Value {
+    let mut args = vec!["init", "--domain", "example.com", "--project-name", package];
+    args.extend(init);
+    ok(dir, &args);
+    let mut args = vec!["create", "api"];
+    args.extend(api);
+    ok(dir, &args);
+    edit(dir);
+    assert!(std::fs::read_to_string(dir.join("Makefile"))
+        .expect("Makefile")
+        .contains("$(BOSUN) bundle --watches watches.yaml"));
+    write_base(
+        &dir.join(format!(
+            "config/manifests/bases/{package}.clusterserviceversion.yaml"
+        )),
+        package,
+    );
+    ok(dir, &["bundle", "--watches", "watches.yaml"]);
+    validate_passes(dir);
+    csv(dir, package)
+}
+
 #[test]
 fn a_scaffolded_project_bundles_from_its_own_files() {
     let dir = tempfile::tempdir().expect("dir");
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter");
-    ok(
+    let csv = bundle_scaffolded(
         dir.path(),
-        &[
-            "init",
-            "--plugins",
-            "helm",
-            "--domain",
-            "example.com",
-            "--project-name",
-            "greeter-operator",
-        ],
-    );
-    ok(
-        dir.path(),
-        &[
-            "create",
-            "api",
-            "--helm-chart",
-            chart.to_str().expect("utf8"),
-        ],
-    );
-    assert!(std::fs::read_to_string(dir.path().join("Makefile"))
-        .expect("Makefile")
-        .contains("$(BOSUN) bundle --watches watches.yaml"));
-    write_base(
-        &dir.path()
-            .join("config/manifests/bases/greeter-operator.clusterserviceversion.yaml"),
         "greeter-operator",
+        &["--plugins", "helm"],
+        &["--helm-chart", chart.to_str().expect("utf8")],
+        |_| {},
     );
-    ok(dir.path(), &["bundle", "--watches", "watches.yaml"]);
-    validate_passes(dir.path());
-    let csv = csv(dir.path(), "greeter-operator");
     assert_eq!(
         csv["metadata"]["annotations"]["operators.operatorframework.io/project_layout"],
         "helm.sdk.operatorframework.io/v1"
@@ -294,6 +299,48 @@ fn a_scaffolded_project_bundles_from_its_own_files() {
         .as_str()
         .expect("examples");
     assert!(examples.contains("Greeter"), "{examples}");
+}
+
+/// The generated role's defaults hold the sample's spec, so its CRD describes it; the role is
+/// given a task creating a ConfigMap (the scorecard wants the kinds a CRD's operator creates).
+#[test]
+fn a_scaffolded_ansible_project_bundles_from_its_own_files() {
+    let dir = tempfile::tempdir().expect("dir");
+    let csv = bundle_scaffolded(
+        dir.path(),
+        "parrot-operator",
+        &["--plugins", "ansible"],
+        &[
+            "--group",
+            "cache",
+            "--version",
+            "v1alpha1",
+            "--kind",
+            "Parrot",
+            "--generate-role",
+        ],
+        |dir| {
+            std::fs::write(
+                dir.join("roles/parrot/tasks/main.yml"),
+                "- kubernetes.core.k8s:\n    definition:\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {name: \"{{ ansible_operator_meta.name }}\", namespace: \"{{ ansible_operator_meta.namespace }}\"}\n      data: {words: \"{{ foo }}\"}\n",
+            )
+            .expect("the role's task");
+        },
+    );
+    assert_eq!(
+        csv["metadata"]["annotations"]["operators.operatorframework.io/project_layout"],
+        "ansible.sdk.operatorframework.io/v1"
+    );
+    let crd = docs(
+        &std::fs::read_to_string(
+            dir.path()
+                .join("bundle/manifests/cache.example.com_parrots.yaml"),
+        )
+        .expect("the bundle's CRD"),
+    )
+    .remove(0);
+    let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["properties"]["foo"]["type"], "string", "{spec}");
 }
 
 /// The error lines of a failing validation (exit code 1).
