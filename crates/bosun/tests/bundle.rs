@@ -639,33 +639,34 @@ impl Installed {
     /// while the operator runs (to remove its finalizers), then the operator, then the CRDs.
     async fn uninstall(mut self) {
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-        use kube::api::{Api, DeleteParams, DynamicObject};
+        use kube::api::{Api, DynamicObject};
         for (ar, name) in &self.examples {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.admin.clone(), &self.target, ar);
-            api.delete(name, &DeleteParams::default())
-                .await
-                .expect("delete the example");
-            let gone = bosun_testenv::eventually(60, || async {
-                api.get_opt(name).await.ok()?.is_none().then_some(())
-            })
-            .await;
-            assert!(gone.is_some(), "{} {name} was not deleted", ar.kind);
+            delete_and_wait(&api, name, &ar.kind).await;
         }
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
         let api = Api::<CustomResourceDefinition>::all(self.admin.clone());
         for crd in &self.crds {
-            api.delete(crd, &DeleteParams::default())
-                .await
-                .expect("delete the CRD");
-            let gone = bosun_testenv::eventually(60, || async {
-                api.get_opt(crd).await.ok()?.is_none().then_some(())
-            })
-            .await;
-            assert!(gone.is_some(), "CRD {crd} was not deleted");
+            delete_and_wait(&api, crd, "CRD").await;
         }
     }
+}
+
+/// Deletes `name` and waits until it is gone.
+async fn delete_and_wait<K>(api: &kube::Api<K>, name: &str, what: &str)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.delete(name, &kube::api::DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete {what} {name}: {e}"));
+    let gone = bosun_testenv::eventually(60, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "{what} {name} was not deleted");
 }
 
 /// The coded BookStore (charts.example.com/v1) and the Helm example's (v1alpha1) are one
@@ -698,24 +699,39 @@ async fn the_scaffolded_bundle_installs_as_olm_would_and_its_examples_get_ready(
     assert_eq!(installed.examples.len(), 1);
 }
 
+/// `bosun bundle ARGS` in a new directory (the bundle's), then [`install_as_olm`].
+async fn bundle_and_install(
+    args: &[&str],
+    package: &str,
+    watches: Option<&Path>,
+    node: Node,
+) -> (tempfile::TempDir, Installed) {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut all = vec!["bundle"];
+    all.extend(args);
+    ok(dir.path(), &all);
+    let installed = install_as_olm(dir.path(), package, watches, node).await;
+    (dir, installed)
+}
+
+/// The coded `operators`' bundle, their examples from deploy/samples, installed.
+async fn coded_bundle_installed(operators: &str, node: Node) -> (tempfile::TempDir, Installed) {
+    let samples = repo().join("deploy/samples");
+    let args = [
+        &format!("--operators={operators}"),
+        "--samples",
+        samples.to_str().expect("utf8"),
+    ];
+    bundle_and_install(&args, "bosun", None, node).await
+}
+
 /// The coded operators' bundle: the seed's BookStore and MyOwnShell from deploy/samples.
 /// PostgresCluster's examples need the process-mode node agent (below, a bundle of its own);
 /// VmGroup's needs a vCenter (vcsim), left to its operator's own e2e tests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_coded_operators_bundle_installs_as_olm_would_and_its_examples_get_ready() {
-    let dir = tempfile::tempdir().expect("dir");
-    let samples = repo().join("deploy/samples");
-    ok(
-        dir.path(),
-        &[
-            "bundle",
-            "--operators=bookstore,myownshell",
-            "--samples",
-            samples.to_str().expect("utf8"),
-        ],
-    );
     let _turn = BOOKSTORE_CRD.lock().await;
-    let installed = install_as_olm(dir.path(), "bosun", None, Node::Simulated).await;
+    let (_dir, installed) = coded_bundle_installed("bookstore,myownshell", Node::Simulated).await;
     let kinds: Vec<&str> = installed
         .examples
         .iter()
@@ -728,29 +744,19 @@ async fn the_coded_operators_bundle_installs_as_olm_would_and_its_examples_get_r
 /// The Helm example's bundle (examples/helm-bookstore), its sample from config/samples.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_helm_example_bundle_installs_as_olm_would_and_its_examples_get_ready() {
-    let dir = tempfile::tempdir().expect("dir");
-    let watches = repo().join("examples/helm-bookstore/watches.yaml");
-    ok(
-        dir.path(),
-        &[
-            "bundle",
-            "--watches",
-            watches.to_str().expect("utf8"),
-            "--package",
-            "bookstore-operator",
-            "--output-dir",
-            dir.path().to_str().expect("utf8"),
-        ],
-    );
-    let _turn = BOOKSTORE_CRD.lock().await;
-    let watches = watches.canonicalize().expect("watches");
-    let installed = install_as_olm(
-        dir.path(),
+    let watches = repo()
+        .join("examples/helm-bookstore/watches.yaml")
+        .canonicalize()
+        .expect("watches");
+    let args = [
+        "--watches",
+        watches.to_str().expect("utf8"),
+        "--package",
         "bookstore-operator",
-        Some(&watches),
-        Node::Simulated,
-    )
-    .await;
+    ];
+    let _turn = BOOKSTORE_CRD.lock().await;
+    let (_dir, installed) =
+        bundle_and_install(&args, "bookstore-operator", Some(&watches), Node::Simulated).await;
     assert_eq!(installed.examples.len(), 1);
     installed.uninstall().await;
 }
@@ -760,18 +766,7 @@ async fn the_helm_example_bundle_installs_as_olm_would_and_its_examples_get_read
 /// by the process-mode node agent, bosun's instance manager in the pods.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_postgres_bundle_installs_as_olm_would_and_its_examples_get_ready() {
-    let dir = tempfile::tempdir().expect("dir");
-    let samples = repo().join("deploy/samples");
-    ok(
-        dir.path(),
-        &[
-            "bundle",
-            "--operators=postgres",
-            "--samples",
-            samples.to_str().expect("utf8"),
-        ],
-    );
-    let installed = install_as_olm(dir.path(), "bosun", None, Node::Processes).await;
+    let (_dir, installed) = coded_bundle_installed("postgres", Node::Processes).await;
     let names: Vec<&str> = installed.examples.iter().map(|(_, n)| n.as_str()).collect();
     assert_eq!(names, ["postgres-backup", "postgres-sample"]);
 }
