@@ -305,3 +305,45 @@ fn playbook_entries_load_and_chart_entries_are_left_to_helm() {
         ["create", "get", "list", "patch", "watch"]
     );
 }
+
+/// The spec's properties of an entry's CRD.
+fn spec_properties(f: &WatchOperator<AnsibleFlavor>) -> serde_json::Value {
+    let v = serde_json::to_value(&f.flavor().crd().spec.versions[0].schema).expect("json");
+    v["openAPIV3Schema"]["properties"]["spec"]["properties"].clone()
+}
+
+/// The CRD follows each entry's `snakeCaseParameters`, and a playbook's is described by the
+/// roles it imports.
+#[test]
+fn the_crd_follows_snake_case_parameters_and_a_playbooks_roles() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    write(
+        d,
+        "roles/web/tasks/main.yml",
+        "- debug: {msg: \"{{ pull_policy }}\"}\n",
+    );
+    write(
+        d,
+        "roles/web/defaults/main.yml",
+        "pull_policy: Always\nreplica_count: 2\n",
+    );
+    write(
+        d,
+        "site.yml",
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - import_role: {name: web}\n",
+    );
+    let f = load(
+        d,
+        "- {group: test.bosun.dev, version: v1, kind: Camel, role: web}\n- {group: test.bosun.dev, version: v1, kind: Verbatim, role: web, snakeCaseParameters: false}\n- {group: test.bosun.dev, version: v1, kind: Book, playbook: site.yml}\n",
+    )
+    .expect("loads");
+    let camel = spec_properties(&f[0]);
+    assert_eq!(camel["pullPolicy"]["type"], "string", "{camel}");
+    assert_eq!(camel["replicaCount"]["type"], "integer", "{camel}");
+    assert!(camel.get("pull_policy").is_none(), "{camel}");
+    let verbatim = spec_properties(&f[1]);
+    assert_eq!(verbatim["pull_policy"]["type"], "string", "{verbatim}");
+    assert!(verbatim.get("pullPolicy").is_none(), "{verbatim}");
+    assert_eq!(spec_properties(&f[2]), camel, "the playbook imports web");
+}
