@@ -2,21 +2,32 @@
 //! open (`x-kubernetes-preserve-unknown-fields`: a role reads whatever the spec holds and
 //! `k8s_status` writes whatever it likes), the status subresource (conditions are written
 //! there, and a status write does not bump the generation that triggers a reconcile), and —
-//! bosun's addition — columns from the conditions: `Successful`, the `Failure` message (in
-//! `-o wide`) and the age.
+//! bosun's additions — the spec's properties described from the role's defaults
+//! ([`crate::spec_schema`]), and columns from the conditions: `Successful`, the `Failure`
+//! message (in `-o wide`) and the age.
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::GroupVersionKind;
 use serde_json::json;
 
 use bosun_watches::kinds::plural;
+use bosun_watches::schema::OPEN;
 
-const OPEN: &str = "x-kubernetes-preserve-unknown-fields";
-
+/// The CRD of `gvk`, reconciled by `runs` (`role x`), its spec described by `spec` (an open
+/// object, see [`crate::spec_schema::spec_schema`]).
 pub fn crd(
     gvk: &GroupVersionKind,
     runs: &str,
+    spec: serde_json::Value,
 ) -> Result<CustomResourceDefinition, serde_json::Error> {
     let plural = plural(&gvk.kind);
+    let mut spec = spec;
+    if let Some(o) = spec.as_object_mut() {
+        o.insert(
+            "description".into(),
+            json!("Passed to the role as variables (keys snake_cased unless snakeCaseParameters is false)."),
+        );
+        o.remove("nullable");
+    }
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -40,8 +51,7 @@ pub fn crd(
                         "apiVersion": {"type": "string"},
                         "kind": {"type": "string"},
                         "metadata": {"type": "object"},
-                        "spec": {"type": "object", OPEN: true,
-                                 "description": "Passed to the role as variables (keys snake_cased unless snakeCaseParameters is false)."},
+                        "spec": spec,
                         "status": {"type": "object", OPEN: true,
                                    "description": "Conditions Running, Successful and Failure (with ansibleResult), and what the role's k8s_status sets."}
                     }
@@ -61,6 +71,7 @@ mod tests {
         let c = crd(
             &GroupVersionKind::gvk("charts.example.com", "v1alpha1", "BookStore"),
             "role bookstore",
+            crate::spec_schema::spec_schema(None, true),
         )
         .expect("crd");
         assert_eq!(

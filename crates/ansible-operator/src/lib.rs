@@ -6,7 +6,8 @@
 //! * [`AnsibleFlavor::load`] loads the role or playbook (and the finalizer's) once per entry
 //!   at startup: anything outside the engine's subset is refused there, with its file:line;
 //! * [`reconcile`] runs it per custom resource, as ansible-operator's reconciler does;
-//! * [`scan`] reads which kinds the role touches, for [`rbac`]; [`crd`] is the open CRD;
+//! * [`scan`] reads which kinds the role touches, for [`rbac`]; [`crd`] is the CRD, its spec
+//!   described from the role's defaults ([`spec_schema`]);
 //! * [`bench`] measures convergence, writes and CPU for the benchmarks.
 //!
 //! # Differences from ansible-operator, and why
@@ -57,6 +58,7 @@ pub mod metrics;
 pub mod rbac;
 pub mod reconcile;
 pub mod scan;
+pub mod spec_schema;
 pub mod writes;
 
 use std::path::PathBuf;
@@ -327,11 +329,24 @@ impl AnsibleFlavor {
                 "RBAC: {gap}; grant what it needs with an extra Role bound to bosun's ServiceAccount"
             );
         }
-        let crd =
-            crd::crd(&entry.gvk, &describe(&entry.runner)).map_err(|source| LoadError::Crd {
+        // A stand-in role (real Ansible runs the entry, the native engine refused it) has no
+        // plays: its role is found as real Ansible finds it.
+        let dirs = match &fallback {
+            Some(f) if role.plays.is_empty() => {
+                spec_schema::target_dirs(&f.main, &f.collections_paths)
+            }
+            _ => spec_schema::role_dirs(&role),
+        };
+        let spec = spec_schema::spec_schema(
+            spec_schema::read_defaults(&dirs).as_ref(),
+            entry.ansible.snake_case_parameters,
+        );
+        let crd = crd::crd(&entry.gvk, &describe(&entry.runner), spec).map_err(|source| {
+            LoadError::Crd {
                 entry: entry.describe(),
                 source,
-            })?;
+            }
+        })?;
         let rbac = rbac::rbac(entry, &scan);
         Ok(AnsibleFlavor {
             role,

@@ -121,6 +121,34 @@ fn each_entry_gets_the_engine_it_needs() {
     }
 }
 
+/// An entry the native engine refuses still gets its CRD from its role's defaults, the role
+/// found as ansible-runner finds it.
+#[test]
+fn a_role_real_ansible_runs_describes_its_crd_from_its_defaults() {
+    let dir = tempfile::tempdir().expect("dir");
+    let role = dir.path().join("roles/shelly");
+    std::fs::create_dir_all(role.join("tasks")).expect("mkdir");
+    std::fs::create_dir_all(role.join("defaults")).expect("mkdir");
+    std::fs::write(
+        role.join("tasks/main.yml"),
+        "- command: echo {{ line_count }}\n",
+    )
+    .expect("tasks");
+    std::fs::write(role.join("defaults/main.yml"), "line_count: 3\n").expect("defaults");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Shell, role: shelly}\n",
+    );
+    let ops = load(&w, EngineFlag::Auto, Some(real_ansible())).expect("loads");
+    assert!(
+        ops[0].flavor().fallback.is_some(),
+        "runs under real Ansible"
+    );
+    let crd = serde_json::to_value(bosun_watches::Flavor::crd(ops[0].flavor())).expect("json");
+    let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["properties"]["lineCount"]["type"], "integer", "{spec}");
+}
+
 /// The fallback's RBAC is the entry's own kind only (the role's text is not read): the
 /// test grants the ConfigMaps the role manages, as a user would with an extra Role.
 async fn grant_config_maps(env: &Env) {

@@ -1,8 +1,9 @@
-//! Hostile specs through the whole operator: wrong types, huge strings, deep nesting,
-//! templates injected into the spec (loops, lookups, Python escapes, arithmetic bombs),
-//! attempts to read Secrets (the operator holds no right to) or missing files. Each ends in a reported status — `Successful` or
-//! `Failure` with a message — never a crash or a hang, and a well-formed object created
-//! after them still converges.
+//! Hostile specs through the whole operator: wrong types (refused by the CRD's schema where
+//! the role's defaults type them), huge strings, deep nesting, templates injected into the
+//! spec (loops, lookups, Python escapes, arithmetic bombs), attempts to read Secrets (the
+//! operator holds no right to) or missing files. Each ends in a reported status —
+//! `Successful` or `Failure` with a message — never a crash or a hang, and a well-formed
+//! object created after them still converges.
 mod support;
 
 use kube::api::{Api, DynamicObject, PostParams};
@@ -19,7 +20,11 @@ fn specs(ns: &str) -> Vec<Value> {
         image["app"]["repository"] = app_repo;
         json!({"metadata": {"namespace": ns}, "image": image, "service": services})
     };
-    let deep = (0..60).fold(json!("x"), |acc, _| json!({ "a": acc }));
+    // Kubernetes before 1.25 (the test control plane runs 1.20) merges the managed fields of
+    // an open subtree of a typed schema in time exponential in its depth
+    // (kubernetes-sigs/structured-merge-diff#222): 16 levels take ~0.1 s, 60 never end. The
+    // engine's own limits are tested deeper in crates/ansible.
+    let deep = (0..16).fold(json!("x"), |acc, _| json!({ "a": acc }));
     vec![
         json!({}),
         json!({"metadata": null}),
@@ -56,14 +61,10 @@ fn specs(ns: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_specs_are_reported_never_a_crash() {
     let env = env("ao-hostile").await;
-    let watches = repo().join("examples/ansible-bookstore/watches.yaml");
-    let ops = operators(&watches);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
-    let ar = resource("charts.example.com", "v1alpha1", "BookStore");
+    let (op, ar) = start_bookstore(&env).await;
     let bookstores: Api<DynamicObject> = Api::namespaced_with(env.admin.clone(), &env.ns, &ar);
     let mut created = Vec::new();
+    let mut refused = Vec::new();
     for (i, spec) in specs(&env.ns).into_iter().enumerate() {
         let obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "charts.example.com/v1alpha1", "kind": "BookStore",
@@ -71,14 +72,16 @@ async fn hostile_specs_are_reported_never_a_crash() {
         .expect("object");
         match bookstores.create(&PostParams::default(), &obj).await {
             Ok(o) => created.push(o.name_any()),
-            Err(e) => eprintln!("hostile-{i}: refused by the API server: {e}"),
+            Err(e) => {
+                eprintln!("hostile-{i}: refused by the API server: {e}");
+                refused.push(i);
+            }
         }
     }
-    assert!(
-        created.len() >= 20,
-        "{} hostile objects stored",
-        created.len()
-    );
+    // The CRD types the spec from the role's defaults: a value of another type than its
+    // default never reaches the role (an array or a string for `image` or `service`, an
+    // object for a repository, a number for a tag). The rest is the role's to report.
+    assert_eq!(refused, [6, 7, 9, 22], "{} stored", created.len());
 
     for name in &created {
         let o = wait_for(&env, &ar, name, 120, "a reported outcome", |o| {

@@ -44,7 +44,7 @@ fn verbs(rules: &[PolicyRule], group: &str, resource: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_seed_entry_loads_with_exact_rbac_and_an_open_crd() {
+fn the_seed_entry_loads_with_exact_rbac_and_a_crd_from_its_defaults() {
     let file = WatchesFile::load(&repo().join("examples/ansible-bookstore/watches.yaml"))
         .expect("watches");
     let opts = AnsibleOptions {
@@ -80,6 +80,34 @@ fn the_seed_entry_loads_with_exact_rbac_and_an_open_crd() {
         crd.metadata.name.as_deref(),
         Some("bookstores.charts.example.com")
     );
+    // The spec as the role's defaults describe it: camelCased, typed, open.
+    let v = serde_json::to_value(&crd.spec.versions[0].schema).expect("json");
+    let spec = &v["openAPIV3Schema"]["properties"]["spec"];
+    let open = "x-kubernetes-preserve-unknown-fields";
+    assert_eq!(spec[open], true, "{spec}");
+    let props = &spec["properties"];
+    let mut keys: Vec<&String> = props.as_object().expect("properties").keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["image", "metadata", "service"]);
+    for part in ["app", "mongodb"] {
+        let image = &props["image"]["properties"][part]["properties"];
+        for field in ["repository", "tag", "pullPolicy"] {
+            assert_eq!(
+                image[field]["type"], "string",
+                "image.{part}.{field}: {spec}"
+            );
+        }
+        assert_eq!(
+            props["service"]["properties"][part]["properties"]["type"]["description"],
+            "Default: \"ClusterIP\""
+        );
+    }
+    // Its default is a Jinja expression (the CR's own namespace): any type.
+    let ns = &props["metadata"]["properties"]["namespace"];
+    assert_eq!(ns[open], true, "{ns}");
+    assert!(ns.get("type").is_none(), "{ns}");
+    let status = &v["openAPIV3Schema"]["properties"]["status"];
+    assert_eq!(status[open], true);
 }
 
 #[test]
@@ -276,4 +304,46 @@ fn playbook_entries_load_and_chart_entries_are_left_to_helm() {
         verbs(&f[0].flavor().rbac().namespaced, "", "configmaps"),
         ["create", "get", "list", "patch", "watch"]
     );
+}
+
+/// The spec's properties of an entry's CRD.
+fn spec_properties(f: &WatchOperator<AnsibleFlavor>) -> serde_json::Value {
+    let v = serde_json::to_value(&f.flavor().crd().spec.versions[0].schema).expect("json");
+    v["openAPIV3Schema"]["properties"]["spec"]["properties"].clone()
+}
+
+/// The CRD follows each entry's `snakeCaseParameters`, and a playbook's is described by the
+/// roles it imports.
+#[test]
+fn the_crd_follows_snake_case_parameters_and_a_playbooks_roles() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    write(
+        d,
+        "roles/web/tasks/main.yml",
+        "- debug: {msg: \"{{ pull_policy }}\"}\n",
+    );
+    write(
+        d,
+        "roles/web/defaults/main.yml",
+        "pull_policy: Always\nreplica_count: 2\n",
+    );
+    write(
+        d,
+        "site.yml",
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - import_role: {name: web}\n",
+    );
+    let f = load(
+        d,
+        "- {group: test.bosun.dev, version: v1, kind: Camel, role: web}\n- {group: test.bosun.dev, version: v1, kind: Verbatim, role: web, snakeCaseParameters: false}\n- {group: test.bosun.dev, version: v1, kind: Book, playbook: site.yml}\n",
+    )
+    .expect("loads");
+    let camel = spec_properties(&f[0]);
+    assert_eq!(camel["pullPolicy"]["type"], "string", "{camel}");
+    assert_eq!(camel["replicaCount"]["type"], "integer", "{camel}");
+    assert!(camel.get("pull_policy").is_none(), "{camel}");
+    let verbatim = spec_properties(&f[1]);
+    assert_eq!(verbatim["pull_policy"]["type"], "string", "{verbatim}");
+    assert!(verbatim.get("pullPolicy").is_none(), "{verbatim}");
+    assert_eq!(spec_properties(&f[2]), camel, "the playbook imports web");
 }

@@ -1,8 +1,9 @@
-//! Seed 000's Ansible-based BookStore, unchanged: its `watches.yaml`, its role and its sample
-//! CR (which names the `default` namespace, in its metadata and in its spec) — the four
-//! objects created and owned as ansible-operator owns them, updated on a spec change, a
-//! deleted child repaired, the status conditions, and a restart over the converged CR that
-//! sends no write at all.
+//! Seed 000's Ansible-based BookStore: its `watches.yaml`, its role (with the defaults
+//! examples/ansible-bookstore adds, which the sample's spec overrides) and its sample CR
+//! (which names the `default` namespace, in its metadata and in its spec) — the four objects
+//! created and owned as ansible-operator owns them, updated on a spec change, a deleted child
+//! repaired, the status conditions, and a restart over the converged CR that sends no write
+//! at all.
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -92,11 +93,7 @@ async fn seed_role_creates_updates_repairs_and_restarts_without_writes() {
     )
     .await;
     let watches = repo().join("examples/ansible-bookstore/watches.yaml");
-    let ops = operators(&watches);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
-    let ar = resource("charts.example.com", "v1alpha1", "BookStore");
+    let (op, ar) = start_bookstore(&env).await;
     let bs = api(&env, &ar)
         .create(&PostParams::default(), &cr)
         .await

@@ -5,31 +5,20 @@
 //! The spec's schema comes from the chart's `values.schema.json` when it has one (JSON
 //! Schema turned into a structural OpenAPI v3 schema: what Kubernetes cannot express —
 //! `$ref`, `oneOf`/`anyOf`/`allOf`, `patternProperties`, `if` — leaves that node open),
-//! else it is inferred from values.yaml: each key typed as its default, its default in the
-//! description, every object open to keys the chart does not list (subchart values, extra
+//! else it is inferred from values.yaml ([`bosun_watches::schema`], shared with the Ansible
+//! flavour, which infers from a role's defaults): each key typed as its default, its default
+//! in the description, every object open to keys the chart does not list (subchart values, extra
 //! labels), and every field nullable (a `null` removes the chart's default, as in Helm).
 use bosun_helm::value::Data;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::GroupVersionKind;
 use serde_json::{json, Map, Value};
 
-const OPEN: &str = "x-kubernetes-preserve-unknown-fields";
+// Inferring a schema from default values is shared with the Ansible flavour.
+use bosun_watches::schema::{open_object, spec_of_defaults, OPEN};
 
 /// `kind` → plural as operator-sdk's scaffolding (flect) does for common English.
 pub use bosun_watches::kinds::plural;
-
-fn describe_default(v: &Value) -> String {
-    let mut s = serde_json::to_string(v).unwrap_or_default();
-    if s.len() > 120 {
-        let mut cut = 117;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push_str("...");
-    }
-    format!("Default: {s}")
-}
 
 /// A chart value as JSON.
 pub fn data_json(d: &Data) -> Value {
@@ -44,54 +33,6 @@ pub fn data_json(d: &Data) -> Value {
         Data::List(l) => Value::Array(l.iter().map(data_json).collect()),
         Data::Map(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), data_json(v))).collect()),
     }
-}
-
-/// The schema of a value inferred from its default.
-pub fn infer(v: &Value) -> Value {
-    let mut s = match v {
-        Value::Null => json!({ OPEN: true }),
-        Value::Bool(_) => json!({"type": "boolean"}),
-        Value::Number(n) if n.is_i64() || n.is_u64() => json!({"type": "integer"}),
-        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
-            // values.yaml numbers are float64 in Helm; a whole one is meant as an integer
-            // often (replicas, ports) but may be given as 1.5 elsewhere: accept both.
-            json!({"type": "number"})
-        }
-        Value::Number(_) => json!({"type": "number"}),
-        Value::String(_) => json!({"type": "string"}),
-        Value::Array(items) => {
-            let first = items.first().map(infer);
-            let same = first
-                .as_ref()
-                .is_some_and(|f| items.iter().all(|i| infer(i).get("type") == f.get("type")));
-            let item = match first {
-                Some(f) if same && f.get("type").is_some() => strip_description(f),
-                _ => json!({ OPEN: true }),
-            };
-            json!({"type": "array", "items": item})
-        }
-        Value::Object(m) => {
-            let props: Map<String, Value> = m.iter().map(|(k, v)| (k.clone(), infer(v))).collect();
-            let mut o = json!({"type": "object", OPEN: true});
-            if !props.is_empty() {
-                o["properties"] = Value::Object(props);
-            }
-            o
-        }
-    };
-    if let Some(o) = s.as_object_mut() {
-        o.insert("description".into(), json!(describe_default(v)));
-        o.insert("nullable".into(), json!(true));
-    }
-    s
-}
-
-fn strip_description(mut v: Value) -> Value {
-    if let Some(o) = v.as_object_mut() {
-        o.remove("description");
-        o.remove("nullable");
-    }
-    v
 }
 
 /// A JSON Schema (draft 4-7, as `values.schema.json` is written) as a structural OpenAPI v3
@@ -281,22 +222,8 @@ pub fn crd(
 /// The spec schema of a chart: its `values.schema.json`, else inferred from its values.
 pub fn spec_schema(values: &Data, json_schema: Option<&Value>) -> Value {
     match json_schema {
-        Some(s) => {
-            let mut v = from_json_schema(s);
-            if let Some(o) = v.as_object_mut() {
-                o.insert("type".into(), json!("object"));
-                o.insert(OPEN.into(), json!(true));
-            }
-            v
-        }
-        None => {
-            let mut v = infer(&data_json(values));
-            if let Some(o) = v.as_object_mut() {
-                o.insert("type".into(), json!("object"));
-                o.insert(OPEN.into(), json!(true));
-            }
-            v
-        }
+        Some(s) => open_object(from_json_schema(s)),
+        None => spec_of_defaults(&data_json(values)),
     }
 }
 
@@ -316,26 +243,6 @@ mod tests {
         ] {
             assert_eq!(plural(k), p);
         }
-    }
-
-    #[test]
-    fn inferred_schema_types_defaults_and_stays_open() {
-        let values = json!({"replicaCount": 1.0, "image": {"app": {"tag": "latest"}}, "nodeSelector": {}, "tolerations": [], "ports": [80, 443], "enabled": true, "maybe": null});
-        let s = infer(&values);
-        assert_eq!(s["type"], "object");
-        assert_eq!(s[OPEN], true);
-        let p = &s["properties"];
-        assert_eq!(p["replicaCount"]["type"], "number");
-        assert_eq!(p["replicaCount"]["description"], "Default: 1.0");
-        assert_eq!(
-            p["image"]["properties"]["app"]["properties"]["tag"]["type"],
-            "string"
-        );
-        assert_eq!(p["nodeSelector"][OPEN], true);
-        assert_eq!(p["tolerations"]["items"][OPEN], true);
-        assert_eq!(p["ports"]["items"]["type"], "integer");
-        assert_eq!(p["enabled"]["nullable"], true);
-        assert_eq!(p["maybe"][OPEN], true);
     }
 
     #[test]
@@ -377,7 +284,7 @@ mod tests {
     fn crd_has_status_and_columns() {
         let c = crd(
             &GroupVersionKind::gvk("charts.example.com", "v1alpha1", "BookStore"),
-            infer(&json!({})),
+            spec_of_defaults(&json!({})),
             "values",
         )
         .expect("crd");

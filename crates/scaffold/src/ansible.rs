@@ -34,10 +34,15 @@ fn role(kind: &str) -> Tree {
     let r = format!("roles/{lower}");
     t.put(
         format!("{r}/README.md"),
-        format!("{kind}\n{}\n\nThe role bosun runs for every {kind} custom resource: its spec's fields are the\nrole's variables (in snake_case), and `ansible_operator_meta.name` and\n`ansible_operator_meta.namespace` name the resource.\n\nRole Variables\n--------------\n\nDefaults are in defaults/main.yml.\n", "=".repeat(kind.len())),
+        format!("{kind}\n{}\n\nThe role bosun runs for every {kind} custom resource: its spec's fields are the\nrole's variables (in snake_case), and `ansible_operator_meta.name` and\n`ansible_operator_meta.namespace` name the resource.\n\nRole Variables\n--------------\n\nDefaults are in defaults/main.yml: the CRD's spec is described from them.\n", "=".repeat(kind.len())),
+    );
+    // The sample's spec, as the role reads it: bosun describes the CRD's spec from the
+    // defaults (operator-sdk's file holds only its comment, and its CRD is open).
+    t.put(
+        format!("{r}/defaults/main.yml"),
+        format!("---\n# defaults file for {kind}\n# Each variable is a field of the {kind} spec (camelCased there: `pull_policy` is\n# `pullPolicy`), typed in the CRD `make manifests` writes by its default here.\nfoo: bar\n"),
     );
     for (dir, what) in [
-        ("defaults", "defaults"),
         ("handlers", "handlers"),
         ("tasks", "tasks"),
         ("vars", "vars"),

@@ -7,17 +7,20 @@
 //! Without the registry binary the tests say so and skip, except in CI (`CI=true`), where its
 //! absence fails them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+mod support;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bosun_scaffold::commands::{self, ApiOptions, InitOptions};
-use bosun_scaffold::{Derive, Derived, Plugin};
+use bosun_scaffold::Plugin;
 use sha2::{Digest, Sha256};
+use support::{files, NoDerive};
 
 const CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
 const HELM_CONFIG: &str = "application/vnd.cncf.helm.config.v1+json";
@@ -626,18 +629,6 @@ fn versions_are_chosen_as_helm_chooses_them() {
     assert_eq!(chart_version(&api(&via_repo)), "0.9.0");
 }
 
-struct NoDerive;
-
-impl Derive for NoDerive {
-    fn derive(
-        &self,
-        _: Option<&Path>,
-        _: &str,
-    ) -> Result<Derived, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(Derived::default())
-    }
-}
-
 fn project(chart: &str) -> (tempfile::TempDir, BTreeMap<String, Vec<u8>>) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("tiny-operator");
@@ -646,32 +637,17 @@ fn project(chart: &str) -> (tempfile::TempDir, BTreeMap<String, Vec<u8>>) {
         domain: Some("example.com".into()),
         ..Default::default()
     };
-    commands::init(&dir, Plugin::Helm, &init, &NoDerive).unwrap();
-    commands::create_api(&dir, None, &opts(chart, None), &NoDerive)
+    commands::init(&dir, Plugin::Helm, &init, &NoDerive::Empty).unwrap();
+    commands::create_api(&dir, None, &opts(chart, None), &NoDerive::Empty)
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut files = BTreeMap::new();
-    for entry in walk(&dir) {
-        let rel = entry
-            .strip_prefix(&dir)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        files.insert(rel, std::fs::read(&entry).unwrap());
-    }
+    let files = files(&dir)
+        .into_iter()
+        .map(|rel| {
+            let bytes = std::fs::read(dir.join(&rel)).unwrap();
+            (rel, bytes)
+        })
+        .collect();
     (tmp, files)
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// A project scaffolded from the registry is byte for byte the project scaffolded from the

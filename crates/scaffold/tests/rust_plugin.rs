@@ -2,24 +2,17 @@
 //! (nothing written when refused), and — ignored by default, run by CI as its own step — a
 //! scaffolded operator built against this workspace with its generated tests run on the test
 //! control plane.
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use bosun_scaffold::commands::{self, ApiOptions, InitOptions};
-use bosun_scaffold::{Derive, Derived, Plugin};
+use bosun_scaffold::Plugin;
+use support::{files, NoDerive};
 
 /// The Rust plugin derives nothing from a watches file: the CRDs and RBAC are the code's.
-struct NoDerive;
-
-impl Derive for NoDerive {
-    fn derive(
-        &self,
-        _: Option<&Path>,
-        _: &str,
-    ) -> Result<Derived, Box<dyn std::error::Error + Send + Sync>> {
-        Err("the rust plugin must not derive from a watches file".into())
-    }
-}
+const NO_DERIVE: NoDerive = NoDerive::Refuse;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -37,7 +30,7 @@ fn init(dir: &Path, project: &str) {
             project_name: Some(project.into()),
             bosun_source: Some(workspace()),
         },
-        &NoDerive,
+        &NO_DERIVE,
     )
     .expect("init");
 }
@@ -52,26 +45,7 @@ fn api(group: &str, version: &str, kind: &str) -> ApiOptions {
 }
 
 fn create(dir: &Path, opts: &ApiOptions) -> Result<Vec<String>, bosun_scaffold::Error> {
-    commands::create_api(dir, None, opts, &NoDerive)
-}
-
-/// Every file of the project, relative, sorted.
-fn files(dir: &Path) -> Vec<String> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).expect("ls").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                let rel = p.strip_prefix(root).expect("inside");
-                out.push(rel.to_string_lossy().into_owned());
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
-    out.sort();
-    out
+    commands::create_api(dir, None, opts, &NO_DERIVE)
 }
 
 #[test]
@@ -206,7 +180,7 @@ fn refusals_name_the_fix_and_write_nothing() {
         dir.path(),
         Some(Plugin::Helm),
         &api("cache", "v1", "Store"),
-        &NoDerive,
+        &NO_DERIVE,
     )
     .expect_err("another plugin")
     .to_string();
@@ -246,7 +220,7 @@ fn refusals_name_the_fix_and_write_nothing() {
         project_name: Some("shop".into()),
         ..Default::default()
     };
-    let err = commands::init(dir.path(), Plugin::Rust, &named, &NoDerive)
+    let err = commands::init(dir.path(), Plugin::Rust, &named, &NO_DERIVE)
         .expect_err("not empty")
         .to_string();
     assert!(err.contains("is not empty"), "{err}");
@@ -259,7 +233,7 @@ fn refusals_name_the_fix_and_write_nothing() {
             bosun_source: Some(empty.path().to_path_buf()),
             ..Default::default()
         },
-        &NoDerive,
+        &NO_DERIVE,
     )
     .expect_err("not a checkout")
     .to_string();
@@ -277,7 +251,7 @@ fn without_a_source_the_crates_are_this_version() {
             project_name: Some("shop".into()),
             ..Default::default()
         },
-        &NoDerive,
+        &NO_DERIVE,
     )
     .expect("init");
     let cargo = std::fs::read_to_string(dir.path().join("Cargo.toml")).expect("Cargo.toml");

@@ -78,6 +78,16 @@ pub fn operators(watches: &Path) -> Vec<Arc<dyn Operator>> {
         .collect()
 }
 
+/// The seed's BookStore (examples/ansible-bookstore), run in the test's namespace: its CRD
+/// installed, its RBAC granted; and the resource of its kind.
+pub async fn start_bookstore(env: &Env) -> (Running, ApiResource) {
+    let ops = operators(&repo().join("examples/ansible-bookstore/watches.yaml"));
+    install_crds(&env.admin, &ops).await;
+    grant(env, &ops, USER).await;
+    let op = start(env, ops, USER).await;
+    (op, resource("charts.example.com", "v1alpha1", "BookStore"))
+}
+
 /// A watches file written for one test (its text may name the test's namespace).
 pub fn watches(dir: &Path, text: &str) -> PathBuf {
     let p = dir.join("watches.yaml");

@@ -11,7 +11,7 @@ pub struct CrdArgs {
     #[arg(long, value_delimiter = ',')]
     pub operators: Option<Vec<String>>,
     /// An operator-sdk watches.yaml: a CRD per entry (from the chart's values.schema.json
-    /// or values.yaml; open for roles).
+    /// or values.yaml; from the defaults of roles).
     #[arg(long, visible_alias = "watches-file")]
     pub watches: Option<std::path::PathBuf>,
 }
