@@ -135,13 +135,15 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let cpu0 = op.cpu_seconds();
     tokio::time::sleep(Duration::from_secs(30)).await;
     let idle_cpu = op.cpu_seconds() - cpu0;
+    let (anon, file) = op.rss_split_mb();
     let steady = Row {
         case: "helm steady RSS and idle CPU (bosun)".into(),
         n,
         peak_rss_mb: op.rss_mb(),
         cpu_seconds: idle_cpu,
         note: format!(
-            "VmRSS idle; CPU seconds over 30 s idle ({:.1} % of a core)",
+            "VmRSS idle, of the bosun process alone: {anon:.1} MB anonymous + {file:.1} MB of \
+             the binary's pages; CPU seconds over 30 s idle ({:.1} % of a core)",
             idle_cpu / 30.0 * 100.0
         ),
         ..Default::default()

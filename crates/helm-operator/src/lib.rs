@@ -33,6 +33,7 @@ use bosun_runtime::rbac::Rbac;
 use bosun_watches::{Entry, Flavor, Host, Next, Runner, WatchOperator};
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::DynamicObject;
 use serde_json::{json, Value};
 
@@ -300,6 +301,12 @@ impl Flavor for HelmFlavor {
     /// text, which the reconcile parses back.
     fn slim_primary(&self) -> Option<fn(&mut DynamicObject)> {
         Some(bosun_watches::packed::pack)
+    }
+
+    /// Children's metadata is cached slimmed to what the reconcile reads
+    /// ([`objects::slim_meta`]).
+    fn slim_child_meta(&self) -> Option<fn(&mut ObjectMeta)> {
+        Some(objects::slim_meta)
     }
 
     fn full_kinds(&self) -> Option<FullKinds> {

@@ -13,6 +13,7 @@ pub fn is_workload(gvk: &GroupVersionKind) -> bool {
 
 /// What a child cache of a workload kind keeps: its status and its desired replicas.
 pub fn slim(obj: &mut DynamicObject) {
+    crate::objects::slim_meta(&mut obj.metadata);
     let replicas = obj.data.pointer("/spec/replicas").cloned();
     let status = obj.data.get("status").cloned();
     slim_into(obj, replicas, status);

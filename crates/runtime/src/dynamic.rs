@@ -161,6 +161,19 @@ pub(crate) fn fingerprint(meta: &ObjectMeta) -> u64 {
     h.finish()
 }
 
+/// A digest of the owned-field fingerprints a cache keeps beside an object (its
+/// `managedFields` summary; nothing without them): an edit of a field the operator wrote
+/// moves it even when the cache does not keep that field (a label dropped by
+/// [`DynamicChildren::set_slim_meta`]).
+fn owned_digest(cached: &ObjectMeta) -> u64 {
+    let mut h = DefaultHasher::new();
+    for e in cached.managed_fields.iter().flatten() {
+        e.manager.hash(&mut h);
+        e.fields_v1.as_ref().map(|f| f.0.to_string()).hash(&mut h);
+    }
+    h.finish()
+}
+
 /// The cache of one kind of children: metadata only, or (for kinds whose status an operator
 /// reads, such as workloads) objects slimmed by the operator's function.
 #[derive(Clone)]
@@ -245,6 +258,9 @@ struct Inner<P: Resource> {
     tasks: Mutex<Vec<AbortHandle>>,
     /// Whether a child seen for the first time triggers its owner.
     creates: Arc<AtomicBool>,
+    /// What a metadata-only cache keeps of each child's metadata (set once, before the first
+    /// cache starts; see [`DynamicChildren::set_slim_meta`]).
+    slim_meta: std::sync::OnceLock<fn(&mut ObjectMeta)>,
     /// Whether the primary kind is namespaced (a cluster-scoped owner is found without the
     /// child's namespace).
     primary_namespaced: Arc<AtomicBool>,
@@ -329,6 +345,7 @@ where
             caches: Default::default(),
             tasks: Default::default(),
             creates: Arc::new(AtomicBool::new(true)),
+            slim_meta: std::sync::OnceLock::new(),
             primary_namespaced: Arc::new(AtomicBool::new(true)),
         };
         (
@@ -371,6 +388,16 @@ where
     /// run when they appear, and a restart reconciles every primary object anyway.
     pub fn set_creates_trigger(&self, on: bool) {
         self.inner.creates.store(on, Ordering::Relaxed);
+    }
+
+    /// Drops what the operator never reads of a child's metadata before the metadata-only
+    /// caches store it (kinds cached in full are slimmed by [`FullKinds::slim`]). Set before
+    /// the first cache starts; a later call is ignored. A child's change still triggers its
+    /// owner when it moves anything kept, or (with the owned-field fingerprints of
+    /// [`DynamicChildren::new_with`]) a field the applier's manager owns, so an edit of a
+    /// dropped label the operator wrote is still repaired.
+    pub fn set_slim_meta(&self, slim: fn(&mut ObjectMeta)) {
+        let _ = self.inner.slim_meta.set(slim);
     }
 
     /// Tells the children that their primary kind is cluster-scoped (or namespaced, the
@@ -463,7 +490,7 @@ where
                         scoped(&inner.client),
                         ar.clone(),
                         &inner.selector,
-                        |_| {},
+                        inner.slim_meta.get().copied().unwrap_or(|_| {}),
                         applier,
                     ),
                     None => {
@@ -498,14 +525,12 @@ where
                 };
                 let meta = &meta;
                 let uid = meta.uid.clone().unwrap_or_default();
-                let present = seen_cache
-                    .meta(
-                        meta.namespace.as_deref().unwrap_or(""),
-                        meta.name.as_deref().unwrap_or(""),
-                    )
-                    .is_some();
-                let moved = if present {
-                    let fp = fingerprint(meta) ^ extra;
+                let cached = seen_cache.meta(
+                    meta.namespace.as_deref().unwrap_or(""),
+                    meta.name.as_deref().unwrap_or(""),
+                );
+                let moved = if let Some(cached) = &cached {
+                    let fp = fingerprint(meta) ^ extra ^ owned_digest(cached);
                     match seen.insert(uid, fp) {
                         Some(old) => old != fp,
                         None => creates.load(Ordering::Relaxed),

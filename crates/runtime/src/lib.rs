@@ -13,10 +13,12 @@
 //! * [`apply::Applier`] does server-side apply with one field manager and skips writes whose
 //!   desired state is already what the cache holds; [`status`] writes status only on change;
 //!   [`conditions`] keeps `lastTransitionTime` honest; [`events`] publishes Kubernetes Events;
+//! * [`client::client`] is the API client: kube's stack over a pool that lets idle connections go;
 //! * [`webhook`] serves admission and conversion webhooks over HTTPS for any operator.
 pub mod apply;
 pub mod auth;
 pub mod cache;
+pub mod client;
 pub mod conditions;
 pub mod controller;
 pub mod dynamic;

@@ -341,3 +341,61 @@ fn bosun_testenv_sum(text: &str, series: &str) -> f64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0)
 }
+
+/// Repeats of an event become one event's series (count and last time patched); an event
+/// about another related object is its own.
+#[tokio::test]
+async fn repeated_events_are_one_series() {
+    let cp = bosun_testenv::shared().await.expect("control plane");
+    let client = cp.client().await.expect("client");
+    let ns = test_namespace(&client, "events").await.expect("namespace");
+    let events = bosun_runtime::events::Events::new(client.clone(), "bosun-events-test");
+    let regarding = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: Some("subject".into()),
+        namespace: Some(ns.clone()),
+        ..Default::default()
+    };
+    for _ in 0..3 {
+        events
+            .publish(&regarding, true, "Stuck", "Reconcile", "still stuck")
+            .await;
+    }
+    let other = k8s_openapi::api::core::v1::ObjectReference {
+        name: Some("other".into()),
+        ..regarding.clone()
+    };
+    events
+        .publish_related(
+            &regarding,
+            Some(other),
+            false,
+            "Stuck",
+            "Reconcile",
+            "about other",
+        )
+        .await;
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let list = api.list(&Default::default()).await.expect("events");
+    let mut seen: Vec<(Option<String>, Option<i32>, Option<String>)> = list
+        .items
+        .iter()
+        .map(|e| {
+            (
+                e.type_.clone(),
+                e.series.as_ref().map(|s| s.count),
+                e.related.as_ref().and_then(|r| r.name.clone()),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            (Some("Normal".into()), None, Some("other".into())),
+            (Some("Warning".into()), Some(3), None),
+        ]
+    );
+    assert_eq!(events.open_series(), 2);
+}

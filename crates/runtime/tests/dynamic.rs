@@ -309,6 +309,84 @@ async fn dynamic_children_are_cached_and_trigger_their_owner() {
         .expect("cleanup");
 }
 
+/// Children cached with slimmed metadata (labels dropped, as the Helm flavour keeps them):
+/// another manager's edit of a label the operator wrote changes nothing the cache keeps
+/// (a custom resource's generation ignores metadata), yet it is drift the owner must repair,
+/// so it must trigger the owner (through the owned-field fingerprint).
+#[tokio::test]
+async fn an_edit_of_a_slimmed_owned_label_still_triggers_the_owner() {
+    let (client, ns, discovery, ar) = setup().await;
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let owner = widgets
+        .create(
+            &PostParams::default(),
+            &dynamic_widget(&ar, &ns, "owner", "x"),
+        )
+        .await
+        .expect("owner");
+    let applier = Applier::new("bosun-dyn-slim");
+    let (children, mut trigger) = DynamicChildren::<DynamicObject>::new_with(
+        client.clone(),
+        discovery.clone(),
+        std::slice::from_ref(&ns),
+        "app.kubernetes.io/managed-by=bosun-dyn-slim",
+        ar.clone(),
+        None,
+        Some(applier.clone()),
+    );
+    children.set_creates_trigger(false);
+    children.set_slim_meta(|m| {
+        m.labels = None;
+        m.annotations = None;
+    });
+    let mut child = dynamic_widget(&ar, &ns, "child", "y");
+    child.metadata.labels = Some(
+        [
+            (
+                "app.kubernetes.io/managed-by".to_string(),
+                "bosun-dyn-slim".to_string(),
+            ),
+            ("tier".to_string(), "a".to_string()),
+        ]
+        .into(),
+    );
+    child.metadata.owner_references = Some(vec![owner.controller_owner_ref(&ar).expect("ref")]);
+    applier
+        .apply_with(&widgets, &ar, &child, None)
+        .await
+        .expect("child");
+    let cache = children.cache(&widget_gvk()).await.expect("cache");
+    let cached = cache.meta(&ns, "child").expect("cached");
+    assert_eq!(cached.labels, None, "the cache keeps the slimmed metadata");
+    let generation = cached.generation;
+
+    widgets
+        .patch(
+            "child",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": "b"}}})),
+        )
+        .await
+        .expect("someone else's edit");
+    let got = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match trigger.next().await {
+                Some(r) if r.name == "owner" => return r,
+                Some(_) => continue,
+                None => panic!("trigger stream ended"),
+            }
+        }
+    })
+    .await
+    .expect("the edit of an owned label triggered the owner");
+    assert_eq!(got.namespace.as_deref(), Some(ns.as_str()));
+    assert_eq!(
+        cache.meta(&ns, "child").and_then(|m| m.generation),
+        generation,
+        "nothing the cache keeps moved"
+    );
+}
+
 // --- a whole operator over a DynamicObject kind ---
 
 struct DynCtx {

@@ -24,6 +24,7 @@ use bosun_runtime::status::StatusWriter;
 use bosun_runtime::{Primary, Wiring};
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::runtime::watcher;
@@ -78,6 +79,11 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     /// Child kinds cached with more than metadata (workloads whose status the flavour
     /// reads), and how they are slimmed.
     fn full_kinds(&self) -> Option<FullKinds> {
+        None
+    }
+    /// What child caches keep of each child's metadata (None: all but `managedFields`).
+    /// Kinds of [`Flavor::full_kinds`] are slimmed by its own function.
+    fn slim_child_meta(&self) -> Option<fn(&mut ObjectMeta)> {
         None
     }
     /// How the primary cache keeps each object (None: whole, but for `managedFields`). The
@@ -422,6 +428,9 @@ fn build_host<F: Flavor>(
         flavor.repairs_drift().then(|| applier.clone()),
     );
     children.set_creates_trigger(flavor.child_creates_trigger());
+    if let Some(slim) = flavor.slim_child_meta() {
+        children.set_slim_meta(slim);
+    }
     children.set_primary_namespaced(resolved.namespaced);
     let host = Arc::new(Host {
         flavor: flavor.clone(),

@@ -8,7 +8,6 @@ use bosun_runtime::manager::{shutdown_signal, Manager, ManagerConfig, Scope};
 use bosun_runtime::ratelimit::RateLimitLayer;
 use bosun_runtime::telemetry::{self, LogFormat};
 use clap::Args;
-use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -140,12 +139,8 @@ pub async fn client(
             .await
             .context("no cluster configured (in-cluster, KUBECONFIG or ~/.kube/config)")?,
     };
-    let builder = ClientBuilder::try_from(config)?;
-    Ok(if qps > 0.0 {
-        builder.with_layer(&RateLimitLayer::new(qps, burst)).build()
-    } else {
-        builder.build()
-    })
+    let rate = (qps > 0.0).then(|| RateLimitLayer::new(qps, burst));
+    Ok(bosun_runtime::client::client(config, rate)?)
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
