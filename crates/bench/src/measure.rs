@@ -254,11 +254,14 @@ impl Operator {
         self.uptime()
     }
 
-    /// Waits until the operator's reconcile count has not moved for `quiet`.
+    /// Waits until the operator's reconcile count has not moved for `quiet`, for at most two
+    /// minutes: an operator with a periodic resync (the Helm flavour's is one minute) whose
+    /// first reconciles were spread over more than a minute (a converge slowed by a loaded
+    /// machine) never pauses, and its resyncs are then its steady state.
     pub async fn wait_idle(&self, quiet: Duration) {
         let mut last = -1.0;
         let mut since = Instant::now();
-        let deadline = Instant::now() + Duration::from_secs(600);
+        let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
             let now = self
                 .metric("controller_runtime_reconcile_total{")
