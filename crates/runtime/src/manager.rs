@@ -234,14 +234,7 @@ impl Manager {
                     })?;
             }
         }
-        let trim = tokio::spawn(async {
-            loop {
-                tokio::time::sleep(crate::heap::TRIM_EVERY).await;
-                crate::heap::release_free();
-            }
-        });
         let result = self.run_inner(shutdown).await;
-        trim.abort();
         http_tasks.abort_all();
         result
     }
