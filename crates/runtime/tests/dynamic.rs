@@ -53,6 +53,23 @@ fn dynamic_widget(ar: &ApiResource, ns: &str, name: &str, value: &str) -> Dynami
     o
 }
 
+/// The Widgets of `ns`, and a Widget "owner" created there.
+async fn owner_widget(
+    client: &Client,
+    ns: &str,
+    ar: &ApiResource,
+) -> (Api<DynamicObject>, DynamicObject) {
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+    let owner = widgets
+        .create(
+            &PostParams::default(),
+            &dynamic_widget(ar, ns, "owner", "x"),
+        )
+        .await
+        .expect("owner");
+    (widgets, owner)
+}
+
 #[tokio::test]
 async fn apply_and_status_skip_no_op_writes_for_a_dynamic_kind() {
     let (client, ns, _, ar) = setup().await;
@@ -226,14 +243,7 @@ async fn children_are_watched_in_each_listed_namespace_and_no_other() {
 #[tokio::test]
 async fn dynamic_children_are_cached_and_trigger_their_owner() {
     let (client, ns, discovery, ar) = setup().await;
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-    let owner = widgets
-        .create(
-            &PostParams::default(),
-            &dynamic_widget(&ar, &ns, "owner", "x"),
-        )
-        .await
-        .expect("owner");
+    let (_, owner) = owner_widget(&client, &ns, &ar).await;
     let (children, mut trigger) = DynamicChildren::<DynamicObject>::new(
         client.clone(),
         discovery.clone(),
@@ -316,14 +326,7 @@ async fn dynamic_children_are_cached_and_trigger_their_owner() {
 #[tokio::test]
 async fn an_edit_of_a_slimmed_owned_label_still_triggers_the_owner() {
     let (client, ns, discovery, ar) = setup().await;
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-    let owner = widgets
-        .create(
-            &PostParams::default(),
-            &dynamic_widget(&ar, &ns, "owner", "x"),
-        )
-        .await
-        .expect("owner");
+    let (widgets, owner) = owner_widget(&client, &ns, &ar).await;
     let applier = Applier::new("bosun-dyn-slim");
     let (children, mut trigger) = DynamicChildren::<DynamicObject>::new_with(
         client.clone(),
