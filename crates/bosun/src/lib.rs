@@ -28,6 +28,8 @@ pub fn main(operators: Operators) -> std::process::ExitCode {
         eprintln!("bosun: {e}");
         return std::process::ExitCode::FAILURE;
     }
+    // Before the async runtime starts its threads (see the function's documentation).
+    bosun_runtime::heap::one_arena();
     let args = cli::Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
