@@ -31,7 +31,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{reflector, store::Writer, ObjectRef, Store};
+use kube::runtime::reflector::{reflector, store::Writer, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -128,28 +128,25 @@ where
         .flatten()
 }
 
-/// Watches `api` into a store, showing every event to `observe` (whole objects) and calling
-/// `slim` on every object before it is stored.
-fn watch_into<K>(
+/// The watch events of `api`, shown to `observe` (whole objects), each object as `slim`
+/// leaves it.
+fn watch_events<K>(
     api: Api<K>,
-    dyntype: K::DynamicType,
     cfg: watcher::Config,
-    deletes: bool,
     mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
     slim: impl FnMut(&mut K) + Send + 'static,
-) -> (Store<K>, ObjectStream<K>, Synced)
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    let events = watcher(api, cfg.page_size(LIST_PAGE))
+    watcher(api, cfg.page_size(LIST_PAGE))
         .backoff(WatchBackoff::default())
         .inspect(move |r| {
             if let Ok(ev) = r {
                 observe(ev)
             }
-        });
-    reflect_events(events.modify(slim), dyntype, deletes)
+        })
+        .modify(slim)
 }
 
 /// How long a failed watch waits before trying again: doubling from 0.5 s to 5 s, reset by
@@ -209,6 +206,132 @@ where
     (reader, Box::pin(stream), Synced(rx))
 }
 
+/// The store of a child cache: its objects keyed by namespace and name alone. kube-runtime's
+/// `Store` keys each object by an `ObjectRef`, which holds the kind's `ApiResource` (five
+/// strings, the same for every object of a cache), the namespace, the name, and the
+/// object's resourceVersion and UID: ≈0.6 KB a key in nine allocations, more than the
+/// slimmed metadata it points to (massif). Here a key is one string. Like kube-runtime's
+/// writer, a (re-)list is gathered aside and swapped in whole at its `InitDone`.
+pub(crate) struct Compact<T> {
+    inner: Arc<std::sync::RwLock<CompactInner<T>>>,
+}
+
+struct CompactInner<T> {
+    objects: HashMap<Box<str>, Arc<T>>,
+    /// The objects of a list in progress.
+    listing: Option<HashMap<Box<str>, Arc<T>>>,
+}
+
+impl<T> Clone for Compact<T> {
+    fn clone(&self) -> Self {
+        Compact {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+/// A store key: namespace and name ("" for cluster-scoped kinds), which neither contains.
+fn compact_key(namespace: &str, name: &str) -> Box<str> {
+    let mut k = String::with_capacity(namespace.len() + 1 + name.len());
+    k.push_str(namespace);
+    k.push('/');
+    k.push_str(name);
+    k.into_boxed_str()
+}
+
+impl<T: Resource> Compact<T> {
+    fn new() -> Self {
+        Compact {
+            inner: Arc::new(std::sync::RwLock::new(CompactInner {
+                objects: HashMap::new(),
+                listing: None,
+            })),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, CompactInner<T>> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, CompactInner<T>> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn key_of(o: &T) -> Box<str> {
+        let m = o.meta();
+        compact_key(
+            m.namespace.as_deref().unwrap_or(""),
+            m.name.as_deref().unwrap_or(""),
+        )
+    }
+
+    /// Applies one watch event, as kube-runtime's `Writer::apply_watcher_event` does.
+    fn apply(&self, ev: &watcher::Event<T>)
+    where
+        T: Clone,
+    {
+        let mut inner = self.write();
+        match ev {
+            watcher::Event::Apply(o) => {
+                inner.objects.insert(Self::key_of(o), Arc::new(o.clone()));
+            }
+            watcher::Event::Delete(o) => {
+                inner.objects.remove(&Self::key_of(o));
+            }
+            watcher::Event::Init => inner.listing = Some(HashMap::new()),
+            watcher::Event::InitApply(o) => {
+                let key = Self::key_of(o);
+                inner
+                    .listing
+                    .get_or_insert_with(HashMap::new)
+                    .insert(key, Arc::new(o.clone()));
+            }
+            watcher::Event::InitDone => {
+                if let Some(mut listed) = inner.listing.take() {
+                    listed.shrink_to_fit();
+                    inner.objects = listed;
+                }
+            }
+        }
+    }
+
+    /// One object (`namespace` empty for a cluster-scoped kind).
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
+        self.read().objects.get(&compact_key(namespace, name)).cloned()
+    }
+
+    /// Every object.
+    pub(crate) fn state(&self) -> Vec<Arc<T>> {
+        self.read().objects.values().cloned().collect()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.read().objects.len()
+    }
+}
+
+/// [`reflect_events`] into a [`Compact`] store.
+fn reflect_compact<T, S>(events: S, deletes: bool) -> (Compact<T>, ObjectStream<T>, Synced)
+where
+    T: Resource + Clone + Debug + Send + Sync + 'static,
+    S: Stream<Item = Result<watcher::Event<T>, watcher::Error>> + Send + 'static,
+{
+    let store = Compact::new();
+    let writer = store.clone();
+    let (tx, rx) = watch::channel(false);
+    let events = events.inspect(move |ev| {
+        if let Ok(ev) = ev {
+            writer.apply(ev);
+            if matches!(ev, watcher::Event::InitDone) {
+                let _ = tx.send(true);
+            }
+        }
+    });
+    let listed = store.clone();
+    let stream = triggers(events, deletes, move || listed.state());
+    (store, Box::pin(stream), Synced(rx))
+}
+
 /// The same event with its object mapped by `f`.
 fn map_event<A, B>(ev: watcher::Event<A>, f: &impl Fn(A) -> B) -> watcher::Event<B> {
     use watcher::Event::*;
@@ -257,10 +380,11 @@ where
     K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    watch_into(api, dyntype, cfg, false, observe, move |o: &mut K| {
+    let events = watch_events(api, cfg, observe, move |o: &mut K| {
         o.meta_mut().managed_fields = None;
         slim(o);
-    })
+    });
+    reflect_events(events, dyntype, false)
 }
 
 /// Objects per page of a watch's initial (and re-)LIST: each page is one response body held
@@ -293,7 +417,7 @@ struct Held<T: Resource + 'static>
 where
     T::DynamicType: Eq + Hash,
 {
-    store: Store<T>,
+    store: Compact<T>,
     synced: Synced,
     dyntype: T::DynamicType,
     fingerprints: Option<Fingerprints>,
@@ -319,11 +443,7 @@ where
 {
     /// One stored object (`namespace` empty for a cluster-scoped kind).
     fn lookup(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
-        let mut r = ObjectRef::<T>::new_with(name, self.dyntype.clone());
-        if !namespace.is_empty() {
-            r = r.within(namespace);
-        }
-        self.store.get(&r)
+        self.store.get(namespace, name)
     }
 
     /// One object's metadata, with the owned-field fingerprint as a `managedFields` summary
@@ -357,7 +477,7 @@ macro_rules! held_by {
             }
 
             pub fn is_empty(&self) -> bool {
-                self.held.store.is_empty()
+                self.held.store.len() == 0
             }
 
             pub fn synced(&self) -> &Synced {
@@ -493,7 +613,7 @@ where
             }
         })
         .map_ok(move |ev| map_event(ev, &keep));
-    let (store, stream, synced) = reflect_events(events, dyntype.clone(), true);
+    let (store, stream, synced) = reflect_compact(events, true);
     let held = Held {
         store,
         synced,
@@ -540,17 +660,16 @@ where
         mut observe: impl FnMut(&watcher::Event<K>, &mut u32) + Send + 'static,
     ) -> (Self, ObjectStream<K>) {
         let mut epoch = 0;
-        let (store, stream, synced) = watch_into(
+        let events = watch_events(
             api,
-            dyntype.clone(),
             selector_config(label_selector),
-            true,
             move |ev: &watcher::Event<K>| observe(ev, &mut epoch),
             move |o: &mut K| {
                 o.meta_mut().managed_fields = None;
                 strip(o);
             },
         );
+        let (store, stream, synced) = reflect_compact(events, true);
         (
             ChildCache {
                 held: Held {
@@ -673,16 +792,15 @@ where
         dyntype: K::DynamicType,
         label_selector: &str,
     ) -> (Self, ObjectStream<PartialObjectMeta<K>>) {
-        let (store, stream, synced) = watch_into(
+        let events = watch_events(
             api,
-            dyntype.clone(),
             selector_config(label_selector),
-            true,
             |_: &watcher::Event<PartialObjectMeta<K>>| {},
             |m: &mut PartialObjectMeta<K>| {
                 m.metadata.managed_fields = None;
             },
         );
+        let (store, stream, synced) = reflect_compact(events, true);
         (
             MetaCache {
                 held: Held {
@@ -1006,6 +1124,61 @@ mod tests {
             2,
             "the store held the list when synced was signalled"
         );
+    }
+
+    #[tokio::test]
+    async fn the_compact_store_swaps_a_relist_in_whole_and_is_synced_after() {
+        let cm = |ns: Option<&str>, n: &str, v: &str| {
+            let mut c = ConfigMap::default();
+            c.metadata.name = Some(n.into());
+            c.metadata.namespace = ns.map(str::to_string);
+            c.data = Some([("v".to_string(), v.to_string())].into());
+            c
+        };
+        use watcher::Event::*;
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let (store, stream, synced) = reflect_compact(rx, true);
+        let mut stream = stream;
+        let send = |ev| tx.unbounded_send(Ok(ev)).expect("send");
+        let v = |o: Option<Arc<ConfigMap>>| {
+            o.and_then(|o| o.data.as_ref().and_then(|d| d.get("v").cloned()))
+        };
+        // The first list: nothing shows, and the cache is not synced, until its InitDone.
+        send(Init);
+        send(InitApply(cm(Some("a"), "x", "1")));
+        send(InitApply(cm(None, "x", "2")));
+        send(InitDone);
+        assert_eq!(stream.next().await.map(|r| r.is_ok()), Some(true));
+        assert!(synced.wait().await);
+        assert_eq!(store.len(), 2);
+        // Namespace and name make the key: a cluster-scoped object and a namespaced one of
+        // the same name are two objects.
+        assert_eq!(v(store.get("a", "x")).as_deref(), Some("1"));
+        assert_eq!(v(store.get("", "x")).as_deref(), Some("2"));
+        assert_eq!(store.get("b", "x"), None);
+        let _ = stream.next().await;
+        // Updates and deletes apply as they come.
+        send(Apply(cm(Some("a"), "x", "3")));
+        let _ = stream.next().await;
+        assert_eq!(v(store.get("a", "x")).as_deref(), Some("3"));
+        send(Delete(cm(None, "x", "2")));
+        let _ = stream.next().await;
+        assert_eq!(store.get("", "x"), None);
+        // A re-list is gathered aside: the old objects stay until its InitDone, then only
+        // the listed ones are left.
+        send(Init);
+        send(InitApply(cm(Some("b"), "y", "4")));
+        send(InitApply(cm(Some("b"), "z", "5")));
+        let next = stream.next();
+        futures::pin_mut!(next);
+        assert!(futures::poll!(&mut next).is_pending(), "nothing shows before InitDone");
+        assert_eq!(v(store.get("a", "x")).as_deref(), Some("3"));
+        assert_eq!(store.get("b", "y"), None);
+        send(InitDone);
+        assert_eq!(next.await.map(|r| r.is_ok()), Some(true));
+        assert_eq!(store.get("a", "x"), None, "gone during the watch gap");
+        assert_eq!(v(store.get("b", "y")).as_deref(), Some("4"));
+        assert_eq!(store.len(), 2);
     }
 
     #[tokio::test]

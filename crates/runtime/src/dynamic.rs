@@ -513,7 +513,8 @@ where
         let primary_namespaced = inner.primary_namespaced.clone();
         let seen_cache = cache.clone();
         let task = tokio::spawn(async move {
-            let mut seen: HashMap<String, u64> = HashMap::new();
+            // Each child's last fingerprint, by UID (as 16 bytes, not its 36-character text).
+            let mut seen: HashMap<u128, u64> = HashMap::new();
             let mut stream = stream;
             while let Some(ev) = stream.next().await {
                 let (meta, extra) = match ev {
@@ -524,7 +525,7 @@ where
                     }
                 };
                 let meta = &meta;
-                let uid = meta.uid.clone().unwrap_or_default();
+                let uid = crate::owned::uid_bits(meta.uid.as_deref().unwrap_or_default());
                 let cached = seen_cache.meta(
                     meta.namespace.as_deref().unwrap_or(""),
                     meta.name.as_deref().unwrap_or(""),
