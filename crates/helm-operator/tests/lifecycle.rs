@@ -267,3 +267,63 @@ async fn hooks_prune_keep_cluster_scoped_and_two_entries() {
     assert_eq!(left, 0, "release records removed");
     op.stop().await;
 }
+
+/// Helm's order with Helm's concurrency: the objects of one kind are sent together (Helm's
+/// `batchPerform`), and every object of a kind is in place before the next kind's are sent.
+/// The seed chart renders two Services, then two Deployments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kinds_objects_are_sent_together_and_kind_after_kind() {
+    const ORDER_USER: &str = "system:serviceaccount:bosun-system:bosun-helm-order";
+    let env = env("helm-order").await;
+    let ops = operators(
+        &repo().join("examples/helm-bookstore/watches.yaml"),
+        Storage::Secrets,
+    );
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, ORDER_USER).await;
+    let op = start(&env, ops, ORDER_USER).await;
+    let bs = resource("charts.example.com", "v1alpha1", "BookStore");
+    create(&env, &bs, "apiVersion: charts.example.com/v1alpha1\nkind: BookStore\nmetadata:\n  name: shop\nspec: {}\n").await;
+    wait_for(&env, &bs, "shop", 120, "Deployed", |o| {
+        has(o, "Deployed", "True", None)
+    })
+    .await;
+    let timeline = op.writes.timeline();
+    op.stop().await;
+    let of = |kind: &str, what: &str| what.contains(&format!("/{kind}/"));
+    let answer = |i: usize| -> usize {
+        let what = &timeline[i].1;
+        timeline[i..]
+            .iter()
+            .position(|(sent, w)| !*sent && w == what)
+            .map(|j| i + j)
+            .expect("every write was answered")
+    };
+    let first_deployment = timeline
+        .iter()
+        .position(|(sent, w)| *sent && of("deployments", w))
+        .expect("a Deployment was written");
+    let services: Vec<usize> = (0..first_deployment)
+        .filter(|&i| timeline[i].0 && of("services", &timeline[i].1))
+        .collect();
+    let mut names: Vec<&String> = services.iter().map(|&i| &timeline[i].1).collect();
+    names.dedup();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 2, "both Services before any Deployment: {timeline:?}");
+    assert!(
+        services
+            .iter()
+            .all(|&i| answer(i) < first_deployment),
+        "no Deployment was sent while a Service write was in flight: {timeline:?}"
+    );
+    let second = services
+        .iter()
+        .copied()
+        .find(|&i| timeline[i].1 != timeline[services[0]].1)
+        .expect("the other Service");
+    assert!(
+        second < answer(services[0]),
+        "the second Service was sent before the first one's answer came: {timeline:?}"
+    );
+}

@@ -26,6 +26,7 @@ use bosun_helm::render::manifest::{sort_manifests, split_documents, Manifest};
 use bosun_helm::render::RenderOptions;
 use bosun_helm::value::Data;
 use bosun_runtime::dynamic::Resolved;
+use futures::StreamExt;
 use bosun_runtime::owner::set_finalizer;
 use bosun_watches::host::{owner_kind_value, Host, Next, OWNER_KIND_LABEL};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -673,80 +674,105 @@ fn api_of(host: &Ctx, resolved: &Resolved, namespace: Option<&str>) -> Api<Dynam
     }
 }
 
-/// Applies every object where the cache shows it is not in place (Helm's ownership rules
+/// How many objects of one kind are applied at once: Helm applies the objects of a kind all
+/// at once (its `batchPerform`); a bound keeps a chart of thousands from opening as many
+/// requests.
+const APPLY_BATCH: usize = 8;
+
+/// Every object of a render, in Helm's order: kind after kind, as Helm's install waits for
+/// each kind's objects before the next kind's, and the objects of one kind together (at most
+/// [`APPLY_BATCH`] at once), as Helm sends them. A failure stops at the end of its kind.
+/// Each is applied only where the cache shows it is not in place (Helm's ownership rules
 /// let a record written by Helm's library — operator-sdk — vouch for the objects carrying its
 /// release annotations).
 async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<Written, Error> {
     let mut wrote = Written::default();
-    for it in items {
-        let d = &it.desired;
-        let api = api_of(host, &it.resolved, d.namespace());
-        let ns = d.namespace().unwrap_or("");
-        let cached = if host.children.covers(ns) {
-            let cache = host.children.cache(&d.gvk).await?;
-            cache.meta(ns, d.name())
-        } else {
-            // Outside the watched namespaces (review L2): read, or every reconcile would
-            // rewrite it.
-            api.get_metadata_opt(d.name())
-                .await
-                .map_err(|e| write_error(&d.describe(), e))?
-                .map(|p| p.metadata)
-        };
-        if let Some(meta) = &cached {
-            if let Some(msg) = objects::ownership_conflict(meta, owner, &d.describe()) {
-                return Err(Error::Conflict(msg));
-            }
-        }
-        let res = host
-            .applier
-            .apply_with(&api, &it.resolved.resource, &d.object, cached.as_ref())
+    for batch in items.chunk_by(|a, b| a.desired.gvk == b.desired.gvk) {
+        let applies: Vec<_> = batch.iter().map(|it| apply_one(host, owner, it)).collect();
+        let results: Vec<Result<Option<bool>, Error>> = futures::stream::iter(applies)
+            .buffered(APPLY_BATCH)
+            .collect()
             .await;
-        if matches!(res, Ok(bosun_runtime::apply::Outcome::Applied)) {
-            wrote.0.insert(key_of(d), cached.is_none());
-            tracing::debug!(
-                object = %d.describe(),
-                cached_hash = ?cached.as_ref().and_then(|m| m.annotations.as_ref()).and_then(|a| a.get(bosun_runtime::apply::HASH_ANNOTATION)),
-                cached_generation = ?cached.as_ref().and_then(|m| m.generation),
-                desired_hash = ?bosun_runtime::apply::desired_hash(&d.object).ok(),
-                "applied"
-            );
+        for (it, r) in batch.iter().zip(results) {
+            if let Some(created) = r? {
+                wrote.0.insert(key_of(&it.desired), created);
+            }
         }
-        match res {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 && cached.is_none() => {
-                // An object of that name the cache cannot show (it lacks bosun's label): as
-                // Helm does, write over it only when it belongs to this release — Helm's
-                // release annotations (a release being taken over from operator-sdk) or this
-                // custom resource as its controller.
-                let live = api
-                    .get_metadata_opt(d.name())
-                    .await
-                    .map_err(|e| write_error(&d.describe(), e))?;
-                if let Some(live) = &live {
-                    if let Some(msg) =
-                        objects::ownership_conflict(&live.metadata, owner, &d.describe())
-                    {
-                        return Err(Error::Conflict(msg));
-                    }
+    }
+    Ok(wrote)
+}
+
+/// One object applied where the cache shows it drifted (or absent); `Some(created)` when it
+/// was written.
+async fn apply_one(host: &Ctx, owner: &ReleaseOwner, it: &Item) -> Result<Option<bool>, Error> {
+    let mut wrote = None;
+    let d = &it.desired;
+    let api = api_of(host, &it.resolved, d.namespace());
+    let ns = d.namespace().unwrap_or("");
+    let cached = if host.children.covers(ns) {
+        let cache = host.children.cache(&d.gvk).await?;
+        cache.meta(ns, d.name())
+    } else {
+        // Outside the watched namespaces (review L2): read, or every reconcile would
+        // rewrite it.
+        api.get_metadata_opt(d.name())
+            .await
+            .map_err(|e| write_error(&d.describe(), e))?
+            .map(|p| p.metadata)
+    };
+    if let Some(meta) = &cached {
+        if let Some(msg) = objects::ownership_conflict(meta, owner, &d.describe()) {
+            return Err(Error::Conflict(msg));
+        }
+    }
+    let res = host
+        .applier
+        .apply_with(&api, &it.resolved.resource, &d.object, cached.as_ref())
+        .await;
+    if matches!(res, Ok(bosun_runtime::apply::Outcome::Applied)) {
+        wrote = Some(cached.is_none());
+        tracing::debug!(
+            object = %d.describe(),
+            cached_hash = ?cached.as_ref().and_then(|m| m.annotations.as_ref()).and_then(|a| a.get(bosun_runtime::apply::HASH_ANNOTATION)),
+            cached_generation = ?cached.as_ref().and_then(|m| m.generation),
+            desired_hash = ?bosun_runtime::apply::desired_hash(&d.object).ok(),
+            "applied"
+        );
+    }
+    match res {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 && cached.is_none() => {
+            // An object of that name the cache cannot show (it lacks bosun's label): as
+            // Helm does, write over it only when it belongs to this release — Helm's
+            // release annotations (a release being taken over from operator-sdk) or this
+            // custom resource as its controller.
+            let live = api
+                .get_metadata_opt(d.name())
+                .await
+                .map_err(|e| write_error(&d.describe(), e))?;
+            if let Some(live) = &live {
+                if let Some(msg) =
+                    objects::ownership_conflict(&live.metadata, owner, &d.describe())
+                {
+                    return Err(Error::Conflict(msg));
                 }
-                host.applier
-                    .adopt_with(&api, &it.resolved.resource, &d.object)
-                    .await
-                    .map_err(|e| write_error(&d.describe(), e))?;
-                wrote.0.insert(key_of(d), false);
             }
-            Err(kube::Error::Api(s)) if s.code == 422 && cached.is_some() && owner.force => {
-                // upgrade-force: an immutable field changed; replace the object.
-                tracing::info!(object = %d.describe(), "upgrade-force: recreating after {}", s.message);
-                delete_object(&api, d.name()).await?;
-                host.applier
-                    .apply_with(&api, &it.resolved.resource, &d.object, None)
-                    .await
-                    .map_err(|e| write_error(&d.describe(), e))?;
-            }
-            Err(e) => return Err(write_error(&d.describe(), e)),
+            host.applier
+                .adopt_with(&api, &it.resolved.resource, &d.object)
+                .await
+                .map_err(|e| write_error(&d.describe(), e))?;
+            wrote = Some(false);
         }
+        Err(kube::Error::Api(s)) if s.code == 422 && cached.is_some() && owner.force => {
+            // upgrade-force: an immutable field changed; replace the object.
+            tracing::info!(object = %d.describe(), "upgrade-force: recreating after {}", s.message);
+            delete_object(&api, d.name()).await?;
+            host.applier
+                .apply_with(&api, &it.resolved.resource, &d.object, None)
+                .await
+                .map_err(|e| write_error(&d.describe(), e))?;
+        }
+        Err(e) => return Err(write_error(&d.describe(), e)),
     }
     Ok(wrote)
 }

@@ -122,9 +122,14 @@ pub async fn grant(env: &Env, ops: &[Arc<dyn Operator>], user: &str) {
         .expect("binding");
 }
 
-/// Counts the writes (anything but GET) a client sends, and remembers them.
+/// Counts the writes (anything but GET) a client sends, and remembers them, with when each
+/// was sent and when its answer came.
 #[derive(Clone, Default)]
-pub struct Writes(Arc<AtomicU64>, Arc<std::sync::Mutex<Vec<String>>>);
+pub struct Writes(
+    Arc<AtomicU64>,
+    Arc<std::sync::Mutex<Vec<String>>>,
+    Arc<std::sync::Mutex<Vec<(bool, String)>>>,
+);
 
 impl Writes {
     pub fn get(&self) -> u64 {
@@ -134,6 +139,11 @@ impl Writes {
     /// `METHOD path` of every write so far.
     pub fn list(&self) -> Vec<String> {
         self.1.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Every write's sending (`true`) and answer (`false`), as `METHOD path`, in order.
+    pub fn timeline(&self) -> Vec<(bool, String)> {
+        self.2.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }
 
@@ -159,10 +169,11 @@ struct CountService<S> {
 impl<S, B> tower::Service<http::Request<B>> for CountService<S>
 where
     S: tower::Service<http::Request<B>>,
+    S::Future: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
     fn poll_ready(
         &mut self,
         cx: &mut std::task::Context<'_>,
@@ -170,13 +181,28 @@ where
         self.inner.poll_ready(cx)
     }
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let mut answered = None;
         if req.method() != http::Method::GET {
+            let what = format!("{} {}", req.method(), req.uri().path());
             self.writes.0.fetch_add(1, Ordering::SeqCst);
             if let Ok(mut l) = self.writes.1.lock() {
-                l.push(format!("{} {}", req.method(), req.uri().path()));
+                l.push(what.clone());
             }
+            if let Ok(mut t) = self.writes.2.lock() {
+                t.push((true, what.clone()));
+            }
+            answered = Some((self.writes.2.clone(), what));
         }
-        self.inner.call(req)
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let res = fut.await;
+            if let Some((timeline, what)) = answered {
+                if let Ok(mut t) = timeline.lock() {
+                    t.push((false, what));
+                }
+            }
+            res
+        })
     }
 }
 
