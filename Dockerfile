@@ -7,6 +7,9 @@ FROM rust:1.95-alpine AS build
 RUN apk add --no-cache musl-dev
 WORKDIR /src
 COPY . .
+# A fixed-address static executable, not a static-pie (3.2 MB less resident memory: see
+# scripts/static-build.sh).
+ENV RUSTFLAGS="-C relocation-model=static"
 RUN cargo build --release --locked -p bosun --no-default-features --features builtin \
  && install -m 0755 target/release/bosun /bosun
 

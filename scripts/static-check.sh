@@ -10,6 +10,12 @@ BIN=$(bash scripts/static-build.sh)/bosun
 if readelf -l "$BIN" | grep -q INTERP; then
   echo "static-check: FAILED: $BIN is dynamically linked" >&2; readelf -l "$BIN" | grep -A1 INTERP >&2; exit 1
 fi
+# A fixed-address executable (ELF type EXEC), unless BOSUN_PIE=1 asked for a static-pie: see
+# scripts/static-build.sh for why.
+if [ "${BOSUN_PIE:-0}" != 1 ] && ! readelf -h "$BIN" | grep -q 'Type:.*EXEC'; then
+  echo "static-check: FAILED: $BIN is position-independent (it relocates itself at every start)" >&2
+  readelf -h "$BIN" | grep Type: >&2; exit 1
+fi
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 cp "$BIN" "$root/bosun"
