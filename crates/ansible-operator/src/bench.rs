@@ -316,7 +316,8 @@ fn cr_in(sample: &Value, ns: &str) -> Result<DynamicObject, BenchError> {
     serde_json::from_value(cr).map_err(|e| BenchError::Setup(e.to_string()))
 }
 
-fn successful(o: &DynamicObject) -> bool {
+/// Whether a custom resource's last run succeeded (its `Successful` condition is true).
+pub fn successful(o: &DynamicObject) -> bool {
     o.data
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -365,22 +366,6 @@ pub async fn populate(
         .await?;
     foreign_services(&admin, &names, cfg.foreign).await?;
     Ok((ar, names))
-}
-
-/// How many of `names` hold a `Successful` CR.
-pub async fn successful_count(
-    admin: &Client,
-    ar: &ApiResource,
-    names: &[String],
-) -> Result<usize, BenchError> {
-    let all: Api<DynamicObject> = Api::all_with(admin.clone(), ar);
-    Ok(all
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter(|o| successful(o) && o.namespace().is_some_and(|n| names.contains(&n)))
-        .count())
 }
 
 /// Runs the benchmark: `admin` sets up and checks, the operator's client is built from
@@ -534,6 +519,20 @@ pub async fn floor(
     ar: &ApiResource,
     names: &[String],
 ) -> Result<(f64, u64), BenchError> {
+    let plan = floor_plan(admin, cfg, ar, names).await?;
+    floor_send(plan, config, cfg).await
+}
+
+/// What the floor sends, read untimed from the converged custom resources.
+pub struct FloorPlan(Vec<(String, ApiResource, Option<DynamicObject>, Value)>);
+
+/// [`floor`]'s untimed half: the floor namespaces and custom resources, and the requests.
+pub async fn floor_plan(
+    admin: &Client,
+    cfg: &BenchConfig,
+    ar: &ApiResource,
+    names: &[String],
+) -> Result<FloorPlan, BenchError> {
     let kinds = [
         ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
         ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
@@ -608,6 +607,16 @@ pub async fn floor(
         let patch = json!({"apiVersion": ar.api_version, "kind": ar.kind, "status": status});
         requests.push((ns, ar.clone(), None, json!({"name": name, "patch": patch})));
     }
+    Ok(FloorPlan(requests))
+}
+
+/// [`floor`]'s timed half: every request of the plan, `concurrency` at once.
+pub async fn floor_send(
+    plan: FloorPlan,
+    config: kube::Config,
+    cfg: &BenchConfig,
+) -> Result<(f64, u64), BenchError> {
+    let requests = plan.0;
     let writes = Writes::default();
     let client = writes.client(config)?;
     let t = Instant::now();

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use bosun_ansible_operator::bench::{self, BenchConfig};
 use bosun_testenv::{ControlPlane, Options};
+use kube::api::{Api, DynamicObject};
+use kube::ResourceExt;
 
 use crate::{Args, Row};
-use bosun_bench::measure::{mutating, wait_until, Counts, Operator};
+use bosun_bench::measure::{mutating, server_cpu, wait_watched, Counts, Operator};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -57,6 +59,7 @@ pub async fn case_ansible(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         "--ansible-engine=native".to_string(),
     ];
     let before = Counts::read(&cp, &client).await?;
+    let server0 = server_cpu(&cp);
     let t0 = Instant::now();
     let op = Operator::bosun_with(
         &args.bosun,
@@ -67,12 +70,14 @@ pub async fn case_ansible(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     )
     .await?;
     let ready_after = op.wait_ready().await;
-    wait_until(Duration::from_secs(1800), || async {
-        Ok(bench::successful_count(&client, &ar, &names).await? == n)
+    let crs = Api::<DynamicObject>::all_with(client.clone(), &ar);
+    wait_watched(crs, n, Duration::from_secs(1800), |o| {
+        bench::successful(o) && o.namespace().is_some_and(|ns| names.contains(&ns))
     })
     .await?;
     let from_start = t0.elapsed().as_secs_f64();
     let seconds = from_start - ready_after;
+    let server_s = server_cpu(&cp) - server0;
     let after = Counts::read(&cp, &client).await?;
     let requests = all_requests(&before, &after, &REQUESTED);
     let converge = Row {
@@ -85,7 +90,8 @@ pub async fn case_ansible(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         writes: mutating(&before, &after, &RESOURCES),
         note: format!(
             "seed BookStore role, native engine, one CR per namespace; from caches synced; \
-             {from_start:.2} s from start; requests by the operator and harness: {requests}"
+             {from_start:.2} s from start; requests by the operator and harness: {requests}; \
+             API server + etcd CPU from start {server_s:.2} s"
         ),
     };
     op.wait_idle(Duration::from_secs(3)).await;
@@ -138,14 +144,18 @@ pub async fn case_ansible(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     // The floor: each converged CR's objects created afresh in a floor namespace and its
     // status written, by a bare client, on the same control plane.
     let config = cp.config().await?;
-    let (floor_s, floor_writes) = bench::floor(&client, config, &cfg, &ar, &names).await?;
+    let plan = bench::floor_plan(&client, &cfg, &ar, &names).await?;
+    let server0 = server_cpu(&cp);
+    let (floor_s, floor_writes) = bench::floor_send(plan, config, &cfg).await?;
+    let floor_server_s = server_cpu(&cp) - server0;
     let floor = Row {
         case: "ansible raw write floor".into(),
         n,
         seconds: floor_s,
         ratio: Some(seconds / floor_s),
         note: format!(
-            "{floor_writes} writes: the same objects + a status each; bosun/floor = {:.2}",
+            "{floor_writes} writes: the same objects + a status each; bosun/floor = {:.2}; \
+             API server + etcd CPU {floor_server_s:.2} s",
             seconds / floor_s
         ),
         ..Default::default()

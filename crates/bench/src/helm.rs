@@ -11,14 +11,14 @@ use bosun_helm::render::{Chart, RenderOptions};
 use bosun_helm::value::Data;
 use bosun_testenv::{ControlPlane, Options};
 use futures::{stream, StreamExt, TryStreamExt};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::Client;
 use serde_json::{json, Value};
 
 use crate::{Args, Row};
-use bosun_bench::measure::{install_crd, wait_until};
-use bosun_bench::measure::{mutating, Counts, Operator};
+use bosun_bench::measure::{install_crd, wait_watched};
+use bosun_bench::measure::{mutating, reads, server_cpu, Counts, Operator};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -82,22 +82,12 @@ async fn populate(client: &Client, n: usize, conc: usize) -> anyhow::Result<()> 
     Ok(())
 }
 
-async fn deployed(client: &Client, n: usize) -> anyhow::Result<bool> {
-    let list = Api::<DynamicObject>::all_with(client.clone(), &resource())
-        .list(&ListParams::default())
-        .await?;
-    let done = list
-        .items
-        .iter()
-        .filter(|o| o.data["status"]["deployedRelease"]["revision"] == 1)
-        .filter(|o| {
-            o.data["status"]["conditions"].as_array().is_some_and(|c| {
-                c.iter()
-                    .any(|c| c["type"] == "Deployed" && c["status"] == "True")
-            })
-        })
-        .count();
-    Ok(done == n)
+/// Installed: revision 1 deployed and the Deployed condition true.
+fn is_deployed(o: &DynamicObject) -> bool {
+    o.data["status"]["deployedRelease"]["revision"] == 1
+        && o.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Deployed" && c["status"] == "True"))
 }
 
 pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
@@ -106,6 +96,7 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     populate(&client, n, args.concurrency).await?;
     let extra = vec![format!("--watches={}", watches().display())];
     let before = Counts::read(&cp, &client).await?;
+    let server0 = server_cpu(&cp);
     let t0 = Instant::now();
     let op = Operator::bosun_with(
         &args.bosun,
@@ -116,9 +107,11 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     )
     .await?;
     let ready_after = op.wait_ready().await;
-    wait_until(Duration::from_secs(1200), || deployed(&client, n)).await?;
+    let crs = Api::<DynamicObject>::all_with(client.clone(), &resource());
+    wait_watched(crs, n, Duration::from_secs(1200), is_deployed).await?;
     let from_start = t0.elapsed().as_secs_f64();
     let seconds = from_start - ready_after;
+    let server_s = server_cpu(&cp) - server0;
     let after = Counts::read(&cp, &client).await?;
     let converge = Row {
         ratio: None,
@@ -128,7 +121,11 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         peak_rss_mb: op.peak_rss_mb(),
         cpu_seconds: op.cpu_seconds(),
         writes: mutating(&before, &after, &RESOURCES),
-        note: format!("seed book-store chart, one CR per namespace; from caches synced; {from_start:.2} s from start"),
+        note: format!(
+            "seed book-store chart, one CR per namespace; from caches synced; {from_start:.2} s \
+             from start; reads: {}; API server + etcd CPU from start {server_s:.2} s",
+            reads(&before, &after)
+        ),
     };
     op.wait_idle(Duration::from_secs(3)).await;
     tokio::time::sleep(Duration::from_secs(11)).await;
@@ -206,6 +203,7 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         writes.push((ns(i), resource(), "bookstore-sample".into(), status, true));
     }
     let before = Counts::read(&cp, &client).await?;
+    let server0 = server_cpu(&cp);
     let t0 = Instant::now();
     let pp = PatchParams::apply("bench-floor").force();
     stream::iter(writes)
@@ -228,6 +226,7 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         .try_collect::<Vec<()>>()
         .await?;
     let floor_s = t0.elapsed().as_secs_f64();
+    let floor_server_s = server_cpu(&cp) - server0;
     let after = Counts::read(&cp, &client).await?;
     let floor = Row {
         case: "helm raw write floor".into(),
@@ -236,8 +235,10 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         writes: mutating(&before, &after, &RESOURCES),
         ratio: Some(seconds / floor_s),
         note: format!(
-            "the same object applies + a status each; bosun/floor = {:.2}",
-            seconds / floor_s
+            "the same object applies + a status each; bosun/floor = {:.2}; reads: {}; \
+             API server + etcd CPU {floor_server_s:.2} s",
+            seconds / floor_s,
+            reads(&before, &after)
         ),
         ..Default::default()
     };
