@@ -85,9 +85,10 @@ async fn populate(client: &Client, n: usize, conc: usize) -> anyhow::Result<()> 
 /// Installed: revision 1 deployed and the Deployed condition true.
 fn is_deployed(o: &DynamicObject) -> bool {
     o.data["status"]["deployedRelease"]["revision"] == 1
-        && o.data["status"]["conditions"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["type"] == "Deployed" && c["status"] == "True"))
+        && o.data["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Deployed" && c["status"] == "True")
+        })
 }
 
 pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {

@@ -310,11 +310,13 @@ async fn a_kinds_objects_are_sent_together_and_kind_after_kind() {
     names.dedup();
     names.sort();
     names.dedup();
-    assert_eq!(names.len(), 2, "both Services before any Deployment: {timeline:?}");
+    assert_eq!(
+        names.len(),
+        2,
+        "both Services before any Deployment: {timeline:?}"
+    );
     assert!(
-        services
-            .iter()
-            .all(|&i| answer(i) < first_deployment),
+        services.iter().all(|&i| answer(i) < first_deployment),
         "no Deployment was sent while a Service write was in flight: {timeline:?}"
     );
     let second = services

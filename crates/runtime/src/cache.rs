@@ -297,7 +297,10 @@ impl<T: Resource> Compact<T> {
 
     /// One object (`namespace` empty for a cluster-scoped kind).
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
-        self.read().objects.get(&compact_key(namespace, name)).cloned()
+        self.read()
+            .objects
+            .get(&compact_key(namespace, name))
+            .cloned()
     }
 
     /// Every object.
@@ -1171,7 +1174,10 @@ mod tests {
         send(InitApply(cm(Some("b"), "z", "5")));
         let next = stream.next();
         futures::pin_mut!(next);
-        assert!(futures::poll!(&mut next).is_pending(), "nothing shows before InitDone");
+        assert!(
+            futures::poll!(&mut next).is_pending(),
+            "nothing shows before InitDone"
+        );
         assert_eq!(v(store.get("a", "x")).as_deref(), Some("3"));
         assert_eq!(store.get("b", "y"), None);
         send(InitDone);

@@ -26,9 +26,9 @@ use bosun_helm::render::manifest::{sort_manifests, split_documents, Manifest};
 use bosun_helm::render::RenderOptions;
 use bosun_helm::value::Data;
 use bosun_runtime::dynamic::Resolved;
-use futures::StreamExt;
 use bosun_runtime::owner::set_finalizer;
 use bosun_watches::host::{owner_kind_value, Host, Next, OWNER_KIND_LABEL};
+use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::{DynamicObject, GroupVersionKind};
@@ -751,8 +751,7 @@ async fn apply_one(host: &Ctx, owner: &ReleaseOwner, it: &Item) -> Result<Option
                 .await
                 .map_err(|e| write_error(&d.describe(), e))?;
             if let Some(live) = &live {
-                if let Some(msg) =
-                    objects::ownership_conflict(&live.metadata, owner, &d.describe())
+                if let Some(msg) = objects::ownership_conflict(&live.metadata, owner, &d.describe())
                 {
                     return Err(Error::Conflict(msg));
                 }
