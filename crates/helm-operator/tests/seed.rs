@@ -55,6 +55,14 @@ async fn seed_chart_installs_upgrades_repairs_and_uninstalls() {
         "NOTES.txt is the message: {notes}"
     );
     assert!(has(&bs, "Initialized", "True", None));
+    // Every object of the seed chart and its release record carry an owner reference: a
+    // delete needs no uninstall pass, so no finalizer holds the custom resource (or its
+    // namespace) for one.
+    assert!(
+        bs.finalizers().is_empty(),
+        "no uninstall finalizer for a chart the garbage collector removes: {:?}",
+        bs.finalizers()
+    );
     assert_eq!(bs.data["status"]["deployedRelease"]["revision"], 1);
     assert_eq!(
         bs.data["status"]["deployedRelease"]["name"],

@@ -3,8 +3,11 @@
 //! 1. **uninstall** when it is being deleted ([`uninstall`]: the stored release's pre-delete
 //!    hooks, its objects but those kept by policy, its post-delete hooks, the records), then
 //!    release the finalizer;
-//! 2. keep the **finalizer** (`helm.sdk.operatorframework.io/uninstall-release`) from the
-//!    first reconcile on, so nothing is orphaned by a delete during an install;
+//! 2. keep the **finalizer** (`helm.sdk.operatorframework.io/uninstall-release`) before the
+//!    first write of a release whose uninstall has work the garbage collector cannot do
+//!    (delete hooks, objects no owner reference covers, `uninstall-wait`), so nothing is
+//!    orphaned by a delete during an install; every other release is owned whole by the
+//!    custom resource ([`keep_finalizer`]);
 //! 3. build the **values** (spec + the watch's overrides) and **render** the chart (parsed
 //!    once per watch entry) at the deployed revision;
 //! 4. if the rendered release is what was deployed (its digest, kept in the status), **sync**:
@@ -112,7 +115,6 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
     if !host.namespaced {
         return refuse_cluster_scoped(&cr, &host, &api, &previous).await;
     }
-    set_finalizer(&api, cr.as_ref(), FINALIZER, true).await?;
     let mut status = HelmStatus {
         conditions: previous.conditions.clone(),
         deployed_release: previous.deployed_release.clone(),
@@ -291,6 +293,7 @@ async fn converge(
     let t = now();
     if let Some(d) = deployed.as_ref().filter(|d| d.digest == plan.digest) {
         // Step 4: what is deployed is what the spec asks for.
+        keep_finalizer(cr, host, &plan).await?;
         plan.written = apply_all(host, &owner, &plan.items)
             .await
             .map_err(|e| Error::Sync(Box::new(e)))?;
@@ -377,6 +380,7 @@ async fn converge(
             let differ = crate::diff::describe(&same.manifest, &rec.manifest);
             tracing::info!(release = %owner.release, revision = rec.version, %differ, "the recorded release differs from the render: upgrading");
         } else {
+            keep_finalizer(cr, host, &same).await?;
             same.written = apply_all(host, &owner, &same.items)
                 .await
                 .map_err(|e| Error::Sync(Box::new(e)))?;
@@ -409,6 +413,7 @@ async fn converge(
         (None, Storage::None) => previous.inventory.iter().map(Old::from_inventory).collect(),
         (None, Storage::Secrets) => Vec::new(),
     };
+    keep_finalizer(cr, host, &plan).await?;
     plan.written = install_or_upgrade(
         cr,
         host,
@@ -452,6 +457,35 @@ async fn converge(
         }
     }
     Ok(plan)
+}
+
+/// Puts the uninstall finalizer on the custom resource before a plan's first write, when
+/// uninstalling the plan has work the garbage collector cannot do: a delete hook to run, an
+/// object no owner reference covers (cluster-scoped, or in another namespace; kept objects
+/// are never deleted anyway), or `uninstall-wait` asked for. Otherwise every object, hook
+/// and release record carries an owner reference to the custom resource, and a delete needs
+/// no pass of bosun's: helm-operator adds the finalizer to every custom resource, which
+/// costs a write and a reconcile per install and holds a deleted resource (and its
+/// namespace) until the operator is back. A finalizer already there stays.
+async fn keep_finalizer(cr: &DynamicObject, host: &Ctx, plan: &Plan) -> Result<(), Error> {
+    if needs_finalizer(cr, plan) {
+        set_finalizer(&host.api_of(cr), cr, FINALIZER, true).await?;
+    }
+    Ok(())
+}
+
+fn needs_finalizer(cr: &DynamicObject, plan: &Plan) -> bool {
+    let deletes = |h: &Hook| {
+        h.events
+            .iter()
+            .any(|e| e == Event::PreDelete.as_str() || e == Event::PostDelete.as_str())
+    };
+    annotation_true(cr, UNINSTALL_WAIT_ANNOTATION)
+        || plan.hooks.iter().any(deletes)
+        || plan
+            .items
+            .iter()
+            .any(|it| !it.desired.keep && it.desired.object.metadata.owner_references.is_none())
 }
 
 /// Whether two manifests hold the same documents. Helm 3 and 4 lay a manifest out slightly
@@ -1176,6 +1210,167 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    /// A plan of these manifests (each `(yaml, namespaced)`), marked for release "shop" in
+    /// namespace "ns", with these hooks' manifests.
+    fn plan_of(objects: &[(&str, bool)], hooks: &[&str]) -> Plan {
+        let owner = ReleaseOwner {
+            release: "shop".into(),
+            namespace: "ns".into(),
+            chart: "c".into(),
+            owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "charts.example.com/v1alpha1".into(),
+                kind: "BookStore".into(),
+                name: "shop".into(),
+                uid: "u1".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            },
+            owner_type: "BookStore.charts.example.com".into(),
+            child_label: ("bosun.dev/owner-kind".into(), "x".into()),
+            force: false,
+        };
+        let manifest = |yaml: &str, hook: Option<&str>| Manifest {
+            name: "x".into(),
+            path: "c/templates/x.yaml".into(),
+            content: yaml.into(),
+            kind: String::new(),
+            api_version: String::new(),
+            hook: hook.map(str::to_string),
+        };
+        let items = objects
+            .iter()
+            .map(|(yaml, namespaced)| {
+                let (gvk, mut object) = objects::parse(&manifest(yaml, None)).expect("a manifest");
+                let keep = objects::mark(&mut object, *namespaced, &owner);
+                Item {
+                    desired: Desired {
+                        path: "c/templates/x.yaml".into(),
+                        gvk: gvk.clone(),
+                        object,
+                        keep,
+                    },
+                    resolved: Resolved {
+                        resource: kube::core::ApiResource::from_gvk(&gvk),
+                        namespaced: *namespaced,
+                    },
+                }
+            })
+            .collect();
+        let hooks: Vec<Manifest> = hooks
+            .iter()
+            .map(|events| {
+                manifest(
+                    &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: h\n  annotations:\n    helm.sh/hook: {events:?}\n"),
+                    Some(events),
+                )
+            })
+            .collect();
+        Plan {
+            revision: 1,
+            manifest: String::new(),
+            items,
+            hooks: hooks::parse(&hooks).expect("hooks"),
+            notes: String::new(),
+            crds: Vec::new(),
+            digest: String::new(),
+            nondeterministic: Vec::new(),
+            written: Written::default(),
+        }
+    }
+
+    #[test]
+    fn the_finalizer_only_when_uninstalling_has_work_the_garbage_collector_cannot_do() {
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n";
+        let elsewhere =
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: other\n";
+        let kept = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: k\n  annotations:\n    helm.sh/resource-policy: keep\n";
+        let role =
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n";
+        let cr = |wait: Option<&str>| {
+            let mut o = DynamicObject::new(
+                "shop",
+                &kube::core::ApiResource::from_gvk(&GroupVersionKind::gvk(
+                    "charts.example.com",
+                    "v1alpha1",
+                    "BookStore",
+                )),
+            )
+            .within("ns");
+            if let Some(v) = wait {
+                o.metadata.annotations =
+                    Some([(UNINSTALL_WAIT_ANNOTATION.to_string(), v.to_string())].into());
+            }
+            o
+        };
+        // (objects, hooks' events, uninstall-wait, finalizer wanted, why)
+        type Case<'a> = (
+            &'a [(&'a str, bool)],
+            &'a [&'a str],
+            Option<&'a str>,
+            bool,
+            &'a str,
+        );
+        let cases: &[Case] = &[
+            (&[(cm, true)], &[], None, false, "owner references cover it"),
+            (
+                &[(cm, true), (kept, true)],
+                &["post-install"],
+                None,
+                false,
+                "kept objects stay anyway; install hooks are not uninstall's",
+            ),
+            (
+                &[(cm, true)],
+                &["pre-delete"],
+                None,
+                true,
+                "a pre-delete hook to run",
+            ),
+            (
+                &[(cm, true)],
+                &["post-install,post-delete"],
+                None,
+                true,
+                "a post-delete hook to run",
+            ),
+            (
+                &[(cm, true), (role, false)],
+                &[],
+                None,
+                true,
+                "a cluster-scoped object to delete",
+            ),
+            (
+                &[(elsewhere, true)],
+                &[],
+                None,
+                true,
+                "an object in another namespace",
+            ),
+            (
+                &[(cm, true)],
+                &[],
+                Some("true"),
+                true,
+                "uninstall-wait asked for",
+            ),
+            (
+                &[(cm, true)],
+                &[],
+                Some("false"),
+                false,
+                "uninstall-wait off",
+            ),
+        ];
+        for (objects, hooks, wait, want, why) in cases {
+            assert_eq!(
+                needs_finalizer(&cr(*wait), &plan_of(objects, hooks)),
+                *want,
+                "{why}"
+            );
+        }
     }
 
     #[test]
