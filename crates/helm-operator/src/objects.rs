@@ -249,10 +249,11 @@ pub fn type_meta(gvk: &GroupVersionKind) -> TypeMeta {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn owner() -> ReleaseOwner {
+    /// Release "shop" of chart book-store in namespace "ns", owned by BookStore "shop".
+    pub(crate) fn owner() -> ReleaseOwner {
         ReleaseOwner {
             release: "shop".into(),
             namespace: "ns".into(),

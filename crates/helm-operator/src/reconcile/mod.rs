@@ -1215,22 +1215,7 @@ mod tests {
     /// A plan of these manifests (each `(yaml, namespaced)`), marked for release "shop" in
     /// namespace "ns", with these hooks' manifests.
     fn plan_of(objects: &[(&str, bool)], hooks: &[&str]) -> Plan {
-        let owner = ReleaseOwner {
-            release: "shop".into(),
-            namespace: "ns".into(),
-            chart: "c".into(),
-            owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                api_version: "charts.example.com/v1alpha1".into(),
-                kind: "BookStore".into(),
-                name: "shop".into(),
-                uid: "u1".into(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            },
-            owner_type: "BookStore.charts.example.com".into(),
-            child_label: ("bosun.dev/owner-kind".into(), "x".into()),
-            force: false,
-        };
+        let owner = objects::tests::owner();
         let manifest = |yaml: &str, hook: Option<&str>| Manifest {
             name: "x".into(),
             path: "c/templates/x.yaml".into(),
