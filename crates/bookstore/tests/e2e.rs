@@ -531,10 +531,8 @@ async fn volume_expansion_grows_every_claim_and_restarts_pods_one_by_one() {
     let bs = env
         .wait_condition("big", "Ready", "True", Some("AllReplicasReady"), 120)
         .await;
-    assert_eq!(
-        bs.status.expect("status").volume_size.as_deref(),
-        Some("3Gi")
-    );
+    let bs_status = bs.status.expect("status");
+    assert_eq!(bs_status.volume_size.as_deref(), Some("3Gi"));
     for i in 0..3 {
         let c = env
             .api::<PersistentVolumeClaim>()
@@ -576,14 +574,26 @@ async fn volume_expansion_grows_every_claim_and_restarts_pods_one_by_one() {
         .await
         .expect("pods")
         .items;
+    let events = env.events_for("big").await;
     for (name, uid) in &pods_before {
         let p = pods_after
             .iter()
             .find(|p| &p.name_any() == name)
-            .expect("pod back");
+            .unwrap_or_else(|| {
+                let seen: Vec<_> = pods_after
+                    .iter()
+                    .map(|p| {
+                        (
+                            p.name_any(),
+                            p.uid(),
+                            p.metadata.deletion_timestamp.is_some(),
+                        )
+                    })
+                    .collect();
+                panic!("pod {name} not back: {seen:?}; status {bs_status:?}; events {events:?}")
+            });
         assert_ne!(p.uid().as_ref(), Some(uid), "{name} restarted");
     }
-    let events = env.events_for("big").await;
     let restarts: Vec<&String> = events
         .iter()
         .filter(|(r, _)| r == "PodRestarted")
@@ -592,13 +602,24 @@ async fn volume_expansion_grows_every_claim_and_restarts_pods_one_by_one() {
     assert_eq!(restarts.len(), 3, "one restart per pod: {events:?}");
     assert!(events.iter().any(|(r, _)| r == "VolumeExpansionStarted"));
 
-    // Shrinking is refused and touches nothing.
-    let sts_rv = env
-        .api::<StatefulSet>()
-        .get("big-mongodb")
-        .await
-        .expect("sts")
-        .resource_version();
+    // Shrinking is refused and touches nothing. (The StatefulSet controller still writes
+    // its status, so the resourceVersion is no measure: what bosun writes is the spec and
+    // metadata.)
+    let written = |s: StatefulSet| {
+        (
+            s.uid(),
+            s.metadata.generation,
+            s.metadata.labels.clone(),
+            s.metadata.annotations.clone(),
+            s.metadata.owner_references.clone(),
+        )
+    };
+    let sts_before = written(
+        env.api::<StatefulSet>()
+            .get("big-mongodb")
+            .await
+            .expect("sts"),
+    );
     env.patch_spec("big", json!({"bookDB": {"dbSize": "1Gi"}}))
         .await;
     let bs = env
@@ -611,12 +632,13 @@ async fn volume_expansion_grows_every_claim_and_restarts_pods_one_by_one() {
         .iter()
         .any(|c| c.message.contains("never shrink")));
     assert_eq!(
-        env.api::<StatefulSet>()
-            .get("big-mongodb")
-            .await
-            .expect("sts")
-            .resource_version(),
-        sts_rv
+        written(
+            env.api::<StatefulSet>()
+                .get("big-mongodb")
+                .await
+                .expect("sts")
+        ),
+        sts_before
     );
     let c = env
         .api::<PersistentVolumeClaim>()

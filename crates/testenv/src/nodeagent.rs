@@ -21,7 +21,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -187,7 +187,7 @@ impl NodeAgent {
 
 async fn mark_unready(api: &Api<Pod>, pod: &Pod) -> Result<(), kube::Error> {
     let t = now();
-    let patch = json!({"status": {
+    let patch = json!({"metadata": {"uid": pod.uid()}, "status": {
         "phase": "Running",
         "conditions": [
             {"type": "ContainersReady", "status": "False", "lastTransitionTime": t},
@@ -201,6 +201,22 @@ async fn mark_unready(api: &Api<Pod>, pod: &Pod) -> Result<(), kube::Error> {
     )
     .await?;
     Ok(())
+}
+
+/// Removes a terminating pod at once, as the kubelet does when its containers are gone —
+/// **that** pod only: the event may be stale, and the name already the StatefulSet's next pod.
+pub(crate) async fn finalize(api: &Api<Pod>, pod: &Pod) {
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: pod.uid(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    if let Err(e) = api.delete(&pod.name_any(), &dp).await {
+        tracing::debug!(pod = %pod.name_any(), error = %e, "finalizing the pod");
+    }
 }
 
 fn watch_error(e: watcher::Error) -> Result<(), kube::Error> {
@@ -226,15 +242,7 @@ async fn on_pod(
     let ns = pod.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     if pod.metadata.deletion_timestamp.is_some() {
-        let _ = api
-            .delete(
-                &pod.name_any(),
-                &DeleteParams {
-                    grace_period_seconds: Some(0),
-                    ..Default::default()
-                },
-            )
-            .await;
+        finalize(&api, &pod).await;
         return Ok(());
     }
     let ready = pod
@@ -286,7 +294,7 @@ async fn on_pod(
                                                 "reason": if code == 0 { "Completed" } else { "Error" }}}})
             })
             .collect();
-        let patch = json!({"status": {
+        let patch = json!({"metadata": {"uid": pod.uid()}, "status": {
             "phase": if code == 0 { "Succeeded" } else { "Failed" },
             "hostIP": "127.0.0.1", "podIP": "127.0.0.2", "startTime": t,
             "containerStatuses": containers,
@@ -312,7 +320,7 @@ async fn on_pod(
         })
         .collect();
     let cond = |ty: &str| json!({"type": ty, "status": "True", "lastTransitionTime": t});
-    let patch = json!({"status": {
+    let patch = json!({"metadata": {"uid": pod.uid()}, "status": {
         "phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.2", "startTime": t,
         "conditions": [cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")],
         "containerStatuses": containers,
@@ -493,15 +501,151 @@ pub(crate) async fn on_pvc(
             &Patch::Merge(&json!({"spec": {"capacity": {"storage": want}}})),
         )
         .await;
+    // Only if the claim is still as this event shows it: a stale event must not report a
+    // resize that a restarted pod has finished since (a newer event follows any change).
+    let guard = json!({"resourceVersion": pvc.resource_version()});
     let status = if cfg.resize_needs_restart {
-        json!({"status": {"conditions": [{"type": PENDING, "status": "True", "lastTransitionTime": now(),
+        json!({"metadata": guard, "status": {"conditions": [{"type": PENDING, "status": "True", "lastTransitionTime": now(),
             "message": "Waiting for user to (re-)start a pod to finish file system resize of volume on node."}]}})
     } else {
-        json!({"status": {"capacity": {"storage": want}}})
+        json!({"metadata": guard, "status": {"capacity": {"storage": want}}})
     };
     // Give the API a moment so resize ordering resembles a real driver's.
     tokio::time::sleep(Duration::from_millis(50)).await;
     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn pod(name: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "sim"}]}
+        }))
+        .expect("pod")
+    }
+
+    /// Events reach the agent late. A stale event of a pod that is gone must not act on the
+    /// pod that has its name now (a StatefulSet recreates pods under the same name): not
+    /// remove it, not mark it ready.
+    #[tokio::test]
+    async fn a_stale_event_never_acts_on_the_pod_that_took_the_name() {
+        let cp = crate::shared().await.expect("control plane");
+        let client = cp.client().await.expect("client");
+        let ns = crate::test_namespace(&client, "na-stale")
+            .await
+            .expect("ns");
+        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let cfg = NodeAgentConfig::default();
+        let held = Held::default();
+
+        // The first pod, seen terminating and seen not ready (both stale once it is gone).
+        let old = api
+            .create(&PostParams::default(), &pod("db-0"))
+            .await
+            .unwrap();
+        let mut terminating = old.clone();
+        terminating.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+        );
+        // Unscheduled, it goes at once.
+        api.delete("db-0", &DeleteParams::default()).await.unwrap();
+        crate::eventually(30, || async {
+            api.get_opt("db-0")
+                .await
+                .ok()
+                .flatten()
+                .is_none()
+                .then_some(())
+        })
+        .await
+        .expect("the first pod is gone");
+        let new = api
+            .create(&PostParams::default(), &pod("db-0"))
+            .await
+            .unwrap();
+
+        on_pod(&client, &cfg, &held, terminating).await.unwrap();
+        let still = api
+            .get_opt("db-0")
+            .await
+            .unwrap()
+            .expect("the new pod stays");
+        assert_eq!(still.uid(), new.uid());
+        assert!(still.metadata.deletion_timestamp.is_none());
+
+        // The first pod's not-ready event does not make the new one ready.
+        let _ = on_pod(&client, &cfg, &held, old).await;
+        let still = api.get("db-0").await.unwrap();
+        let phase = still.status.as_ref().and_then(|s| s.phase.clone());
+        assert_ne!(phase.as_deref(), Some("Running"), "{:?}", still.status);
+
+        // Its own events do act on it.
+        on_pod(&client, &cfg, &held, still.clone()).await.unwrap();
+        let running = api.get("db-0").await.unwrap();
+        assert_eq!(
+            running.status.and_then(|s| s.phase).as_deref(),
+            Some("Running")
+        );
+    }
+
+    /// A stale event of a claim whose resize a restarted pod has finished since does not
+    /// report the resize pending again (the claim would wait for a restart forever).
+    #[tokio::test]
+    async fn a_stale_claim_event_does_not_reopen_a_finished_resize() {
+        use k8s_openapi::api::storage::v1::StorageClass;
+        let cp = crate::shared().await.expect("control plane");
+        let client = cp.client().await.expect("client");
+        let ns = crate::test_namespace(&client, "na-pvc").await.expect("ns");
+        let class: StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": "na-expandable"},
+            "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": true,
+        }))
+        .unwrap();
+        let classes: Api<StorageClass> = Api::all(client.clone());
+        let _ = classes.create(&PostParams::default(), &class).await;
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+        let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "data-0"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "na-expandable",
+                     "resources": {"requests": {"storage": "1Gi"}}},
+        }))
+        .unwrap();
+        let created = api.create(&PostParams::default(), &claim).await.unwrap();
+        let cfg = NodeAgentConfig {
+            namespace: Some(ns.clone()),
+            resize_needs_restart: true,
+        };
+        on_pvc(&client, &cfg, created, None).await.unwrap();
+        let grow = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
+        let grown = api
+            .patch("data-0", &PatchParams::default(), &Patch::Merge(&grow))
+            .await
+            .unwrap();
+        assert_eq!(capacity(&grown).as_deref(), Some("1Gi"));
+        // A pod restart finished it before the agent got to this event.
+        let done = json!({"status": {"capacity": {"storage": "2Gi"}}});
+        api.patch_status("data-0", &PatchParams::default(), &Patch::Merge(&done))
+            .await
+            .unwrap();
+
+        let _ = on_pvc(&client, &cfg, grown, None).await;
+        let now = api.get("data-0").await.unwrap();
+        assert!(!has_pending(&now), "{:?}", now.status);
+        assert_eq!(capacity(&now).as_deref(), Some("2Gi"));
+
+        // The current event does report it (the agent still works).
+        let grow = json!({"spec": {"resources": {"requests": {"storage": "3Gi"}}}});
+        let grown = api
+            .patch("data-0", &PatchParams::default(), &Patch::Merge(&grow))
+            .await
+            .unwrap();
+        on_pvc(&client, &cfg, grown, None).await.unwrap();
+        assert!(has_pending(&api.get("data-0").await.unwrap()));
+    }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
@@ -150,15 +150,7 @@ async fn on_pod(ctx: &Arc<Ctx>, mut p: Pod) {
     if p.metadata.deletion_timestamp.is_some() {
         // Nothing of it runs here: finalize it at once.
         let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-        let _ = api
-            .delete(
-                &name,
-                &DeleteParams {
-                    grace_period_seconds: Some(0),
-                    ..Default::default()
-                },
-            )
-            .await;
+        crate::nodeagent::finalize(&api, &p).await;
         return;
     }
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
