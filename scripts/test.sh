@@ -44,10 +44,11 @@ cargo clippy --version >/dev/null 2>&1 || { echo "clippy is missing: rustup comp
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== tests"
-# Test binaries run one after another; tests within one share its control plane.
+# Test binaries run one after another; tests within one share its control plane. Every
+# binary runs even after a failure, so one CI run reports every failing test.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --workspace --locked -- --test-threads=4 2>&1 | tee "$log"
+cargo test --workspace --locked --no-fail-fast -- --test-threads=4 2>&1 | tee "$log"
 
 echo "== a scaffolded Rust operator (bosun init/create api --plugins rust) builds and its tests pass"
 # Its own cargo build, on this workspace's crates, target dir and lock file.
