@@ -198,13 +198,19 @@ fn postgres_pod(name: &str) -> Value {
 }
 
 fn postgres_pod_on(name: &str, volume: Value) -> Value {
-    // The official image's entrypoint is not emulated: the pod initialises its own data.
+    // The official image's entrypoint is not emulated: the pod initialises its own data, in
+    // a side directory renamed into place when complete, so a container killed during
+    // initdb (a crash, a liveness kill on a slow machine) starts over instead of serving a
+    // half-made cluster.
     let script = r#"set -e
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
+  rm -rf "$PGDATA.init"
   printf '%s\n' "$POSTGRES_PASSWORD" > /tmp/pw
-  initdb -D "$PGDATA" -U postgres --auth=scram-sha-256 --pwfile=/tmp/pw --no-sync >/dev/null
+  initdb -D "$PGDATA.init" -U postgres --auth=scram-sha-256 --pwfile=/tmp/pw --no-sync >/dev/null
   rm /tmp/pw
-  echo "host all all 127.0.0.0/8 scram-sha-256" >> "$PGDATA/pg_hba.conf"
+  echo "host all all 127.0.0.0/8 scram-sha-256" >> "$PGDATA.init/pg_hba.conf"
+  rm -rf "$PGDATA"
+  mv "$PGDATA.init" "$PGDATA"
 fi
 exec postgres -D "$PGDATA" -c listen_addresses="$POD_IP" -c fsync=off"#;
     json!({
@@ -223,10 +229,56 @@ exec postgres -D "$PGDATA" -c listen_addresses="$POD_IP" -c fsync=off"#;
                 "volumeMounts": [{"name": "data", "mountPath": "/var/lib/postgresql/data"}],
                 "readinessProbe": {"exec": {"command": ["sh", "-c", "pg_isready -q -h \"$POD_IP\""]},
                                    "periodSeconds": 1, "failureThreshold": 1},
+                // Liveness only once started: initdb may take longer than 5 s under load.
+                "startupProbe": {"tcpSocket": {"port": 5432}, "periodSeconds": 1, "failureThreshold": 120},
                 "livenessProbe": {"tcpSocket": {"port": 5432}, "periodSeconds": 1, "failureThreshold": 5},
             }],
         }
     })
+}
+
+/// A container killed while initdb runs (what a liveness probe did on a loaded machine, in
+/// CI) starts over: the restarted PostgreSQL has its `postgres` database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_during_initdb_starts_over_on_restart() {
+    let e = env("pm-pg-init").await;
+    let _: Secret = e
+        .create(json!({"metadata": {"name": "pg"}, "stringData": {"password": "s3cret-pw"}}))
+        .await;
+    let _: PersistentVolumeClaim = e
+        .create(json!({"metadata": {"name": "pgdata"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .await;
+    let _: Pod = e.create(postgres_pod("pg-0")).await;
+    // As soon as initdb has begun writing (PG_VERSION comes first, the databases last).
+    let claim = eventually(60, || async {
+        e.agent.claim_dir(&e.ns, "pgdata").await.ok()
+    })
+    .await
+    .expect("claim dir");
+    eventually(60, || async {
+        let begun = ["pgdata/PG_VERSION", "pgdata.init/PG_VERSION"]
+            .iter()
+            .any(|f| claim.join(f).exists());
+        begun.then_some(())
+    })
+    .await
+    .expect("initdb begins");
+    e.agent.kill_containers(&e.ns, "pg-0").expect("kill");
+    let p = e
+        .wait("pg-0", 90, "Ready after a restart", |p| {
+            ready(p) && container(p)["restartCount"].as_i64().unwrap_or(0) >= 1
+        })
+        .await;
+    let ip = pod_ip(&p);
+    assert_eq!(
+        psql(
+            &ip,
+            "s3cret-pw",
+            "select datname from pg_database where datname = 'postgres'"
+        ),
+        Ok("postgres".to_string())
+    );
 }
 
 /// The main case: `postgres:15` runs real PostgreSQL as an unprivileged user, initialised on
