@@ -498,6 +498,56 @@ async fn instances_restart_on_their_own_data() {
     b.shutdown().await;
 }
 
+/// A manager stopped while initdb runs (a liveness kill on a slow machine, a SIGTERM) leaves
+/// a data directory that already has `PG_VERSION`; the next start makes it again instead of
+/// running that half-made cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_cut_short_during_initdb_initialises_again() {
+    let dir = workdir();
+    let data = dir.path().join("pg-1").join("data");
+    let a = start(dir.path(), "pg-1", "127.21.9.1", Role::Primary, None);
+    let t0 = Instant::now();
+    while !data.join("PG_VERSION").exists() {
+        assert!(t0.elapsed() < DEADLINE, "initdb never began");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Stopped there, and every program it runs on this data directory killed.
+    a.stop.cancel();
+    let _ = std::process::Command::new("pkill")
+        .args(["-9", "-f", &data.display().to_string()])
+        .status();
+    let _ = a.task.await;
+    assert!(
+        data.join("PG_VERSION").exists(),
+        "the first start left a data directory behind"
+    );
+
+    let (a, s) = ready_primary(dir.path(), "pg-1", "127.21.9.1").await;
+    assert_eq!(s.timeline, Some(1));
+    // The cluster is whole: the application database and its owner were made too.
+    sql(&a)
+        .await
+        .expect("connect")
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
+        .await
+        .expect("write");
+    let app = tokio_postgres::Config::new()
+        .host(a.ip.to_string())
+        .port(PG_PORT)
+        .user("app")
+        .password(APP_PASSWORD)
+        .dbname("app")
+        .connect_timeout(Duration::from_secs(5))
+        .connect(tokio_postgres::NoTls)
+        .await;
+    assert!(
+        app.is_ok(),
+        "the app database after a restart: {:?}",
+        app.err()
+    );
+    a.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronous_replication_waits_for_a_replica() {
     let dir = workdir();

@@ -303,7 +303,7 @@ pub async fn restore(pg: &Pg, from: &str, target: Option<&Target>) -> Result<Bac
             (false, _) => "no base backup ends before the target position".into(),
         })
     })?;
-    os::clear_for_new_data(&pg.data)?;
+    pg.begin_filling()?;
     match &store {
         Store::Volume(v) => copy_tree(&v.backup_dir(&chosen.id), &pg.data)
             .map_err(Error::io("copying the base backup into", &pg.data))?,
@@ -335,6 +335,7 @@ pub async fn restore(pg: &Pg, from: &str, target: Option<&Target>) -> Result<Bac
     pg.set_fenced(false)?;
     pg.set_recovery()?;
     pg.write_hba()?;
+    pg.end_filling()?;
     Ok(chosen)
 }
 

@@ -95,13 +95,49 @@ impl Pg {
         }
     }
 
+    /// Complete data: PostgreSQL's, and not left half-made by a fill that was cut short.
     pub fn has_data(&self) -> bool {
-        self.data.join("PG_VERSION").is_file()
+        self.data.join("PG_VERSION").is_file() && !self.filling_mark().exists()
+    }
+
+    /// Beside the data directory, on the same volume: there while the directory is being
+    /// filled (initdb, a base backup, a restore). `PG_VERSION` is among the first files
+    /// each of them writes, so a manager stopped or killed meanwhile (a liveness kill during
+    /// a slow initdb, a SIGTERM) would otherwise find "data" on its next start and run a
+    /// half-made cluster; the mark makes that start fill the directory again.
+    fn filling_mark(&self) -> PathBuf {
+        let mut name = self
+            .data
+            .file_name()
+            .map(|n| n.to_os_string())
+            .unwrap_or_default();
+        name.push(".bosun-filling");
+        self.data.with_file_name(name)
+    }
+
+    /// Marks the data directory as being filled, then clears it for new data.
+    pub fn begin_filling(&self) -> Result<(), Error> {
+        write_private(
+            &self.filling_mark(),
+            "the data directory next to this file is being filled; it is not complete\n",
+            self.user,
+        )?;
+        os::clear_for_new_data(&self.data)
+    }
+
+    /// The data directory is complete.
+    pub fn end_filling(&self) -> Result<(), Error> {
+        let mark = self.filling_mark();
+        match std::fs::remove_file(&mark) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("removing", &mark)(e)),
+        }
     }
 
     /// A new database cluster in the (empty) data directory.
     pub async fn initdb(&self, creds: &Credentials, opts: &InitDbOptions) -> Result<(), Error> {
-        os::clear_for_new_data(&self.data)?;
+        self.begin_filling()?;
         let pwfile = self.run_dir.join("initdb.pw");
         write_private(&pwfile, &creds.superuser_password, self.user)?;
         let mut c = self.command("initdb");
@@ -117,12 +153,13 @@ impl Pg {
         let r = self.run("initdb", c).await;
         let _ = std::fs::remove_file(&pwfile);
         r?;
-        self.write_hba()
+        self.write_hba()?;
+        self.end_filling()
     }
 
     /// A copy of the primary's data through this instance's slot (made beforehand).
     pub async fn basebackup(&self, host: &str, port: u16, slot: &str) -> Result<(), Error> {
-        os::clear_for_new_data(&self.data)?;
+        self.begin_filling()?;
         let mut c = self.command("pg_basebackup");
         c.arg("-D")
             .arg(&self.data)
@@ -135,7 +172,8 @@ impl Pg {
             let _ = os::clear_for_new_data(&self.data);
         }
         r?;
-        self.write_hba()
+        self.write_hba()?;
+        self.end_filling()
     }
 
     /// A base backup of this (running) instance into `dest`, over the private socket: plain
