@@ -431,12 +431,12 @@ where
 
 /// How many of these BookStores carry a status for their current generation.
 pub fn converged(items: &[bosun_bookstore::BookStore]) -> usize {
-    items
-        .iter()
-        .filter(|b| {
-            b.status
-                .as_ref()
-                .is_some_and(|s| s.observed_generation == b.metadata.generation)
-        })
-        .count()
+    items.iter().filter(|b| is_converged(b)).count()
+}
+
+/// A BookStore whose status reports its current generation.
+pub fn is_converged(b: &bosun_bookstore::BookStore) -> bool {
+    b.status
+        .as_ref()
+        .is_some_and(|s| s.observed_generation == b.metadata.generation)
 }
