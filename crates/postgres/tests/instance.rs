@@ -200,6 +200,21 @@ async fn sql(node: &Node) -> Result<tokio_postgres::Client, tokio_postgres::Erro
     Ok(client)
 }
 
+/// As the application database's owner, in it.
+async fn app_sql(node: &Node) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let (client, conn) = tokio_postgres::Config::new()
+        .host(node.ip.to_string())
+        .port(PG_PORT)
+        .user("app")
+        .password(APP_PASSWORD)
+        .dbname("app")
+        .connect_timeout(Duration::from_secs(5))
+        .connect(tokio_postgres::NoTls)
+        .await?;
+    tokio::spawn(conn);
+    Ok(client)
+}
+
 /// The rows of table `t`, sorted.
 async fn rows(node: &Node) -> Result<Vec<String>, String> {
     let c = sql(node).await.map_err(|e| e.to_string())?;
@@ -384,16 +399,7 @@ async fn only_the_token_holder_changes_an_instance() {
         );
     }
     // The application database, owned by its role, which logs in with its password.
-    let (app, conn) = tokio_postgres::Config::new()
-        .host(a.ip.to_string())
-        .port(PG_PORT)
-        .user("app")
-        .password(APP_PASSWORD)
-        .dbname("app")
-        .connect(tokio_postgres::NoTls)
-        .await
-        .expect("connect as the application owner");
-    tokio::spawn(conn);
+    let app = app_sql(&a).await.expect("connect as the application owner");
     app.batch_execute("CREATE TABLE mine (id int)")
         .await
         .expect("the owner creates tables in its database");
@@ -531,15 +537,7 @@ async fn a_start_cut_short_during_initdb_initialises_again() {
         .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
         .await
         .expect("write");
-    let app = tokio_postgres::Config::new()
-        .host(a.ip.to_string())
-        .port(PG_PORT)
-        .user("app")
-        .password(APP_PASSWORD)
-        .dbname("app")
-        .connect_timeout(Duration::from_secs(5))
-        .connect(tokio_postgres::NoTls)
-        .await;
+    let app = app_sql(&a).await;
     assert!(
         app.is_ok(),
         "the app database after a restart: {:?}",

@@ -190,6 +190,20 @@ fn psql(ip: &str, password: &str, sql: &str) -> Result<String, String> {
     }
 }
 
+impl Env {
+    /// The Secret `pg` (password `s3cret-pw`), the claim `pgdata` and PostgreSQL's pod on it.
+    async fn postgres_on_a_claim(&self, pod: &str) {
+        let _: Secret = self
+            .create(json!({"metadata": {"name": "pg"}, "stringData": {"password": "s3cret-pw"}}))
+            .await;
+        let _: PersistentVolumeClaim = self
+            .create(json!({"metadata": {"name": "pgdata"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+            .await;
+        let _: Pod = self.create(postgres_pod(pod)).await;
+    }
+}
+
 fn postgres_pod(name: &str) -> Value {
     postgres_pod_on(
         name,
@@ -242,14 +256,7 @@ exec postgres -D "$PGDATA" -c listen_addresses="$POD_IP" -c fsync=off"#;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_killed_during_initdb_starts_over_on_restart() {
     let e = env("pm-pg-init").await;
-    let _: Secret = e
-        .create(json!({"metadata": {"name": "pg"}, "stringData": {"password": "s3cret-pw"}}))
-        .await;
-    let _: PersistentVolumeClaim = e
-        .create(json!({"metadata": {"name": "pgdata"}, "spec": {
-            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
-        .await;
-    let _: Pod = e.create(postgres_pod("pg-0")).await;
+    e.postgres_on_a_claim("pg-0").await;
     // As soon as initdb has begun writing (PG_VERSION comes first, the databases last).
     let claim = eventually(60, || async {
         e.agent.claim_dir(&e.ns, "pgdata").await.ok()
@@ -288,14 +295,7 @@ async fn postgres_killed_during_initdb_starts_over_on_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_runs_on_its_claim_and_pod_ip_and_its_data_outlives_the_pod() {
     let e = env("pm-pg").await;
-    let _: Secret = e
-        .create(json!({"metadata": {"name": "pg"}, "stringData": {"password": "s3cret-pw"}}))
-        .await;
-    let _: PersistentVolumeClaim = e
-        .create(json!({"metadata": {"name": "pgdata"}, "spec": {
-            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
-        .await;
-    let _: Pod = e.create(postgres_pod("pg-0")).await;
+    e.postgres_on_a_claim("pg-0").await;
     let p = e.wait("pg-0", 90, "Ready", ready).await;
     let ip = pod_ip(&p);
     assert!(ip.starts_with("127.") && ip != "127.0.0.1", "{ip}");
