@@ -187,27 +187,26 @@ async fn wait_state(
 }
 
 async fn sql(node: &Node) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
-    let (client, conn) = tokio_postgres::Config::new()
-        .host(node.ip.to_string())
-        .port(PG_PORT)
-        .user("postgres")
-        .password(SUPER_PASSWORD)
-        .dbname("postgres")
-        .connect_timeout(Duration::from_secs(5))
-        .connect(tokio_postgres::NoTls)
-        .await?;
-    tokio::spawn(conn);
-    Ok(client)
+    connect_as(node, "postgres", SUPER_PASSWORD, "postgres").await
 }
 
 /// As the application database's owner, in it.
 async fn app_sql(node: &Node) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    connect_as(node, "app", APP_PASSWORD, "app").await
+}
+
+async fn connect_as(
+    node: &Node,
+    user: &str,
+    password: &str,
+    db: &str,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
     let (client, conn) = tokio_postgres::Config::new()
         .host(node.ip.to_string())
         .port(PG_PORT)
-        .user("app")
-        .password(APP_PASSWORD)
-        .dbname("app")
+        .user(user)
+        .password(password)
+        .dbname(db)
         .connect_timeout(Duration::from_secs(5))
         .connect(tokio_postgres::NoTls)
         .await?;
@@ -517,12 +516,26 @@ async fn a_start_cut_short_during_initdb_initialises_again() {
         assert!(t0.elapsed() < DEADLINE, "initdb never began");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    // Stopped there, and every program it runs on this data directory killed.
+    // Stopped there, and every program it ran on this data directory killed (as the end of
+    // a pod's container kills them all), until none is left: initdb names the directory,
+    // the backend it runs works in it.
     a.stop.cancel();
-    let _ = std::process::Command::new("pkill")
-        .args(["-9", "-f", &data.display().to_string()])
-        .status();
     let _ = a.task.await;
+    loop {
+        let left = programs_on(&data);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < DEADLINE,
+            "programs on {data:?} do not die: {left:?}"
+        );
+        for pid in left {
+            // SAFETY: a signal to a process of this test's own.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
         data.join("PG_VERSION").exists(),
         "the first start left a data directory behind"
@@ -544,6 +557,24 @@ async fn a_start_cut_short_during_initdb_initialises_again() {
         app.err()
     );
     a.shutdown().await;
+}
+
+/// Processes whose command line names `dir` or that work inside it.
+fn programs_on(dir: &Path) -> Vec<i32> {
+    let text = dir.display().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"));
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cwd.is_ok_and(|c| c.starts_with(dir))
+                || String::from_utf8_lossy(&cmdline).contains(&text)
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
