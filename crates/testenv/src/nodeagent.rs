@@ -639,13 +639,19 @@ mod tests {
         assert!(!has_pending(&now), "{:?}", now.status);
         assert_eq!(capacity(&now).as_deref(), Some("2Gi"));
 
-        // The current event does report it (the agent still works).
+        // The current event does report it (the agent still works). Current means the
+        // claim as it is now: kube-controller-manager may write it too, and then the agent's
+        // next event is the one that acts.
         let grow = json!({"spec": {"resources": {"requests": {"storage": "3Gi"}}}});
-        let grown = api
-            .patch("data-0", &PatchParams::default(), &Patch::Merge(&grow))
+        api.patch("data-0", &PatchParams::default(), &Patch::Merge(&grow))
             .await
             .unwrap();
-        on_pvc(&client, &cfg, grown, None).await.unwrap();
-        assert!(has_pending(&api.get("data-0").await.unwrap()));
+        crate::eventually(30, || async {
+            let current = api.get("data-0").await.ok()?;
+            let _ = on_pvc(&client, &cfg, current, None).await;
+            has_pending(&api.get("data-0").await.ok()?).then_some(())
+        })
+        .await
+        .expect("the current event reports the resize pending");
     }
 }
