@@ -32,6 +32,8 @@ struct Node {
     log: PathBuf,
     /// The manager's outcome once it ended, for failure messages.
     ended: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// What it was started with (its pod UID included), for a container restart.
+    cfg: Config,
 }
 
 impl Node {
@@ -44,6 +46,23 @@ impl Node {
         let r = self.task.await.expect("manager task");
         assert!(r.is_ok(), "manager ended with {r:?}");
     }
+
+    /// Its container restarts: the same pod (UID) and env, on the same data.
+    async fn restart_container(self) -> Node {
+        let cfg = self.cfg.clone();
+        self.shutdown().await;
+        run_node(cfg)
+    }
+}
+
+/// A new pod UID per start: each start in these tests is a new pod on its volume, unless it
+/// is a container restart ([`Node::restart_container`]).
+fn new_pod_uid() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    format!(
+        "pod-{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
 }
 
 /// A directory PostgreSQL's OS user can traverse (tempdir makes 0700 root-owned ones).
@@ -77,6 +96,7 @@ fn start_with(
         name: name.into(),
         data_dir: base.join("data"),
         pod_ip: ip,
+        pod_uid: Some(new_pod_uid()),
         port: PG_PORT,
         http_port: HTTP_PORT,
         bin_dir: None,
@@ -108,12 +128,19 @@ fn start_with(
             app_password: Some(APP_PASSWORD.into()),
         },
     };
+    run_node(cfg)
+}
+
+fn run_node(cfg: Config) -> Node {
+    let ip = cfg.pod_ip;
+    let log = cfg.log_file.clone().expect("a log file");
     let stop = CancellationToken::new();
     let ended = std::sync::Arc::new(std::sync::Mutex::new(None));
     let slot = ended.clone();
     let token = stop.clone();
+    let run_cfg = cfg.clone();
     let task = tokio::spawn(async move {
-        let r = instance::run(cfg, token).await;
+        let r = instance::run(run_cfg, token).await;
         *slot.lock().expect("lock") = Some(format!("{r:?}"));
         r
     });
@@ -124,6 +151,7 @@ fn start_with(
         api: InstanceClient::new(SocketAddr::new(ip, HTTP_PORT), Some(TOKEN.into())),
         log,
         ended,
+        cfg,
     }
 }
 
@@ -824,4 +852,72 @@ async fn a_diverged_replica_is_never_ready_until_rewound() {
     a.shutdown().await;
     b.shutdown().await;
     c.shutdown().await;
+}
+
+/// A container restart keeps the pod's env, which names the role the pod was created with. After
+/// a switchover the ex-primary (created primary) must come back a replica of the new primary,
+/// and the promoted instance (created a replica of the old primary) the primary: never two
+/// writable primaries on one timeline (issue 32, H1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_switchover_restarted_containers_keep_their_new_roles() {
+    let dir = workdir();
+    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.10.1").await;
+    sql(&a)
+        .await
+        .expect("connect to pg-1")
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
+        .await
+        .expect("write on pg-1");
+    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.10.2", &a).await;
+    wait_rows(&b, &["one"]).await;
+
+    // The switchover as the operator runs it: fence, promote, demote.
+    a.api.fence().await.expect("fence pg-1");
+    wait_state(&a, "pg-1 fenced", |s| s.role == StateRole::Fenced).await;
+    b.api.promote().await.expect("promote pg-2");
+    wait_state(&b, "pg-2 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    a.api.demote(&b.addr()).await.expect("demote pg-1");
+    wait_state(&a, "pg-1 streaming from pg-2", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    sql(&b)
+        .await
+        .expect("connect to pg-2")
+        .batch_execute("INSERT INTO t VALUES ('two')")
+        .await
+        .expect("write on pg-2");
+    wait_rows(&a, &["one", "two"]).await;
+
+    // The ex-primary's container restarts, its env still saying "primary".
+    let a = a.restart_container().await;
+    let s = wait_state(&a, "pg-1 back", |s| {
+        s.role != StateRole::Starting && s.ready
+    })
+    .await;
+    assert_eq!(s.role, StateRole::Replica, "pg-1 came back as {s:?}");
+    assert_eq!(s.primary.as_deref(), Some(b.addr().as_str()), "{s:?}");
+    refuses_writes(&a).await;
+
+    // The promoted instance's container restarts, its env still naming pg-1 as its primary.
+    let b = b.restart_container().await;
+    let s = wait_state(&b, "pg-2 back", |s| {
+        s.role != StateRole::Starting && s.ready
+    })
+    .await;
+    assert_eq!(s.role, StateRole::Primary, "pg-2 came back as {s:?}");
+    sql(&b)
+        .await
+        .expect("connect to pg-2")
+        .batch_execute("INSERT INTO t VALUES ('three')")
+        .await
+        .expect("write on pg-2 after its restart");
+    wait_rows(&a, &["one", "three", "two"]).await;
+    refuses_writes(&a).await;
+
+    a.shutdown().await;
+    b.shutdown().await;
 }

@@ -286,6 +286,21 @@ fn env(name: &str, value: impl Into<String>) -> EnvVar {
     }
 }
 
+/// An env var from the downward API.
+fn field_env(name: &str, field_path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: field_path.into(),
+                api_version: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 fn secret_env(plan: &Plan, name: &str, key: &str) -> EnvVar {
     EnvVar {
         name: name.into(),
@@ -368,17 +383,10 @@ fn pod_with(
     let mut envs = vec![
         env("BOSUN_PG_NAME", name.clone()),
         env("PGDATA", "/var/lib/postgresql/data/pgdata"),
-        EnvVar {
-            name: "BOSUN_PG_POD_IP".into(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: "status.podIP".into(),
-                    api_version: None,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
+        field_env("BOSUN_PG_POD_IP", "status.podIP"),
+        // Tells the instance a container restart (its role record wins) from a new pod
+        // (this env wins): see crate::instance::record.
+        field_env("BOSUN_PG_POD_UID", "metadata.uid"),
         env("BOSUN_PG_PORT", PG_PORT.to_string()),
         env("BOSUN_PG_HTTP_PORT", HTTP_PORT.to_string()),
         env(

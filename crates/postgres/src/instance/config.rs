@@ -64,6 +64,9 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The pod's IP: PostgreSQL and the HTTP API listen there only.
     pub pod_ip: IpAddr,
+    /// The pod's UID: tells a container restart (the role record on the volume wins) from
+    /// a new pod on the claim (the role below wins). None: not in a pod; the record wins.
+    pub pod_uid: Option<String>,
     pub port: u16,
     pub http_port: u16,
     /// Where PostgreSQL's programs are (None: `postgres` on PATH, else the newest
@@ -72,7 +75,7 @@ pub struct Config {
     /// The unix socket and password file directory (None: /tmp/bosun-pg/<ip>-<port>). Its
     /// socket path must fit the 107 bytes of a unix socket address.
     pub run_dir: Option<PathBuf>,
-    /// The role to start in.
+    /// The role the pod was created with (see [`super::record`] for when it applies).
     pub role: Role,
     /// `host:port` of the primary to join when starting as a replica.
     pub primary: Option<String>,
@@ -148,6 +151,9 @@ pub struct Args {
     /// The pod's IP (downward API `status.podIP`).
     #[arg(long, env = "BOSUN_PG_POD_IP")]
     pub pod_ip: IpAddr,
+    /// The pod's UID (downward API `metadata.uid`).
+    #[arg(long, env = "BOSUN_PG_POD_UID")]
+    pub pod_uid: Option<String>,
     /// PostgreSQL's port.
     #[arg(long, env = "BOSUN_PG_PORT", default_value_t = 5432)]
     pub port: u16,
@@ -237,6 +243,7 @@ impl Args {
             name: self.name,
             data_dir: self.data_dir,
             pod_ip: self.pod_ip,
+            pod_uid: self.pod_uid.filter(|u| !u.is_empty()),
             port: self.port,
             http_port: self.http_port,
             bin_dir: self.bin_dir,
@@ -373,6 +380,7 @@ mod tests {
             name: "pg-1".into(),
             data_dir: "/data".into(),
             pod_ip: "127.0.0.2".parse().expect("ip"),
+            pod_uid: None,
             port: 5432,
             http_port: 8000,
             bin_dir: None,

@@ -13,6 +13,7 @@ use super::config::{host_port, Config, Role};
 use super::error::Error;
 use super::os;
 use super::pg::{self, Pg};
+use super::record::{self, RoleRecord, StartAs};
 use super::sql;
 use super::state::Rejoin;
 
@@ -195,10 +196,37 @@ impl Manager {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Initialise or join when there is no data, then start in the configured role.
+    /// Learns its role (the record on the volume, else the pod's env), initialises or joins
+    /// when there is no data, then starts in that role.
     async fn first_start(&mut self) -> Result<(), Error> {
+        let record_path = record::path(&self.pg.data);
+        let (role, primary) = match record::resolve(
+            record::read(&record_path),
+            self.cfg.pod_uid.as_deref(),
+            self.cfg.role,
+            self.cfg.primary.as_deref(),
+        ) {
+            StartAs::Known { role, primary } => (role, primary),
+            StartAs::Unknown(why) => {
+                // Not knowing whether it is the primary, it must not run as one: it waits,
+                // stopped, for the operator to make it follow the primary (a demotion).
+                warn!(instance = %self.cfg.name, %why, "the role is unknown: postgres stays stopped");
+                let mut s = self.lock();
+                s.phase = Phase::Stopped;
+                s.error = Some(format!("the instance's role is unknown: {why}"));
+                return Ok(());
+            }
+        };
+        {
+            let mut s = self.lock();
+            s.role = role;
+            s.primary = primary.clone();
+        }
+        if role != self.cfg.role {
+            info!(instance = %self.cfg.name, ?role, ?primary, "the role recorded on the volume overrides the pod's");
+        }
         if !self.pg.has_data() {
-            match (self.cfg.role, self.cfg.primary.clone()) {
+            match (role, primary.clone()) {
                 (Role::Primary, _) if self.cfg.backups.restore_from.is_some() => {
                     let from = self.cfg.backups.restore_from.clone().unwrap_or_default();
                     let target = self.cfg.backups.target.clone();
@@ -238,7 +266,7 @@ impl Manager {
             // An old primary restarted as a replica (its pod deleted, a failover made
             // another the primary) may hold WAL the new primary never received: it rejoins
             // (rewind, else a fresh clone) before it starts, or it would never stream.
-            if let (Role::Replica, Some(primary)) = (self.cfg.role, self.cfg.primary.clone()) {
+            if let (Role::Replica, Some(primary)) = (role, primary.clone()) {
                 if self.pg.was_primary().await? {
                     info!(instance = %self.cfg.name, %primary, "the data was a primary's: rejoining before starting as a replica");
                     let (host, port) = host_port(&primary)?;
@@ -247,7 +275,21 @@ impl Manager {
                 }
             }
         }
-        self.start(self.cfg.role, self.cfg.primary.clone()).await
+        self.start(role, primary).await
+    }
+
+    /// Records the role before (demotion, start) or after (promotion) it takes effect; see
+    /// [`record`] for why each.
+    fn record(&self, role: Role, primary: Option<String>) -> Result<(), Error> {
+        record::write(
+            &record::path(&self.pg.data),
+            &RoleRecord {
+                pod: self.cfg.pod_uid.clone(),
+                role,
+                primary,
+            },
+            self.pg.user,
+        )
     }
 
     async fn handle(&mut self, command: Command) -> Result<(), Error> {
@@ -267,6 +309,7 @@ impl Manager {
                 if sql::observe(&client).await?.in_recovery {
                     sql::promote(&client).await?;
                 }
+                self.record(Role::Primary, None)?;
                 sql::ensure_roles(&client, &self.cfg.credentials, self.cfg.initdb.app.as_ref())
                     .await?;
                 sql::set_synchronous(&client, self.cfg.synchronous).await?;
@@ -280,6 +323,7 @@ impl Manager {
                 if host == self.cfg.pod_ip.to_string() && port == self.cfg.port {
                     return Err(Error::Refused("an instance cannot follow itself".into()));
                 }
+                self.record(Role::Replica, Some(primary.clone()))?;
                 self.stop().await;
                 self.lock().phase = Phase::Starting;
                 let how = self.rejoin(&host, port).await?;
@@ -331,7 +375,6 @@ impl Manager {
     /// Starts `postgres` in `role` and waits until it accepts connections; a primary then
     /// gets its roles and passwords.
     async fn start(&mut self, role: Role, primary: Option<String>) -> Result<(), Error> {
-        self.pg.set_role(role)?;
         let upstream = match (role, &primary) {
             (Role::Replica, Some(p)) => Some(host_port(p)?),
             (Role::Replica, None) => {
@@ -339,6 +382,8 @@ impl Manager {
             }
             (Role::Primary, _) => None,
         };
+        self.record(role, primary.clone())?;
+        self.pg.set_role(role)?;
         if let Some((host, port)) = &upstream {
             // Best effort: a replica restarting while its primary is away still starts, and
             // streams once the primary (and the slot) are back.

@@ -22,6 +22,7 @@ pub mod http;
 mod manager;
 mod os;
 mod pg;
+pub mod record;
 pub(crate) mod sql;
 mod state;
 pub mod timeline;

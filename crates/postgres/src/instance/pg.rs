@@ -514,6 +514,7 @@ mod tests {
             name: "pg-2".into(),
             data_dir: "/data".into(),
             pod_ip: "127.0.0.7".parse().expect("ip"),
+            pod_uid: None,
             port: 5432,
             http_port: 8000,
             bin_dir: None,
