@@ -1,129 +1,122 @@
 #!/usr/bin/env bash
-# Installs the binaries of bosun's test control plane into a cache directory:
-#   etcd (Debian's etcd-server 3.4) and kube-apiserver, kube-controller-manager and
-#   client-go's sample-controller (the benchmark peer), built at v1.20.2 from Debian bookworm's
-#   `kubernetes` source package with Debian's Go 1.19.
-# Idempotent: when every binary is already in the cache it returns at once.
-# BOSUN_ASSETS overrides the cache directory (default ~/.cache/bosun/assets/v1.20.2).
+# Installs the binaries of bosun's test control plane into a cache directory, built with the
+# machine's Go from upstream Go modules (the Go module proxy), at the versions pinned in
+# scripts/assets/:
+#   kube-apiserver, kube-controller-manager  k8s.io/kubernetes, its staging modules pinned by
+#                                            `replace` to the matching v0.x (assets/kube-<v>/go.mod)
+#   etcd                                     the etcd release that Kubernetes version pins
+#                                            (assets/etcd-<v>/go.mod)
+#   sample-controller (+ its CRD)            client-go's sample-controller at the same version:
+#                                            the MyOwnShell benchmark peer (current version only)
+#
+# Usage: setup-assets.sh [current|floor|vX.Y.Z]    (default: $BOSUN_KUBE_VERSION, else current)
+# Prints the directory holding the binaries. Idempotent: when every binary is already in the
+# cache it returns at once; the Go module and build caches make a rebuild fast.
+# BOSUN_ASSETS overrides the cache directory (default ~/.cache/bosun/assets/<version>).
 set -euo pipefail
 
-K8S_VERSION=v1.20.2
-DEB_VERSION='1.20.5+really1.20.2-1.1+deb12u1'
-ASSETS=${BOSUN_ASSETS:-$HOME/.cache/bosun/assets/$K8S_VERSION}
-BINARIES=(etcd kube-apiserver kube-controller-manager sample-controller)
-
+here=$(cd "$(dirname "$0")" && pwd)
+pins=${BOSUN_ASSET_PINS:-$here/assets}
 log() { printf '[setup-assets] %s\n' "$*" >&2; }
+
+# shellcheck source=assets/versions.env
+. "$pins/versions.env"
+want=${1:-${BOSUN_KUBE_VERSION:-current}}
+case "$want" in
+  current) KUBE=$KUBE_CURRENT ETCD=$ETCD_CURRENT PEER=1 ;;
+  floor) KUBE=$KUBE_FLOOR ETCD=$ETCD_FLOOR PEER= ;;
+  "$KUBE_CURRENT") KUBE=$KUBE_CURRENT ETCD=$ETCD_CURRENT PEER=1 ;;
+  "$KUBE_FLOOR") KUBE=$KUBE_FLOOR ETCD=$ETCD_FLOOR PEER= ;;
+  *)
+    log "unknown Kubernetes version '$want': choose current ($KUBE_CURRENT) or floor ($KUBE_FLOOR)"
+    exit 2
+    ;;
+esac
+
+ASSETS=${BOSUN_ASSETS:-$HOME/.cache/bosun/assets/$KUBE}
+BINARIES=(etcd kube-apiserver kube-controller-manager)
+[ -z "$PEER" ] || BINARIES+=(sample-controller)
 
 all_present() {
   for b in "${BINARIES[@]}"; do [ -x "$ASSETS/$b" ] || return 1; done
-  [ -f "$ASSETS/sample-controller-crd.yaml" ]
+  [ -z "$PEER" ] || [ -f "$ASSETS/sample-controller-crd.yaml" ]
 }
 
 if all_present; then
-  log "assets cached in $ASSETS"
+  log "Kubernetes $KUBE assets cached in $ASSETS"
   echo "$ASSETS"
   exit 0
 fi
 
-SUDO=
-[ "$(id -u)" = 0 ] || SUDO=sudo
-export DEBIAN_FRONTEND=noninteractive
-
-# Everything below needs apt-get and Debian's package mirror (etcd, Go 1.19 and the kubernetes
-# source package come from there). Check both before writing anything, so that a machine that
-# cannot build says so at once instead of failing somewhere in the build.
+absent() {
+  local a=()
+  for b in "${BINARIES[@]}"; do [ -x "$ASSETS/$b" ] || a+=("$b"); done
+  [ -z "$PEER" ] || [ -f "$ASSETS/sample-controller-crd.yaml" ] || a+=(sample-controller-crd.yaml)
+  echo "${a[*]}"
+}
+# Stops before writing anything, naming what is missing and the ways out.
 cannot() {
-  local absent=()
-  for b in "${BINARIES[@]}"; do [ -x "$ASSETS/$b" ] || absent+=("$b"); done
-  [ -f "$ASSETS/sample-controller-crd.yaml" ] || absent+=(sample-controller-crd.yaml)
   log "cannot build the test control plane here: $*"
-  log "missing in $ASSETS: ${absent[*]}"
-  log "instead, set BOSUN_ASSETS to a directory holding official binaries of these names (v1.20)"
+  log "missing in $ASSETS: $(absent)"
+  log "instead, set BOSUN_ASSETS to a directory holding official binaries of these names (Kubernetes $KUBE)"
   exit 3
 }
-command -v apt-get >/dev/null || cannot "no apt-get (it installs etcd and Go 1.19 from Debian packages and fetches Debian's kubernetes source package)"
-[ -z "$SUDO" ] || command -v sudo >/dev/null || cannot "not root, and no sudo to run apt-get with"
-# Error-Mode=any: by default apt-get update exits 0 when no index could be fetched.
-$SUDO apt-get update -qq -o APT::Update::Error-Mode=any -o Acquire::http::Timeout=30 ||
-  cannot "apt-get update failed (above): the build needs Debian's package mirror"
-apt_updated=1
-apt_install() {
-  local missing=()
-  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  if [ -z "$apt_updated" ]; then $SUDO apt-get update -qq; apt_updated=1; fi
-  log "apt-get install ${missing[*]}"
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
 
-mkdir -p "$ASSETS"
-
-# etcd from Debian.
-apt_install etcd-server
-cp -f "$(command -v etcd || echo /usr/bin/etcd)" "$ASSETS/etcd"
-
-need_build=
-for b in kube-apiserver kube-controller-manager sample-controller; do
-  [ -x "$ASSETS/$b" ] || need_build=1
-done
-[ -f "$ASSETS/sample-controller-crd.yaml" ] || need_build=1
-
-if [ -n "$need_build" ]; then
-  apt_install golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-dev make
-  src_list=/etc/apt/sources.list.d/bosun-bookworm-src.sources
-  if ! apt-cache showsrc kubernetes 2>/dev/null | grep -q "^Version: $DEB_VERSION"; then
-    log "adding a deb-src entry for bookworm ($src_list)"
-    $SUDO tee "$src_list" >/dev/null <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-    $SUDO apt-get update -qq
-  fi
-
-  work=${BOSUN_BUILD_DIR:-$HOME/.cache/bosun/build}
-  rm -rf "$work"; mkdir -p "$work"
-  cd "$work"
-  log "downloading Debian source package kubernetes $DEB_VERSION"
-  apt-get source --download-only "kubernetes=$DEB_VERSION" >/dev/null
-  orig=$(ls kubernetes_*.orig.tar.* | head -n1)
-  mkdir src
-  tar -xf "$orig" -C src --strip-components=1
-  cd src
-
-  # reflect2 1.0.1 (vendored) crashes under Go >= 1.18; Debian ships 1.0.2.
-  r2=/usr/share/gocode/src/github.com/modern-go/reflect2
-  rm -rf vendor/github.com/modern-go/reflect2
-  mkdir -p vendor/github.com/modern-go/reflect2
-  cp -r "$r2"/. vendor/github.com/modern-go/reflect2/
-  rm -f vendor/github.com/modern-go/reflect2/go.mod vendor/github.com/modern-go/reflect2/*_test.go
-
-  mkdir -p .go/src/k8s.io
-  ln -sfn ../../.. .go/src/k8s.io/kubernetes
-  log "building kube-apiserver, kube-controller-manager, sample-controller (several minutes on 2 cores)"
-  export PATH=/usr/lib/go-1.19/bin:$PATH
-  export GOPATH=$PWD/.go CGO_ENABLED=0 GOCACHE=$work/gocache GOFLAGS=-mod=vendor
-  export KUBE_GIT_VERSION=$K8S_VERSION KUBE_GIT_TREE_STATE=clean
-  make WHAT="cmd/kube-apiserver cmd/kube-controller-manager vendor/k8s.io/sample-controller" >"$work/build.log" 2>&1 || {
-    tail -n 40 "$work/build.log" >&2; exit 1; }
-  out=_output/local/bin/linux/amd64
-  [ -d "$out" ] || out=$(dirname "$(find _output -type f -name kube-apiserver | head -n1)")
-  for b in kube-apiserver kube-controller-manager sample-controller; do
-    install -m 0755 "$out/$b" "$ASSETS/$b"
-  done
-  cp vendor/k8s.io/sample-controller/artifacts/examples/crd-status-subresource.yaml "$ASSETS/sample-controller-crd.yaml"
-  cd /
-  rm -rf "$work"
+# The machine's Go, never a downloaded toolchain (GOTOOLCHAIN=local): Kubernetes' go.mod names
+# the oldest Go it builds with.
+export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
+command -v go >/dev/null || cannot "no Go toolchain on PATH (the build needs go 1.26 or newer and the Go module proxy)"
+gover=$(go env GOVERSION 2>/dev/null | sed -E 's/^go([0-9]+)\.([0-9]+).*/\1 \2/')
+read -r gomajor gominor <<<"${gover:-0 0}"
+if [ "$gomajor" -lt 1 ] || { [ "$gomajor" -eq 1 ] && [ "$gominor" -lt 26 ]; }; then
+  cannot "Go $(go env GOVERSION) is too old (Kubernetes $KUBE needs go 1.26 or newer)"
 fi
 
-all_present || { log "assets incomplete in $ASSETS"; exit 1; }
+work=${BOSUN_BUILD_DIR:-$HOME/.cache/bosun/build}/$KUBE
+rm -rf "$work"
+mkdir -p "$work"
+cp -r "$pins/kube-$KUBE" "$work/kube"
+cp -r "$pins/etcd-$ETCD" "$work/etcd"
+
+# Everything comes from the Go module proxy (or the module cache): check it answers before
+# building, so a machine without it says so at once instead of failing mid-build.
+for m in kube etcd; do
+  (cd "$work/$m" && timeout 900 go mod download >"$work/download-$m.log" 2>&1) || {
+    tail -n 5 "$work/download-$m.log" >&2
+    cannot "the Go module proxy ($(go env GOPROXY)) could not be reached or refused a module (above)"
+  }
+done
+
+mkdir -p "$ASSETS"
+minor=${KUBE#v1.}
+minor=${minor%%.*}
+ldflags="-s -w"
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $p.gitVersion=$KUBE -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+done
+targets=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager)
+[ -z "$PEER" ] || targets+=(k8s.io/sample-controller)
+log "building Kubernetes $KUBE (${targets[*]##*/}) from Go modules (10 to 20 minutes on 2 cores when nothing is cached)"
+mkdir -p "$work/out"
+(cd "$work/kube" && go build -trimpath -ldflags "$ldflags" -o "$work/out/" "${targets[@]}") >"$work/build.log" 2>&1 || {
+  tail -n 40 "$work/build.log" >&2
+  exit 1
+}
+log "building etcd $ETCD from Go modules"
+etcd_main=$(sed -n 's/^tool //p' "$work/etcd/go.mod")
+(cd "$work/etcd" && go build -trimpath -ldflags "-s -w" -o "$work/out/etcd" "$etcd_main") >>"$work/build.log" 2>&1 || {
+  tail -n 40 "$work/build.log" >&2
+  exit 1
+}
+for b in "${BINARIES[@]}"; do install -m 0755 "$work/out/$b" "$ASSETS/$b"; done
+if [ -n "$PEER" ]; then
+  sc=$(cd "$work/kube" && go list -m -f '{{.Dir}}' k8s.io/sample-controller)
+  cp "$sc/artifacts/examples/crd-status-subresource.yaml" "$ASSETS/sample-controller-crd.yaml"
+  chmod 0644 "$ASSETS/sample-controller-crd.yaml"
+fi
+rm -rf "$work"
+
+all_present || { log "assets incomplete in $ASSETS: $(absent)"; exit 1; }
+"$ASSETS/kube-apiserver" --version >&2
 log "assets ready in $ASSETS"
 echo "$ASSETS"

@@ -1,5 +1,5 @@
-//! `bosun dev` on a machine that cannot build the local control plane (issue 14): no apt-get,
-//! or no reachable package mirror, and nothing cached. It must stop before building anything,
+//! `bosun dev` on a machine that cannot build the local control plane (issue 14): no Go, or
+//! no reachable Go module proxy, and nothing cached. It must stop before building anything,
 //! exit non-zero, and say what is missing and the two ways out (BOSUN_ASSETS with official
 //! binaries, or --use-current-cluster). HOME is an empty directory, so the real cache is never
 //! read or written; the time limit only guards against a hang, it asserts nothing.
@@ -45,9 +45,9 @@ fn run_guarded(mut cmd: Command) -> Output {
     }
 }
 
-/// A directory standing in for PATH: every command of the real PATH but `apt-get`, as on a
-/// machine without Debian's package tools.
-fn path_without_apt_get(into: &Path) -> String {
+/// A directory standing in for PATH: every command of the real PATH but `go`, as on a
+/// machine without a Go toolchain.
+fn path_without_go(into: &Path) -> String {
     let real = std::env::var_os("PATH").expect("PATH");
     for dir in std::env::split_paths(&real) {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -56,7 +56,7 @@ fn path_without_apt_get(into: &Path) -> String {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let link = into.join(&name);
-            if name == "apt-get" || link.symlink_metadata().is_ok() {
+            if name == "go" || link.symlink_metadata().is_ok() {
                 continue;
             }
             let _ = std::os::unix::fs::symlink(entry.path(), link);
@@ -84,7 +84,9 @@ fn assert_names_missing_and_ways_out(out: &Output, cause: &str, home: &Path) {
         "{stderr}"
     );
     // Nothing was built or installed.
-    let assets = home.join(".cache/bosun/assets/v1.20.2");
+    let assets = home
+        .join(".cache/bosun/assets")
+        .join(bosun_testenv::current_version());
     let built: Vec<_> = std::fs::read_dir(&assets)
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
@@ -92,20 +94,20 @@ fn assert_names_missing_and_ways_out(out: &Output, cause: &str, home: &Path) {
 }
 
 #[test]
-fn without_apt_get_it_fails_at_once_naming_the_ways_out() {
+fn without_go_it_fails_at_once_naming_the_ways_out() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (home, bin) = (tmp.path().join("home"), tmp.path().join("bin"));
     std::fs::create_dir_all(&home).expect("home");
     std::fs::create_dir_all(&bin).expect("bin");
     let mut cmd = dev(env!("CARGO_BIN_EXE_bosun"), &[], &home);
-    cmd.env("PATH", path_without_apt_get(&bin));
+    cmd.env("PATH", path_without_go(&bin));
     let out = run_guarded(cmd);
-    assert_names_missing_and_ways_out(&out, "no apt-get", &home);
+    assert_names_missing_and_ways_out(&out, "no Go toolchain", &home);
 }
 
 /// No network at all: a fresh network namespace (needs root and unshare; skipped otherwise).
 #[test]
-fn without_a_package_mirror_it_fails_at_once_naming_the_ways_out() {
+fn without_the_go_module_proxy_it_fails_at_once_naming_the_ways_out() {
     let isolated = Command::new("unshare")
         .args(["-n", "true"])
         .stderr(Stdio::null())
@@ -119,5 +121,5 @@ fn without_a_package_mirror_it_fails_at_once_naming_the_ways_out() {
     let home = tmp.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
     let out = run_guarded(dev("unshare", &["-n", env!("CARGO_BIN_EXE_bosun")], &home));
-    assert_names_missing_and_ways_out(&out, "package mirror", &home);
+    assert_names_missing_and_ways_out(&out, "Go module proxy", &home);
 }

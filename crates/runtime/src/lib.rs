@@ -26,6 +26,7 @@ pub mod error;
 pub mod events;
 pub mod heap;
 pub mod http;
+pub mod kubeversion;
 pub mod leader;
 pub mod manager;
 pub mod metrics;

@@ -150,6 +150,8 @@ pub enum ManagerError {
         name: String,
         source: crate::webhook::WebhookError,
     },
+    #[error(transparent)]
+    Kubernetes(#[from] crate::kubeversion::VersionError),
 }
 
 pub struct Manager {
@@ -203,6 +205,13 @@ impl Manager {
         shutdown: impl Future<Output = ()> + Send,
         on_bound: impl FnOnce(&[SocketAddr]),
     ) -> Result<(), ManagerError> {
+        // A server too old is refused before anything runs; one that cannot be reached now
+        // is left to the controllers' retries, as before.
+        match crate::kubeversion::check(&self.client).await {
+            Ok(_) => {}
+            Err(crate::kubeversion::CheckError::Version(e)) => return Err(e.into()),
+            Err(e) => tracing::warn!(error = %e, "could not check the API server's version"),
+        }
         let auth = self
             .config
             .metrics_auth

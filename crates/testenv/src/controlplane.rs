@@ -31,6 +31,8 @@ pub enum TestEnvError {
     Kubeconfig(String),
     #[error("key generation: {0}")]
     Key(String),
+    #[error("test cluster set-up: {0}")]
+    Setup(String),
 }
 
 /// What to start.
@@ -186,6 +188,9 @@ impl ControlPlane {
             .arg(format!("--secure-port={api_port}"))
             .arg("--bind-address=127.0.0.1")
             .arg("--advertise-address=127.0.0.1")
+            // A loopback address may not be the kubernetes Service's endpoint (since 1.2x);
+            // nothing in the tests reaches the API server through that Service.
+            .arg("--endpoint-reconciler-type=none")
             .arg(format!("--cert-dir={}", dir.join("certs").display()))
             .arg(format!(
                 "--token-auth-file={}",
@@ -229,7 +234,6 @@ impl ControlPlane {
             cmd.arg(format!("--kubeconfig={}", self.kubeconfig.display()))
                 .arg("--leader-elect=false")
                 .arg("--controllers=*,-serviceaccount-token")
-                .arg("--port=0")
                 .arg("--secure-port=0")
                 .arg("--use-service-account-credentials=false")
                 .arg("--concurrent-gc-syncs=20")

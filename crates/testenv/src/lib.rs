@@ -5,18 +5,20 @@
 //! ([`procmode`]), running pods as real local processes. And vcsim, the vSphere
 //! simulator, for the vSphere client and the VmGroup operator (`scripts/setup-vcsim.sh`).
 //!
-//! Binaries come from `scripts/setup-assets.sh` (cached under `~/.cache/bosun/assets/v1.20.2`);
-//! `BOSUN_ASSETS` points at another directory with the same file names, for instance an
-//! official envtest set of a newer Kubernetes version.
+//! Binaries come from `scripts/setup-assets.sh`, built from upstream Go modules (cached under
+//! `~/.cache/bosun/assets/<version>`; `BOSUN_KUBE_VERSION=floor` selects the oldest supported
+//! release instead of the current one); `BOSUN_ASSETS` points at another directory with the
+//! same file names, for instance an official envtest set.
 mod assets;
 mod controlplane;
+pub mod kit;
 mod nodeagent;
 pub mod perturb;
 mod process;
 pub mod procmode;
 mod vcsim;
 
-pub use assets::{assets_dir, Assets};
+pub use assets::{assets_dir, current_version, floor_version, selected_version, Assets};
 pub use controlplane::{shared, sum_series, ControlPlane, Options, TestEnvError};
 pub use nodeagent::{NodeAgent, NodeAgentConfig};
 pub use procmode::{Image, ImageMap, ProcessConfig, ProcessError};

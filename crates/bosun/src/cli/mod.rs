@@ -90,7 +90,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Bundle(args) => bundle::run(*args),
         Command::Scorecard(args) => scorecard::run(args),
         Command::Version => {
+            use bosun_runtime::kubeversion::{MAX_TESTED_MINOR, MIN_MINOR};
             println!("bosun {}", env!("CARGO_PKG_VERSION"));
+            println!("Kubernetes: 1.{MIN_MINOR} to 1.{MAX_TESTED_MINOR} (an older API server is refused at start)");
             Ok(())
         }
     }

@@ -2,8 +2,8 @@
 //! scripts/setup-assets.sh (built into the binary). A cold build takes minutes of silent
 //! compiling, so every line the script prints is shown with the time elapsed, and while the
 //! script is quiet a line every [`HEARTBEAT`] repeats the elapsed time and the current step:
-//! a newcomer sees it is not stuck. On a machine that cannot build them (no apt-get, no package
-//! mirror) the script stops before writing anything and the error names what is missing and
+//! a newcomer sees it is not stuck. On a machine that cannot build them (no Go, no Go module
+//! proxy) the script stops before writing anything and the error names what is missing and
 //! the two ways out.
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -13,7 +13,31 @@ use bosun_testenv::{Assets, TestEnvError};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+macro_rules! pin {
+    ($path:literal) => {
+        (
+            $path,
+            include_str!(concat!("../../../../../scripts/assets/", $path)),
+        )
+    };
+}
+
 const SETUP_SCRIPT: &str = include_str!("../../../../../scripts/setup-assets.sh");
+/// The script's pins (`scripts/assets/`), written beside it: the versions and each release's
+/// go.mod and go.sum. A test checks that this list is the whole directory.
+const PINS: &[(&str, &str)] = &[
+    pin!("versions.env"),
+    pin!("kube-v1.37.1/go.mod"),
+    pin!("kube-v1.37.1/go.sum"),
+    pin!("kube-v1.33.13/go.mod"),
+    pin!("kube-v1.33.13/go.sum"),
+    pin!("kube-v1.33.13/unbuilt/sample-cli-plugin/go.mod"),
+    pin!("kube-v1.33.13/unbuilt/sample-controller/go.mod"),
+    pin!("etcd-v3.7.0/go.mod"),
+    pin!("etcd-v3.7.0/go.sum"),
+    pin!("etcd-v3.5.21/go.mod"),
+    pin!("etcd-v3.5.21/go.sum"),
+];
 const HEARTBEAT: Duration = Duration::from_secs(20);
 /// The script's own prefix, left out when a line is repeated as the current step.
 const SCRIPT_PREFIX: &str = "[setup-assets] ";
@@ -26,24 +50,35 @@ pub async fn ensure() -> anyhow::Result<()> {
         Err(e) => return Err(e.into()),
     };
     let dir = bosun_testenv::assets_dir();
+    let version = bosun_testenv::selected_version()?;
     super::say(format!(
-        "first run: installing etcd and building kube-apiserver v1.20.2 into {} \
-         (4 to 8 minutes on 2 cores; elapsed time shown as it goes)",
+        "first run: building etcd, kube-apiserver and kube-controller-manager of Kubernetes \
+         {version} from Go modules into {} (10 to 20 minutes on 2 cores with nothing cached; \
+         elapsed time shown as it goes)",
         dir.display()
     ));
-    let script = std::env::temp_dir().join(format!("bosun-setup-assets-{}.sh", std::process::id()));
+    let tmp = std::env::temp_dir().join(format!("bosun-setup-assets-{}", std::process::id()));
+    let script = tmp.join("setup-assets.sh");
+    std::fs::create_dir_all(&tmp)?;
     std::fs::write(&script, SETUP_SCRIPT)?;
+    for (path, text) in PINS {
+        let to = tmp.join("assets").join(path);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(to, text)?;
+    }
     let mut cmd = Command::new("bash");
-    cmd.arg(&script);
+    cmd.arg(&script).arg(version);
     let status = relay(cmd, HEARTBEAT, |line| eprintln!("    {line}")).await;
-    let _ = std::fs::remove_file(&script);
+    let _ = std::fs::remove_dir_all(&tmp);
     let status = status.context("running the asset script")?;
     if !status.success() {
         anyhow::bail!(
             "the local control plane's binaries ({missing}) are missing in {} and could not be \
              built here (asset script: {status}; its output is above). Ways out:\n  \
-             - put official etcd, kube-apiserver and kube-controller-manager binaries (v1.20, for \
-             instance an envtest set) in a directory and run with BOSUN_ASSETS=/that/dir\n  \
+             - put official etcd, kube-apiserver and kube-controller-manager binaries ({version}, \
+             for instance an envtest set) in a directory and run with BOSUN_ASSETS=/that/dir\n  \
              - or use a cluster you already have: bosun dev --use-current-cluster (the one in \
              KUBECONFIG)",
             dir.display()
@@ -97,6 +132,47 @@ fn elapsed(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every file of `scripts/assets/` travels with the binary, and nothing else.
+    #[test]
+    fn the_pins_are_the_whole_assets_directory() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/assets");
+        let mut on_disk = Vec::new();
+        let mut dirs = vec![root.clone()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).expect("scripts/assets").flatten() {
+                if e.path().is_dir() {
+                    dirs.push(e.path());
+                } else {
+                    let rel = e.path().strip_prefix(&root).expect("under").to_owned();
+                    on_disk.push(rel.to_string_lossy().into_owned());
+                }
+            }
+        }
+        on_disk.sort();
+        let mut embedded: Vec<String> = PINS.iter().map(|(p, _)| p.to_string()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk, "update PINS in dev/assets.rs");
+        for (path, text) in PINS {
+            let disk = std::fs::read_to_string(root.join(path)).expect("pin");
+            assert_eq!(&disk, text, "{path}");
+        }
+    }
+
+    /// The range `bosun version` states and the manager enforces is the range the suite runs.
+    #[test]
+    fn the_supported_range_is_the_tested_one() {
+        use bosun_runtime::kubeversion::{MAX_TESTED_MINOR, MIN_MINOR};
+        let minor = |v: &str| -> u32 {
+            v.trim_start_matches("v1.")
+                .split('.')
+                .next()
+                .and_then(|m| m.parse().ok())
+                .expect("v1.N.P")
+        };
+        assert_eq!(minor(bosun_testenv::floor_version()), MIN_MINOR);
+        assert_eq!(minor(bosun_testenv::current_version()), MAX_TESTED_MINOR);
+    }
 
     #[test]
     fn elapsed_reads_as_minutes_and_seconds() {
