@@ -190,3 +190,33 @@ fn deep_nesting_in_template_text_is_a_parse_error() {
     let (kind, _) = render(&t).unwrap_err();
     assert_eq!(kind, RenderErrorKind::Parse);
 }
+
+/// Data nested 500 levels deep (bosun's YAML reader stops at 512, go-yaml at 10000; its
+/// printing and encoding at 1000), built by a template and passed through every function that walks data
+/// recursively, on a thread with a 128 KiB stack: the walks run on heap-grown stack
+/// segments, in the debug build too. The results are checked against each other (the
+/// same data through different paths), not against fixed text.
+#[test]
+fn deep_data_through_recursive_functions_renders_on_a_small_stack() {
+    // "r" calls itself 300 times and runs the walks at every level, so that some level
+    // starts them with little stack left before the next segment.
+    let walks = r#"{{ $d := dict "leaf" 1 }}{{ range until 500 }}{{ $d = dict "a" $d }}{{ end }}{{ $l := list 1 }}{{ range until 500 }}{{ $l = list $l }}{{ end }}{{ $j := toJson $d }}{{ $y := toYaml $d }}{{ $c := deepCopy $d }}{{ $m := mergeOverwrite (dict) $c (deepCopy $d) }}{{ $p := print $d }}{{ $t := toToml $d }}{{ $pj := toPrettyJson $d }}{{ $lj := toJson $l }}{{ $lp := print $l }}{{ eq (toJson $c) $j }} {{ eq (toJson $m) $j }} {{ eq (fromJson $j | toJson) $j }} {{ eq (fromYaml $y | toJson) $j }} {{ eq (fromJsonArray $lj | toJson) $lj }} {{ eq (fromYaml $y | toYaml) $y }} {{ gt (len $p) 2000 }} {{ gt (len $lp) 1000 }} {{ gt (len $t) 500 }} {{ gt (len $pj) 500 }} {{ deepEqual $c $d }}"#;
+    let t = format!(
+        r#"{{{{ define "walks" }}}}{walks}{{{{ end }}}}{{{{ define "r" }}}}{{{{ if gt . 0 }}}}{{{{ if eq (mod . 30) 0 }}}}{{{{ template "walks" }}}} {{{{ end }}}}{{{{ template "r" (sub . 1) }}}}{{{{ end }}}}{{{{ end }}}}{{{{ template "r" 300 }}}}"#
+    );
+    let out = std::thread::Builder::new()
+        .stack_size(128 * 1024)
+        .spawn(move || render(&t))
+        .unwrap()
+        .join()
+        .unwrap();
+    let out = out.unwrap();
+    assert_eq!(out.split(' ').filter(|w| !w.is_empty()).count(), 10 * 11);
+    assert!(
+        out.split(' ')
+            .filter(|w| !w.is_empty())
+            .all(|w| w == "true"),
+        "{}",
+        &out[..out.len().min(600)]
+    );
+}

@@ -308,11 +308,14 @@ fn tpl(ex: &mut Exec<'_>, a: Args) -> FnResult {
         }
     };
     let layer = Layer::over(&ex.set, &trees);
-    let Some(main) = layer.lookup("gotpl") else {
+    // Go executes the template it just parsed, not the set's "gotpl": an empty or blank
+    // text (whitespace, comments, only `define`s) does not replace the enclosing `tpl`'s
+    // text in the set, and looking it up by name would run that enclosing text again.
+    let Some(main) = trees.iter().find(|t| &*t.name == "gotpl") else {
         return Ok(Value::str(""));
     };
     let data = a.get(1).cloned().unwrap_or_default();
-    match ex.execute_in(layer.clone(), &main, data) {
+    match ex.execute_in(layer.clone(), main, data) {
         Ok(out) if out.contains("<no value>") => Ok(Value::string(out.replace("<no value>", ""))),
         Ok(out) => Ok(Value::string(out)),
         Err(e) if e.kind == crate::template::error::ErrorKind::Limit => Err(FnError::Nested(e)),

@@ -42,8 +42,8 @@ pub struct Limits {
     /// the render. Helm has no such limit: its own rules are
     /// [`max_include_per_name`](Self::max_include_per_name) and Go's 100000 nested
     /// `template` actions within one execution (`maxExecDepth`, which `include` and `tpl`
-    /// restart), and beyond those Go's 1 GB stack ends a render with a crash (around 25k
-    /// nested `tpl`s). This backstop sits above Go's 100000 so that every chain Helm's
+    /// restart), and beyond those Go's 1 GB stack ends a render with a crash (Helm 4.2
+    /// renders 30000 nested `tpl`s in 1.4 GB). This backstop sits above Go's 100000 so that every chain Helm's
     /// rules allow renders, and ends runaway `tpl` recursion with an error; evaluation
     /// grows its stack on the heap ([`stacker`]), so no depth overflows the thread's stack.
     pub max_nesting: usize,
