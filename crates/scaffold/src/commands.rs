@@ -25,9 +25,12 @@ pub const RBAC_FILES: [&str; 5] = [
 pub struct InitOptions {
     pub domain: Option<String>,
     pub project_name: Option<String>,
-    /// Rust: a bosun checkout the generated Cargo.toml depends on by path (default: the
-    /// version of this bosun, from a registry).
+    /// Rust: a bosun checkout the generated Cargo.toml depends on by path.
     pub bosun_source: Option<PathBuf>,
+    /// Rust: a bosun git repository the generated Cargo.toml depends on (`git =`).
+    pub bosun_git: Option<String>,
+    /// Rust: the commit, tag or branch of `bosun_git` (cargo's `rev =`).
+    pub bosun_rev: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -130,16 +133,22 @@ pub fn init(
         let tree = rust::init(
             &project,
             domain,
-            &rust::source(opts.bosun_source.as_deref())?,
+            &rust::source(
+                opts.bosun_source.as_deref(),
+                opts.bosun_git.as_deref(),
+                opts.bosun_rev.as_deref(),
+            )?,
         );
         let stage = Stage::new(dir)?;
         stage.write(&tree)?;
         stage.commit(&tree)?;
         return Ok(vec!["Writing scaffold for you to edit...".into(), next]);
     }
-    if opts.bosun_source.is_some() {
+    if opts.bosun_source.is_some() || opts.bosun_git.is_some() || opts.bosun_rev.is_some() {
         return Err(Error::Flag(
-            "--bosun-source is for --plugins rust: leave it out with helm or ansible".into(),
+            "--bosun-source, --bosun-git and --bosun-rev are for --plugins rust: leave them out \
+             with helm or ansible"
+                .into(),
         ));
     }
     let mut tree = plan_init(plugin, &project, domain);

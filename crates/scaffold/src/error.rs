@@ -45,8 +45,11 @@ pub enum Error {
     Flag(String),
     #[error("src/lib.rs has no '{0}' line: add it where `bosun create api` should register the new kind")]
     NoRustMarker(String),
-    #[error("--bosun-source {0}: no crates/bosun/Cargo.toml there; pass the root of a bosun checkout, or leave the flag out to depend on the published crates")]
+    #[error("--bosun-source {0}: no crates/bosun/Cargo.toml there; pass the root of a bosun checkout, or --bosun-git URL")]
     BadBosunSource(PathBuf),
+    /// `init --plugins rust` with no source of bosun's crates; the message names the ways out.
+    #[error("{0}")]
+    NoBosunSource(String),
     #[error("writing {what} as YAML: {source}")]
     Yaml {
         what: String,

@@ -29,6 +29,7 @@ fn init(dir: &Path, project: &str) {
             domain: Some("example.com".into()),
             project_name: Some(project.into()),
             bosun_source: Some(workspace()),
+            ..Default::default()
         },
         &NO_DERIVE,
     )
@@ -241,10 +242,13 @@ fn refusals_name_the_fix_and_write_nothing() {
     assert!(files(empty.path()).is_empty(), "nothing written");
 }
 
+/// Without a source, `init` refuses and names the ways out: bosun's crates are not on
+/// crates.io (`bosun` there is someone else's), so a manifest naming registry versions would
+/// not resolve on a fresh machine — or would build a stranger's code once they publish.
 #[test]
-fn without_a_source_the_crates_are_this_version() {
+fn without_a_source_init_refuses_naming_the_ways_out() {
     let dir = tempfile::tempdir().expect("dir");
-    commands::init(
+    let err = commands::init(
         dir.path(),
         Plugin::Rust,
         &InitOptions {
@@ -253,21 +257,91 @@ fn without_a_source_the_crates_are_this_version() {
         },
         &NO_DERIVE,
     )
-    .expect("init");
-    let cargo = std::fs::read_to_string(dir.path().join("Cargo.toml")).expect("Cargo.toml");
-    let v = env!("CARGO_PKG_VERSION");
-    for c in ["bosun-runtime", "bosun-testenv"] {
-        assert!(
-            cargo.contains(&format!("\n{c} = \"{v}\"\n")),
-            "{c}: {cargo}"
-        );
-    }
-    // bosun's CLI without bosun's own operators.
+    .expect_err("no source")
+    .to_string();
     assert!(
-        cargo.contains(&format!(
-            "\nbosun = {{ version = \"{v}\", default-features = false }}\n"
+        err.contains("--bosun-source") && err.contains("--bosun-git"),
+        "{err}"
+    );
+    assert!(files(dir.path()).is_empty(), "nothing written: {err}");
+}
+
+/// `--bosun-git URL --bosun-rev REV`: a repository the user controls, pinned. A bare clone of
+/// this checkout stands for it; cargo resolves the generated manifest from it (the fresh
+/// machine's `cargo generate-lockfile` that the published-name manifest failed).
+#[test]
+fn a_git_source_resolves() {
+    let git = |args: &[&str], dir: &Path| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let tmp = tempfile::tempdir().expect("dir");
+    let bare = tmp.path().join("bosun.git");
+    git(
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            workspace().to_str().expect("utf8"),
+            bare.to_str().expect("utf8"),
+        ],
+        tmp.path(),
+    );
+    let rev = git(&["rev-parse", "HEAD"], &bare);
+    let url = format!("file://{}", bare.display());
+    let dir = tmp.path().join("shop");
+    commands::init(
+        &dir,
+        Plugin::Rust,
+        &InitOptions {
+            project_name: Some("shop".into()),
+            bosun_git: Some(url.clone()),
+            bosun_rev: Some(rev.clone()),
+            ..Default::default()
+        },
+        &NO_DERIVE,
+    )
+    .expect("init");
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        manifest.contains(&format!(
+            "bosun-runtime = {{ git = \"{url}\", rev = \"{rev}\" }}"
         )),
-        "{cargo}"
+        "{manifest}"
+    );
+    // The crates.io versions this workspace builds with: no index walk for them.
+    std::fs::copy(workspace().join("Cargo.lock"), dir.join("Cargo.lock")).expect("lock");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(&cargo)
+        .args([
+            "tree", "--edges", "normal", "--prefix", "none", "--format", "{p}",
+        ])
+        .current_dir(&dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("cargo tree runs");
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runtime = tree
+        .lines()
+        .find(|l| l.starts_with("bosun-runtime "))
+        .unwrap_or_else(|| panic!("bosun-runtime in the graph: {tree}"));
+    assert!(
+        runtime.contains(&rev[..8]) || runtime.contains(&url),
+        "{runtime}"
     );
 }
 

@@ -1,6 +1,11 @@
 //! The generated `Cargo.toml`. The crates the generated code names directly are pinned to
 //! the versions and features bosun's own workspace uses (checked by a test against the root
 //! `Cargo.toml`), so that one `Cargo.lock` serves both and the types match bosun's.
+//!
+//! bosun's own crates come from a path or a git repository the user names, never from
+//! crates.io: bosun publishes nothing there, and the name `bosun` on crates.io belongs to
+//! someone else — a version requirement would fail to resolve today and would build that
+//! party's code the day they publish one.
 use std::path::PathBuf;
 
 /// Where the bosun crates come from.
@@ -8,8 +13,8 @@ use std::path::PathBuf;
 pub enum BosunSource {
     /// `--bosun-source DIR`: path dependencies on a bosun checkout.
     Path(PathBuf),
-    /// The version of the running binary (from a registry).
-    Version(String),
+    /// `--bosun-git URL [--bosun-rev REV]`: git dependencies on a bosun repository.
+    Git { url: String, rev: Option<String> },
 }
 
 /// `(name, the dependency's TOML)`, as in bosun's `[workspace.dependencies]`.
@@ -53,27 +58,50 @@ const BOSUN_CRATES: &[&str] = &[
     "bosun-scaffold",
 ];
 
-fn bosun_dep(name: &str, source: &BosunSource) -> String {
-    let dir = name.strip_prefix("bosun-").unwrap_or(name);
+/// The inside of a bosun crate's dependency table: where cargo finds `name`.
+fn from(name: &str, source: &BosunSource) -> String {
     match source {
-        BosunSource::Path(root) => format!(
-            "{name} = {{ path = \"{}\" }}\n",
-            root.join("crates").join(dir).display()
-        ),
-        BosunSource::Version(v) => format!("{name} = \"{v}\"\n"),
+        BosunSource::Path(root) => {
+            let dir = name.strip_prefix("bosun-").unwrap_or(name);
+            format!(
+                "path = {}",
+                toml_str(&root.join("crates").join(dir).display().to_string())
+            )
+        }
+        // Cargo finds each package by name in the repository's workspace.
+        BosunSource::Git { url, rev } => match rev {
+            Some(r) => format!("git = {}, rev = {}", toml_str(url), toml_str(r)),
+            None => format!("git = {}", toml_str(url)),
+        },
     }
+}
+
+fn bosun_dep(name: &str, source: &BosunSource) -> String {
+    format!("{name} = {{ {} }}\n", from(name, source))
 }
 
 /// The `bosun` crate without its default features: its CLI as a library, not bosun's own
 /// operators (BookStore, MyOwnShell, VmGroup, PostgresCluster) nor `bosun dev`.
 fn bosun_cli_dep(source: &BosunSource) -> String {
-    let from = match source {
-        BosunSource::Path(root) => {
-            format!("path = \"{}\"", root.join("crates").join("bosun").display())
+    format!(
+        "bosun = {{ {}, default-features = false }}\n",
+        from("bosun", source)
+    )
+}
+
+/// A TOML basic string: a path or URL with a quote or backslash stays one string.
+fn toml_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
         }
-        BosunSource::Version(v) => format!("version = \"{v}\""),
-    };
-    format!("bosun = {{ {from}, default-features = false }}\n")
+    }
+    out.push('"');
+    out
 }
 
 pub fn manifest(project: &str, source: &BosunSource) -> String {
@@ -143,14 +171,47 @@ mod tests {
             p.contains("bosun = { path = \"/src/bosun/crates/bosun\", default-features = false }"),
             "{p}"
         );
-        let v = manifest("shop", &BosunSource::Version("0.1.0".into()));
-        assert!(
-            v.contains("bosun-testenv = \"0.1.0\"") && !v.contains("{ path ="),
-            "{v}"
+        let g = manifest(
+            "shop",
+            &BosunSource::Git {
+                url: "https://git.example/bosun.git".into(),
+                rev: Some("v0.1.0".into()),
+            },
         );
         assert!(
-            v.contains("\nbosun = { version = \"0.1.0\", default-features = false }\n"),
-            "{v}"
+            g.contains(
+                "bosun-testenv = { git = \"https://git.example/bosun.git\", rev = \"v0.1.0\" }"
+            ) && !g.contains("{ path ="),
+            "{g}"
         );
+        assert!(
+            g.contains("\nbosun = { git = \"https://git.example/bosun.git\", rev = \"v0.1.0\", default-features = false }\n"),
+            "{g}"
+        );
+    }
+
+    /// Every bosun dependency of every source names where it comes from: none is left to
+    /// crates.io, where bosun publishes nothing.
+    #[test]
+    fn no_bosun_crate_from_crates_io() {
+        for source in [
+            BosunSource::Path("/src/bo\"sun".into()),
+            BosunSource::Git {
+                url: "https://git.example/bosun.git".into(),
+                rev: None,
+            },
+        ] {
+            let m = manifest("shop", &source);
+            for line in m.lines().filter(|l| l.starts_with("bosun")) {
+                assert!(
+                    line.contains("path = ") || line.contains("git = "),
+                    "{line}"
+                );
+            }
+            assert!(
+                m.contains("path = \"/src/bo\\\"sun/crates/runtime\"") || m.contains("git ="),
+                "{m}"
+            );
+        }
     }
 }

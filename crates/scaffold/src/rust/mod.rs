@@ -202,8 +202,8 @@ bundle: ## Write the OLM bundle (bundle/, bundle.Dockerfile) and validate it.
 
 fn dockerfile(project: &str, source: &BosunSource) -> String {
     let note = match source {
-        BosunSource::Path(_) => "# The bosun crates are path dependencies (--bosun-source): vendor them into the build\n# context (or switch Cargo.toml to published versions) before building this image.\n",
-        BosunSource::Version(_) => "",
+        BosunSource::Path(_) => "# The bosun crates are path dependencies (--bosun-source): vendor them into the build\n# context (or switch Cargo.toml to --bosun-git) before building this image.\n",
+        BosunSource::Git { .. } => "",
     };
     format!(
         "{note}FROM rust:1 AS build\nWORKDIR /src\nCOPY . .\nRUN cargo build --release --locked\n\nFROM gcr.io/distroless/cc-debian12\nCOPY --from=build /src/target/release/{project} /usr/local/bin/{project}\nUSER 65532:65532\nENTRYPOINT [\"/usr/local/bin/{project}\"]\nCMD [\"run\"]\n"
@@ -301,11 +301,23 @@ fn insert_before(text: &str, marker: &str, line: &str) -> Result<String, Error> 
     }
 }
 
-/// `--bosun-source DIR`: a bosun checkout (its `crates/bosun/Cargo.toml` must exist).
-pub fn source(dir: Option<&Path>) -> Result<BosunSource, Error> {
-    match dir {
-        None => Ok(BosunSource::Version(env!("CARGO_PKG_VERSION").to_string())),
-        Some(d) => {
+/// Where the generated project takes bosun's crates from: `--bosun-source DIR` (a checkout:
+/// its `crates/bosun/Cargo.toml` must exist), or `--bosun-git URL` with an optional
+/// `--bosun-rev`. Neither is a refusal naming both (and the checkout this bosun was built
+/// from, when it is still there), never a silent fallback to crates.io.
+pub fn source(
+    dir: Option<&Path>,
+    git: Option<&str>,
+    rev: Option<&str>,
+) -> Result<BosunSource, Error> {
+    match (dir, git) {
+        (Some(_), Some(_)) => Err(Error::Flag(
+            "--bosun-source and --bosun-git both name bosun's crates: pass one".into(),
+        )),
+        (Some(_), None) if rev.is_some() => Err(Error::Flag(
+            "--bosun-rev pins a --bosun-git repository: leave it out with --bosun-source".into(),
+        )),
+        (Some(d), None) => {
             let abs: PathBuf = d.canonicalize().map_err(Error::io(d))?;
             if abs.join("crates/bosun/Cargo.toml").is_file() {
                 Ok(BosunSource::Path(abs))
@@ -313,12 +325,105 @@ pub fn source(dir: Option<&Path>) -> Result<BosunSource, Error> {
                 Err(Error::BadBosunSource(d.to_path_buf()))
             }
         }
+        (None, Some(url)) => {
+            check_git_url(url)?;
+            if let Some(r) = rev {
+                if r.is_empty() || r.starts_with('-') || r.chars().any(char::is_whitespace) {
+                    return Err(Error::Flag(format!(
+                        "--bosun-rev {r:?}: give a commit, tag or branch name"
+                    )));
+                }
+            }
+            Ok(BosunSource::Git {
+                url: url.to_string(),
+                rev: rev.map(str::to_string),
+            })
+        }
+        (None, None) => Err(Error::NoBosunSource(no_source_message(built_from()))),
     }
+}
+
+/// The checkout this binary was compiled in, if it is still on this machine.
+fn built_from() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.join("crates/bosun/Cargo.toml")
+        .is_file()
+        .then(|| root.canonicalize().ok())
+        .flatten()
+}
+
+fn no_source_message(checkout: Option<PathBuf>) -> String {
+    let mut m = String::from(
+        "--plugins rust needs a source of bosun's crates, which are not on crates.io (the name \
+         `bosun` there belongs to someone else): pass --bosun-source DIR (a bosun checkout), \
+         or --bosun-git URL --bosun-rev REV (a bosun repository you control, pinned to a \
+         commit or tag)",
+    );
+    if let Some(c) = checkout {
+        m.push_str(&format!(
+            "; this bosun was built from {}: --bosun-source {}",
+            c.display(),
+            c.display()
+        ));
+    }
+    m
+}
+
+/// Cargo's `git =` takes URLs: `https://`, `http://`, `ssh://`, `git://` or `file://`.
+fn check_git_url(url: &str) -> Result<(), Error> {
+    let scheme_ok = ["https://", "http://", "ssh://", "git://", "file://"]
+        .iter()
+        .any(|s| url.strip_prefix(s).is_some_and(|rest| !rest.is_empty()));
+    if scheme_ok && !url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Ok(());
+    }
+    Err(Error::Flag(format!(
+        "--bosun-git {url:?}: give a URL cargo can fetch (https://…, ssh://git@host/…, \
+         git://… or file://…); an scp-style `git@host:path` is written ssh://git@host/path"
+    )))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_a_source_the_refusal_names_every_way_out() {
+        let err = source(None, None, None).expect_err("refused").to_string();
+        for way in ["--bosun-source DIR", "--bosun-git URL", "--bosun-rev"] {
+            assert!(err.contains(way), "{err}");
+        }
+        let with = no_source_message(Some("/home/me/bosun".into()));
+        assert!(with.ends_with("--bosun-source /home/me/bosun"), "{with}");
+    }
+
+    #[test]
+    fn git_sources_are_urls_cargo_fetches() {
+        for ok in [
+            "https://github.com/me/bosun",
+            "ssh://git@host/me/bosun.git",
+            "file:///srv/bosun.git",
+        ] {
+            assert!(source(None, Some(ok), Some("v0.1.0")).is_ok(), "{ok}");
+        }
+        for bad in [
+            "git@host:me/bosun",
+            "github.com/me/bosun",
+            "https://",
+            "https://a b",
+        ] {
+            let err = source(None, Some(bad), None).expect_err(bad).to_string();
+            assert!(err.contains("--bosun-git"), "{err}");
+        }
+        let err = source(None, Some("https://h/b"), Some("--upload-pack=x"))
+            .expect_err("an option, not a rev")
+            .to_string();
+        assert!(err.contains("--bosun-rev"), "{err}");
+        let err = source(Some(Path::new(".")), Some("https://h/b"), None)
+            .expect_err("both")
+            .to_string();
+        assert!(err.contains("pass one"), "{err}");
+    }
 
     #[test]
     fn kinds_become_module_names() {
