@@ -15,10 +15,17 @@ pub struct InitArgs {
     /// on bosun-runtime).
     #[arg(long)]
     pub plugins: String,
-    /// Rust: a bosun checkout the generated Cargo.toml depends on by path (default: this
-    /// bosun's version, from a registry).
+    /// Rust: a bosun checkout the generated Cargo.toml depends on by path. bosun's crates are
+    /// not on crates.io: --plugins rust needs this or --bosun-git.
     #[arg(long)]
     pub bosun_source: Option<PathBuf>,
+    /// Rust: a bosun git repository (https://, ssh://, git:// or file:// URL) the generated
+    /// Cargo.toml depends on.
+    #[arg(long, conflicts_with = "bosun_source")]
+    pub bosun_git: Option<String>,
+    /// Rust: the commit, tag or branch of --bosun-git (cargo's `rev`).
+    #[arg(long, requires = "bosun_git")]
+    pub bosun_rev: Option<String>,
     /// Domain for groups (kubebuilder's default: my.domain).
     #[arg(long)]
     pub domain: Option<String>,
@@ -152,6 +159,8 @@ pub fn init(args: InitArgs) -> anyhow::Result<()> {
         domain: args.domain,
         project_name: args.project_name,
         bosun_source: args.bosun_source,
+        bosun_git: args.bosun_git,
+        bosun_rev: args.bosun_rev,
     };
     let a = args.api;
     let then_api = a.group.is_some()
