@@ -121,13 +121,7 @@ pub enum Refusal {
 /// Whether a native load error is only the subset's limit (real Ansible may run the role)
 /// rather than a role that no engine can run.
 pub fn outside_subset(e: &bosun_ansible::Error) -> bool {
-    match e {
-        bosun_ansible::Error::Load { msg, .. } => {
-            msg.contains("not supported by bosun") || msg.contains("cannot be checked")
-        }
-        bosun_ansible::Error::Unsupported(list) => list.iter().all(outside_subset),
-        _ => false,
-    }
+    e.is_outside_subset()
 }
 
 /// Decides the engine of one entry from the flag, the native load's error (None: it loaded)
@@ -143,11 +137,7 @@ pub fn choose(
         (EngineFlag::Ansible, _) => "forced by --ansible-engine=ansible".to_string(),
         (EngineFlag::Auto, Some(e)) if outside_subset(e) => {
             // The first construct is reason enough; the native refusal lists them all.
-            let first = match e {
-                bosun_ansible::Error::Unsupported(list) => list.first().unwrap_or(e),
-                _ => e,
-            };
-            format!("the native engine does not support {first}")
+            format!("the native engine does not support {}", e.first_construct())
         }
         (EngineFlag::Auto, Some(_)) => return Err(Refusal::Native),
     };

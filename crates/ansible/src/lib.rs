@@ -54,6 +54,28 @@ pub enum Error {
     Kube(String),
 }
 
+impl Error {
+    /// Whether this load error is only the native subset's limit — real Ansible may run the
+    /// role — rather than a role no engine can run (missing, malformed).
+    pub fn is_outside_subset(&self) -> bool {
+        match self {
+            Error::Load { msg, .. } => {
+                msg.contains("not supported by bosun") || msg.contains("cannot be checked")
+            }
+            Error::Unsupported(list) => list.iter().all(Error::is_outside_subset),
+            _ => false,
+        }
+    }
+
+    /// The first construct outside the subset (the whole error when it is one).
+    pub fn first_construct(&self) -> &Error {
+        match self {
+            Error::Unsupported(list) => list.first().unwrap_or(self),
+            _ => self,
+        }
+    }
+}
+
 fn list_errors(list: &[Error]) -> String {
     let mut out = format!("{} constructs outside the native subset:", list.len());
     for e in list {

@@ -329,3 +329,59 @@ fn mark_unsafe_strings_are_never_templated() {
         std::env::var("HOME").unwrap_or_default()
     );
 }
+
+/// What the native engine cannot run exactly is refused as outside its subset (so the entry
+/// runs under real Ansible) — never loaded to stop halfway through a run: a template file
+/// whose name is computed at run time, an import or role named by a template.
+#[test]
+fn computed_file_names_are_run_or_left_to_real_ansible() {
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[
+                (
+                    "tasks/main.yml",
+                    "- name: x\n  k8s:\n    template: \"{{ kind }}.yaml.j2\"\n",
+                ),
+                ("templates/cm.yaml.j2", "when: {{ stamp | to_datetime }}\n"),
+            ],
+            "cm.yaml.j2:0:0: filter 'to_datetime'",
+        ),
+        (
+            &[
+                ("tasks/main.yml", "- import_tasks: \"{{ flavour }}.yml\"\n"),
+                ("tasks/a.yml", "- debug: {msg: a}\n"),
+            ],
+            "import_tasks of a file named by a template",
+        ),
+        (
+            &[(
+                "tasks/main.yml",
+                "- include_role:\n    name: \"{{ component }}\"\n",
+            )],
+            "role named by a template",
+        ),
+    ];
+    for (files, want) in cases {
+        let dir = tempfile::tempdir().expect("test value");
+        let opts = role_with(dir.path(), files);
+        let e = Role::load("r", &opts).expect_err("refused");
+        assert!(e.to_string().contains(want), "{e}");
+        assert!(
+            e.is_outside_subset(),
+            "{e} should leave the role to real Ansible"
+        );
+    }
+    // Templates the subset renders load, whatever names them.
+    let dir = tempfile::tempdir().expect("test value");
+    let opts = role_with(
+        dir.path(),
+        &[
+            (
+                "tasks/main.yml",
+                "- name: x\n  k8s:\n    template: \"{{ kind }}.yaml.j2\"\n",
+            ),
+            ("templates/cm.yaml.j2", "name: {{ name | lower }}\n"),
+        ],
+    );
+    Role::load("r", &opts).expect("loads");
+}

@@ -508,7 +508,7 @@ impl Run {
             }
             let mut fx = Effects::default();
             let r = if module.is_none() {
-                self.include_vars(task, frame, &mut fx)
+                self.include_vars(task, frame, &scope, &mut fx)
             } else {
                 self.attempt(task, module, &scope, &mut fx).await
             };
@@ -566,7 +566,7 @@ impl Run {
             }
             let mut fx = Effects::default();
             let r = if module.is_none() {
-                self.include_vars(task, frame, &mut fx)
+                self.include_vars(task, frame, &iscope, &mut fx)
             } else {
                 self.attempt(task, module, &iscope, &mut fx).await
             };
@@ -931,28 +931,41 @@ impl Run {
         }
     }
 
-    fn include_vars(&mut self, task: &Task, frame: &Frame, fx: &mut Effects) -> Json {
-        let Action::IncludeVars { file, base } = &task.action else {
+    fn include_vars(
+        &mut self,
+        task: &Task,
+        frame: &Frame,
+        scope: &Arc<Scope>,
+        fx: &mut Effects,
+    ) -> Json {
+        let Action::IncludeVars { file, search } = &task.action else {
             return json!({"changed": false});
         };
-        let name = value::py_str(file);
-        let cands = [
-            base.join(&name),
-            frame.body.path.join("vars").join(&name),
-            frame.body.path.join(&name),
-        ];
-        for c in cands {
-            let key = std::fs::canonicalize(&c).unwrap_or(c);
-            if let Some(layer) = frame.body.var_files.get(&key) {
-                let mut facts = Map::new();
-                for (k, v) in layer.iter() {
-                    fx.facts.push((k.clone(), v.clone()));
-                    facts.insert(k.clone(), value::to_json(v).unwrap_or(Json::Null));
-                }
-                return json!({"changed": false, "ansible_facts": facts, "ansible_included_var_files": [key.display().to_string()]});
+        let name = match self.templar.template_value(file, scope) {
+            Ok(v) => value::py_str(&v),
+            Err(e) => return json!({"failed": true, "changed": false, "msg": e.to_string()}),
+        };
+        let path = match search.find("vars", &name) {
+            Ok(p) => p,
+            // Ansible's result for a file it cannot find: no `msg`, its text in `message`.
+            Err(message) => {
+                return json!({"failed": true, "changed": false, "ansible_facts": {},
+                              "ansible_included_var_files": [], "message": message})
             }
+        };
+        let key = std::fs::canonicalize(&path).unwrap_or(path);
+        let Some(layer) = frame.body.var_files.get(&key) else {
+            return json!({"failed": true, "changed": false, "msg": format!(
+                "{} is not a vars file bosun read when the role was loaded (a vars file must be a mapping, and exist at load)",
+                key.display()
+            )});
+        };
+        let mut facts = Map::new();
+        for (k, v) in layer.iter() {
+            fx.facts.push((k.clone(), v.clone()));
+            facts.insert(k.clone(), value::to_json(v).unwrap_or(Json::Null));
         }
-        json!({"failed": true, "changed": false, "msg": format!("vars file {name} was not found")})
+        json!({"changed": false, "ansible_facts": facts, "ansible_included_var_files": [key.display().to_string()]})
     }
 }
 

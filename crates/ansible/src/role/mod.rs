@@ -8,6 +8,7 @@
 //! `./roles/<role>`; a path to a directory is taken as it is.
 pub mod model;
 pub(crate) mod parse;
+pub mod search;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -86,6 +87,9 @@ pub(crate) struct Loader {
     /// Constructs outside the native subset met so far: the load goes on past them so that
     /// its error lists every one.
     pub(crate) unsupported: Vec<Error>,
+    /// The play's base directory: a playbook's own; none for a role run as ansible-runner
+    /// runs a role entry.
+    pub(crate) basedir: Option<PathBuf>,
 }
 
 /// How deep role dependencies may nest.
@@ -101,6 +105,7 @@ impl Role {
             stack: Vec::new(),
             bodies: Vec::new(),
             unsupported: Vec::new(),
+            basedir: None,
         };
         let loaded = loader.load_spec(spec, opts);
         let mut all = std::mem::take(&mut loader.unsupported);
@@ -322,6 +327,7 @@ impl Loader {
                 None => return Err(Error::Io(format!("role {name} has no tasks file {entry}"))),
             }
         }
+        self.check_template_files(dir);
         let built = self.drain_files();
         let b = self.bodies.pop();
         built?;
@@ -410,6 +416,72 @@ impl Loader {
         Ok(())
     }
 
+    /// A vars file a templated `include_vars` may name: read and checked like any, but one
+    /// that is not a vars file at all (a task list, a template) is left out — the run fails
+    /// if it names it, as Ansible's would. A construct outside the subset in it still
+    /// refuses the role.
+    pub(crate) fn want_var_file_if_vars(&mut self, path: &Path) {
+        if let Err(e) = self.want_var_file(path) {
+            if e.is_outside_subset() {
+                self.unsupported.push(e);
+            }
+        }
+    }
+
+    /// Checks every file of `<dir>/templates/` as the template it may be rendered as (the
+    /// name a `template:` or `lookup('template')` gives is often computed at run time): a
+    /// filter, test or lookup outside the subset, or text minijinja cannot parse, refuses
+    /// the role at load — a run never stops halfway on a template.
+    fn check_template_files(&mut self, dir: &Path) {
+        let tdir = dir.join("templates");
+        if !tdir.is_dir() {
+            return;
+        }
+        let at = |file: &Path, msg: String| Error::Load {
+            file: file.to_path_buf(),
+            line: 1,
+            col: 1,
+            msg,
+        };
+        let files = match search::files_under(&tdir) {
+            Ok(f) => f,
+            Err(m) => {
+                self.unsupported.push(at(
+                    &tdir,
+                    format!("templates: {m}; so many is not supported by bosun"),
+                ));
+                return;
+            }
+        };
+        for f in files {
+            // Not text: Ansible's template module cannot render it either.
+            let Ok(text) = std::fs::read_to_string(&f) else {
+                continue;
+            };
+            if !crate::template::scan::is_possibly_template(&text) {
+                continue;
+            }
+            match self.templar.check(&text) {
+                Err(m) => self.unsupported.push(at(
+                    &f,
+                    format!("template error: {m} (this template is not supported by bosun)"),
+                )),
+                Ok(names) => {
+                    let ctx = FileCtx {
+                        file: Arc::new(f.clone()),
+                        role_dir: dir,
+                        depth: 0,
+                    };
+                    let node = Node {
+                        value: Yaml::Null,
+                        mark: Default::default(),
+                    };
+                    let _ = self.check_names(&ctx, &node, &names);
+                }
+            }
+        }
+    }
+
     fn drain_files(&mut self) -> Result<(), Error> {
         while let Some(path) = self.bodies.last_mut().and_then(|b| b.pending.pop()) {
             let role_dir = self
@@ -437,6 +509,7 @@ impl Loader {
     fn load_playbook(&mut self, path: &Path) -> Result<Role, Error> {
         let path = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        self.basedir = Some(dir.clone());
         let docs = self.read_yaml(&path)?;
         let file = Arc::new(path.clone());
         let ctx_dir = dir.clone();
@@ -446,6 +519,7 @@ impl Loader {
         let items = plays_node
             .as_seq()
             .ok_or_else(|| load_err(&file, plays_node, "a playbook must be a list of plays"))?;
+        self.check_template_files(&dir);
         let mut plays = Vec::new();
         for p in items {
             self.bodies.push(BodyBuilder {

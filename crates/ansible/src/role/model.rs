@@ -98,7 +98,8 @@ pub enum Action {
     },
     IncludeVars {
         file: Value,
-        base: PathBuf,
+        /// Where the (rendered) name is looked for, as Ansible looks.
+        search: super::search::SearchPath,
     },
     Meta(MetaAction),
 }

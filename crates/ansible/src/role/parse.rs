@@ -6,6 +6,7 @@ use std::sync::Arc;
 use minijinja::value::Value;
 
 use super::model::*;
+use super::search::SearchPath;
 use super::Loader;
 use crate::modules::spec::{Module, TASK_KEYWORDS, UNSUPPORTED_KEYWORDS};
 use crate::template::yamlfilters::node_value;
@@ -399,7 +400,12 @@ impl Loader {
         }
     }
 
-    fn check_names(&mut self, ctx: &FileCtx, v: &Node, names: &scan::Names) -> Result<(), Error> {
+    pub(crate) fn check_names(
+        &mut self,
+        ctx: &FileCtx,
+        v: &Node,
+        names: &scan::Names,
+    ) -> Result<(), Error> {
         if let Some(f) = names
             .filters
             .iter()
@@ -546,7 +552,10 @@ impl Loader {
                     .as_str()
                     .filter(|s| !scan::is_possibly_template(s))
                     .ok_or_else(|| {
-                        ctx.err(file, "import_tasks needs a file name without templates")
+                        ctx.err(
+                            file,
+                            "import_tasks of a file named by a template is not supported by bosun",
+                        )
                     })?;
                 if task.loop_kind.is_some() {
                     return Err(ctx.err(mk, "import_tasks cannot loop (use include_tasks)"));
@@ -598,7 +607,10 @@ impl Loader {
                     .and_then(NodeExt::as_str)
                     .filter(|s| !scan::is_possibly_template(s))
                     .ok_or_else(|| {
-                        ctx.err(mk, "include_role needs a role name without templates")
+                        ctx.err(
+                            mk,
+                            "include_role or import_role of a role named by a template is not supported by bosun",
+                        )
                     })?;
                 let tasks_from = arg("tasks_from")
                     .and_then(NodeExt::as_str)
@@ -620,25 +632,36 @@ impl Loader {
                     .ok_or_else(|| ctx.err(mk, "include_vars needs a file"))?;
                 let name = file
                     .as_str()
-                    .filter(|s| !scan::is_possibly_template(s))
-                    .ok_or_else(|| {
-                        ctx.err(file, "include_vars needs a file name without templates")
-                    })?;
+                    .ok_or_else(|| ctx.err(file, "include_vars needs a file name"))?;
                 if arg("name").is_some() {
                     return Err(ctx.err(mk, "include_vars name= is not supported by bosun"));
                 }
-                let path = [
-                    base.join(name),
-                    ctx.role_dir.join("vars").join(name),
-                    ctx.role_dir.join(name),
-                ]
-                .into_iter()
-                .find(|p| p.is_file())
-                .ok_or_else(|| ctx.err(file, format!("could not find vars file '{name}'")))?;
-                self.want_var_file(&path)?;
+                let in_role = self.basedir.as_deref() != Some(ctx.role_dir);
+                let search = SearchPath::new(
+                    in_role.then_some(ctx.role_dir),
+                    &base,
+                    self.basedir.as_deref(),
+                );
+                if scan::is_possibly_template(name) {
+                    // Known only at run time: every file it could name is read now.
+                    let files = search.matching_files("vars", name).map_err(|m| {
+                        ctx.err(
+                            file,
+                            format!("an include_vars name with templates over {m} is not supported by bosun"),
+                        )
+                    })?;
+                    for p in files {
+                        self.want_var_file_if_vars(&p);
+                    }
+                } else {
+                    let path = search
+                        .find("vars", name)
+                        .map_err(|_| ctx.err(file, format!("could not find vars file '{name}'")))?;
+                    self.want_var_file(&path)?;
+                }
                 Action::IncludeVars {
                     file: node_value(file),
-                    base,
+                    search,
                 }
             }
             _ => {
