@@ -352,7 +352,7 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let cp = ControlPlane::start(Options::default()).await?;
     let client = cp.client().await?;
     namespace(&client).await?;
-    install_crd(&client, &BookStore::crd()).await?;
+    install_crd(&client, &bosun_bookstore::api::crd()).await?;
     let ar = ApiResource::erase::<BookStore>(&());
     create_many(&client, &ar, n, args.concurrency, bookstore).await?;
     let bss: Api<BookStore> = Api::namespaced(client.clone(), NS);
@@ -428,7 +428,7 @@ async fn case_bookstore(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let cp = ControlPlane::start(Options::default()).await?;
     let client = cp.client().await?;
     namespace(&client).await?;
-    install_crd(&client, &BookStore::crd()).await?;
+    install_crd(&client, &bosun_bookstore::api::crd()).await?;
     create_many(&client, &ar, n, args.concurrency, bookstore).await?;
     let stores = bss_list(&client).await?;
     let mut writes: Vec<(ApiResource, String, Value, bool)> = Vec::new();

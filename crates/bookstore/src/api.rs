@@ -323,3 +323,71 @@ fn no_defaults(schema: &mut schemars::Schema) {
         }
     }
 }
+
+/// The BookStore CRD as bosun installs it: the derived schema plus validation rules (CEL) for
+/// what a schema alone cannot say — the name must fit every child's name and be a Service
+/// name, `dbSize` must be at least 64Mi, and `bookDB.serviceName` must not take another child
+/// Service's name. The API server then refuses such a BookStore with the rule's message; the
+/// reconcile keeps the same checks (`validate.rs`) for what was stored before the rules.
+pub fn crd(
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule;
+    use kube::CustomResourceExt;
+    let rule = |rule: &str, message: String, field: Option<&str>| ValidationRule {
+        rule: rule.into(),
+        message: Some(message),
+        field_path: field.map(str::to_string),
+        ..Default::default()
+    };
+    let max = crate::validate::MAX_NAME;
+    let mut crd = BookStore::crd();
+    for v in &mut crd.spec.versions {
+        let Some(root) = v
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        root.x_kubernetes_validations = Some(vec![
+            rule(
+                &format!("self.metadata.name.size() <= {max}"),
+                format!("BookStore names are limited to {max} characters so every child name fits"),
+                None,
+            ),
+            rule(
+                "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+                "a BookStore's name names its Services: use lower-case letters, digits and '-', \
+                 starting with a letter (no dots)"
+                    .into(),
+                None,
+            ),
+            rule(
+                "!has(self.spec) || !has(self.spec.bookDB) || !has(self.spec.bookDB.serviceName) || \
+                 (self.spec.bookDB.serviceName != self.metadata.name + '-app' && \
+                 self.spec.bookDB.serviceName != self.metadata.name + '-mongodb-headless')",
+                "bookDB.serviceName collides with another Service of this BookStore \
+                 (<name>-app or <name>-mongodb-headless)"
+                    .into(),
+                Some(".spec.bookDB.serviceName"),
+            ),
+        ]);
+        let db_size = root
+            .properties
+            .as_mut()
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("bookDB"))
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("dbSize"));
+        if let Some(db_size) = db_size {
+            db_size.x_kubernetes_validations = Some(vec![rule(
+                "isQuantity(self) && quantity(self).compareTo(quantity('64Mi')) >= 0",
+                "dbSize must be a storage quantity of at least 64Mi (MongoDB will not start on less)"
+                    .into(),
+                None,
+            )]);
+        }
+    }
+    crd
+}

@@ -182,7 +182,7 @@ pub fn convert(mut obj: Value, desired: &str) -> Result<Value, String> {
 pub fn crd_with_conversion(
     conversion: apiext::CustomResourceConversion,
 ) -> apiext::CustomResourceDefinition {
-    let mut crd = BookStore::crd();
+    let mut crd = crate::api::crd();
     let open = apiext::JSONSchemaProps {
         type_: Some("object".into()),
         x_kubernetes_preserve_unknown_fields: Some(true),

@@ -49,7 +49,7 @@ impl Operator for BookStoreOperator {
     }
 
     fn crds(&self) -> Vec<CustomResourceDefinition> {
-        vec![BookStore::crd()]
+        vec![crate::api::crd()]
     }
 
     fn rbac(&self) -> Rbac {

@@ -80,7 +80,7 @@ const MIN_DB_BYTES: u128 = 64 << 20;
 
 /// `<name>-mongodb-headless` must be a DNS-1035 label (≤ 63), and StatefulSet pod names get a
 /// controller-revision-hash label of `<name>-mongodb-<10 chars>` (≤ 63).
-const MAX_NAME: usize = 42;
+pub const MAX_NAME: usize = 42;
 
 /// A DNS-1035 label: what a Service name must be (lower-case letters, digits and `-`,
 /// starting with a letter, ending with a letter or digit).

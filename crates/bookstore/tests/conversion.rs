@@ -28,7 +28,7 @@ async fn a_v1alpha1_bookstore_is_read_and_changed_as_v1_and_back_without_loss() 
     let pp = PatchParams::apply("bosun-test").force();
     // The v1 CRD, as `bosun crd` installs it.
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = BookStore::crd();
+    let crd = bosun_bookstore::api::crd();
     crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
         .await
         .expect("crd");

@@ -17,6 +17,9 @@ use support::*;
 enum Expect {
     /// The CRD schema refuses it: the API server answers 422 and nothing is stored.
     Schema,
+    /// One of the CRD's validation rules (CEL) refuses it, with a message containing this
+    /// text; the reconcile's own check of the same rule is `validate.rs`'s unit tests.
+    Rule(&'static str),
     /// It passes the schema and the BookStore reports it: Degraded with this reason, and an
     /// Event with the same reason.
     Reported(Reason),
@@ -107,12 +110,12 @@ fn hostile_specs() -> Vec<(&'static str, serde_json::Value, Expect)> {
         (
             "dbSize tiny",
             json!({"bookDB": {"dbSize": "1Ki"}}),
-            Reported(Reason::InvalidDbSize),
+            Rule("at least 64Mi"),
         ),
         (
             "dbSize zero",
             json!({"bookDB": {"dbSize": "0"}}),
-            Reported(Reason::InvalidDbSize),
+            Rule("at least 64Mi"),
         ),
         ("dbSize as number", json!({"bookDB": {"dbSize": 2}}), Schema),
         (
@@ -168,7 +171,7 @@ fn hostile_specs() -> Vec<(&'static str, serde_json::Value, Expect)> {
         (
             "service name collides with app",
             json!({"bookDB": {"serviceName": "hostile-app"}}),
-            Reported(Reason::InvalidServiceName),
+            Rule("collides with another Service"),
         ),
         (
             "storage class bad chars",
@@ -198,7 +201,12 @@ fn hostile_specs() -> Vec<(&'static str, serde_json::Value, Expect)> {
             Schema,
         ),
         // A name valid for a Deployment (a DNS subdomain) but not for a Service.
-        ("dotted name", json!({}), Reported(Reason::InvalidName)),
+        (
+            "dotted name",
+            json!({}),
+            Rule("lower-case letters, digits and '-'"),
+        ),
+        ("name too long", json!({}), Rule("limited to 42 characters")),
     ]
 }
 
@@ -220,6 +228,7 @@ async fn hostile_specs_are_refused_or_reported_and_never_stop_the_operator() {
         let name = match *case {
             "service name collides with app" => "hostile".to_string(),
             "dotted name" => format!("hostile.v{i}"),
+            "name too long" => format!("hostile-{i}-{}", "x".repeat(40)),
             _ => format!("hostile-{i}"),
         };
         let obj: DynamicObject = serde_json::from_value(json!({
@@ -235,9 +244,16 @@ async fn hostile_specs_are_refused_or_reported_and_never_stop_the_operator() {
                 );
                 assert!(!s.message.is_empty(), "{case}: refusal has a message");
             }
+            (Err(kube::Error::Api(s)), Rule(text)) => {
+                assert_eq!(s.code, 422, "{case}: unexpected {s:?}");
+                assert!(s.message.contains(text), "{case}: {:?}", s.message);
+            }
             (Ok(_), Reported(reason)) => accepted.push((case, name, *reason)),
             (Err(e), Reported(_)) => panic!("{case}: expected to pass the schema, got {e}"),
-            (Ok(_), Schema) => panic!("{case}: expected the schema to refuse it, it was stored"),
+            (Ok(_), Schema | Rule(_)) => {
+                panic!("{case}: expected the schema to refuse it, it was stored")
+            }
+            (Err(e), Rule(_)) => panic!("{case}: {e}"),
             (Err(e), Schema) => panic!("{case}: {e}"),
         }
     }

@@ -32,9 +32,20 @@ pub async fn test_namespace(client: &kube::Client, prefix: &str) -> Result<Strin
     static N: AtomicU32 = AtomicU32::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
     let name = format!("{prefix}-{}-{n}", std::process::id() % 100_000);
+    // Pod Security admission enforces `baseline` on every test namespace, so every pod an
+    // operator under test creates is proven at least baseline-admissible; `restricted` is
+    // warned about (the API server's warnings show what a restricted namespace would refuse).
+    let labels = [
+        ("pod-security.kubernetes.io/enforce", "baseline"),
+        ("pod-security.kubernetes.io/warn", "restricted"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
     let ns = Namespace {
         metadata: kube::api::ObjectMeta {
             name: Some(name.clone()),
+            labels: Some(labels),
             ..Default::default()
         },
         ..Default::default()

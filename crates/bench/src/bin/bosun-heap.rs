@@ -221,7 +221,7 @@ async fn main() -> anyhow::Result<()> {
     Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await?;
-    install_crd(&client, &BookStore::crd()).await?;
+    install_crd(&client, &bosun_bookstore::api::crd()).await?;
     let bss: Api<BookStore> = Api::namespaced(client.clone(), NS);
     wait_until(Duration::from_secs(60), || async {
         Ok(bss.list(&ListParams::default().limit(1)).await.is_ok())

@@ -40,7 +40,7 @@ impl Env {
         let admin = cp.client().await?;
         let pp = PatchParams::apply("bosun-chaos").force();
         let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-        let crd = BookStore::crd();
+        let crd = bosun_bookstore::api::crd();
         crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
             .await?;
         tokio::time::timeout(

@@ -79,7 +79,7 @@ async fn cluster_setup(client: &Client) -> anyhow::Result<()> {
     DONE.get_or_try_init(|| async {
         let pp = PatchParams::apply("bosun-test").force();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let crd = BookStore::crd();
+        let crd = bosun_bookstore::api::crd();
         crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd)).await?;
         tokio::time::timeout(Duration::from_secs(30), await_condition(crds, &crd.name_any(), conditions::is_crd_established()))
             .await??;
