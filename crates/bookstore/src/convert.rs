@@ -13,10 +13,7 @@
 //!
 //! Status is passed as it is: it is each operator's to write.
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
-use kube::CustomResourceExt;
 use serde_json::{json, Map, Value};
-
-use crate::api::BookStore;
 
 pub const V1ALPHA1: &str = "charts.example.com/v1alpha1";
 pub const V1: &str = "charts.example.com/v1";
@@ -255,7 +252,8 @@ mod tests {
             "spec": {"image": {"app": {"pullPolicy": "Always"}}, "service": {"app": {"type": "ClusterIP"}}}});
         let v1 = convert(ansible, V1).expect("convert");
         assert_eq!(v1["spec"]["bookApp"]["imagePullPolicy"], "Always");
-        let typed: BookStore = serde_json::from_value(v1).expect("a valid v1 BookStore");
+        let typed: crate::api::BookStore =
+            serde_json::from_value(v1).expect("a valid v1 BookStore");
         assert_eq!(
             typed.spec.book_app.service_type,
             crate::api::ServiceType::ClusterIP

@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use crate::api::BookStore;
 use crate::names::{CLAIM_SELECTOR, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};

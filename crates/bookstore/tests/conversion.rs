@@ -4,7 +4,6 @@
 //! A BookStore made under v1alpha1 (the Helm and Ansible BookStores' shape) is read and
 //! changed under v1 and back; nothing is lost on the way.
 use std::sync::Arc;
-use std::time::Duration;
 
 use bosun_bookstore::webhook::{ConvertingBookStore, CONFIGURATION};
 use bosun_bookstore::BookStore;
@@ -12,11 +11,9 @@ use bosun_runtime::manager::{Manager, ManagerConfig, Operator, Scope};
 use bosun_runtime::webhook::Settings as WebhookSettings;
 use bosun_testenv::{eventually, shared, test_namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{CustomResourceExt, ResourceExt};
+use kube::ResourceExt;
 use serde_json::json;
 
 const USER: &str = "system:serviceaccount:bosun-system:bosun-bookstore-conversion";
@@ -27,18 +24,9 @@ async fn a_v1alpha1_bookstore_is_read_and_changed_as_v1_and_back_without_loss() 
     let client = cp.client().await.expect("client");
     let pp = PatchParams::apply("bosun-test").force();
     // The v1 CRD, as `bosun crd` installs it.
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = bosun_bookstore::api::crd();
-    crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
+    bosun_testenv::kit::install_crds(&client, [bosun_bookstore::api::crd()])
         .await
-        .expect("crd");
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
-    )
-    .await
-    .expect("established in time")
-    .expect("established");
+        .expect("crd served");
 
     let ns = test_namespace(&client, "bs-conv").await.expect("namespace");
     let op = Arc::new(ConvertingBookStore {

@@ -2,7 +2,6 @@
 //! operator runs as a ServiceAccount holding exactly its generated RBAC rules.
 use bosun_testenv::eventually;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bosun_myownshell::api::MyOwnShellSpec;
 use bosun_myownshell::controller::FINALIZER;
@@ -10,10 +9,7 @@ use bosun_myownshell::{MyOwnShell, MyOwnShellOperator};
 use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator, Scope};
 use bosun_testenv::{shared, test_namespace, NodeAgent, NodeAgentConfig};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use tokio::sync::OnceCell;
 
@@ -23,65 +19,17 @@ const SA_USER: &str = "system:serviceaccount:bosun-system:bosun";
 async fn cluster_setup(client: &Client) {
     static DONE: OnceCell<()> = OnceCell::const_new();
     DONE.get_or_init(|| async {
-        let pp = PatchParams::apply("test").force();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let crd = MyOwnShell::crd();
-        crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
+        bosun_testenv::kit::install_crds(client, [MyOwnShell::crd()])
             .await
-            .expect("crd");
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
-        )
-        .await
-        .expect("established")
-        .expect("crd wait");
+            .expect("crd served");
         let need = MyOwnShellOperator
             .rbac()
             .merge(bosun_runtime::rbac::runtime_rules(false));
         let mut rules = need.namespaced;
         rules.extend(need.cluster);
-        let role = ClusterRole {
-            metadata: ObjectMeta {
-                name: Some("bosun-test".into()),
-                ..Default::default()
-            },
-            rules: Some(rules),
-            ..Default::default()
-        };
-        Api::<ClusterRole>::all(client.clone())
-            .patch("bosun-test", &pp, &Patch::Apply(&role))
+        bosun_testenv::kit::grant(client, "bosun-test", rules, SA_USER)
             .await
-            .expect("role");
-        let binding = ClusterRoleBinding {
-            metadata: ObjectMeta {
-                name: Some("bosun-test".into()),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "ClusterRole".into(),
-                name: "bosun-test".into(),
-            },
-            subjects: Some(vec![Subject {
-                kind: "User".into(),
-                name: SA_USER.into(),
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                ..Default::default()
-            }]),
-        };
-        Api::<ClusterRoleBinding>::all(client.clone())
-            .patch("bosun-test", &pp, &Patch::Apply(&binding))
-            .await
-            .expect("binding");
-        // Discovery needs a moment after Established.
-        let shells: Api<MyOwnShell> = Api::all(client.clone());
-        for _ in 0..50 {
-            if shells.list(&Default::default()).await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            .expect("rbac");
     })
     .await;
 }

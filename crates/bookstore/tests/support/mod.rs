@@ -12,12 +12,9 @@ use bosun_bookstore::{BookStore, BookStoreOperator};
 use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator, Scope};
 use bosun_runtime::metrics::Metrics;
 use bosun_testenv::{shared, test_namespace, ControlPlane, NodeAgent, NodeAgentConfig};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::Client;
 use tokio::sync::{oneshot, OnceCell};
 
 pub const SA_USER: &str = "system:serviceaccount:bosun-system:bosun";
@@ -78,11 +75,7 @@ async fn cluster_setup(client: &Client) -> anyhow::Result<()> {
     static DONE: OnceCell<()> = OnceCell::const_new();
     DONE.get_or_try_init(|| async {
         let pp = PatchParams::apply("bosun-test").force();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let crd = bosun_bookstore::api::crd();
-        crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd)).await?;
-        tokio::time::timeout(Duration::from_secs(30), await_condition(crds, &crd.name_any(), conditions::is_crd_established()))
-            .await??;
+        bosun_testenv::kit::install_crds(client, [bosun_bookstore::api::crd()]).await?;
         let classes: Api<StorageClass> = Api::all(client.clone());
         for (name, expand, default) in [("standard", true, true), ("fixed", false, false)] {
             let sc: StorageClass = serde_json::from_value(serde_json::json!({
@@ -98,26 +91,7 @@ async fn cluster_setup(client: &Client) -> anyhow::Result<()> {
         let need = BookStoreOperator.rbac().merge(bosun_runtime::rbac::runtime_rules(false));
         let mut rules = need.namespaced;
         rules.extend(need.cluster);
-        let role = ClusterRole {
-            metadata: ObjectMeta { name: Some("bosun-test".into()), ..Default::default() },
-            rules: Some(rules),
-            ..Default::default()
-        };
-        Api::<ClusterRole>::all(client.clone()).patch("bosun-test", &pp, &Patch::Apply(&role)).await?;
-        let binding = ClusterRoleBinding {
-            metadata: ObjectMeta { name: Some("bosun-test".into()), ..Default::default() },
-            role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name: "bosun-test".into() },
-            subjects: Some(vec![Subject { kind: "User".into(), name: SA_USER.into(), api_group: Some("rbac.authorization.k8s.io".into()), ..Default::default() }]),
-        };
-        Api::<ClusterRoleBinding>::all(client.clone()).patch("bosun-test", &pp, &Patch::Apply(&binding)).await?;
-        // Discovery needs a moment after Established.
-        let bs: Api<BookStore> = Api::all(client.clone());
-        for _ in 0..50 {
-            if bs.list(&Default::default()).await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        bosun_testenv::kit::grant(client, "bosun-test", rules, SA_USER).await?;
         anyhow::Ok(())
     })
     .await?;

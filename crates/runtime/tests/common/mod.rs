@@ -18,9 +18,8 @@ use bosun_runtime::{Primary, Wiring};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta};
 use kube::runtime::controller::Action;
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, CustomResource, CustomResourceExt, Resource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -165,28 +164,8 @@ impl Operator for WidgetOperator {
 
 /// Installs the Widget CRD and waits until it is served.
 pub async fn install_crd(client: &Client) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = Widget::crd();
-    crds.patch(
-        &crd.name_any(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&crd),
-    )
-    .await?;
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
-    )
-    .await??;
-    // Established is set a moment before discovery serves the new type.
-    let widgets: Api<Widget> = Api::all(client.clone());
-    for _ in 0..50 {
-        if widgets.list(&Default::default()).await.is_ok() {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    anyhow::bail!("widgets never served")
+    bosun_testenv::kit::install_crds(client, [Widget::crd()]).await?;
+    Ok(())
 }
 
 pub fn widget(ns: &str, name: &str, value: &str, delay_ms: u64) -> Widget {
