@@ -172,7 +172,7 @@ pub async fn case_vmgroup(n: usize, parallel: usize, delays: bool) -> anyhow::Re
     ));
 
     let api: Api<VmGroup> = Api::namespaced(client.clone(), NS);
-    let folder = format!("{PARENT}/{NS}-bench");
+    let folder = format!("{PARENT}/{NS}_bench");
     let c0 = op.vcenter_calls().await;
     let t0 = Instant::now();
     let vg: VmGroup = serde_json::from_value(json!({

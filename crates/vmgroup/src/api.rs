@@ -77,9 +77,14 @@ pub struct VmGroupStatus {
     /// The last thing that happened, or what is wrong, in words.
     #[serde(default)]
     pub last_message: String,
-    /// Ready and Degraded, each with a reason and a message.
+    /// Ready, Degraded and ForeignObjects, each with a reason and a message.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// The vCenter folder holding the group's VMs, as a managed object reference (e.g.
+    /// `group-v42`), recorded once bosun created and marked it: the group finds its folder by
+    /// it, so a changed parent folder setting neither loses nor duplicates its VMs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
     /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

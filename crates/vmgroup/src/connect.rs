@@ -2,16 +2,28 @@
 //! `vc-creds`), the CA bundle from the Secret's `ca.crt` or the operator's CA file, TLS
 //! verification off only when the operator's `insecure` option says so. One logged-in client
 //! is kept and shared while the Secret is unchanged (the client logs in again by itself when
-//! its session expires); a changed Secret gives a new client. No secret value is logged or
-//! written anywhere: messages name the Secret and its keys only.
+//! its session expires); a changed Secret gives a new client, and the old one logs out. No
+//! secret value is logged or written anywhere: messages name the Secret and its keys only,
+//! and a `VC_HOST` carrying a user name or password (`https://user:pass@vc/sdk`) is refused
+//! without being repeated.
+//!
+//! Each Secret has its own slot: a connect that hangs (an unreachable vCenter, up to the
+//! request timeout) holds up only the groups that use that Secret, and they wait for its one
+//! login rather than each sending their own. A login vCenter refuses is remembered for that
+//! Secret's contents: until [`Settings::login_retry`] has passed (doubling per refusal, up to
+//! [`MAX_LOGIN_RETRY`]) every group gets the remembered refusal and no `Login` is sent, so N
+//! groups cannot lock the account (vCenter SSO locks it after 5 failures in 3 minutes by
+//! default); a changed Secret is tried at once.
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use bosun_vsphere::{CallCounts, Client, Config, Tls};
+use bosun_vsphere::{CallCounts, Client, Config, FaultKind, Tls};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
+use tokio::time::Instant;
 
 use crate::error::{Error, Problem};
 use crate::operator::Settings;
@@ -23,8 +35,35 @@ use crate::reason::Reason;
 /// changed Secret replaces a client.
 #[derive(Clone, Default)]
 pub struct Connections {
-    clients: Arc<Mutex<BTreeMap<String, (String, Client)>>>,
+    slots: Arc<std::sync::Mutex<BTreeMap<String, Arc<Mutex<Slot>>>>>,
     counts: Arc<CallCounts>,
+}
+
+/// The longest wait between two logins with credentials vCenter refused.
+pub const MAX_LOGIN_RETRY: Duration = Duration::from_secs(15 * 60);
+
+/// One Secret's connection: the client made from its contents (by fingerprint), or the
+/// login vCenter refused with them.
+#[derive(Default)]
+struct Slot {
+    client: Option<(String, Client)>,
+    refused: Option<Refused>,
+}
+
+struct Refused {
+    key: String,
+    problem: Problem,
+    refusals: u32,
+    retry_at: Instant,
+}
+
+/// The wait after the `refusals`-th refusal in a row: `first`, doubled each time, at most
+/// [`MAX_LOGIN_RETRY`].
+pub fn login_wait(first: Duration, refusals: u32) -> Duration {
+    let doublings = refusals.saturating_sub(1).min(16);
+    first
+        .saturating_mul(1u32 << doublings)
+        .min(MAX_LOGIN_RETRY.max(first))
 }
 
 /// What the Secret gives.
@@ -35,10 +74,19 @@ pub struct Credentials {
     pub ca: Option<Vec<u8>>,
 }
 
-/// `VC_HOST` as the seed gives it (a host name or address, perhaps with a port) or a full URL.
-pub fn url_of(host: &str) -> String {
+/// `VC_HOST` as the seed gives it (a host name or address, perhaps with a port) or a full URL;
+/// refused (without repeating it) when it carries a user name or password.
+pub fn url_of(host: &str) -> Result<String, String> {
     let host = host.trim().trim_end_matches('/');
-    if host.contains("://") {
+    let authority = host.split_once("://").map_or(host, |(_, rest)| rest);
+    let authority = authority.split('/').next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(
+            "VC_HOST holds a user name or password (user:password@host); put them in VC_USER and VC_PASS and give VC_HOST as host[:port] or https://host/sdk"
+                .into(),
+        );
+    }
+    Ok(if host.contains("://") {
         if host.ends_with("/sdk") {
             host.to_string()
         } else {
@@ -46,7 +94,7 @@ pub fn url_of(host: &str) -> String {
         }
     } else {
         format!("https://{host}/sdk")
-    }
+    })
 }
 
 /// The credentials in a Secret's data; the problem names the missing keys.
@@ -129,24 +177,69 @@ impl Connections {
         } else {
             Tls::SystemRoots
         };
+        let url = url_of(&creds.host).map_err(|m| {
+            Error::VCenter(Problem::new(
+                Reason::CredentialsMissing,
+                format!("the credentials Secret {where_}: {m}"),
+            ))
+        })?;
         let key = fingerprint(&creds, &tls);
-        let mut clients = self.clients.lock().await;
-        if let Some((k, c)) = clients.get(&where_) {
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.entry(where_.clone()).or_default().clone()
+        };
+        // Held across the connect: this Secret's other groups wait for its one login.
+        let mut slot = slot.lock().await;
+        if let Some((k, c)) = &slot.client {
             if *k == key {
                 return Ok(c.clone());
             }
         }
-        let url = url_of(&creds.host);
+        let refusals = match &slot.refused {
+            Some(r) if r.key == key => {
+                let now = Instant::now();
+                if now < r.retry_at {
+                    let mut p = r.problem.clone();
+                    p.message.push_str(&format!(
+                        " (not tried again for {} s, so that retries cannot lock the account; a changed Secret is tried at once)",
+                        (r.retry_at - now).as_secs().max(1)
+                    ));
+                    return Err(Error::VCenter(p));
+                }
+                r.refusals
+            }
+            _ => 0,
+        };
         let mut config = Config::new(&url, &creds.user, &creds.password, tls);
         config.request_timeout = settings.request_timeout;
         config.counts = self.counts.clone();
-        let client = Client::connect(config).await.map_err(|e| {
-            Error::vsphere(
-                &format!("connecting to vCenter at {url} as the user of Secret {where_}"),
-                &e,
-            )
-        })?;
-        clients.insert(where_, (key, client.clone()));
+        let doing = format!("connecting to vCenter at {url} as the user of Secret {where_}");
+        let client = match Client::connect(config).await {
+            Ok(c) => c,
+            Err(e) => {
+                let err = Error::vsphere(&doing, &e);
+                if e.fault_kind() == Some(&FaultKind::InvalidLogin) {
+                    let refusals = refusals + 1;
+                    slot.refused = Some(Refused {
+                        key,
+                        problem: err
+                            .problem()
+                            .cloned()
+                            .unwrap_or_else(|| Problem::new(Reason::LoginFailed, doing.clone())),
+                        refusals,
+                        retry_at: Instant::now() + login_wait(settings.login_retry, refusals),
+                    });
+                }
+                return Err(err);
+            }
+        };
+        slot.refused = None;
+        if let Some((_, old)) = slot.client.replace((key, client.clone())) {
+            // The replaced session would otherwise stay open on vCenter until it times out.
+            tokio::spawn(async move {
+                let _ = old.logout().await;
+            });
+        }
         Ok(client)
     }
 }
@@ -172,13 +265,45 @@ mod tests {
 
     #[test]
     fn vc_host_becomes_an_sdk_url() {
-        assert_eq!(url_of("10.170.100.72"), "https://10.170.100.72/sdk");
-        assert_eq!(url_of("vc.lab:8989"), "https://vc.lab:8989/sdk");
+        let url = |h: &str| url_of(h).expect("valid");
+        assert_eq!(url("10.170.100.72"), "https://10.170.100.72/sdk");
+        assert_eq!(url("vc.lab:8989"), "https://vc.lab:8989/sdk");
         assert_eq!(
-            url_of("https://127.0.0.1:1234/sdk"),
+            url("https://127.0.0.1:1234/sdk"),
             "https://127.0.0.1:1234/sdk"
         );
-        assert_eq!(url_of("https://vc/"), "https://vc/sdk");
+        assert_eq!(url("https://vc/"), "https://vc/sdk");
+    }
+
+    #[test]
+    fn credentials_in_vc_host_are_refused_without_being_repeated() {
+        for h in [
+            "https://admin:Secr3t@vc/sdk",
+            "admin:Secr3t@vc.lab:443",
+            "https://admin@vc",
+        ] {
+            let m = url_of(h).expect_err(h);
+            assert!(!m.contains("Secr3t") && !m.contains("admin"), "{m}");
+            assert!(m.contains("VC_USER and VC_PASS"), "{m}");
+        }
+        // An @ after the host (in a path) is no credential.
+        assert!(url_of("https://vc/sdk@x").is_ok());
+    }
+
+    #[test]
+    fn refused_logins_wait_longer_each_time_up_to_a_bound() {
+        let first = Duration::from_secs(60);
+        let waits: Vec<u64> = (1..=6).map(|n| login_wait(first, n).as_secs()).collect();
+        assert_eq!(waits, [60, 120, 240, 480, 900, 900]);
+        assert_eq!(login_wait(first, 1000), MAX_LOGIN_RETRY);
+        // vCenter SSO's default lockout: 5 failures within 180 s. The waits grow, so the
+        // busiest 180 s start at the first refusal: 3 logins at most (at 0, 60 and 180 s).
+        let mut at = vec![0u64];
+        for n in 1..10 {
+            let next = at[at.len() - 1] + login_wait(first, n).as_secs();
+            at.push(next);
+        }
+        assert_eq!(at.iter().filter(|t| **t <= 180).count(), 3, "{at:?}");
     }
 
     #[test]

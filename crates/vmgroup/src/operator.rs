@@ -8,6 +8,12 @@
 //!   own; without either, each VmGroup's namespace);
 //! - `BOSUN_VMGROUP_PARENT_FOLDER` — the folder the groups' folders go in (default
 //!   `/DC0/vm`, vcsim's; set it to your datacenter's VM folder);
+//! - `BOSUN_VMGROUP_LOGIN_RETRY_SECONDS` — the wait before a login vCenter refused is tried
+//!   again with the same Secret, doubled per refusal up to 15 minutes (default 60: with
+//!   vCenter SSO's default lockout of 5 failures in 3 minutes, never reached);
+//! - `BOSUN_VMGROUP_RESOURCE_POOL` — the resource pool clones go in, as an inventory path
+//!   (e.g. `/DC0/host/DC0_C0/Resources`); default: the template's own pool, or for a vSphere
+//!   template (which has none) its host's cluster or compute resource pool;
 //! - `BOSUN_VMGROUP_CA_FILE` — a PEM CA bundle for vCenter when the Secret has no `ca.crt`;
 //! - `BOSUN_VMGROUP_INSECURE=true` — no certificate check (labs with self-signed certificates);
 //! - `BOSUN_VMGROUP_RESYNC_SECONDS` — how often a group is read again to repair VMs changed in
@@ -53,6 +59,12 @@ pub struct Settings {
     pub resync: Duration,
     pub parallel: usize,
     pub request_timeout: Duration,
+    /// The wait before a login vCenter refused is tried again with the same Secret (doubled
+    /// per refusal, see [`crate::connect`]).
+    pub login_retry: Duration,
+    /// The resource pool clones go in (inventory path); None: the template's own, or for a
+    /// vSphere template its host's cluster pool.
+    pub resource_pool: Option<String>,
     /// None: no webhooks.
     pub webhook: Option<WebhookSettings>,
 }
@@ -68,6 +80,8 @@ impl Default for Settings {
             resync: Duration::from_secs(60),
             parallel: 4,
             request_timeout: Duration::from_secs(60),
+            login_retry: Duration::from_secs(60),
+            resource_pool: None,
             webhook: None,
         }
     }
@@ -102,6 +116,12 @@ impl Settings {
                 .filter(|s| *s > 0)
                 .map(Duration::from_secs)
                 .unwrap_or(d.request_timeout),
+            login_retry: get("BOSUN_VMGROUP_LOGIN_RETRY_SECONDS")
+                .and_then(|v| v.parse().ok())
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs)
+                .unwrap_or(d.login_retry),
+            resource_pool: get("BOSUN_VMGROUP_RESOURCE_POOL"),
             webhook: WebhookSettings::from_lookup(
                 "BOSUN_VMGROUP",
                 crate::webhook::CONFIGURATION,

@@ -8,6 +8,9 @@ names!(
         Ready,
         /// Something is wrong that bosun cannot repair by itself (retried with backoff).
         Degraded,
+        /// The group's folder holds VMs or other objects this VmGroup did not create; bosun
+        /// leaves them alone (never counts, changes or destroys them). The message names them.
+        ForeignObjects,
     }
 );
 
@@ -28,6 +31,14 @@ names!(
         TemplateNotFound,
         /// The parent folder configured for the operator does not exist.
         ParentFolderNotFound,
+        /// An object at the group's folder path (or the folder recorded in the status) does
+        /// not carry this VmGroup's ownership mark: bosun touches nothing in it.
+        FolderNotOwned,
+        /// Objects this VmGroup did not create are in its folder, or hold a name it would
+        /// clone: left alone (ForeignObjects=True, and a Warning Event).
+        ForeignObjectsLeftAlone,
+        /// The group's folder holds nothing this VmGroup did not create.
+        NoForeignObjects,
         /// vCenter refused an operation (clone, reconfigure, power, destroy).
         VCenterRefused,
         /// The Kubernetes API server refused a request.
@@ -49,6 +60,8 @@ names!(
         VmPoweredOn,
         Recovered,
         Deleted,
+        /// The seed operator's folder and VMs were taken over ([`crate::migrate`]).
+        Adopted,
     }
 );
 

@@ -1,16 +1,19 @@
 //! The VmGroup reconcile pipeline, one named step each:
 //!
-//! 1. **finalize** a VmGroup being deleted ([`finalize`]): power off and destroy its VMs and
-//!    its folder (every VM in it), then release the finalizer; vCenter unreachable or
-//!    refusing, or the credentials gone → the finalizer stays, the status says why, the
-//!    runtime retries with backoff. Nothing is orphaned silently: to give the VMs up, remove
-//!    the finalizer by hand;
+//! 1. **finalize** a VmGroup being deleted ([`finalize`]): power off and destroy the VMs
+//!    that carry its mark ([`crate::owner`]), then its folder only if nothing else is left in
+//!    it, then release the finalizer; vCenter unreachable or refusing, or the credentials
+//!    gone → the finalizer stays, the status says why, the runtime retries with backoff.
+//!    Nothing is orphaned silently: to give the VMs up, remove the finalizer by hand. What
+//!    the group did not create is never touched, and a Warning Event names it;
 //! 2. **validate** the spec into the [`Plan`] (pure);
 //! 3. **keep the finalizer**;
 //! 4. **connect** with the credentials Secret ([`crate::connect`]);
-//! 5. **ensure the folder** `<parent>/<namespace>-<name>`;
-//! 6. **read the group**: every VM in the folder, name, shape and power, in one property
-//!    retrieval;
+//! 5. **ensure the folder**: the one recorded in `status.folder`, else
+//!    `<parent>/<namespace>_<name>`, created and marked with the VmGroup's UID; a folder
+//!    there without that mark stops the group (`FolderNotOwned`);
+//! 6. **read the group**: every VM in the folder, name, shape, power and marks, in one
+//!    property retrieval, sorted into the group's own and foreign ones;
 //! 7. **decide** ([`crate::diff`], pure) and **act**: clone the missing numbers in parallel
 //!    (bounded), each then reconfigured to the shape (vcsim's clone ignores it) and powered
 //!    on; reconfigure VMs of another shape (power off, reconfigure, power on); power on VMs
@@ -26,8 +29,7 @@
 use std::sync::Arc;
 
 use bosun_runtime::conditions::find;
-use bosun_runtime::owner::set_finalizer;
-use bosun_vsphere::{Client, FaultKind, MoRef, PowerState, VmInfo};
+use bosun_vsphere::{Client, CloneOptions, FaultKind, FolderInfo, MoRef, PowerState, VmInfo};
 use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
 use k8s_openapi::jiff::Timestamp;
@@ -39,8 +41,9 @@ use crate::api::VmGroup;
 use crate::diff::{self, Actions};
 use crate::error::{Error, Problem};
 use crate::operator::Context;
+use crate::owner::{Mark, Members, OWNER_FIELD, OWNER_KEY};
 use crate::reason::{ConditionType, EventReason, Reason};
-use crate::status::{compute, Outcome};
+use crate::status::{compute, Foreign, Outcome};
 use crate::validate::{validate, Identity, Plan};
 
 /// The finalizer that removes the VMs and the folder before the VmGroup goes.
@@ -76,53 +79,132 @@ pub async fn reconcile(vg: Arc<VmGroup>, ctx: Arc<Context>) -> Result<Action, Er
 /// Steps 3-7.
 async fn converge(vg: &VmGroup, plan: &Plan, ctx: &Context) -> Result<Outcome, Error> {
     let api: Api<VmGroup> = Api::namespaced(ctx.client.clone(), &plan.id.namespace);
-    set_finalizer(&api, vg, FINALIZER, true).await?;
+    crate::migrate::set_finalizers(&api, vg, true).await?;
     let vc = ctx
         .vcenter
         .client(&ctx.client, &ctx.settings, &plan.id.namespace)
         .await?;
-    let folder = ensure_folder(&vc, plan, &ctx.settings.parent_folder).await?;
-    let seen = read_group(&vc, &folder).await?;
-    let actions = diff::decide(plan, &seen);
-    if actions.is_empty() {
-        let current = diff::current(plan, &seen);
-        return Ok(Outcome::Converged {
-            current,
-            message: summary(plan, current, &actions),
-        });
-    }
-    act(vg, plan, ctx, &vc, &folder, &actions).await?;
-    let seen = read_group(&vc, &folder).await?;
-    let current = diff::current(plan, &seen);
-    Ok(Outcome::Converged {
+    let mark = mark_of(&vc, &plan.id.uid).await?;
+    let folder = match crate::migrate::adopt_path(vg) {
+        Some(path) => {
+            let (folder, vms) = crate::migrate::adopt(&vc, &plan.id.name, &mark, path).await?;
+            let note = format!(
+                "took over the seed operator's folder {path} and its VMs: {}",
+                if vms.is_empty() {
+                    "none".to_string()
+                } else {
+                    vms.join(", ")
+                }
+            );
+            event(ctx, vg, false, EventReason::Adopted.as_str(), &note).await;
+            folder
+        }
+        None => ensure_folder(vg, &vc, plan, &mark, &ctx.settings.parent_folder).await?,
+    };
+    let (members, others) = read_group(&vc, &folder, &mark).await?;
+    let foreign_names: Vec<String> = members.foreign.iter().map(|v| v.name.clone()).collect();
+    let actions = diff::decide(plan, &members.owned, &foreign_names);
+    let mut foreign = Foreign {
+        objects: foreign_names.into_iter().chain(others).collect(),
+        blocked: actions.blocked.clone(),
+    };
+    foreign.objects.sort();
+    announce_foreign(vg, ctx, &foreign).await;
+    let labelled = label(&vc, &mark, &members.unlabelled).await;
+    let done = |current| Outcome::Converged {
         current,
-        message: summary(plan, current, &actions),
-    })
+        message: summary(plan, current, &folder.name, &foreign),
+        folder: folder.folder.value.clone(),
+        foreign: foreign.clone(),
+    };
+    if actions.is_empty() {
+        labelled?;
+        return Ok(done(diff::current(plan, &members.owned)));
+    }
+    let acted = act(vg, plan, ctx, &vc, &mark, &folder.folder, &actions).await;
+    labelled?;
+    acted?;
+    let (members, _) = read_group(&vc, &folder, &mark).await?;
+    Ok(done(diff::current(plan, &members.owned)))
 }
 
-fn summary(plan: &Plan, current: u32, actions: &Actions) -> String {
+fn summary(plan: &Plan, current: u32, folder: &str, foreign: &Foreign) -> String {
     let mut m = format!(
-        "{current} of {} VMs running in {}",
-        plan.replicas, plan.id.folder_path
+        "{current} of {} VMs running in the folder {folder}",
+        plan.replicas
     );
-    if !actions.foreign.is_empty() {
+    if !foreign.is_empty() {
         m.push_str(&format!(
-            "; other VMs in the folder, left alone: {}",
-            actions.foreign.join(", ")
+            "; objects this VmGroup did not create, left alone: {}",
+            foreign.objects.join(", ")
         ));
     }
     m
 }
 
-/// Step 5.
-async fn ensure_folder(vc: &Client, plan: &Plan, parent_path: &str) -> Result<MoRef, Error> {
-    let path = &plan.id.folder_path;
-    let found = vc
-        .find_by_inventory_path(path)
+/// This group's mark in this vCenter (the custom field is defined on first use).
+async fn mark_of(vc: &Client, uid: &str) -> Result<Mark, Error> {
+    let field_key = vc
+        .custom_field(OWNER_FIELD)
         .await
-        .map_err(|e| Error::vsphere(&format!("looking up the folder {path}"), &e))?;
-    if let Some(f) = found {
+        .map_err(|e| Error::vsphere(&format!("reading the custom field {OWNER_FIELD}"), &e))?;
+    Ok(Mark {
+        field_key,
+        uid: uid.to_string(),
+    })
+}
+
+fn not_owned(what: &str, uid: &str) -> Error {
+    Error::VCenter(Problem::new(
+        Reason::FolderNotOwned,
+        format!(
+            "{what} was not created by this VmGroup (it lacks the custom field {OWNER_FIELD} = {uid}): \
+             bosun changes nothing in it. Rename or move it, or give the VmGroup another name"
+        ),
+    ))
+}
+
+/// The group's folder as recorded in the status, if it still exists and is the group's.
+async fn recorded_folder(
+    vg: &VmGroup,
+    vc: &Client,
+    mark: &Mark,
+) -> Result<Option<FolderInfo>, Error> {
+    let Some(r) = vg.status.as_ref().and_then(|s| s.folder.as_deref()) else {
+        return Ok(None);
+    };
+    let moref = MoRef::new("Folder", r);
+    match vc.folder_info(&moref).await {
+        Ok(Some(f)) if mark.owns_folder(&f) => Ok(Some(f)),
+        Ok(Some(f)) => Err(not_owned(
+            &format!("the folder {} ({r}) recorded in the status", f.name),
+            &mark.uid,
+        )),
+        // Deleted in vCenter: made again at the path.
+        Ok(None) => Ok(None),
+        Err(e) => Err(Error::vsphere(&format!("reading the folder {r}"), &e)),
+    }
+}
+
+/// Step 5.
+async fn ensure_folder(
+    vg: &VmGroup,
+    vc: &Client,
+    plan: &Plan,
+    mark: &Mark,
+    parent_path: &str,
+) -> Result<FolderInfo, Error> {
+    if let Some(f) = recorded_folder(vg, vc, mark).await? {
         return Ok(f);
+    }
+    let path = &plan.id.folder_path;
+    let lookup =
+        |e: bosun_vsphere::Error| Error::vsphere(&format!("looking up the folder {path}"), &e);
+    if let Some(found) = vc.find_by_inventory_path(path).await.map_err(lookup)? {
+        return match vc.folder_info(&found).await.map_err(lookup)? {
+            Some(f) if mark.owns_folder(&f) => Ok(f),
+            _ => Err(not_owned(&format!("{path} ({found})"), &mark.uid)),
+        };
     }
     let parent = match vc.find_by_inventory_path(parent_path).await {
         Ok(Some(p)) => p,
@@ -134,22 +216,78 @@ async fn ensure_folder(vc: &Client, plan: &Plan, parent_path: &str) -> Result<Mo
         }
         Err(e) => return Err(Error::vsphere(&format!("looking up the folder {parent_path}"), &e)),
     };
-    match vc.create_folder(&parent, &plan.id.folder_name).await {
-        Ok(f) => Ok(f),
-        // Created meanwhile (another reconcile, or a lagging inventory path search).
-        Err(e) if e.fault_kind() == Some(&FaultKind::DuplicateName) => vc
-            .require_path(path)
-            .await
-            .map_err(|e| Error::vsphere(&format!("looking up the folder {path}"), &e)),
-        Err(e) => Err(Error::vsphere(&format!("creating the folder {path}"), &e)),
+    let created = match vc.create_folder(&parent, &plan.id.folder_name).await {
+        Ok(f) => f,
+        // Created meanwhile by someone: only taken if it carries the mark (next reconcile).
+        Err(e) if e.fault_kind() == Some(&FaultKind::DuplicateName) => {
+            return Err(not_owned(path, &mark.uid))
+        }
+        Err(e) => return Err(Error::vsphere(&format!("creating the folder {path}"), &e)),
+    };
+    if let Err(e) = vc.set_field(&created, mark.field_key, &mark.uid).await {
+        // An unmarked folder would never be taken again: remove it while it is empty.
+        let _ = vc.destroy(&created).await;
+        return Err(Error::vsphere(&format!("marking the folder {path}"), &e));
     }
+    vc.folder_info(&created)
+        .await
+        .map_err(lookup)?
+        .ok_or_else(|| not_owned(path, &mark.uid))
 }
 
-/// Step 6: one retrieval for the whole group.
-async fn read_group(vc: &Client, folder: &MoRef) -> Result<Vec<VmInfo>, Error> {
-    vc.vms_in_folder(folder)
+/// Step 6: one retrieval for the group's VMs, sorted by their marks; and the names of other
+/// objects (not VMs) in the folder.
+async fn read_group(
+    vc: &Client,
+    folder: &FolderInfo,
+    mark: &Mark,
+) -> Result<(Members, Vec<String>), Error> {
+    let vms = vc
+        .vms_in_folder(&folder.folder)
         .await
-        .map_err(|e| Error::vsphere("reading the group's VMs", &e))
+        .map_err(|e| Error::vsphere("reading the group's VMs", &e))?;
+    let others: Vec<MoRef> = folder
+        .children
+        .iter()
+        .filter(|c| c.kind != "VirtualMachine")
+        .cloned()
+        .collect();
+    let others = if others.is_empty() {
+        Vec::new()
+    } else {
+        vc.names(&others)
+            .await
+            .map_err(|e| Error::vsphere("reading the folder's other objects", &e))?
+    };
+    Ok((mark.sort(vms), others))
+}
+
+/// Sets the custom field on VMs marked only through extraConfig (a clone whose operator
+/// stopped before marking it), so a vSphere admin sees whose they are.
+async fn label(vc: &Client, mark: &Mark, vms: &[VmInfo]) -> Result<(), Error> {
+    for v in vms {
+        vc.set_field(&v.vm, mark.field_key, &mark.uid)
+            .await
+            .map_err(|e| Error::vsphere(&format!("marking VM {}", v.name), &e))?;
+    }
+    Ok(())
+}
+
+/// A Warning Event when foreign objects appear or change; the condition says it meanwhile.
+async fn announce_foreign(vg: &VmGroup, ctx: &Context, foreign: &Foreign) {
+    if foreign.is_empty() {
+        return;
+    }
+    let message = foreign.message();
+    let same = vg
+        .status
+        .as_ref()
+        .and_then(|s| find(&s.conditions, ConditionType::ForeignObjects.as_str()))
+        .is_some_and(|c| c.status == "True" && c.message == message);
+    if !same {
+        let reason = Reason::ForeignObjectsLeftAlone.as_str();
+        event(ctx, vg, true, reason, &message).await;
+    }
 }
 
 /// Step 7. Every operation of a kind runs (bounded in parallel) even when one fails; the
@@ -159,6 +297,7 @@ async fn act(
     plan: &Plan,
     ctx: &Context,
     vc: &Client,
+    mark: &Mark,
     folder: &MoRef,
     actions: &Actions,
 ) -> Result<(), Error> {
@@ -188,9 +327,15 @@ async fn act(
                 ))
             }
         };
-        let template = &template;
+        let options = CloneOptions {
+            pool: pool_for(vc, ctx, &template).await?,
+            extra_config: vec![(OWNER_KEY.to_string(), mark.uid.clone())],
+        };
+        let (template, options) = (&template, &options);
         let results = bounded(actions.clone.clone(), bound, |name| {
-            Box::pin(async move { clone_one(vc, plan, template, folder, &name).await })
+            Box::pin(
+                async move { clone_one(vc, plan, mark, template, options, folder, &name).await },
+            )
         })
         .await;
         let mut created = Vec::new();
@@ -290,22 +435,57 @@ fn succeeded(
     done
 }
 
+/// The pool clones go in: the configured one, else the template's (or for a vSphere
+/// template, which has none, its host's cluster pool) — a template clones with a pool only.
+async fn pool_for(vc: &Client, ctx: &Context, template: &MoRef) -> Result<Option<MoRef>, Error> {
+    if let Some(path) = &ctx.settings.resource_pool {
+        return match vc.find_by_inventory_path(path).await {
+            Ok(Some(p)) => Ok(Some(p)),
+            Ok(None) => Err(Error::VCenter(Problem::new(
+                Reason::VCenterRefused,
+                format!("the resource pool {path} (BOSUN_VMGROUP_RESOURCE_POOL) does not exist in vCenter; create it or correct the setting"),
+            ))),
+            Err(e) => Err(Error::vsphere(&format!("looking up the resource pool {path}"), &e)),
+        };
+    }
+    vc.default_pool(template)
+        .await
+        .map_err(|e| Error::vsphere("finding the template's resource pool", &e))
+}
+
 async fn clone_one(
     vc: &Client,
     plan: &Plan,
+    mark: &Mark,
     template: &MoRef,
+    options: &CloneOptions,
     folder: &MoRef,
     name: &str,
 ) -> Result<String, Error> {
-    let vm = match vc.clone_vm(template, folder, name, plan.shape).await {
+    let vm = match vc
+        .clone_vm_with(template, folder, name, plan.shape, options)
+        .await
+    {
         Ok(vm) => vm,
-        // Cloned before (a crash or a race): take it.
-        Err(e) if e.fault_kind() == Some(&FaultKind::DuplicateName) => vc
-            .require_path(&plan.vm_path(name))
-            .await
-            .map_err(|e| Error::vsphere(&format!("looking up VM {name}"), &e))?,
+        // Cloned before (a crash or a race): taken only when it carries the mark.
+        Err(e) if e.fault_kind() == Some(&FaultKind::DuplicateName) => {
+            let lookup =
+                |e: bosun_vsphere::Error| Error::vsphere(&format!("looking up VM {name}"), &e);
+            let vm = vc.require_path(&plan.vm_path(name)).await.map_err(lookup)?;
+            let seen = vc.vms(std::slice::from_ref(&vm)).await.map_err(lookup)?;
+            if mark.sort(seen).owned.is_empty() {
+                return Err(Error::VCenter(Problem::new(
+                    Reason::ForeignObjectsLeftAlone,
+                    format!("VM {name} exists in the group's folder and was not created by this VmGroup: left alone"),
+                )));
+            }
+            vm
+        }
         Err(e) => return Err(Error::vsphere(&format!("cloning VM {name}"), &e)),
     };
+    vc.set_field(&vm, mark.field_key, &mark.uid)
+        .await
+        .map_err(|e| Error::vsphere(&format!("marking VM {name}"), &e))?;
     vc.reconfigure(&vm, plan.shape)
         .await
         .map_err(|e| Error::vsphere(&format!("reconfiguring VM {name}"), &e))?;
@@ -406,54 +586,103 @@ async fn event(ctx: &Context, vg: &VmGroup, warning: bool, reason: &str, note: &
         .await;
 }
 
-/// Step 1: the VMs and the folder go first; the finalizer only after.
+/// Step 1: the group's VMs and (when nothing else is in it) its folder go first; the
+/// finalizer only after.
 async fn finalize(vg: &VmGroup, ctx: &Context) -> Result<Action, Error> {
+    let api: Api<VmGroup> =
+        Api::namespaced(ctx.client.clone(), &vg.namespace().unwrap_or_default());
     if !vg.finalizers().iter().any(|f| f == FINALIZER) {
+        crate::migrate::set_finalizers(&api, vg, false).await?;
         return Ok(Action::await_change());
     }
     let id = Identity::of(vg, &ctx.settings.parent_folder);
-    if let Err(e) = delete_group(ctx, &id).await {
-        let Some(p) = e.problem().cloned() else {
+    let left = match delete_group(vg, ctx, &id).await {
+        Ok(left) => left,
+        Err(e) => {
+            let Some(p) = e.problem().cloned() else {
+                return Err(e);
+            };
+            let outcome = Outcome::Deleting(p);
+            publish_status(vg, ctx, &outcome).await?;
             return Err(e);
-        };
-        let outcome = Outcome::Deleting(p);
-        publish_status(vg, ctx, &outcome).await?;
-        return Err(e);
-    }
-    let api: Api<VmGroup> = Api::namespaced(ctx.client.clone(), &id.namespace);
-    set_finalizer(&api, vg, FINALIZER, false).await?;
-    let note = format!("deleted its VMs and the folder {}", id.folder_path);
+        }
+    };
+    let note = match &left {
+        None => format!("deleted its VMs and the folder {}", id.folder_path),
+        Some(why) => {
+            let reason = Reason::ForeignObjectsLeftAlone.as_str();
+            event(ctx, vg, true, reason, why).await;
+            format!("deleted its VMs; {why}")
+        }
+    };
+    crate::migrate::set_finalizers(&api, vg, false).await?;
     event(ctx, vg, false, EventReason::Deleted.as_str(), &note).await;
     ctx.status.forget(&id.uid);
     Ok(Action::await_change())
 }
 
-/// Every VM in the group's folder (powered off first), then the folder.
-async fn delete_group(ctx: &Context, id: &Identity) -> Result<(), Error> {
+/// Every VM in the group's folder that carries its mark (powered off first), then the
+/// folder if that left it empty. Some(what was left alone, in words) when anything was.
+async fn delete_group(vg: &VmGroup, ctx: &Context, id: &Identity) -> Result<Option<String>, Error> {
     let vc = ctx
         .vcenter
         .client(&ctx.client, &ctx.settings, &id.namespace)
         .await?;
+    let mark = mark_of(&vc, &id.uid).await?;
     let path = &id.folder_path;
-    let Some(folder) = vc
-        .find_by_inventory_path(path)
-        .await
-        .map_err(|e| Error::vsphere(&format!("looking up the folder {path}"), &e))?
-    else {
-        return Ok(());
+    let lookup =
+        |e: bosun_vsphere::Error| Error::vsphere(&format!("looking up the folder {path}"), &e);
+    let folder = match recorded_folder(vg, &vc, &mark).await {
+        Ok(Some(f)) => f,
+        Err(e)
+            if e.problem()
+                .is_some_and(|p| p.reason == Reason::FolderNotOwned) =>
+        {
+            return Ok(Some(format!(
+                "{}: nothing in it was touched",
+                e.problem().map(|p| p.message.clone()).unwrap_or_default()
+            )));
+        }
+        Err(e) => return Err(e),
+        Ok(None) => {
+            let Some(found) = vc.find_by_inventory_path(path).await.map_err(lookup)? else {
+                return Ok(None);
+            };
+            match vc.folder_info(&found).await.map_err(lookup)? {
+                Some(f) if mark.owns_folder(&f) => f,
+                _ => {
+                    return Ok(Some(format!(
+                        "{path} was not created by this VmGroup (no {OWNER_FIELD} mark with its UID): nothing in it was touched"
+                    )))
+                }
+            }
+        }
     };
-    let vms = read_group(&vc, &folder).await?;
+    let (members, _) = read_group(&vc, &folder, &mark).await?;
     let bound = ctx.settings.parallel.max(1);
     let vc = &vc;
-    let results = bounded(vms, bound, |v| {
+    let results = bounded(members.owned, bound, |v| {
         Box::pin(async move { remove_one(vc, &v).await })
     })
     .await;
     results.into_iter().collect::<Result<Vec<()>, Error>>()?;
-    match vc.destroy(&folder).await {
+    let Some(now) = vc.folder_info(&folder.folder).await.map_err(lookup)? else {
+        return Ok(None);
+    };
+    if !now.children.is_empty() {
+        let names = vc
+            .names(&now.children)
+            .await
+            .map_err(|e| Error::vsphere("reading the folder's other objects", &e))?;
+        return Ok(Some(format!(
+            "left the folder {path} in place: it holds {} that this VmGroup did not create",
+            names.join(", ")
+        )));
+    }
+    match vc.destroy(&folder.folder).await {
         Err(e) if e.fault_kind() != Some(&FaultKind::NotFound) => {
             Err(Error::vsphere(&format!("destroying the folder {path}"), &e))
         }
-        _ => Ok(()),
+        _ => Ok(None),
     }
 }

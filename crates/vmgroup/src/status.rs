@@ -10,11 +10,50 @@ use crate::reason::{ConditionType, Phase, Reason};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// The group was read (and changed as needed): `current` VMs count.
-    Converged { current: u32, message: String },
+    Converged {
+        current: u32,
+        message: String,
+        /// The group's folder (a managed object reference's value).
+        folder: String,
+        /// What the folder holds that the group did not make, and names it could not clone
+        /// for a foreign VM holding them (see [`crate::owner`]).
+        foreign: Foreign,
+    },
     /// Something stands in the way; the VMs counted last time are kept.
     Problem(Problem),
     /// The finalizer could not remove the VMs yet.
     Deleting(Problem),
+}
+
+/// Objects in the group's folder that it did not create, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Foreign {
+    pub objects: Vec<String>,
+    pub blocked: Vec<String>,
+}
+
+impl Foreign {
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// The ForeignObjects condition's message.
+    pub fn message(&self) -> String {
+        if self.objects.is_empty() {
+            return "the group's folder holds only what this VmGroup created".into();
+        }
+        let mut m = format!(
+            "not created by this VmGroup (no bosun.vmgroup.owner mark with its UID), left alone: {}",
+            self.objects.join(", ")
+        );
+        if !self.blocked.is_empty() {
+            m.push_str(&format!(
+                "; not cloned because a VM above holds the name: {}",
+                self.blocked.join(", ")
+            ));
+        }
+        m
+    }
 }
 
 pub fn compute(
@@ -63,6 +102,10 @@ pub fn compute(
         Outcome::Converged { .. } => "no problem found".to_string(),
         _ => message.clone(),
     };
+    let folder = match outcome {
+        Outcome::Converged { folder, .. } => Some(folder.clone()),
+        _ => previous.and_then(|s| s.folder.clone()),
+    };
     for (type_, (status, reason), m) in [
         (ConditionType::Ready, ready, message.clone()),
         (ConditionType::Degraded, degraded, degraded_message),
@@ -74,12 +117,41 @@ pub fn compute(
             now,
         );
     }
+    // Known only when the folder was read: kept as it was otherwise.
+    match outcome {
+        Outcome::Converged { foreign, .. } => {
+            let reason = if foreign.is_empty() {
+                Reason::NoForeignObjects
+            } else {
+                Reason::ForeignObjectsLeftAlone
+            };
+            set_condition(
+                &mut conditions,
+                before,
+                condition(
+                    ConditionType::ForeignObjects.as_str(),
+                    !foreign.is_empty(),
+                    reason.as_str(),
+                    foreign.message(),
+                    generation,
+                ),
+                now,
+            );
+        }
+        _ => conditions.extend(
+            before
+                .iter()
+                .filter(|c| c.type_ == ConditionType::ForeignObjects.as_str())
+                .cloned(),
+        ),
+    }
     VmGroupStatus {
         phase: phase.as_str().to_string(),
         current_replicas: current,
         desired_replicas: desired,
         last_message: message,
         conditions,
+        folder,
         observed_generation: generation,
     }
 }
@@ -98,6 +170,8 @@ mod tests {
             &Outcome::Converged {
                 current: 2,
                 message: "2 of 2 VMs running".into(),
+                folder: "group-v7".into(),
+                foreign: Foreign::default(),
             },
             Timestamp::UNIX_EPOCH,
         );
@@ -106,6 +180,49 @@ mod tests {
         assert!(is_true(&s.conditions, "Ready"));
         assert!(!is_true(&s.conditions, "Degraded"));
         assert_eq!(s.observed_generation, Some(2));
+        assert_eq!(s.folder.as_deref(), Some("group-v7"));
+        assert!(!is_true(&s.conditions, "ForeignObjects"));
+    }
+
+    #[test]
+    fn foreign_objects_are_a_condition_that_a_later_problem_keeps() {
+        let foreign = Foreign {
+            objects: vec!["keep-me".into(), "web-1".into()],
+            blocked: vec!["web-1".into()],
+        };
+        let s = compute(
+            Some(1),
+            1,
+            None,
+            &Outcome::Converged {
+                current: 0,
+                message: "0 of 1".into(),
+                folder: "group-v7".into(),
+                foreign,
+            },
+            Timestamp::UNIX_EPOCH,
+        );
+        let c = find(&s.conditions, "ForeignObjects").expect("ForeignObjects");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "ForeignObjectsLeftAlone")
+        );
+        assert!(c.message.contains("keep-me, web-1"), "{}", c.message);
+        assert!(c.message.contains("holds the name: web-1"), "{}", c.message);
+        let p = Problem::new(Reason::VCenterUnreachable, "down");
+        let later = compute(
+            Some(1),
+            1,
+            Some(&s),
+            &Outcome::Problem(p),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(
+            later.folder.as_deref(),
+            Some("group-v7"),
+            "the folder is kept"
+        );
+        assert!(is_true(&later.conditions, "ForeignObjects"));
     }
 
     #[test]

@@ -18,9 +18,11 @@ pub struct Identity {
     pub name: String,
     pub uid: String,
     pub generation: Option<i64>,
-    /// `<namespace>-<name>`.
+    /// `<namespace>_<name>`: Kubernetes allows no `_` in either, so no two VmGroups share a
+    /// folder name (with `-`, namespace `a-b` + group `c` and namespace `a` + group `b-c`
+    /// did).
     pub folder_name: String,
-    /// `<parent>/<namespace>-<name>`.
+    /// `<parent>/<namespace>_<name>`.
     pub folder_path: String,
 }
 
@@ -28,7 +30,7 @@ impl Identity {
     pub fn of(vg: &VmGroup, parent: &str) -> Identity {
         let namespace = vg.namespace().unwrap_or_default();
         let name = vg.name_any();
-        let folder_name = format!("{namespace}-{name}");
+        let folder_name = format!("{namespace}_{name}");
         Identity {
             folder_path: format!("{}/{folder_name}", parent.trim_end_matches('/')),
             folder_name,
@@ -149,7 +151,7 @@ mod tests {
     #[test]
     fn the_plan_holds_folder_template_names_and_shape() {
         let p = validate(&sample(), "/DC0/vm/").expect("valid");
-        assert_eq!(p.id.folder_path, "/DC0/vm/team-web");
+        assert_eq!(p.id.folder_path, "/DC0/vm/team_web");
         assert_eq!(p.template_path, "/DC0/vm/DC0_H0_VM0");
         assert_eq!(
             p.shape,
@@ -159,13 +161,26 @@ mod tests {
             }
         );
         assert_eq!(p.vm_name(1), "web-1");
-        assert_eq!(p.vm_path("web-1"), "/DC0/vm/team-web/web-1");
+        assert_eq!(p.vm_path("web-1"), "/DC0/vm/team_web/web-1");
         let mut vg = sample();
         vg.spec.template = "/Other/vm/tpl".into();
         assert_eq!(
             validate(&vg, "/DC0/vm").expect("valid").template_path,
             "/Other/vm/tpl"
         );
+    }
+
+    #[test]
+    fn folder_names_of_different_groups_never_collide() {
+        let id = |ns: &str, name: &str| {
+            let mut vg = sample();
+            vg.metadata.namespace = Some(ns.into());
+            vg.metadata.name = Some(name.into());
+            Identity::of(&vg, "/DC0/vm").folder_name
+        };
+        assert_ne!(id("a-b", "c"), id("a", "b-c"));
+        assert_ne!(id("a", "b.c"), id("a-b", "c"));
+        assert_eq!(id("a-b", "c"), "a-b_c");
     }
 
     #[test]

@@ -246,11 +246,11 @@ mod tests {
     #[test]
     fn a_template_in_the_groups_own_folder_is_refused() {
         let mut vg = sample();
-        vg.spec.template = "/DC0/vm/team-web/web-1".into();
+        vg.spec.template = "/DC0/vm/team_web/web-1".into();
         let m = denied(check(admission(Operation::Create, None, vg), "/DC0/vm"));
-        assert!(m.contains("own folder /DC0/vm/team-web"), "{m}");
+        assert!(m.contains("own folder /DC0/vm/team_web"), "{m}");
         let mut vg = sample();
-        vg.spec.template = "/DC0/vm/team-web2/x".into();
+        vg.spec.template = "/DC0/vm/team_web2/x".into();
         assert_eq!(
             check(admission(Operation::Create, None, vg), "/DC0/vm"),
             Verdict::allow()

@@ -86,7 +86,7 @@ async fn wait_active(api: &Api<VmGroup>, ns: &str) -> kube::core::Status {
     eventually(60, || {
         n += 1;
         let name = format!("probe-{n}");
-        let vg = group(&name, &format!("{PARENT}/{ns}-{name}/{name}-1"));
+        let vg = group(&name, &format!("{PARENT}/{ns}_{name}/{name}-1"));
         async move {
             match api.create(&PostParams::default(), &vg).await {
                 Err(kube::Error::Api(s)) => Some(*s),

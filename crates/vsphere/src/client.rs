@@ -30,6 +30,8 @@ struct Inner {
     relogin: tokio::sync::Mutex<()>,
     counts: Arc<CallCounts>,
     pub(crate) task_timeout: Duration,
+    /// Custom field keys by name: a key never changes while its field exists.
+    pub(crate) fields: Mutex<std::collections::BTreeMap<String, i32>>,
 }
 
 impl Client {
@@ -55,6 +57,7 @@ impl Client {
                 relogin: tokio::sync::Mutex::new(()),
                 counts,
                 task_timeout: config.task_timeout,
+                fields: Mutex::default(),
             }),
         };
         client.login().await?;
@@ -73,6 +76,10 @@ impl Client {
 
     pub(crate) fn task_timeout(&self) -> Duration {
         self.inner.task_timeout
+    }
+
+    pub(crate) fn fields(&self) -> &Mutex<std::collections::BTreeMap<String, i32>> {
+        &self.inner.fields
     }
 
     fn cookie(&self) -> Option<String> {
@@ -208,6 +215,9 @@ fn service_content(resp: &Element) -> Result<ServiceContent> {
         property_collector: get("propertyCollector")?,
         search_index: get("searchIndex")?,
         session_manager: get("sessionManager")?,
+        custom_fields_manager: rv
+            .and_then(|r| r.child("customFieldsManager"))
+            .and_then(MoRef::from_element),
         api_version: rv
             .and_then(|r| r.path(&["about", "apiVersion"]))
             .map(|v| v.text.clone())

@@ -1,5 +1,6 @@
 //! A small vSphere client: the vim25 SOAP calls an operator keeping VMs needs — sessions,
-//! inventory paths, folders, property retrieval, clone, reconfigure, power, destroy and tasks —
+//! inventory paths, folders, custom fields, property retrieval, clone, reconfigure, power,
+//! destroy and tasks —
 //! on hyper + rustls with quick-xml, and no Kubernetes in it.
 //!
 //! - XML is matched by namespace URI, never by prefix (`xml`).
@@ -15,6 +16,7 @@ mod client;
 mod config;
 mod counter;
 mod error;
+mod fields;
 mod inventory;
 mod properties;
 mod soap;
@@ -31,5 +33,5 @@ pub use counter::CallCounts;
 pub use error::{Error, FaultKind, Result};
 pub use properties::ObjectContent;
 pub use tls::Tls;
-pub use types::{MoRef, PowerState, ServiceContent, VmInfo};
-pub use vm::Shape;
+pub use types::{FolderInfo, MoRef, PowerState, ServiceContent, VmInfo};
+pub use vm::{CloneOptions, Shape};

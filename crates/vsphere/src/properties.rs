@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::client::Client;
 use crate::error::{Error, FaultKind, Result};
 use crate::soap::{self, fault_type, param};
-use crate::types::{MoRef, PowerState, VmInfo, VM_INFO_PATHS};
+use crate::types::{custom_values, option_values, MoRef, PowerState, VmInfo, VM_INFO_PATHS};
 use crate::xml::{esc, Element};
 
 /// One object's retrieved properties, by property path.
@@ -151,6 +151,8 @@ fn vm_info(o: &ObjectContent) -> VmInfo {
         power_state: o
             .text("runtime.powerState")
             .and_then(|v| PowerState::parse(v.trim())),
+        custom_values: custom_values(o.props.get("customValue")),
+        extra_config: option_values(o.props.get("config.extraConfig")),
     }
 }
 

@@ -8,7 +8,7 @@ pub fn envelope(method: &str, this: &MoRef, params: &str) -> String {
     format!(
         concat!(
             r#"<?xml version="1.0" encoding="UTF-8"?>"#,
-            r#"<soapenv:Envelope xmlns:soapenv="{env}" xmlns:xsi="{xsi}">"#,
+            r#"<soapenv:Envelope xmlns:soapenv="{env}" xmlns:xsi="{xsi}" xmlns:xsd="http://www.w3.org/2001/XMLSchema">"#,
             r#"<soapenv:Body><{m} xmlns="{vim}">{this}{p}</{m}></soapenv:Body></soapenv:Envelope>"#
         ),
         env = SOAP_ENV,

@@ -29,12 +29,20 @@ pub const SESSION_COOKIE: &str = "vmware_soap_session";
 const MAX_ANSWER: usize = 64 << 20;
 
 impl Transport {
+    /// A URL holding a user name or password is refused, and never repeated in an error:
+    /// every error of this client names its URL, and errors end in logs and statuses.
     pub fn new(url: &str, tls: &Tls, timeout: Duration) -> Result<Self> {
+        let shown = redact(url);
         let url: http::Uri = url
             .parse()
-            .map_err(|e| Error::Config(format!("invalid URL {url:?}: {e}")))?;
+            .map_err(|e| Error::Config(format!("invalid URL {shown:?}: {e}")))?;
+        if url.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(Error::Config(format!(
+                "the URL {shown} holds a user name or password: give them as the user and password instead"
+            )));
+        }
         if url.scheme_str() != Some("https") {
-            return Err(Error::Config(format!("URL {url} is not https")));
+            return Err(Error::Config(format!("URL {shown} is not https")));
         }
         let config = tls_config(tls)?;
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
@@ -114,6 +122,22 @@ fn session_from_set_cookie(v: &str) -> Option<String> {
 }
 
 /// A TLS failure anywhere in the error's chain is `Tls`; anything else is `Unreachable`.
+/// `url` with anything before an `@` in its authority replaced, for messages.
+fn redact(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let authority = match authority.rfind('@') {
+        Some(at) => format!("***@{}", &authority[at + 1..]),
+        None => authority.to_string(),
+    };
+    if scheme.is_empty() {
+        format!("{authority}{path}")
+    } else {
+        format!("{scheme}://{authority}{path}")
+    }
+}
+
 fn classify(url: &str, e: &(dyn std::error::Error + 'static)) -> Error {
     let mut messages = Vec::new();
     let mut tls = false;
@@ -139,6 +163,22 @@ fn classify(url: &str, e: &(dyn std::error::Error + 'static)) -> Error {
 }
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_url_with_credentials_is_refused_without_showing_them() {
+        let tls = crate::tls::Tls::Insecure;
+        let t = std::time::Duration::from_secs(1);
+        for url in [
+            "https://admin:Secr3t@vc/sdk",
+            "http://admin:Secr3t@vc/sdk",
+            "https://admin:Secr3t@vc:x:y/sdk",
+        ] {
+            let e = super::Transport::new(url, &tls, t).err().expect("refused");
+            let m = e.to_string();
+            assert!(!m.contains("Secr3t") && !m.contains("admin"), "{m}");
+        }
+        assert!(super::Transport::new("https://vc/sdk", &tls, t).is_ok());
+    }
+
     use super::*;
 
     #[test]

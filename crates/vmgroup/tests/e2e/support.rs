@@ -26,6 +26,10 @@ pub struct Env {
     pub cp: &'static ControlPlane,
     pub admin: Client,
     pub ns: String,
+    /// More namespaces the operator watches (the credentials Secret is in `ns`).
+    pub more_ns: Vec<String>,
+    /// The settings the next operator start uses.
+    pub settings: Settings,
     pub sim: Vcsim,
     pub vc: VcClient,
     pub op: Option<Arc<VmGroupOperator>>,
@@ -39,6 +43,8 @@ fn settings() -> Settings {
         // A period, not a synchronisation: how soon a VM changed in vCenter is repaired.
         resync: Duration::from_secs(1),
         request_timeout: Duration::from_secs(2),
+        // Longer than any test: a refused login is tried again only once the Secret changes.
+        login_retry: Duration::from_secs(600),
         parent_folder: PARENT.into(),
         ..Settings::default()
     }
@@ -116,13 +122,64 @@ pub async fn env(prefix: &str, password: Option<&str>) -> Env {
 
 /// [`env`] with more of vcsim's flags (e.g. `-method-delay`).
 pub async fn env_with(prefix: &str, password: Option<&str>, vcsim_flags: &[&str]) -> Env {
+    env_full(Namespaces::Fresh(prefix), password, vcsim_flags).await
+}
+
+/// Which namespaces a test runs in.
+pub enum Namespaces<'a> {
+    /// A fresh one named after the prefix.
+    Fresh(&'a str),
+    /// These exact names (created when absent), the first holding the Secret: for tests that
+    /// must name them (`team`, `a-b`). Each name belongs to one test of the binary.
+    Named(&'a [&'a str]),
+}
+
+/// Namespaces named exactly, created when absent.
+async fn named_namespace(client: &Client, name: &str) -> String {
+    use k8s_openapi::api::core::v1::Namespace;
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("namespace {name}: {e}"),
+    }
+    name.to_string()
+}
+
+pub async fn env_full(
+    namespaces: Namespaces<'_>,
+    password: Option<&str>,
+    vcsim_flags: &[&str],
+) -> Env {
     if std::env::var_os("RUST_LOG").is_some() {
         bosun_runtime::telemetry::init(Default::default());
     }
     let cp = shared().await.expect("control plane");
     let admin = cp.client().await.expect("client");
     cluster_setup(&admin).await.expect("cluster setup");
-    let ns = test_namespace(&admin, prefix).await.expect("namespace");
+    let (ns, more_ns) = match namespaces {
+        Namespaces::Fresh(prefix) => (
+            test_namespace(&admin, prefix).await.expect("namespace"),
+            Vec::new(),
+        ),
+        Namespaces::Named(names) => {
+            let mut all = Vec::new();
+            for n in names {
+                all.push(named_namespace(&admin, n).await);
+            }
+            let first = all.remove(0);
+            (first, all)
+        }
+    };
     let sim = Vcsim::start_with(vcsim_flags)
         .expect("vcsim starts (bash scripts/setup-vcsim.sh installs it)");
     let data = [
@@ -157,7 +214,12 @@ pub async fn env_with(prefix: &str, password: Option<&str>, vcsim_flags: &[&str]
     let mut env = Env {
         cp,
         admin,
+        settings: Settings {
+            secret_namespace: Some(ns.clone()),
+            ..settings()
+        },
         ns,
+        more_ns,
         sim,
         vc,
         op: None,
@@ -170,21 +232,20 @@ pub async fn env_with(prefix: &str, password: Option<&str>, vcsim_flags: &[&str]
 }
 
 impl Env {
-    async fn start_operator(&mut self) {
+    /// Starts a manager with [`Env::settings`].
+    pub async fn start_operator(&mut self) {
         let client = self
             .cp
             .client_as(SA_USER, &SA_GROUPS)
             .await
             .expect("client");
+        let mut namespaces = vec![self.ns.clone()];
+        namespaces.extend(self.more_ns.iter().cloned());
         let cfg = ManagerConfig {
-            scope: Scope::Namespaces(vec![self.ns.clone()]),
+            scope: Scope::Namespaces(namespaces),
             ..Default::default()
         };
-        let s = Settings {
-            secret_namespace: Some(self.ns.clone()),
-            ..settings()
-        };
-        let op = Arc::new(VmGroupOperator::new(s));
+        let op = Arc::new(VmGroupOperator::new(self.settings.clone()));
         let m = Manager::new(client, cfg).with_operator(op.clone());
         self.op = Some(op);
         self.metrics = Some(m.metrics());
@@ -200,6 +261,109 @@ impl Env {
 
     pub fn api(&self) -> Api<VmGroup> {
         Api::namespaced(self.admin.clone(), &self.ns)
+    }
+
+    pub fn api_in(&self, ns: &str) -> Api<VmGroup> {
+        Api::namespaced(self.admin.clone(), ns)
+    }
+
+    /// Stops the manager gracefully and keeps the rest; [`Env::start_operator`] starts one
+    /// again.
+    pub async fn halt(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            match tokio::time::timeout(Duration::from_secs(30), t).await {
+                Ok(Ok(Ok(()))) => {}
+                other => panic!("the manager did not stop cleanly: {other:?}"),
+            }
+        }
+    }
+
+    /// A VmGroup in namespace `ns`, with `annotations` and `finalizers` as given.
+    pub async fn create_in(
+        &self,
+        ns: &str,
+        name: &str,
+        replicas: i32,
+        template: &str,
+        annotations: serde_json::Value,
+        finalizers: &[&str],
+    ) -> VmGroup {
+        let vg: VmGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "vm.codeconnect.vmworld.com/v1alpha1", "kind": "VmGroup",
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations,
+                         "finalizers": finalizers},
+            "spec": {"cpu": 1, "memory": 1, "template": template, "replicas": replicas},
+        }))
+        .expect("vmgroup");
+        self.api_in(ns)
+            .create(&PostParams::default(), &vg)
+            .await
+            .expect("create vmgroup")
+    }
+
+    /// Waits until the VmGroup `ns/name` is gone (its finalizer released).
+    pub async fn wait_gone(&self, ns: &str, name: &str) {
+        let api = self.api_in(ns);
+        let gone = eventually(90, || async {
+            matches!(api.get_opt(name).await, Ok(None)).then_some(())
+        })
+        .await;
+        assert!(
+            gone.is_some(),
+            "{ns}/{name} was not released by its finalizer: {:#?}",
+            api.get_opt(name).await
+        );
+    }
+
+    /// The names of the VMs directly in the folder at `path`, sorted; None without a folder.
+    pub async fn vm_names_at(&self, path: &str) -> Option<Vec<String>> {
+        let folder = self
+            .vc
+            .find_by_inventory_path(path)
+            .await
+            .expect("find folder")?;
+        let mut names: Vec<String> = self
+            .vc
+            .vms_in_folder(&folder)
+            .await
+            .expect("read vms")
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        names.sort();
+        Some(names)
+    }
+
+    /// A folder under the parent holding clones of vcsim's VM by these names, made outside
+    /// bosun (powered on, 1 CPU, 32 MB, unmarked); the VMs as vcsim shows them.
+    pub async fn foreign_folder(&self, name: &str, vms: &[&str]) -> Vec<VmInfo> {
+        let parent = self.vc.require_path(PARENT).await.expect("parent");
+        let folder = self.vc.create_folder(&parent, name).await.expect("folder");
+        let template = self
+            .vc
+            .require_path(&format!("{PARENT}/DC0_H0_VM0"))
+            .await
+            .expect("vcsim's VM");
+        let shape = bosun_vsphere::Shape {
+            num_cpus: 1,
+            memory_mb: 32,
+        };
+        let mut made = Vec::new();
+        for n in vms {
+            let vm = self
+                .vc
+                .clone_vm(&template, &folder, n, shape)
+                .await
+                .expect("clone outside bosun");
+            self.vc.power_on(&vm).await.expect("power on");
+            made.push(vm);
+        }
+        let mut seen = self.vc.vms(&made).await.expect("read");
+        seen.sort_by(|a, b| a.name.cmp(&b.name));
+        seen
     }
 
     pub async fn create(&self, name: &str, cpu: i32, memory: i32, template: &str, replicas: i32) {
@@ -250,7 +414,7 @@ impl Env {
     }
 
     pub fn folder_path(&self, name: &str) -> String {
-        format!("{PARENT}/{}-{name}", self.ns)
+        format!("{PARENT}/{}_{name}", self.ns)
     }
 
     /// The group's VMs as vcsim shows them, sorted by name; None when the folder is absent.
@@ -296,12 +460,17 @@ impl Env {
 
     /// Sets `VC_PASS` in the credentials Secret.
     pub async fn set_password(&self, password: &str) {
-        let value = serde_json::to_value(ByteString(password.as_bytes().to_vec())).expect("b64");
+        self.set_secret_key("VC_PASS", password).await;
+    }
+
+    /// Sets one key of the credentials Secret.
+    pub async fn set_secret_key(&self, key: &str, value: &str) {
+        let value = serde_json::to_value(ByteString(value.as_bytes().to_vec())).expect("b64");
         Api::<Secret>::namespaced(self.admin.clone(), &self.ns)
             .patch(
                 "vc-creds",
                 &PatchParams::default(),
-                &Patch::Merge(&serde_json::json!({"data": {"VC_PASS": value}})),
+                &Patch::Merge(&serde_json::json!({"data": {key: value}})),
             )
             .await
             .expect("patch the credentials Secret");
@@ -309,8 +478,11 @@ impl Env {
 
     /// Warning/Normal events about an object, as (reason, note).
     pub async fn events_for(&self, name: &str) -> Vec<(String, String)> {
-        let api: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.admin.clone(), &self.ns);
+        self.events_in(&self.ns, name).await
+    }
+
+    pub async fn events_in(&self, ns: &str, name: &str) -> Vec<(String, String)> {
+        let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.admin.clone(), ns);
         api.list(&Default::default())
             .await
             .map(|l| l.items)
@@ -344,14 +516,6 @@ impl Env {
 
     /// Stops the manager gracefully.
     pub async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            match tokio::time::timeout(Duration::from_secs(30), t).await {
-                Ok(Ok(Ok(()))) => {}
-                other => panic!("the manager did not stop cleanly: {other:?}"),
-            }
-        }
+        self.halt().await;
     }
 }
