@@ -13,6 +13,11 @@ pub enum Error {
     /// The reconcile-period annotation does not parse: the user must fix the object.
     #[error("{0}")]
     Annotation(String),
+    /// No engine can run the entry (its role is missing, malformed, or needs real Ansible
+    /// that is not installed): reported on the custom resource, retried only when it
+    /// changes (the entry is fixed by fixing the role and restarting).
+    #[error("{0}")]
+    Refused(String),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     /// Another writer kept changing the object while its status was written: retried
@@ -25,7 +30,7 @@ impl Categorized for Error {
     fn category(&self) -> ErrorCategory {
         match self {
             Error::Run(_) => ErrorCategory::Transient,
-            Error::Annotation(_) => ErrorCategory::InvalidSpec,
+            Error::Annotation(_) | Error::Refused(_) => ErrorCategory::InvalidSpec,
             Error::Kube(_) | Error::Conflict(_) => ErrorCategory::Api,
         }
     }

@@ -52,6 +52,7 @@
 //! to load with the install hint.
 pub mod bench;
 pub mod crd;
+pub mod engines;
 pub mod error;
 pub mod latest;
 pub mod metrics;
@@ -139,6 +140,9 @@ pub struct AnsibleFlavor {
     pub fallback: Option<Arc<Fallback>>,
     /// The `GVK` label of the entry's `ansible_operator_reconciles` series.
     gvk_label: Arc<str>,
+    /// Set when no engine can run the entry (why): its custom resources are reported
+    /// (`Failure` condition, a Warning Event) and the watches file's other entries run.
+    pub refused: Option<Arc<str>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -234,6 +238,11 @@ impl AnsibleFlavor {
             (Ok(Engine::Ansible { why: reason }), Some(install)) => {
                 let fallback = Self::fallback(entry, &lo, install, why(reason))?;
                 tracing::info!(entry = %entry.describe(), engine = "ansible", reason = %fallback.why, "real Ansible runs this entry");
+                engines::Engines::global().set(
+                    &metrics::gvk_label(&entry.gvk),
+                    "ansible",
+                    &fallback.why,
+                );
                 let n = native.unwrap_or_else(|| placeholder(entry, &fallback));
                 Self::assemble(entry, n, Some(Arc::new(fallback)))
             }
@@ -246,6 +255,7 @@ impl AnsibleFlavor {
             _ => match (native, refused) {
                 (Some(n), _) => {
                     tracing::info!(entry = %entry.describe(), engine = "native", "the native engine runs this entry");
+                    engines::Engines::global().set(&metrics::gvk_label(&entry.gvk), "native", "");
                     Self::assemble(entry, n, None)
                 }
                 (None, Some(e)) => Err(e),
@@ -279,13 +289,14 @@ impl AnsibleFlavor {
             Some(r) => Some(target(r)?),
             None => None,
         };
-        let fallback = Fallback::new(
+        let mut fallback = Fallback::new(
             install.clone(),
             main,
             finalizer,
             why,
             lo.collections_paths.clone(),
         );
+        fallback.roles_paths = ansible_roles_path(lo);
         fallback.check().map_err(|what| LoadError::Target {
             entry: entry.describe(),
             what,
@@ -359,6 +370,38 @@ impl AnsibleFlavor {
             rbac,
             fallback,
             gvk_label: metrics::gvk_label(&entry.gvk).into(),
+            refused: None,
+        })
+    }
+
+    /// An entry no engine can run (`why`): it serves its CRD (open, as the scaffold's) and
+    /// reports `why` on each of its custom resources; it runs nothing, adds no finalizer.
+    pub fn refused(entry: &Entry, why: &LoadError) -> Result<AnsibleFlavor, LoadError> {
+        let why = why.to_string();
+        let spec = spec_schema::spec_schema(None, entry.ansible.snake_case_parameters);
+        let crd = crd::crd(&entry.gvk, &describe(&entry.runner), spec).map_err(|source| {
+            LoadError::Crd {
+                entry: entry.describe(),
+                source,
+            }
+        })?;
+        let scan = Scan::default();
+        Ok(AnsibleFlavor {
+            role: Arc::new(Role {
+                plays: Vec::new(),
+                path: PathBuf::new(),
+                templar: bosun_ansible::template::Templar::new(),
+            }),
+            finalizer: None,
+            discovery: Arc::new(bosun_ansible::Discovery::new()),
+            latest: Default::default(),
+            rbac: rbac::rbac(entry, &scan),
+            scan,
+            watch_annotations: entry.ansible.watch_annotations_changes,
+            crd,
+            fallback: None,
+            gvk_label: metrics::gvk_label(&entry.gvk).into(),
+            refused: Some(why.into()),
         })
     }
 
@@ -388,6 +431,7 @@ impl Flavor for AnsibleFlavor {
         Some(("osdk_metric", || {
             let mut text = bosun_ansible::metrics::UserMetrics::global().encode_openmetrics();
             text.push_str(&metrics::Reconciles::global().encode_openmetrics());
+            text.push_str(&engines::Engines::global().encode_openmetrics());
             text
         }))
     }
@@ -434,6 +478,12 @@ impl Flavor for AnsibleFlavor {
         let timer = metrics::Reconciles::global().timer(host.flavor.gvk_label.clone());
         // The cache keeps it packed (see `slim_primary`).
         let obj = bosun_watches::packed::unpacked(obj);
+        if let Some(why) = host.flavor.refused.clone() {
+            return Box::pin(async move {
+                let _timer = timer;
+                reconcile::refused(obj, host, why).await
+            });
+        }
         if let Some(fb) = host.flavor.fallback.clone() {
             return Box::pin(async move {
                 let _timer = timer;
@@ -447,6 +497,21 @@ impl Flavor for AnsibleFlavor {
             reconcile::reconcile(obj, host).await
         })
     }
+}
+
+/// The roles path real Ansible is given: each place the native loader looks for roles, as a
+/// directory of roles — `<p>` and, when it has one, `<p>/roles` (the watches file's
+/// directory gives the project's `roles/`, as operator-sdk's image and `make run` do).
+fn ansible_roles_path(lo: &LoadOptions) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in &lo.roles_path {
+        out.push(p.clone());
+        let sub = p.join("roles");
+        if sub.is_dir() {
+            out.push(sub);
+        }
+    }
+    out
 }
 
 /// A fallback reconcile's error as this flavour's (same categories).
@@ -480,7 +545,11 @@ fn placeholder(entry: &Entry, fallback: &Fallback) -> Native {
     (Arc::new(role), finalizer, scan)
 }
 
-/// Loads every role and playbook entry of a watches file (chart entries are skipped).
+/// Loads every role and playbook entry of a watches file (chart entries are skipped). One
+/// entry's problem is that entry's: an entry no engine can run is logged once (error level,
+/// with why), counted in `bosun_ansible_entry_engine` as `refused`, and becomes an operator
+/// that reports why on its custom resources — the other entries run. Only an entry whose
+/// CRD cannot even be described is an error.
 pub fn operators(
     entries: &[Entry],
     opts: &AnsibleOptions,
@@ -488,6 +557,18 @@ pub fn operators(
     entries
         .iter()
         .filter(|e| matches!(e.runner, Runner::Role(_) | Runner::Playbook(_)))
-        .map(|e| AnsibleFlavor::operator(e.clone(), opts))
+        .map(|e| match AnsibleFlavor::operator(e.clone(), opts) {
+            Ok(op) => Ok(op),
+            Err(why) => {
+                tracing::error!(entry = %e.describe(), error = %why, "this entry cannot run: its custom resources report why; the other entries run");
+                engines::Engines::global().set(
+                    &metrics::gvk_label(&e.gvk),
+                    "refused",
+                    &why.to_string(),
+                );
+                let flavor = AnsibleFlavor::refused(e, &why)?;
+                Ok(WatchOperator::new(e.clone(), flavor))
+            }
+        })
         .collect()
 }

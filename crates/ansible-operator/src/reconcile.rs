@@ -85,6 +85,25 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
     Ok(requeue(&outcome).map_or(Next::AwaitChange, Next::After))
 }
 
+/// A custom resource of an entry no engine can run: `why` in its `Failure` condition (as
+/// ansible-operator's `markError`) and a Warning Event; nothing runs, and a resource being
+/// deleted is left to go (the entry adds no finalizer).
+pub async fn refused(cr: Arc<DynamicObject>, host: Arc<Ctx>, why: Arc<str>) -> Result<Next, Error> {
+    if cr.meta().deletion_timestamp.is_some() {
+        return Ok(Next::AwaitChange);
+    }
+    let msg = format!("this kind's role or playbook cannot run: {why}");
+    if host.entry.ansible.manage_status {
+        let api = host.api_of(&cr);
+        let view = host.flavor.latest.view(&cr);
+        let now = status::transition_time(chrono::Utc::now());
+        let desired = |current: Option<&Value>| status::mark_error(current, &msg, &now);
+        write_status(&host, &api, &cr, &view, desired).await?;
+    }
+    warn(&host, &cr, &msg).await;
+    Err(Error::Refused(msg))
+}
+
 /// The period `requeue_after` asked for, as controller-runtime honours `RequeueAfter`: only
 /// when it is positive (`0s` and negative periods, which parse to zero, mean no requeue).
 fn requeue(outcome: &Outcome) -> Option<std::time::Duration> {

@@ -11,7 +11,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bosun_ansible_operator::{AnsibleFlavor, AnsibleOptions, LoadError};
+use bosun_ansible_operator::{AnsibleFlavor, AnsibleOptions};
 use bosun_ansible_runner::{EngineFlag, Installation};
 use bosun_runtime::manager::Operator;
 use bosun_watches::{WatchOperator, WatchesFile};
@@ -45,7 +45,7 @@ fn load(
     w: &Path,
     engine: EngineFlag,
     ansible: Option<Installation>,
-) -> Result<Vec<WatchOperator<AnsibleFlavor>>, LoadError> {
+) -> Result<Vec<WatchOperator<AnsibleFlavor>>, String> {
     let file = WatchesFile::load(w).expect("watches file");
     let mut opts = AnsibleOptions {
         watches_dir: w.parent().map(Path::to_path_buf),
@@ -54,7 +54,12 @@ fn load(
         ..Default::default()
     };
     opts.load.roles_path.extend(roles_path());
-    bosun_ansible_operator::operators(&file.entries, &opts)
+    let ops = bosun_ansible_operator::operators(&file.entries, &opts).map_err(|e| e.to_string())?;
+    // An entry no engine runs is that entry's refusal (the file's other entries still run).
+    match ops.iter().find_map(|o| o.flavor().refused.clone()) {
+        Some(why) => Err(why.to_string()),
+        None => Ok(ops),
+    }
 }
 
 const ENTRY: &str = "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: real_only, vars: {from_watch: yes-it-is}, finalizer: {name: test.bosun.dev/cleanup, vars: {state: absent}}}\n";

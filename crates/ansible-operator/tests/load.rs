@@ -20,7 +20,12 @@ fn load(dir: &Path, text: &str) -> Result<Vec<WatchOperator<AnsibleFlavor>>, Str
         ..Default::default()
     };
     opts.load.roles_path.extend(roles_path());
-    bosun_ansible_operator::operators(&file.entries, &opts).map_err(|e| e.to_string())
+    let ops = bosun_ansible_operator::operators(&file.entries, &opts).map_err(|e| e.to_string())?;
+    // An entry no engine runs is that entry's refusal (the file's other entries still run).
+    match ops.iter().find_map(|o| o.flavor().refused.clone()) {
+        Some(why) => Err(why.to_string()),
+        None => Ok(ops),
+    }
 }
 
 fn write(dir: &Path, rel: &str, text: &str) {

@@ -51,6 +51,10 @@ pub struct Fallback {
     pub why: String,
     /// The user's collections paths (the stand-in `operator_sdk.util` is added after them).
     pub collections_paths: Vec<PathBuf>,
+    /// `ANSIBLE_ROLES_PATH` for the runs: the user's, then the project's `roles/` beside the
+    /// watches file — as operator-sdk's image (`roles_path`) and its `make run` give it, so a
+    /// playbook in `playbooks/` finds the roles in `roles/`.
+    pub roles_paths: Vec<PathBuf>,
     /// Where the runs' data directories live.
     pub base: PathBuf,
     pub deadline: Duration,
@@ -79,6 +83,7 @@ impl Fallback {
             finalizer,
             why,
             collections_paths,
+            roles_paths: Vec::new(),
             base,
             deadline: DEFAULT_DEADLINE,
             started: tokio::sync::OnceCell::new(),
@@ -94,7 +99,7 @@ impl Fallback {
         paths.push(ours);
         let scratch = self.base.join("preflight");
         for t in std::iter::once(&self.main).chain(&self.finalizer) {
-            preflight::check(&self.install, t, &paths, &scratch)
+            preflight::check(&self.install, t, &paths, &self.roles_paths, &scratch)
                 .map_err(|e| format!("{}: {e}", t.describe()))?;
         }
         Ok(())
@@ -132,6 +137,20 @@ impl Fallback {
             .join(clean(namespace.unwrap_or("_cluster")))
             .join(clean(name))
     }
+}
+
+/// `ANSIBLE_ROLES_PATH` for a run of `target`: a role's own directory first (the role
+/// ansible-runner is given), then `roles_paths`.
+pub fn roles_path_env(target: &Target, roles_paths: &[PathBuf]) -> Option<std::ffi::OsString> {
+    let mut all: Vec<&Path> = Vec::new();
+    if let Target::Role { roles_path, .. } = target {
+        all.push(roles_path);
+    }
+    all.extend(roles_paths.iter().map(PathBuf::as_path));
+    if all.is_empty() {
+        return None;
+    }
+    std::env::join_paths(all).ok()
 }
 
 /// What a fallback reconcile can fail with.

@@ -18,6 +18,7 @@ pub fn check(
     install: &Installation,
     target: &Target,
     collections_paths: &[PathBuf],
+    roles_paths: &[PathBuf],
     scratch: &Path,
 ) -> Result<(), String> {
     let playbook_bin = install.bin_dir().join("ansible-playbook");
@@ -44,8 +45,8 @@ pub fn check(
             generated = Some(p);
         }
     }
-    if let Target::Role { roles_path, .. } = target {
-        cmd.env("ANSIBLE_ROLES_PATH", roles_path);
+    if let Some(r) = crate::roles_path_env(target, roles_paths) {
+        cmd.env("ANSIBLE_ROLES_PATH", r);
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut paths = vec![install.bin_dir()];

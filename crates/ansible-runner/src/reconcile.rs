@@ -157,6 +157,7 @@ async fn run_once<F: Flavor>(
         token: scope.token(),
         namespace: namespace.as_deref(),
         collections_paths: &started.collections_paths,
+        roles_paths: &fb.roles_paths,
         rotate: rotate(host, cr),
         deadline: fb.deadline,
     };

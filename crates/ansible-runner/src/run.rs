@@ -59,6 +59,8 @@ pub struct Invocation<'a> {
     pub namespace: Option<&'a str>,
     /// `ANSIBLE_COLLECTIONS_PATH` for the run.
     pub collections_paths: &'a [PathBuf],
+    /// `ANSIBLE_ROLES_PATH` for the run (after a role target's own directory).
+    pub roles_paths: &'a [PathBuf],
     /// `--rotate-artifacts` (0: keep every run).
     pub rotate: u32,
     /// ansible-runner's `job_timeout`; the process is killed shortly after.
@@ -220,6 +222,9 @@ pub async fn run(inv: &Invocation<'_>) -> Result<Finished, RunError> {
     if let Ok(c) = std::env::join_paths(inv.collections_paths) {
         cmd.env("ANSIBLE_COLLECTIONS_PATH", c);
     }
+    if let Some(r) = crate::roles_path_env(inv.target, inv.roles_paths) {
+        cmd.env("ANSIBLE_ROLES_PATH", r);
+    }
     if std::env::var_os("ANSIBLE_GATHERING").is_none() {
         cmd.env("ANSIBLE_GATHERING", "explicit");
     }
@@ -371,6 +376,7 @@ mod tests {
             token: "",
             namespace: None,
             collections_paths: &[],
+            roles_paths: &[],
             rotate: 20,
             deadline: Duration::from_secs(1),
         };
