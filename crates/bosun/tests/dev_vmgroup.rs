@@ -26,6 +26,12 @@ fn dev_with_vmgroup_starts_vcsim_applies_the_sample_and_shows_its_vms() {
         stderr.contains("vcsim (vSphere API simulator) up"),
         "{stderr}"
     );
+    // The server's version is shown: the lane the run is on.
+    let version = bosun_testenv::selected_version().expect("lane");
+    assert!(
+        stderr.contains(&format!("Kubernetes {version} (bosun supports")),
+        "{stderr}"
+    );
     let vms: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("/DC0/vm/default-vmgroup-sample/vmgroup-sample-"))

@@ -35,6 +35,14 @@ async fn apply_all(client: &kube::Client, yaml: &str) {
         if value.is_null() {
             continue;
         }
+        if value["kind"] == "CustomResourceDefinition" {
+            // Applied and waited for until its kind is served.
+            let crd = serde_json::from_value(value).expect("CRD");
+            bosun_testenv::kit::install_crds(client, [crd])
+                .await
+                .expect("CRD served");
+            continue;
+        }
         let obj: DynamicObject = serde_json::from_value(value.clone()).expect("object");
         let tm = obj.types.clone().expect("types");
         let gvk = GroupVersionKind::try_from(&tm).expect("gvk");
@@ -62,9 +70,64 @@ async fn apply_all(client: &kube::Client, yaml: &str) {
         )
         .await
         .unwrap_or_else(|e| panic!("apply {} {}: {e}", tm.kind, obj.name_any()));
-        if tm.kind == "CustomResourceDefinition" {
-            tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// The README claims a restricted pod: the operator's pod, as the manifests' Deployment
+/// makes it, is admitted by Pod Security admission in a namespace that enforces `restricted`
+/// (server-side dry run of a Pod from the template), while a privileged pod is refused there
+/// (so the label is enforced, not ignored).
+#[tokio::test]
+async fn the_operator_pod_is_admitted_where_pod_security_is_restricted() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let ns = test_namespace(&admin, "install-psa").await.expect("ns");
+    let restricted = serde_json::json!({
+        "metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}
+    });
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
+        .patch(&ns, &PatchParams::default(), &Patch::Merge(&restricted))
+        .await
+        .expect("label the namespace restricted");
+    let yaml = bosun(&["manifests", &format!("--namespace={ns}")]);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(admin.clone(), &ns);
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let mut admitted = 0;
+    for doc in serde_yaml::Deserializer::from_str(&yaml) {
+        let value: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+        if value["kind"] != "Deployment" {
+            continue;
         }
+        let template = &value["spec"]["template"];
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "psa-check", "labels": template["metadata"]["labels"]},
+            "spec": template["spec"],
+        }))
+        .expect("pod from the template");
+        pods.create(&dry, &pod).await.unwrap_or_else(|e| {
+            panic!(
+                "the {} Deployment's pod is refused: {e}",
+                value["metadata"]["name"]
+            )
+        });
+        admitted += 1;
+    }
+    assert!(admitted >= 1, "no Deployment in the manifests");
+    let privileged: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "psa-negative"},
+        "spec": {"containers": [{"name": "c", "image": "busybox",
+            "securityContext": {"privileged": true}}]}
+    }))
+    .expect("pod");
+    match pods.create(&dry, &privileged).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 403, "{s:?}");
+            assert!(s.message.contains("restricted"), "{}", s.message);
+        }
+        other => panic!("a privileged pod was not refused: {other:?}"),
     }
 }
 

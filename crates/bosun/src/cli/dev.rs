@@ -398,6 +398,14 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         _cp = Some(cp);
         client
     };
+    // The server's version, and a refusal here (not mid-reconcile) when it is too old.
+    let server = bosun_runtime::kubeversion::check(&client).await?;
+    say(format!(
+        "Kubernetes {} (bosun supports 1.{} to 1.{})",
+        server.git_version,
+        bosun_runtime::kubeversion::MIN_MINOR,
+        bosun_runtime::kubeversion::MAX_TESTED_MINOR
+    ));
     let ops = crate::registry::operators(&crate::registry::Sources {
         operators: args.operators.as_deref(),
         watches: args.watches.as_deref(),
