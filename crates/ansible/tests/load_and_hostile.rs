@@ -371,6 +371,36 @@ fn computed_file_names_are_run_or_left_to_real_ansible() {
             "{e} should leave the role to real Ansible"
         );
     }
+    // A role's own Python plugins may redefine any name: the whole role goes to Ansible.
+    let dir = tempfile::tempdir().expect("test value");
+    let opts = role_with(
+        dir.path(),
+        &[
+            ("tasks/main.yml", "- debug: {msg: \"{{ x | to_yaml }}\"}\n"),
+            ("filter_plugins/own.py", "class FilterModule: pass\n"),
+        ],
+    );
+    let e = Role::load("r", &opts).expect_err("refused");
+    assert!(
+        e.to_string().contains("filter_plugins/ (Python plugins)"),
+        "{e}"
+    );
+    assert!(e.is_outside_subset(), "{e}");
+    // Facts are gathered by real Ansible.
+    let dir = tempfile::tempdir().expect("test value");
+    std::fs::write(
+        dir.path().join("site.yml"),
+        "- hosts: localhost\n  gather_facts: true\n  gather_subset: [min]\n  tasks: []\n",
+    )
+    .expect("test value");
+    let opts = LoadOptions {
+        roles_path: vec![],
+        collections_paths: vec![],
+        cwd: dir.path().to_path_buf(),
+    };
+    let e = Role::load("site.yml", &opts).expect_err("refused");
+    assert!(e.to_string().contains("gather_facts: true"), "{e}");
+    assert!(e.is_outside_subset(), "{e}");
     // Templates the subset renders load, whatever names them.
     let dir = tempfile::tempdir().expect("test value");
     let opts = role_with(

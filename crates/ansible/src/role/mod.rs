@@ -328,6 +328,7 @@ impl Loader {
             }
         }
         self.check_template_files(dir);
+        self.check_local_plugins(dir);
         let built = self.drain_files();
         let b = self.bodies.pop();
         built?;
@@ -482,6 +483,34 @@ impl Loader {
         }
     }
 
+    /// Python plugins beside a role or playbook (`filter_plugins/`, `library/`, …) may
+    /// define any name, even one bosun implements (a role's own `to_yaml`): bosun runs no
+    /// Python, so such a role is left whole to real Ansible.
+    fn check_local_plugins(&mut self, dir: &Path) {
+        for sub in [
+            "filter_plugins",
+            "test_plugins",
+            "lookup_plugins",
+            "library",
+            "module_utils",
+            "action_plugins",
+        ] {
+            let d = dir.join(sub);
+            let has_python = std::fs::read_dir(&d).is_ok_and(|rd| {
+                rd.flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "py"))
+            });
+            if has_python {
+                self.unsupported.push(Error::Load {
+                    file: d,
+                    line: 1,
+                    col: 1,
+                    msg: format!("{sub}/ (Python plugins) is not supported by bosun"),
+                });
+            }
+        }
+    }
+
     fn drain_files(&mut self) -> Result<(), Error> {
         while let Some(path) = self.bodies.last_mut().and_then(|b| b.pending.pop()) {
             let role_dir = self
@@ -520,6 +549,7 @@ impl Loader {
             .as_seq()
             .ok_or_else(|| load_err(&file, plays_node, "a playbook must be a list of plays"))?;
         self.check_template_files(&dir);
+        self.check_local_plugins(&dir);
         let mut plays = Vec::new();
         for p in items {
             self.bodies.push(BodyBuilder {
@@ -586,7 +616,7 @@ impl Loader {
                     if !matches!(h, "localhost" | "all" | "127.0.0.1") {
                         return Err(ctx.err(
                             v,
-                            format!("hosts: {h} — bosun runs plays on localhost only"),
+                            format!("hosts: {h} is not supported by bosun (it runs plays on localhost only)"),
                         ));
                     }
                 }
@@ -595,10 +625,13 @@ impl Loader {
                         && v.as_str() != Some("no")
                         && v.as_str() != Some("false")
                     {
-                        return Err(ctx.err(v, "gather_facts must be false: bosun gathers no facts (as ansible-operator's ANSIBLE_GATHERING=explicit)"));
+                        // Facts (and their `gather_subset`) are the host's: real Ansible
+                        // gathers them exactly.
+                        self.unsupported.push(ctx.err(v, "gather_facts: true is not supported by bosun (it gathers no facts, as ansible-operator's ANSIBLE_GATHERING=explicit)"));
                     }
                 }
                 "connection" | "collections" | "tags" | "any_errors_fatal" => {}
+                "gather_subset" | "gather_timeout" => {}
                 "vars" => play.vars = Arc::new(self.var_layer(&ctx, v)?),
                 "roles" => {
                     for r in v.as_seq().unwrap_or_default() {
