@@ -250,6 +250,92 @@ fn the_example_watches_bundles_pass() {
     }
 }
 
+/// What one bundle's operator names in its install namespace: the Deployment, its
+/// ServiceAccount, the Lease it elects a leader on, its pods' labels, and every object shipped
+/// beside the CSV (the metrics Service, the metrics-reader role).
+fn namespace_names(dir: &Path, package: &str) -> Vec<String> {
+    let csv = csv(dir, package);
+    let d = &csv["spec"]["install"]["spec"]["deployments"][0];
+    let pod = &d["spec"]["template"]["spec"];
+    let lease = pod["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .find_map(|a| a.strip_prefix("--lease-name="))
+        .expect("--lease-name");
+    let mut names = vec![
+        format!("Deployment/{}", d["name"].as_str().expect("name")),
+        format!(
+            "ServiceAccount/{}",
+            pod["serviceAccountName"].as_str().expect("sa")
+        ),
+        format!("Lease/{lease}"),
+        format!("labels/{}", d["spec"]["selector"]["matchLabels"]),
+    ];
+    for e in std::fs::read_dir(dir.join("bundle/manifests"))
+        .expect("ls")
+        .flatten()
+    {
+        let o = docs(&std::fs::read_to_string(e.path()).expect("read")).remove(0);
+        if !matches!(
+            o["kind"].as_str(),
+            Some("ClusterServiceVersion" | "CustomResourceDefinition")
+        ) {
+            names.push(format!(
+                "{}/{}",
+                o["kind"].as_str().expect("kind"),
+                o["metadata"]["name"].as_str().expect("name")
+            ));
+        }
+    }
+    names
+}
+
+/// Two operators bundled with bosun, installed by OLM into one namespace (`operators`, with
+/// AllNamespaces), must not share a Deployment, ServiceAccount, Service or Lease: each name
+/// derives from the package.
+#[test]
+fn two_packages_bundles_name_nothing_alike() {
+    let (a, b) = (
+        tempfile::tempdir().expect("a"),
+        tempfile::tempdir().expect("b"),
+    );
+    ok(
+        a.path(),
+        &[
+            "bundle",
+            "--operators=bookstore",
+            "--package",
+            "books-operator",
+        ],
+    );
+    ok(
+        b.path(),
+        &[
+            "bundle",
+            "--operators=myownshell",
+            "--package",
+            "shell-operator",
+        ],
+    );
+    let (na, nb) = (
+        namespace_names(a.path(), "books-operator"),
+        namespace_names(b.path(), "shell-operator"),
+    );
+    assert!(na.len() >= 6, "{na:?}");
+    let shared: Vec<&String> = na.iter().filter(|n| nb.contains(n)).collect();
+    assert!(shared.is_empty(), "both bundles name {shared:?}");
+    assert!(
+        na.contains(&"Deployment/books-operator".to_string()),
+        "{na:?}"
+    );
+    assert!(
+        na.contains(&"Lease/books-operator-leader".to_string()),
+        "{na:?}"
+    );
+}
+
 /// `init` then `create api` in `dir`, `edit` (the user's work), a base CSV, then `bosun
 /// bundle` as the Makefile's `bundle` runs it: the bundle passes, and its CSV is returned.
 fn bundle_scaffolded(
@@ -429,6 +515,8 @@ fn an_example_of_an_unowned_kind_fails_naming_the_file_and_the_field() {
 /// A bundle installed as OLM installs it in SingleNamespace mode, its examples Ready.
 struct Installed {
     admin: kube::Client,
+    /// Where the operator runs (its ServiceAccount, its Lease).
+    system: String,
     target: String,
     child: tokio::process::Child,
     /// The owned CRDs' names, and each example's resource and name.
@@ -473,6 +561,18 @@ async fn install_as_olm(
     watches: Option<&Path>,
     node: Node,
 ) -> Installed {
+    install_as_olm_into(dir, package, watches, node, None).await
+}
+
+/// [`install_as_olm`] into the install namespace `system` (a new one when `None`), as OLM
+/// puts every AllNamespaces operator into one namespace.
+async fn install_as_olm_into(
+    dir: &Path,
+    package: &str,
+    watches: Option<&Path>,
+    node: Node,
+    system: Option<&str>,
+) -> Installed {
     use bosun_testenv::{eventually, shared, test_namespace, NodeAgent, NodeAgentConfig};
     use kube::api::{Api, DynamicObject};
     use kube::core::{ApiResource, GroupVersionKind};
@@ -484,7 +584,10 @@ async fn install_as_olm(
 
     let cp = shared().await.expect("control plane");
     let admin = cp.client().await.expect("client");
-    let system = test_namespace(&admin, "olm-install").await.expect("ns");
+    let system = match system {
+        Some(s) => s.to_string(),
+        None => test_namespace(&admin, "olm-install").await.expect("ns"),
+    };
     let target = test_namespace(&admin, "olm-target").await.expect("ns");
     let mut crds = Vec::new();
     for e in std::fs::read_dir(dir.join("bundle/manifests"))
@@ -574,6 +677,7 @@ async fn install_as_olm(
         .expect("spawn bosun run");
     let mut installed = Installed {
         admin,
+        system,
         target,
         child,
         crds,
@@ -759,6 +863,63 @@ async fn the_helm_example_bundle_installs_as_olm_would_and_its_examples_get_read
         bundle_and_install(&args, "bookstore-operator", Some(&watches), Node::Simulated).await;
     assert_eq!(installed.examples.len(), 1);
     installed.uninstall().await;
+}
+
+/// Two bosun operators' bundles installed as OLM installs them into one namespace: each has its
+/// own ServiceAccount (the other's RBAC is not replaced) and its own Lease, so both lead and
+/// both examples get Ready. With one shared name, the second operator stood by forever on the
+/// first one's Lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_bundles_operators_run_side_by_side_in_one_namespace() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let _turn = BOOKSTORE_CRD.lock().await;
+    let cp = bosun_testenv::shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let system = bosun_testenv::test_namespace(&admin, "olm-operators")
+        .await
+        .expect("ns");
+    let mut installed = Vec::new();
+    for (op, package) in [
+        ("bookstore", "books-operator"),
+        ("myownshell", "shell-operator"),
+    ] {
+        let dir = tempfile::tempdir().expect("dir");
+        let samples = repo().join(format!("deploy/samples/{op}.yaml"));
+        ok(
+            dir.path(),
+            &[
+                "bundle",
+                &format!("--operators={op}"),
+                "--package",
+                package,
+                "--samples",
+                samples.to_str().expect("utf8"),
+            ],
+        );
+        let i =
+            install_as_olm_into(dir.path(), package, None, Node::Simulated, Some(&system)).await;
+        installed.push((dir, package, i));
+    }
+    // Both Ready above; each operator holds its own Lease, beside the other's.
+    let leases: kube::Api<Lease> = kube::Api::namespaced(admin.clone(), &system);
+    for (_, package, i) in &installed {
+        assert_eq!(i.system, system);
+        let lease = leases
+            .get(&format!("{package}-leader"))
+            .await
+            .unwrap_or_else(|e| panic!("{package}'s Lease: {e}"));
+        let holder = lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        assert!(
+            holder.starts_with(&format!("{package}-0")),
+            "{package}: held by {holder:?}"
+        );
+    }
+    for (_dir, _, i) in installed {
+        i.uninstall().await;
+    }
 }
 
 /// The PostgresCluster operator's bundle, its examples (deploy/samples: a 3-instance cluster

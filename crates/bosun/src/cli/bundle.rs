@@ -163,6 +163,20 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
     let mut install = g.install.clone();
     // OLM decides which namespaces through WATCH_NAMESPACE; the bundle grants cluster-wide.
     install.watch_namespaces.clear();
+    // OLM installs every AllNamespaces operator into one namespace: objects named after the
+    // package (operator-sdk's namePrefix) keep two bosun operators from replacing each other.
+    if install.name.is_none() {
+        install.name = Some(package.clone());
+    }
+    if !install.webhooks.is_empty() {
+        // A bundle's webhooks are the CSV's webhookdefinitions, their certificates OLM's; the
+        // install's cert-manager objects are kinds OLM refuses to ship.
+        anyhow::bail!(
+            "--webhooks: a bundle cannot carry bosun's cert-manager webhook install; leave \
+             --webhooks out (OLM would need webhookdefinitions, which bosun bundle does not \
+             write yet) and install webhooks with `bosun manifests --webhooks`"
+        );
+    }
     let ops = install.operators()?;
     // A directory of samples may hold examples of operators this bundle leaves out (the
     // repo's deploy/samples): an example of a kind the CSV does not own is invalid there.
@@ -184,7 +198,12 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
         }
         keep
     });
-    let objects = manifests::objects(&install, &ops)?;
+    let objects = manifests::objects(&install, &ops).with_context(|| {
+        format!(
+            "the install's objects are named after the package {:?}: pass --name",
+            install.name()
+        )
+    })?;
     let mut input = BundleInput {
         package,
         version: g.version.trim_start_matches('v').to_string(),
@@ -210,7 +229,7 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--related-image {r}: use name=image"))?;
         input.related_images.push((name.into(), image.into()));
     }
-    let lease_role = format!("{NAME}-leader-election");
+    let lease_role = format!("{}-leader-election", install.name());
     for o in objects {
         let name = o["metadata"]["name"]
             .as_str()
@@ -218,7 +237,7 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
             .to_string();
         match o["kind"].as_str().unwrap_or_default() {
             "CustomResourceDefinition" => input.crds.push(o),
-            "ClusterRole" if name == NAME => input.cluster_rules = rules(&o),
+            "ClusterRole" if name == install.name() => input.cluster_rules = rules(&o),
             "Role" if name == lease_role => input.namespaced_rules = rules(&o),
             "Deployment" => input.deployment = o,
             // OLM creates the account and binds the CSV's permissions itself.

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{labels, meta, ManifestArgs, LEASE_NAME, NAME};
+use super::{labels, meta, ManifestArgs, NAME};
 
 fn field_env(name: &str, path: &str) -> EnvVar {
     EnvVar {
@@ -54,7 +54,7 @@ fn args(a: &ManifestArgs) -> Vec<String> {
     let mut args = vec![
         "run".to_string(),
         "--leader-elect".into(),
-        format!("--lease-name={LEASE_NAME}"),
+        format!("--lease-name={}", a.lease_name()),
     ];
     let coded = a.coded_names();
     if !coded.is_empty() || a.watches.is_none() {
@@ -123,20 +123,20 @@ pub fn deployment(a: &ManifestArgs) -> Deployment {
         ..Default::default()
     };
     Deployment {
-        metadata: meta(NAME, Some(&a.namespace)),
+        metadata: meta(a, a.name(), Some(&a.namespace)),
         spec: Some(DeploymentSpec {
             replicas: Some(a.replicas),
             selector: LabelSelector {
-                match_labels: Some(labels()),
+                match_labels: Some(labels(a)),
                 ..Default::default()
             },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels()),
+                    labels: Some(labels(a)),
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {
-                    service_account_name: Some(NAME.into()),
+                    service_account_name: Some(a.name().into()),
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: Some(65532),
@@ -161,9 +161,9 @@ pub fn deployment(a: &ManifestArgs) -> Deployment {
 
 pub fn metrics_service(a: &ManifestArgs) -> Service {
     Service {
-        metadata: meta(&format!("{NAME}-metrics"), Some(&a.namespace)),
+        metadata: meta(a, &format!("{}-metrics", a.name()), Some(&a.namespace)),
         spec: Some(ServiceSpec {
-            selector: Some(labels()),
+            selector: Some(labels(a)),
             ports: Some(vec![ServicePort {
                 name: Some("metrics".into()),
                 port: 8080,

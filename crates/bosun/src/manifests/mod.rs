@@ -54,6 +54,11 @@ pub struct ManifestArgs {
     /// be installed). None by default.
     #[arg(long, value_delimiter = ',')]
     pub webhooks: Vec<String>,
+    /// The name of the Deployment, its ServiceAccount, roles and metrics Service, and the
+    /// prefix of its Lease (`<name>-leader`): two installs in one namespace need two names.
+    /// Default: bosun (`bosun bundle`: the package).
+    #[arg(long)]
+    pub name: Option<String>,
 }
 
 impl Default for ManifestArgs {
@@ -69,6 +74,7 @@ impl Default for ManifestArgs {
             replicas: 2,
             log_format: "json".into(),
             webhooks: vec![],
+            name: None,
         }
     }
 }
@@ -90,6 +96,34 @@ impl ManifestArgs {
         Ok(ops)
     }
 
+    /// The install's name ([`ManifestArgs::name`]).
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(NAME)
+    }
+
+    /// The Lease the Deployment's replicas elect a leader with.
+    pub fn lease_name(&self) -> String {
+        format!("{}-leader", self.name())
+    }
+
+    /// Refuses a name that cannot name every object: a DNS-1035 label, so that its longest
+    /// derivative (the Service `<name>-metrics`) is one too, within 63 characters.
+    fn check_name(&self) -> anyhow::Result<()> {
+        let n = self.name();
+        let longest = format!("{n}-metrics");
+        let label = n.starts_with(|c: char| c.is_ascii_lowercase())
+            && !n.ends_with('-')
+            && n.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !label || longest.len() > 63 {
+            anyhow::bail!(
+                "--name {n:?}: use lowercase letters, digits and '-', starting with a letter, \
+                 at most 55 characters (the Service {longest:?} must be a DNS label)"
+            );
+        }
+        Ok(())
+    }
+
     /// The coded operators the Deployment's `--operators` names.
     pub fn coded_names(&self) -> Vec<String> {
         match (&self.operators, &self.watches) {
@@ -100,13 +134,12 @@ impl ManifestArgs {
     }
 }
 
+/// The default install name.
 pub const NAME: &str = "bosun";
-/// The Lease the Deployment's replicas elect a leader with.
-pub const LEASE_NAME: &str = "bosun-leader";
 
-fn labels() -> BTreeMap<String, String> {
+fn labels(a: &ManifestArgs) -> BTreeMap<String, String> {
     BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), NAME.to_string()),
+        ("app.kubernetes.io/name".to_string(), a.name().to_string()),
         (
             "app.kubernetes.io/component".to_string(),
             "operator".to_string(),
@@ -114,17 +147,18 @@ fn labels() -> BTreeMap<String, String> {
     ])
 }
 
-fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+fn meta(a: &ManifestArgs, name: &str, namespace: Option<&str>) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_string()),
         namespace: namespace.map(str::to_string),
-        labels: Some(labels()),
+        labels: Some(labels(a)),
         ..Default::default()
     }
 }
 
 /// Every object, in apply order, for the given operators.
 pub fn objects(a: &ManifestArgs, operators: &[Arc<dyn Operator>]) -> anyhow::Result<Vec<Value>> {
+    a.check_name()?;
     let mut out = Vec::new();
     for op in operators {
         for crd in op.crds() {
@@ -139,7 +173,7 @@ pub fn objects(a: &ManifestArgs, operators: &[Arc<dyn Operator>]) -> anyhow::Res
         ..Default::default()
     })?);
     out.push(serde_json::to_value(ServiceAccount {
-        metadata: meta(NAME, Some(&a.namespace)),
+        metadata: meta(a, a.name(), Some(&a.namespace)),
         ..Default::default()
     })?);
     out.extend(rbac::objects(a, operators)?);
@@ -336,6 +370,41 @@ pub(crate) mod tests {
             ..Default::default()
         });
         assert!(e.contains("serves no webhooks"), "{e}");
+    }
+
+    /// `--name` names every namespaced object and the Lease, so two installs share a namespace.
+    #[test]
+    fn a_name_names_every_object_and_the_lease() {
+        let objs = objs(&ManifestArgs {
+            name: Some("shop-ops".into()),
+            ..Default::default()
+        });
+        for o in objs.iter().filter(|o| {
+            !matches!(
+                o["kind"].as_str(),
+                Some("Namespace" | "CustomResourceDefinition")
+            )
+        }) {
+            let name = o["metadata"]["name"].as_str().expect("name");
+            assert!(name.starts_with("shop-ops"), "{} {name}", o["kind"]);
+            assert_eq!(
+                o["metadata"]["labels"]["app.kubernetes.io/name"],
+                "shop-ops"
+            );
+        }
+        let text = serde_json::to_string(&objs).expect("json");
+        assert!(text.contains("--lease-name=shop-ops-leader"), "{text}");
+        assert!(!text.contains("\"bosun-leader\""), "{text}");
+        for bad in ["Shop", "-x", "x-", "a.b", &"x".repeat(56)] {
+            let a = ManifestArgs {
+                name: Some(bad.to_string()),
+                ..Default::default()
+            };
+            let err = objects(&a, &a.operators().expect("ops"))
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("--name"), "{err}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use k8s_openapi::api::rbac::v1::{
 };
 use serde_json::Value;
 
-use super::{meta, ManifestArgs, LEASE_NAME, NAME};
+use super::{meta, ManifestArgs};
 
 /// What the selected operators and the runtime need (the install always enables the secure
 /// metrics endpoint).
@@ -33,30 +33,30 @@ fn role_ref(kind: &str, name: &str) -> RoleRef {
 fn subjects(a: &ManifestArgs) -> Option<Vec<Subject>> {
     Some(vec![Subject {
         kind: "ServiceAccount".into(),
-        name: NAME.into(),
+        name: a.name().into(),
         namespace: Some(a.namespace.clone()),
         ..Default::default()
     }])
 }
 
-fn cluster_role(name: &str, rules: Vec<PolicyRule>) -> ClusterRole {
+fn cluster_role(a: &ManifestArgs, name: &str, rules: Vec<PolicyRule>) -> ClusterRole {
     ClusterRole {
-        metadata: meta(name, None),
+        metadata: meta(a, name, None),
         rules: Some(rules),
         ..Default::default()
     }
 }
 
-fn role(name: &str, namespace: &str, rules: Vec<PolicyRule>) -> Role {
+fn role(a: &ManifestArgs, name: &str, namespace: &str, rules: Vec<PolicyRule>) -> Role {
     Role {
-        metadata: meta(name, Some(namespace)),
+        metadata: meta(a, name, Some(namespace)),
         rules: Some(rules),
     }
 }
 
 fn cluster_binding(a: &ManifestArgs, name: &str) -> ClusterRoleBinding {
     ClusterRoleBinding {
-        metadata: meta(name, None),
+        metadata: meta(a, name, None),
         role_ref: role_ref("ClusterRole", name),
         subjects: subjects(a),
     }
@@ -64,7 +64,7 @@ fn cluster_binding(a: &ManifestArgs, name: &str) -> ClusterRoleBinding {
 
 fn binding(a: &ManifestArgs, name: &str, namespace: &str) -> RoleBinding {
     RoleBinding {
-        metadata: meta(name, Some(namespace)),
+        metadata: meta(a, name, Some(namespace)),
         role_ref: role_ref("Role", name),
         subjects: subjects(a),
     }
@@ -73,26 +73,29 @@ fn binding(a: &ManifestArgs, name: &str, namespace: &str) -> RoleBinding {
 /// The RBAC objects, in apply order.
 pub fn objects(a: &ManifestArgs, operators: &[Arc<dyn Operator>]) -> anyhow::Result<Vec<Value>> {
     let need = needed(operators);
+    let name = a.name();
     let mut out = Vec::new();
     if a.watch_namespaces.is_empty() {
         let mut all = need.namespaced.clone();
         all.extend(need.cluster.clone());
-        out.push(serde_json::to_value(cluster_role(NAME, all))?);
-        out.push(serde_json::to_value(cluster_binding(a, NAME))?);
+        out.push(serde_json::to_value(cluster_role(a, name, all))?);
+        out.push(serde_json::to_value(cluster_binding(a, name))?);
     } else {
-        let cluster_name = format!("{NAME}-cluster");
+        let cluster_name = format!("{name}-cluster");
         out.push(serde_json::to_value(cluster_role(
+            a,
             &cluster_name,
             need.cluster.clone(),
         ))?);
         out.push(serde_json::to_value(cluster_binding(a, &cluster_name))?);
         for w in &a.watch_namespaces {
             out.push(serde_json::to_value(role(
-                NAME,
+                a,
+                name,
                 w,
                 need.namespaced.clone(),
             ))?);
-            out.push(serde_json::to_value(binding(a, NAME, w))?);
+            out.push(serde_json::to_value(binding(a, name, w))?);
         }
     }
     // Bind this to Prometheus' ServiceAccount to let it scrape /metrics.
@@ -102,14 +105,16 @@ pub fn objects(a: &ManifestArgs, operators: &[Arc<dyn Operator>]) -> anyhow::Res
         ..Default::default()
     };
     out.push(serde_json::to_value(cluster_role(
-        &format!("{NAME}-metrics-reader"),
+        a,
+        &format!("{name}-metrics-reader"),
         vec![reader],
     ))?);
-    let lease = format!("{NAME}-leader-election");
+    let lease = format!("{name}-leader-election");
     out.push(serde_json::to_value(role(
+        a,
         &lease,
         &a.namespace,
-        lease_rules(LEASE_NAME),
+        lease_rules(&a.lease_name()),
     ))?);
     out.push(serde_json::to_value(binding(a, &lease, &a.namespace))?);
     Ok(out)
@@ -117,6 +122,7 @@ pub fn objects(a: &ManifestArgs, operators: &[Arc<dyn Operator>]) -> anyhow::Res
 
 #[cfg(test)]
 mod tests {
+    use super::super::NAME;
     use super::*;
 
     #[test]
@@ -136,7 +142,7 @@ mod tests {
                 .collect();
             if verbs.iter().any(|v| *v != "create") {
                 assert_eq!(
-                    r["resourceNames"][0], LEASE_NAME,
+                    r["resourceNames"][0], "bosun-leader",
                     "get/update only on bosun's own Lease: {r}"
                 );
             }

@@ -156,7 +156,7 @@ fn issuer(a: &ManifestArgs) -> Value {
     json!({
         "apiVersion": "cert-manager.io/v1",
         "kind": "Issuer",
-        "metadata": meta(ISSUER, Some(&a.namespace)),
+        "metadata": meta(a, ISSUER, Some(&a.namespace)),
         "spec": {"selfSigned": {}},
     })
 }
@@ -166,7 +166,7 @@ fn certificate(a: &ManifestArgs, s: &Served) -> Value {
     json!({
         "apiVersion": "cert-manager.io/v1",
         "kind": "Certificate",
-        "metadata": meta(&s.certificate(), Some(ns)),
+        "metadata": meta(a, &s.certificate(), Some(ns)),
         "spec": {
             "secretName": s.certificate(),
             "dnsNames": [format!("{SERVICE}.{ns}.svc"), format!("{SERVICE}.{ns}.svc.cluster.local")],
@@ -180,9 +180,9 @@ fn certificate(a: &ManifestArgs, s: &Served) -> Value {
 
 fn service(a: &ManifestArgs) -> Service {
     Service {
-        metadata: meta(SERVICE, Some(&a.namespace)),
+        metadata: meta(a, SERVICE, Some(&a.namespace)),
         spec: Some(ServiceSpec {
-            selector: Some(labels()),
+            selector: Some(labels(a)),
             ports: Some(
                 served(a)
                     .iter()
