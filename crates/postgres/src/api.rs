@@ -109,9 +109,10 @@ pub struct PostgresClusterSpec {
     #[schemars(extend("default" = {}))]
     pub replication: Replication,
     /// Seconds the primary must stay unreachable before a replica is promoted in its place
-    /// (0-3600, default 0: fail over as soon as the loss is seen).
-    #[serde(default)]
-    #[schemars(range(min = 0, max = 3600))]
+    /// (0-3600, default 10). Whatever the delay, the primary must also be missed on 3
+    /// consecutive polls: one slow answer (a CPU stall, a slow disk) never fails it over.
+    #[serde(default = "default_failover_delay")]
+    #[schemars(range(min = 0, max = 3600), extend("default" = 10))]
     pub failover_delay_seconds: i32,
     /// Request a switchover: the name of the instance (e.g. `NAME-3`) to become the primary.
     /// The current primary is demoted only once the target is a ready, caught-up replica.
@@ -130,6 +131,17 @@ fn default_size() -> i32 {
 
 fn default_version() -> i32 {
     15
+}
+
+/// Longer than a container restart of the primary (seconds), which must not fail it over.
+pub const DEFAULT_FAILOVER_DELAY_SECONDS: i32 = 10;
+
+fn default_failover_delay() -> i32 {
+    DEFAULT_FAILOVER_DELAY_SECONDS
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 /// Where and how the instances' pods run.
@@ -336,13 +348,33 @@ pub struct S3Store {
 }
 
 /// Streaming replication between the primary and the replicas.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Replication {
     /// Replicas that must confirm each commit before it is acknowledged (0-31, default 0:
     /// asynchronous replication). Must be below `size`.
     #[schemars(range(min = 0, max = 31))]
     pub synchronous: i32,
+    /// How far (bytes of WAL) a replica may be behind the newest position known of the
+    /// cluster and still be promoted by a failover (default 16Mi, one WAL segment; as
+    /// Patroni's `maximum_lag_on_failover`). A replica further behind is never promoted:
+    /// the operator waits for the old primary instead of losing that much.
+    #[serde(default = "default_max_failover_lag")]
+    #[schemars(range(min = 0), extend("default" = 16777216))]
+    pub max_failover_lag_bytes: i64,
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Replication {
+            synchronous: 0,
+            max_failover_lag_bytes: default_max_failover_lag(),
+        }
+    }
+}
+
+fn default_max_failover_lag() -> i64 {
+    16 << 20
 }
 
 /// What the operator observed and decided, written by bosun only. Every decision in progress
@@ -400,6 +432,14 @@ pub struct PostgresClusterStatus {
     /// delay counts from here, across operator restarts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary_lost_since: Option<String>,
+    /// Consecutive polls in which no primary answered (0 while one does): a failover needs
+    /// several, never one slow answer.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub primary_missed_polls: i32,
+    /// The primary's WAL position when it was last seen: how far a failover candidate is
+    /// behind is measured from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_last_lsn: Option<String>,
     /// Ready, Progressing, Recovering, ContinuousArchiving and LastBackupSucceeded, each with a
     /// reason and a message.
     #[serde(default)]

@@ -15,11 +15,12 @@
 //!    members whose data is gone (their names are never reused); rejoin fenced or
 //!    wrongly-pointed members as replicas of the primary; wait for unready members; then grow
 //!    (one replica at a time), shrink (the highest replica, never the primary), switch over.
-//! 4. without a primary: finish a switchover; after the failover delay, fence the old primary
-//!    (if its pod is still there) then promote the replica with the most WAL received;
-//!    without replicas, restart the old primary's pod; with no data at all, restore from the
-//!    backup or fail.
-use std::collections::BTreeSet;
+//! 4. without a primary: finish a switchover (the old primary fenced first); after the
+//!    failover delay *and* [`FAILOVER_MISSED_POLLS`] consecutive polls without a primary, with
+//!    a quorum of standbys answering under synchronous replication, fence the old primary (if
+//!    its pod is still there) then promote the replica with the most WAL received, if it is
+//!    within `maxFailoverLagBytes` of the newest position known; without such a replica,
+//!    restart the old primary's pod; with no data at all, restore from the backup or fail.
 use std::time::Duration;
 
 use crate::instance::{parse_lsn, InstanceState, StateRole};
@@ -88,6 +89,10 @@ pub struct Observation {
     pub latest_serial: u32,
     /// How long no primary has been seen (None: one is seen now).
     pub primary_lost_for: Option<Duration>,
+    /// Consecutive polls, this one included, in which no primary was seen.
+    pub primary_missed: u32,
+    /// The primary's WAL position when last seen (lag of a failover candidate counts from it).
+    pub primary_last_lsn: Option<u64>,
     /// A backup store holds a base backup to restore from.
     pub has_backup: bool,
     /// Why a bootstrap from a backup cannot start (its store is not there).
@@ -157,6 +162,16 @@ pub enum Wait {
     FailoverDelay {
         remaining: Duration,
     },
+    /// The primary was missed on fewer consecutive polls than a failover needs.
+    PrimaryMissed {
+        polls: u32,
+    },
+    /// Synchronous replication: too few standbys answer to know which one holds every
+    /// acknowledged commit.
+    FailoverQuorum {
+        have: u32,
+        need: u32,
+    },
     /// The current primary is fenced by request: no failover.
     PrimaryFenced {
         serial: u32,
@@ -166,6 +181,9 @@ pub enum Wait {
         serial: u32,
     },
 }
+
+/// Consecutive polls without a primary before a failover (with the failover delay).
+pub const FAILOVER_MISSED_POLLS: u32 = 3;
 
 /// The decision of one cycle.
 pub fn decide(plan: &Plan, obs: &Observation) -> Action {
@@ -206,8 +224,18 @@ fn spec_fenced(plan: &Plan, serial: u32) -> bool {
     }
 }
 
-/// Of several primaries: the recorded one, else the latest timeline and most WAL.
+/// Of several primaries: the switchover's target when one was under way (the old primary was
+/// fenced on purpose; what the target accepted since must not be rewound away), else the
+/// recorded one, else the latest timeline and most WAL.
 fn keep_of(obs: &Observation, many: &[&Member]) -> u32 {
+    if let Some(t) = obs
+        .target_primary
+        .filter(|t| Some(*t) != obs.current_primary)
+    {
+        if many.iter().any(|m| m.serial == t) {
+            return t;
+        }
+    }
     if let Some(p) = obs.current_primary {
         if many.iter().any(|m| m.serial == p) {
             return p;
@@ -335,12 +363,18 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
         .iter()
         .filter(|m| role(m) == Some(StateRole::Replica) && !spec_fenced(plan, m.serial))
         .collect();
+    // Nothing is promoted while the old primary may still write: it is fenced first (through
+    // its API, else its pod is deleted), a switchover included.
+    let old_unfenced = old.filter(|o| o.pod && role(o) != Some(StateRole::Fenced));
     // A switchover under way: the old primary was fenced on purpose; no delay applies.
     if let Some(t) = obs
         .target_primary
         .filter(|t| Some(*t) != obs.current_primary)
     {
         if let Some(m) = replicas.iter().find(|m| m.serial == t) {
+            if let Some(o) = old_unfenced {
+                return Action::Fence { serial: o.serial };
+            }
             return Action::Promote { serial: m.serial };
         }
     }
@@ -352,28 +386,35 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
                 remaining: delay - lost,
             });
         }
-        // The old primary must not come back writable beside the new one.
-        if let Some(o) = old {
-            if o.pod && role(o) != Some(StateRole::Fenced) {
-                return Action::Fence { serial: o.serial };
+        if obs.primary_missed < FAILOVER_MISSED_POLLS {
+            return Action::Wait(Wait::PrimaryMissed {
+                polls: obs.primary_missed,
+            });
+        }
+        let old_serial = old.map(|o| o.serial);
+        // With `ANY n` synchronous replication every commit reached n of the standbys, not
+        // a named one: only the most advanced of at least (standbys - n + 1) answers is
+        // sure to hold them all.
+        if plan.synchronous > 0 {
+            let standbys = members
+                .iter()
+                .filter(|m| Some(m.serial) != old_serial && !spec_fenced(plan, m.serial))
+                .count() as u32;
+            let need = standbys.saturating_sub(plan.synchronous).saturating_add(1);
+            let have = replicas
+                .iter()
+                .filter(|m| Some(m.serial) != old_serial)
+                .count() as u32;
+            if have < need {
+                return Action::Wait(Wait::FailoverQuorum { have, need });
             }
         }
-        let excluded: BTreeSet<u32> = old.map(|o| o.serial).into_iter().collect();
-        let best = replicas
-            .iter()
-            .filter(|m| !excluded.contains(&m.serial))
-            .max_by_key(|m| {
-                let s = m.seen.as_ref();
-                (
-                    // WAL past a fork is WAL no one else has: never the first choice.
-                    !s.is_some_and(|s| s.diverged),
-                    s.and_then(|s| s.timeline),
-                    s.and_then(|s| s.lsn),
-                    std::cmp::Reverse(m.serial),
-                )
-            });
-        if let Some(b) = best {
-            return Action::Promote { serial: b.serial };
+        if let Some(b) = candidate(plan, obs, &replicas, old_serial) {
+            // The old primary must not come back writable beside the new one.
+            if let Some(o) = old_unfenced {
+                return Action::Fence { serial: o.serial };
+            }
+            return Action::Promote { serial: b };
         }
     }
     // No replica to promote: restart on the data that is left, the old primary's first.
@@ -400,6 +441,42 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
         .map(|m| m.serial)
         .unwrap_or(0);
     Action::Wait(Wait::PrimaryStarting { serial: starting })
+}
+
+/// The replica a failover promotes: not diverged, with a known position at most
+/// `max_failover_lag` behind the newest position known (the old primary's last, or the most
+/// advanced replica's); of those, the latest timeline and most WAL. None: no replica may be
+/// promoted without losing more than the bound.
+fn candidate(
+    plan: &Plan,
+    obs: &Observation,
+    replicas: &[&Member],
+    old: Option<u32>,
+) -> Option<u32> {
+    let lsn = |m: &Member| m.seen.as_ref().and_then(|s| s.lsn);
+    let newest = replicas
+        .iter()
+        .filter_map(|m| lsn(m))
+        .chain(obs.primary_last_lsn)
+        .max()?;
+    replicas
+        .iter()
+        .filter(|m| Some(m.serial) != old)
+        .filter(|m| {
+            let s = m.seen.as_ref();
+            // WAL past a fork is WAL no one else has: never promoted by a failover.
+            !s.is_some_and(|s| s.diverged)
+                && lsn(m).is_some_and(|l| newest.saturating_sub(l) <= plan.max_failover_lag)
+        })
+        .max_by_key(|m| {
+            let s = m.seen.as_ref();
+            (
+                s.and_then(|s| s.timeline),
+                lsn(m),
+                std::cmp::Reverse(m.serial),
+            )
+        })
+        .map(|m| m.serial)
 }
 
 #[cfg(test)]
@@ -455,6 +532,8 @@ mod tests {
             target_primary: None,
             latest_serial: latest,
             primary_lost_for: None,
+            primary_missed: 0,
+            primary_last_lsn: None,
             has_backup: false,
             restore_blocked: None,
         }
@@ -566,6 +645,7 @@ mod tests {
         ];
         let mut o = obs(members, Some(1), 3);
         o.primary_lost_for = Some(Duration::from_secs(4));
+        o.primary_missed = FAILOVER_MISSED_POLLS;
         assert_eq!(
             decide(&p, &o),
             Action::Wait(Wait::FailoverDelay {
@@ -745,6 +825,7 @@ mod tests {
         m[0] = gone(m[0].clone(), false, true);
         let mut o = obs(m, Some(1), 3);
         o.primary_lost_for = Some(Duration::from_secs(600));
+        o.primary_missed = FAILOVER_MISSED_POLLS;
         assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
     }
 
@@ -824,9 +905,14 @@ mod tests {
                                 }),
                             })
                             .collect();
-                        for lost in [0, 600] {
+                        for (lost, target) in [0, 600]
+                            .into_iter()
+                            .flat_map(|l| [None, Some(2), Some(3)].map(|t| (l, t)))
+                        {
                             let mut o = obs(members.clone(), Some(1), 3);
                             o.primary_lost_for = Some(Duration::from_secs(lost));
+                            o.primary_missed = FAILOVER_MISSED_POLLS;
+                            o.target_primary = target;
                             if let Action::Promote { serial } = decide(&p, &o) {
                                 let running_primary =
                                     members.iter().any(|m| role(m) == Some(StateRole::Primary));
@@ -851,5 +937,121 @@ mod tests {
             }
         }
         assert!(checked > 0, "no promotion was ever decided");
+    }
+
+    fn unseen(m: Member) -> Member {
+        Member { seen: None, ..m }
+    }
+
+    fn fenced(serial: u32) -> Member {
+        member(serial, StateRole::Fenced, false, 1, 100, None)
+    }
+
+    /// Issue 32, H2: the old primary does not answer (a slow poll, a restarting container)
+    /// while a switchover is recorded: it is fenced before the target is promoted.
+    #[test]
+    fn a_switchover_target_is_promoted_only_once_the_old_primary_is_fenced() {
+        let p = plan_of(serde_json::json!({"size": 2, "switchoverTo": "pg-2"}));
+        let mut o = obs(
+            vec![unseen(primary(1, 1, 100)), replica(2, 1, true, 100)],
+            Some(1),
+            2,
+        );
+        o.target_primary = Some(2);
+        o.primary_lost_for = Some(Duration::ZERO);
+        o.primary_missed = 1;
+        assert_eq!(decide(&p, &o), Action::Fence { serial: 1 });
+        o.members[0] = fenced(1);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+        o.members[0] = gone(o.members[0].clone(), false, true);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+    }
+
+    /// Issue 32, H2: both answer as primaries during a switchover (the old one came back):
+    /// the target, which may have taken writes already, is kept; the old one is fenced.
+    #[test]
+    fn two_primaries_during_a_switchover_keep_the_target() {
+        let p = plan_of(serde_json::json!({"size": 2}));
+        let mut o = obs(vec![primary(1, 1, 100), primary(2, 2, 90)], Some(1), 2);
+        o.target_primary = Some(2);
+        assert_eq!(decide(&p, &o), Action::Fence { serial: 1 });
+    }
+
+    /// Issue 32, H4: one slow poll is not a lost primary, whatever the delay.
+    #[test]
+    fn a_failover_needs_the_primary_missed_on_consecutive_polls() {
+        let p = plan_of(serde_json::json!({"size": 2, "failoverDelaySeconds": 0}));
+        let mut o = obs(
+            vec![unseen(primary(1, 1, 100)), replica(2, 1, false, 100)],
+            Some(1),
+            2,
+        );
+        o.primary_lost_for = Some(Duration::from_secs(4));
+        for polls in 1..FAILOVER_MISSED_POLLS {
+            o.primary_missed = polls;
+            assert_eq!(decide(&p, &o), Action::Wait(Wait::PrimaryMissed { polls }));
+        }
+        o.primary_missed = FAILOVER_MISSED_POLLS;
+        assert_eq!(decide(&p, &o), Action::Fence { serial: 1 });
+        // And by default a delay longer than a container restart applies too.
+        let d = plan_of(serde_json::json!({"size": 2}));
+        assert_eq!(d.failover_delay, Duration::from_secs(10));
+        assert!(matches!(
+            decide(&d, &o),
+            Action::Wait(Wait::FailoverDelay { .. })
+        ));
+    }
+
+    /// Issue 32, H5: a replica far behind the newest position known is never promoted (the
+    /// old primary is waited for instead); one within the bound is.
+    #[test]
+    fn a_failover_never_promotes_a_replica_beyond_the_lag_bound() {
+        let p = plan_of(serde_json::json!({"size": 2, "failoverDelaySeconds": 0}));
+        let mib = 1u64 << 20;
+        let mut o = obs(
+            vec![
+                gone(primary(1, 1, 100 * mib), false, true),
+                replica(2, 1, false, 50 * mib),
+            ],
+            Some(1),
+            2,
+        );
+        o.primary_lost_for = Some(Duration::from_secs(60));
+        o.primary_missed = FAILOVER_MISSED_POLLS;
+        o.primary_last_lsn = Some(100 * mib);
+        assert_eq!(decide(&p, &o), Action::StartPod { serial: 1 });
+        o.primary_last_lsn = Some(60 * mib);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+        let strict = plan_of(serde_json::json!({
+            "size": 2, "failoverDelaySeconds": 0,
+            "replication": {"maxFailoverLagBytes": 0}
+        }));
+        assert_eq!(decide(&strict, &o), Action::StartPod { serial: 1 });
+    }
+
+    /// Issue 32, H5: with `synchronous: 1` of 2 standbys, the one that holds every
+    /// acknowledged commit is unknown until both answer; then the most advanced wins.
+    #[test]
+    fn synchronous_failover_waits_for_a_quorum_of_standbys() {
+        let p = plan_of(serde_json::json!({
+            "size": 3, "failoverDelaySeconds": 0, "replication": {"synchronous": 1}
+        }));
+        let mut o = obs(
+            vec![
+                gone(primary(1, 1, 100), false, true),
+                unseen(replica(2, 1, false, 100)),
+                replica(3, 1, false, 90),
+            ],
+            Some(1),
+            3,
+        );
+        o.primary_lost_for = Some(Duration::from_secs(60));
+        o.primary_missed = FAILOVER_MISSED_POLLS;
+        assert_eq!(
+            decide(&p, &o),
+            Action::Wait(Wait::FailoverQuorum { have: 1, need: 2 })
+        );
+        o.members[1] = replica(2, 1, false, 100);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
     }
 }

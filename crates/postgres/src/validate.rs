@@ -56,6 +56,8 @@ pub struct Plan {
     /// Synchronous standbys required per commit (0: asynchronous).
     pub synchronous: u32,
     pub failover_delay: Duration,
+    /// A failover candidate at most this many bytes of WAL behind.
+    pub max_failover_lag: u64,
     /// The serial of the instance a switchover is asked to.
     pub switchover_to: Option<u32>,
     pub fencing: Fencing,
@@ -197,6 +199,8 @@ pub enum Invalid {
     Synchronous { synchronous: i32, size: i32 },
     #[error("spec.failoverDelaySeconds {0} is out of range: 0-3600")]
     FailoverDelay(i32),
+    #[error("spec.replication.maxFailoverLagBytes {0} is negative: give 0 or more bytes")]
+    MaxFailoverLag(i64),
     #[error("spec.switchoverTo {0:?} is not an instance of this cluster (`<name>-<n>`)")]
     SwitchoverTarget(String),
     #[error(
@@ -329,6 +333,11 @@ pub fn plan(pc: &PostgresCluster, observed: &Observed) -> Result<Plan, Invalid> 
             size: s.size,
         });
     }
+    if s.replication.max_failover_lag_bytes < 0 {
+        return Err(Invalid::MaxFailoverLag(
+            s.replication.max_failover_lag_bytes,
+        ));
+    }
     if !(0..=3600).contains(&s.failover_delay_seconds) {
         return Err(Invalid::FailoverDelay(s.failover_delay_seconds));
     }
@@ -363,6 +372,7 @@ pub fn plan(pc: &PostgresCluster, observed: &Observed) -> Result<Plan, Invalid> 
         backup,
         synchronous: sync.unsigned_abs(),
         failover_delay: Duration::from_secs(u64::from(s.failover_delay_seconds.unsigned_abs())),
+        max_failover_lag: s.replication.max_failover_lag_bytes.unsigned_abs(),
         switchover_to,
         fencing,
     })

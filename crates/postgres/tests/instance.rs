@@ -88,11 +88,23 @@ fn start_with(
     primary: Option<String>,
     synchronous: u32,
 ) -> Node {
+    run_node(config(dir, name, ip, role, primary, synchronous))
+}
+
+/// A new pod's configuration (its own pod UID).
+fn config(
+    dir: &Path,
+    name: &str,
+    ip: &str,
+    role: Role,
+    primary: Option<String>,
+    synchronous: u32,
+) -> Config {
     let ip: IpAddr = ip.parse().expect("ip");
     let base = dir.join(name);
     std::fs::create_dir_all(&base).expect("node dir");
     let log = base.join("postgres.log");
-    let cfg = Config {
+    Config {
         name: name.into(),
         data_dir: base.join("data"),
         pod_ip: ip,
@@ -127,8 +139,7 @@ fn start_with(
             api_token: TOKEN.into(),
             app_password: Some(APP_PASSWORD.into()),
         },
-    };
-    run_node(cfg)
+    }
 }
 
 fn run_node(cfg: Config) -> Node {
@@ -920,4 +931,58 @@ async fn after_a_switchover_restarted_containers_keep_their_new_roles() {
 
     a.shutdown().await;
     b.shutdown().await;
+}
+
+/// Issue 32, H4: `/state` answers while the backup store hangs (here a record that never
+/// reads: a FIFO without a writer, as a hung NFS mount would block), within the 3 s the
+/// operator gives a poll. A poll that waited on the store made a healthy primary "lost".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_answers_while_the_backup_store_hangs() {
+    let dir = workdir();
+    let store = dir.path().join("store");
+    let hung = store.join("base").join("20260101T000000.000Z");
+    std::fs::create_dir_all(&hung).expect("store dirs");
+    let fifo = hung.join("bosun-backup.json");
+    let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("path");
+    // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    // Whatever the outcome, the hung reader is let go at the end (a blocked read would hold
+    // the runtime's shutdown), and the FIFO removed so that no later listing blocks again.
+    struct Release(PathBuf);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            let fifo = self.0.clone();
+            std::thread::spawn(move || {
+                let _ = std::fs::write(&fifo, b"{}");
+                let _ = std::fs::remove_file(&fifo);
+            });
+        }
+    }
+    let _release = Release(fifo.clone());
+    let mut cfg = config(dir.path(), "pg-1", "127.21.11.1", Role::Primary, None, 0);
+    cfg.backups.store = Some(store.to_str().expect("utf-8").into());
+    let a = run_node(cfg);
+    wait_for("pg-1 primary", &a, || async {
+        match tokio::time::timeout(Duration::from_secs(3), a.api.state()).await {
+            Ok(Ok(s)) if s.role == StateRole::Primary && s.ready => Ok(()),
+            Ok(Ok(s)) => Err(format!("{s:?}")),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("/state took over 3 s".into()),
+        }
+    })
+    .await;
+    for _ in 0..5 {
+        let s = tokio::time::timeout(Duration::from_secs(3), a.api.state())
+            .await
+            .expect("/state answered within 3 s")
+            .expect("state");
+        assert_eq!(s.role, StateRole::Primary);
+        let b = s.backup.expect("the store's state");
+        assert!(
+            b.listing_pending,
+            "the hung listing reported as done: {b:?}"
+        );
+    }
+    drop(_release);
+    a.shutdown().await;
 }

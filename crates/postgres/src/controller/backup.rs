@@ -197,7 +197,8 @@ pub fn due(
             return Some(Trigger::Request(r.to_string()));
         }
     }
-    if seen.backups == 0 && seen.last_failed.is_none() {
+    // An instance that has not listed its store yet does not know it is empty.
+    if seen.backups == 0 && seen.last_failed.is_none() && !seen.listing_pending {
         return Some(Trigger::First);
     }
     let cron = Cron::parse(b.schedule.as_deref()?).ok()?;

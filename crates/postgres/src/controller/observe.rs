@@ -151,6 +151,16 @@ impl Snapshot {
             target_primary: recorded(&status.target_primary),
             latest_serial: serials.iter().copied().max().unwrap_or(0).max(latest),
             primary_lost_for: lost_for,
+            // This poll counts: the status written after it records one more.
+            primary_missed: if lost_for.is_some() {
+                u32::try_from(status.primary_missed_polls.saturating_add(1)).unwrap_or(0)
+            } else {
+                0
+            },
+            primary_last_lsn: status
+                .primary_last_lsn
+                .as_deref()
+                .and_then(crate::instance::parse_lsn),
             // The status recorded a base backup of this cluster: restore from the store when
             // every instance's data is gone (the restoring instance reports it if the store
             // no longer holds one).

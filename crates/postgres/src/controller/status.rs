@@ -41,6 +41,19 @@ pub fn build(
         _ if primaries.len() == 1 => current_primary.clone(),
         _ => prev.target_primary.clone(),
     };
+    let primary_missed_polls = if primaries.is_empty() {
+        prev.primary_missed_polls.saturating_add(1)
+    } else {
+        0
+    };
+    let primary_last_lsn = match primaries.as_slice() {
+        [one] => seen
+            .states
+            .get(one)
+            .and_then(|s| s.lsn.clone())
+            .or_else(|| prev.primary_last_lsn.clone()),
+        _ => prev.primary_last_lsn.clone(),
+    };
     let primary_lost_since = if primaries.is_empty() {
         prev.primary_lost_since
             .clone()
@@ -150,6 +163,8 @@ pub fn build(
         control_paused: plan.paused,
         backup: prev.backup.clone(),
         primary_lost_since,
+        primary_missed_polls,
+        primary_last_lsn,
         conditions,
     }
 }
@@ -160,7 +175,9 @@ fn phase(action: &Action, no_primary: bool) -> (Phase, Reason) {
         Action::Wait(Wait::Paused) => (Phase::Paused, Reason::Paused),
         Action::Wait(Wait::Unready { .. }) if no_primary => (Phase::Creating, Reason::Starting),
         Action::Wait(Wait::Unready { .. }) => (Phase::Scaling, Reason::Starting),
-        Action::Wait(Wait::FailoverDelay { .. }) => (Phase::FailingOver, Reason::PrimaryLost),
+        Action::Wait(Wait::FailoverDelay { .. })
+        | Action::Wait(Wait::PrimaryMissed { .. })
+        | Action::Wait(Wait::FailoverQuorum { .. }) => (Phase::FailingOver, Reason::PrimaryLost),
         Action::Wait(Wait::PrimaryFenced { .. }) => (Phase::Healthy, Reason::Fenced),
         Action::Wait(Wait::PrimaryStarting { .. }) => (Phase::Recovering, Reason::Starting),
         Action::CreateSeed { restore: true, .. } => (Phase::Recovering, Reason::CreatingSeed),
@@ -189,6 +206,13 @@ pub fn describe(plan: &Plan, action: &Action) -> String {
         Action::Wait(Wait::FailoverDelay { remaining }) => format!(
             "the primary is lost; failing over in {}s unless it comes back",
             remaining.as_secs()
+        ),
+        Action::Wait(Wait::PrimaryMissed { polls }) => format!(
+            "the primary did not answer {polls} poll(s) in a row; failing over after {}",
+            crate::lifecycle::FAILOVER_MISSED_POLLS
+        ),
+        Action::Wait(Wait::FailoverQuorum { have, need }) => format!(
+            "the primary is lost, but only {have} of the {need} standbys synchronous replication needs answer: none is sure to hold every acknowledged commit"
         ),
         Action::Wait(Wait::PrimaryFenced { serial }) => {
             format!(

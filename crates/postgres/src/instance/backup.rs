@@ -1,8 +1,14 @@
 //! The instance's side of backups: base backups of the running primary into the store — one
 //! at a time, beside the request loop (a long copy must never hold up a failover) —
 //! retention after each, the store's state for `/state`, and the restore of a new primary.
+//!
+//! `/state` never waits on the store: it reports the last listing, and a stale one is
+//! refreshed in the background (on a blocking thread, as a volume store's reads are
+//! synchronous and a hung NFS mount would otherwise take a runtime worker with it). A poll
+//! that waited on S3 or NFS made a healthy primary look lost (issue 32, H4).
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
 use tracing::{info, warn};
@@ -22,6 +28,20 @@ pub struct Backups {
     port: u16,
     retention_days: u32,
     run: Mutex<Run>,
+    listing: Mutex<Listing>,
+}
+
+/// A listing older than this is refreshed at the next `/state`.
+const LISTING_MAX_AGE: Duration = Duration::from_secs(30);
+
+/// The store's backups as last listed.
+#[derive(Default)]
+struct Listing {
+    /// None: no listing has succeeded yet.
+    backups: Option<Vec<BackupInfo>>,
+    /// When the last listing ended (None: refresh at the next `/state`).
+    at: Option<Instant>,
+    refreshing: bool,
 }
 
 #[derive(Default)]
@@ -43,6 +63,7 @@ impl Backups {
                 retention_days
             },
             run: Mutex::new(Run::default()),
+            listing: Mutex::new(Listing::default()),
         })
     }
 
@@ -62,6 +83,8 @@ impl Backups {
         let me = self.clone();
         tokio::spawn(async move {
             let result = me.take().await;
+            // The store changed: list it again at the next poll.
+            me.listing().at = None;
             let mut r = me.lock();
             r.running = false;
             match result {
@@ -171,13 +194,43 @@ impl Backups {
         Ok(())
     }
 
+    fn listing(&self) -> std::sync::MutexGuard<'_, Listing> {
+        self.listing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The last listing, starting a refresh in the background when it is stale.
+    fn listed(self: &Arc<Self>) -> Option<Vec<BackupInfo>> {
+        let mut l = self.listing();
+        let stale = l.at.is_none_or(|at| at.elapsed() > LISTING_MAX_AGE);
+        if stale && !l.refreshing {
+            l.refreshing = true;
+            let me = self.clone();
+            let rt = tokio::runtime::Handle::current();
+            tokio::task::spawn_blocking(move || {
+                let result = rt.block_on(me.store.backups());
+                let mut l = me.listing();
+                l.refreshing = false;
+                l.at = Some(Instant::now());
+                match result {
+                    Ok(b) => l.backups = Some(b),
+                    // The last good listing stays; the next refresh is one period later.
+                    Err(e) => warn!(error = %e, "listing the backup store failed"),
+                }
+            });
+        }
+        l.backups.clone()
+    }
+
     /// The store's state, with the archiver's from the running primary (`client`).
-    pub async fn state(&self, client: Option<&tokio_postgres::Client>) -> BackupState {
-        let backups = self.store.backups().await.unwrap_or_default();
+    pub async fn state(self: &Arc<Self>, client: Option<&tokio_postgres::Client>) -> BackupState {
+        let listed = self.listed();
+        let listing_pending = listed.is_none();
+        let backups = listed.unwrap_or_default();
         let mut s = {
             let r = self.lock();
             BackupState {
                 running: r.running,
+                listing_pending,
                 last_failed: r.last_failed.clone(),
                 last_failure: r.last_failure.clone(),
                 ..Default::default()

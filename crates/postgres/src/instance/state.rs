@@ -64,6 +64,10 @@ pub struct InstanceState {
 pub struct BackupState {
     /// A base backup is being taken now.
     pub running: bool,
+    /// The store has not been listed yet (the listing runs beside `/state`, never inside
+    /// it): `backups` and the times below are unknown, not zero.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub listing_pending: bool,
     /// Complete base backups in the store.
     pub backups: u32,
     pub first_recoverability_point: Option<String>,
