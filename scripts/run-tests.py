@@ -40,10 +40,10 @@ def built_binaries(cargo_args):
         if not msg.get("profile", {}).get("test"):
             continue
         target = msg["target"]
-        # package_id: "path+file:///work/main/crates/bookstore#bosun-bookstore@0.1.0"
-        pkg = msg["package_id"].split("#")[-1].split("@")[0]
-        if "/" in pkg or ":" in pkg:
-            pkg = os.path.basename(os.path.dirname(msg["manifest_path"]))
+        # package_id: "path+file:///work/main/crates/bookstore#bosun-bookstore@0.1.0", or
+        # "path+file:///work/main/crates/bosun#0.1.0" when the name is the directory's.
+        url, _, fragment = msg["package_id"].partition("#")
+        pkg = fragment.split("@")[0] if "@" in fragment else url.rstrip("/").rsplit("/", 1)[-1]
         name = "lib" if "lib" in target["kind"] else target["name"]
         found.append(
             {

@@ -108,7 +108,14 @@ etcd_main=$(sed -n 's/^tool //p' "$work/etcd/go.mod")
   tail -n 40 "$work/build.log" >&2
   exit 1
 }
-for b in "${BINARIES[@]}"; do install -m 0755 "$work/out/$b" "$ASSETS/$b"; done
+# Each must be a program that runs (a library package built by mistake is an archive).
+for b in "${BINARIES[@]}"; do
+  case $b in
+    sample-controller) "$work/out/$b" --help >/dev/null 2>&1 ;;
+    *) "$work/out/$b" --version >/dev/null ;;
+  esac || { log "$b does not run: $(head -c 64 "$work/out/$b" | tr -cd '[:print:]')"; exit 1; }
+  install -m 0755 "$work/out/$b" "$ASSETS/$b"
+done
 if [ -n "$PEER" ]; then
   sc=$(cd "$work/kube" && go list -m -f '{{.Dir}}' k8s.io/sample-controller)
   cp "$sc/artifacts/examples/crd-status-subresource.yaml" "$ASSETS/sample-controller-crd.yaml"
