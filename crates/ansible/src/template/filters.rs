@@ -5,7 +5,7 @@ use minijinja::{Environment, Error, State};
 
 use super::args::{defined, invalid, split_first, Args};
 use super::value::{is_float, py_str};
-use super::{collections, itertools, pyjson, text, yamlfilters};
+use super::{collections, itertools, pyjson, text, urlsplit, yamlfilters};
 
 /// minijinja built-ins whose behaviour matches Jinja2's closely enough to keep.
 const BUILTIN: &[&str] = &[
@@ -107,6 +107,7 @@ const OWN: &[(&str, Filter)] = &[
     ("zip_longest", itertools::zip_longest),
     ("subelements", itertools::subelements),
     ("strftime", itertools::strftime),
+    ("urlsplit", urlsplit::urlsplit),
     (
         "k8s_config_resource_name",
         itertools::k8s_config_resource_name,

@@ -19,6 +19,7 @@ pub mod pyjson;
 pub mod scan;
 pub mod tests;
 pub mod text;
+pub mod urlsplit;
 pub mod value;
 pub mod yamlfilters;
 
