@@ -39,6 +39,8 @@ async fn the_issues_scenario_a_pre_existing_team_web_folder_survives_the_group()
             s.phase == "RUNNING" && s.current_replicas == 2
         })
         .await;
+    // keep-me and web-1 are not the group's: not reshaped, powered or marked.
+    unchanged(&env, &before).await;
     let st = vg.status.expect("status");
     assert!(!st.last_message.contains("keep-me"), "{}", st.last_message);
     let folder = st
@@ -55,7 +57,6 @@ async fn the_issues_scenario_a_pre_existing_team_web_folder_survives_the_group()
         env.vm_names_at(&format!("{PARENT}/team_web")).await,
         Some(vec!["web-1".to_string(), "web-2".to_string()])
     );
-    unchanged(&env, &before).await;
 
     env.api()
         .delete("web", &DeleteParams::default())
