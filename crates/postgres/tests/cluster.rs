@@ -1535,3 +1535,131 @@ async fn an_s3_upload_above_the_part_size_goes_up_in_parts_and_comes_back_whole(
         .expect("the object");
     assert!(got[..] == small[..], "the object differs");
 }
+
+/// Counts the largest number of instances that answered `pg_is_in_recovery() = false` (a
+/// server that accepts writes) at one poll, every pod's PostgreSQL asked at once.
+fn watch_writable(
+    pods: Api<Pod>,
+    password: String,
+    stop: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let mut most = 0;
+        while stop.load(Ordering::Relaxed) == 0 {
+            let ips: Vec<String> = match pods.list(&Default::default()).await {
+                Ok(list) => list.into_iter().filter_map(|p| p.status?.pod_ip).collect(),
+                Err(_) => Vec::new(),
+            };
+            let writable = futures::future::join_all(ips.iter().map(|ip| {
+                let password = password.clone();
+                async move {
+                    let c = connect(ip, &password).await.ok()?;
+                    let row = c.query_one("SELECT pg_is_in_recovery()", &[]).await.ok()?;
+                    (!row.get::<_, bool>(0)).then(|| ip.clone())
+                }
+            }))
+            .await;
+            let now: Vec<String> = writable.into_iter().flatten().collect();
+            if now.len() > 1 {
+                eprintln!("writable at once: {now:?}");
+            }
+            most = most.max(now.len());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        most
+    })
+}
+
+/// When the postmaster at `ip` started (a restarted container starts a new one).
+async fn postmaster_start(ip: &str, password: &str) -> Option<String> {
+    let c = connect(ip, password).await.ok()?;
+    let row = c
+        .query_one("SELECT pg_postmaster_start_time()::text", &[])
+        .await
+        .ok()?;
+    Some(row.get(0))
+}
+
+/// Issue 32, H1: after a switchover the pods keep the env they were created with (pgk-1
+/// "primary", pgk-2 "replica of pgk-1"). Their containers are killed (as the OOM killer or a
+/// liveness failure would): each comes back in its current role, and no poll ever sees two
+/// writable servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_restarted_after_a_switchover_come_back_in_their_current_roles() {
+    let e = env("pg-restart").await;
+    e.create("pgk", 2).await;
+    let s = e.healthy("pgk", 2).await;
+    let pw = e.password("pgk").await;
+    connect(&ip_of(&s, "pgk-1"), &pw)
+        .await
+        .expect("primary")
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before switchover')")
+        .await
+        .expect("write");
+    e.patch("pgk", serde_json::json!({"switchoverTo": "pgk-2"}))
+        .await;
+    let s = e
+        .status_until("pgk", "pgk-2 primary, pgk-1 its replica", |s| {
+            s.current_primary.as_deref() == Some("pgk-2")
+                && s.ready_instances == 2
+                && role_of(s, "pgk-1") == "replica"
+        })
+        .await;
+    let (ip1, ip2) = (ip_of(&s, "pgk-1"), ip_of(&s, "pgk-2"));
+    assert!(has_row(&ip1, &pw, "before switchover").await);
+
+    let stop = Arc::new(AtomicUsize::new(0));
+    let monitor = watch_writable(e.pods.clone(), pw.clone(), stop.clone());
+    for (instance, ip) in [("pgk-1", &ip1), ("pgk-2", &ip2)] {
+        let before = postmaster_start(ip, &pw).await.expect("postmaster start");
+        e.agent
+            .kill_containers(&e.ns, instance)
+            .expect("kill the containers");
+        let back = eventually(DEADLINE, || async {
+            let now = postmaster_start(ip, &pw).await?;
+            (now != before).then_some(())
+        })
+        .await;
+        assert!(
+            back.is_some(),
+            "{instance} never came back: {}",
+            e.logs("pgk").await
+        );
+        e.status_until("pgk", "healthy again", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::Healthy) && s.ready_instances == 2
+        })
+        .await;
+    }
+    let c = connect(&ip1, &pw).await.expect("pgk-1");
+    let in_recovery: bool = c
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .expect("role")
+        .get(0);
+    assert!(in_recovery, "pgk-1 came back writable");
+    connect(&ip2, &pw)
+        .await
+        .expect("pgk-2")
+        .execute("INSERT INTO t VALUES ('after restarts')", &[])
+        .await
+        .expect("pgk-2 is still the primary");
+    assert!(
+        has_row(&ip1, &pw, "after restarts").await,
+        "pgk-1 does not follow pgk-2"
+    );
+    let s = e
+        .clusters
+        .get("pgk")
+        .await
+        .expect("cluster")
+        .status
+        .expect("status");
+    assert_eq!(s.current_primary.as_deref(), Some("pgk-2"), "{s:#?}");
+
+    stop.store(1, Ordering::Relaxed);
+    assert_eq!(
+        monitor.await.expect("monitor"),
+        1,
+        "two writable servers at once"
+    );
+}
