@@ -1,4 +1,5 @@
-//! bosun's benchmarks, each case on a fresh test control plane (real kube-apiserver v1.20.2):
+//! bosun's benchmarks, each case on a fresh test control plane (real kube-apiserver of the lane
+//! `BOSUN_KUBE_VERSION` selects, current by default):
 //! a. MyOwnShell (bosun) vs client-go's sample-controller: N objects → N Deployments + status;
 //! b. BookStore convergence vs the raw write floor (the same server-side applies from a bare
 //!    client at the same concurrency);
@@ -693,7 +694,7 @@ async fn main() -> anyhow::Result<()> {
     println!();
     print(&rows);
     if let Some(path) = &args.json {
-        let machine = json!({"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), "apiserver": "v1.20.2", "etcd": "3.4"});
+        let machine = json!({"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), "apiserver": bosun_testenv::selected_version()?});
         std::fs::write(
             path,
             serde_json::to_string_pretty(&json!({"machine": machine, "rows": rows}))?,

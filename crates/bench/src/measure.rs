@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bosun_testenv::ControlPlane;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 
 /// `apiserver_request_total` by (verb, resource, subresource).
@@ -336,23 +336,9 @@ extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
 }
 
-/// Server-side applies `crd` and waits until it is established (and a moment more, for the
-/// API server to serve the new kind).
+/// Server-side applies `crd` and waits until its kind is served (the test kit's wait).
 pub async fn install_crd(client: &Client, crd: &CustomResourceDefinition) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.patch(
-        &crd.name_any(),
-        &PatchParams::apply("bench").force(),
-        &Patch::Apply(crd),
-    )
-    .await?;
-    kube::runtime::wait::await_condition(
-        crds,
-        &crd.name_any(),
-        kube::runtime::wait::conditions::is_crd_established(),
-    )
-    .await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    bosun_testenv::kit::install_crds(client, [crd.clone()]).await?;
     Ok(())
 }
 
