@@ -2,19 +2,15 @@
 //! with a `url:` client config and the generated CA. Each test's configurations select only
 //! its own namespace (a label it sets), so tests side by side do not see each other's.
 use std::sync::Arc;
-use std::time::Duration;
 
 use bosun_runtime::manager::{Manager, ManagerConfig, Operator, Scope};
 use bosun_runtime::webhook::config::{self, CaInjection, Target};
 use bosun_runtime::webhook::{serve, CertSource, Certificates, Settings as WebhookSettings};
-use bosun_testenv::{eventually, shared, test_namespace};
+use bosun_testenv::{eventually, kit, shared, test_namespace};
 use bosun_vmgroup::{webhook, Settings, VmGroup, VmGroupOperator};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
@@ -25,30 +21,9 @@ const PARENT: &str = "/DC0/vm";
 async fn crd(client: &Client) {
     static DONE: OnceCell<()> = OnceCell::const_new();
     DONE.get_or_init(|| async {
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let crd = VmGroup::crd();
-        crds.patch(
-            &crd.name_any(),
-            &PatchParams::apply("bosun-test").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .expect("crd");
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
-        )
-        .await
-        .expect("established in time")
-        .expect("established");
-        eventually(30, || async {
-            Api::<VmGroup>::all(client.clone())
-                .list(&Default::default())
-                .await
-                .ok()
-        })
-        .await
-        .expect("VmGroups are served");
+        kit::install_crds(client, [VmGroup::crd()])
+            .await
+            .expect("the VmGroup CRD is served");
     })
     .await;
 }
@@ -220,37 +195,9 @@ async fn the_operator_serves_and_registers_its_webhooks_with_its_own_rbac() {
     let need = op.rbac().merge(bosun_runtime::rbac::runtime_rules(false));
     let mut rules = need.namespaced;
     rules.extend(need.cluster);
-    let pp = PatchParams::apply("bosun-test").force();
-    let role = ClusterRole {
-        metadata: ObjectMeta {
-            name: Some(user.replace(':', "-")),
-            ..Default::default()
-        },
-        rules: Some(rules),
-        ..Default::default()
-    };
-    Api::<ClusterRole>::all(admin.clone())
-        .patch(&role.name_any(), &pp, &Patch::Apply(&role))
+    kit::grant(&admin, &user.replace(':', "-"), rules, &user)
         .await
-        .expect("role");
-    let binding = ClusterRoleBinding {
-        metadata: role.metadata.clone(),
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: role.name_any(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: user.clone(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<ClusterRoleBinding>::all(admin.clone())
-        .patch(&role.name_any(), &pp, &Patch::Apply(&binding))
-        .await
-        .expect("binding");
+        .expect("rbac");
     let client = cp
         .client_as(&user, &["system:serviceaccounts", "system:authenticated"])
         .await

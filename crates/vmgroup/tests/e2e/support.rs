@@ -6,16 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator, Scope};
-use bosun_testenv::{eventually, shared, test_namespace, ControlPlane, Vcsim};
+use bosun_testenv::{eventually, kit, shared, test_namespace, ControlPlane, Vcsim};
 use bosun_vmgroup::{Settings, VmGroup, VmGroupOperator};
 use bosun_vsphere::{Client as VcClient, Config, Tls, VmInfo};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{Client, CustomResourceExt};
 use tokio::sync::{oneshot, OnceCell};
 
 pub const SA_USER: &str = "system:serviceaccount:bosun-system:bosun-vmgroup";
@@ -53,62 +50,19 @@ fn settings() -> Settings {
 async fn cluster_setup(client: &Client) -> anyhow::Result<()> {
     static DONE: OnceCell<()> = OnceCell::const_new();
     DONE.get_or_try_init(|| async {
-        let pp = PatchParams::apply("bosun-test").force();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let crd = VmGroup::crd();
-        crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
-            .await?;
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
-        )
-        .await??;
         let need = VmGroupOperator::new(settings())
             .rbac()
             .merge(bosun_runtime::rbac::runtime_rules(false));
         let mut rules = need.namespaced;
         rules.extend(need.cluster);
-        let name = "bosun-vmgroup-test";
-        let role = ClusterRole {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            rules: Some(rules),
-            ..Default::default()
-        };
-        Api::<ClusterRole>::all(client.clone())
-            .patch(name, &pp, &Patch::Apply(&role))
-            .await?;
-        let binding = ClusterRoleBinding {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "ClusterRole".into(),
-                name: name.into(),
-            },
-            subjects: Some(vec![Subject {
-                kind: "User".into(),
-                name: SA_USER.into(),
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                ..Default::default()
-            }]),
-        };
-        Api::<ClusterRoleBinding>::all(client.clone())
-            .patch(name, &pp, &Patch::Apply(&binding))
-            .await?;
-        // Discovery follows Established by a moment.
-        let ready = eventually(30, || async {
-            Api::<VmGroup>::all(client.clone())
-                .list(&Default::default())
-                .await
-                .ok()
-        })
-        .await;
-        anyhow::ensure!(ready.is_some(), "VmGroups are not served");
+        kit::install(
+            client,
+            [VmGroup::crd()],
+            "bosun-vmgroup-test",
+            rules,
+            SA_USER,
+        )
+        .await?;
         anyhow::Ok(())
     })
     .await?;
