@@ -128,6 +128,57 @@ const FOLDED_INTO_ROLE: &[&str] = &[
     "config/rbac/metrics_auth_role_binding.yaml",
 ];
 
+/// `make install`, `deploy` and `bundle` (real make, this bosun, a kubectl that accepts
+/// anything) leave a hand-edited config/ as the user left it: only `make manifests` derives
+/// config/rbac and config/crd again, as operator-sdk's targets never regenerate them.
+#[test]
+fn make_install_deploy_and_bundle_keep_hand_edited_config() {
+    let (tmp, dir) = greeter_project("edit-operator");
+    let kubectl = tmp.path().join("kubectl");
+    std::fs::write(&kubectl, "#!/bin/sh\ncat >/dev/null\n").expect("stub");
+    std::fs::set_permissions(
+        &kubectl,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let edited = [
+        "config/rbac/role.yaml",
+        "config/crd/bases/charts.example.com_greeters.yaml",
+        "config/crd/kustomization.yaml",
+    ];
+    for f in edited {
+        let p = dir.join(f);
+        let mut text = std::fs::read_to_string(&p).expect(f);
+        text.push_str("# edited by hand\n");
+        std::fs::write(&p, text).expect(f);
+    }
+    let before: Vec<String> = edited
+        .iter()
+        .map(|f| std::fs::read_to_string(dir.join(f)).expect(f))
+        .collect();
+    let out = std::process::Command::new("make")
+        .args(["install", "deploy", "bundle"])
+        .arg(format!("BOSUN={}", env!("CARGO_BIN_EXE_bosun")))
+        .arg(format!("KUBECTL={}", kubectl.display()))
+        .current_dir(&dir)
+        .output()
+        .expect("make runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (f, was) in edited.iter().zip(before) {
+        let now = std::fs::read_to_string(dir.join(f)).expect(f);
+        assert!(
+            now == was,
+            "{f} was rewritten by make install/deploy/bundle"
+        );
+    }
+    assert!(dir.join("bundle/manifests").is_dir(), "make bundle ran");
+}
+
 #[test]
 fn the_layout_is_operator_sdks() {
     let (_tmp, dir) = greeter_project("shop-operator");
@@ -160,7 +211,7 @@ fn the_layout_is_operator_sdks() {
         "# Use the 'create api' subcommand to add watches to this file.\n- group: charts.example.com\n  version: v1alpha1\n  kind: Greeter\n  chart: helm-charts/greeter\n# +kubebuilder:scaffold:watch\n"
     );
     assert!(text("Dockerfile").contains(&format!(
-        "FROM ghcr.io/bosun-dev/bosun:{}\n",
+        "FROM ghcr.io/bosun-dev/bosun:v{}\n",
         env!("CARGO_PKG_VERSION")
     )));
     let make = text("Makefile");
@@ -189,7 +240,7 @@ fn the_layout_is_operator_sdks() {
         make.contains("\nmanifests: helm-operator ##")
             && make.contains("\n\t$(BOSUN) generate manifests\n")
     );
-    assert!(make.contains("\ninstall: manifests kustomize ##"));
+    assert!(make.contains("\ninstall: kustomize ##"));
     for fetch in ["curl", "wget", "go install", "GOBIN"] {
         assert!(!make.contains(fetch), "the Makefile downloads ({fetch})");
     }

@@ -1,11 +1,13 @@
 //! The project's top-level files: Dockerfile (FROM bosun's image), Makefile (operator-sdk's
 //! target names and variables; recipes call `bosun` and `kubectl`, and download nothing),
-//! `.gitignore`.
+//! `.gitignore`. As operator-sdk's, `install`, `deploy` and `bundle` use config/ as it is:
+//! only `make manifests` derives config/crd and config/rbac again, so hand edits survive.
 use crate::Plugin;
 
-/// bosun's image at the version of the running binary.
+/// bosun's image at the version of the running binary, tagged as the release workflow pushes
+/// it: the git tag `v<version>` (`.github/workflows/ci.yml`).
 pub fn image() -> String {
-    format!("ghcr.io/bosun-dev/bosun:{}", env!("CARGO_PKG_VERSION"))
+    format!("ghcr.io/bosun-dev/bosun:v{}", env!("CARGO_PKG_VERSION"))
 }
 
 /// Where the watches file and charts sit in the operator's image.
@@ -82,15 +84,15 @@ ifndef ignore-not-found
 endif
 
 .PHONY: install
-install: manifests kustomize ## Install CRDs into the K8s cluster specified in ~/.kube/config.
+install: kustomize ## Install CRDs into the K8s cluster specified in ~/.kube/config.
 	$(KUBECTL) kustomize config/crd | $(KUBECTL) apply -f -
 
 .PHONY: uninstall
-uninstall: manifests kustomize ## Uninstall CRDs from the K8s cluster specified in ~/.kube/config. Call with ignore-not-found=true to ignore resource not found errors during deletion.
+uninstall: kustomize ## Uninstall CRDs from the K8s cluster specified in ~/.kube/config. Call with ignore-not-found=true to ignore resource not found errors during deletion.
 	$(KUBECTL) kustomize config/crd | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
 .PHONY: deploy
-deploy: manifests kustomize ## Deploy controller to the K8s cluster specified in ~/.kube/config.
+deploy: kustomize ## Deploy controller to the K8s cluster specified in ~/.kube/config.
 	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' | $(KUBECTL) apply -f -
 
 .PHONY: undeploy
@@ -112,7 +114,7 @@ BUNDLE_METADATA_OPTS ?= $(BUNDLE_CHANNELS) $(BUNDLE_DEFAULT_CHANNEL)
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 
 .PHONY: bundle
-bundle: manifests ## Generate the bundle (bundle/, bundle.Dockerfile) from watches.yaml and config/manifests/bases, then validate it.
+bundle: helm-operator ## Generate the bundle (bundle/, bundle.Dockerfile) from watches.yaml and config/manifests/bases, then validate it.
 	$(BOSUN) bundle --watches watches.yaml --version $(VERSION) --image $(IMG) $(BUNDLE_METADATA_OPTS)
 	$(BOSUN) bundle validate ./bundle
 
@@ -140,4 +142,32 @@ helm-operator: ## Check that bosun (it runs the charts of watches.yaml) is insta
         Plugin::Rust => "operator",
     };
     format!("{head}{}", body.replace("helm-operator", runner))
+}
+
+#[cfg(test)]
+mod release_tests {
+    /// The scaffold's FROM is the reference the release workflow pushes for this version: the
+    /// workflow runs on tags `v*` and pushes `$IMAGE:<the tag>`, so the tag keeps its `v`.
+    /// (The owner, `github.repository_owner`, is bosun-dev's by convention: not checkable here.)
+    #[test]
+    fn the_dockerfile_base_is_the_tag_the_release_workflow_pushes() {
+        let ci = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.github/workflows/ci.yml"),
+        )
+        .expect("the release workflow");
+        let line = |prefix: &str| {
+            ci.lines()
+                .map(str::trim)
+                .find_map(|l| l.strip_prefix(prefix))
+                .unwrap_or_else(|| panic!("ci.yml has no {prefix:?} line"))
+                .trim()
+                .to_string()
+        };
+        assert_eq!(line("tags: [\""), "v*\"]", "releases are v-tags");
+        assert_eq!(line("tags: ${{ env.IMAGE }}:"), "${{ github.ref_name }}");
+        let image = line("IMAGE:").replace("${{ github.repository_owner }}", "bosun-dev");
+        let pushed = format!("{image}:v{}", env!("CARGO_PKG_VERSION"));
+        assert_eq!(super::image(), pushed);
+        assert!(super::dockerfile(crate::Plugin::Helm).contains(&format!("FROM {pushed}\n")));
+    }
 }

@@ -1,8 +1,10 @@
 //! The ClusterServiceVersion: generated from the input, then the hand-written base merged in
-//! as operator-sdk does — the base owns what a person writes (display name, description, icon,
-//! keywords, links, maintainers, provider, maturity, install modes, annotations, the owned CRDs'
-//! descriptions and descriptors), the generator owns what bosun knows (install strategy,
-//! permissions, owned CRDs, version, replaces, examples, related images).
+//! as operator-sdk does — the generator owns what bosun knows (name, version, install strategy
+//! and permissions, the owned CRDs, examples); every other field of the base's `spec` is kept
+//! as written (display name, icon, install modes, `replaces` and `skips`, required CRDs,
+//! `nativeAPIs`, labels, …), the owned CRDs keep the base's descriptions and descriptors, and
+//! the base's `relatedImages` are listed beside the generated ones. A `--replaces` flag names
+//! this release's predecessor, so it wins over the base's.
 use serde_json::{json, Map, Value};
 
 use super::{descriptors, BundleInput};
@@ -19,18 +21,12 @@ const INSTALL_MODES: [(&str, bool); 4] = [
     ("AllNamespaces", true),
 ];
 
-/// Fields of `spec` a base CSV supplies.
-const BASE_SPEC_FIELDS: [&str; 10] = [
-    "displayName",
-    "description",
-    "icon",
-    "keywords",
-    "links",
-    "maintainers",
-    "maturity",
-    "provider",
-    "installModes",
-    "minKubeVersion",
+/// Fields of `spec` bosun generates: a base cannot pin them.
+const GENERATED_SPEC_FIELDS: [&str; 4] = [
+    "install",
+    "version",
+    "customresourcedefinitions",
+    "relatedImages",
 ];
 
 pub fn build(input: &BundleInput) -> Result<Value, Error> {
@@ -249,10 +245,25 @@ fn merge_base(csv: &mut Value, base: &Value, input: &BundleInput) -> Result<(), 
             csv["metadata"]["annotations"][k] = v.clone();
         }
     }
-    for field in BASE_SPEC_FIELDS {
-        if let Some(v) = base["spec"].get(field) {
-            if !v.is_null() {
-                csv["spec"][field] = v.clone();
+    for (field, v) in base["spec"].as_object().into_iter().flatten() {
+        let flag_wins = field == "replaces" && input.replaces.is_some();
+        if v.is_null() || flag_wins || GENERATED_SPEC_FIELDS.contains(&field.as_str()) {
+            continue;
+        }
+        csv["spec"][field] = v.clone();
+    }
+    if let Some(required) = base["spec"]["customresourcedefinitions"].get("required") {
+        if !required.is_null() {
+            csv["spec"]["customresourcedefinitions"]["required"] = required.clone();
+        }
+    }
+    if let (Some(listed), Some(related)) = (
+        base["spec"]["relatedImages"].as_array(),
+        csv["spec"]["relatedImages"].as_array_mut(),
+    ) {
+        for r in listed {
+            if !related.iter().any(|g| g["image"] == r["image"]) {
+                related.push(r.clone());
             }
         }
     }

@@ -217,6 +217,61 @@ fn a_base_csv_supplies_what_a_person_writes() {
     assert_eq!(owned["description"], "A garden.");
 }
 
+/// operator-sdk starts from the base and replaces only what it generates: an upgrade graph, a
+/// dependency, operand images and OLM's other fields written in the base survive.
+#[test]
+fn a_base_csvs_upgrade_graph_dependencies_and_images_are_kept() {
+    let mut i = input();
+    let mut b = base();
+    b["spec"]["replaces"] = json!("garden-operator.v0.1.0");
+    b["spec"]["skips"] = json!(["garden-operator.v0.1.1"]);
+    b["spec"]["customresourcedefinitions"]["required"] = json!([{
+        "name": "soils.earth.example.test", "version": "v1", "kind": "Soil",
+        "displayName": "Soil", "description": "The soil a garden grows in."
+    }]);
+    b["spec"]["relatedImages"] =
+        json!([{"name": "sprinkler", "image": "example.test/sprinkler@sha256:00"}]);
+    b["spec"]["nativeAPIs"] = json!([{"group": "", "version": "v1", "kind": "Pod"}]);
+    b["spec"]["labels"] = json!({"garden": "yes"});
+    b["spec"]["cleanup"] = json!({"enabled": true});
+    i.base = Some(b);
+    let csv = csv_of(&generate(&i).expect("bundle"));
+    let spec = &csv["spec"];
+    assert_eq!(spec["replaces"], "garden-operator.v0.1.0");
+    assert_eq!(spec["skips"][0], "garden-operator.v0.1.1");
+    assert_eq!(
+        spec["customresourcedefinitions"]["required"][0]["name"],
+        "soils.earth.example.test"
+    );
+    assert_eq!(
+        spec["customresourcedefinitions"]["owned"][0]["name"], "gardens.plants.example.test",
+        "the owned CRDs are still generated"
+    );
+    let images: Vec<&str> = spec["relatedImages"]
+        .as_array()
+        .expect("relatedImages")
+        .iter()
+        .filter_map(|r| r["image"].as_str())
+        .collect();
+    assert!(
+        images.contains(&"example.test/sprinkler@sha256:00"),
+        "{images:?}"
+    );
+    assert!(images.contains(&i.image.as_str()), "{images:?}");
+    assert_eq!(spec["nativeAPIs"][0]["kind"], "Pod");
+    assert_eq!(spec["labels"]["garden"], "yes");
+    assert_eq!(spec["cleanup"]["enabled"], true);
+    assert!(
+        spec["install"]["spec"]["deployments"].is_array(),
+        "generated"
+    );
+    assert_eq!(spec["version"], "0.2.0", "generated");
+    // The --replaces flag names this release's predecessor: it wins over the base's.
+    i.replaces = Some("garden-operator.v0.1.9".into());
+    let csv = csv_of(&generate(&i).expect("bundle"));
+    assert_eq!(csv["spec"]["replaces"], "garden-operator.v0.1.9");
+}
+
 #[test]
 fn a_base_of_another_kind_is_refused() {
     let mut i = input();
