@@ -93,3 +93,47 @@ fn error_messages_match_helm_byte_for_byte() {
     }
     assert!(report.is_empty(), "{}", report.join("\n"));
 }
+
+/// The chart's `kubeVersion` checked as Helm's install checks it (its template engine does
+/// not): Helm's own install (`--dry-run=client`, its default version) against bosun's
+/// check with the same default, message for message.
+#[test]
+fn kube_version_constraints_match_helms_install() {
+    let tmp = tempfile::tempdir().unwrap();
+    let constraints = [
+        ">=99.0.0",
+        "<1.20.0",
+        ">=1.25.0-0",
+        "~1.36.0",
+        ">= 1.30, < 1.40",
+        "^1.2",
+        "1.35.x || >=1.36.0-0",
+    ];
+    let charts: Vec<PathBuf> = constraints
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let dir = tmp.path().join(format!("k{i}"));
+            std::fs::create_dir_all(dir.join("templates")).unwrap();
+            std::fs::write(
+                dir.join("Chart.yaml"),
+                format!("apiVersion: v2\nname: kv\nversion: 0.1.0\nkubeVersion: {c:?}\n"),
+            )
+            .unwrap();
+            std::fs::write(dir.join("templates/cm.yaml"), "a: 1\n").unwrap();
+            dir
+        })
+        .collect();
+    let helm = common::oracle_manifests(&charts);
+    for ((chart, h), c) in charts.iter().zip(helm).zip(constraints) {
+        let b = bosun_helm::render::Chart::load(chart)
+            .unwrap()
+            .check_kube_version(None)
+            .map_err(|e| e.message);
+        match (h, b) {
+            (Ok(_), Ok(())) => {}
+            (Err(h), Err(b)) => assert_eq!(h, b, "{c}"),
+            (h, b) => panic!("{c}: helm {h:?}, bosun {b:?}"),
+        }
+    }
+}

@@ -633,6 +633,11 @@ async fn render(
         )));
     }
     let chart = host.flavor.chart.clone();
+    // As Helm's install and upgrade: a chart the cluster's version does not satisfy fails
+    // with Helm's message, an invalid-spec error that waits for a change, not a retry.
+    chart
+        .check_kube_version(opts.kube_version.as_deref())
+        .map_err(|e| Error::Render(e.to_string()))?;
     let rendered = tokio::task::block_in_place(|| chart.render(&opts))
         .map_err(|e| Error::Render(e.to_string()))?;
     let (generic, hook_manifests) =

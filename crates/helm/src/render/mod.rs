@@ -252,6 +252,30 @@ fn exec_error(msg: &str) -> String {
 }
 
 impl Chart {
+    /// Helm's install and upgrade check of the chart's `kubeVersion` constraint against the
+    /// cluster's version (`None`: Helm's default), which its template engine does not make:
+    /// the error is Helm's message, naming the version as the cluster reports it.
+    pub fn check_kube_version(&self, kube_version: Option<&str>) -> Result<(), RenderError> {
+        let constraint = &self.root.node.meta.kube_version;
+        if constraint.is_empty() {
+            return Ok(());
+        }
+        let kube = KubeVersion::parse(kube_version.unwrap_or(DEFAULT_KUBE_VERSION))
+            .map_err(|e| RenderError::new(RenderErrorKind::Values, e))?;
+        // Helm compares the numeric version (`String()`), so a provider's suffix
+        // (`-gke.1245000`, `+k3s1`) does not make it a pre-release.
+        if crate::chart::tree::compatible(constraint, &kube.normalized) {
+            return Ok(());
+        }
+        Err(RenderError::new(
+            RenderErrorKind::Values,
+            format!(
+                "chart requires kubeVersion: {constraint} which is incompatible with Kubernetes {}",
+                kube.version
+            ),
+        ))
+    }
+
     /// Loads a chart directory or `.tgz` and parses all its templates.
     pub fn load(path: &Path) -> Result<Chart, RenderError> {
         let node = Arc::new(load(path)?);
