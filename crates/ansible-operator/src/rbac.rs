@@ -36,6 +36,19 @@ pub fn rbac(entry: &Entry, scan: &Scan) -> Rbac {
     let mut by: BTreeMap<(String, bool, Vec<&str>), Vec<String>> = BTreeMap::new();
     for ((g, kind), u) in &scan.kinds {
         if g == group && kind == &entry.gvk.kind {
+            // The own-kind rules above hold every verb but these: a role that creates or
+            // deletes objects of its own kind (a core-kind entry's role writing ConfigMaps)
+            // needs them too.
+            let mut verbs = Vec::new();
+            if u.manage {
+                verbs.push("create");
+            }
+            if u.delete {
+                verbs.push("delete");
+            }
+            if !verbs.is_empty() {
+                namespaced.push(rule(group, &[&p], &verbs));
+            }
             continue;
         }
         let (resource, ns) = resource_of(&GroupVersionKind::gvk(g, "", kind));

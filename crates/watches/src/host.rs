@@ -242,7 +242,12 @@ impl<F: Flavor> Operator for WatchOperator<F> {
         format!("{}-controller", self.entry.gvk.kind.to_lowercase())
     }
 
+    /// None for a kind of Kubernetes' own groups (a `group: ""` entry watching ConfigMaps):
+    /// the API server serves it, and a CRD for it would be refused.
     fn crds(&self) -> Vec<CustomResourceDefinition> {
+        if crate::kinds::is_builtin_group(&self.entry.gvk.group) {
+            return Vec::new();
+        }
         vec![self.flavor.crd()]
     }
 

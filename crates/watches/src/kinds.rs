@@ -31,6 +31,13 @@ pub fn builtin_group(kind: &str) -> Option<&'static str> {
         .map(|(g, _, _, _)| *g)
 }
 
+/// Whether `group` is one of Kubernetes' own API groups (the core group `""`, `apps`,
+/// `batch`, `*.k8s.io`, ...): an entry watching a kind of it watches what the API server
+/// already serves, and has no CRD to install.
+pub fn is_builtin_group(group: &str) -> bool {
+    group.is_empty() || !group.contains('.') || group.ends_with(".k8s.io")
+}
+
 /// Built-in kinds: (group, kind) → (resource, namespaced).
 const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("", "ConfigMap", "configmaps", true),
@@ -156,5 +163,26 @@ mod tests {
         assert_eq!(r("", "Namespace"), ("namespaces".to_string(), false));
         assert_eq!(r("apps", "Deployment"), ("deployments".to_string(), true));
         assert_eq!(r("example.com", "Widget"), ("widgets".to_string(), true));
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+
+    #[test]
+    fn kubernetes_groups_are_builtin_and_domains_are_not() {
+        for g in [
+            "",
+            "apps",
+            "batch",
+            "networking.k8s.io",
+            "rbac.authorization.k8s.io",
+        ] {
+            assert!(is_builtin_group(g), "{g}");
+        }
+        for g in ["cache.example.com", "test.bosun.dev", "charts.example.com"] {
+            assert!(!is_builtin_group(g), "{g}");
+        }
     }
 }
