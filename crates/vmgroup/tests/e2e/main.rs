@@ -1,5 +1,6 @@
 //! The VmGroup operator end to end: the real API server (the operator as its ServiceAccount)
 //! and a real vcsim. Every assertion about VMs is read back from vcsim.
+mod logins;
 mod migrate;
 mod ownership;
 mod support;

@@ -412,6 +412,31 @@ impl Env {
         }
     }
 
+    /// A credentials Secret `vc-creds` in `ns` with vcsim's user and password and `host`.
+    pub async fn put_secret(&self, ns: &str, host: &str) {
+        let data = [
+            ("VC_USER", self.sim.user.as_str()),
+            ("VC_PASS", self.sim.password.as_str()),
+            ("VC_HOST", host),
+            ("ca.crt", self.sim.ca_pem()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+        .collect();
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some("vc-creds".into()),
+                ..Default::default()
+            },
+            data: Some(data),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(self.admin.clone(), ns)
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("secret");
+    }
+
     /// Sets `VC_PASS` in the credentials Secret.
     pub async fn set_password(&self, password: &str) {
         self.set_secret_key("VC_PASS", password).await;
