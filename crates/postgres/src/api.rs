@@ -432,6 +432,10 @@ pub struct PostgresClusterStatus {
     /// delay counts from here, across operator restarts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary_lost_since: Option<String>,
+    /// Synchronous replication: the standbys the spec asks each commit to wait for, and
+    /// those the primary waits for now (applied live; they differ only while it is applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronous: Option<SynchronousStatus>,
     /// Consecutive polls in which no primary answered (0 while one does): a failover needs
     /// several, never one slow answer.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -444,6 +448,17 @@ pub struct PostgresClusterStatus {
     /// reason and a message.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+}
+
+/// `replication.synchronous` as asked and as applied.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SynchronousStatus {
+    /// `spec.replication.synchronous`.
+    pub desired: i32,
+    /// What the primary applies (`synchronous_standby_names`); absent while unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective: Option<i32>,
 }
 
 /// The cluster's phase.
@@ -481,6 +496,8 @@ pub struct InstanceStatus {
     pub role: String,
     /// The WAL timeline the instance is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Kubernetes knows no `uint32` format (the API server warns on it): int64, at least 0.
+    #[schemars(with = "Option<i64>", range(min = 0))]
     pub timeline: Option<u32>,
     /// The instance's WAL position: written (primary) or replayed (replica).
     #[serde(default, skip_serializing_if = "Option::is_none")]

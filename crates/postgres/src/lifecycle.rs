@@ -53,6 +53,8 @@ pub struct Seen {
     /// A replica whose WAL went past the point its primary's timeline forked: it never
     /// streams until rewound.
     pub diverged: bool,
+    /// A primary: the standbys each commit waits for now (None: unknown).
+    pub synchronous: Option<u32>,
 }
 
 impl Seen {
@@ -73,6 +75,7 @@ impl Seen {
             follows: s.primary.as_deref().and_then(serial_at),
             restore_failed: s.restore_failure.clone(),
             diverged: s.diverged.is_some(),
+            synchronous: s.synchronous,
         }
     }
 }
@@ -140,6 +143,12 @@ pub enum Action {
     Follow {
         serial: u32,
         primary: u32,
+    },
+    /// Make the primary's commits wait for `n` standbys (0: none), live (ALTER SYSTEM and a
+    /// reload).
+    SetSynchronous {
+        serial: u32,
+        n: u32,
     },
     /// Scale down: remove this replica (pod and claim).
     RemoveReplica {
@@ -278,6 +287,19 @@ fn no_members(plan: &Plan, obs: &Observation) -> Action {
 
 fn with_primary(plan: &Plan, obs: &Observation, primary: u32) -> Action {
     let members = &obs.members;
+    let effective = members
+        .iter()
+        .find(|m| m.serial == primary)
+        .and_then(|m| m.seen.as_ref())
+        .and_then(|s| s.synchronous);
+    // Lowered: first, before any replica is removed, or the primary would wait for
+    // standbys that no longer exist (every commit hangs).
+    if effective.is_some_and(|e| e > plan.synchronous) {
+        return Action::SetSynchronous {
+            serial: primary,
+            n: plan.synchronous,
+        };
+    }
     // What the spec fences, unless already fenced.
     if let Some(m) = members
         .iter()
@@ -318,6 +340,13 @@ fn with_primary(plan: &Plan, obs: &Observation, primary: u32) -> Action {
     if count < plan.size {
         return Action::AddReplica {
             serial: obs.latest_serial + 1,
+        };
+    }
+    // Raised: once the replicas that will confirm are there and ready.
+    if effective.is_some_and(|e| e < plan.synchronous) {
+        return Action::SetSynchronous {
+            serial: primary,
+            n: plan.synchronous,
         };
     }
     if count > plan.size {
@@ -512,6 +541,7 @@ mod tests {
                 follows,
                 restore_failed: None,
                 diverged: false,
+                synchronous: None,
             }),
         }
     }
@@ -663,6 +693,7 @@ mod tests {
             follows: None,
             restore_failed: None,
             diverged: false,
+            synchronous: None,
         });
         assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
         // Pod deleted: nothing to fence, promote straight away.
@@ -844,6 +875,7 @@ mod tests {
             error: None,
             restore_failure: None,
             diverged: None,
+            synchronous: None,
             backup: None,
         };
         let seen = Seen::from_state(&state, |addr| (addr == "10.0.0.3:5432").then_some(3));
@@ -857,6 +889,7 @@ mod tests {
                 follows: Some(3),
                 restore_failed: None,
                 diverged: false,
+                synchronous: None,
             }
         );
     }
@@ -902,6 +935,7 @@ mod tests {
                                     follows: Some(1),
                                     restore_failed: None,
                                     diverged: false,
+                                    synchronous: None,
                                 }),
                             })
                             .collect();
@@ -1053,5 +1087,46 @@ mod tests {
         );
         o.members[1] = replica(2, 1, false, 100);
         assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+    }
+
+    fn with_sync(mut m: Member, n: u32) -> Member {
+        if let Some(s) = m.seen.as_mut() {
+            s.synchronous = Some(n);
+        }
+        m
+    }
+
+    /// Issue 32, H3: `{size: 1, synchronous: 0}` on a size-2 cluster waiting for 1 standby:
+    /// the primary stops waiting before its only standby is removed.
+    #[test]
+    fn lowering_synchronous_with_size_applies_before_the_replica_goes() {
+        let p = plan_of(serde_json::json!({"size": 1}));
+        let mut o = obs(
+            vec![with_sync(primary(1, 1, 100), 1), replica(2, 1, true, 100)],
+            Some(1),
+            2,
+        );
+        assert_eq!(decide(&p, &o), Action::SetSynchronous { serial: 1, n: 0 });
+        o.members[0] = with_sync(primary(1, 1, 100), 0);
+        assert_eq!(decide(&p, &o), Action::RemoveReplica { serial: 2 });
+    }
+
+    /// Issue 32, H3: a raised `synchronous` reaches the running primary once its replicas
+    /// are ready; an unknown effective value is left alone.
+    #[test]
+    fn raising_synchronous_applies_to_the_running_primary() {
+        let p = plan_of(serde_json::json!({"size": 2, "replication": {"synchronous": 1}}));
+        let mut o = obs(
+            vec![with_sync(primary(1, 1, 100), 0), replica(2, 1, false, 90)],
+            Some(1),
+            2,
+        );
+        assert_eq!(decide(&p, &o), Action::Wait(Wait::Unready { serial: 2 }));
+        o.members[1] = replica(2, 1, true, 100);
+        assert_eq!(decide(&p, &o), Action::SetSynchronous { serial: 1, n: 1 });
+        o.members[0] = with_sync(primary(1, 1, 100), 1);
+        assert_eq!(decide(&p, &o), Action::Wait(Wait::Healthy));
+        o.members[0] = primary(1, 1, 100);
+        assert_eq!(decide(&p, &o), Action::Wait(Wait::Healthy));
     }
 }

@@ -1663,3 +1663,115 @@ async fn containers_restarted_after_a_switchover_come_back_in_their_current_role
         "two writable servers at once"
     );
 }
+
+/// `SHOW synchronous_standby_names` on the instance at `ip`.
+async fn synchronous_names(ip: &str, password: &str) -> Option<String> {
+    let c = connect(ip, password).await.ok()?;
+    let row = c
+        .query_one("SHOW synchronous_standby_names", &[])
+        .await
+        .ok()?;
+    Some(row.get(0))
+}
+
+/// Issue 32, H3: `replication.synchronous` reaches the running primary (raised: its
+/// commits wait for a standby; the status shows it applied), and lowered together with
+/// `size` it never leaves the primary waiting for the standby that was removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronous_is_applied_live_raised_and_lowered_with_size() {
+    let e = env("pg-sync").await;
+    e.create("pgy", 2).await;
+    let s = e.healthy("pgy", 2).await;
+    let pw = e.password("pgy").await;
+    let ip = ip_of(&s, "pgy-1");
+    assert_eq!(synchronous_names(&ip, &pw).await.as_deref(), Some(""));
+
+    e.patch(
+        "pgy",
+        serde_json::json!({"replication": {"synchronous": 1}}),
+    )
+    .await;
+    e.status_until("pgy", "synchronous 1 applied", |s| {
+        s.synchronous
+            .as_ref()
+            .is_some_and(|y| y.desired == 1 && y.effective == Some(1))
+    })
+    .await;
+    let names = eventually(60, || async {
+        let n = synchronous_names(&ip, &pw).await?;
+        (n == "ANY 1 (*)").then_some(n)
+    })
+    .await;
+    assert!(names.is_some(), "the primary does not wait for a standby");
+
+    e.patch(
+        "pgy",
+        serde_json::json!({"size": 1, "replication": {"synchronous": 0}}),
+    )
+    .await;
+    e.healthy("pgy", 1).await;
+    let s = e
+        .clusters
+        .get("pgy")
+        .await
+        .expect("cluster")
+        .status
+        .expect("status");
+    assert_eq!(
+        s.synchronous.as_ref().and_then(|y| y.effective),
+        Some(0),
+        "{s:#?}"
+    );
+    let c = connect(&ip, &pw).await.expect("primary");
+    c.batch_execute(
+        "SET statement_timeout = '5s'; CREATE TABLE t (v text); INSERT INTO t VALUES ('alone')",
+    )
+    .await
+    .expect("a commit on the lone primary waits for a standby that is gone");
+}
+
+/// Issue 32, M14: a drain may take one instance at a time (a `policy/v1` budget owned by the
+/// cluster), and the kubelet waits out the manager's fast shutdown before SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disruption_budget_guards_the_cluster_and_pods_outlast_the_stop_deadline() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let e = env("pg-pdb").await;
+    e.create("pgd", 1).await;
+    e.healthy("pgd", 1).await;
+    let pdbs: Api<PodDisruptionBudget> =
+        Api::namespaced(e.clusters.clone().into_client(), &e.ns);
+    let pdb = pdbs
+        .get("pgd")
+        .await
+        .expect("the cluster's PodDisruptionBudget");
+    let spec = pdb.spec.expect("spec");
+    assert_eq!(spec.max_unavailable, Some(IntOrString::Int(1)));
+    let uid = e.clusters.get("pgd").await.expect("cluster").uid();
+    assert!(
+        pdb.metadata
+            .owner_references
+            .unwrap_or_default()
+            .iter()
+            .any(|o| Some(&o.uid) == uid.as_ref()),
+        "not owned by the cluster"
+    );
+    let selected = spec
+        .selector
+        .and_then(|s| s.match_labels)
+        .expect("a label selector");
+    let pod = e.pods.get("pgd-1").await.expect("pod");
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    assert!(
+        selected.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        "{selected:?} does not select {labels:?}"
+    );
+    let grace = pod
+        .spec
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30);
+    assert!(
+        grace > bosun_postgres::instance::STOP_DEADLINE_SECS as i64,
+        "grace period {grace}s"
+    );
+}

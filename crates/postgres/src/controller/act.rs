@@ -94,8 +94,12 @@ impl Act<'_> {
             Action::BeginSwitchover { from, .. } => Ok(self.required(*from)?.fence().await?),
             Action::Promote { serial } => {
                 self.required(*serial)?.promote().await?;
-                self.label_role(*serial, "primary").await
+                self.label_role(*serial, "primary").await?;
+                // The promoted replica's setting is the one its base backup copied, or its
+                // pod's: the spec's applies now, not one cycle later.
+                self.set_synchronous(*serial, self.plan.synchronous).await
             }
+            Action::SetSynchronous { serial, n } => self.set_synchronous(*serial, *n).await,
             Action::Follow { serial, primary } => {
                 let addr = self
                     .seen
@@ -131,6 +135,23 @@ impl Act<'_> {
             .iter()
             .find(|(_, s)| s.role == StateRole::Primary)
             .map(|(serial, _)| *serial)
+    }
+
+    /// ALTER SYSTEM and a reload on `serial`'s PostgreSQL; the next poll reads it back (the
+    /// status shows the effective value).
+    async fn set_synchronous(&self, serial: u32, n: u32) -> Result<(), Error> {
+        let addr = self
+            .seen
+            .addr_of(serial)
+            .ok_or_else(|| Error::NotYet(format!("{} has no IP", self.name(serial))))?;
+        let host = addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(&addr);
+        let client =
+            crate::instance::connect_remote(host, PG_PORT, SUPERUSER, self.superuser_password)
+                .await
+                .map_err(|e| Error::NotYet(format!("{}: {e}", self.name(serial))))?;
+        crate::instance::sql::set_synchronous(&client, n)
+            .await
+            .map_err(|e| Error::NotYet(format!("{}: {e}", self.name(serial))))
     }
 
     /// `host:port` of the running primary.

@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{
     ResourceRequirements, Secret, SecretKeySelector, Service, ServicePort, ServiceSpec, Volume,
     VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -218,6 +219,29 @@ pub fn backup_claim(plan: &Plan) -> Option<PersistentVolumeClaim> {
         }),
         ..Default::default()
     })
+}
+
+/// The pods' grace period: the manager's stop deadline and 30 s to exit after it.
+pub const GRACE_PERIOD_SECONDS: i64 = crate::instance::STOP_DEADLINE_SECS as i64 + 30;
+
+/// At most one instance down by a voluntary disruption (a drain, an eviction) at a time: a
+/// drain never takes the primary and a replica together. Named as the cluster; owned by it.
+pub fn disruption_budget(plan: &Plan, owner: &OwnerReference) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: meta(plan, plan.name.clone(), owner),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    CLUSTER_LABEL.to_string(),
+                    plan.name.clone(),
+                )])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
 
 pub fn service(plan: &Plan, owner: &OwnerReference) -> Service {
@@ -535,8 +559,9 @@ fn pod_with(
             node_selector: (!plan.pod.node_selector.is_empty())
                 .then(|| plan.pod.node_selector.clone()),
             affinity: affinity(plan),
-            // A fast shutdown flushes WAL to the replicas; give it time before SIGKILL.
-            termination_grace_period_seconds: Some(30),
+            // A fast shutdown flushes WAL to the replicas: the manager's own deadline, and
+            // time to exit after it, before the kubelet's SIGKILL.
+            termination_grace_period_seconds: Some(GRACE_PERIOD_SECONDS),
             ..Default::default()
         }),
         ..Default::default()

@@ -34,6 +34,7 @@ use bosun_runtime::status::StatusWriter;
 use bosun_runtime::{apply::Applier, Primary, Wiring};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
@@ -112,6 +113,7 @@ impl Operator for PostgresOperator {
                     &["get", "list", "watch", "create", "patch", "delete"],
                 ),
                 rule("", &["secrets", "services"], &["get", "create"]),
+                rule("policy", &["poddisruptionbudgets"], &["get", "create"]),
             ],
             // Whether a StorageClass allows expansion, before growing the claims.
             cluster: vec![rule(
@@ -205,6 +207,7 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         None
     } else {
         ensure_service(&ctx.client, &plan, &owner).await?;
+        ensure_disruption_budget(&ctx.client, &plan, &owner).await?;
         ensure_backup_claim(&ctx.client, &plan).await?;
         Some(ensure_secret(&ctx.client, &plan, &owner).await?)
     };
@@ -491,6 +494,7 @@ async fn announce(pc: &PostgresCluster, ctx: &Context, plan: &Plan, action: &Act
         Action::CreateSeed { .. } => (false, Reason::CreatingSeed),
         Action::AddReplica { .. } => (false, Reason::AddingReplica),
         Action::RemoveReplica { .. } => (false, Reason::RemovingReplica),
+        Action::SetSynchronous { .. } => (false, Reason::SettingSynchronous),
         Action::StartPod { .. } => (false, Reason::RestartingInstance),
         Action::RemoveMember { .. } => (true, Reason::RemovingMember),
         Action::Fence { .. } => (true, Reason::Fencing),
@@ -577,6 +581,29 @@ async fn ensure_service(
     }
     match api
         .create(&PostParams::default(), &build::service(plan, owner))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The PodDisruptionBudget, made once (nothing in it follows the spec).
+async fn ensure_disruption_budget(
+    client: &Client,
+    plan: &Plan,
+    owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+) -> Result<(), Error> {
+    let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &plan.namespace);
+    if api.get_opt(&plan.name).await?.is_some() {
+        return Ok(());
+    }
+    match api
+        .create(
+            &PostParams::default(),
+            &build::disruption_budget(plan, owner),
+        )
         .await
     {
         Ok(_) => Ok(()),

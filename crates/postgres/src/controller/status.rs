@@ -54,6 +54,17 @@ pub fn build(
             .or_else(|| prev.primary_last_lsn.clone()),
         _ => prev.primary_last_lsn.clone(),
     };
+    let synchronous = Some(crate::api::SynchronousStatus {
+        desired: i32::try_from(plan.synchronous).unwrap_or(i32::MAX),
+        effective: match primaries.as_slice() {
+            [one] => seen
+                .states
+                .get(one)
+                .and_then(|s| s.synchronous)
+                .and_then(|n| i32::try_from(n).ok()),
+            _ => prev.synchronous.as_ref().and_then(|s| s.effective),
+        },
+    });
     let primary_lost_since = if primaries.is_empty() {
         prev.primary_lost_since
             .clone()
@@ -165,6 +176,7 @@ pub fn build(
         primary_lost_since,
         primary_missed_polls,
         primary_last_lsn,
+        synchronous,
         conditions,
     }
 }
@@ -184,6 +196,7 @@ fn phase(action: &Action, no_primary: bool) -> (Phase, Reason) {
         Action::CreateSeed { .. } => (Phase::Creating, Reason::CreatingSeed),
         Action::AddReplica { .. } => (Phase::Scaling, Reason::AddingReplica),
         Action::RemoveReplica { .. } => (Phase::Scaling, Reason::RemovingReplica),
+        Action::SetSynchronous { .. } => (Phase::Scaling, Reason::SettingSynchronous),
         Action::StartPod { .. } => (Phase::Recovering, Reason::RestartingInstance),
         Action::RemoveMember { .. } => (Phase::Recovering, Reason::RemovingMember),
         Action::Fence { .. } if no_primary => (Phase::FailingOver, Reason::Fencing),
@@ -243,6 +256,13 @@ pub fn describe(plan: &Plan, action: &Action) -> String {
             format!("{} rejoins as a replica of {}", n(serial), n(primary))
         }
         Action::RemoveReplica { serial } => format!("removing the replica {}", n(serial)),
+        Action::SetSynchronous { serial, n: 0 } => {
+            format!("making {}'s commits asynchronous", n(serial))
+        }
+        Action::SetSynchronous { serial, n: count } => format!(
+            "making {}'s commits wait for {count} standby(s)",
+            n(serial)
+        ),
         Action::Fail(why) => why.clone(),
     }
 }
@@ -277,6 +297,7 @@ mod tests {
             error: None,
             restore_failure: None,
             diverged: None,
+            synchronous: None,
             backup: None,
         }
     }

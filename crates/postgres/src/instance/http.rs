@@ -150,6 +150,7 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         error: s.error.clone(),
         restore_failure: s.restore_failure.clone(),
         diverged: None,
+        synchronous: None,
         backup: None,
     };
     if s.phase != Phase::Running {
@@ -179,6 +180,7 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         // shows each attempt as `streaming`: never ready.
         st.ready = !o.in_recovery || (o.streaming && o.diverged.is_none());
         st.diverged = o.diverged;
+        st.synchronous = o.synchronous;
         st.timeline = o.timeline;
         st.lsn = o.lsn;
         st.received_lsn = o.received_lsn;

@@ -21,7 +21,7 @@ use super::state::Rejoin;
 /// replica reaching a consistent state).
 const START_DEADLINE: Duration = Duration::from_secs(300);
 /// A fast shutdown that takes longer than this is finished with SIGKILL.
-const STOP_DEADLINE: Duration = Duration::from_secs(60);
+const STOP_DEADLINE: Duration = Duration::from_secs(super::STOP_DEADLINE_SECS);
 
 /// What the operator may ask of an instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +112,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         shared,
         child: None,
         recovery: None,
+        fresh: false,
     };
     let result = m.supervise(rx, &shutdown).await;
     m.stop().await;
@@ -127,6 +128,10 @@ struct Manager {
     child: Option<Child>,
     /// The restore settings of the next start (a restore's one start only).
     recovery: Option<Vec<String>>,
+    /// The data was just made (initdb, restore): its synchronous setting comes from the pod.
+    /// Otherwise the operator sets it live, and a pod's env (fixed at its creation) would
+    /// undo a later change at every restart or promotion.
+    fresh: bool,
 }
 
 enum Event {
@@ -234,12 +239,14 @@ impl Manager {
                     info!(instance = %self.cfg.name, backup = %chosen.id, ?target, "restoring from the base backup, then the archived WAL");
                     self.recovery =
                         Some(super::pg::recovery_args(&self.cfg, &from, target.as_ref()));
+                    self.fresh = true;
                 }
                 (Role::Primary, _) => {
                     info!(instance = %self.cfg.name, "initdb");
                     self.pg
                         .initdb(&self.cfg.credentials, &self.cfg.initdb)
                         .await?;
+                    self.fresh = true;
                 }
                 (Role::Replica, Some(primary)) => {
                     info!(instance = %self.cfg.name, %primary, "joining with a base backup");
@@ -312,7 +319,6 @@ impl Manager {
                 self.record(Role::Primary, None)?;
                 sql::ensure_roles(&client, &self.cfg.credentials, self.cfg.initdb.app.as_ref())
                     .await?;
-                sql::set_synchronous(&client, self.cfg.synchronous).await?;
                 let mut s = self.lock();
                 s.role = Role::Primary;
                 s.primary = None;
@@ -422,7 +428,9 @@ impl Manager {
         };
         if role == Role::Primary {
             sql::ensure_roles(&client, &self.cfg.credentials, self.cfg.initdb.app.as_ref()).await?;
-            sql::set_synchronous(&client, self.cfg.synchronous).await?;
+            if std::mem::take(&mut self.fresh) {
+                sql::set_synchronous(&client, self.cfg.synchronous).await?;
+            }
         }
         self.lock().phase = Phase::Running;
         info!(instance = %self.cfg.name, ?role, "postgres is running");

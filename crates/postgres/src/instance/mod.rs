@@ -33,6 +33,10 @@ pub use manager::run;
 pub use sql::connect_remote;
 pub use state::{parse_lsn, BackupState, InstanceState, Rejoin, StateRole};
 
+/// How long the manager gives PostgreSQL's fast shutdown before SIGKILL; the pod's grace
+/// period must outlast it, or the kubelet kills first and unsent WAL is lost as in a crash.
+pub const STOP_DEADLINE_SECS: u64 = 60;
+
 /// The database superuser (also used by `pg_rewind` on a source server).
 pub const SUPERUSER: &str = "postgres";
 /// The role replicas stream with.

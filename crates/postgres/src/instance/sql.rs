@@ -219,6 +219,22 @@ pub struct Observed {
     /// A replica: why it cannot follow the newest timeline it knows of (see
     /// [`super::timeline`]).
     pub diverged: Option<String>,
+    /// A primary: the standbys each commit waits for now (`ANY n (*)` → n, empty → 0;
+    /// None: a value bosun did not set).
+    pub synchronous: Option<u32>,
+}
+
+/// `ANY n (*)` → n, empty → 0; anything else (set by hand) → None.
+pub fn parse_synchronous(names: &str) -> Option<u32> {
+    let t = names.trim();
+    if t.is_empty() {
+        return Some(0);
+    }
+    t.strip_prefix("ANY ")?
+        .strip_suffix(" (*)")?
+        .trim()
+        .parse()
+        .ok()
 }
 
 pub async fn observe(client: &Client) -> Result<Observed, Error> {
@@ -232,7 +248,8 @@ pub async fn observe(client: &Client) -> Result<Observed, Error> {
         // checkpoint that would update pg_control's.
         let row = client
             .query_one(
-                "SELECT pg_current_wal_lsn()::text, pg_walfile_name(pg_current_wal_lsn())",
+                "SELECT pg_current_wal_lsn()::text, pg_walfile_name(pg_current_wal_lsn()), \
+                 current_setting('synchronous_standby_names')",
                 &[],
             )
             .await
@@ -247,6 +264,7 @@ pub async fn observe(client: &Client) -> Result<Observed, Error> {
             received_lsn: None,
             streaming: false,
             diverged: None,
+            synchronous: parse_synchronous(row.get(2)),
         });
     }
     let row = client
@@ -275,6 +293,7 @@ pub async fn observe(client: &Client) -> Result<Observed, Error> {
         received_lsn: row.get(1),
         streaming: row.get::<_, Option<bool>>(3).unwrap_or(false),
         diverged,
+        synchronous: None,
     })
 }
 

@@ -53,6 +53,10 @@ pub struct InstanceState {
     /// stream from that primary: a rewind is needed): why. It is never ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diverged: Option<String>,
+    /// A primary: the standbys each commit waits for now (None: unknown, or not a value
+    /// bosun sets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronous: Option<u32>,
     /// The backup store as this instance sees it (an instance with a store only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupState>,
