@@ -192,3 +192,69 @@ async fn a_playbook_finds_the_projects_roles_under_real_ansible() {
     assert_eq!(cm.data.expect("data")["tag"], "gamma");
     op.stop().await;
 }
+
+/// Backup and restore kinds in real operators' shape: the Backup copies a ConfigMap and says
+/// where in its status, the Restore reads that and writes the data back under another name,
+/// and deleting the Backup runs its finalizer (the entry's role with `state: absent`), which
+/// removes the copy before the Backup goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_and_restore_kinds_converge_and_the_finalizer_cleans_up() {
+    let env = env("ao-backup").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Backup, role: backup, vars: {state: present},\n   finalizer: {name: test.bosun.dev/backup, vars: {state: absent}}}\n- {group: test.bosun.dev, version: v1alpha1, kind: Restore, role: restore}\n",
+    );
+    let ops = operators(&w);
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    let op = start(&env, ops, USER).await;
+    let cms = Api::<ConfigMap>::namespaced(env.admin.clone(), &env.ns);
+    let source: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "app-config"}, "data": {"db": "postgres", "replicas": "3"}
+    }))
+    .expect("configmap");
+    cms.create(&kube::api::PostParams::default(), &source)
+        .await
+        .expect("create");
+    let backups = resource("test.bosun.dev", "v1alpha1", "Backup");
+    let restores = resource("test.bosun.dev", "v1alpha1", "Restore");
+    create_json(
+        &env,
+        &backups,
+        json!({"apiVersion": "test.bosun.dev/v1alpha1", "kind": "Backup",
+               "metadata": {"name": "nightly"}, "spec": {"source": "app-config"}}),
+    )
+    .await;
+    let b = wait_for(&env, &backups, "nightly", 60, "Successful", |o| {
+        has(o, "Successful", "True", Some("Successful"))
+    })
+    .await;
+    assert_eq!(b.data["status"]["backupConfigMap"], "backup-nightly");
+    create_json(
+        &env,
+        &restores,
+        json!({"apiVersion": "test.bosun.dev/v1alpha1", "kind": "Restore",
+               "metadata": {"name": "back"}, "spec": {"backupName": "nightly", "target": "app-config-restored"}}),
+    )
+    .await;
+    wait_for(&env, &restores, "back", 60, "Successful", |o| {
+        has(o, "Successful", "True", Some("Successful"))
+    })
+    .await;
+    let restored = cms.get("app-config-restored").await.expect("restored");
+    assert_eq!(restored.data, source.data);
+    // The finalizer runs the role with state: absent, then lets the Backup go.
+    api(&env, &backups)
+        .delete("nightly", &Default::default())
+        .await
+        .expect("delete");
+    let gone = eventually(60, || async {
+        let b = api(&env, &backups).get_opt("nightly").await.ok()?;
+        let copy = cms.get_opt("backup-nightly").await.ok()?;
+        (b.is_none() && copy.is_none()).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the Backup and its copy are gone");
+    op.stop().await;
+}
