@@ -349,3 +349,45 @@ async fn a_group_clones_from_a_real_vsphere_template() {
     env.wait_vms("ubu", &["ubu-1", "ubu-2"], 1, 1).await;
     env.stop().await;
 }
+
+/// A VM (here a template) that happens to sit at the group's folder path is no folder: the
+/// group refuses it as not its own, and deleting the group leaves it (the audit's case c).
+#[tokio::test]
+async fn a_vm_at_the_groups_folder_path_is_neither_used_nor_destroyed() {
+    let env = support::env("vg-vmpath", None).await;
+    let source = env
+        .vc
+        .require_path(&format!("{PARENT}/{TEMPLATE}"))
+        .await
+        .expect("vcsim's VM");
+    let parent = env.vc.require_path(PARENT).await.expect("parent");
+    let shape = bosun_vsphere::Shape {
+        num_cpus: 1,
+        memory_mb: 32,
+    };
+    let squatter = env
+        .vc
+        .clone_vm(&source, &parent, &format!("{}_web", env.ns), shape)
+        .await
+        .expect("a VM named like the folder");
+    env.vc.mark_as_template(&squatter).await.expect("template");
+    env.create("web", 1, 1, TEMPLATE, 1).await;
+    let vg = env
+        .wait_status("web", "ERROR", |s| s.phase == "ERROR")
+        .await;
+    let st = vg.status.expect("st");
+    let d = find(&st.conditions, "Degraded").expect("Degraded");
+    assert_eq!(d.reason, "FolderNotOwned");
+    env.api()
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete");
+    env.wait_gone(&env.ns, "web").await;
+    let still = env
+        .vc
+        .vms(std::slice::from_ref(&squatter))
+        .await
+        .expect("read");
+    assert_eq!(still.len(), 1, "the template at the path still exists");
+    env.stop().await;
+}
