@@ -169,3 +169,37 @@ pub async fn install(
     install_crds(client, crds).await?;
     grant(client, role_name, rules, user).await
 }
+
+/// Server-side applies one CRD as raw JSON and returns the API server's `Warning` headers
+/// (kube's client drops them): what a newer server only tolerates shows up there first.
+pub async fn apply_crd_warnings(
+    client: &Client,
+    crd: &serde_json::Value,
+) -> Result<Vec<String>, TestEnvError> {
+    let name = crd["metadata"]["name"]
+        .as_str()
+        .ok_or_else(|| TestEnvError::Setup("a CRD without a name".into()))?;
+    let body = serde_json::to_vec(crd).map_err(|e| TestEnvError::Setup(e.to_string()))?;
+    let req = http::Request::patch(format!(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}?fieldManager={MANAGER}&force=true"
+    ))
+    .header("content-type", "application/apply-patch+yaml")
+    .body(kube::client::Body::from(body))
+    .map_err(|e| TestEnvError::Setup(e.to_string()))?;
+    let resp = client.send(req).await?;
+    let status = resp.status();
+    let warnings: Vec<String> = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect();
+    if !status.is_success() {
+        let body = resp.into_body().collect_bytes().await.unwrap_or_default();
+        return Err(TestEnvError::Setup(format!(
+            "CRD {name} refused: {status}: {}",
+            String::from_utf8_lossy(&body)
+        )));
+    }
+    Ok(warnings)
+}
