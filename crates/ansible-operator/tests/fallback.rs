@@ -698,3 +698,73 @@ async fn the_reconcile_period_runs_the_role_again() {
     three_runs(&env, "period").await;
     op.stop().await;
 }
+
+/// A role that generates a password once (the `password` lookup, outside the native subset:
+/// the whole entry runs under real Ansible) and keeps it: a later run, after a spec change,
+/// finds the Secret and leaves the password as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_generated_once_is_kept() {
+    let env = env("ao-password").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Widget, role: keeps_password}\n",
+    );
+    let ops = load(&w, EngineFlag::Auto, Some(real_ansible())).expect("loads");
+    let why = &ops[0].flavor().fallback.as_ref().expect("real Ansible").why;
+    assert!(why.contains("lookup plugin 'password'"), "{why}");
+    let ops: Vec<Arc<dyn Operator>> = ops
+        .into_iter()
+        .map(|o| Arc::new(o) as Arc<dyn Operator>)
+        .collect();
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    grant_resources(&env, "secrets").await;
+    let op = start(&env, ops, USER).await;
+    widget(&env, "app", json!({"size": 1})).await;
+    let seen = |n: i64| move |o: &kube::api::DynamicObject| o.data["status"]["seenSize"] == n;
+    wait_for(&env, &widgets(), "app", 180, "first run", seen(1)).await;
+    let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.admin.clone(), &env.ns);
+    let password =
+        |s: k8s_openapi::api::core::v1::Secret| s.data.expect("data")["password"].0.clone();
+    let first = password(secrets.get("app-admin").await.expect("the Secret"));
+    assert_eq!(first.len(), 24);
+    api(&env, &widgets())
+        .patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}})),
+        )
+        .await
+        .expect("patch");
+    wait_for(&env, &widgets(), "app", 180, "second run", seen(2)).await;
+    let second = password(secrets.get("app-admin").await.expect("the Secret"));
+    assert_eq!(first, second, "the password is generated once");
+    op.stop().await;
+}
+
+/// Grants the operator's user every verb a role uses on `resource` (core group).
+async fn grant_resources(env: &Env, resource: &str) {
+    let name = format!("bosun-fallback-test-{resource}-{}", env.ns);
+    let pp = PatchParams::apply("bosun-test").force();
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": [""], "resources": [resource],
+                   "verbs": ["get", "list", "watch", "create", "patch", "delete"]}]
+    }))
+    .expect("role");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(env.admin.clone())
+        .patch(&name, &pp, &Patch::Apply(&role))
+        .await
+        .expect("role");
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "User", "name": USER, "apiGroup": "rbac.authorization.k8s.io"}]
+    }))
+    .expect("binding");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(env.admin.clone())
+        .patch(&name, &pp, &Patch::Apply(&binding))
+        .await
+        .expect("binding");
+}
