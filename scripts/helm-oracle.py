@@ -14,6 +14,10 @@ Usage:
   helm-oracle.py batch < jobs.json
       Jobs [{"chart": path, "values_files": [paths], "set": [strings], "opts": obj}];
       values files are parsed by Helm and merged; prints [{"values": obj, "result": ...}].
+  helm-oracle.py setstring < expressions.json
+      Each expression parsed by Helm's strvals.ParseString (`--set-string`, what
+      helm-operator does with a watches entry's `overrideValues`); prints a JSON list of
+      {"ok": values} or {"err": message}.
   helm-oracle.py bench CHART VALUES_JSON OPTS_JSON N
       Prints the median load and render times in milliseconds.
 Values are passed as JSON, so numbers are float64 as with `helm template -f`.
@@ -120,6 +124,14 @@ def main():
             print(json.dumps([install_manifest(c, root) for c in cases]))
     elif cmd == "batch":
         print(json.dumps([run_job(j) for j in json.load(sys.stdin)]))
+    elif cmd == "setstring":
+        out = []
+        for expr in json.load(sys.stdin):
+            try:
+                out.append({"ok": helm.parse_set_string_values(expr)})
+            except Exception as e:  # noqa: BLE001 - the message is the result
+                out.append({"err": str(e)})
+        print(json.dumps(out))
     elif cmd == "bench":
         chart_path, values_json, opts_json, n = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
         loads, renders = [], []

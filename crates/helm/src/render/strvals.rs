@@ -13,19 +13,69 @@ pub fn parse_into(s: &str, into: &mut Data, string_only: bool) -> Result<(), Str
         string_only,
     };
     while p.i < p.chars.len() {
-        let (key_path, has_value) = p.key()?;
-        let val = if has_value {
-            p.value()?
-        } else {
-            return Err(format!("key {key_path:?} has no value"));
+        let Some((key_path, end)) = p.key()? else {
+            // An index cut short by the end of the text: Go's parser meets EOF there and
+            // stops, setting nothing.
+            return Ok(());
         };
-        set_path(into, &key_path, val)?;
+        let last = || match key_path.last() {
+            Some(Seg::Key(k)) => k.clone(),
+            _ => String::new(),
+        };
+        match end {
+            KeyEnd::Value => {}
+            KeyEnd::Comma => {
+                return Err(format!(
+                    "key {} has no value (cannot end with ,)",
+                    crate::value::format::quote(&last(), false)
+                ))
+            }
+            KeyEnd::Eof => {
+                return Err(format!(
+                    "key {} has no value",
+                    crate::value::format::quote(&last(), false)
+                ))
+            }
+        }
+        let val = p.value()?;
+        // Go's `set` skips an empty key: `=x` and `.a=x` set nothing, and a named map
+        // left empty by it (`a.=x`, `a..b=x`) is an error.
+        match key_path
+            .iter()
+            .position(|s| matches!(s, Seg::Key(k) if k.is_empty()))
+        {
+            None => set_path(into, &key_path, val)?,
+            Some(0) => {}
+            Some(j) => {
+                let parent = match &key_path[j - 1] {
+                    Seg::Key(k) => k.clone(),
+                    Seg::Index(_) => String::new(),
+                };
+                return Err(format!(
+                    "key map {} has no value",
+                    crate::value::format::quote(&parent, false)
+                ));
+            }
+        }
         if p.i < p.chars.len() && p.chars[p.i] == ',' {
             p.i += 1;
         }
     }
     Ok(())
 }
+
+/// How a key ended.
+enum KeyEnd {
+    /// At `=`: a value follows.
+    Value,
+    /// At `,`: no value.
+    Comma,
+    /// At the end of the text: no value.
+    Eof,
+}
+
+/// Helm's largest list index.
+const MAX_INDEX: i64 = 65536;
 
 #[derive(Clone, Debug)]
 enum Seg {
@@ -40,10 +90,14 @@ struct Parser {
 }
 
 impl Parser {
-    /// Reads `a.b[0].c=` and returns the path segments.
-    fn key(&mut self) -> Result<(Vec<Seg>, bool), String> {
+    /// Reads `a.b[0].c=` and returns the path segments (empty keys included, as Go's
+    /// recursive parser sees them) and how the key ended; `None` when an index runs to
+    /// the end of the text.
+    fn key(&mut self) -> Result<Option<(Vec<Seg>, KeyEnd)>, String> {
         let mut segs = Vec::new();
         let mut cur = String::new();
+        // Right after `]`, a `.` or `=` does not end an (empty) key of its own.
+        let mut after_index = false;
         while self.i < self.chars.len() {
             let c = self.chars[self.i];
             self.i += 1;
@@ -53,49 +107,57 @@ impl Parser {
                         cur.push(n);
                         self.i += 1;
                     }
+                    after_index = false;
                 }
                 '.' => {
-                    if !cur.is_empty() {
+                    if !after_index {
                         segs.push(Seg::Key(std::mem::take(&mut cur)));
                     }
+                    after_index = false;
                 }
                 '[' => {
-                    if !cur.is_empty() {
+                    if !after_index || !cur.is_empty() {
                         segs.push(Seg::Key(std::mem::take(&mut cur)));
                     }
-                    let end = self.chars[self.i..]
-                        .iter()
-                        .position(|&x| x == ']')
-                        .ok_or("missing ']'")?;
+                    let Some(end) = self.chars[self.i..].iter().position(|&x| x == ']') else {
+                        self.i = self.chars.len();
+                        return Ok(None);
+                    };
                     let idx: String = self.chars[self.i..self.i + end].iter().collect();
-                    let n: usize = idx.parse().map_err(|_| format!("invalid index {idx:?}"))?;
-                    if n > 65536 {
+                    let n = go_atoi(&idx).map_err(|e| format!("error parsing index: {e}"))?;
+                    if n < 0 {
+                        return Err(format!("negative {n} index not allowed"));
+                    }
+                    if n > MAX_INDEX {
                         return Err(format!(
-                            "index of {n} is greater than maximum supported index value of 65536"
+                            "index of {n} is greater than maximum supported index of {MAX_INDEX}"
                         ));
                     }
-                    segs.push(Seg::Index(n));
+                    segs.push(Seg::Index(n as usize));
                     self.i += end + 1;
+                    after_index = true;
                 }
-                '=' => {
-                    if !cur.is_empty() {
+                '=' | ',' => {
+                    if !after_index {
                         segs.push(Seg::Key(cur));
                     }
-                    return Ok((segs, true));
+                    let end = if c == '=' {
+                        KeyEnd::Value
+                    } else {
+                        KeyEnd::Comma
+                    };
+                    return Ok(Some((segs, end)));
                 }
-                ',' => {
-                    if !cur.is_empty() {
-                        segs.push(Seg::Key(cur));
-                    }
-                    return Ok((segs, false));
+                c => {
+                    cur.push(c);
+                    after_index = false;
                 }
-                c => cur.push(c),
             }
         }
-        if !cur.is_empty() {
+        if !after_index {
             segs.push(Seg::Key(cur));
         }
-        Ok((segs, false))
+        Ok(Some((segs, KeyEnd::Eof)))
     }
 
     fn value(&mut self) -> Result<Data, String> {
@@ -162,6 +224,23 @@ impl Parser {
             }
         }
     }
+}
+
+/// Go's `strconv.Atoi`, with its error texts.
+fn go_atoi(s: &str) -> Result<i64, String> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "strconv.Atoi: parsing {}: invalid syntax",
+            crate::value::format::quote(s, false)
+        ));
+    }
+    s.parse::<i64>().map_err(|_| {
+        format!(
+            "strconv.Atoi: parsing {}: value out of range",
+            crate::value::format::quote(s, false)
+        )
+    })
 }
 
 fn set_path(into: &mut Data, path: &[Seg], val: Data) -> Result<(), String> {

@@ -249,3 +249,38 @@ pub fn oracle_manifests(charts: &[PathBuf]) -> Vec<Result<String, String>> {
         })
         .collect()
 }
+
+/// Helm's `strvals.ParseString` (`--set-string`) on each expression: the values, or the error.
+pub fn oracle_set_string(exprs: &[String]) -> Vec<Result<Data, String>> {
+    let input = format!(
+        "[{}]",
+        exprs.iter().map(|e| js(e)).collect::<Vec<_>>().join(",")
+    );
+    let mut child = Command::new(venv_python())
+        .arg(repo_root().join("scripts/helm-oracle.py"))
+        .arg("setstring")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the oracle");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "oracle failed");
+    let Data::List(items) = Data::from_json_float(&String::from_utf8_lossy(&out.stdout)).unwrap()
+    else {
+        panic!("oracle output is not a list")
+    };
+    items
+        .into_iter()
+        .map(|it| match (it.lookup("ok"), it.lookup("err")) {
+            (Some(v), _) => Ok(v.clone()),
+            (_, Some(e)) => Err(e.as_str().unwrap_or("").to_string()),
+            _ => Err("no result".into()),
+        })
+        .collect()
+}
