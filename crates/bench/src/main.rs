@@ -27,6 +27,7 @@ use bosun_testenv::{ControlPlane, Options};
 use clap::Parser;
 use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Client, CustomResourceExt, ResourceExt};
@@ -290,19 +291,9 @@ async fn case_sample_controller(args: &Args, n: usize) -> anyhow::Result<Row> {
     let assets = bosun_testenv::assets_dir();
     let crd_yaml = std::fs::read_to_string(assets.join("sample-controller-crd.yaml"))
         .context("sample-controller CRD (run scripts/setup-assets.sh)")?;
-    let crd: Value = serde_yaml::from_str(&crd_yaml)?;
-    let v1beta1 = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(
-            "apiextensions.k8s.io",
-            "v1beta1",
-            "CustomResourceDefinition",
-        ),
-        "customresourcedefinitions",
-    );
-    let crds: Api<DynamicObject> = Api::all_with(client.clone(), &v1beta1);
-    crds.create(&PostParams::default(), &serde_json::from_value(crd)?)
-        .await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // apiextensions.k8s.io/v1, as sample-controller ships it since 1.22.
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&crd_yaml)?;
+    bosun_testenv::kit::install_crds(&client, [crd]).await?;
     let op =
         Operator::sample_controller(&assets.join("sample-controller"), cp.kubeconfig()).await?;
     let before = Counts::read(&cp, &client).await?;
@@ -316,9 +307,9 @@ async fn case_sample_controller(args: &Args, n: usize) -> anyhow::Result<Row> {
                "spec": {"deploymentName": format!("foo-{i}"), "replicas": 1}})
     })
     .await?;
-    // sample-controller writes Foo status with a plain Update, which the API server ignores
-    // for a CRD with the status subresource; count its status writes as sent requests.
-    let puts = |c: &Counts| c.get("PUT", "foos", "");
+    // sample-controller writes each Foo's status with UpdateStatus (a PUT on foos/status);
+    // count those writes as sent requests (a plain PUT too, as older releases sent).
+    let puts = |c: &Counts| c.get("PUT", "foos", "") + c.get("PUT", "foos", "status");
     let puts_before = puts(&before);
     wait_until(Duration::from_secs(1200), || async {
         if deployments(&client).await? < n {
