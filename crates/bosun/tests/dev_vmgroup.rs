@@ -34,7 +34,7 @@ fn dev_with_vmgroup_starts_vcsim_applies_the_sample_and_shows_its_vms() {
     );
     let vms: Vec<&str> = stdout
         .lines()
-        .filter(|l| l.starts_with("/DC0/vm/default-vmgroup-sample/vmgroup-sample-"))
+        .filter(|l| l.starts_with("/DC0/vm/default_vmgroup-sample/vmgroup-sample-"))
         .collect();
     assert_eq!(vms.len(), 3, "{stdout}");
     for vm in vms {
