@@ -12,6 +12,27 @@ const INSTALL_MODE_TYPES: [&str; 4] = [
     "AllNamespaces",
 ];
 
+/// The kinds OLM installs from a registry+v1 bundle (operator-registry's supported resources);
+/// anything else makes the bundle fail to load.
+const SUPPORTED_KINDS: [&str; 16] = [
+    "ClusterServiceVersion",
+    "CustomResourceDefinition",
+    "Secret",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ConfigMap",
+    "ServiceAccount",
+    "Service",
+    "Role",
+    "RoleBinding",
+    "PrometheusRule",
+    "ServiceMonitor",
+    "PodDisruptionBudget",
+    "PriorityClass",
+    "VerticalPodAutoscaler",
+    "ConsoleYAMLSample",
+];
+
 pub fn run(b: &Bundle, out: &mut Vec<Finding>) {
     annotations(b, out);
     objects(b, out);
@@ -98,6 +119,16 @@ fn objects(b: &Bundle, out: &mut Vec<Finding>) {
                 at.error(f, "is required");
             }
         }
+        let kind = str_of(&m.object, &["kind"]);
+        if !kind.is_empty() && !SUPPORTED_KINDS.contains(&kind) {
+            at.error(
+                "kind",
+                format!(
+                    "OLM does not install a {kind} from a bundle: remove it (webhooks belong in \
+                     the CSV's webhookdefinitions); the kinds it installs are {SUPPORTED_KINDS:?}"
+                ),
+            );
+        }
         if str_of(&m.object, &["metadata", "name"]).is_empty() {
             at.error("metadata.name", "is required");
         }
@@ -168,6 +199,26 @@ fn csv_fields(file: &str, csv: &Value, out: &mut Vec<Finding>) {
     };
     let name = str_of(csv, &["metadata", "name"]);
     let spec = &csv["spec"];
+    // OLM labels what it installs with the CSV's name: a DNS subdomain within a label's 63.
+    if let Some(why) = bad_csv_name(name) {
+        at.error("metadata.name", format!("{name:?} {why}"));
+    }
+    if let Some(r) = spec["replaces"].as_str() {
+        if let Some(why) = bad_csv_name(r) {
+            at.error("spec.replaces", format!("{r:?} {why}"));
+        }
+    }
+    if str_of(spec, &["displayName"]).trim().is_empty() {
+        at.error("spec.displayName", "is required");
+    }
+    if let Some(v) = spec["minKubeVersion"].as_str() {
+        if !v.is_empty() && (semver(v).is_none() || v.starts_with('v')) {
+            at.error(
+                "spec.minKubeVersion",
+                format!("{v:?} is not a semantic version (e.g. 1.25.0, no leading v)"),
+            );
+        }
+    }
     let version = str_of(spec, &["version"]);
     if version.is_empty() {
         at.error("spec.version", "is required");
@@ -272,6 +323,24 @@ fn csv_fields(file: &str, csv: &Value, out: &mut Vec<Finding>) {
                 );
             }
         }
+    }
+}
+
+/// Why `name` cannot name a CSV, if it cannot.
+fn bad_csv_name(name: &str) -> Option<&'static str> {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if name.len() > 63 {
+        Some("is longer than 63 characters (a label value)")
+    } else if !name.split('.').all(label) {
+        Some("is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')")
+    } else {
+        None
     }
 }
 

@@ -471,3 +471,85 @@ fn selectors_are_operator_sdks() {
     let e = o.select("suite=everything").expect_err("unknown");
     assert!(e.contains("suite=operatorframework"), "{e}");
 }
+
+/// operator-framework's default set refuses these (operator-registry's supported kinds, the
+/// CSV validator's name, replaces, displayName and minKubeVersion rules): each is an error
+/// without any optional suite.
+#[test]
+fn what_operator_framework_refuses_by_default_is_an_error() {
+    let default_errors = |b: &Bundle| -> Vec<(String, String)> {
+        validate(b, &Options::default())
+            .into_iter()
+            .filter(|f| f.level == Level::Error)
+            .map(|f| (f.file, f.field))
+            .collect()
+    };
+    // Kinds OLM does not install from a bundle (what `--webhooks` once shipped).
+    for (kind, api) in [
+        ("Issuer", "cert-manager.io/v1"),
+        (
+            "ValidatingWebhookConfiguration",
+            "admissionregistration.k8s.io/v1",
+        ),
+        ("Deployment", "apps/v1"),
+    ] {
+        let mut b = good();
+        let file = format!("manifests/x_{}.yaml", kind.to_lowercase());
+        b.manifests.push(Manifest {
+            file: file.clone(),
+            object: json!({"apiVersion": api, "kind": kind, "metadata": {"name": "x"}}),
+        });
+        assert_eq!(default_errors(&b), [(file, "kind".to_string())], "{kind}");
+    }
+    // Kinds it does install pass.
+    for kind in [
+        "ConfigMap",
+        "Secret",
+        "ServiceMonitor",
+        "PodDisruptionBudget",
+    ] {
+        let mut b = good();
+        b.manifests.push(Manifest {
+            file: "manifests/ok.yaml".into(),
+            object: json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": "ok"}}),
+        });
+        assert!(default_errors(&b).is_empty(), "{kind}");
+    }
+    let csv_error = |edit: &dyn Fn(&mut Value), field: &str| {
+        let mut b = good();
+        edit(csv_mut(&mut b));
+        assert_eq!(
+            default_errors(&b),
+            [(CSV.to_string(), field.to_string())],
+            "{field}"
+        );
+    };
+    // A name longer than a label value (OLM labels objects with it), or not a DNS subdomain.
+    let long = format!("{}.v0.2.0", "g".repeat(60));
+    csv_error(
+        &|c| c["metadata"]["name"] = long.clone().into(),
+        "metadata.name",
+    );
+    csv_error(
+        &|c| c["metadata"]["name"] = "Garden_Operator.v0.2.0".into(),
+        "metadata.name",
+    );
+    csv_error(
+        &|c| c["spec"]["replaces"] = "garden operator.v0.1.0".into(),
+        "spec.replaces",
+    );
+    csv_error(
+        &|c| {
+            c["spec"]
+                .as_object_mut()
+                .expect("spec")
+                .remove("displayName");
+        },
+        "spec.displayName",
+    );
+    // blang/semver: no leading v.
+    csv_error(
+        &|c| c["spec"]["minKubeVersion"] = "v1.20.0".into(),
+        "spec.minKubeVersion",
+    );
+}
