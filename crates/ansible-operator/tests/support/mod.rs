@@ -17,8 +17,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, ResourceExt};
+use kube::Client;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -100,33 +99,17 @@ pub async fn install_crds(client: &Client, ops: &[Arc<dyn Operator>]) {
     install_crds_with(client, ops, |_| {}).await
 }
 
-/// [`install_crds`], each CRD changed by `edit` first (its scope, say).
+/// [`install_crds`], each CRD changed by `edit` first (its scope, say): the test kit applies
+/// them and waits until each kind answers a LIST.
 pub async fn install_crds_with(
     client: &Client,
     ops: &[Arc<dyn Operator>],
     edit: impl Fn(&mut CustomResourceDefinition),
 ) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for op in ops {
-        for mut crd in op.crds() {
-            edit(&mut crd);
-            let name = crd.name_any();
-            crds.patch(
-                &name,
-                &PatchParams::apply("bosun-test").force(),
-                &Patch::Apply(&crd),
-            )
-            .await
-            .expect("apply CRD");
-            tokio::time::timeout(
-                Duration::from_secs(30),
-                await_condition(crds.clone(), &name, conditions::is_crd_established()),
-            )
-            .await
-            .expect("established in time")
-            .expect("established");
-        }
-    }
+    let crds: Vec<CustomResourceDefinition> = ops.iter().flat_map(|op| op.crds()).collect();
+    bosun_testenv::kit::install_crds_with(client, crds, edit)
+        .await
+        .expect("CRDs installed and served");
 }
 
 /// A ServiceAccount-like user bound to exactly what the operators (and the runtime) need.
