@@ -986,3 +986,82 @@ async fn the_state_answers_while_the_backup_store_hangs() {
     drop(_release);
     a.shutdown().await;
 }
+
+/// Issue 32, H9: a restore to the end of the archive meets a segment the store holds but
+/// cannot give (a directory where the file should be: an I/O error). PostgreSQL must stop the
+/// recovery, and the instance report the restore as failed; before, `restore-wal` said "not in
+/// the archive" and PostgreSQL promoted there, without the rows after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_error_during_a_restore_stops_it_instead_of_promoting_early() {
+    let bosun = bosun_testenv::procmode::built_bosun()
+        .expect("the bosun binary: run `cargo build -p bosun` first");
+    let dir = workdir();
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(&store).expect("store");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    let mut cfg = config(dir.path(), "pg-1", "127.21.12.1", Role::Primary, None, 0);
+    cfg.backups.store = Some(store.to_str().expect("utf-8").into());
+    cfg.backups.program = Some(bosun.clone());
+    let a = run_node(cfg);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let c = sql(&a).await.expect("connect");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before')")
+        .await
+        .expect("write");
+    a.api.backup().await.expect("start a base backup");
+    wait_state(&a, "a base backup in the store", |s| {
+        s.backup
+            .as_ref()
+            .is_some_and(|b| b.backups >= 1 && !b.running)
+    })
+    .await;
+    // Two segments after the backup, each with a row, both archived.
+    let mut segments = Vec::new();
+    for row in ["after-1", "after-2"] {
+        c.execute("INSERT INTO t VALUES ($1)", &[&row])
+            .await
+            .expect("write");
+        let seg: String = c
+            .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+            .await
+            .expect("switch")
+            .get(0);
+        segments.push(seg);
+    }
+    let last = store.join("wals").join(&segments[1]);
+    wait_for("the last segment archived", &a, || async {
+        if last.is_file() {
+            Ok(())
+        } else {
+            Err(format!("{} not archived yet", last.display()))
+        }
+    })
+    .await;
+    a.shutdown().await;
+
+    let broken = store.join("wals").join(&segments[0]);
+    std::fs::remove_file(&broken).expect("remove the segment");
+    std::fs::create_dir(&broken).expect("a directory in its place");
+    let mut cfg = config(dir.path(), "pg-2", "127.21.12.2", Role::Primary, None, 0);
+    cfg.backups.restore_from = Some(store.to_str().expect("utf-8").into());
+    cfg.backups.program = Some(bosun);
+    let b = run_node(cfg);
+    let s = wait_state(&b, "pg-2's restore ends", |s| {
+        s.restore_failure.is_some() || (s.role == StateRole::Primary && s.ready)
+    })
+    .await;
+    assert!(
+        s.restore_failure.is_some() && s.role != StateRole::Primary,
+        "the restore promoted on an incomplete archive: {s:?}, rows {:?}",
+        rows(&b).await
+    );
+    let log = std::fs::read_to_string(&b.log).unwrap_or_default();
+    assert!(log.contains("restore-wal"), "{log}");
+    b.shutdown().await;
+}

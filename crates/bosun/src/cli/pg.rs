@@ -59,12 +59,22 @@ pub async fn run(args: PgArgs) -> anyhow::Result<()> {
             Ok(store.archive_wal(&path, &name).await?)
         }
         PgCommand::RestoreWal { store, name, dest } => {
-            let store = bosun_postgres::backup::Store::open(&store)?;
-            if store.restore_wal(&name, &dest).await? {
+            use bosun_postgres::backup::restore_wal::{
+                exit_status, EXIT_STORE_FAILED, RESTORE_RETRY,
+            };
+            // PostgreSQL reads only the exit status: a store that cannot even be opened must
+            // stop the recovery too, not end it as "not in the archive".
+            let code = match bosun_postgres::backup::Store::open(&store) {
+                Ok(store) => exit_status(&store, &name, &dest, RESTORE_RETRY).await,
+                Err(e) => {
+                    eprintln!("restore-wal: {e}");
+                    EXIT_STORE_FAILED
+                }
+            };
+            if code == 0 {
                 Ok(())
             } else {
-                // Not an error worth a message: PostgreSQL asks for files past the end.
-                std::process::exit(1)
+                std::process::exit(code)
             }
         }
     }

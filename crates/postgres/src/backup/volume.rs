@@ -101,8 +101,19 @@ impl VolumeStore {
             return Err(StoreError::BadName(name.into()));
         }
         let src = self.wal_dir().join(name);
-        if !src.is_file() {
-            return Ok(false);
+        // Only "no such file" is "not in the archive": any other failure to read it (EACCES,
+        // EIO, not a file) is an error, or a restore would end early there.
+        match fs::metadata(&src) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(StoreError::Io {
+                    what: "reading",
+                    path: src,
+                    source: io::Error::other("not a regular file"),
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_err("reading", &src)(e)),
         }
         let tmp = dest.with_extension("bosun-tmp");
         fs::copy(&src, &tmp).map_err(io_err("copying to", &tmp))?;
