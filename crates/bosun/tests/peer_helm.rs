@@ -1,0 +1,575 @@
+//! operator-sdk's helm-operator as the oracle of bosun's Helm flavour (issue 35): the seed's
+//! book-store chart, its watches.yaml and sample CR, run by helm-operator (built by
+//! `scripts/setup-peers.sh`) and then by `bosun run --watches`, each in a namespace of its own
+//! on the same API server. Both must leave the same objects, the same Helm release records and
+//! the same status conditions; where bosun differs on purpose, the difference is asserted and
+//! named here.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use bosun_helm_operator::release;
+use bosun_watches::Flavor;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::{json, Value};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Where `scripts/setup-peers.sh` installs the peers: `$BOSUN_PEERS`, else the cache directory
+/// named after the operator-sdk release pinned in scripts/peers/go.mod.
+fn peers() -> PathBuf {
+    if let Some(dir) = std::env::var_os("BOSUN_PEERS") {
+        return PathBuf::from(dir);
+    }
+    let gomod = std::fs::read_to_string(repo().join("scripts/peers/go.mod"))
+        .expect("scripts/peers/go.mod pins the peers");
+    let version = gomod
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("github.com/operator-framework/operator-sdk ")
+        })
+        .find_map(|rest| rest.split_whitespace().next())
+        .expect("scripts/peers/go.mod requires github.com/operator-framework/operator-sdk");
+    let home = std::env::var_os("HOME").expect("HOME");
+    Path::new(&home).join(".cache/bosun/peers").join(version)
+}
+
+/// The peer binary `name`; a missing one fails the test naming the script that builds it.
+fn peer(name: &str) -> PathBuf {
+    let p = peers().join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: run `bash scripts/setup-peers.sh` first (or `bash scripts/test-peers.sh`, \
+         which runs it and these tests)",
+        p.display()
+    );
+    p
+}
+
+fn bookstores() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("charts.example.com", "v1alpha1", "BookStore"),
+        "bookstores",
+    )
+}
+
+fn sample() -> Value {
+    let text = std::fs::read_to_string(
+        repo().join("examples/helm-bookstore/config/samples/charts_v1alpha1_bookstore.yaml"),
+    )
+    .expect("sample CR");
+    serde_yaml::from_str(&text).expect("sample CR is YAML")
+}
+
+/// An operator process, killed when dropped (a failing assertion must not leave it running).
+struct Running(tokio::process::Child);
+
+impl Running {
+    async fn stop(mut self) {
+        let _ = self.0.start_kill();
+        let _ = self.0.wait().await;
+    }
+}
+
+/// helm-operator as its image runs it (`run --watches-file`, chart paths relative to its
+/// working directory), limited to `ns` (WATCH_NAMESPACE), metrics and probes off.
+fn start_helm_operator(kubeconfig: &Path, ns: &str, log: &Path) -> Running {
+    let dir = repo().join("examples/helm-bookstore");
+    let child = tokio::process::Command::new(peer("helm-operator"))
+        .args([
+            "run",
+            "--watches-file=watches.yaml",
+            "--metrics-bind-address=0",
+            "--health-probe-bind-address=0",
+        ])
+        .current_dir(dir)
+        .env("KUBECONFIG", kubeconfig)
+        .env("WATCH_NAMESPACE", ns)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start helm-operator");
+    Running(child)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// bosun started the same way: the same watches.yaml, limited to `ns`.
+fn start_bosun(kubeconfig: &Path, ns: &str, log: &Path) -> Running {
+    let port = free_port();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args([
+            "run".to_string(),
+            format!(
+                "--watches={}",
+                repo()
+                    .join("examples/helm-bookstore/watches.yaml")
+                    .display()
+            ),
+            format!("--metrics-addr=127.0.0.1:{port}"),
+            format!("--probe-addr=127.0.0.1:{}", free_port()),
+        ])
+        .env("KUBECONFIG", kubeconfig)
+        .env("WATCH_NAMESPACE", ns)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start bosun");
+    Running(child)
+}
+
+fn conditions(o: &DynamicObject) -> BTreeMap<String, (String, String)> {
+    o.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap_or_default().to_string(),
+                (
+                    c["status"].as_str().unwrap_or_default().to_string(),
+                    c["reason"].as_str().unwrap_or_default().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn deployed(o: &DynamicObject) -> bool {
+    conditions(o)
+        .get("Deployed")
+        .is_some_and(|(s, _)| s == "True")
+}
+
+/// Waits for the CR `name` in `ns` to satisfy `done`; the operator's log is shown otherwise.
+async fn wait_cr(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    what: &str,
+    log: &Path,
+    done: impl Fn(&DynamicObject) -> bool,
+) -> DynamicObject {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &bookstores());
+    bosun_testenv::eventually(180, || {
+        let api = api.clone();
+        let done = &done;
+        async move { api.get(name).await.ok().filter(|o| done(o)) }
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "{ns}/{name} never {what}; the operator said:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        )
+    })
+}
+
+/// An object with what the API server or the cluster decides removed or replaced:
+/// identities, times, versions, allocated addresses and ports, the namespace, and the status
+/// other controllers write.
+fn normalise(mut v: Value, ns: &str) -> Value {
+    let m = &mut v["metadata"];
+    if let Some(m) = m.as_object_mut() {
+        for k in [
+            "managedFields",
+            "uid",
+            "creationTimestamp",
+            "resourceVersion",
+            "generation",
+            "namespace",
+        ] {
+            m.remove(k);
+        }
+        if let Some(a) = m.get_mut("annotations").and_then(Value::as_object_mut) {
+            // The Deployment controller's, after either operator wrote the object.
+            a.remove("deployment.kubernetes.io/revision");
+            if a.is_empty() {
+                m.remove("annotations");
+            }
+        }
+        if let Some(refs) = m.get_mut("ownerReferences").and_then(Value::as_array_mut) {
+            for r in refs {
+                if let Some(r) = r.as_object_mut() {
+                    r.remove("uid");
+                }
+            }
+        }
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(spec) = v["spec"].as_object_mut() {
+        for k in ["clusterIP", "clusterIPs"] {
+            spec.remove(k);
+        }
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+            for p in ports {
+                if let Some(p) = p.as_object_mut() {
+                    p.remove("nodePort");
+                }
+            }
+        }
+    }
+    let text = v.to_string().replace(ns, "NAMESPACE");
+    serde_json::from_str(&text).expect("json")
+}
+
+/// The chart's objects in `ns`, by kind/name, normalised.
+async fn objects(client: &Client, ns: &str) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    for d in deps
+        .list(&ListParams::default())
+        .await
+        .expect("deployments")
+    {
+        let name = d.name_any();
+        out.insert(
+            format!("Deployment/{name}"),
+            normalise(serde_json::to_value(d).expect("json"), ns),
+        );
+    }
+    let svcs: Api<Service> = Api::namespaced(client.clone(), ns);
+    for s in svcs.list(&ListParams::default()).await.expect("services") {
+        let name = s.name_any();
+        out.insert(
+            format!("Service/{name}"),
+            normalise(serde_json::to_value(s).expect("json"), ns),
+        );
+    }
+    out
+}
+
+/// A release record as the facts that must agree: decoded, times dropped, the namespace
+/// replaced; with the Secret's labels (timestamps dropped) and whether the CR owns it.
+fn record(s: &Secret, ns: &str) -> Value {
+    let data = s.data.as_ref().expect("release data");
+    let text = String::from_utf8(data["release"].0.clone()).expect("base64 text");
+    let rec = release::decode(&text).expect("a Helm release record");
+    let mut labels = s.labels().clone();
+    labels.remove("createdAt");
+    labels.remove("modifiedAt");
+    let v = json!({
+        "type": s.type_,
+        "labels": labels,
+        "name": rec.name,
+        "version": rec.version,
+        "namespace": rec.namespace,
+        "status": rec.info.status,
+        "description": rec.info.description,
+        "notes": rec.info.notes,
+        "chart": rec.chart["metadata"],
+        "values": rec.chart["values"],
+        "config": rec.config,
+        "manifest": rec.manifest,
+        "hooks": rec.hooks.len(),
+    });
+    let v = serde_json::from_str(&v.to_string().replace(ns, "NAMESPACE")).expect("json");
+    as_go_decodes(v)
+}
+
+/// A JSON value as Go's `encoding/json` decodes it into `interface{}`: every number a float64,
+/// so `80` and `80.0` are one value (Helm reads a record's values that way).
+fn as_go_decodes(v: Value) -> Value {
+    match v {
+        Value::Number(n) => n
+            .as_f64()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(Value::Null, Value::Number),
+        Value::Array(a) => Value::Array(a.into_iter().map(as_go_decodes).collect()),
+        Value::Object(o) => {
+            Value::Object(o.into_iter().map(|(k, v)| (k, as_go_decodes(v))).collect())
+        }
+        other => other,
+    }
+}
+
+/// A release manifest with each document's trailing whitespace removed, as Helm v3's
+/// `releaseutil.SplitManifests` leaves it.
+fn trimmed_documents(manifest: &str) -> String {
+    manifest
+        .split("---\n# Source: ")
+        .filter(|d| !d.is_empty())
+        .map(|d| format!("---\n# Source: {}\n", d.trim_end()))
+        .collect()
+}
+
+async fn records(client: &Client, ns: &str) -> BTreeMap<String, (Value, bool)> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    secrets
+        .list(&ListParams::default().labels("owner=helm"))
+        .await
+        .expect("release secrets")
+        .into_iter()
+        .map(|s| {
+            let owned = !s.owner_references().is_empty();
+            (s.name_any(), (record(&s, ns), owned))
+        })
+        .collect()
+}
+
+async fn create_sample(client: &Client, ns: &str) {
+    let cr: DynamicObject = serde_json::from_value(sample()).expect("sample CR");
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &bookstores())
+        .create(&PostParams::default(), &cr)
+        .await
+        .expect("create the sample BookStore");
+}
+
+/// What one operator left in its namespace after installing the sample.
+struct Outcome {
+    cr: DynamicObject,
+    objects: BTreeMap<String, Value>,
+    records: BTreeMap<String, (Value, bool)>,
+}
+
+async fn outcome(client: &Client, ns: &str, cr: DynamicObject) -> Outcome {
+    Outcome {
+        cr,
+        objects: objects(client, ns).await,
+        records: records(client, ns).await,
+    }
+}
+
+/// Deletes the sample CR and waits until it, the chart's objects and the release records are
+/// gone (the uninstall of either operator).
+async fn uninstall(client: &Client, ns: &str, log: &Path) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &bookstores());
+    api.delete("bookstore-sample", &DeleteParams::default())
+        .await
+        .expect("delete the CR");
+    let gone = bosun_testenv::eventually(120, || async {
+        let cr_gone = api.get_opt("bookstore-sample").await.ok()?.is_none();
+        let left = objects(client, ns).await.len() + records(client, ns).await.len();
+        (cr_gone && left == 0).then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "{ns}: the CR, its objects and release records are not all gone after the delete; \
+         left: {:?} {:?}; the operator said:\n{}",
+        objects(client, ns).await.keys().collect::<Vec<_>>(),
+        records(client, ns).await.keys().collect::<Vec<_>>(),
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+/// Asserts, then removes, what bosun writes differently from helm-operator on purpose.
+fn differences_on_purpose(key: &str, theirs: &mut Value, ours: &mut Value) {
+    let m = &mut ours["metadata"];
+    // bosun's hash of what it last applied: an unchanged object is not sent again (a restart
+    // over converged releases writes nothing).
+    let hash = m["annotations"]
+        .as_object_mut()
+        .and_then(|a| a.remove("bosun.dev/applied-hash"));
+    assert!(hash.is_some(), "{key}: bosun marks what it applied");
+    // The label bosun's child watches select on: it caches its own children only, where
+    // helm-operator caches every object of each kind the chart makes.
+    let kind = m["labels"]
+        .as_object_mut()
+        .and_then(|l| l.remove("bosun.dev/owner-kind"));
+    assert_eq!(
+        kind,
+        Some(json!("bookstore.charts.example.com")),
+        "{key}: bosun labels its children with their owner's kind"
+    );
+    // helm-operator sets blockOwnerDeletion, which needs `update` on the owner's
+    // `finalizers` subresource wherever OwnerReferencesPermissionEnforcement is on (OpenShift);
+    // bosun does not, so its RBAC needs no such grant and a foreground delete of the CR does
+    // not wait for the chart's objects.
+    for (who, refs, block) in [
+        (
+            "helm-operator",
+            &mut theirs["metadata"]["ownerReferences"],
+            Some(json!(true)),
+        ),
+        ("bosun", &mut ours["metadata"]["ownerReferences"], None),
+    ] {
+        for r in refs.as_array_mut().into_iter().flatten() {
+            let got = r
+                .as_object_mut()
+                .and_then(|r| r.remove("blockOwnerDeletion"));
+            assert_eq!(got, block, "{key}: {who}'s owner reference");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_chart_same_objects_records_and_conditions_as_helm_operator() {
+    let helm_operator = peer("helm-operator");
+    assert!(helm_operator.is_file());
+    let sdk = bosun_testenv::kit::cluster("peer-helm-sdk")
+        .await
+        .expect("test cluster");
+    let bosun_ns = bosun_testenv::test_namespace(&sdk.admin, "peer-helm-bosun")
+        .await
+        .expect("namespace");
+    let client = sdk.admin.clone();
+    let file =
+        bosun_watches::WatchesFile::load(&repo().join("examples/helm-bookstore/watches.yaml"))
+            .expect("the seed's watches.yaml");
+    let flavor = bosun_helm_operator::HelmFlavor::load(&file.entries[0], &Default::default())
+        .expect("the seed's Helm entry");
+    // The same CRD for both: helm-operator installs none (its scaffold's config/crd does).
+    bosun_testenv::kit::install_crds(&client, [flavor.crd()])
+        .await
+        .expect("BookStore CRD served");
+    let logs = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = sdk.cp.kubeconfig();
+
+    // operator-sdk's helm-operator first, in its namespace.
+    let log = logs.path().join("helm-operator.log");
+    let op = start_helm_operator(kubeconfig, &sdk.ns, &log);
+    create_sample(&client, &sdk.ns).await;
+    let cr = wait_cr(
+        &client,
+        &sdk.ns,
+        "bookstore-sample",
+        "deployed",
+        &log,
+        deployed,
+    )
+    .await;
+    let theirs = outcome(&client, &sdk.ns, cr).await;
+    uninstall(&client, &sdk.ns, &log).await;
+    op.stop().await;
+
+    // Then bosun, the same way, in another namespace.
+    let log = logs.path().join("bosun.log");
+    let op = start_bosun(kubeconfig, &bosun_ns, &log);
+    create_sample(&client, &bosun_ns).await;
+    let cr = wait_cr(
+        &client,
+        &bosun_ns,
+        "bookstore-sample",
+        "deployed",
+        &log,
+        deployed,
+    )
+    .await;
+    let ours = outcome(&client, &bosun_ns, cr).await;
+    uninstall(&client, &bosun_ns, &log).await;
+    op.stop().await;
+
+    // The chart's objects: the same, field for field, owner references included.
+    assert_eq!(
+        theirs.objects.keys().collect::<Vec<_>>(),
+        [
+            "Deployment/book-store",
+            "Deployment/mongodb-deployment",
+            "Service/book-store",
+            "Service/mongodb-service"
+        ],
+        "helm-operator made the seed chart's four objects"
+    );
+    for (k, v) in &theirs.objects {
+        let mut theirs_o = v.clone();
+        let mut ours_o = ours.objects.get(k).cloned().unwrap_or_default();
+        differences_on_purpose(k, &mut theirs_o, &mut ours_o);
+        assert_eq!(theirs_o, ours_o, "{k}: helm-operator's, then bosun's");
+    }
+    assert_eq!(theirs.objects.len(), ours.objects.len());
+
+    // The release records: one revision, deployed, with the same manifest, values and chart.
+    assert_eq!(
+        theirs.records.keys().collect::<Vec<_>>(),
+        ["sh.helm.release.v1.bookstore-sample.v1"]
+    );
+    let key = "sh.helm.release.v1.bookstore-sample.v1";
+    let (their_rec, their_owned) = &theirs.records[key];
+    let (our_rec, our_owned) = &ours.records[key];
+    let (mut their_rec, mut our_rec) = (their_rec.clone(), our_rec.clone());
+    // On purpose (bosun's engine is Helm v4.2's): a document keeps the trailing whitespace
+    // its template leaves (the book-store Deployments end in an indented blank line), where
+    // helm-operator v1.42, on Helm v3.18, trims every document of the release's manifest.
+    // Both Helm 3 and Helm 4 read either record alike.
+    let (their_manifest, our_manifest) = (
+        their_rec["manifest"]
+            .take()
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        our_rec["manifest"]
+            .take()
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    );
+    assert_eq!(
+        their_manifest,
+        trimmed_documents(&their_manifest),
+        "Helm v3 trims"
+    );
+    assert_ne!(
+        our_manifest, their_manifest,
+        "bosun keeps a template's trailing whitespace"
+    );
+    assert_eq!(
+        trimmed_documents(&our_manifest),
+        their_manifest,
+        "the manifests"
+    );
+    assert_eq!(their_rec, our_rec, "the decoded release records");
+    assert!(
+        *their_owned && *our_owned,
+        "both release secrets are owned by the CR"
+    );
+    // On purpose: helm-operator holds every CR with its uninstall finalizer; bosun adds none
+    // when every object of the release (and its record) has an owner reference, as here: the
+    // garbage collector removes them, and a CR (or its namespace) is never stuck on an
+    // operator that is gone.
+    assert!(theirs
+        .cr
+        .finalizers()
+        .iter()
+        .any(|f| f == "helm.sdk.operatorframework.io/uninstall-release"));
+    assert!(
+        ours.cr.finalizers().is_empty(),
+        "{:?}",
+        ours.cr.finalizers()
+    );
+
+    // The status conditions helm-operator writes, by type: the same status and reason.
+    let (theirs_c, mut ours_c) = (conditions(&theirs.cr), conditions(&ours.cr));
+    assert_eq!(
+        theirs_c.keys().collect::<Vec<_>>(),
+        ["Deployed", "Initialized"],
+        "helm-operator's conditions"
+    );
+    // On purpose: bosun adds Ready (the chart's workloads available), which helm-operator
+    // does not report.
+    assert!(ours_c.remove("Ready").is_some(), "bosun reports Ready");
+    assert_eq!(theirs_c, ours_c, "conditions (type -> status, reason)");
+    let (their_dr, our_dr) = (
+        &theirs.cr.data["status"]["deployedRelease"],
+        &ours.cr.data["status"]["deployedRelease"],
+    );
+    assert_eq!(their_dr["name"], "bookstore-sample");
+    assert_eq!(their_dr["name"], our_dr["name"]);
+    // On purpose: helm-operator copies the release's whole manifest into the CR's status (so
+    // into etcd and every watch event of the CR); bosun writes the revision, the manifest
+    // being in the release record.
+    assert_eq!(
+        their_dr["manifest"]
+            .as_str()
+            .map(|m| m.replace(&sdk.ns, "NAMESPACE")),
+        Some(their_manifest)
+    );
+    assert!(our_dr.get("manifest").is_none(), "{our_dr}");
+    assert_eq!(our_dr["revision"], 1);
+}
