@@ -40,17 +40,17 @@ fn sample_spec() -> anyhow::Result<Value> {
     Ok(v["spec"].clone())
 }
 
-fn resource() -> ApiResource {
+pub(crate) fn resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("charts.example.com", "v1alpha1", "BookStore"),
         "bookstores",
     )
 }
 
-const RESOURCES: [&str; 4] = ["deployments", "services", "secrets", "bookstores"];
+pub(crate) const RESOURCES: [&str; 4] = ["deployments", "services", "secrets", "bookstores"];
 
 /// N namespaces, the CRD, and one custom resource in each.
-async fn populate(client: &Client, n: usize, conc: usize) -> anyhow::Result<()> {
+pub(crate) async fn populate(client: &Client, n: usize, conc: usize) -> anyhow::Result<()> {
     let file = bosun_watches::WatchesFile::load(&watches())?;
     let flavor = bosun_helm_operator::HelmFlavor::load(&file.entries[0], &Default::default())?;
     use bosun_watches::Flavor;
@@ -83,7 +83,7 @@ async fn populate(client: &Client, n: usize, conc: usize) -> anyhow::Result<()> 
 }
 
 /// Installed: revision 1 deployed and the Deployed condition true.
-fn is_deployed(o: &DynamicObject) -> bool {
+pub(crate) fn is_deployed(o: &DynamicObject) -> bool {
     o.data["status"]["deployedRelease"]["revision"] == 1
         && o.data["status"]["conditions"].as_array().is_some_and(|c| {
             c.iter()

@@ -10,6 +10,7 @@
 //! Figures go to stdout as a table and, with --json, to a file. Nothing here asserts a timing.
 mod ansible;
 mod helm;
+mod peers;
 mod postgres;
 mod vmgroup;
 
@@ -47,7 +48,8 @@ pub(crate) struct Args {
     #[arg(long, default_value_os_t = sibling_bosun())]
     bosun: PathBuf,
     /// Only these cases (myownshell, sample-controller, bookstore, helm, ansible, render,
-    /// vmgroup, webhook, postgres); all when empty.
+    /// vmgroup, webhook, postgres); all when empty. helm-peer and ansible-peer (operator-sdk's
+    /// operators, from scripts/setup-peers.sh) run only when named.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Override the object counts (comma-separated).
@@ -651,6 +653,17 @@ async fn main() -> anyhow::Result<()> {
     for &n in store_ns.iter().filter(|_| run("ansible")) {
         eprintln!("[bench] ansible role operator, N = {n}");
         rows.extend(repeated(runs, || ansible::case_ansible(&args, n)).await?);
+    }
+    // operator-sdk's operators beside bosun's flavours: only when named, as they need
+    // scripts/setup-peers.sh's build first.
+    let named = |case: &str| args.only.iter().any(|o| o == case);
+    for &n in store_ns.iter().filter(|_| named("helm-peer")) {
+        eprintln!("[bench] helm-operator vs bosun, N = {n}");
+        rows.extend(repeated(runs, || peers::case_helm_peer(&args, n)).await?);
+    }
+    for &n in store_ns.iter().filter(|_| named("ansible-peer")) {
+        eprintln!("[bench] ansible-operator vs bosun, N = {n}");
+        rows.extend(repeated(runs, || peers::case_ansible_peer(&args, n)).await?);
     }
     if run("render") {
         eprintln!("[bench] helm render");
