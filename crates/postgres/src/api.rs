@@ -61,6 +61,18 @@ pub const MAX_VERSION: i32 = 17;
 /// The PostgreSQL cluster to run: how many instances, which PostgreSQL, where its data lives,
 /// how it is bootstrapped and backed up.
 #[serde(rename_all = "camelCase")]
+// Cross-field rules the API server checks (CEL), so that a bad edit is refused before it is
+// stored; validate.rs keeps the same checks for a server without them.
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.replication) || !has(self.replication.synchronous) || self.replication.synchronous < (has(self.size) ? self.size : 1)",
+        "message": "spec.replication.synchronous must be below spec.size: each synchronous standby is a replica"
+    },
+    {
+        "rule": "!has(self.switchoverTo) || !has(self.fencedInstances) || !(self.switchoverTo in self.fencedInstances || '*' in self.fencedInstances)",
+        "message": "spec.switchoverTo names a fenced instance: a fenced instance cannot become the primary"
+    }
+]))]
 pub struct PostgresClusterSpec {
     /// Instances of the cluster: one primary and size-1 streaming replicas (1-32, default 1).
     /// Also set by `kubectl scale pgc/NAME --replicas=N`. Scaling down removes replicas one at a
@@ -214,6 +226,10 @@ pub struct PostgresqlConfig {
 /// How the first instance gets its data: exactly one of `initdb` or `recovery`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.initdb) != has(self.recovery)",
+    "message": "spec.bootstrap: set exactly one of initdb or recovery"
+}]))]
 pub struct Bootstrap {
     /// Create a new, empty database cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -255,6 +271,10 @@ impl Default for InitDb {
 /// point in time (at most one target).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!(has(self.targetTime) && has(self.targetLsn))",
+    "message": "spec.bootstrap.recovery: set at most one of targetTime or targetLsn"
+}]))]
 pub struct Recovery {
     /// The store holding the backups to restore.
     pub store: BackupStore,
@@ -296,6 +316,10 @@ fn default_retention() -> String {
 /// A backup store: exactly one of `volume` or `s3`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.volume) != has(self.s3)",
+    "message": "the backup store: set exactly one of volume or s3"
+}]))]
 pub struct BackupStore {
     /// A PersistentVolumeClaim of its own holding base backups and the WAL archive.
     #[serde(default, skip_serializing_if = "Option::is_none")]

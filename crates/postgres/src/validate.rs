@@ -201,6 +201,8 @@ pub enum Invalid {
     FailoverDelay(i32),
     #[error("spec.replication.maxFailoverLagBytes {0} is negative: give 0 or more bytes")]
     MaxFailoverLag(i64),
+    #[error("spec.switchoverTo {0:?} is fenced (spec.fencedInstances): a fenced instance cannot become the primary; unfence it or choose another")]
+    SwitchoverToFenced(String),
     #[error("spec.switchoverTo {0:?} is not an instance of this cluster (`<name>-<n>`)")]
     SwitchoverTarget(String),
     #[error(
@@ -356,6 +358,20 @@ pub fn plan(pc: &PostgresCluster, observed: &Observed) -> Result<Plan, Invalid> 
         }
         Fencing::Some(set)
     };
+    // A switchover to a fenced instance would fence the primary, find no target, unfence it,
+    // and start again: a write outage per turn (issue 32, M3).
+    if let Some(t) = switchover_to {
+        let fenced = match &fencing {
+            Fencing::None => false,
+            Fencing::All => true,
+            Fencing::Some(set) => set.contains(&t),
+        };
+        if fenced {
+            return Err(Invalid::SwitchoverToFenced(
+                s.switchover_to.clone().unwrap_or_default(),
+            ));
+        }
+    }
     Ok(Plan {
         namespace: pc.namespace().unwrap_or_default(),
         name,
@@ -796,6 +812,9 @@ mod tests {
             (json!({"switchoverTo": "other-1"}), Invalid::SwitchoverTarget("other-1".into()), "not an instance of this cluster"),
             (json!({"switchoverTo": "pg-01"}), Invalid::SwitchoverTarget("pg-01".into()), "switchoverTo"),
             (json!({"fencedInstances": ["pg-1", "pg"]}), Invalid::FencedInstance("pg".into()), "fencedInstances"),
+            (json!({"size": 2, "switchoverTo": "pg-2", "fencedInstances": ["pg-2"]}), Invalid::SwitchoverToFenced("pg-2".into()), "cannot become the primary"),
+            (json!({"size": 2, "switchoverTo": "pg-2", "fencedInstances": ["*"]}), Invalid::SwitchoverToFenced("pg-2".into()), "unfence it"),
+            (json!({"replication": {"maxFailoverLagBytes": -1}}), Invalid::MaxFailoverLag(-1), "maxFailoverLagBytes"),
             (json!({"pod": {"labels": {"-bad": "x"}}}), Invalid::LabelKey { field: "labels", key: "-bad".into() }, "label key"),
             (json!({"pod": {"nodeSelector": {"a/b/c": "x"}}}), Invalid::LabelKey { field: "nodeSelector", key: "a/b/c".into() }, "nodeSelector"),
         ];

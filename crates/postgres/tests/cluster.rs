@@ -1739,8 +1739,7 @@ async fn a_disruption_budget_guards_the_cluster_and_pods_outlast_the_stop_deadli
     let e = env("pg-pdb").await;
     e.create("pgd", 1).await;
     e.healthy("pgd", 1).await;
-    let pdbs: Api<PodDisruptionBudget> =
-        Api::namespaced(e.clusters.clone().into_client(), &e.ns);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(e.clusters.clone().into_client(), &e.ns);
     let pdb = pdbs
         .get("pgd")
         .await
@@ -1774,4 +1773,55 @@ async fn a_disruption_budget_guards_the_cluster_and_pods_outlast_the_stop_deadli
         grace > bosun_postgres::instance::STOP_DEADLINE_SECS as i64,
         "grace period {grace}s"
     );
+}
+
+/// Issue 32, CEL: the API server (v1.37) refuses the cross-field errors before they are
+/// stored, with the rule's message; the reconcile's own checks stay for servers without CEL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_refuses_cross_field_errors_with_their_message() {
+    let e = env("pg-cel").await;
+    let cases = [
+        (
+            serde_json::json!({"size": 2, "replication": {"synchronous": 2}}),
+            "must be below spec.size",
+        ),
+        (
+            serde_json::json!({"replication": {"synchronous": 1}}),
+            "must be below spec.size",
+        ),
+        (
+            serde_json::json!({"size": 2, "switchoverTo": "c-2", "fencedInstances": ["c-2"]}),
+            "names a fenced instance",
+        ),
+        (
+            serde_json::json!({"bootstrap": {"initdb": {}, "recovery": {"store": {"volume": {"size": "1Gi"}}}}}),
+            "exactly one of initdb or recovery",
+        ),
+        (
+            serde_json::json!({"bootstrap": {"recovery": {"store": {"volume": {"size": "1Gi"}},
+                "targetTime": "2024-05-01T12:00:00Z", "targetLsn": "0/1"}}}),
+            "at most one of targetTime or targetLsn",
+        ),
+        (
+            serde_json::json!({"backup": {"store": {}}}),
+            "exactly one of volume or s3",
+        ),
+    ];
+    for (spec, words) in cases {
+        let pc: PostgresCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "c"},
+            "spec": spec,
+        }))
+        .expect("cluster");
+        match e.clusters.create(&PostParams::default(), &pc).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 422, "{s:?}");
+                assert!(s.message.contains(words), "for {spec}: {}", s.message);
+            }
+            other => panic!("{spec} was not refused: {other:?}"),
+        }
+    }
+    // A valid cluster passes the same rules.
+    e.create("c", 2).await;
 }
