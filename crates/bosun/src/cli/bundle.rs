@@ -36,8 +36,9 @@ pub struct ValidateArgs {
     /// The bundle directory (holding manifests/ and metadata/).
     #[arg(default_value = "bundle")]
     pub dir: PathBuf,
-    /// Optional checks: suite=operatorframework, name=operatorhub, name=good-practices,
-    /// name=alpha-deprecated-apis.
+    /// Optional checks: suite=operatorframework, name=operatorhub (operatorhubv2,
+    /// capabilities, categories), name=good-practices, name=alpha-deprecated-apis. The
+    /// OPERATOR_BUNDLE_CATEGORIES file ({"categories": [...]}) replaces the standard categories.
     #[arg(long)]
     pub select_optional: Vec<String>,
     /// `k8s-version=1.25`: APIs removed by that version are errors, not warnings.
@@ -110,6 +111,9 @@ fn validate(v: ValidateArgs) -> anyhow::Result<()> {
             _ => anyhow::bail!("unknown --optional-values {o:?}: use k8s-version=<version>"),
         }
     }
+    if let Some(path) = std::env::var_os("OPERATOR_BUNDLE_CATEGORIES") {
+        opts.categories = Some(custom_categories(Path::new(&path))?);
+    }
     let findings = validate::validate_dir(&v.dir, &opts);
     for f in &findings {
         let mut f = f.clone();
@@ -127,6 +131,23 @@ fn validate(v: ValidateArgs) -> anyhow::Result<()> {
     }
     println!("All validation tests have completed successfully");
     Ok(())
+}
+
+/// operator-framework's custom categories file: `{"categories": ["A", "B"]}`.
+fn custom_categories(path: &Path) -> anyhow::Result<Vec<String>> {
+    #[derive(Deserialize)]
+    struct File {
+        categories: Vec<String>,
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("OPERATOR_BUNDLE_CATEGORIES={}", path.display()))?;
+    let f: File = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "OPERATOR_BUNDLE_CATEGORIES={}: use {{\"categories\": [\"A\", \"B\"]}}",
+            path.display()
+        )
+    })?;
+    Ok(f.categories)
 }
 
 fn generate(g: GenerateArgs) -> anyhow::Result<()> {

@@ -61,6 +61,9 @@ pub struct Options {
     pub deprecated_apis: bool,
     /// `--optional-values k8s-version=1.25`: APIs removed by this version are errors.
     pub k8s_version: Option<(u64, u64)>,
+    /// OperatorHub categories replacing the standard list (operator-framework's
+    /// `OPERATOR_BUNDLE_CATEGORIES` file).
+    pub categories: Option<Vec<String>>,
 }
 
 impl Options {
@@ -73,12 +76,14 @@ impl Options {
                 self.good_practices = true;
                 self.deprecated_apis = true;
             }
-            "name=operatorhub" | "suite=operatorhub" => self.operatorhub = true,
+            // capabilities and categories are parts of the operatorhub checks, run whole.
+            "name=operatorhub" | "suite=operatorhub" | "name=operatorhubv2"
+            | "name=capabilities" | "name=categories" => self.operatorhub = true,
             "name=good-practices" => self.good_practices = true,
             "name=alpha-deprecated-apis" => self.deprecated_apis = true,
             other => {
                 return Err(format!(
-                "unknown selector {other:?}: use suite=operatorframework, name=operatorhub, name=good-practices or name=alpha-deprecated-apis"
+                "unknown selector {other:?}: use suite=operatorframework, name=operatorhub (or operatorhubv2, capabilities, categories), name=good-practices or name=alpha-deprecated-apis"
             ))
             }
         }

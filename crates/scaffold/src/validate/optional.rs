@@ -13,6 +13,7 @@ const CAPABILITIES: [&str; 5] = [
     "Auto Pilot",
 ];
 
+/// operator-framework's standard categories (replaced by `Options::categories`).
 const CATEGORIES: [&str; 16] = [
     "AI/Machine Learning",
     "Application Runtime",
@@ -20,12 +21,12 @@ const CATEGORIES: [&str; 16] = [
     "Cloud Provider",
     "Database",
     "Developer Tools",
-    "Drivers and plugins",
     "Integration & Delivery",
     "Logging & Tracing",
     "Modernization & Migration",
     "Monitoring",
     "Networking",
+    "Observability",
     "OpenShift Optional",
     "Security",
     "Storage",
@@ -57,7 +58,7 @@ const REMOVED: [(&str, &str, u64); 12] = [
 pub fn run(b: &Bundle, opts: &Options, out: &mut Vec<Finding>) {
     if let Some(csv) = b.csv() {
         if opts.operatorhub {
-            operatorhub(&csv.file, &csv.object, out);
+            operatorhub(&csv.file, &csv.object, opts, out);
         }
         if opts.good_practices {
             practices(b, &csv.file, &csv.object, out);
@@ -68,74 +69,53 @@ pub fn run(b: &Bundle, opts: &Options, out: &mut Vec<Finding>) {
     }
 }
 
-fn operatorhub(file: &str, csv: &Value, out: &mut Vec<Finding>) {
+/// operatorhubv2's rules: the provider named; maintainers, links and keywords may be empty,
+/// but each one listed is whole.
+fn operatorhub(file: &str, csv: &Value, opts: &Options, out: &mut Vec<Finding>) {
     let mut at = At {
         out,
         check: "operatorhub",
         file,
     };
     let spec = &csv["spec"];
-    for f in ["displayName", "description", "version"] {
-        if str_of(spec, &[f]).trim().is_empty() {
-            at.error(&format!("spec.{f}"), "is required for OperatorHub");
-        }
-    }
     if str_of(spec, &["provider", "name"]).trim().is_empty() {
         at.error("spec.provider.name", "is required for OperatorHub");
     }
-    match spec["maintainers"].as_array() {
-        Some(m) if !m.is_empty() => {
-            for (i, m) in m.iter().enumerate() {
-                let (name, email) = (str_of(m, &["name"]), str_of(m, &["email"]));
-                if name.is_empty() || email.is_empty() {
-                    at.error(
-                        &format!("spec.maintainers[{i}]"),
-                        "needs both name and email",
-                    );
-                } else if !email_ok(email) {
-                    at.error(
-                        &format!("spec.maintainers[{i}].email"),
-                        format!("{email:?} is not an email address"),
-                    );
-                }
+    if let Some(m) = spec["maintainers"].as_array() {
+        for (i, m) in m.iter().enumerate() {
+            let (name, email) = (str_of(m, &["name"]), str_of(m, &["email"]));
+            if name.is_empty() || email.is_empty() {
+                at.error(
+                    &format!("spec.maintainers[{i}]"),
+                    "needs both name and email",
+                );
+            } else if !email_ok(email) {
+                at.error(
+                    &format!("spec.maintainers[{i}].email"),
+                    format!("{email:?} is not an email address"),
+                );
             }
         }
-        _ => at.error(
-            "spec.maintainers",
-            "at least one maintainer (name and email) is required for OperatorHub",
-        ),
     }
-    match spec["links"].as_array() {
-        Some(l) if !l.is_empty() => {
-            for (i, l) in l.iter().enumerate() {
-                let (name, url) = (str_of(l, &["name"]), str_of(l, &["url"]));
-                if name.is_empty() || url.is_empty() {
-                    at.error(&format!("spec.links[{i}]"), "needs both name and url");
-                } else if !url_ok(url) {
-                    at.error(
-                        &format!("spec.links[{i}].url"),
-                        format!("{url:?} is not an http(s) URL"),
-                    );
-                }
+    if let Some(l) = spec["links"].as_array() {
+        for (i, l) in l.iter().enumerate() {
+            let (name, url) = (str_of(l, &["name"]), str_of(l, &["url"]));
+            if name.is_empty() || url.is_empty() {
+                at.error(&format!("spec.links[{i}]"), "needs both name and url");
+            } else if !url_ok(url) {
+                at.error(
+                    &format!("spec.links[{i}].url"),
+                    format!("{url:?} is not an http(s) URL"),
+                );
             }
         }
-        _ => at.error(
-            "spec.links",
-            "at least one link is required for OperatorHub",
-        ),
     }
-    match spec["keywords"].as_array() {
-        Some(k) if !k.is_empty() => {
-            for (i, k) in k.iter().enumerate() {
-                if k.as_str().unwrap_or_default().trim().is_empty() {
-                    at.error(&format!("spec.keywords[{i}]"), "must not be empty");
-                }
+    if let Some(k) = spec["keywords"].as_array() {
+        for (i, k) in k.iter().enumerate() {
+            if k.as_str().unwrap_or_default().trim().is_empty() {
+                at.error(&format!("spec.keywords[{i}]"), "must not be empty");
             }
         }
-        _ => at.error(
-            "spec.keywords",
-            "at least one keyword is required for OperatorHub",
-        ),
     }
     match spec["icon"].as_array() {
         Some(icons) if !icons.is_empty() => {
@@ -170,11 +150,15 @@ fn operatorhub(file: &str, csv: &Value, out: &mut Vec<Finding>) {
         Some(_) => {}
     }
     if let Some(cats) = ann["categories"].as_str() {
+        let allowed: Vec<&str> = match &opts.categories {
+            Some(custom) => custom.iter().map(String::as_str).collect(),
+            None => CATEGORIES.to_vec(),
+        };
         for c in cats.split(',').map(str::trim) {
-            if !CATEGORIES.contains(&c) {
+            if !allowed.contains(&c) {
                 at.error(
                     "metadata.annotations.categories",
-                    format!("{c:?} is not an OperatorHub category ({CATEGORIES:?})"),
+                    format!("{c:?} is not an OperatorHub category ({allowed:?})"),
                 );
             }
         }
