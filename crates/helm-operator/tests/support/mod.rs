@@ -14,11 +14,9 @@ pub use bosun_testenv::eventually;
 use bosun_testenv::{shared, test_namespace, ControlPlane, NodeAgent, NodeAgentConfig};
 use bosun_watches::WatchesFile;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, ResourceExt};
+use kube::Client;
 use tokio::sync::oneshot;
 
 pub fn repo() -> PathBuf {
@@ -68,28 +66,11 @@ pub fn operators(watches: &Path, storage: Storage) -> Vec<Arc<dyn Operator>> {
         .collect()
 }
 
-/// Installs the operators' CRDs and waits until they are served.
+/// Installs the operators' CRDs and waits until they are served (the test kit's one call).
 pub async fn install_crds(client: &Client, ops: &[Arc<dyn Operator>]) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for op in ops {
-        for crd in op.crds() {
-            let name = crd.name_any();
-            crds.patch(
-                &name,
-                &PatchParams::apply("bosun-test").force(),
-                &Patch::Apply(&crd),
-            )
-            .await
-            .expect("apply CRD");
-            tokio::time::timeout(
-                Duration::from_secs(30),
-                await_condition(crds.clone(), &name, conditions::is_crd_established()),
-            )
-            .await
-            .expect("established in time")
-            .expect("established");
-        }
-    }
+    bosun_testenv::kit::install_crds(client, ops.iter().flat_map(|op| op.crds()))
+        .await
+        .expect("CRDs served");
 }
 
 /// A ServiceAccount-like user bound to exactly what the operators (and the runtime) need.
