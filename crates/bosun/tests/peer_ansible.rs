@@ -1,0 +1,358 @@
+//! operator-sdk's ansible-operator as the oracle of bosun's Ansible flavour (issue 35): the
+//! seed's Ansible BookStore (its watches.yaml, role and sample CR) run by ansible-operator
+//! (built by `scripts/setup-peers.sh`, with Ansible and ansible-runner as its image has them)
+//! and then by `bosun run --watches`, each in a namespace of its own on the same API server.
+//! Both must leave the same objects and the same `status.conditions` (type, status, reason);
+//! where bosun differs on purpose, the difference is asserted and named here.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use bosun_watches::Flavor;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Where `scripts/setup-peers.sh` installs the peers: `$BOSUN_PEERS`, else the cache directory
+/// named after the operator-sdk release pinned in scripts/peers/go.mod.
+fn peers() -> PathBuf {
+    if let Some(dir) = std::env::var_os("BOSUN_PEERS") {
+        return PathBuf::from(dir);
+    }
+    let gomod = std::fs::read_to_string(repo().join("scripts/peers/go.mod"))
+        .expect("scripts/peers/go.mod pins the peers");
+    let version = gomod
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("github.com/operator-framework/operator-sdk ")
+        })
+        .find_map(|rest| rest.split_whitespace().next())
+        .expect("scripts/peers/go.mod requires github.com/operator-framework/operator-sdk");
+    let home = std::env::var_os("HOME").expect("HOME");
+    Path::new(&home).join(".cache/bosun/peers").join(version)
+}
+
+/// The peer binary `name`; a missing one fails the test naming the script that builds it.
+fn peer(name: &str) -> PathBuf {
+    let p = peers().join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: run `bash scripts/setup-peers.sh` first (or `bash scripts/test-peers.sh`, \
+         which runs it and these tests)",
+        p.display()
+    );
+    p
+}
+
+fn bookstores() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("charts.example.com", "v1alpha1", "BookStore"),
+        "bookstores",
+    )
+}
+
+fn seed() -> PathBuf {
+    repo().join("examples/ansible-bookstore")
+}
+
+/// The seed's sample CR, its objects asked for in `ns` (the sample names `default`).
+fn sample(ns: &str) -> Value {
+    let text =
+        std::fs::read_to_string(seed().join("config/samples/charts_v1alpha1_bookstore.yaml"))
+            .expect("sample CR");
+    let mut v: Value = serde_yaml::from_str(&text).expect("sample CR is YAML");
+    v["metadata"]["namespace"] = ns.into();
+    v["spec"]["metadata"]["namespace"] = ns.into();
+    v
+}
+
+/// An operator process, killed when dropped (a failing assertion must not leave it running).
+struct Running(tokio::process::Child);
+
+impl Running {
+    async fn stop(mut self) {
+        let _ = self.0.start_kill();
+        let _ = self.0.wait().await;
+    }
+}
+
+/// ansible-operator as its image runs it: roles found under its working directory, Ansible
+/// and ansible-runner from the peer's venv first on PATH, the project's own
+/// `operator_sdk.util` collection (Galaxy is out of reach here), limited to `ns`.
+fn start_ansible_operator(kubeconfig: &Path, ns: &str, log: &Path, tmp: &Path) -> Running {
+    let bin = peer("ansible-operator");
+    let venv = peers().join("venv/bin");
+    assert!(
+        venv.join("ansible-runner").is_file(),
+        "{} is missing: run `bash scripts/setup-peers.sh` first",
+        venv.join("ansible-runner").display()
+    );
+    let path = std::env::join_paths(std::iter::once(venv).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let child = tokio::process::Command::new(bin)
+        .args([
+            "run",
+            "--watches-file=watches.yaml",
+            "--metrics-bind-address=0",
+            "--health-probe-bind-address=0",
+        ])
+        .current_dir(seed())
+        .env("KUBECONFIG", kubeconfig)
+        .env("WATCH_NAMESPACE", ns)
+        .env("PATH", path)
+        .env(
+            "ANSIBLE_COLLECTIONS_PATH",
+            repo().join("crates/ansible-runner/collection"),
+        )
+        .env("ANSIBLE_LOCAL_TEMP", tmp)
+        .env("HOME", tmp)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start ansible-operator");
+    Running(child)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// bosun started the same way: the same watches.yaml, limited to `ns`.
+fn start_bosun(kubeconfig: &Path, ns: &str, log: &Path) -> Running {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args([
+            "run".to_string(),
+            format!("--watches={}", seed().join("watches.yaml").display()),
+            format!("--metrics-addr=127.0.0.1:{}", free_port()),
+            format!("--probe-addr=127.0.0.1:{}", free_port()),
+        ])
+        .env("KUBECONFIG", kubeconfig)
+        .env("WATCH_NAMESPACE", ns)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start bosun");
+    Running(child)
+}
+
+fn conditions(o: &DynamicObject) -> BTreeMap<String, (String, String)> {
+    o.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap_or_default().to_string(),
+                (
+                    c["status"].as_str().unwrap_or_default().to_string(),
+                    c["reason"].as_str().unwrap_or_default().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn successful(o: &DynamicObject) -> bool {
+    conditions(o)
+        .get("Successful")
+        .is_some_and(|(s, _)| s == "True")
+}
+
+async fn wait_cr(client: &Client, ns: &str, what: &str, log: &Path) -> DynamicObject {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &bookstores());
+    bosun_testenv::eventually(300, || {
+        let api = api.clone();
+        async move { api.get("bookstore-sample").await.ok().filter(successful) }
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "{ns}/bookstore-sample never {what}; the operator said:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        )
+    })
+}
+
+/// An object with what the API server or the cluster decides removed: identities, times,
+/// versions, allocated addresses, the namespace, the status other controllers write.
+fn normalise(mut v: Value, ns: &str) -> Value {
+    if let Some(m) = v["metadata"].as_object_mut() {
+        for k in [
+            "managedFields",
+            "uid",
+            "creationTimestamp",
+            "resourceVersion",
+            "generation",
+            "namespace",
+        ] {
+            m.remove(k);
+        }
+        if let Some(a) = m.get_mut("annotations").and_then(Value::as_object_mut) {
+            a.remove("deployment.kubernetes.io/revision");
+            if a.is_empty() {
+                m.remove("annotations");
+            }
+        }
+        if let Some(refs) = m.get_mut("ownerReferences").and_then(Value::as_array_mut) {
+            for r in refs {
+                if let Some(r) = r.as_object_mut() {
+                    r.remove("uid");
+                }
+            }
+        }
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(spec) = v["spec"].as_object_mut() {
+        for k in ["clusterIP", "clusterIPs"] {
+            spec.remove(k);
+        }
+    }
+    serde_json::from_str(&v.to_string().replace(ns, "NAMESPACE")).expect("json")
+}
+
+async fn objects(client: &Client, ns: &str) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    for d in deps
+        .list(&ListParams::default())
+        .await
+        .expect("deployments")
+    {
+        let key = format!("Deployment/{}", d.name_any());
+        out.insert(key, normalise(serde_json::to_value(d).expect("json"), ns));
+    }
+    let svcs: Api<Service> = Api::namespaced(client.clone(), ns);
+    for s in svcs.list(&ListParams::default()).await.expect("services") {
+        let key = format!("Service/{}", s.name_any());
+        out.insert(key, normalise(serde_json::to_value(s).expect("json"), ns));
+    }
+    out
+}
+
+async fn create_sample(client: &Client, ns: &str) {
+    let cr: DynamicObject = serde_json::from_value(sample(ns)).expect("sample CR");
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &bookstores())
+        .create(&PostParams::default(), &cr)
+        .await
+        .expect("create the sample BookStore");
+}
+
+async fn delete_sample(client: &Client, ns: &str, log: &Path) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &bookstores());
+    api.delete("bookstore-sample", &DeleteParams::default())
+        .await
+        .expect("delete the CR");
+    let gone = bosun_testenv::eventually(120, || async {
+        api.get_opt("bookstore-sample")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "{ns}: the CR is not gone after its delete; the operator said:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_role_same_objects_and_conditions_as_ansible_operator() {
+    peer("ansible-operator");
+    let sdk = bosun_testenv::kit::cluster("peer-ansible-sdk")
+        .await
+        .expect("test cluster");
+    let bosun_ns = bosun_testenv::test_namespace(&sdk.admin, "peer-ansible-bosun")
+        .await
+        .expect("namespace");
+    let client = sdk.admin.clone();
+    let file = bosun_watches::WatchesFile::load(&seed().join("watches.yaml"))
+        .expect("the seed's watches.yaml");
+    let opts = bosun_ansible_operator::AnsibleOptions {
+        watches_dir: Some(seed()),
+        ..Default::default()
+    };
+    let flavor = bosun_ansible_operator::AnsibleFlavor::load(&file.entries[0], &opts)
+        .expect("the seed's Ansible entry");
+    // The same CRD for both: ansible-operator installs none (its scaffold's config/crd does).
+    bosun_testenv::kit::install_crds(&client, [flavor.crd()])
+        .await
+        .expect("BookStore CRD served");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = sdk.cp.kubeconfig();
+
+    let log = dir.path().join("ansible-operator.log");
+    let op = start_ansible_operator(kubeconfig, &sdk.ns, &log, dir.path());
+    create_sample(&client, &sdk.ns).await;
+    let their_cr = wait_cr(&client, &sdk.ns, "succeeded", &log).await;
+    let theirs = objects(&client, &sdk.ns).await;
+    delete_sample(&client, &sdk.ns, &log).await;
+    op.stop().await;
+
+    let log = dir.path().join("bosun.log");
+    let op = start_bosun(kubeconfig, &bosun_ns, &log);
+    create_sample(&client, &bosun_ns).await;
+    let our_cr = wait_cr(&client, &bosun_ns, "succeeded", &log).await;
+    let ours = objects(&client, &bosun_ns).await;
+    delete_sample(&client, &bosun_ns, &log).await;
+    op.stop().await;
+
+    assert_eq!(
+        theirs.keys().collect::<Vec<_>>(),
+        [
+            "Deployment/book-store",
+            "Deployment/mongodb-deployment",
+            "Service/book-store",
+            "Service/mongodb-service"
+        ],
+        "ansible-operator made the seed role's four objects"
+    );
+    for (k, v) in &theirs {
+        assert_eq!(
+            Some(v),
+            ours.get(k),
+            "{k}: ansible-operator's, then bosun's"
+        );
+    }
+    assert_eq!(theirs.len(), ours.len());
+    let theirs_c = conditions(&their_cr);
+    assert_eq!(
+        theirs_c,
+        BTreeMap::from([
+            // Written False with no reason once a run succeeds (cleared, not removed).
+            ("Failure".to_string(), ("False".to_string(), String::new())),
+            (
+                "Running".to_string(),
+                ("True".to_string(), "Successful".to_string())
+            ),
+            (
+                "Successful".to_string(),
+                ("True".to_string(), "Successful".to_string())
+            ),
+        ]),
+        "ansible-operator's conditions after a successful run"
+    );
+    assert_eq!(
+        theirs_c,
+        conditions(&our_cr),
+        "conditions (type -> status, reason)"
+    );
+}
