@@ -19,10 +19,7 @@ use bosun_testenv::{
     eventually, procmode, shared, test_namespace, ImageMap, NodeAgent, ProcessConfig,
 };
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use tokio::sync::OnceCell;
 
@@ -32,59 +29,20 @@ const DEADLINE: u64 = 180;
 async fn cluster_setup(client: &Client) {
     static DONE: OnceCell<()> = OnceCell::const_new();
     DONE.get_or_init(|| async {
-        let pp = PatchParams::apply("test").force();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let crd = PostgresCluster::crd();
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => panic!("crd: {e}"),
-        }
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(crds, &crd.name_any(), conditions::is_crd_established()),
-        )
-        .await
-        .expect("established")
-        .expect("crd wait");
         let need = PostgresOperator
             .rbac()
             .merge(bosun_runtime::rbac::runtime_rules(false));
         let mut rules = need.namespaced;
         rules.extend(need.cluster);
-        let role = ClusterRole {
-            metadata: ObjectMeta {
-                name: Some("bosun-postgres-test".into()),
-                ..Default::default()
-            },
-            rules: Some(rules),
-            ..Default::default()
-        };
-        Api::<ClusterRole>::all(client.clone())
-            .patch("bosun-postgres-test", &pp, &Patch::Apply(&role))
-            .await
-            .expect("role");
-        let binding = ClusterRoleBinding {
-            metadata: ObjectMeta {
-                name: Some("bosun-postgres-test".into()),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "ClusterRole".into(),
-                name: "bosun-postgres-test".into(),
-            },
-            subjects: Some(vec![Subject {
-                kind: "User".into(),
-                name: USER.into(),
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                ..Default::default()
-            }]),
-        };
-        Api::<ClusterRoleBinding>::all(client.clone())
-            .patch("bosun-postgres-test", &pp, &Patch::Apply(&binding))
-            .await
-            .expect("binding");
+        bosun_testenv::kit::install(
+            client,
+            [PostgresCluster::crd()],
+            "bosun-postgres-test",
+            rules,
+            USER,
+        )
+        .await
+        .expect("the CRD served and the operator's RBAC granted");
     })
     .await;
 }

@@ -463,7 +463,8 @@ impl Manager {
     /// promoted itself. Its stopping on the way (no WAL to reach the target, a bad
     /// segment) fails the restore.
     async fn wait_recovered(&mut self) -> Result<tokio_postgres::Client, Error> {
-        let deadline = Instant::now() + START_DEADLINE * 4;
+        // 20 minutes without the replay advancing (or reaching consistency), not in all.
+        let mut progress = super::progress::Progress::new(Instant::now(), START_DEADLINE * 4);
         loop {
             if let Some(c) = self.child.as_mut() {
                 if let Ok(Some(status)) = c.try_wait() {
@@ -474,15 +475,20 @@ impl Manager {
                 }
             }
             if let Ok(client) = sql::connect_local(&self.pg.run_dir, self.cfg.port).await {
-                if let Ok(row) = client.query_one("SELECT pg_is_in_recovery()", &[]).await {
+                let q = "SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text";
+                if let Ok(row) = client.query_one(q, &[]).await {
                     if !row.get::<_, bool>(0) {
                         return Ok(client);
                     }
+                    let replayed: Option<String> = row.get(1);
+                    if let Some(lsn) = replayed.as_deref().and_then(super::parse_lsn) {
+                        progress.saw(lsn, Instant::now());
+                    }
                 }
             }
-            if Instant::now() > deadline {
+            if progress.expired(Instant::now()) {
                 return Err(Error::Restore(
-                    "the archived WAL was not replayed in time".into(),
+                    "the archived WAL replay stopped advancing for 20 minutes".into(),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -22,6 +22,7 @@ pub mod http;
 mod manager;
 mod os;
 mod pg;
+mod progress;
 pub mod record;
 pub(crate) mod sql;
 mod state;
