@@ -113,6 +113,9 @@ pub fn init(
             .unwrap_or_default(),
     };
     names::check_project_name(&project)?;
+    if plugin == Plugin::Rust {
+        rust::check_crate_name(&project)?;
+    }
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
     let mut found: Vec<String> = std::fs::read_dir(dir)
         .map_err(Error::io(dir))?

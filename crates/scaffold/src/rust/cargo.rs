@@ -44,7 +44,7 @@ const DEV_DEPENDENCIES: &[(&str, &str)] = &[("serde_yaml", r#""0.9""#)];
 /// The bosun crates the build reaches (bosun's CLI library pulls in its engines, not bosun's
 /// own operators): with path dependencies they get bosun's own profile, so that a target dir
 /// shared with a bosun checkout reuses its build.
-const BOSUN_CRATES: &[&str] = &[
+pub(crate) const BOSUN_CRATES: &[&str] = &[
     "bosun",
     "bosun-runtime",
     "bosun-testenv",

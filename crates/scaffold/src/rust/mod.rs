@@ -58,6 +58,38 @@ pub fn crate_name(project: &str) -> String {
     project.replace('-', "_")
 }
 
+/// Rust's strict and reserved keywords (2021 edition): a crate cannot be named one.
+const KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern",
+    "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub",
+    "ref", "return", "self", "Self", "static", "struct", "super", "trait", "true", "type",
+    "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final", "macro",
+    "override", "priv", "try", "typeof", "unsized", "virtual", "yield",
+];
+
+/// The project is a Cargo package of its name, its library `crate_name(project)`: refused when
+/// that is no Rust identifier, or when it is one of bosun's crates, which the package depends on.
+pub fn check_crate_name(project: &str) -> Result<(), Error> {
+    let krate = crate_name(project);
+    let why = if krate.starts_with(|c: char| c.is_ascii_digit()) {
+        Some("starts with a digit, and a Rust crate name cannot")
+    } else if KEYWORDS.contains(&krate.as_str()) {
+        Some("is a Rust keyword")
+    } else if cargo::BOSUN_CRATES.contains(&project) || project == "bosun-bookstore" {
+        Some("is the name of a bosun crate the project depends on")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(Error::BadName {
+            what: "project name for --plugins rust".into(),
+            value: project.into(),
+            rule: format!("another --project-name: {project:?} {why}"),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// `BookStore` → `book_store`.
 pub fn snake(kind: &str) -> String {
     let mut out = String::new();
@@ -386,6 +418,25 @@ fn check_git_url(url: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The project is a crate: its name must compile as one and not be one of bosun's.
+    #[test]
+    fn a_project_name_that_cannot_be_its_crate_is_refused() {
+        for bad in [
+            "9lives",
+            "match",
+            "self",
+            "bosun",
+            "bosun-runtime",
+            "bosun-testenv",
+        ] {
+            let err = check_crate_name(bad).expect_err(bad).to_string();
+            assert!(err.contains("--project-name"), "{bad}: {err}");
+        }
+        for ok in ["shop", "my-op", "bosun-shop-operator", "r2d2"] {
+            assert!(check_crate_name(ok).is_ok(), "{ok}");
+        }
+    }
 
     #[test]
     fn without_a_source_the_refusal_names_every_way_out() {
