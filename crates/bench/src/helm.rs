@@ -83,7 +83,7 @@ pub(crate) async fn populate(client: &Client, n: usize, conc: usize) -> anyhow::
 }
 
 /// Installed: revision 1 deployed and the Deployed condition true.
-pub(crate) fn is_deployed(o: &DynamicObject) -> bool {
+fn is_deployed(o: &DynamicObject) -> bool {
     o.data["status"]["deployedRelease"]["revision"] == 1
         && o.data["status"]["conditions"].as_array().is_some_and(|c| {
             c.iter()

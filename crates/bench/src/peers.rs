@@ -311,6 +311,15 @@ fn verdict(what: &str, n: usize, ours: &[Row], theirs: &Measured, peer: &str) ->
     }
 }
 
+/// Installed, as helm-operator reports it: the Deployed condition true (its
+/// `status.deployedRelease` carries the manifest, not bosun's revision).
+fn deployed(o: &DynamicObject) -> bool {
+    o.data["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Deployed" && c["status"] == "True")
+    })
+}
+
 /// `--only helm-peer`: bosun's Helm case, then helm-operator on the same CRs.
 pub async fn case_helm_peer(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     peer("helm-operator")?;
@@ -327,7 +336,7 @@ pub async fn case_helm_peer(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
         "helm chart",
         &helm::RESOURCES,
         crs,
-        helm::is_deployed,
+        deployed,
         || helm_operator(args, cp.kubeconfig()),
     )
     .await?;
