@@ -69,6 +69,9 @@ app.kubernetes.io/name: bosun
 - apiGroups: [""]
   resources: [secrets, services]
   verbs: [get, create]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, create]
 {{- end }}
 - apiGroups: [events.k8s.io]
   resources: [events]
