@@ -14,7 +14,6 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -39,19 +38,7 @@ impl Env {
         .await?;
         let admin = cp.client().await?;
         let pp = PatchParams::apply("bosun-chaos").force();
-        let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-        let crd = bosun_bookstore::api::crd();
-        crds.patch(&crd.name_any(), &pp, &Patch::Apply(&crd))
-            .await?;
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            kube::runtime::wait::await_condition(
-                crds,
-                &crd.name_any(),
-                kube::runtime::wait::conditions::is_crd_established(),
-            ),
-        )
-        .await??;
+        bosun_testenv::kit::install_crds(&admin, [bosun_bookstore::api::crd()]).await?;
         let sc: StorageClass = serde_json::from_value(json!({
             "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
             "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": true,
