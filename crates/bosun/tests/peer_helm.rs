@@ -573,3 +573,120 @@ async fn seed_chart_same_objects_records_and_conditions_as_helm_operator() {
     assert!(our_dr.get("manifest").is_none(), "{our_dr}");
     assert_eq!(our_dr["revision"], 1);
 }
+
+/// The status label of release record `version` in `ns`, once it exists.
+async fn record_status(client: &Client, ns: &str, version: i64) -> Option<String> {
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .get_opt(&format!("sh.helm.release.v1.bookstore-sample.v{version}"))
+        .await
+        .ok()
+        .flatten()
+        .and_then(|s| s.labels().get("status").cloned())
+}
+
+/// Sets the sample's replica count, then waits (with `op` running or started after) until
+/// release `version` is deployed and the book-store Deployment asks for `replicas`; returns
+/// that Deployment's UID.
+async fn upgrade_to(
+    client: &Client,
+    ns: &str,
+    version: i64,
+    replicas: i32,
+    who: &str,
+    log: &Path,
+) -> String {
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let done = bosun_testenv::eventually(180, || async {
+        let deployed = record_status(client, ns, version).await? == "deployed";
+        let d = deps.get("book-store").await.ok()?;
+        let asked = d.spec.as_ref().and_then(|s| s.replicas) == Some(replicas);
+        (deployed && asked).then(|| d.uid().unwrap_or_default())
+    })
+    .await;
+    done.unwrap_or_else(|| {
+        panic!(
+            "{who} did not deploy revision {version} with {replicas} replicas; the operator \
+             said:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        )
+    })
+}
+
+async fn set_replicas(client: &Client, ns: &str, replicas: i32) {
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &bookstores())
+        .patch(
+            "bookstore-sample",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"replicaCount": replicas}})),
+        )
+        .await
+        .expect("patch the sample's replicaCount");
+}
+
+/// Takeover both ways: a release helm-operator installed is upgraded in place by bosun
+/// (revision 2 over helm-operator's 1, the same objects), then helm-operator upgrades bosun's
+/// (revision 3), and its uninstall on delete removes everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_both_ways_without_reinstalling() {
+    peer("helm-operator");
+    let tc = bosun_testenv::kit::cluster("peer-helm-takeover")
+        .await
+        .expect("test cluster");
+    let (client, ns) = (tc.admin.clone(), tc.ns.clone());
+    let file =
+        bosun_watches::WatchesFile::load(&repo().join("examples/helm-bookstore/watches.yaml"))
+            .expect("the seed's watches.yaml");
+    let flavor = bosun_helm_operator::HelmFlavor::load(&file.entries[0], &Default::default())
+        .expect("the seed's Helm entry");
+    bosun_testenv::kit::install_crds(&client, [flavor.crd()])
+        .await
+        .expect("BookStore CRD served");
+    let logs = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.cp.kubeconfig();
+
+    let log = logs.path().join("helm-operator-1.log");
+    let op = start_helm_operator(kubeconfig, &ns, &log);
+    create_sample(&client, &ns).await;
+    let installed = upgrade_to(&client, &ns, 1, 1, "helm-operator", &log).await;
+    op.stop().await;
+
+    set_replicas(&client, &ns, 2).await;
+    let log = logs.path().join("bosun.log");
+    let op = start_bosun(kubeconfig, &ns, &log);
+    let upgraded = upgrade_to(&client, &ns, 2, 2, "bosun", &log).await;
+    assert_eq!(installed, upgraded, "bosun upgraded in place, no reinstall");
+    assert_eq!(
+        record_status(&client, &ns, 1).await.as_deref(),
+        Some("superseded"),
+        "helm-operator's revision 1 after bosun's upgrade; records: {:?}; bosun said:\n{}",
+        records(&client, &ns).await.keys().collect::<Vec<_>>(),
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let cr = wait_cr(&client, &ns, "bookstore-sample", "upgraded", &log, |o| {
+        conditions(o).get("Deployed")
+            == Some(&("True".to_string(), "UpgradeSuccessful".to_string()))
+    })
+    .await;
+    assert_eq!(cr.data["status"]["deployedRelease"]["revision"], 2);
+    op.stop().await;
+
+    set_replicas(&client, &ns, 3).await;
+    let log = logs.path().join("helm-operator-2.log");
+    let op = start_helm_operator(kubeconfig, &ns, &log);
+    let back = upgrade_to(&client, &ns, 3, 3, "helm-operator", &log).await;
+    assert_eq!(
+        installed, back,
+        "helm-operator upgraded bosun's release in place"
+    );
+    // On purpose: helm-operator deletes every release record not deployed at each reconcile
+    // (its manager's Sync), superseded history included, so `helm history` and `helm rollback`
+    // have nothing to go back to; bosun keeps Helm's history (helm-operator's revision 1 was
+    // still there, superseded, after bosun's upgrade above).
+    assert_eq!(
+        records(&client, &ns).await.keys().collect::<Vec<_>>(),
+        ["sh.helm.release.v1.bookstore-sample.v3"],
+        "helm-operator kept only its deployed revision"
+    );
+    uninstall(&client, &ns, &log).await;
+    op.stop().await;
+}
