@@ -295,7 +295,7 @@ fn verdict(what: &str, n: usize, ours: &[Row], theirs: &Measured, peer: &str) ->
     Row {
         case: format!("{what}: {peer} / bosun"),
         n,
-        ratio: Some(speed),
+        // The ratios stand in the figure columns; `ratio` is the floor rows' bosun/floor.
         seconds: speed,
         peak_rss_mb: rss,
         cpu_seconds: theirs.converge.cpu_seconds / converge.cpu_seconds,
