@@ -14,14 +14,21 @@ floor_log=$(mktemp)
 log=$(mktemp)
 setsid bash scripts/setup-assets.sh floor >"$floor_log" 2>&1 &
 floor_assets=$!
+# operator-sdk's helm-operator and ansible-operator (and CLI), the oracles of the peer_*
+# differential tests, also built once per machine from Go modules, also in the background.
+# They use the Ansible venv, so they start once scripts/setup-ansible.sh has run (below).
+peers_log=$(mktemp)
+peers_build=
 # An early exit (a lint failing, say) leaves no build running behind it.
-trap 'kill -- -"$floor_assets" 2>/dev/null || true; rm -f "$log" "$floor_log"' EXIT
+trap 'kill -- -"$floor_assets" 2>/dev/null || true; [ -z "$peers_build" ] || kill -- -"$peers_build" 2>/dev/null || true; rm -f "$log" "$floor_log" "$peers_log"' EXIT
 
 echo "== chart renderer (Helm's engine from PyPI)"
 bash scripts/setup-helm.sh >/dev/null
 
 echo "== Ansible oracle (ansible-core 2.18 from PyPI, for crates/ansible's differential tests)"
 bash scripts/setup-ansible.sh >/dev/null
+setsid bash scripts/setup-peers.sh >"$peers_log" 2>&1 &
+peers_build=$!
 
 echo "== PostgreSQL 15 and the bosun-pg user (for the process-mode node agent's pods)"
 bash scripts/setup-postgres.sh >/dev/null
@@ -56,6 +63,7 @@ echo "== tests (Kubernetes current lane)"
 # Tests within one binary share its control plane; binaries share nothing, so two run at once
 # (scripts/run-tests.py, as cargo test runs each). Every binary runs even after a failure, so
 # one CI run reports every failing test.
+wait "$peers_build" || { cat "$peers_log" >&2; echo "operator-sdk's peers failed to build" >&2; exit 1; }
 status=0
 python3 scripts/run-tests.py --jobs 2 -- --test-threads=4 2>&1 | tee "$log" || status=1
 cargo test --workspace --locked --doc 2>&1 | tee -a "$log" || status=1
