@@ -25,6 +25,20 @@ async fn env(prefix: &str) -> Env {
     let cp = shared().await.expect("control plane");
     let client = cp.client().await.expect("client");
     let ns = test_namespace(&client, prefix).await.expect("namespace");
+    // These tests of the node agent itself mount host paths (the node's directories), which
+    // Pod Security baseline forbids; no operator under test does, so only here is the
+    // namespace privileged.
+    let privileged = serde_json::json!({
+        "metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}
+    });
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            &ns,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&privileged),
+        )
+        .await
+        .expect("namespace label");
     // `debian:*` is the host's own system, for small programs (sh, python3).
     let debian = Image {
         env: vec![("PATH".into(), DEFAULT_PATH.into())],
