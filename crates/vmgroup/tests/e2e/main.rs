@@ -564,6 +564,19 @@ async fn a_steady_group_is_read_in_one_retrieval_per_reconcile() {
     .await;
     env.wait_vms("many", &["many-1", "many-2", "many-3", "many-4"], 1, 1)
         .await;
+    // Steady means the folder is known from the status: until a reconcile has read the status
+    // that records it, a reconcile may still look the folder up by path (seen under load).
+    env.wait_status("many", "the folder recorded", |s| s.folder.is_some())
+        .await;
+    let recorded = env.reconciles();
+    let settled = eventually(60, || async {
+        (env.reconciles() >= recorded + 2.0).then_some(())
+    })
+    .await;
+    assert!(
+        settled.is_some(),
+        "no reconcile after the folder was recorded"
+    );
     // The counts as `/metrics` exports them.
     let calls = || {
         let text = env.metrics.as_ref().map(|m| m.encode()).unwrap_or_default();
