@@ -4,6 +4,8 @@
 //! and then by `bosun run --watches`, each in a namespace of its own on the same API server.
 //! Both must leave the same objects and the same `status.conditions` (type, status, reason);
 //! where bosun differs on purpose, the difference is asserted and named here.
+mod peers;
+use peers::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -12,52 +14,9 @@ use bosun_watches::Flavor;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::DynamicObject;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Where `scripts/setup-peers.sh` installs the peers: `$BOSUN_PEERS`, else the cache directory
-/// named after the operator-sdk release pinned in scripts/peers/go.mod.
-fn peers() -> PathBuf {
-    if let Some(dir) = std::env::var_os("BOSUN_PEERS") {
-        return PathBuf::from(dir);
-    }
-    let gomod = std::fs::read_to_string(repo().join("scripts/peers/go.mod"))
-        .expect("scripts/peers/go.mod pins the peers");
-    let version = gomod
-        .lines()
-        .filter_map(|l| {
-            l.trim()
-                .strip_prefix("github.com/operator-framework/operator-sdk ")
-        })
-        .find_map(|rest| rest.split_whitespace().next())
-        .expect("scripts/peers/go.mod requires github.com/operator-framework/operator-sdk");
-    let home = std::env::var_os("HOME").expect("HOME");
-    Path::new(&home).join(".cache/bosun/peers").join(version)
-}
-
-/// The peer binary `name`; a missing one fails the test naming the script that builds it.
-fn peer(name: &str) -> PathBuf {
-    let p = peers().join(name);
-    assert!(
-        p.is_file(),
-        "{} is missing: run `bash scripts/setup-peers.sh` first (or `bash scripts/test-peers.sh`, \
-         which runs it and these tests)",
-        p.display()
-    );
-    p
-}
-
-fn bookstores() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("charts.example.com", "v1alpha1", "BookStore"),
-        "bookstores",
-    )
-}
 
 fn seed() -> PathBuf {
     repo().join("examples/ansible-bookstore")
@@ -72,16 +31,6 @@ fn sample(ns: &str) -> Value {
     v["metadata"]["namespace"] = ns.into();
     v["spec"]["metadata"]["namespace"] = ns.into();
     v
-}
-
-/// An operator process, killed when dropped (a failing assertion must not leave it running).
-struct Running(tokio::process::Child);
-
-impl Running {
-    async fn stop(mut self) {
-        let _ = self.0.start_kill();
-        let _ = self.0.wait().await;
-    }
 }
 
 /// ansible-operator as its image runs it: roles found under its working directory, Ansible
@@ -124,13 +73,6 @@ fn start_ansible_operator(kubeconfig: &Path, ns: &str, log: &Path, tmp: &Path) -
     Running(child)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// bosun started the same way: the same watches.yaml, limited to `ns`.
 fn start_bosun(kubeconfig: &Path, ns: &str, log: &Path) -> Running {
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
@@ -148,23 +90,6 @@ fn start_bosun(kubeconfig: &Path, ns: &str, log: &Path) -> Running {
         .spawn()
         .expect("start bosun");
     Running(child)
-}
-
-fn conditions(o: &DynamicObject) -> BTreeMap<String, (String, String)> {
-    o.data["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            (
-                c["type"].as_str().unwrap_or_default().to_string(),
-                (
-                    c["status"].as_str().unwrap_or_default().to_string(),
-                    c["reason"].as_str().unwrap_or_default().to_string(),
-                ),
-            )
-        })
-        .collect()
 }
 
 fn successful(o: &DynamicObject) -> bool {
