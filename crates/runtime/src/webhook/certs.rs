@@ -32,6 +32,8 @@ pub enum CertError {
     Pem { what: String, message: String },
     #[error("generating a certificate: {0}")]
     Generate(String),
+    #[error(transparent)]
+    Refused(#[from] super::settings::SettingsError),
 }
 
 #[derive(Clone, Debug)]
@@ -48,6 +50,9 @@ pub enum CertSource {
         hosts: Vec<String>,
         validity: Duration,
     },
+    /// The environment asked for webhooks with a setting that does not parse: nothing is
+    /// served, and starting says which setting ([`super::settings`]).
+    Refused(super::settings::SettingsError),
 }
 
 impl CertSource {
@@ -206,6 +211,7 @@ impl Certificates {
                 let ca = issuer.cert.pem();
                 (issuer.issue()?, Some(issuer), Some(ca), vec![])
             }
+            CertSource::Refused(e) => return Err(e.clone().into()),
         };
         Ok(Certificates {
             current: Arc::new(Current(RwLock::new(Arc::new(first)))),
@@ -238,7 +244,7 @@ impl Certificates {
                 *loaded = both;
                 next
             }
-            (CertSource::Generated { .. }, None) => return Ok(false),
+            (CertSource::Generated { .. } | CertSource::Refused(_), None) => return Ok(false),
         };
         *self.current.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
         Ok(true)
@@ -250,6 +256,8 @@ impl Certificates {
         match &self.source {
             CertSource::Files { reload_every, .. } => *reload_every,
             CertSource::Generated { validity, .. } => *validity * 2 / 3,
+            // Never served; a day, so a loop over it never spins.
+            CertSource::Refused(_) => Duration::from_secs(24 * 3600),
         }
     }
 

@@ -29,7 +29,7 @@ pub use handler::{Admission, Verdict};
 pub use plan::{Configurations, Plan};
 pub use review::Operation;
 pub use server::{serve, Serving, WebhookError};
-pub use settings::Settings;
+pub use settings::{Settings, SettingsError};
 
 use handler::{AdmissionFn, ConversionFn};
 

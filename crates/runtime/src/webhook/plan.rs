@@ -52,6 +52,9 @@ pub async fn start(
     client: &Client,
     shutdown: CancellationToken,
 ) -> Result<Serving, WebhookError> {
+    if let CertSource::Refused(e) = plan.certificates {
+        return Err(e.into());
+    }
     let certs = Arc::new(Certificates::new(plan.certificates)?);
     let ca = certs.ca_pem().map(|p| p.as_bytes().to_vec());
     let serving = serve(plan.webhooks, plan.listen, certs, shutdown).await?;

@@ -45,6 +45,8 @@ pub enum WebhookError {
     Cert(#[from] CertError),
     #[error("writing the webhook configurations: {0}")]
     Register(kube::Error),
+    #[error(transparent)]
+    Settings(#[from] super::settings::SettingsError),
 }
 
 fn json<T: serde::Serialize>(body: &T) -> Response {

@@ -1,7 +1,8 @@
 //! How an operator's webhooks are served, from its environment: the same variables for every
 //! operator, under its own prefix (`BOSUN_VMGROUP_WEBHOOK_ADDR`, …):
 //!
-//! - `<PREFIX>_WEBHOOK_ADDR` — serve on this address, e.g. `0.0.0.0:9443` (unset: no webhooks);
+//! - `<PREFIX>_WEBHOOK_ADDR` — serve on this address, e.g. `0.0.0.0:9443`, or Go's `:9443` (every
+//!   interface) as controller-runtime's flags take it (unset: no webhooks);
 //! - `<PREFIX>_WEBHOOK_CERT_DIR` — `tls.crt` and `tls.key` there (a cert-manager Certificate's
 //!   Secret mounted in the pod); the manifests carry the configurations with cert-manager's CA
 //!   injection and nothing is written at start. Unset: a CA and a certificate are generated
@@ -11,6 +12,12 @@
 //!   webhooks, which written configurations point at (the generated certificate names
 //!   `<name>.<namespace>.svc`); unset: `https://<bound address>` (an API server on the same
 //!   machine: development, tests);
+//!
+//! A value that is set but does not parse is an error naming the variable, returned by
+//! [`Settings::try_from_lookup`] and, through [`Settings::from_lookup`], by the manager when it
+//! starts the webhooks: never webhooks silently off, nor configurations written with the
+//! bound address (`https://0.0.0.0:9443`, which the API server cannot reach, and under
+//! `failurePolicy: Fail` every write of the kind refused).
 //! - `BOSUN_NAMESPACES` (else operator-sdk's `WATCH_NAMESPACE`) — the namespaces the operator
 //!   watches, as `bosun run` reads them (its `--namespaces` flag is passed on under that
 //!   name): the admission webhooks then review objects in those namespaces only
@@ -77,16 +84,71 @@ pub struct Settings {
     pub configuration: String,
     /// Only objects in matching namespaces are reviewed (None: all).
     pub namespace_selector: Option<LabelSelector>,
+    /// Set when the environment named webhooks but a value did not parse: starting them fails
+    /// with it ([`super::plan::start`]), before anything is bound or written.
+    pub refused: Option<SettingsError>,
+}
+
+/// A webhook setting that is present but unusable.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{variable}={value:?} {problem}")]
+pub struct SettingsError {
+    pub variable: String,
+    pub value: String,
+    pub problem: String,
 }
 
 /// `namespace/name[:port]` (port 443 when absent).
 pub fn parse_service(s: &str) -> Option<(String, String, i32)> {
-    let (ns, rest) = s.split_once('/')?;
+    service(s).ok()
+}
+
+/// A DNS-1123 label: what a namespace and a Service name must be.
+fn dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn service(s: &str) -> Result<(String, String, i32), String> {
+    const FORM: &str = "namespace/name or namespace/name:port, e.g. ops/bosun-webhook:443";
+    let Some((ns, rest)) = s.split_once('/') else {
+        return Err(format!("is not a Service: expected {FORM}"));
+    };
     let (name, port) = match rest.split_once(':') {
-        Some((n, p)) => (n, p.parse().ok()?),
+        Some((n, p)) => match p.parse::<u16>() {
+            Ok(port) if port > 0 => (n, i32::from(port)),
+            _ => {
+                return Err(format!(
+                    "has port {p:?}: a Service port is a number from 1 to 65535 (the port, \
+                     not its name): expected {FORM}"
+                ))
+            }
+        },
         None => (rest, 443),
     };
-    (!ns.is_empty() && !name.is_empty()).then(|| (ns.to_string(), name.to_string(), port))
+    for (what, v) in [("namespace", ns), ("name", name)] {
+        if !dns_label(v) {
+            return Err(format!("has {what} {v:?}, which is not a DNS label (lower-case letters, digits and '-'): expected {FORM}"));
+        }
+    }
+    Ok((ns.to_string(), name.to_string(), port))
+}
+
+/// `host:port`, `[v6]:port`, or Go's `:port` for every interface.
+fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+    let parsed = match s.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}").parse(),
+        None => s.parse(),
+    };
+    parsed.map_err(|_| {
+        "is not an address to listen on: expected ip:port such as 0.0.0.0:9443 (or :9443), \
+         an IP address, not a host name"
+            .to_string()
+    })
 }
 
 impl Settings {
@@ -97,24 +159,56 @@ impl Settings {
             service: None,
             configuration: configuration.into(),
             namespace_selector: None,
+            refused: None,
         }
     }
 
     /// The settings under `prefix` (see the module documentation); None when not enabled.
+    /// Values that do not parse are refused ([`Settings::refused`]), so that starting the
+    /// webhooks fails naming the variable; see [`Settings::try_from_lookup`] to refuse earlier.
     pub fn from_lookup(
         prefix: &str,
         configuration: &str,
         get: impl Fn(&str) -> Option<String>,
     ) -> Option<Settings> {
-        let listen = get(&format!("{prefix}_WEBHOOK_ADDR"))?.parse().ok()?;
-        Some(Settings {
+        match Self::try_from_lookup(prefix, configuration, get) {
+            Ok(settings) => settings,
+            // The address is never bound: the manager refuses the plan first.
+            Err(e) => Some(Settings {
+                refused: Some(e),
+                ..Settings::new(SocketAddr::from(([127, 0, 0, 1], 0)), configuration)
+            }),
+        }
+    }
+
+    /// The settings under `prefix`: None when `<PREFIX>_WEBHOOK_ADDR` is unset, an error
+    /// naming the variable when a value is set but does not parse.
+    pub fn try_from_lookup(
+        prefix: &str,
+        configuration: &str,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<Settings>, SettingsError> {
+        let refuse = |variable: String, value: &str, problem: String| SettingsError {
+            variable,
+            value: value.to_string(),
+            problem,
+        };
+        let addr_var = format!("{prefix}_WEBHOOK_ADDR");
+        let Some(addr) = get(&addr_var) else {
+            return Ok(None);
+        };
+        let listen = listen_addr(addr.trim()).map_err(|p| refuse(addr_var, &addr, p))?;
+        let service_var = format!("{prefix}_WEBHOOK_SERVICE");
+        let service = match get(&service_var) {
+            Some(v) => Some(service(v.trim()).map_err(|p| refuse(service_var, &v, p))?),
+            None => None,
+        };
+        Ok(Some(Settings {
             cert_dir: get(&format!("{prefix}_WEBHOOK_CERT_DIR")).map(PathBuf::from),
-            service: get(&format!("{prefix}_WEBHOOK_SERVICE"))
-                .as_deref()
-                .and_then(parse_service),
+            service,
             namespace_selector: watched_namespaces(&namespaces_from_lookup(&get)),
             ..Settings::new(listen, configuration)
-        })
+        }))
     }
 
     /// Whether the operator writes its configurations itself (a generated certificate).
@@ -123,6 +217,9 @@ impl Settings {
     }
 
     pub fn certificates(&self) -> CertSource {
+        if let Some(e) = &self.refused {
+            return CertSource::Refused(e.clone());
+        }
         match &self.cert_dir {
             Some(dir) => CertSource::dir(dir),
             None => {
@@ -206,6 +303,78 @@ mod tests {
         };
         assert!(files.rbac().is_empty(), "cert-manager: nothing written");
         assert_eq!(files.namespace_selector, None, "no namespaces: all");
+    }
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }
+
+    /// A value that is set but unusable never turns the webhooks off silently, nor leaves the
+    /// configurations pointing at the bound address: it is an error naming the variable.
+    #[test]
+    fn a_setting_that_does_not_parse_is_an_error_naming_the_variable() {
+        let addr = |v: &str| lookup(&[("X_WEBHOOK_ADDR", v)]);
+        for bad in [
+            "localhost:9443",
+            "9443",
+            "0.0.0.0",
+            "0.0.0.0:http",
+            ":",
+            "[::1]",
+            "",
+        ] {
+            let e = Settings::try_from_lookup("X", "c", addr(bad)).expect_err(bad);
+            assert_eq!(e.variable, "X_WEBHOOK_ADDR", "{bad}");
+            let text = e.to_string();
+            assert!(
+                text.starts_with(&format!("X_WEBHOOK_ADDR={bad:?} "))
+                    && text.contains("0.0.0.0:9443"),
+                "{text}"
+            );
+            // Through the infallible constructor operators use: refused when started.
+            let s = Settings::from_lookup("X", "c", addr(bad)).expect("webhooks not silently off");
+            assert_eq!(s.refused.as_ref(), Some(&e));
+            match s.certificates() {
+                CertSource::Refused(r) => assert_eq!(r, e),
+                other => panic!("{other:?}"),
+            }
+        }
+        // Go's form (controller-runtime's flags) and IPv6 are addresses.
+        for (good, want) in [(":9443", "0.0.0.0:9443"), ("[::]:9443", "[::]:9443")] {
+            let s = Settings::try_from_lookup("X", "c", addr(good))
+                .expect(good)
+                .expect("enabled");
+            assert_eq!(s.listen.to_string(), want);
+            assert_eq!(s.refused, None);
+        }
+        let service = |v: &str| lookup(&[("X_WEBHOOK_ADDR", ":9443"), ("X_WEBHOOK_SERVICE", v)]);
+        for bad in [
+            "ops/hook:https",
+            "ops/hook:0",
+            "ops/hook:70000",
+            "ops/hook:-1",
+            "hook",
+            "/hook",
+            "ops/",
+            "Ops/hook",
+            "ops/hook.svc",
+            "ops/hook/x",
+        ] {
+            let e = Settings::try_from_lookup("X", "c", service(bad)).expect_err(bad);
+            assert_eq!(e.variable, "X_WEBHOOK_SERVICE", "{bad}");
+            assert!(e.to_string().contains("namespace/name"), "{e}");
+            let s = Settings::from_lookup("X", "c", service(bad)).expect("refused, not off");
+            assert_eq!(s.refused, Some(e));
+        }
+        let s = Settings::try_from_lookup("X", "c", service("ops/hook:8443"))
+            .expect("valid")
+            .expect("enabled");
+        assert_eq!(s.service, Some(("ops".into(), "hook".into(), 8443)));
+        assert_eq!(Settings::try_from_lookup("X", "c", lookup(&[])), Ok(None));
     }
 
     #[test]

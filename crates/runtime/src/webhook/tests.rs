@@ -497,3 +497,32 @@ async fn requests_are_measured_per_served_path_and_code_with_controller_runtime_
         "paths not served are not labels"
     );
 }
+
+/// Starting webhooks whose settings did not parse fails at once with the variable's name,
+/// before anything is bound or written (the client points nowhere: it is never used).
+#[tokio::test]
+async fn a_plan_with_refused_settings_fails_to_start_naming_the_variable() {
+    let settings = Settings::from_lookup("X", "c", |k| {
+        (k == "X_WEBHOOK_ADDR").then(|| "localhost:9443".to_string())
+    })
+    .expect("refused settings, not none");
+    let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+    let client = kube::Client::try_from(config).expect("client");
+    let plan = Plan {
+        webhooks: hooks(),
+        listen: settings.listen,
+        certificates: settings.certificates(),
+        register: None,
+        field_manager: "test".into(),
+    };
+    let e = plan::start(plan, &client, tokio_util::sync::CancellationToken::new())
+        .await
+        .err()
+        .expect("refused");
+    assert!(matches!(e, WebhookError::Settings(_)), "{e:?}");
+    assert!(
+        e.to_string()
+            .starts_with("X_WEBHOOK_ADDR=\"localhost:9443\" is not an address"),
+        "{e}"
+    );
+}
