@@ -8,6 +8,10 @@
 #                     quay.io/operator-framework/helm-operator image runs)
 #   ansible-operator  github.com/operator-framework/ansible-operator-plugins/cmd/ansible-operator
 #   operator-sdk      github.com/operator-framework/operator-sdk/cmd/operator-sdk (the CLI)
+#   myownshell-controller-runtime
+#                     seed 004's MyOwnShell as a small controller-runtime program of the project's
+#                     own (scripts/peers/controller-runtime: main.go, and its go.mod pinning
+#                     controller-runtime), the coded operators' peer in the benchmarks
 #   venv/             ansible-operator's Python side, as its image has it: the Ansible venv of
 #                     scripts/setup-ansible.sh (ansible-runner, ansible-core, kubernetes.core)
 #                     plus the ansible-runner HTTP event plugin shipped in the pinned
@@ -27,8 +31,14 @@ SDK=$(pinned operator-sdk)
 AOP=$(pinned ansible-operator-plugins)
 [ -n "$SDK" ] && [ -n "$AOP" ] || { log "scripts/peers/go.mod pins no operator-sdk or ansible-operator-plugins"; exit 2; }
 
+CR=$(sed -n 's|^[[:space:]]*sigs.k8s.io/controller-runtime \(v[^ ]*\).*|\1|p' "$pins/controller-runtime/go.mod" | head -n1)
+[ -n "$CR" ] || { log "scripts/peers/controller-runtime/go.mod pins no controller-runtime"; exit 2; }
+
 PEERS=${BOSUN_PEERS:-$HOME/.cache/bosun/peers/$SDK}
 BINARIES=(helm-operator ansible-operator operator-sdk)
+# The controller-runtime peer is rebuilt when its pin or its source changes.
+crstamp() { cat "$pins/controller-runtime/go.mod" "$pins/controller-runtime/go.sum" "$pins/controller-runtime/main.go" | sha256sum | cut -c1-16; }
+cr_present() { [ -x "$PEERS/myownshell-controller-runtime" ] && [ "$(cat "$PEERS/myownshell-controller-runtime.stamp" 2>/dev/null)" = "$(crstamp)" ]; }
 
 python_ok() {
   [ -x "$PEERS/venv/bin/ansible-runner" ] &&
@@ -36,7 +46,7 @@ python_ok() {
 }
 all_present() {
   for b in "${BINARIES[@]}"; do [ -x "$PEERS/$b" ] || return 1; done
-  python_ok
+  cr_present && python_ok
 }
 if all_present; then
   log "operator-sdk $SDK peers cached in $PEERS"
@@ -91,6 +101,22 @@ for b in "${BINARIES[@]}"; do
     { log "$b does not run: $(head -c 64 "$work/out/$b" | tr -cd '[:print:]')"; exit 1; }
   install -m 0755 "$work/out/$b" "$PEERS/$b"
 done
+
+if ! cr_present; then
+  log "building myownshell-controller-runtime (controller-runtime $CR) from Go modules"
+  crwork=$work/controller-runtime
+  cp -r "$pins/controller-runtime" "$crwork"
+  (cd "$crwork" && timeout 900 go build -trimpath -ldflags "-s -w" -o "$work/out/myownshell-controller-runtime" .) \
+    >"$work/build-controller-runtime.log" 2>&1 || {
+    tail -n 40 "$work/build-controller-runtime.log" >&2
+    log "myownshell-controller-runtime did not build (above)"
+    exit 1
+  }
+  "$work/out/myownshell-controller-runtime" --help >/dev/null 2>&1 ||
+    { log "myownshell-controller-runtime does not run"; exit 1; }
+  install -m 0755 "$work/out/myownshell-controller-runtime" "$PEERS/myownshell-controller-runtime"
+  crstamp >"$PEERS/myownshell-controller-runtime.stamp"
+fi
 
 if ! python_ok; then
   # A venv of its own layered on the project's Ansible venv (a .pth file), so the peer's extra

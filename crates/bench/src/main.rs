@@ -1,6 +1,7 @@
 //! bosun's benchmarks, each case on a fresh test control plane (real kube-apiserver of the lane
 //! `BOSUN_KUBE_VERSION` selects, current by default):
-//! a. MyOwnShell (bosun) vs client-go's sample-controller: N objects → N Deployments + status;
+//! a. MyOwnShell (bosun) vs client-go's sample-controller and, named, vs a controller-runtime
+//!    program of the project's own ([`peers`]): N objects → N Deployments + status;
 //! b. BookStore convergence vs the raw write floor (the same server-side applies from a bare
 //!    client at the same concurrency);
 //! c. restart over converged BookStores: mutating requests until idle;
@@ -49,7 +50,8 @@ pub(crate) struct Args {
     bosun: PathBuf,
     /// Only these cases (myownshell, sample-controller, bookstore, helm, ansible, render,
     /// vmgroup, webhook, postgres); all when empty. helm-peer and ansible-peer (operator-sdk's
-    /// operators, from scripts/setup-peers.sh) run only when named.
+    /// operators) and myownshell-cr (MyOwnShell on controller-runtime), all built by
+    /// scripts/setup-peers.sh, run only when named.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Override the object counts (comma-separated).
@@ -588,14 +590,16 @@ async fn main() -> anyhow::Result<()> {
     let runs = args.runs.unwrap_or(1);
     let run = |case: &str| args.only.is_empty() || args.only.iter().any(|o| o == case);
     let mut rows: Vec<Summary> = Vec::new();
+    // The controller-runtime peer only when named: it needs scripts/setup-peers.sh's build.
+    let cr_peer = args.only.iter().any(|o| o == "myownshell-cr");
     for &n in shell_ns
         .iter()
-        .filter(|_| run("myownshell") || run("sample-controller"))
+        .filter(|_| run("myownshell") || run("sample-controller") || cr_peer)
     {
-        eprintln!("[bench] myownshell vs sample-controller, N = {n}");
-        // The two are run in turn within each run, so a slow spell of the machine hits both.
+        eprintln!("[bench] myownshell vs its peers, N = {n}");
+        // All are run in turn within each run, so a slow spell of the machine hits each.
         let mut shells = Vec::new();
-        let mut samples = Vec::new();
+        let mut peers_rows: Vec<Vec<Row>> = vec![Vec::new(), Vec::new(), Vec::new()];
         for _ in 0..runs {
             if run("myownshell") {
                 let r = case_myownshell(&args, n).await?;
@@ -606,28 +610,36 @@ async fn main() -> anyhow::Result<()> {
                 shells.push(r);
             }
             if run("sample-controller") {
-                let r = case_sample_controller(&args, n).await?;
+                peers_rows[0].push(case_sample_controller(&args, n).await?);
+            }
+            if cr_peer {
+                peers_rows[1].push(peers::case_myownshell_cr(&args, n, false).await?);
+                peers_rows[2].push(peers::case_myownshell_cr(&args, n, true).await?);
+            }
+            for r in peers_rows.iter().filter_map(|rows| rows.last()) {
                 eprintln!(
-                    "[bench]   sample-controller {:.2} s / {:.1} MB",
-                    r.seconds, r.peak_rss_mb
+                    "[bench]   {} {:.2} s / {:.1} MB",
+                    r.case, r.seconds, r.peak_rss_mb
                 );
-                samples.push(r);
             }
         }
-        if let (false, false) = (shells.is_empty(), samples.is_empty()) {
-            // bosun's share of sample-controller's peak RSS and its speed-up, run by run.
+        for samples in peers_rows.iter_mut() {
+            if shells.is_empty() || samples.is_empty() {
+                continue;
+            }
+            // bosun's share of the peer's peak RSS and its speed-up, run by run.
             let share: Vec<f64> = shells
                 .iter()
-                .zip(&samples)
+                .zip(samples.iter())
                 .map(|(b, s)| b.peak_rss_mb / s.peak_rss_mb)
                 .collect();
             let speed: Vec<f64> = shells
                 .iter()
-                .zip(&samples)
+                .zip(samples.iter())
                 .map(|(b, s)| s.seconds / b.seconds)
                 .collect();
             let (share, speed) = (Stat::of(share), Stat::of(speed));
-            for r in &mut samples {
+            for r in samples.iter_mut() {
                 r.note = format!(
                     "{}; bosun's peak RSS / this one's: median {}; speed-up: median {}",
                     r.note,
@@ -636,7 +648,7 @@ async fn main() -> anyhow::Result<()> {
                 );
             }
         }
-        for rows_of_case in [shells, samples] {
+        for rows_of_case in std::iter::once(shells).chain(peers_rows) {
             if !rows_of_case.is_empty() {
                 rows.push(Summary::of(&rows_of_case));
             }

@@ -420,3 +420,78 @@ pub async fn case_ansible_peer(args: &Args, n: usize) -> anyhow::Result<Vec<Row>
     rows.extend([theirs.converge, theirs.restart, theirs.steady, verdict]);
     Ok(rows)
 }
+
+/// k. seed 004's MyOwnShell as a controller-runtime program (`scripts/peers/controller-runtime`,
+/// built by setup-peers.sh) over the same N CRs as bosun's MyOwnShell case: at controller-
+/// runtime's defaults (client 20 QPS / burst 30, one worker), or `lifted` (no client rate limit,
+/// bosun's reconcile concurrency), so the comparison is not only the rate limiter's.
+pub async fn case_myownshell_cr(args: &Args, n: usize, lifted: bool) -> anyhow::Result<Row> {
+    use bosun_myownshell::MyOwnShell;
+    use kube::CustomResourceExt;
+    let cp = ControlPlane::start(Options::default()).await?;
+    let client = cp.client().await?;
+    crate::namespace(&client).await?;
+    bosun_bench::measure::install_crd(&client, &MyOwnShell::crd()).await?;
+    let (probe, metrics) = (free_port()?, free_port()?);
+    let mut cmd = tokio::process::Command::new(peer("myownshell-controller-runtime")?);
+    cmd.arg(format!("--kubeconfig={}", cp.kubeconfig().display()))
+        .arg(format!("--metrics-bind-address=127.0.0.1:{metrics}"))
+        .arg(format!("--health-probe-bind-address=127.0.0.1:{probe}"));
+    if lifted {
+        cmd.arg("--qps=-1")
+            .arg(format!("--workers={}", args.concurrency));
+    }
+    let op = Peer::start(cmd, probe, metrics, "myownshell-controller-runtime")?;
+    op.wait_ready().await;
+    let before = Counts::read(&cp, &client).await?;
+    let t0 = Instant::now();
+    let ar = kube::core::ApiResource::erase::<MyOwnShell>(&());
+    crate::create_many(&client, &ar, n, args.concurrency, |i| {
+        serde_json::json!({"apiVersion": "my-first-operator.jgato.io/v1alpha1", "kind": "MyOwnShell",
+                           "metadata": {"name": format!("shell-{i}")}, "spec": {"size": 1}})
+    })
+    .await?;
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), crate::NS);
+    bosun_bench::measure::wait_until(Duration::from_secs(1200), || async {
+        if crate::deployments(&client).await? < n {
+            return Ok(false);
+        }
+        let list = shells.list(&kube::api::ListParams::default()).await?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|s| {
+                s.status
+                    .as_ref()
+                    .is_some_and(|st| st.observed_generation.is_some())
+            })
+            .count()
+            == n)
+    })
+    .await?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let after = Counts::read(&cp, &client).await?;
+    let (peak, cpu) = (op.peak_rss_mb(), op.cpu_seconds());
+    op.stop().await;
+    let how = if lifted {
+        format!(
+            "no client rate limit, {} workers (MaxConcurrentReconciles)",
+            args.concurrency
+        )
+    } else {
+        "controller-runtime's defaults: 20 QPS, burst 30, 1 worker".to_string()
+    };
+    Ok(Row {
+        ratio: None,
+        case: format!(
+            "myownshell (controller-runtime{})",
+            if lifted { ", lifted" } else { "" }
+        ),
+        n,
+        seconds,
+        peak_rss_mb: peak,
+        cpu_seconds: cpu,
+        writes: mutating(&before, &after, &["deployments", "myownshells"]),
+        note: how,
+    })
+}
