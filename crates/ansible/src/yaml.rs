@@ -12,16 +12,50 @@ pub struct YamlError {
     pub msg: String,
 }
 
-/// Every document of the stream (PyYAML's SafeLoader rules).
+/// Every document of the stream (PyYAML's SafeLoader rules), no value nested deeper than
+/// [`MAX_DEPTH`](crate::template::value::MAX_DEPTH).
 pub fn load_all(src: &str) -> Result<Vec<Node>, YamlError> {
-    bosun_yaml::load_all(src, bosun_yaml::Schema::PyYaml).map_err(|e| {
+    let docs = bosun_yaml::load_all(src, bosun_yaml::Schema::PyYaml).map_err(|e| {
         let m = e.mark().unwrap_or_default();
         YamlError {
             line: m.line,
             col: m.col,
             msg: e.to_string(),
         }
-    })
+    })?;
+    docs.iter().try_for_each(check_depth)?;
+    Ok(docs)
+}
+
+/// bosun-yaml reads up to 512 levels, but the engine converts and templates values
+/// recursively: a value may nest no deeper than the CR specs it gets from the API server
+/// (see [`MAX_DEPTH`](crate::template::value::MAX_DEPTH)). Iterative, so the check itself
+/// costs no stack.
+fn check_depth(root: &Node) -> Result<(), YamlError> {
+    use crate::template::value::MAX_DEPTH;
+    let mut stack = vec![(root, 1usize)];
+    while let Some((n, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(YamlError {
+                line: n.mark.line,
+                col: n.mark.col,
+                msg: format!(
+                    "values nest more than {MAX_DEPTH} levels deep here (the most a Kubernetes \
+                     object read from the API server can have); flatten this value"
+                ),
+            });
+        }
+        match &n.value {
+            Yaml::Seq(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
+            Yaml::Map(pairs) => stack.extend(
+                pairs
+                    .iter()
+                    .flat_map(|(k, v)| [(k, depth + 1), (v, depth + 1)]),
+            ),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Node accessors for the loader.

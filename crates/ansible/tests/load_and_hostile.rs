@@ -415,3 +415,96 @@ fn computed_file_names_are_run_or_left_to_real_ansible() {
     );
     Role::load("r", &opts).expect("loads");
 }
+
+/// `levels` nested flow sequences around a scalar: `[[[...1...]]]`.
+fn nested(levels: usize) -> String {
+    format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+}
+
+fn run_with(files: &[(&str, &str)], extra: serde_json::Value) -> bosun_ansible::Outcome {
+    let dir = tempfile::tempdir().expect("test value");
+    let opts = role_with(dir.path(), files);
+    let role = Role::load("r", &opts).expect("the role loads");
+    let ctx = RunContext::new(None, Arc::new(Discovery::new()), None);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("test value");
+    let extra = extra.as_object().cloned().unwrap_or_default();
+    rt.block_on(role.run(&ctx, &extra))
+}
+
+#[test]
+fn yaml_nested_deeper_than_the_limit_is_a_load_error() {
+    // In a task file, the role's defaults and vars, and a vars file read by include_vars: a
+    // load error naming the file, never a crash (this test runs in the debug build, on a test
+    // thread's 2 MiB stack). Past 512 levels bosun-yaml refuses it while reading; past 128
+    // the engine does (the deepest value it converts and templates).
+    for (levels, says) in [
+        (600, "exceeded max depth of 512"),
+        (200, "more than 128 levels"),
+    ] {
+        let deep = nested(levels);
+        let files: [(&str, String); 4] = [
+            ("tasks/main.yml", format!("- debug:\n    msg: {deep}\n")),
+            ("defaults/main.yml", format!("deep: {deep}\n")),
+            ("vars/main.yml", format!("deep: {deep}\n")),
+            ("vars/other.yml", format!("deep: {deep}\n")),
+        ];
+        for (path, text) in &files {
+            let dir = tempfile::tempdir().expect("test value");
+            let mut role = vec![(*path, text.as_str())];
+            if *path == "vars/other.yml" {
+                role.push(("tasks/main.yml", "- include_vars: other.yml\n"));
+            }
+            let opts = role_with(dir.path(), &role);
+            let err = match Role::load("r", &opts) {
+                Ok(_) => panic!("{path}: loaded YAML nested {levels} levels deep"),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                err.contains(&format!("roles/r/{path}:")) && err.contains(says),
+                "{path}, {levels} levels: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn values_within_the_limit_run_and_deeper_ones_fail_the_task() {
+    // Within the limit, everything a role does with the value (template it, convert it,
+    // compare it, print it) works.
+    let deep = nested(120);
+    let tasks = "- set_fact:\n    copy: \"{{ deep }}\"\n- debug:\n    msg: \"{{ deep | to_json | length }}\"\n- assert:\n    that: copy == deep\n- debug:\n    msg: \"{{ deep | to_nice_yaml | length }}\"\n";
+    let defaults = format!("deep: {deep}\n");
+    let o = run_with(
+        &[("tasks/main.yml", tasks), ("defaults/main.yml", &defaults)],
+        serde_json::json!({}),
+    );
+    assert!(o.succeeded(), "{:?}", o.failures);
+    assert_eq!(o.stats.ok, 4);
+    // A value a loop nests deeper, one level a task: the task that goes past the limit
+    // fails with the reason, the run ends there.
+    let tasks = "- set_fact: {x: 1}\n- set_fact:\n    x: \"{{ [x] }}\"\n  loop: \"{{ range(300) | list }}\"\n";
+    let o = run_with(&[("tasks/main.yml", tasks)], serde_json::json!({}));
+    assert_eq!(o.failures[0].msg, "One or more items failed");
+    let items = &o.tasks[1].result["results"];
+    assert!(
+        items.to_string().contains("more than 128 levels"),
+        "{items}"
+    );
+    // A spec string that reads as a deeply nested list (ansible-core 2.18 turns such a
+    // rendered string into the list): a task error, not a crash.
+    let tasks = "- debug:\n    msg: \"{{ text }}\"\n";
+    for levels in [200, 100_000] {
+        let o = run_with(
+            &[("tasks/main.yml", tasks)],
+            serde_json::json!({"text": nested(levels)}),
+        );
+        assert!(
+            o.succeeded() || !o.failures[0].msg.is_empty(),
+            "{levels}: {:?}",
+            o.failures
+        );
+    }
+}

@@ -37,8 +37,24 @@ pub fn from_json(j: &Json) -> Value {
     }
 }
 
+/// How deep a value may nest: serde_json's recursion limit, so the deepest CR spec kube can
+/// read from the API server. Values are converted, compared and printed recursively (here
+/// and inside minijinja); a bound well under what a 2 MiB worker stack holds in a debug build
+/// keeps a hostile role or loop from overflowing it.
+pub const MAX_DEPTH: usize = 128;
+
 /// A template value as JSON; undefined values are an error, as Ansible refuses to pass them on.
 pub fn to_json(v: &Value) -> Result<Json, Error> {
+    to_json_at(v, 1)
+}
+
+fn to_json_at(v: &Value, depth: usize) -> Result<Json, Error> {
+    if depth > MAX_DEPTH {
+        return Err(Error::Template(format!(
+            "a value nests more than {MAX_DEPTH} levels deep"
+        )));
+    }
+    let to_json = |x: &Value| to_json_at(x, depth + 1);
     Ok(match v.kind() {
         ValueKind::Undefined => return Err(Error::Template(undefined_message(v))),
         ValueKind::None => Json::Null,
