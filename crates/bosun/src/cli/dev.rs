@@ -8,7 +8,7 @@
 //! VmGroup and shows its VMs as vcsim has them ([`vcenter`]). With the PostgresCluster
 //! operator the node agent runs pods as real processes, the sample is a 3-instance cluster of
 //! real PostgreSQL, and a `psql` command for its primary is printed ([`postgres`]).
-mod assets;
+pub(super) mod assets;
 mod postgres;
 mod vcenter;
 

@@ -9,6 +9,8 @@ mod render;
 mod run;
 mod scaffold;
 mod scorecard;
+#[cfg(feature = "dev")]
+mod verify;
 
 use clap::{Parser, Subcommand};
 
@@ -52,6 +54,10 @@ pub enum Command {
     Bundle(Box<bundle::BundleArgs>),
     /// Run operator-sdk's six built-in scorecard tests on a bundle, in-process.
     Scorecard(scorecard::ScorecardArgs),
+    #[cfg(feature = "dev")]
+    /// Test an operator for the bugs operators have: a local control plane, faults (kill -9,
+    /// API server restart, stale watches, drift, a second spec) and invariant checks.
+    Verify(Box<verify::VerifyArgs>),
     /// Print the version.
     Version,
     /// PostgresCluster instance pods' entry point (`bosun pg instance`).
@@ -81,6 +87,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         #[cfg(feature = "dev")]
         Command::Dev(args) => dev::dev(args).await,
+        #[cfg(feature = "dev")]
+        Command::Verify(args) => verify::run(*args).await,
         Command::Render(args) => render::run(args),
         Command::Init(args) => scaffold::init(args),
         Command::Create(cmd) => scaffold::create(cmd),

@@ -1,0 +1,276 @@
+//! The operator's only way to the API server: a plain-HTTP proxy on loopback, forwarding
+//! through an admin client that impersonates the operator's identity and carries
+//! [`Perturb`]. Putting the operator behind it gives the verifier, for an operator of any
+//! language, what the chaos suite had only for bosun in-process:
+//! - the identity is the project's ServiceAccount (RBAC applies as it would in the cluster),
+//!   and the operator needs no credentials of its own;
+//! - every mutating request is recorded with its outcome and the object it named (the write
+//!   counter, per scenario, with no audit log to parse);
+//! - its watch events can be held back and released in order (Sieve's stale view), and one
+//!   kind of write can be made to fail.
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::body::Body as AxumBody;
+use bosun_testenv::perturb::Perturb;
+use bosun_testenv::ControlPlane;
+use bytes::Bytes;
+use http::{HeaderName, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+
+/// One mutating request the operator sent.
+#[derive(Clone, Debug)]
+pub struct Write {
+    pub at: Instant,
+    pub method: Method,
+    /// The path, without the query.
+    pub path: String,
+    pub status: u16,
+    /// The object the answer named: (kind, namespace, name), when it named one.
+    pub object: Option<(String, String, String)>,
+}
+
+impl Write {
+    /// Leases renew whatever the operator does; they are not its work.
+    pub fn counts(&self) -> bool {
+        !self.path.contains("/leases")
+    }
+    /// A request that created an object (201).
+    pub fn created(&self) -> bool {
+        self.status == 201
+    }
+    pub fn describe(&self) -> String {
+        let what = match &self.object {
+            Some((kind, _, name)) => format!("{kind}/{name}"),
+            None => self.path.clone(),
+        };
+        format!("{} {what} ({})", self.method, self.status)
+    }
+}
+
+#[derive(Default)]
+struct Log {
+    writes: Vec<Write>,
+    last_request: Option<Instant>,
+    requests: usize,
+}
+
+struct Shared {
+    client: kube::Client,
+    log: Mutex<Log>,
+}
+
+/// A running proxy; dropping it stops serving.
+pub struct Proxy {
+    pub perturb: Perturb,
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+const HOP_BY_HOP: &[&str] = &[
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+    "trailer",
+    "authorization",
+];
+
+impl Proxy {
+    /// Serves on a free loopback port, acting as `user` in `groups`.
+    pub async fn start(cp: &ControlPlane, user: &str, groups: &[&str]) -> anyhow::Result<Proxy> {
+        let perturb = Perturb::default();
+        let client = perturb.client_as(cp, user, groups).await?;
+        let shared = Arc::new(Shared {
+            client,
+            log: Mutex::new(Log::default()),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = shared.clone();
+        let app = axum::Router::new().fallback(move |req: Request<AxumBody>| {
+            let state = state.clone();
+            async move { forward(state, req).await }
+        });
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Proxy {
+            perturb,
+            shared,
+            addr,
+            task,
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kubeconfig that points at the proxy (no credentials: the proxy has them).
+    pub fn kubeconfig(&self, ns: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: verify\n  cluster:\n    server: {}\ncontexts:\n- name: verify\n  context:\n    cluster: verify\n    user: verify\n    namespace: {ns}\ncurrent-context: verify\nusers:\n- name: verify\n  user: {{}}\n",
+            self.url()
+        )
+    }
+
+    /// The operator's mutating requests so far (leases included; see [`Write::counts`]).
+    pub fn writes(&self) -> Vec<Write> {
+        self.lock().writes.clone()
+    }
+
+    /// The writes that count, sent at or after `since`.
+    pub fn writes_since(&self, since: Instant) -> Vec<Write> {
+        self.lock()
+            .writes
+            .iter()
+            .filter(|w| w.at >= since && w.counts())
+            .cloned()
+            .collect()
+    }
+
+    /// When the operator last sent any request, and how many it sent.
+    pub fn activity(&self) -> (Option<Instant>, usize) {
+        let log = self.lock();
+        (log.last_request, log.requests)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.shared.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn status(code: StatusCode, msg: String) -> Response<AxumBody> {
+    let body = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": msg, "code": code.as_u16(),
+    });
+    let mut r = Response::new(AxumBody::from(body.to_string()));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+async fn forward(shared: Arc<Shared>, req: Request<AxumBody>) -> Response<AxumBody> {
+    let (parts, body) = req.into_parts();
+    {
+        let mut log = shared.log.lock().unwrap_or_else(|e| e.into_inner());
+        log.last_request = Some(Instant::now());
+        log.requests += 1;
+    }
+    // Requests are small; answers (watches) are streamed.
+    let body = match axum::body::to_bytes(body, 256 << 20).await {
+        Ok(b) => b,
+        Err(e) => return status(StatusCode::BAD_REQUEST, format!("request body: {e}")),
+    };
+    let path_q = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    let mut out = Request::builder().method(parts.method.clone()).uri(&path_q);
+    for (k, v) in &parts.headers {
+        if !HOP_BY_HOP.contains(&k.as_str()) {
+            out = out.header(k, v);
+        }
+    }
+    let out = match out.body(kube::client::Body::from(body.to_vec())) {
+        Ok(r) => r,
+        Err(e) => return status(StatusCode::BAD_REQUEST, format!("request: {e}")),
+    };
+    let mutating =
+        [Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(&parts.method);
+    let at = Instant::now();
+    let resp = match shared.client.send(out).await {
+        Ok(r) => r,
+        Err(e) => {
+            if mutating {
+                record(
+                    &shared,
+                    at,
+                    &parts.method,
+                    parts.uri.path(),
+                    502,
+                    &Bytes::new(),
+                );
+            }
+            return status(StatusCode::BAD_GATEWAY, format!("verify proxy: {e}"));
+        }
+    };
+    let (rparts, rbody) = resp.into_parts();
+    let mut builder = Response::builder().status(rparts.status);
+    for (k, v) in &rparts.headers {
+        if !HOP_BY_HOP.contains(&k.as_str()) && k != HeaderName::from_static("content-length") {
+            builder = builder.header(k, v);
+        }
+    }
+    let body = if mutating {
+        let bytes = match rbody.collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(e) => return status(StatusCode::BAD_GATEWAY, format!("verify proxy: {e}")),
+        };
+        record(
+            &shared,
+            at,
+            &parts.method,
+            parts.uri.path(),
+            rparts.status.as_u16(),
+            &bytes,
+        );
+        AxumBody::from(bytes)
+    } else {
+        AxumBody::new(rbody)
+    };
+    builder
+        .body(body)
+        .unwrap_or_else(|e| status(StatusCode::BAD_GATEWAY, format!("verify proxy: {e}")))
+}
+
+fn record(shared: &Shared, at: Instant, method: &Method, path: &str, code: u16, body: &Bytes) {
+    let object = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .filter(|v| v["kind"] != "Status")
+        .and_then(|v| {
+            let kind = v["kind"].as_str()?.to_string();
+            let name = v["metadata"]["name"].as_str()?.to_string();
+            let ns = v["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            Some((kind, ns, name))
+        });
+    let mut log = shared.log.lock().unwrap_or_else(|e| e.into_inner());
+    log.writes.push(Write {
+        at,
+        method: method.clone(),
+        path: path.to_string(),
+        status: code,
+        object,
+    });
+}
+
+/// The namespace a request path names (`/api/v1/namespaces/ns/...`), if any.
+pub fn namespace_of(path: &str) -> Option<&str> {
+    let mut it = path.split('/');
+    while let Some(seg) = it.next() {
+        if seg == "namespaces" {
+            return it.next();
+        }
+    }
+    None
+}

@@ -1,0 +1,1169 @@
+//! The scenarios and their checks (see the crate doc for the list).
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bosun_testenv::{ControlPlane, NodeAgent, NodeAgentConfig, Options as CpOptions};
+use http::Method;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+use crate::operator::Process;
+use crate::proxy::{Proxy, Write};
+use crate::report::{check, Report};
+use crate::state::{self, Collection, Snapshot};
+use crate::{schema, Options, Rng, Target};
+
+/// No write for this long (and the custom resources ready) is "converged".
+const QUIET: Duration = Duration::from_secs(3);
+const POLL: Duration = Duration::from_millis(250);
+
+struct Env<'a> {
+    cp: Mutex<ControlPlane>,
+    admin: Client,
+    target: &'a Target,
+    opts: &'a Options,
+    user: String,
+    groups: Vec<String>,
+    /// The custom resources' collections (their status is compared; others' is not).
+    custom: BTreeSet<Collection>,
+    _agent: NodeAgent,
+}
+
+/// Runs every scenario against `target`.
+pub async fn verify(target: &Target, opts: &Options) -> anyhow::Result<Report> {
+    anyhow::ensure!(
+        !target.samples.is_empty(),
+        "nothing to apply: give custom resources with --cr FILE (or config/samples in a project)"
+    );
+    std::fs::create_dir_all(&opts.logs)?;
+    say(format!(
+        "verifying {} (seed {}, {} run)",
+        target.name,
+        opts.seed,
+        if opts.quick { "quick" } else { "full" }
+    ));
+    let cp = ControlPlane::start(CpOptions {
+        controller_manager: true,
+    })
+    .await?;
+    let admin = cp.client().await?;
+    say(format!("control plane up at {}", cp.server()));
+    setup(&admin, target).await?;
+    let (sa_ns, sa) = &target.service_account;
+    let user = format!("system:serviceaccount:{sa_ns}:{sa}");
+    let custom = target
+        .crds
+        .iter()
+        .flat_map(|c| {
+            let s = &c.spec;
+            s.versions
+                .iter()
+                .filter(|v| v.served)
+                .map(|v| {
+                    (
+                        format!("/apis/{}/{}", s.group, v.name),
+                        s.names.plural.clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let env = Env {
+        cp: Mutex::new(cp),
+        _agent: NodeAgent::start(admin.clone(), NodeAgentConfig::default()),
+        admin,
+        target,
+        opts,
+        user,
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{sa_ns}"),
+            "system:authenticated".into(),
+        ],
+        custom,
+    };
+    let mut report = Report {
+        operator: target.name.clone(),
+        seed: opts.seed,
+        replay: opts.replay.clone(),
+        logs: Some(opts.logs.clone()),
+        ..Default::default()
+    };
+    let rng = Rng::new(opts.seed);
+    let t0 = Instant::now();
+    let reference = reference(&env, &mut report).await?;
+    report
+        .timings
+        .push(("reference".into(), t0.elapsed().as_secs_f64()));
+    for &scenario in &crate::SCENARIOS[1..] {
+        if !opts.wanted(scenario) {
+            continue;
+        }
+        let t = Instant::now();
+        let mut rng = rng.fork(scenario);
+        say(format!("scenario {scenario}"));
+        let r = match scenario {
+            "crash" => crash(&env, &mut report, &reference, &mut rng).await,
+            "apiserver-restart" => apiserver(&env, &mut report, &reference, &mut rng).await,
+            "stale" => stale(&env, &mut report, &reference, &mut rng).await,
+            "drift" => drift(&env, &mut report, &reference, &mut rng).await,
+            "spec-change" => spec_change(&env, &mut report, &reference, &mut rng).await,
+            "failure" => failure(&env, &mut report, &reference, &mut rng).await,
+            _ => Ok(()),
+        };
+        if let Err(e) = r {
+            // The harness itself failed (not the operator): say so as this scenario's result.
+            report.record(
+                scenario,
+                check::CONVERGES,
+                vec![format!("the scenario could not run: {e:#}")],
+            );
+        }
+        report
+            .timings
+            .push((scenario.into(), t.elapsed().as_secs_f64()));
+    }
+    Ok(report)
+}
+
+fn say(msg: impl AsRef<str>) {
+    eprintln!("\x1b[1m==>\x1b[0m {}", msg.as_ref());
+}
+
+/// CRDs served, the default StorageClass the simulated node agent binds, RBAC granted.
+async fn setup(admin: &Client, target: &Target) -> anyhow::Result<()> {
+    bosun_testenv::kit::install_crds(admin, target.crds.clone()).await?;
+    let sc: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": true,
+    }))?;
+    Api::<k8s_openapi::api::storage::v1::StorageClass>::all(admin.clone())
+        .patch(
+            "standard",
+            &PatchParams::apply("bosun-verify").force(),
+            &Patch::Apply(&sc),
+        )
+        .await?;
+    let (ns, sa) = &target.service_account;
+    bosun_testenv::kit::grant(
+        admin,
+        "bosun-verify-operator",
+        target.rules.clone(),
+        &format!("system:serviceaccount:{ns}:{sa}"),
+    )
+    .await?;
+    Ok(())
+}
+
+/// One scenario: a namespace, a proxy, the operator process.
+struct Run<'a> {
+    env: &'a Env<'a>,
+    scenario: &'static str,
+    ns: String,
+    proxy: Proxy,
+    kubeconfig: PathBuf,
+    log: PathBuf,
+    op: Option<Process>,
+    started: Instant,
+    /// The samples as applied: (resource, name).
+    applied: Vec<(ApiResource, String)>,
+}
+
+impl<'a> Run<'a> {
+    async fn new(env: &'a Env<'a>, scenario: &'static str) -> anyhow::Result<Run<'a>> {
+        let ns = bosun_testenv::test_namespace(&env.admin, &format!("verify-{scenario}")).await?;
+        let groups: Vec<&str> = env.groups.iter().map(String::as_str).collect();
+        let proxy = {
+            let cp = env.cp.lock().await;
+            Proxy::start(&cp, &env.user, &groups).await?
+        };
+        let kubeconfig = env.opts.logs.join(format!("kubeconfig-{scenario}"));
+        std::fs::write(&kubeconfig, proxy.kubeconfig(&ns))?;
+        let log = env.opts.logs.join(format!("{scenario}.log"));
+        let _ = std::fs::remove_file(&log);
+        Ok(Run {
+            env,
+            scenario,
+            ns,
+            proxy,
+            kubeconfig,
+            log,
+            op: None,
+            started: Instant::now(),
+            applied: Vec::new(),
+        })
+    }
+
+    fn start(&mut self) -> anyhow::Result<()> {
+        self.op = Some(Process::start(
+            &self.env.target.command,
+            &self.kubeconfig,
+            &self.ns,
+            &self.log,
+        )?);
+        self.started = Instant::now();
+        Ok(())
+    }
+
+    async fn kill9(&mut self) {
+        if let Some(p) = self.op.take() {
+            p.kill9().await;
+        }
+    }
+
+    async fn stop(&mut self) {
+        if let Some(p) = self.op.take() {
+            p.stop().await;
+        }
+    }
+
+    /// Applies the samples (server-side, as a user would with kubectl), `replace` instead of
+    /// the sample of the same kind and name.
+    async fn apply(&mut self, replace: Option<&Value>) -> anyhow::Result<()> {
+        let mut applied = Vec::new();
+        for sample in &self.env.target.samples {
+            let obj = match replace {
+                Some(r) if same_object(r, sample) => r,
+                _ => sample,
+            };
+            let (ar, name) = apply_one(&self.env.admin, &self.ns, obj).await?;
+            applied.push((ar, name));
+        }
+        self.applied = applied;
+        Ok(())
+    }
+
+    /// The custom resources among the applied samples, as they are now.
+    async fn customs(&self) -> anyhow::Result<Vec<DynamicObject>> {
+        let mut out = Vec::new();
+        for (ar, name) in &self.applied {
+            if self.is_custom(ar) {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.env.admin.clone(), &self.ns, ar);
+                if let Some(o) = api.get_opt(name).await? {
+                    out.push(o);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn is_custom(&self, ar: &ApiResource) -> bool {
+        self.env
+            .custom
+            .contains(&(format!("/apis/{}", ar.api_version), ar.plural.clone()))
+    }
+
+    /// Waits until every custom resource reports ready for its spec (when it reports at all)
+    /// and the operator has written nothing for [`QUIET`] since `since`.
+    async fn converged(&mut self, since: Instant) -> Result<(), String> {
+        let limit = self.env.opts.timeout;
+        let t0 = Instant::now();
+        loop {
+            if let Some(p) = self.op.as_mut() {
+                if let Some(status) = p.exited() {
+                    return Err(format!(
+                        "the operator exited ({status}); its log: {}",
+                        self.log.display()
+                    ));
+                }
+            }
+            let customs = self.customs().await.map_err(|e| e.to_string())?;
+            let pending: Vec<String> = customs
+                .iter()
+                .filter(|o| readiness(o) == Some(false))
+                .map(|o| format!("{} {}: {}", kind_of(o), o.name_any(), conditions_text(o)))
+                .collect();
+            let last = self
+                .proxy
+                .writes()
+                .iter()
+                .filter(|w| w.counts())
+                .map(|w| w.at)
+                .max()
+                .unwrap_or(since)
+                .max(since);
+            if pending.is_empty() && last.elapsed() >= QUIET {
+                return Ok(());
+            }
+            if t0.elapsed() > limit {
+                let recent = summarize(&self.proxy.writes_since(Instant::now() - QUIET));
+                let mut why = Vec::new();
+                if !pending.is_empty() {
+                    why.push(format!("not ready: {}", pending.join("; ")));
+                }
+                if !recent.is_empty() {
+                    why.push(format!("still writing: {}", recent.join(", ")));
+                }
+                return Err(format!(
+                    "not converged within {} s ({})",
+                    limit.as_secs(),
+                    why.join("; ")
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Waits until the operator has sent no request at all for 2 s (its caches synced and
+    /// its first reconciles done), at least `min` after it started.
+    async fn idle(&self, min: Duration) {
+        let t0 = Instant::now();
+        loop {
+            let (last, _) = self.proxy.activity();
+            let quiet = last.is_none_or(|l| l.elapsed() >= Duration::from_secs(2));
+            if (self.started.elapsed() >= min && quiet && last.is_some_and(|l| l > self.started))
+                || t0.elapsed() > min + Duration::from_secs(20)
+            {
+                return;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    async fn snapshot(&self, kinds: &BTreeSet<Collection>) -> anyhow::Result<Snapshot> {
+        let mut kinds = kinds.clone();
+        kinds.extend(state::kinds_written(&self.proxy.writes()));
+        for (ar, _) in &self.applied {
+            if self.is_custom(ar) {
+                kinds.insert((format!("/apis/{}", ar.api_version), ar.plural.clone()));
+            }
+        }
+        state::snapshot(&self.env.admin, &self.ns, &kinds, &self.env.custom).await
+    }
+
+    /// The objects the operator created in this namespace (its children), custom resources
+    /// left out: (collection, name).
+    fn created(&self) -> Vec<(Collection, String)> {
+        let mut out = Vec::new();
+        for w in self.proxy.writes() {
+            if !w.created() || !w.counts() {
+                continue;
+            }
+            let (Some((c, true)), Some((_, ns, name))) = (state::collection_of(&w.path), &w.object)
+            else {
+                continue;
+            };
+            if *ns != self.ns || c.1 == "events" || self.env.custom.contains(&c) {
+                continue;
+            }
+            let item = (c, name.clone());
+            if !out.contains(&item) {
+                out.push(item);
+            }
+        }
+        out
+    }
+
+    async fn get_raw(&self, c: &Collection, name: &str) -> Option<Value> {
+        let url = format!("{}/namespaces/{}/{}/{name}", c.0, self.ns, c.1);
+        let req = http::Request::get(&url).body(Vec::new()).ok()?;
+        self.env.admin.request::<Value>(req).await.ok()
+    }
+
+    /// Children the operator created that no owner reference ties to a parent.
+    async fn unowned(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (c, name) in self.created() {
+            if let Some(o) = self.get_raw(&c, &name).await {
+                let owned = o["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|r| !r.is_empty());
+                if !owned {
+                    out.push(format!(
+                        "{}/{name}: created by the operator with no owner reference (it outlives its parent)",
+                        c.1
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// No Secret value of the namespace appears in the operator's log.
+    async fn secret_log(&self, report: &mut Report) {
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.env.admin.clone(), &self.ns);
+        let Ok(list) = secrets.list(&Default::default()).await else {
+            report.skip(self.scenario, check::SECRET_LOG, "could not list Secrets");
+            return;
+        };
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let mut values = 0;
+        let mut problems = Vec::new();
+        for s in &list.items {
+            for (k, v) in s.data.iter().flatten() {
+                let Ok(text) = std::str::from_utf8(&v.0) else {
+                    continue;
+                };
+                // Short values ("true", a port) would match by chance.
+                if text.len() < 8 {
+                    continue;
+                }
+                values += 1;
+                let b64 = base64(text.as_bytes());
+                if log.contains(text) || log.contains(&b64) {
+                    // The value itself stays out of the report: it is a secret.
+                    problems.push(format!(
+                        "the value of Secret {} key {k} appears in the operator's log ({})",
+                        s.name_any(),
+                        self.log.display()
+                    ));
+                }
+            }
+        }
+        if values == 0 {
+            report.skip(
+                self.scenario,
+                check::SECRET_LOG,
+                "no Secret value in the namespace",
+            );
+        } else {
+            report.record(self.scenario, check::SECRET_LOG, problems);
+        }
+    }
+
+    /// Ends the scenario: the operator killed, the namespace deleted (not waited for).
+    async fn finish(mut self) {
+        self.kill9().await;
+        for o in self.customs().await.unwrap_or_default() {
+            clear_finalizers(&self.env.admin, &self.ns, &o).await;
+        }
+        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(self.env.admin.clone())
+            .delete(&self.ns, &DeleteParams::background())
+            .await;
+    }
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn same_object(a: &Value, b: &Value) -> bool {
+    a["kind"] == b["kind"]
+        && a["apiVersion"] == b["apiVersion"]
+        && a["metadata"]["name"] == b["metadata"]["name"]
+}
+
+async fn apply_one(admin: &Client, ns: &str, obj: &Value) -> anyhow::Result<(ApiResource, String)> {
+    let api_version = obj["apiVersion"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("a sample without apiVersion"))?;
+    let kind = obj["kind"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("a sample without kind"))?;
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("sample {kind}: metadata.name is required"))?
+        .to_string();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let (ar, _) = kube::discovery::pinned_kind(admin, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .map_err(|e| anyhow::anyhow!("sample {kind} {name}: kind not served ({e})"))?;
+    let mut obj: DynamicObject = serde_json::from_value(obj.clone())?;
+    obj.metadata.namespace = Some(ns.to_string());
+    Api::<DynamicObject>::namespaced_with(admin.clone(), ns, &ar)
+        .patch(
+            &name,
+            &PatchParams::apply("bosun-verify").force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("applying sample {kind} {name}: {e}"))?;
+    Ok((ar, name))
+}
+
+async fn clear_finalizers(admin: &Client, ns: &str, o: &DynamicObject) {
+    let Some(types) = &o.types else { return };
+    let (group, version) = types
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", &types.api_version));
+    let Ok((ar, _)) =
+        kube::discovery::pinned_kind(admin, &GroupVersionKind::gvk(group, version, &types.kind))
+            .await
+    else {
+        return;
+    };
+    let _ = Api::<DynamicObject>::namespaced_with(admin.clone(), ns, &ar)
+        .patch(
+            &o.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+}
+
+fn kind_of(o: &DynamicObject) -> String {
+    o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default()
+}
+
+/// The condition types operators report readiness with: bosun's and controller-runtime's
+/// (Ready), operator-sdk's Helm (Deployed) and Ansible (Successful) flavours.
+const READY_TYPES: &[&str] = &["Ready", "Deployed", "Successful", "Available"];
+
+/// Some(true) when a readiness condition is True for the current generation, Some(false)
+/// when one is there but not (yet) true, None when the resource reports none.
+fn readiness(o: &DynamicObject) -> Option<bool> {
+    let st = &o.data["status"];
+    let cs = st["conditions"].as_array()?;
+    let ready: Vec<&Value> = cs
+        .iter()
+        .filter(|c| READY_TYPES.contains(&c["type"].as_str().unwrap_or("")))
+        .collect();
+    if ready.is_empty() {
+        return None;
+    }
+    let current = st["observedGeneration"]
+        .as_i64()
+        .is_none_or(|g| Some(g) == o.metadata.generation);
+    Some(current && ready.iter().all(|c| c["status"] == "True"))
+}
+
+/// A condition that says a reconcile failed.
+fn shows_failure(o: &DynamicObject) -> bool {
+    o.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            let t = c["type"].as_str().unwrap_or("").to_ascii_lowercase();
+            let bad_type = ["fail", "error", "degraded", "irreconcilable"]
+                .iter()
+                .any(|w| t.contains(w));
+            (bad_type && c["status"] == "True")
+                || (READY_TYPES.iter().any(|r| r.eq_ignore_ascii_case(&t))
+                    && c["status"] == "False")
+        })
+}
+
+fn conditions_text(o: &DynamicObject) -> String {
+    let cs: Vec<String> = o.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            format!(
+                "{}={} {}",
+                c["type"].as_str().unwrap_or(""),
+                c["status"].as_str().unwrap_or(""),
+                c["reason"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    if cs.is_empty() {
+        "no conditions".into()
+    } else {
+        cs.join(", ")
+    }
+}
+
+/// "3× PATCH bookstores/x/status" lines, most frequent first.
+fn summarize(writes: &[Write]) -> Vec<String> {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for w in writes {
+        let what = match (&w.object, w.path.ends_with("/status")) {
+            (Some((kind, _, name)), true) => format!("{} {kind}/{name} status", w.method),
+            (Some((kind, _, name)), false) => format!("{} {kind}/{name}", w.method),
+            (None, _) => format!("{} {}", w.method, w.path),
+        };
+        *counts.entry(what).or_default() += 1;
+    }
+    let mut v: Vec<(String, usize)> = counts.into_iter().collect();
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
+    v.into_iter()
+        .take(5)
+        .map(|(w, n)| format!("{n}× {w}"))
+        .collect()
+}
+
+/// What the fault-free run leaves: its end state and the kinds the operator wrote.
+struct Reference {
+    snap: Snapshot,
+    kinds: BTreeSet<Collection>,
+    converged: bool,
+}
+
+/// The converges and children checks of a scenario against the reference.
+async fn compare(
+    run: &mut Run<'_>,
+    report: &mut Report,
+    reference: &Reference,
+    converged: Result<(), String>,
+) -> anyhow::Result<()> {
+    let snap = run.snapshot(&reference.kinds).await?;
+    let d = state::diff(&reference.snap, &snap);
+    let mut conv = Vec::new();
+    if let Err(e) = converged {
+        conv.push(e);
+    }
+    if reference.converged {
+        conv.extend(
+            d.content
+                .iter()
+                .map(|c| format!("differs from the reference: {c}")),
+        );
+    }
+    report.record(run.scenario, check::CONVERGES, conv);
+    let mut children: Vec<String> = d.counts.clone();
+    children.extend(run.unowned().await);
+    report.record(run.scenario, check::CHILDREN, children);
+    Ok(())
+}
+
+async fn reference(env: &Env<'_>, report: &mut Report) -> anyhow::Result<Reference> {
+    say("scenario reference (no fault)");
+    let mut run = Run::new(env, "reference").await?;
+    run.start()?;
+    run.apply(None).await?;
+    let converged = run.converged(run.started).await;
+    let ok = converged.is_ok();
+    report.record(
+        "reference",
+        check::CONVERGES,
+        converged.err().into_iter().collect(),
+    );
+    let kinds = state::kinds_written(&run.proxy.writes());
+    let snap = run.snapshot(&kinds).await?;
+    report.record("reference", check::CHILDREN, run.unowned().await);
+
+    // At rest: nothing written for the whole window.
+    let t = Instant::now();
+    tokio::time::sleep(env.opts.rest).await;
+    let rest = run.proxy.writes_since(t);
+    report.record(
+        "reference",
+        check::REST_WRITES,
+        if rest.is_empty() {
+            vec![]
+        } else {
+            vec![format!(
+                "{} writes in {} s at rest: {}",
+                rest.len(),
+                env.opts.rest.as_secs(),
+                summarize(&rest).join(", ")
+            )]
+        },
+    );
+
+    // A restart over the converged objects: nothing to write.
+    run.stop().await;
+    let t = Instant::now();
+    run.start()?;
+    run.idle(Duration::from_secs(if env.opts.quick { 5 } else { 15 }))
+        .await;
+    let restart = run.proxy.writes_since(t);
+    report.record(
+        "reference",
+        check::RESTART_WRITES,
+        if restart.is_empty() {
+            vec![]
+        } else {
+            vec![format!(
+                "{} writes after a restart over converged objects: {}",
+                restart.len(),
+                summarize(&restart).join(", ")
+            )]
+        },
+    );
+    run.secret_log(report).await;
+    delete(&mut run, report).await?;
+    run.finish().await;
+    Ok(Reference {
+        snap,
+        kinds,
+        converged: ok,
+    })
+}
+
+/// Deletes the custom resources: their finalizers must clear, and no child may outlive them.
+/// Reported as the scenario `delete` (of the reference run's objects).
+async fn delete(run: &mut Run<'_>, report: &mut Report) -> anyhow::Result<()> {
+    let children = run.created();
+    let limit = Duration::from_secs(if run.env.opts.quick { 30 } else { 60 });
+    for (ar, name) in run.applied.clone() {
+        if run.is_custom(&ar) {
+            let api: Api<DynamicObject> = Api::namespaced_with(run.env.admin.clone(), &run.ns, &ar);
+            let _ = api.delete(&name, &DeleteParams::background()).await;
+        }
+    }
+    let t0 = Instant::now();
+    let mut left = run.customs().await?;
+    while !left.is_empty() && t0.elapsed() < limit {
+        tokio::time::sleep(POLL).await;
+        left = run.customs().await?;
+    }
+    let stuck: Vec<String> = left
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {} still there {} s after its delete, finalizers {:?}",
+                kind_of(o),
+                o.name_any(),
+                limit.as_secs(),
+                o.finalizers()
+            )
+        })
+        .collect();
+    report.record("delete", check::FINALIZERS, stuck);
+    for o in &left {
+        clear_finalizers(&run.env.admin, &run.ns, o).await;
+    }
+    // Garbage collection removes what owner references tie to the deleted parents.
+    let t0 = Instant::now();
+    let mut survivors = Vec::new();
+    loop {
+        survivors.clear();
+        for (c, name) in &children {
+            if let Some(o) = run.get_raw(c, name).await {
+                if o["metadata"]["deletionTimestamp"].is_null() {
+                    survivors.push(format!(
+                        "{}/{name} survived the deletion of its parent",
+                        c.1
+                    ));
+                }
+            }
+        }
+        if survivors.is_empty() || t0.elapsed() > limit {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    report.record("delete", check::CHILDREN, survivors);
+    Ok(())
+}
+
+async fn crash(
+    env: &Env<'_>,
+    report: &mut Report,
+    reference: &Reference,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let kills = if env.opts.quick { 3 } else { 10 };
+    let mut run = Run::new(env, "crash").await?;
+    run.start()?;
+    run.apply(None).await?;
+    let mut points = Vec::new();
+    for _ in 0..kills {
+        let ms = rng.range(200, 2500);
+        points.push(ms.to_string());
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        run.kill9().await;
+        run.start()?;
+    }
+    say(format!(
+        "  {kills} kill -9, each after (ms): {}",
+        points.join(" ")
+    ));
+    let since = Instant::now();
+    let converged = run.converged(since).await;
+    compare(&mut run, report, reference, converged).await?;
+    run.secret_log(report).await;
+    run.finish().await;
+    Ok(())
+}
+
+async fn apiserver(
+    env: &Env<'_>,
+    report: &mut Report,
+    reference: &Reference,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let mut run = Run::new(env, "apiserver-restart").await?;
+    run.start()?;
+    run.apply(None).await?;
+    tokio::time::sleep(Duration::from_millis(rng.range(200, 1500))).await;
+    let down = Duration::from_secs(if env.opts.quick { 3 } else { 10 });
+    env.cp.lock().await.restart("kube-apiserver", down).await?;
+    let since = Instant::now();
+    let converged = run.converged(since).await;
+    compare(&mut run, report, reference, converged).await?;
+    run.secret_log(report).await;
+    run.finish().await;
+    Ok(())
+}
+
+/// The kinds of the operator's children (what it wrote that is not a custom resource).
+fn child_plurals(env: &Env<'_>, reference: &Reference) -> Vec<String> {
+    reference
+        .kinds
+        .iter()
+        .filter(|c| !env.custom.contains(c))
+        .map(|c| c.1.clone())
+        .collect()
+}
+
+async fn stale(
+    env: &Env<'_>,
+    report: &mut Report,
+    reference: &Reference,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let plurals = child_plurals(env, reference);
+    if plurals.is_empty() {
+        report.skip(
+            "stale",
+            check::CONVERGES,
+            "the operator wrote no children in the reference run",
+        );
+        return Ok(());
+    }
+    let hold = Duration::from_secs(if env.opts.quick { 6 } else { 15 });
+    let mut run = Run::new(env, "stale").await?;
+    run.start()?;
+    // The operator's first view is fresh (it lists), then goes stale while it converges.
+    tokio::time::sleep(Duration::from_millis(rng.range(500, 1500))).await;
+    for p in &plurals {
+        run.proxy.perturb.stale(p, true);
+    }
+    run.apply(None).await?;
+    say(format!(
+        "  watch events of {} held for {} s",
+        plurals.join(", "),
+        hold.as_secs()
+    ));
+    tokio::time::sleep(hold).await;
+    for p in &plurals {
+        run.proxy.perturb.stale(p, false);
+    }
+    let since = Instant::now();
+    let converged = run.converged(since).await;
+    compare(&mut run, report, reference, converged).await?;
+    run.secret_log(report).await;
+    run.finish().await;
+    Ok(())
+}
+
+/// A leaf of `o` to change behind the operator's back, the way people do: replicas scaled,
+/// a data value edited, a label changed. The merge patch and what it does.
+fn drift_edit(o: &Value) -> Option<(Value, String)> {
+    if let Some(r) = o["spec"]["replicas"].as_i64() {
+        return Some((
+            json!({"spec": {"replicas": r + 1}}),
+            format!("spec.replicas {r} → {}", r + 1),
+        ));
+    }
+    if let Some((k, _)) = o["data"].as_object().and_then(|d| d.iter().next()) {
+        let field = if o["kind"] == "Secret" {
+            "stringData"
+        } else {
+            "data"
+        };
+        return Some((
+            json!({field: {k: "edited-by-bosun-verify"}}),
+            format!("data.{k} edited"),
+        ));
+    }
+    if let Some((k, v)) = o["metadata"]["labels"]
+        .as_object()
+        .and_then(|d| d.iter().next())
+    {
+        return Some((
+            json!({"metadata": {"labels": {k: "edited-by-bosun-verify"}}}),
+            format!("label {k}={} edited", v.as_str().unwrap_or("")),
+        ));
+    }
+    None
+}
+
+async fn drift(
+    env: &Env<'_>,
+    report: &mut Report,
+    reference: &Reference,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let mut run = Run::new(env, "drift").await?;
+    run.start()?;
+    run.apply(None).await?;
+    let converged = run.converged(run.started).await;
+    if let Err(e) = converged {
+        report.record(
+            "drift",
+            check::CONVERGES,
+            vec![format!("before any drift: {e}")],
+        );
+        run.finish().await;
+        return Ok(());
+    }
+    let children = run.created();
+    if children.is_empty() {
+        report.skip(
+            "drift",
+            check::CONVERGES,
+            "the operator created no children",
+        );
+        run.finish().await;
+        return Ok(());
+    }
+    let i = rng.range(0, children.len() as u64) as usize;
+    let mut done = Vec::new();
+    let (c, name) = &children[i];
+    if let Some(o) = run.get_raw(c, name).await {
+        if let Some((patch, what)) = drift_edit(&o) {
+            let url = format!(
+                "{}/namespaces/{}/{}/{name}?fieldManager=bosun-verify-drift",
+                c.0, run.ns, c.1
+            );
+            let req = http::Request::patch(&url)
+                .header("content-type", "application/merge-patch+json")
+                .body(serde_json::to_vec(&patch)?)?;
+            env.admin.request::<Value>(req).await?;
+            done.push(format!("{}/{name}: {what}", c.1));
+        }
+    }
+    let j = if children.len() > 1 {
+        (i + 1) % children.len()
+    } else {
+        i
+    };
+    let (c, name) = &children[j];
+    let url = format!("{}/namespaces/{}/{}/{name}", c.0, run.ns, c.1);
+    let req = http::Request::delete(&url).body(Vec::new())?;
+    if env.admin.request::<Value>(req).await.is_ok() {
+        done.push(format!("{}/{name} deleted", c.1));
+    }
+    say(format!("  behind the operator's back: {}", done.join(", ")));
+    let since = Instant::now();
+    let converged = run.converged(since).await;
+    compare(&mut run, report, reference, converged).await?;
+    run.secret_log(report).await;
+    run.finish().await;
+    Ok(())
+}
+
+async fn spec_change(
+    env: &Env<'_>,
+    report: &mut Report,
+    _reference: &Reference,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let Some((changed, what)) = env.target.samples.iter().find_map(|s| {
+        let crd = env.target.crds.iter().find(|c| {
+            c.spec.names.kind == s["kind"].as_str().unwrap_or("")
+                && s["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with(&format!("{}/", c.spec.group)))
+        })?;
+        let version = s["apiVersion"].as_str()?.rsplit('/').next()?;
+        let schema = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.name == version)?
+            .schema
+            .as_ref()?
+            .open_api_v3_schema
+            .as_ref()?;
+        let schema = serde_json::to_value(schema).ok()?;
+        let (out, what) = schema::mutate(&schema, s, rng)?;
+        Some((
+            out,
+            format!(
+                "{} {}: {what}",
+                s["kind"].as_str().unwrap_or(""),
+                s["metadata"]["name"].as_str().unwrap_or("")
+            ),
+        ))
+    }) else {
+        report.skip(
+            "spec-change",
+            check::CONVERGES,
+            "no field of the samples' schema is bounded (enum, boolean, number)",
+        );
+        return Ok(());
+    };
+    say(format!("  second spec: {what}"));
+    let delay = Duration::from_millis(rng.range(200, 2000));
+    // The changed spec applied mid-convergence, and, beside it, applied from the start: the
+    // operator must end where a fault-free run of the second spec ends.
+    let mid = async {
+        let mut run = Run::new(env, "spec-change").await?;
+        run.start()?;
+        run.apply(None).await?;
+        tokio::time::sleep(delay).await;
+        run.apply(Some(&changed)).await?;
+        let since = Instant::now();
+        let c = run.converged(since).await;
+        anyhow::Ok((run, c))
+    };
+    let direct = async {
+        let mut run = Run::new(env, "spec-change-reference").await?;
+        run.start()?;
+        run.apply(Some(&changed)).await?;
+        let c = run.converged(run.started).await;
+        anyhow::Ok((run, c))
+    };
+    let (mid, direct) = tokio::join!(mid, direct);
+    let (mut run, converged) = mid?;
+    let (direct, direct_converged) = direct?;
+    let kinds = state::kinds_written(&direct.proxy.writes());
+    let reference = Reference {
+        snap: direct.snapshot(&kinds).await?,
+        kinds,
+        converged: direct_converged.is_ok(),
+    };
+    let converged = converged.map_err(|e| format!("{e} (second spec: {what})"));
+    compare(&mut run, report, &reference, converged).await?;
+    run.secret_log(report).await;
+    run.finish().await;
+    direct.finish().await;
+    Ok(())
+}
+
+async fn failure(
+    env: &Env<'_>,
+    report: &mut Report,
+    reference: &Reference,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let plurals = child_plurals(env, reference);
+    let mut run = Run::new(env, "failure").await?;
+    run.start()?;
+    run.apply(None).await?;
+    if let Err(e) = run.converged(run.started).await {
+        report.skip(
+            "failure",
+            check::FAILURE_STATUS,
+            format!("never converged before the fault: {e}"),
+        );
+        run.finish().await;
+        return Ok(());
+    }
+    let children = run.created();
+    if children.is_empty() || plurals.is_empty() {
+        report.skip(
+            "failure",
+            check::FAILURE_STATUS,
+            "the operator created no children",
+        );
+        run.finish().await;
+        return Ok(());
+    }
+    for p in &plurals {
+        for m in [Method::POST, Method::PUT, Method::PATCH] {
+            run.proxy.perturb.fail(m, p);
+        }
+    }
+    let (c, name) = &children[rng.range(0, children.len() as u64) as usize];
+    let url = format!("{}/namespaces/{}/{}/{name}", c.0, run.ns, c.1);
+    env.admin
+        .request::<Value>(http::Request::delete(&url).body(Vec::new())?)
+        .await?;
+    say(format!(
+        "  {}/{name} deleted; the operator's writes of {} refused",
+        c.1,
+        plurals.join(", ")
+    ));
+    let t = Instant::now();
+    let limit = Duration::from_secs(if env.opts.quick { 30 } else { 60 });
+    let mut shown = false;
+    while t.elapsed() < limit {
+        if run.customs().await?.iter().any(shows_failure) {
+            shown = true;
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    let refused: Vec<Write> = run
+        .proxy
+        .writes_since(t)
+        .into_iter()
+        .filter(|w| w.status >= 400)
+        .collect();
+    if refused.is_empty() {
+        report.skip(
+            "failure",
+            check::FAILURE_STATUS,
+            format!(
+                "the operator tried no write in {} s after its child was deleted (see drift)",
+                limit.as_secs()
+            ),
+        );
+    } else if shown {
+        report.record("failure", check::FAILURE_STATUS, vec![]);
+    } else {
+        let now: Vec<String> = run
+            .customs()
+            .await?
+            .iter()
+            .map(|o| format!("{} {}: {}", kind_of(o), o.name_any(), conditions_text(o)))
+            .collect();
+        report.record(
+            "failure",
+            check::FAILURE_STATUS,
+            vec![format!(
+                "{} of its writes refused ({}) and after {} s no condition says so: {}",
+                refused.len(),
+                summarize(&refused).join(", "),
+                limit.as_secs(),
+                now.join("; ")
+            )],
+        );
+    }
+    run.secret_log(report).await;
+    run.finish().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard_alphabet() {
+        assert_eq!(base64(b"s3cr3t-pw"), "czNjcjN0LXB3");
+        assert_eq!(base64(b"ab"), "YWI=");
+        assert_eq!(base64(b"a"), "YQ==");
+    }
+
+    #[test]
+    fn readiness_and_failure_from_conditions() {
+        let o = |status: Value| -> DynamicObject {
+            serde_json::from_value(json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "a", "generation": 2}, "status": status}))
+                .expect("object")
+        };
+        assert_eq!(readiness(&o(json!({}))), None);
+        assert_eq!(
+            readiness(&o(
+                json!({"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]})
+            )),
+            Some(false)
+        );
+        assert_eq!(
+            readiness(&o(
+                json!({"observedGeneration": 2, "conditions": [{"type": "Ready", "status": "True"}]})
+            )),
+            Some(true)
+        );
+        assert!(shows_failure(&o(
+            json!({"conditions": [{"type": "ReleaseFailed", "status": "True"}]})
+        )));
+        assert!(shows_failure(&o(
+            json!({"conditions": [{"type": "Ready", "status": "False"}]})
+        )));
+        assert!(!shows_failure(&o(
+            json!({"conditions": [{"type": "Ready", "status": "True"}, {"type": "Failure", "status": "False"}]})
+        )));
+    }
+}
