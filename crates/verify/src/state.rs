@@ -122,6 +122,13 @@ fn is_system_key(k: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// An operator's hash of what it applied (to skip an unchanged apply) covers the owner
+/// reference's UID, which differs from run to run: the hash differs when the object does not.
+fn looks_like_hash(s: &str) -> bool {
+    let s = s.strip_prefix("sha256:").unwrap_or(s);
+    s.len() >= 16 && s.chars().all(|c| c.is_ascii_hexdigit())
+}
+
 fn normalise(mut o: Value, is_custom: bool) -> Value {
     if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
         for k in [
@@ -144,6 +151,11 @@ fn normalise(mut o: Value, is_custom: bool) -> Value {
         }
         if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
             a.retain(|k, _| !is_system_key(k));
+            for v in a.values_mut() {
+                if v.as_str().is_some_and(looks_like_hash) {
+                    *v = json!("<hash>");
+                }
+            }
             if a.is_empty() {
                 meta.remove("annotations");
             }
@@ -182,8 +194,23 @@ fn normalise(mut o: Value, is_custom: bool) -> Value {
             }
         }
         if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-            for k in ["clusterIP", "clusterIPs", "volumeName"] {
+            for k in [
+                "clusterIP",
+                "clusterIPs",
+                "volumeName",
+                "healthCheckNodePort",
+            ] {
                 spec.remove(k);
+            }
+            for p in spec
+                .get_mut("ports")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(p) = p.as_object_mut() {
+                    p.remove("nodePort");
+                }
             }
         }
     }
@@ -352,5 +379,29 @@ mod tests {
             vec!["configmaps/w-*: .data.k: \"1\" in the reference, \"2\" here"]
         );
         assert!(diff(&reference, &mk(vec![obj("w-q", "1")])).is_empty());
+        let d = diff(&reference, &Snapshot::default());
+        assert_eq!(
+            d.content,
+            vec!["configmaps/w-*: missing (1 in the reference run)"]
+        );
+    }
+
+    #[test]
+    fn what_the_server_assigns_is_left_out() {
+        let svc = |port: i64, hash: &str| {
+            normalise(
+                json!({"kind": "Service", "metadata": {"name": "s", "uid": "u", "annotations": {"x.dev/applied-hash": hash, "x.dev/keep": "yes"}},
+                       "spec": {"clusterIP": "10.0.0.1", "ports": [{"port": 80, "nodePort": port}]}, "status": {"loadBalancer": {}}}),
+                false,
+            )
+        };
+        assert_eq!(
+            svc(31000, "be047e217def8beb371fce82"),
+            svc(32000, "c3c7dfb55efd5aca323b2802")
+        );
+        assert_eq!(
+            svc(1, "be047e217def8beb371fce82"),
+            json!({"kind": "Service", "metadata": {"name": "s", "annotations": {"x.dev/applied-hash": "<hash>", "x.dev/keep": "yes"}}, "spec": {"ports": [{"port": 80}]}})
+        );
     }
 }
