@@ -18,7 +18,6 @@ pub mod server;
 pub mod settings;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -43,6 +42,7 @@ pub struct Webhooks {
     admission: BTreeMap<String, AdmissionFn>,
     conversion: BTreeMap<String, ConversionFn>,
     max_body: usize,
+    limits: server::Limits,
     /// Where requests are measured (the manager's registry).
     metrics: Option<crate::metrics::Metrics>,
 }
@@ -53,6 +53,7 @@ impl Default for Webhooks {
             admission: BTreeMap::new(),
             conversion: BTreeMap::new(),
             max_body: DEFAULT_MAX_BODY,
+            limits: server::Limits::default(),
             metrics: None,
         }
     }
@@ -102,6 +103,34 @@ impl Webhooks {
         self
     }
 
+    /// At most `n` reviews read or answered at once; more get 503 at once
+    /// ([`server::DEFAULT_MAX_IN_FLIGHT`] unless set).
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.limits.in_flight = n.max(1);
+        self
+    }
+
+    /// At most `bytes` of review bodies buffered by all reviews together; a review that would
+    /// pass it gets 503 (twice the body limit unless set; never less than the body limit).
+    pub fn buffer_budget_bytes(mut self, bytes: usize) -> Self {
+        self.limits.buffer_budget = Some(bytes);
+        self
+    }
+
+    /// A handler that has not answered after `timeout` gets its review answered 503
+    /// ([`server::DEFAULT_REQUEST_TIMEOUT`] unless set).
+    pub fn request_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.limits.request_timeout = timeout;
+        self
+    }
+
+    /// At most `n` connections open at once; more are closed before the TLS handshake
+    /// ([`server::DEFAULT_MAX_CONNECTIONS`] unless set).
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.limits.connections = n.max(1);
+        self
+    }
+
     /// Requests measured in `metrics` (the manager does this for every operator's plan).
     pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
         self.metrics = Some(metrics);
@@ -110,7 +139,7 @@ impl Webhooks {
 
     /// The HTTP routes, without TLS (what [`serve`] runs; tests drive it directly).
     pub fn router(&self) -> axum::Router {
-        server::router(Arc::new(self.clone()))
+        server::router(self.clone())
     }
 }
 

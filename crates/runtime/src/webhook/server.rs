@@ -1,13 +1,24 @@
 //! The HTTPS server: TLS with the swappable certificate of [`super::certs`], HTTP/1.1, one
-//! task per connection, a bounded body, and every hostile input answered — never a panic:
+//! task per connection, bounded memory, and every hostile input answered — never a panic:
 //!
-//! * a body over the limit → 413, without reading past the limit;
+//! * more than [`DEFAULT_MAX_CONNECTIONS`] connections open → the next closed before any TLS
+//!   work (each connection's buffers are capped too, headers included);
+//! * more than [`DEFAULT_MAX_IN_FLIGHT`] reviews being read or answered → 503 at once,
+//!   before the body is read: no queue grows with an attack, and the API server applies the
+//!   hook's failure policy;
+//! * a body over the limit → 413, without reading past the limit; bodies buffered by all
+//!   reviews together past the byte budget → 503 (so memory is bounded by
+//!   in-flight × body limit and by the budget, whichever is less, not by the attacker);
 //! * not JSON, or not a review → 400 (an AdmissionReview whose `request.uid` could be read
 //!   gets a denial naming the problem instead, which the API server shows to the user);
 //! * an object of the wrong shape → a denial (see [`super::handler`]);
 //! * a TLS handshake or request headers that do not arrive within 10 s → the connection closed;
 //! * a body that does not arrive whole within 10 s (a client trickling a large declared
-//!   body to hold a connection and its task) → 408.
+//!   body to hold a connection and its task) → 408;
+//! * a handler that has not answered within [`DEFAULT_REQUEST_TIMEOUT`] → 503. Handlers run
+//!   on the blocking pool, holding their slot until they return, so a stuck handler
+//!   neither blocks the server's threads nor lets more work in than the cap; one that panics
+//!   → 500.
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,9 +32,11 @@ use axum::Router;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::certs::{CertError, Certificates};
+use super::handler::{AdmissionFn, ConversionFn};
 use super::review::{
     AdmissionResponse, AdmissionReviewIn, AdmissionReviewOut, ConversionReviewIn,
     ConversionReviewOut,
@@ -31,8 +44,39 @@ use super::review::{
 use super::Webhooks;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// What one connection buffers before its body is handed on: request heads are small.
+const MAX_CONNECTION_BUFFER: usize = 64 * 1024;
 /// The API server sends a review at once (its own webhook timeout is at most 30 s).
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reviews in flight at once. The API server sends one review per admitted write and keeps
+/// its webhook calls short; 8 at once with 8 MiB of bodies is what a 128 MiB pod can hold
+/// while parsing them.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 8;
+/// The API server's own default `timeoutSeconds` for a webhook: it stops waiting then anyway.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Open connections at once (the API server keeps a few per webhook, reused).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Limits {
+    pub(crate) in_flight: usize,
+    /// None: twice the body limit.
+    pub(crate) buffer_budget: Option<usize>,
+    pub(crate) request_timeout: Duration,
+    pub(crate) connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            in_flight: DEFAULT_MAX_IN_FLIGHT,
+            buffer_budget: None,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
@@ -60,18 +104,92 @@ fn refuse(code: StatusCode, message: String) -> Response {
     (code, message).into_response()
 }
 
-async fn read_limited(body: Body, max: usize) -> Result<Bytes, Response> {
-    let read = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, max).collect());
-    match read.await {
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(refuse(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the review is larger than {max} bytes"),
-        )),
-        Ok(Err(e)) => Err(refuse(
-            StatusCode::BAD_REQUEST,
-            format!("the body could not be read: {e}"),
-        )),
+/// What a running router shares between its requests.
+pub(crate) struct Served {
+    hooks: Webhooks,
+    in_flight: Arc<Semaphore>,
+    /// One permit per buffered body byte.
+    budget: Arc<Semaphore>,
+    budget_bytes: usize,
+}
+
+impl Served {
+    fn new(hooks: Webhooks) -> Served {
+        let budget_bytes = hooks
+            .limits
+            .buffer_budget
+            .unwrap_or(hooks.max_body.saturating_mul(2))
+            // One review at the body limit always fits.
+            .max(hooks.max_body)
+            .min(Semaphore::MAX_PERMITS);
+        Served {
+            in_flight: Arc::new(Semaphore::new(hooks.limits.in_flight)),
+            budget: Arc::new(Semaphore::new(budget_bytes)),
+            budget_bytes,
+            hooks,
+        }
+    }
+}
+
+fn busy(message: String) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::RETRY_AFTER, "1")],
+        message,
+    )
+        .into_response()
+}
+
+/// The body, at most `max` bytes, each byte charged to the shared budget while the review is
+/// answered (the permits returned).
+async fn read_limited(
+    body: Body,
+    max: usize,
+    served: &Served,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Response> {
+    let read = async {
+        let mut body = Limited::new(body, max);
+        let mut buf = Vec::new();
+        let mut charged: Option<OwnedSemaphorePermit> = None;
+        while let Some(frame) = body.frame().await {
+            let frame = match frame {
+                Ok(f) => f,
+                Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                    return Err(refuse(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("the review is larger than {max} bytes"),
+                    ))
+                }
+                Err(e) => {
+                    return Err(refuse(
+                        StatusCode::BAD_REQUEST,
+                        format!("the body could not be read: {e}"),
+                    ))
+                }
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let n = u32::try_from(data.len()).unwrap_or(u32::MAX);
+            match served.budget.clone().try_acquire_many_owned(n) {
+                Ok(p) => match charged.as_mut() {
+                    Some(c) => c.merge(p),
+                    None => charged = Some(p),
+                },
+                Err(_) => {
+                    return Err(busy(format!(
+                        "the reviews being answered hold {} bytes, the most this webhook \
+                         buffers at once; retry",
+                        served.budget_bytes
+                    )))
+                }
+            }
+            buf.extend_from_slice(&data);
+        }
+        Ok((Bytes::from(buf), charged))
+    };
+    match tokio::time::timeout(BODY_TIMEOUT, read).await {
+        Ok(r) => r,
         Err(_) => Err(refuse(
             StatusCode::REQUEST_TIMEOUT,
             format!("the review did not arrive within {BODY_TIMEOUT:?}"),
@@ -85,40 +203,78 @@ fn uid_of(bytes: &[u8]) -> Option<String> {
     v.get("request")?.get("uid")?.as_str().map(str::to_string)
 }
 
-pub(crate) async fn handle(State(hooks): State<Arc<Webhooks>>, req: Request) -> Response {
+pub(crate) async fn handle(State(served): State<Arc<Served>>, req: Request) -> Response {
+    let hooks = &served.hooks;
     let path = req.uri().path().to_string();
-    let served = hooks.admission.contains_key(&path) || hooks.conversion.contains_key(&path);
+    let is_served = hooks.admission.contains_key(&path) || hooks.conversion.contains_key(&path);
     // Only paths served are measured: label values chosen by any client would be unbounded.
     let timer = hooks
         .metrics
         .as_ref()
-        .filter(|_| served)
+        .filter(|_| is_served)
         .map(|m| m.webhook_request(&path));
-    let response = answer(&hooks, path, req).await;
+    let response = answer(&served, path, req).await;
     if let Some(t) = timer {
         t.done(response.status().as_u16());
     }
     response
 }
 
-async fn answer(hooks: &Webhooks, path: String, req: Request) -> Response {
+async fn answer(served: &Served, path: String, req: Request) -> Response {
+    let hooks = &served.hooks;
     if req.method() != Method::POST {
         return refuse(StatusCode::METHOD_NOT_ALLOWED, "POST a review".into());
     }
-    let (admission, conversion) = (hooks.admission.get(&path), hooks.conversion.get(&path));
+    let (admission, conversion) = (
+        hooks.admission.get(&path).cloned(),
+        hooks.conversion.get(&path).cloned(),
+    );
     if admission.is_none() && conversion.is_none() {
         return refuse(StatusCode::NOT_FOUND, format!("no webhook at {path}"));
     }
-    let bytes = match read_limited(req.into_body(), hooks.max_body).await {
+    let Ok(slot) = served.in_flight.clone().try_acquire_owned() else {
+        return busy(format!(
+            "{} reviews in flight, the most this webhook answers at once; retry",
+            hooks.limits.in_flight
+        ));
+    };
+    let (bytes, charged) = match read_limited(req.into_body(), hooks.max_body, served).await {
         Ok(b) => b,
         Err(refused) => return refused,
     };
+    let work = tokio::task::spawn_blocking(move || {
+        // Held until the handler returns, even after its review was answered for it.
+        let _held = (slot, charged);
+        decide(admission, conversion, &bytes)
+    });
+    let limit = hooks.limits.request_timeout;
+    match tokio::time::timeout(limit, work).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(e)) => {
+            tracing::error!(%path, error = %e, "webhook handler failed");
+            refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the webhook failed while answering".into(),
+            )
+        }
+        Err(_) => {
+            tracing::warn!(%path, ?limit, "webhook handler did not answer in time");
+            busy(format!("the webhook did not answer within {limit:?}"))
+        }
+    }
+}
+
+fn decide(
+    admission: Option<AdmissionFn>,
+    conversion: Option<ConversionFn>,
+    bytes: &[u8],
+) -> Response {
     if let Some(f) = admission {
-        let review: AdmissionReviewIn = match serde_json::from_slice(&bytes) {
+        let review: AdmissionReviewIn = match serde_json::from_slice(bytes) {
             Ok(r) => r,
             Err(e) => {
                 let message = format!("the AdmissionReview could not be read: {e}");
-                return match uid_of(&bytes) {
+                return match uid_of(bytes) {
                     Some(uid) => json(&AdmissionReviewOut::from(AdmissionResponse::deny(
                         &uid, 400, message,
                     ))),
@@ -135,9 +291,9 @@ async fn answer(hooks: &Webhooks, path: String, req: Request) -> Response {
         return json(&AdmissionReviewOut::from(f(request)));
     }
     let Some(f) = conversion else {
-        return refuse(StatusCode::NOT_FOUND, format!("no webhook at {path}"));
+        return refuse(StatusCode::NOT_FOUND, "no webhook here".into());
     };
-    match serde_json::from_slice::<ConversionReviewIn>(&bytes) {
+    match serde_json::from_slice::<ConversionReviewIn>(bytes) {
         Ok(ConversionReviewIn {
             request: Some(request),
         }) => json(&ConversionReviewOut::from(f(request))),
@@ -178,6 +334,7 @@ pub async fn serve(
         .local_addr()
         .map_err(|source| WebhookError::Bind { addr, source })?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(certificates.server_config()?));
+    let connections = Arc::new(Semaphore::new(hooks.limits.connections));
     let router = hooks.router();
     tokio::spawn(rotate(certificates.clone(), shutdown.clone()));
     let task = tokio::spawn(async move {
@@ -192,8 +349,15 @@ pub async fn serve(
                     }
                 },
             };
+            // Refused before the handshake, the cheapest point: a TLS session costs memory.
+            let Ok(slot) = connections.clone().try_acquire_owned() else {
+                tracing::debug!(%peer, "webhook connection closed: too many open");
+                drop(tcp);
+                continue;
+            };
             let (acceptor, router, shutdown) = (acceptor.clone(), router.clone(), shutdown.clone());
             tokio::spawn(async move {
+                let _slot = slot;
                 let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
                 {
                     Ok(Ok(tls)) => tls,
@@ -206,6 +370,7 @@ pub async fn serve(
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(HANDSHAKE_TIMEOUT)
+                    .max_buf_size(MAX_CONNECTION_BUFFER)
                     .serve_connection(TokioIo::new(tls), TowerToHyperService::new(router));
                 tokio::pin!(conn);
                 tokio::select! {
@@ -245,6 +410,9 @@ pub(crate) async fn rotate(certificates: Arc<Certificates>, shutdown: Cancellati
     }
 }
 
-pub(crate) fn router(hooks: Arc<Webhooks>) -> Router {
-    Router::new().fallback(handle).with_state(hooks)
+/// The routes of `hooks`, with their own limits (each router counts its own requests).
+pub(crate) fn router(hooks: Webhooks) -> Router {
+    Router::new()
+        .fallback(handle)
+        .with_state(Arc::new(Served::new(hooks)))
 }

@@ -271,6 +271,18 @@ async fn https_post(
     path: &str,
     body: &str,
 ) -> (u16, String) {
+    try_https_post(addr, ca_pem, path, body)
+        .await
+        .expect("handshake")
+}
+
+/// [`https_post`], None when the TLS handshake does not complete.
+async fn try_https_post(
+    addr: std::net::SocketAddr,
+    ca_pem: &[u8],
+    path: &str,
+    body: &str,
+) -> Option<(u16, String)> {
     use rustls_pki_types::pem::PemObject;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut roots = rustls::RootCertStore::empty();
@@ -289,7 +301,7 @@ async fn https_post(
     let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
-        .expect("handshake");
+        .ok()?;
     let request = format!(
         "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -305,7 +317,7 @@ async fn https_post(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    (code, text)
+    Some((code, text))
 }
 
 /// Hostile connections — not TLS at all, a handshake that never comes, a malformed review
@@ -525,4 +537,202 @@ async fn a_plan_with_refused_settings_fails_to_start_naming_the_variable() {
             .starts_with("X_WEBHOOK_ADDR=\"localhost:9443\" is not an address"),
         "{e}"
     );
+}
+
+/// A body whose first chunk is `first`; `charged` fires when the server asks for more (it
+/// has taken `first`, and the permits reading it needs), the rest comes through `more`
+/// (dropping the sender ends the body).
+fn held_body(
+    first: Vec<u8>,
+) -> (
+    Body,
+    tokio::sync::oneshot::Receiver<()>,
+    tokio::sync::mpsc::Sender<Vec<u8>>,
+) {
+    use futures::StreamExt;
+    let (charged_tx, charged) = tokio::sync::oneshot::channel();
+    let (more, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let rest = futures::stream::unfold((Some(charged_tx), rx), |(signal, mut rx)| async move {
+        if let Some(s) = signal {
+            let _ = s.send(());
+        }
+        rx.recv()
+            .await
+            .map(|c| (Ok::<_, std::io::Error>(c), (None, rx)))
+    });
+    let body = futures::stream::iter([Ok::<_, std::io::Error>(first)]).chain(rest);
+    (Body::from_stream(body), charged, more)
+}
+
+async fn send(router: &axum::Router, path: &str, body: Body) -> (StatusCode, String) {
+    let resp = router
+        .clone()
+        .oneshot(Request::post(path).body(body).expect("request"))
+        .await
+        .expect("infallible");
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&bytes).to_string())
+}
+
+/// Reviews past the cap are refused at once with 503 instead of waiting in a queue that
+/// grows with the attack; the slots come back when the reviews holding them finish.
+#[tokio::test]
+async fn reviews_beyond_the_in_flight_cap_get_503_at_once() {
+    let router = hooks().max_in_flight(2).router();
+    let whole = review(thing(3)).to_string().into_bytes();
+    let (head, tail) = whole.split_at(10);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (body, charged, more) = held_body(head.to_vec());
+        let r = router.clone();
+        let task = tokio::spawn(async move { send(&r, "/validate", body).await });
+        charged.await.expect("the review is being read");
+        held.push((task, more));
+    }
+    let (status, text) = send(&router, "/validate", Body::from(whole.clone())).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(text.contains("2 reviews in flight"), "{text}");
+    // Unknown paths cost nothing and are answered as before.
+    let (status, _) = send(&router, "/nowhere", Body::from("{}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    for (task, more) in held {
+        more.send(tail.to_vec()).await.expect("send the rest");
+        drop(more);
+        let (status, text) = task.await.expect("join");
+        assert_eq!(status, StatusCode::OK, "{text}");
+    }
+    let (status, text) = send(&router, "/validate", Body::from(whole)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+}
+
+/// The bytes buffered by all reviews at once are bounded too (each alone may be under its
+/// own limit): one past the budget is refused with 503 while reading, not after.
+#[tokio::test]
+async fn bodies_beyond_the_shared_byte_budget_get_503() {
+    let router = hooks().buffer_budget_bytes(100 * 1024).router();
+    let mut big = thing(3);
+    big["spec"]["color"] = json!("x".repeat(60 * 1024));
+    let whole = review(big).to_string().into_bytes();
+    let (head, tail) = whole.split_at(whole.len() - 10);
+    let (body, charged, more) = held_body(head.to_vec());
+    let r = router.clone();
+    let first = tokio::spawn(async move { send(&r, "/validate", body).await });
+    charged
+        .await
+        .expect("the first review's bytes are buffered");
+    let (status, text) = send(&router, "/validate", Body::from(whole.clone())).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(text.contains("102400 bytes"), "{text}");
+    more.send(tail.to_vec()).await.expect("send the rest");
+    drop(more);
+    let (status, text) = first.await.expect("join");
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let (status, text) = send(&router, "/validate", Body::from(whole)).await;
+    assert_eq!(status, StatusCode::OK, "the budget is returned: {text}");
+}
+
+/// A handler that does not answer in time gets its review answered 503 (the API server then
+/// applies the hook's failure policy); while it still runs it keeps its slot, so stuck
+/// handlers cannot pile up past the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_past_its_timeout_is_answered_503_and_keeps_its_slot() {
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let gate = std::sync::Mutex::new(gate);
+    let router = Webhooks::new()
+        .validate("/slow", move |_: Admission<Thing>| {
+            let _ = gate.lock().map(|g| g.recv());
+            Verdict::allow()
+        })
+        .max_in_flight(1)
+        .request_timeout(std::time::Duration::from_millis(200))
+        .router();
+    let body = || Body::from(review(thing(1)).to_string());
+    // Its own task: a handler blocking the task that polls it must not block the test.
+    let r = router.clone();
+    let first = tokio::spawn(async move { send(&r, "/slow", body()).await });
+    // A guard against the old behaviour (no timeout: never answered), not the assertion.
+    let Ok(answered) = tokio::time::timeout(std::time::Duration::from_secs(60), first).await else {
+        let _ = release.send(());
+        panic!("not answered while the handler is stuck");
+    };
+    let (status, text) = answered.expect("join");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(text.contains("did not answer within 200ms"), "{text}");
+    let (status, text) = send(&router, "/slow", body()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(
+        text.contains("1 reviews in flight"),
+        "the stuck one holds the slot: {text}"
+    );
+    release.send(()).expect("release the first");
+    release.send(()).expect("let the next through");
+    // Wait for the slot to come back (the stuck handler's thread finishing), then get served.
+    let mut last = String::new();
+    for _ in 0..500 {
+        let (status, text) = send(&router, "/slow", body()).await;
+        if status == StatusCode::OK {
+            return;
+        }
+        last = text;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the slot never came back: {last}");
+}
+
+/// Connections past the cap are closed at once, before any TLS work; the server keeps
+/// serving once connections go away.
+#[tokio::test]
+async fn connections_beyond_the_cap_are_closed_before_the_handshake() {
+    let certs = Arc::new(Certificates::new(CertSource::loopback()).expect("certs"));
+    let ca = certs.ca_pem().expect("generated CA").as_bytes().to_vec();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let serving = serve(
+        hooks().max_connections(2),
+        "127.0.0.1:0".parse().expect("addr"),
+        certs,
+        stop.clone(),
+    )
+    .await
+    .expect("serve");
+    let addr = serving.local_addr;
+    let idle1 = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let _idle2 = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    // The server accepts in order: these two hold the slots when the third arrives.
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls_pki_types::pem::PemObject;
+    for c in rustls_pki_types::CertificateDer::pem_slice_iter(&ca) {
+        roots.add(c.expect("ca pem")).expect("root");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").expect("ip name");
+    let third = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp),
+    )
+    .await
+    .expect("answered, not left to the handshake timeout");
+    assert!(third.is_err(), "the third connection is closed, not served");
+    drop(idle1);
+    let body = review(thing(11)).to_string();
+    let mut last = (0, String::new());
+    for _ in 0..500 {
+        last = try_https_post(addr, &ca, "/validate", &body)
+            .await
+            .unwrap_or_default();
+        if last.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(last.0, 200, "served once a slot is free: {}", last.1);
+    stop.cancel();
+    serving.stopped().await;
 }
