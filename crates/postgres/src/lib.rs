@@ -6,6 +6,7 @@
 //! store).
 pub mod api;
 pub mod backup;
+pub mod contract;
 pub mod controller;
 pub mod instance;
 pub mod lifecycle;

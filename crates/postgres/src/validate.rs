@@ -21,6 +21,9 @@ use crate::api::{
 pub struct Observed {
     /// The PostgreSQL major the instances' data was made with.
     pub version: Option<i32>,
+    /// The status shows this cluster archived WAL to, or has a backup in, its store (one
+    /// written before stores recorded their owner is then its own).
+    pub store_used: bool,
     /// The smallest data volume's capacity, in bytes.
     pub storage_bytes: Option<u128>,
 }
@@ -31,6 +34,9 @@ impl Observed {
     pub fn of(status: Option<&PostgresClusterStatus>, storage_bytes: Option<u128>) -> Self {
         Observed {
             version: status.and_then(|s| s.version),
+            store_used: status.and_then(|s| s.backup.as_ref()).is_some_and(|b| {
+                b.last_archived_wal.is_some() || b.last_successful_backup.is_some()
+            }),
             storage_bytes,
         }
     }
@@ -119,6 +125,8 @@ pub const DEFAULT_PART_SIZE: u64 = 64 << 20;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackupPlan {
     pub store: StorePlan,
+    /// What this cluster may claim of a store not recorded as its own.
+    pub claim: crate::backup::owner::Claim,
     /// Five cron fields, as given.
     pub schedule: Option<String>,
     pub retention_days: u32,
@@ -256,6 +264,45 @@ const RESERVED: &[&str] = &[
 const RESERVED_PREFIXES: &[&str] = &["recovery_target", "ssl"];
 
 /// The spec → plan.
+/// A store the spec restores this very cluster from is taken over (the restored database
+/// continues the old one); a store without an owner record is adopted only when the status
+/// shows this cluster wrote to it; otherwise only an empty store is claimed (issue 32, H12).
+fn store_claim(
+    bootstrap: &BootstrapPlan,
+    backup: &StorePlan,
+    name: &str,
+    observed: &Observed,
+) -> crate::backup::owner::Claim {
+    use crate::backup::owner::Claim;
+    let same = |from: &StorePlan| match (from, backup) {
+        (StorePlan::Volume { .. }, StorePlan::Volume { .. }) => true,
+        (
+            StorePlan::S3 {
+                endpoint: e1,
+                bucket: b1,
+                prefix: p1,
+                ..
+            },
+            StorePlan::S3 {
+                endpoint: e2,
+                bucket: b2,
+                prefix: p2,
+                ..
+            },
+        ) => e1 == e2 && b1 == b2 && p1.trim_matches('/') == p2.trim_matches('/'),
+        _ => false,
+    };
+    match bootstrap {
+        BootstrapPlan::Recovery {
+            store,
+            source_cluster,
+            ..
+        } if source_cluster == name && same(store) => Claim::TakeOver,
+        _ if observed.store_used => Claim::Adopt,
+        _ => Claim::Empty,
+    }
+}
+
 pub fn plan(pc: &PostgresCluster, observed: &Observed) -> Result<Plan, Invalid> {
     let name = pc.name_any();
     if name.len() > MAX_NAME {
@@ -319,6 +366,12 @@ pub fn plan(pc: &PostgresCluster, observed: &Observed) -> Result<Plan, Invalid> 
     let backup = match &s.backup {
         None => None,
         Some(b) => Some(BackupPlan {
+            claim: store_claim(
+                &bootstrap,
+                &store("spec.backup.store", &b.store)?,
+                &name,
+                observed,
+            ),
             store: store("spec.backup.store", &b.store)?,
             schedule: match &b.schedule {
                 Some(c) if !is_cron(c) => return Err(Invalid::Schedule(c.clone())),
@@ -723,7 +776,7 @@ mod tests {
                 "switchoverTo": "pg-2",
                 "fencedInstances": ["pg-1", "pg-3"],
             })),
-            &Observed { version: Some(16), storage_bytes: Some(1 << 30) },
+            &Observed { version: Some(16), storage_bytes: Some(1 << 30), ..Default::default() },
         )
         .expect("valid");
         assert_eq!(p.image, "registry.local/pg:16.2");
@@ -837,6 +890,7 @@ mod tests {
             &Observed {
                 version: Some(15),
                 storage_bytes: None,
+                ..Default::default()
             },
         );
         assert_eq!(
@@ -850,12 +904,67 @@ mod tests {
     }
 
     #[test]
+    fn the_store_is_taken_over_only_when_the_spec_restores_this_cluster_from_it() {
+        use crate::backup::owner::Claim;
+        let vol = serde_json::json!({"volume": {"size": "1Gi"}});
+        let s3 = |prefix: &str| {
+            serde_json::json!({"s3": {"endpoint": "http://s3", "bucket": "bkt", "prefix": prefix,
+                "credentialsSecret": "c"}})
+        };
+        let claim = |spec: serde_json::Value, observed: &Observed| {
+            let pc: PostgresCluster = serde_json::from_value(serde_json::json!({
+                "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+                "metadata": {"name": "pg", "namespace": "ns"}, "spec": spec,
+            }))
+            .expect("cluster");
+            plan(&pc, observed)
+                .expect("valid")
+                .backup
+                .expect("backup")
+                .claim
+        };
+        let none = Observed::default();
+        assert_eq!(
+            claim(serde_json::json!({"backup": {"store": vol}}), &none),
+            Claim::Empty
+        );
+        let used = Observed {
+            store_used: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            claim(serde_json::json!({"backup": {"store": vol}}), &used),
+            Claim::Adopt
+        );
+        let restore = |from: serde_json::Value, to: serde_json::Value, cluster: &str| {
+            serde_json::json!({"backup": {"store": to},
+                "bootstrap": {"recovery": {"store": from, "clusterName": cluster}}})
+        };
+        assert_eq!(
+            claim(restore(vol.clone(), vol.clone(), "pg"), &none),
+            Claim::TakeOver
+        );
+        assert_eq!(
+            claim(restore(s3("x/"), s3("/x"), "pg"), &none),
+            Claim::TakeOver
+        );
+        // Another cluster's backups, or another store: nothing taken over.
+        assert_eq!(
+            claim(restore(vol.clone(), vol.clone(), "other"), &none),
+            Claim::Empty
+        );
+        assert_eq!(claim(restore(s3("x"), s3("y"), "pg"), &none), Claim::Empty);
+        assert_eq!(claim(restore(s3("x"), vol, "pg"), &none), Claim::Empty);
+    }
+
+    #[test]
     fn storage_never_shrinks() {
         let e = refused_with(
             serde_json::json!({"storage": {"size": "1Gi"}}),
             &Observed {
                 version: None,
                 storage_bytes: Some(2 << 30),
+                ..Default::default()
             },
         );
         assert_eq!(

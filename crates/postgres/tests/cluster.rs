@@ -1783,3 +1783,138 @@ async fn the_api_server_refuses_cross_field_errors_with_their_message() {
     // A valid cluster passes the same rules.
     e.create("c", 2).await;
 }
+
+/// A cluster deleted and created again under its name (a new UID) finds the old one's backup
+/// store at its own path (issue 32, H12): the store is refused, with a condition and an Event
+/// naming the fix; no base backup of the new cluster goes there, nothing it archives is
+/// mixed into the old WAL, and losing its data fails loudly instead of bringing back the
+/// old cluster's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_recreated_under_its_name_never_takes_over_the_old_backup_store() {
+    let e = env("pg-owner").await;
+    let spec = serde_json::json!({"size": 1, "backup": {"store": {"volume": {"size": "1Gi"}}}});
+    e.create_spec("pgo", spec.clone()).await;
+    e.status_until("pgo", "the first base backup", |s| {
+        s.backup
+            .as_ref()
+            .is_some_and(|b| b.last_successful_backup.is_some())
+    })
+    .await;
+    let pw = e.password("pgo").await;
+    let ip = ip_of(&e.healthy("pgo", 1).await, "pgo-1");
+    let c = connect(&ip, &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('the old cluster')")
+        .await
+        .expect("write");
+    let segment: String = c
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    e.status_until("pgo", "the segment archived", |s| {
+        s.backup
+            .as_ref()
+            .and_then(|b| b.last_archived_wal.as_deref())
+            .is_some_and(|w| w >= segment.as_str())
+    })
+    .await;
+    drop(c);
+    let old_uid = e.clusters.get("pgo").await.expect("get").uid();
+
+    e.clusters
+        .delete("pgo", &DeleteParams::default())
+        .await
+        .expect("delete the cluster");
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(e.pods.clone().into_client(), &e.ns);
+    let gone = eventually(DEADLINE, || async {
+        let pod = e.pods.get_opt("pgo-1").await.ok()?;
+        let claim = claims.get_opt("pgo-1").await.ok()?;
+        let cluster = e.clusters.get_opt("pgo").await.ok()?;
+        (pod.is_none() && claim.is_none() && cluster.is_none()).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the first pgo never went");
+    assert!(claims.get_opt("pgo-backup").await.expect("get").is_some());
+
+    // The same name again, with initdb and the same store.
+    e.create_spec("pgo", spec).await;
+    let s = e
+        .status_until("pgo", "the store refused as another cluster's", |s| {
+            condition(s, "ContinuousArchiving")
+                .is_some_and(|c| c.reason == "StoreOwnedByAnotherCluster" && c.status == "False")
+        })
+        .await;
+    let why = &condition(&s, "ContinuousArchiving")
+        .expect("condition")
+        .message;
+    let old_uid = old_uid.expect("the old cluster's UID");
+    assert!(
+        why.contains(&old_uid) && why.contains("spec.bootstrap.recovery"),
+        "{why}"
+    );
+    let admin = e.pods.clone().into_client();
+    assert!(
+        has_event(&admin, &e.ns, "pgo", "StoreOwnedByAnotherCluster").await,
+        "no Event says the store is another cluster's"
+    );
+    let s = e.healthy("pgo", 1).await;
+    // Writes and a segment switch: the new cluster's WAL has nowhere to go.
+    let c = connect(&ip_of(&s, "pgo-1"), &e.password("pgo").await)
+        .await
+        .expect("new primary");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('the new cluster')")
+        .await
+        .expect("write");
+    let failed_wal: String = c
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    let refused = eventually(60, || async {
+        let r = c
+            .query_one(
+                "SELECT failed_count, last_archived_wal FROM pg_stat_archiver",
+                &[],
+            )
+            .await
+            .ok()?;
+        let failed: i64 = r.get(0);
+        let archived: Option<String> = r.get(1);
+        (failed > 0).then_some(archived)
+    })
+    .await;
+    assert_eq!(
+        refused,
+        Some(None),
+        "the new cluster's WAL ({failed_wal}) went into the old cluster's store"
+    );
+    let s = e
+        .clusters
+        .get("pgo")
+        .await
+        .expect("get")
+        .status
+        .expect("status");
+    assert!(
+        s.backup
+            .as_ref()
+            .is_none_or(|b| b.last_successful_backup.is_none()),
+        "the old cluster's backups are shown as this one's: {:?}",
+        s.backup
+    );
+
+    // Every instance's data lost: no restore of the old cluster's database under this name.
+    drop(c);
+    e.destroy("pgo-1").await;
+    let s = e
+        .status_until("pgo", "Failed", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::Failed)
+        })
+        .await;
+    let why = s.phase_reason.unwrap_or_default();
+    assert!(why.contains("no backup"), "{why}");
+    assert!(
+        e.pods.get_opt("pgo-2").await.expect("get").is_none(),
+        "an instance was made from the old cluster's backup"
+    );
+}

@@ -26,6 +26,14 @@ pub enum PgCommand {
         /// The store: a directory, or s3://bucket/prefix (a build with the `s3` feature).
         #[arg(long)]
         store: String,
+        /// The cluster's UID: the store must be recorded as its own (or claimable, see
+        /// --claim) before anything is archived.
+        #[arg(long)]
+        owner_uid: Option<String>,
+        #[arg(long, default_value = "")]
+        owner_cluster: String,
+        #[arg(long, value_enum, default_value = "empty")]
+        claim: bosun_postgres::backup::owner::Claim,
         path: std::path::PathBuf,
         name: String,
     },
@@ -54,8 +62,23 @@ pub async fn run(args: PgArgs) -> anyhow::Result<()> {
             Ok(())
         }
         PgCommand::Install { dest } => Ok(bosun_postgres::instance::install_self(&dest)?),
-        PgCommand::ArchiveWal { store, path, name } => {
+        PgCommand::ArchiveWal {
+            store,
+            owner_uid,
+            owner_cluster,
+            claim,
+            path,
+            name,
+        } => {
             let store = bosun_postgres::backup::Store::open(&store)?;
+            if let Some(uid) = owner_uid.filter(|u| !u.is_empty()) {
+                let me = bosun_postgres::backup::owner::Owner {
+                    uid,
+                    cluster: owner_cluster,
+                    claim,
+                };
+                store.ensure_owner(&me).await?;
+            }
             Ok(store.archive_wal(&path, &name).await?)
         }
         PgCommand::RestoreWal { store, name, dest } => {

@@ -15,6 +15,7 @@
 //! same layout in an S3-compatible bucket; [`store`] opens either from a location (a path,
 //! or `s3://bucket/prefix`).
 pub mod catalog;
+pub mod owner;
 pub mod restore_wal;
 #[cfg(feature = "s3")]
 pub mod s3;

@@ -25,6 +25,9 @@ pub enum StoreError {
     Conflict(String),
     #[error("object store: {0}")]
     Remote(String),
+    /// The store belongs to another cluster (see [`super::owner`]).
+    #[error("{0}")]
+    NotOwner(String),
 }
 
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StoreError {
@@ -200,6 +203,43 @@ impl VolumeStore {
             }
         }
         Ok(())
+    }
+
+    /// A small file at the store's root (None: there is none).
+    pub fn read_root(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let p = self.root.join(name);
+        match fs::read(&p) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err("reading", &p)(e)),
+        }
+    }
+
+    /// Writes a small file at the store's root, atomically.
+    pub fn write_root(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        fs::create_dir_all(&self.root).map_err(io_err("creating", &self.root))?;
+        let dest = self.root.join(name);
+        let tmp = self.root.join(format!(".{name}.tmp"));
+        {
+            let mut f = File::create(&tmp).map_err(io_err("creating", &tmp))?;
+            f.write_all(bytes).map_err(io_err("writing", &tmp))?;
+            f.sync_all().map_err(io_err("syncing", &tmp))?;
+        }
+        fs::rename(&tmp, &dest).map_err(io_err("renaming to", &dest))?;
+        sync_dir(&self.root)
+    }
+
+    /// No archived WAL and no backup directory (complete or not).
+    pub fn is_empty(&self) -> Result<bool, StoreError> {
+        if !self.wal_names()?.is_empty() {
+            return Ok(false);
+        }
+        let dir = self.base_dir();
+        match fs::read_dir(&dir) {
+            Ok(mut it) => Ok(it.next().is_none()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+            Err(e) => Err(io_err("listing", &dir)(e)),
+        }
     }
 
     pub fn delete_wal(&self, name: &str) -> Result<(), StoreError> {

@@ -82,6 +82,17 @@ pub fn conditions(
         set_condition(&mut status.conditions, &prev.conditions, c, now);
     }
     let Some(b) = seen else { return };
+    if let Some(why) = &b.store_refused {
+        let c = condition(
+            "ContinuousArchiving",
+            false,
+            Reason::StoreOwnedByAnotherCluster.as_str(),
+            why.clone(),
+            generation,
+        );
+        set_condition(&mut status.conditions, &prev.conditions, c, now);
+        return;
+    }
     let failing = match (
         parse(b.last_failed_time.as_deref()),
         parse(b.last_archived_time.as_deref()),
@@ -189,7 +200,9 @@ pub fn due(
     now: DateTime<Utc>,
 ) -> Option<Trigger> {
     let b = plan.backup.as_ref()?;
-    if seen.running {
+    // Another cluster's store: no backup goes there, the first one included (it would look
+    // as if the store had one).
+    if seen.running || seen.store_refused.is_some() {
         return None;
     }
     if let Some(r) = request.filter(|r| !r.is_empty()) {

@@ -460,6 +460,11 @@ fn pod_with(
             }
         };
         envs.push(env("BOSUN_PG_BACKUP_STORE", location));
+        // The store records which cluster owns it: a cluster recreated under this name
+        // (another UID) never archives into, backs up to or restores from the old one's.
+        envs.push(env(crate::contract::ENV_CLUSTER_UID, owner.uid.clone()));
+        envs.push(env(crate::contract::ENV_CLUSTER, plan.name.clone()));
+        envs.push(env(crate::contract::ENV_STORE_CLAIM, b.claim.as_str()));
         envs.push(env(
             "BOSUN_PG_BACKUP_RETENTION_DAYS",
             b.retention_days.to_string(),

@@ -265,6 +265,7 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         .await?;
     announce(&pc, &ctx, &plan, &action).await;
     announce_backups(&pc, &ctx, prev.backup.as_ref(), desired.backup.as_ref()).await;
+    announce_store_refused(&pc, &ctx, &prev, &desired).await;
     if let Some(creds) = creds {
         let act = act::Act {
             client: &ctx.client,
@@ -440,6 +441,36 @@ async fn announce_backups(
                         .as_deref()
                         .unwrap_or("no reason reported")
                 ),
+            )
+            .await;
+    }
+}
+
+/// A warning Event when the store turns out to be another cluster's (once, when the
+/// condition first says so; the condition's message names the fix).
+async fn announce_store_refused(
+    pc: &PostgresCluster,
+    ctx: &Context,
+    prev: &PostgresClusterStatus,
+    now: &PostgresClusterStatus,
+) {
+    let refused = |s: &PostgresClusterStatus| {
+        s.conditions
+            .iter()
+            .find(|c| {
+                c.type_ == "ContinuousArchiving"
+                    && c.reason == Reason::StoreOwnedByAnotherCluster.as_str()
+            })
+            .map(|c| c.message.clone())
+    };
+    if let (Some(message), None) = (refused(now), refused(prev)) {
+        ctx.events
+            .publish(
+                &pc.object_ref(&()),
+                true,
+                Reason::StoreOwnedByAnotherCluster.as_str(),
+                "Backup",
+                message,
             )
             .await;
     }

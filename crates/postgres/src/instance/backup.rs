@@ -24,6 +24,8 @@ use crate::backup::Store;
 /// Base backups of this instance into its store.
 pub struct Backups {
     store: Store,
+    /// Who this instance archives for (None: a pod made before owner records).
+    owner: Option<crate::backup::owner::Owner>,
     pg: Pg,
     port: u16,
     retention_days: u32,
@@ -39,6 +41,8 @@ const LISTING_MAX_AGE: Duration = Duration::from_secs(30);
 struct Listing {
     /// None: no listing has succeeded yet.
     backups: Option<Vec<BackupInfo>>,
+    /// The store is not this cluster's: why (its backups are then not reported).
+    refused: Option<String>,
     /// When the last listing ended (None: refresh at the next `/state`).
     at: Option<Instant>,
     refreshing: bool,
@@ -52,9 +56,16 @@ struct Run {
 }
 
 impl Backups {
-    pub fn new(location: &str, pg: Pg, port: u16, retention_days: u32) -> Result<Backups, Error> {
+    pub fn new(
+        location: &str,
+        owner: Option<crate::backup::owner::Owner>,
+        pg: Pg,
+        port: u16,
+        retention_days: u32,
+    ) -> Result<Backups, Error> {
         Ok(Backups {
             store: Store::open(location)?,
+            owner,
             pg,
             port,
             retention_days: if retention_days == 0 {
@@ -100,6 +111,9 @@ impl Backups {
     }
 
     async fn take(&self) -> Result<String, Error> {
+        if let Some(me) = &self.owner {
+            self.store.ensure_owner(me).await?;
+        }
         let started = Utc::now();
         let id = started.format("%Y%m%dT%H%M%S%.3fZ").to_string();
         match &self.store {
@@ -199,7 +213,7 @@ impl Backups {
     }
 
     /// The last listing, starting a refresh in the background when it is stale.
-    fn listed(self: &Arc<Self>) -> Option<Vec<BackupInfo>> {
+    fn listed(self: &Arc<Self>) -> (Option<Vec<BackupInfo>>, Option<String>) {
         let mut l = self.listing();
         let stale = l.at.is_none_or(|at| at.elapsed() > LISTING_MAX_AGE);
         if stale && !l.refreshing {
@@ -207,25 +221,39 @@ impl Backups {
             let me = self.clone();
             let rt = tokio::runtime::Handle::current();
             tokio::task::spawn_blocking(move || {
-                let result = rt.block_on(me.store.backups());
+                let result = rt.block_on(async {
+                    let refused = match &me.owner {
+                        Some(o) => me.store.refusal(o).await?,
+                        None => None,
+                    };
+                    Ok::<_, crate::backup::volume::StoreError>((me.store.backups().await?, refused))
+                });
                 let mut l = me.listing();
                 l.refreshing = false;
                 l.at = Some(Instant::now());
                 match result {
-                    Ok(b) => l.backups = Some(b),
+                    Ok((b, refused)) => {
+                        l.backups = Some(b);
+                        l.refused = refused;
+                    }
                     // The last good listing stays; the next refresh is one period later.
                     Err(e) => warn!(error = %e, "listing the backup store failed"),
                 }
             });
         }
-        l.backups.clone()
+        (l.backups.clone(), l.refused.clone())
     }
 
     /// The store's state, with the archiver's from the running primary (`client`).
     pub async fn state(self: &Arc<Self>, client: Option<&tokio_postgres::Client>) -> BackupState {
-        let listed = self.listed();
+        let (listed, refused) = self.listed();
         let listing_pending = listed.is_none();
-        let backups = listed.unwrap_or_default();
+        // Another cluster's backups are not this one's: none to report, none to restore.
+        let backups = if refused.is_some() {
+            Vec::new()
+        } else {
+            listed.unwrap_or_default()
+        };
         let mut s = {
             let r = self.lock();
             BackupState {
@@ -233,6 +261,7 @@ impl Backups {
                 listing_pending,
                 last_failed: r.last_failed.clone(),
                 last_failure: r.last_failure.clone(),
+                store_refused: refused,
                 ..Default::default()
             }
         };

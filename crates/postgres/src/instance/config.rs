@@ -112,6 +112,9 @@ pub struct BackupOptions {
     /// The `bosun` PostgreSQL runs as archive_command and restore_command (None: the
     /// running binary).
     pub program: Option<PathBuf>,
+    /// The cluster this instance belongs to, checked against the store's owner record before
+    /// anything is written there (None: a pod made before owner records; nothing checked).
+    pub owner: Option<crate::backup::owner::Owner>,
 }
 
 /// `initdb`'s choices and the application database made on a new cluster.
@@ -215,6 +218,15 @@ pub struct Args {
     /// Stop the restore at this WAL position (`X/Y`).
     #[arg(long, env = "BOSUN_PG_RECOVERY_TARGET_LSN")]
     pub recovery_target_lsn: Option<String>,
+    /// The PostgresCluster's UID: the backup store's owner record must name it.
+    #[arg(long, env = crate::contract::ENV_CLUSTER_UID)]
+    pub cluster_uid: Option<String>,
+    /// The PostgresCluster's name (for the owner record's messages).
+    #[arg(long, env = crate::contract::ENV_CLUSTER, default_value = "")]
+    pub cluster: String,
+    /// What this cluster may claim of a store that is not recorded as its own.
+    #[arg(long, env = crate::contract::ENV_STORE_CLAIM, value_enum, default_value = "empty")]
+    pub store_claim: crate::backup::owner::Claim,
 }
 
 impl Args {
@@ -239,6 +251,13 @@ impl Args {
                 restore_from: self.restore_from,
                 target,
                 program: None,
+                owner: self.cluster_uid.filter(|u| !u.is_empty()).map(|uid| {
+                    crate::backup::owner::Owner {
+                        uid,
+                        cluster: self.cluster,
+                        claim: self.store_claim,
+                    }
+                }),
             },
             name: self.name,
             data_dir: self.data_dir,

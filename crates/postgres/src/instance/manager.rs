@@ -93,6 +93,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
     let backups = match cfg.backups.store.as_deref() {
         Some(store) => Some(Arc::new(super::backup::Backups::new(
             store,
+            cfg.backups.owner.clone(),
             pg.clone(),
             cfg.port,
             cfg.backups.retention_days,
@@ -235,6 +236,17 @@ impl Manager {
                 (Role::Primary, _) if self.cfg.backups.restore_from.is_some() => {
                     let from = self.cfg.backups.restore_from.clone().unwrap_or_default();
                     let target = self.cfg.backups.target.clone();
+                    // Disaster recovery from the cluster's own store: never another
+                    // cluster's data brought back under this one's name.
+                    if let (Some(me), true) = (
+                        &self.cfg.backups.owner,
+                        self.cfg.backups.store.as_deref() == Some(from.as_str()),
+                    ) {
+                        let store = crate::backup::Store::open(&from)?;
+                        if let Some(why) = store.refusal(me).await? {
+                            return Err(Error::Restore(why));
+                        }
+                    }
                     let chosen = super::backup::restore(&self.pg, &from, target.as_ref()).await?;
                     info!(instance = %self.cfg.name, backup = %chosen.id, ?target, "restoring from the base backup, then the archived WAL");
                     self.recovery =

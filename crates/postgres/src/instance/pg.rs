@@ -332,10 +332,25 @@ pub fn postgres_args(
         // Only a primary archives (`on`, not `always`): after a failover the new primary
         // carries on, timeline history included.
         settings.push(("archive_mode".into(), "on".into()));
+        // The owner is checked at every segment: a store another cluster took over since
+        // must not get this cluster's WAL mixed into its own.
+        let owner = cfg
+            .backups
+            .owner
+            .as_ref()
+            .map(|o| {
+                format!(
+                    " --owner-uid {} --owner-cluster {} --claim {}",
+                    shell_quote(&o.uid),
+                    shell_quote(&o.cluster),
+                    o.claim.as_str()
+                )
+            })
+            .unwrap_or_default();
         settings.push((
             "archive_command".into(),
             format!(
-                "{} pg archive-wal --store {} %p %f",
+                "{} pg archive-wal --store {}{owner} %p %f",
                 shell_quote(&program(cfg).display().to_string()),
                 shell_quote(store)
             ),

@@ -85,6 +85,10 @@ pub struct BackupState {
     pub last_archived_time: Option<String>,
     pub last_failed_wal: Option<String>,
     pub last_failed_time: Option<String>,
+    /// The store belongs to another cluster (its owner record names another UID): why, with
+    /// the fix. Nothing is archived or backed up there, and its backups are not reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_refused: Option<String>,
 }
 
 /// A WAL position `X/Y` as a number.

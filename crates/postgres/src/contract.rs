@@ -1,0 +1,16 @@
+//! The operator ↔ instance contract that both sides import: the environment the operator
+//! writes into an instance's pod and the instance manager reads (see `instance::Args`).
+//! Names only the two sides share live here; the `/state` JSON is `instance::InstanceState`.
+
+/// `metadata.uid` of the PostgresCluster: the backup store's owner record must name it.
+pub const ENV_CLUSTER_UID: &str = "BOSUN_PG_CLUSTER_UID";
+/// The PostgresCluster's name.
+pub const ENV_CLUSTER: &str = "BOSUN_PG_CLUSTER";
+/// What the cluster may claim of a backup store not recorded as its own
+/// (`backup::owner::Claim`: `empty`, `adopt`, `take-over`).
+pub const ENV_STORE_CLAIM: &str = "BOSUN_PG_STORE_CLAIM";
+/// Seconds a start (crash recovery included) may go without progress before it is given up.
+pub const ENV_START_TIMEOUT: &str = "BOSUN_PG_START_TIMEOUT";
+/// Seconds a primary may go without the operator reaching it before it stops accepting
+/// writes (0: never).
+pub const ENV_ISOLATION_TIMEOUT: &str = "BOSUN_PG_ISOLATION_TIMEOUT";
