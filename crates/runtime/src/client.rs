@@ -23,6 +23,7 @@ use kube::client::{Body, ClientBuilder, ConfigExt};
 use tower::retry::RetryLayer;
 use tower::{BoxError, ServiceBuilder};
 
+use crate::fence::Fence;
 use crate::ratelimit::RateLimitLayer;
 
 /// How the client keeps connections between requests.
@@ -64,8 +65,21 @@ pub fn client_with(
     rate: Option<RateLimitLayer>,
     pool: Pool,
 ) -> Result<kube::Client, kube::Error> {
+    client_fenced(config, rate, pool, None)
+}
+
+/// [`client_with`], its mutating requests checked against `fence` right before they leave
+/// (see [`crate::fence`]): the client of the operators of a replica with leader election.
+pub fn client_fenced(
+    config: kube::Config,
+    rate: Option<RateLimitLayer>,
+    pool: Pool,
+    fence: Option<&Fence>,
+) -> Result<kube::Client, kube::Error> {
+    let fence = fence.map(Fence::layer);
     if needs_kube_stack(&config) {
-        let builder = ClientBuilder::try_from(config)?;
+        let builder =
+            ClientBuilder::try_from(config)?.with_layer(&tower::util::option_layer(fence));
         return Ok(match rate {
             Some(r) => builder.with_layer(&r).build(),
             None => builder.build(),
@@ -91,6 +105,7 @@ pub fn client_with(
         )
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
+        .option_layer(fence)
         .map_err(BoxError::from)
         .service(http);
     let builder = ClientBuilder::new(service, default_ns);

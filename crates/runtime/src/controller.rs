@@ -36,7 +36,7 @@ use tracing::Instrument;
 
 use crate::cache::{reflect_observed, ObjectStream, Synced, WatchBackoff};
 use crate::error::{Categorized, ErrorCategory};
-use crate::manager::{ControllerContext, Scope};
+use crate::manager::{ControllerContext, Leading, Scope};
 use crate::metrics::ControllerMetrics;
 use crate::status::StatusWriter;
 
@@ -413,6 +413,7 @@ struct Shared<C, F> {
     /// Every cache the pipeline reads; a reconcile waits for all of them.
     caches: Vec<Synced>,
     shutdown: tokio_util::sync::CancellationToken,
+    leading: Leading,
 }
 
 impl<C, F> Shared<C, F> {
@@ -430,6 +431,32 @@ impl<C, F> Shared<C, F> {
             synced = all => synced,
             _ = self.shutdown.cancelled() => false,
         }
+    }
+
+    /// `obj` once this replica leads: at once when it does, else (a warm standby) the
+    /// object as the cache holds it when the lease is won — the trigger may be long stale
+    /// by then — or None if it went meanwhile or the controller stops first.
+    async fn when_leading<K>(
+        &self,
+        obj: Arc<K>,
+        store: &Store<K>,
+        dyntype: &K::DynamicType,
+    ) -> Option<Arc<K>>
+    where
+        K: Resource + Clone + 'static,
+        K::DynamicType: Eq + Hash + Clone,
+    {
+        if self.leading.now() {
+            return Some(obj);
+        }
+        let leads = tokio::select! {
+            leads = self.leading.wait() => leads,
+            _ = self.shutdown.cancelled() => false,
+        };
+        if !leads {
+            return None;
+        }
+        store.get(&ObjectRef::from_obj_with(obj.as_ref(), dyntype.clone()))
     }
 }
 
@@ -535,7 +562,9 @@ impl ControllerContext {
             failures: Failures::default(),
             caches: w.caches,
             shutdown: self.shutdown.clone(),
+            leading: self.leading.clone(),
         });
+        let latest = (w.primary.store.clone(), w.primary.dyntype.clone());
         let store = w.primary.store.clone();
         let mut triggers = SelectAll::new();
         for t in w.triggers {
@@ -553,12 +582,16 @@ impl ControllerContext {
             .with_config(CtrlConfig::default().concurrency(self.concurrency))
             .graceful_shutdown_on(self.shutdown_signal())
             .run(
-                |obj: Arc<K>, shared: Arc<Shared<C, F>>| {
+                move |obj: Arc<K>, shared: Arc<Shared<C, F>>| {
+                    let (store, dyntype) = latest.clone();
                     async move {
                         if !shared.caches_synced().await {
                             // Stopping before the caches loaded: nothing to do.
                             return Ok(Action::await_change());
                         }
+                        let Some(obj) = shared.when_leading(obj, &store, &dyntype).await else {
+                            return Ok(Action::await_change());
+                        };
                         let fut = (shared.reconcile)(obj.clone(), shared.context.clone());
                         let res = observe(&shared.metrics, obj.as_ref(), fut).await;
                         if res.is_ok() {

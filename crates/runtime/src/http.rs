@@ -1,6 +1,7 @@
 //! The manager's HTTP endpoints: `/metrics` (Prometheus text), `/healthz` (the process
 //! runs) and `/readyz` (every controller's cache has synced, or this replica is a standby
-//! waiting for the lease — a standby that never became ready would stall rollouts).
+//! waiting for the lease — a standby that never became ready would stall rollouts; it says
+//! whether its caches have synced).
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -61,7 +62,12 @@ impl Health {
         let s = self.lock();
         match s.role {
             Role::Starting => Err("starting".into()),
-            Role::Standby => Ok("standby: waiting for the leader lease".into()),
+            // Ready either way: a standby that is never ready would stall a rollout; what
+            // its caches do is said for whoever looks (and for the warm-standby tests).
+            Role::Standby if s.synced.values().all(|ok| *ok) => {
+                Ok("standby: caches synced, waiting for the leader lease".into())
+            }
+            Role::Standby => Ok("standby: waiting for the leader lease, caches syncing".into()),
             Role::Leading => {
                 let waiting: Vec<&str> = s
                     .synced

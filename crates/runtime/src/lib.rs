@@ -24,6 +24,7 @@ pub mod controller;
 pub mod dynamic;
 pub mod error;
 pub mod events;
+pub mod fence;
 pub mod heap;
 pub mod http;
 pub mod kubeversion;

@@ -1,8 +1,12 @@
 //! The manager: runs several controllers in one process.
 //!
-//! Order of life: bind the HTTP endpoints and serve the operators' webhooks → (with leader election) wait for the lease as a
-//! ready standby → start every operator → run until a shutdown signal, the loss of the lease,
-//! or an operator failing. On shutdown the operators are asked to stop and in-flight
+//! Order of life: bind the HTTP endpoints and serve the operators' webhooks → start every
+//! operator → (with leader election) wait for the lease as a warm standby: the operators'
+//! watches run and their caches sync, but every reconcile waits for the lease (it re-reads
+//! its object from the cache once it may go on) → run until a shutdown signal, the loss of
+//! the lease, or an operator failing. A new leader so starts from synced caches: no cold
+//! list between the lease and the first reconcile. With a [`Fence`] (built into the
+//! operators' client), no write of a standby leaves the process at all. On shutdown the operators are asked to stop and in-flight
 //! reconciles finish while the lease is still renewed (the grace period may outlast the
 //! lease); the lease is released only after them. On lease loss every operator task is
 //! aborted at once — nothing this replica runs may write after it stopped being sure it
@@ -20,6 +24,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::fence::Fence;
 use crate::http::{self, Health, Role};
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::metrics::{ControllerMetrics, Metrics};
@@ -88,6 +93,34 @@ pub struct ControllerContext {
     pub name: String,
     /// Cancelled on graceful shutdown: stop taking work, let in-flight reconciles finish.
     pub shutdown: CancellationToken,
+    /// Whether this replica leads: a warm standby runs its watches, and its reconciles wait
+    /// for this.
+    pub leading: Leading,
+}
+
+/// Whether this replica leads (always, without leader election).
+#[derive(Clone, Debug)]
+pub struct Leading(tokio::sync::watch::Receiver<bool>);
+
+impl Leading {
+    /// A replica that leads from the start (no leader election; tests).
+    pub fn always() -> Self {
+        let (tx, rx) = tokio::sync::watch::channel(true);
+        drop(tx);
+        Leading(rx)
+    }
+
+    pub fn now(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits until this replica leads; false when it never will in this term (the manager
+    /// stopped its operators).
+    pub async fn wait(&self) -> bool {
+        let mut rx = self.0.clone();
+        let leads = rx.wait_for(|l| *l).await.is_ok();
+        leads
+    }
 }
 
 impl ControllerContext {
@@ -164,6 +197,7 @@ pub struct Manager {
     metrics: Metrics,
     health: Health,
     operators: Vec<Arc<dyn Operator>>,
+    fence: Option<Fence>,
 }
 
 impl Manager {
@@ -175,7 +209,16 @@ impl Manager {
             metrics: Metrics::new(),
             health: Health::default(),
             operators: Vec::new(),
+            fence: None,
         }
+    }
+
+    /// The fence built into `client` ([`crate::client::client_fenced`]): leader election
+    /// moves it, so no write leaves this replica unless it is sure it leads. Needs a
+    /// [`Manager::with_leader_client`] without it, or the elector could not write the Lease.
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = Some(fence);
+        self
     }
 
     /// The client for leader election; build it apart from the operators' client (its own
@@ -257,7 +300,15 @@ impl Manager {
         let mut elector = match &self.config.leader {
             Some(cfg) => {
                 let client = self.leader_client.as_ref().unwrap_or(&self.client);
-                Some(LeaderElector::new(client.clone(), cfg.clone())?)
+                let el = LeaderElector::new(client.clone(), cfg.clone())?;
+                Some(match &self.fence {
+                    Some(f) if self.leader_client.is_some() => el.with_fence(f.clone()),
+                    Some(_) => {
+                        tracing::warn!("no separate leader client: writes are not fenced");
+                        el
+                    }
+                    None => el,
+                })
             }
             None => None,
         };
@@ -268,20 +319,89 @@ impl Manager {
             .map(|l| l.lease_name.clone())
             .unwrap_or_default();
         loop {
+            let (leading, gate) = tokio::sync::watch::channel(elector.is_none());
+            let token = CancellationToken::new();
+            let mut tasks = self.start_operators(&token, Leading(gate));
             if let Some(el) = elector.as_mut() {
                 self.health.set_role(Role::Standby);
                 self.metrics.set_leader(&lease, false);
-                tokio::select! {
-                    _ = &mut shutdown => return Ok(()),
-                    _ = el.acquire() => {}
+                enum Wait {
+                    Shutdown,
+                    Acquired,
+                    Ended(String, Result<(), OperatorError>),
+                }
+                let waited = tokio::select! {
+                    _ = &mut shutdown => Wait::Shutdown,
+                    _ = el.acquire() => Wait::Acquired,
+                    Some(done) = tasks.join_next() => ended(done),
+                };
+                match waited {
+                    Wait::Acquired => {}
+                    Wait::Shutdown => {
+                        // A standby's reconciles all wait for the lease: nothing to finish.
+                        token.cancel();
+                        if tokio::time::timeout(self.config.shutdown_grace, drain(&mut tasks))
+                            .await
+                            .is_err()
+                        {
+                            tasks.abort_all();
+                            drain(&mut tasks).await;
+                        }
+                        return Ok(());
+                    }
+                    Wait::Ended(name, r) => {
+                        token.cancel();
+                        tasks.abort_all();
+                        drain(&mut tasks).await;
+                        return Err(match r {
+                            Ok(()) => ManagerError::OperatorEnded(name),
+                            Err(source) => ManagerError::Operator { name, source },
+                        });
+                    }
+                }
+                fn ended(done: Result<Ran, tokio::task::JoinError>) -> Wait {
+                    match done {
+                        Ok((name, r)) => Wait::Ended(name, r),
+                        Err(e) => Wait::Ended("unknown".into(), Err(Box::new(e))),
+                    }
                 }
                 self.metrics.set_leader(&lease, true);
             }
-            match self.lead(&mut elector, &mut shutdown, &lease).await? {
+            self.health.set_role(Role::Leading);
+            let _ = leading.send(true);
+            match self
+                .lead(&mut elector, &mut shutdown, &lease, token, tasks)
+                .await?
+            {
                 Term::Lost => continue,
                 Term::Stopped => return Ok(()),
             }
         }
+    }
+
+    /// Starts every operator; their reconciles wait for `leading`.
+    fn start_operators(&self, token: &CancellationToken, leading: Leading) -> JoinSet<Ran> {
+        let mut tasks = JoinSet::new();
+        for op in &self.operators {
+            self.health.register(op.name());
+            let ctx = ControllerContext {
+                client: self.client.clone(),
+                scope: self.config.scope.clone(),
+                concurrency: self.config.concurrency,
+                metrics: self.metrics.controller(&op.metrics_name()),
+                health: self.health.clone(),
+                name: op.name().to_string(),
+                shutdown: token.clone(),
+                leading: leading.clone(),
+            };
+            let name = op.name().to_string();
+            let fut = op
+                .run(ctx)
+                .instrument(tracing::info_span!("controller", controller = %name));
+            tasks.spawn(async move { (name, fut.await) });
+        }
+        tracing::info!(operators = self.operators.len(), "controllers started");
+        tasks
     }
 
     /// One term as leader: runs every operator until shutdown (drained while the lease is
@@ -292,32 +412,9 @@ impl Manager {
         elector: &mut Option<LeaderElector>,
         shutdown: &mut std::pin::Pin<&mut F>,
         lease: &str,
+        token: CancellationToken,
+        mut tasks: JoinSet<Ran>,
     ) -> Result<Term, ManagerError> {
-        for op in &self.operators {
-            self.health.register(op.name());
-        }
-        self.health.set_role(Role::Leading);
-
-        let token = CancellationToken::new();
-        let mut tasks = JoinSet::new();
-        for op in &self.operators {
-            let ctx = ControllerContext {
-                client: self.client.clone(),
-                scope: self.config.scope.clone(),
-                concurrency: self.config.concurrency,
-                metrics: self.metrics.controller(&op.metrics_name()),
-                health: self.health.clone(),
-                name: op.name().to_string(),
-                shutdown: token.clone(),
-            };
-            let name = op.name().to_string();
-            let fut = op
-                .run(ctx)
-                .instrument(tracing::info_span!("controller", controller = %name));
-            tasks.spawn(async move { (name, fut.await) });
-        }
-        tracing::info!(operators = self.operators.len(), "controllers started");
-
         enum Stop {
             Shutdown,
             Lost,
@@ -384,11 +481,7 @@ impl Manager {
 
     /// Aborts every operator at once (nothing may write once the lease is in doubt) and
     /// waits until they are gone, so a next term never runs next to them.
-    async fn stop_leading(
-        &self,
-        tasks: &mut JoinSet<(String, Result<(), OperatorError>)>,
-        lease: &str,
-    ) {
+    async fn stop_leading(&self, tasks: &mut JoinSet<Ran>, lease: &str) {
         tasks.abort_all();
         drain(tasks).await;
         self.metrics.set_leader(lease, false);
@@ -410,6 +503,9 @@ impl Manager {
     }
 }
 
+/// What an operator's task returns: its name and how it ended.
+type Ran = (String, Result<(), OperatorError>);
+
 /// How a term as leader ended.
 enum Term {
     /// The lease was lost: back to standby.
@@ -426,7 +522,7 @@ async fn hold(elector: &mut Option<LeaderElector>) {
     }
 }
 
-async fn drain(tasks: &mut JoinSet<(String, Result<(), OperatorError>)>) {
+async fn drain(tasks: &mut JoinSet<Ran>) {
     while tasks.join_next().await.is_some() {}
 }
 

@@ -3,6 +3,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
 use bosun_runtime::manager::{shutdown_signal, Manager, ManagerConfig, Scope};
 use bosun_runtime::ratelimit::RateLimitLayer;
@@ -63,9 +64,23 @@ pub struct RunArgs {
         env = "POD_NAMESPACE"
     )]
     pub lease_namespace: Option<String>,
-    /// Lease duration in seconds (renew deadline is 2/3 of it, retry 2 s).
-    #[arg(long, default_value_t = 15)]
-    pub lease_duration: u64,
+    /// How long a standby waits, from the last renewal it saw, before it takes the lease
+    /// (whole seconds: `4s`, or `4`). Default 4s: a standby leads 3.5-4.5 s after a crash of
+    /// the leader.
+    #[arg(
+        long = "leader-elect-lease-duration",
+        visible_alias = "lease-duration",
+        value_parser = parse_lease_period
+    )]
+    pub lease_duration: Option<Duration>,
+    /// How long the leader keeps acting after the start of its last successful renewal
+    /// (shorter than the lease duration). Default 3s, or 3/4 of a given lease duration.
+    #[arg(long = "leader-elect-renew-deadline", value_parser = parse_lease_period)]
+    pub renew_deadline: Option<Duration>,
+    /// Time between lease attempts, renewals and a standby's checks alike. Default 500ms, or
+    /// 1/6 of a given renew deadline (the leader writes the Lease this often).
+    #[arg(long = "leader-elect-retry-period", value_parser = parse_lease_period)]
+    pub retry_period: Option<Duration>,
     /// Address of the Prometheus /metrics endpoint ("off" to disable). Bound to localhost by
     /// default: expose it only behind authentication (see README, Metrics).
     #[arg(
@@ -124,10 +139,61 @@ fn parse_period(s: &str) -> Result<Duration, String> {
     bosun_watches::parse_duration(s)
 }
 
+/// A leader election period: a Go duration, or a bare number of seconds (what
+/// `--lease-duration` took before it became an alias).
+fn parse_lease_period(s: &str) -> Result<Duration, String> {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|e| format!("invalid period {s:?}: {e}"));
+    }
+    parse_period(s)
+}
+
+/// The lease timings from the flags: each one not given follows from those given (see the
+/// flags' help), and the result is checked so a bad combination fails at start with the
+/// flags named.
+fn lease_timings(args: &RunArgs, cfg: &mut LeaderConfig) -> anyhow::Result<()> {
+    use bosun_runtime::leader::{DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD};
+    if let Some(d) = args.lease_duration {
+        cfg.lease_duration = d;
+        cfg.renew_deadline = d * 3 / 4;
+        cfg.retry_period = cfg.renew_deadline / 6;
+    } else {
+        cfg.renew_deadline = DEFAULT_RENEW_DEADLINE;
+        cfg.retry_period = DEFAULT_RETRY_PERIOD;
+    }
+    if let Some(d) = args.renew_deadline {
+        cfg.renew_deadline = d;
+        cfg.retry_period = d / 6;
+    }
+    if let Some(r) = args.retry_period {
+        cfg.retry_period = r;
+    }
+    cfg.validate().with_context(|| {
+        format!(
+            "--leader-elect-lease-duration={:?}, --leader-elect-renew-deadline={:?}, \
+             --leader-elect-retry-period={:?}",
+            cfg.lease_duration, cfg.renew_deadline, cfg.retry_period
+        )
+    })
+}
+
 pub async fn client(
     kubeconfig: Option<&std::path::Path>,
     qps: f64,
     burst: u32,
+) -> anyhow::Result<Client> {
+    fenced_client(kubeconfig, qps, burst, None).await
+}
+
+/// [`client`], its writes refused while `fence` is closed (see `bosun_runtime::fence`).
+async fn fenced_client(
+    kubeconfig: Option<&std::path::Path>,
+    qps: f64,
+    burst: u32,
+    fence: Option<&Fence>,
 ) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(p) => {
@@ -140,12 +206,26 @@ pub async fn client(
             .context("no cluster configured (in-cluster, KUBECONFIG or ~/.kube/config)")?,
     };
     let rate = (qps > 0.0).then(|| RateLimitLayer::new(qps, burst));
-    Ok(bosun_runtime::client::client(config, rate)?)
+    Ok(bosun_runtime::client::client_fenced(
+        config,
+        rate,
+        bosun_runtime::client::Pool::default(),
+        fence,
+    )?)
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     telemetry::init(args.log_format);
-    let client = client(args.kubeconfig.as_deref(), args.qps, args.burst).await?;
+    // With leader election, no write of the operators leaves this process unless it is sure
+    // it leads (a replica paused past its renew deadline wakes with its writes queued).
+    let fence = args.leader_elect.then(Fence::new);
+    let client = fenced_client(
+        args.kubeconfig.as_deref(),
+        args.qps,
+        args.burst,
+        fence.as_ref(),
+    )
+    .await?;
     let leader = if args.leader_elect {
         let identity = std::env::var("POD_NAME")
             .ok()
@@ -156,9 +236,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| "default".into());
         let mut cfg = LeaderConfig::new(&args.lease_name, &ns, &identity);
-        cfg.lease_duration = Duration::from_secs(args.lease_duration.max(3));
-        cfg.renew_deadline = cfg.lease_duration * 2 / 3;
-        cfg.retry_period = Duration::from_secs(2).min(cfg.renew_deadline / 2);
+        lease_timings(&args, &mut cfg)?;
         Some(cfg)
     } else {
         None
@@ -203,6 +281,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         // reconciles or /metrics reviews.
         manager =
             manager.with_leader_client(self::client(args.kubeconfig.as_deref(), 0.0, 0).await?);
+    }
+    if let Some(f) = fence {
+        manager = manager.with_fence(f);
     }
     for op in ops {
         manager = manager.with_operator(op);
@@ -283,5 +364,55 @@ mod tests {
             "controller-runtime's \"0\" disables"
         );
         assert!(addr(":http").is_err());
+    }
+
+    fn run_args(flags: &[&str]) -> RunArgs {
+        let mut argv = vec!["bosun", "run", "--leader-elect"];
+        argv.extend_from_slice(flags);
+        let cli = crate::cli::Cli::try_parse_from(argv).expect("flags parse");
+        let crate::cli::Command::Run(a) = cli.command else {
+            panic!("not run");
+        };
+        a
+    }
+
+    fn timings(flags: &[&str]) -> anyhow::Result<(Duration, Duration, Duration)> {
+        let mut cfg = LeaderConfig::new("l", "ns", "me");
+        lease_timings(&run_args(flags), &mut cfg)?;
+        Ok((cfg.lease_duration, cfg.renew_deadline, cfg.retry_period))
+    }
+
+    #[test]
+    fn lease_timings_take_operator_sdks_names_the_old_flag_and_refuse_unsafe_ones() {
+        let ms = Duration::from_millis;
+        assert_eq!(
+            timings(&[]).expect("defaults"),
+            (ms(4000), ms(3000), ms(500))
+        );
+        assert_eq!(
+            timings(&[
+                "--leader-elect-lease-duration=15s",
+                "--leader-elect-renew-deadline=10s",
+                "--leader-elect-retry-period=2s"
+            ])
+            .expect("client-go's"),
+            (ms(15000), ms(10000), ms(2000))
+        );
+        assert_eq!(
+            timings(&["--lease-duration", "8"]).expect("the old flag, in seconds"),
+            (ms(8000), ms(6000), ms(1000))
+        );
+        let e = timings(&["--leader-elect-renew-deadline=5s"]).expect_err("deadline past lease");
+        assert!(
+            format!("{e:#}").contains("renew deadline must be shorter than the lease duration"),
+            "{e:#}"
+        );
+        let e = timings(&["--leader-elect-lease-duration=2500ms"]).expect_err("fractional");
+        assert!(
+            format!("{e:#}").contains("whole number of seconds"),
+            "{e:#}"
+        );
+        let e = timings(&["--leader-elect-retry-period=3s"]).expect_err("retry past deadline");
+        assert!(format!("{e:#}").contains("retry period"), "{e:#}");
     }
 }
