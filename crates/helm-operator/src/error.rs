@@ -34,6 +34,10 @@ pub enum Error {
     /// upgraded): reported as `Irreconcilable`, as helm-operator does.
     #[error("{0}")]
     Sync(Box<Error>),
+    /// The render that failed last time as invalid, unchanged: not tried again (the
+    /// previous failure's message).
+    #[error("{0}")]
+    FailedBefore(String),
     /// What the Helm flavour does not do (a cluster-scoped custom resource: a release lives
     /// in a namespace).
     #[error("{0}")]
@@ -50,7 +54,7 @@ impl Categorized for Error {
             Error::Hook(_) => ErrorCategory::Transient,
             Error::Storage(_) | Error::Children(_) | Error::Kube(_) => ErrorCategory::Api,
             Error::Sync(inner) => inner.category(),
-            Error::Unsupported(_) => ErrorCategory::InvalidSpec,
+            Error::Unsupported(_) | Error::FailedBefore(_) => ErrorCategory::InvalidSpec,
         }
     }
 }

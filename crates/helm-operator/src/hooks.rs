@@ -184,7 +184,7 @@ impl Runner<'_> {
                     source,
                 })?;
         let mut obj = hook.object.clone();
-        objects::mark(&mut obj, resolved.namespaced, self.owner);
+        objects::mark_hook(&mut obj, resolved.namespaced, self.owner);
         let api = match obj.metadata.namespace.as_deref() {
             Some(ns) if resolved.namespaced => {
                 Api::namespaced_with(self.client.clone(), ns, &resolved.resource)

@@ -103,6 +103,21 @@ pub fn parse(m: &Manifest) -> Result<(GroupVersionKind, DynamicObject), ObjectEr
 /// Marks `obj` as part of the release (see the module doc); `namespaced` says whether its
 /// kind is. Returns whether it carries the keep policy.
 pub fn mark(obj: &mut DynamicObject, namespaced: bool, owner: &ReleaseOwner) -> bool {
+    mark_as(obj, namespaced, owner, true)
+}
+
+/// [`mark`] for a hook: Helm gives hooks no release metadata (`managed-by`, `meta.helm.sh/*`)
+/// — they are not the release's objects, and `helm upgrade` must not adopt one as such.
+pub fn mark_hook(obj: &mut DynamicObject, namespaced: bool, owner: &ReleaseOwner) -> bool {
+    mark_as(obj, namespaced, owner, false)
+}
+
+fn mark_as(
+    obj: &mut DynamicObject,
+    namespaced: bool,
+    owner: &ReleaseOwner,
+    release_metadata: bool,
+) -> bool {
     let meta: &mut ObjectMeta = &mut obj.metadata;
     if namespaced {
         if meta.namespace.as_deref().is_none_or(str::is_empty) {
@@ -112,12 +127,16 @@ pub fn mark(obj: &mut DynamicObject, namespaced: bool, owner: &ReleaseOwner) -> 
         meta.namespace = None;
     }
     let labels = meta.labels.get_or_insert_with(BTreeMap::new);
-    labels.insert(MANAGED_BY_LABEL.into(), "Helm".into());
+    if release_metadata {
+        labels.insert(MANAGED_BY_LABEL.into(), "Helm".into());
+    }
     labels.insert(CHART_LABEL.into(), owner.chart.clone());
     labels.insert(owner.child_label.0.clone(), owner.child_label.1.clone());
     let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
-    annotations.insert(RELEASE_NAME_ANNOTATION.into(), owner.release.clone());
-    annotations.insert(RELEASE_NAMESPACE_ANNOTATION.into(), owner.namespace.clone());
+    if release_metadata {
+        annotations.insert(RELEASE_NAME_ANNOTATION.into(), owner.release.clone());
+        annotations.insert(RELEASE_NAMESPACE_ANNOTATION.into(), owner.namespace.clone());
+    }
     let keep = annotations
         .get(RESOURCE_POLICY_ANNOTATION)
         .is_some_and(|p| p == "keep");

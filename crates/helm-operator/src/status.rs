@@ -98,6 +98,11 @@ pub struct HelmStatus {
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryItem>,
+    /// The digest of a render whose install or upgrade the API server refused as invalid:
+    /// that same render is not tried again — not on the events its partial writes bring, not
+    /// after a restart — until the spec, the overrides or the chart change it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_digest: Option<String>,
 }
 
 impl HelmStatus {

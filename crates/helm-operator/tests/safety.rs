@@ -217,7 +217,7 @@ async fn uninstall_wait_waits_for_the_objects_and_runs_delete_hooks_once() {
     let waiting = wait_for(&env, &lc, "held", 90, "waiting for the held object", |o| {
         condition(o, "Deployed")
             .and_then(|c| c["message"].as_str())
-            .is_some_and(|m| m.contains("waiting for 1 object"))
+            .is_some_and(|m| m == "Waiting until all resources are deleted.")
     })
     .await;
     assert!(waiting

@@ -47,6 +47,7 @@ use crate::status::{ConditionType as C, DeployedRelease, HelmStatus, InventoryIt
 use crate::storage::{beyond_history, Secrets, Storage};
 use crate::values;
 use crate::HelmFlavor;
+use bosun_runtime::error::{Categorized, ErrorCategory};
 
 pub const FINALIZER: &str = "helm.sdk.operatorframework.io/uninstall-release";
 /// operator-sdk's older finalizer name, still honoured on deletion.
@@ -120,6 +121,7 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
         deployed_release: previous.deployed_release.clone(),
         observed_generation: cr.metadata.generation,
         inventory: previous.inventory.clone(),
+        failed_digest: None,
     };
     let t = now();
     status.set(&previous, C::Initialized, true, None, None, &t);
@@ -301,6 +303,19 @@ async fn converge(
         status.remove(C::Nondeterministic);
         return Ok(plan);
     }
+    // The same render as an attempt the API server refused: say so again, write nothing.
+    // (Retrying would only add a failed record per event — the attempt's own partial writes
+    // bring one — and, with `.Release.Revision` in a template, never stop.)
+    let attempt = plan.digest.clone();
+    if previous.failed_digest.as_deref() == Some(attempt.as_str()) {
+        if let Some(c) = previous
+            .condition(C::ReleaseFailed)
+            .or(previous.condition(C::Irreconcilable))
+        {
+            status.failed_digest = Some(attempt);
+            return Err(Error::FailedBefore(c.message.clone().unwrap_or_default()));
+        }
+    }
     let values_digest = values_digest(&vals);
     if let Some(d) = deployed
         .as_ref()
@@ -424,7 +439,12 @@ async fn converge(
         &old,
         upgrade,
     )
-    .await?;
+    .await
+    .inspect_err(|e| {
+        if e.category() == ErrorCategory::InvalidSpec {
+            status.failed_digest = Some(attempt.clone());
+        }
+    })?;
     status.deployed_release = Some(DeployedRelease {
         name: owner.release.clone(),
         revision,
@@ -448,13 +468,22 @@ async fn converge(
         &format!("release {} {what} (revision {revision})", owner.release),
     )
     .await;
-    if !host.entry.override_values.is_empty() {
-        for (k, v) in &host.entry.override_values {
-            let shown = values::shown_override(k, v, host.flavor.suppress_override_values);
-            let note =
-                format!("Chart value {k:?} overridden to {shown:?} by operator's watches.yaml");
-            publish(host, cr, true, "OverrideValuesInUse", &note).await;
-        }
+    // One Warning per override, as helm-operator's, with the value the release got (the
+    // template executed); each its own series (the action names the key), or the recorder
+    // would fold the second override into the first one's event.
+    for (k, v) in &host.flavor.overrides {
+        let shown = values::shown_override(k, v, host.flavor.suppress_override_values);
+        let note = format!("Chart value {k:?} overridden to {shown:?} by operator's watches.yaml");
+        let action: String = format!("Override {k}").chars().take(128).collect();
+        host.events
+            .publish(
+                &cr.object_ref(&host.resource),
+                true,
+                "OverrideValuesInUse",
+                &action,
+                note,
+            )
+            .await;
     }
     Ok(plan)
 }

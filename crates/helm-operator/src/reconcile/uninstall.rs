@@ -34,6 +34,9 @@ use crate::storage::{Secrets, Storage};
 use crate::values;
 use bosun_watches::host::Next;
 
+/// `Deployed`'s message while `uninstall-wait` holds the custom resource.
+pub const WAITING: &str = "Waiting until all resources are deleted.";
+
 /// How often an uninstall that waits for its objects looks again.
 const WAIT_POLL: Duration = Duration::from_secs(2);
 
@@ -88,7 +91,8 @@ pub(super) async fn uninstall(
             C::Deployed,
             false,
             Some(R::UninstallSuccessful),
-            Some(format!("waiting for {remaining} object(s) to be deleted")),
+            // helm-operator's words, which scripts and dashboards already match on.
+            Some(WAITING.to_string()),
             &t,
         );
         host.status
