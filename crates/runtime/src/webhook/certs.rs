@@ -11,6 +11,8 @@
 //!   [`Certificates::ca_pem`] into its webhook configurations each time. The serving
 //!   certificate is re-issued by the same CA when two thirds of its validity have passed, so
 //!   the injected bundle stays valid.
+//! * [`CertSource::SharedCa`] — the same, with the CA kept in a Secret that every replica
+//!   reads ([`super::shared`]): several replicas behind one Service, one `caBundle`.
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -50,6 +52,15 @@ pub enum CertSource {
         hosts: Vec<String>,
         validity: Duration,
     },
+    /// Like `Generated`, but the CA is shared by every replica through the Secret
+    /// `namespace/secret` ([`super::shared`]), so the `caBundle` each one writes is the same;
+    /// loaded by [`super::plan::start`] (it needs the API), see [`Certificates::from_shared`].
+    SharedCa {
+        namespace: String,
+        secret: String,
+        hosts: Vec<String>,
+        validity: Duration,
+    },
     /// The environment asked for webhooks with a setting that does not parse: nothing is
     /// served, and starting says which setting ([`super::settings`]).
     Refused(super::settings::SettingsError),
@@ -86,7 +97,7 @@ impl ResolvesServerCert for Current {
     }
 }
 
-struct Issuer {
+pub(crate) struct Issuer {
     cert: rcgen::Certificate,
     key: rcgen::KeyPair,
     hosts: Vec<String>,
@@ -149,29 +160,69 @@ fn read(path: &PathBuf) -> Result<Vec<u8>, CertError> {
     })
 }
 
+/// The CA's certificate for `key`. Fixed but for its dates: re-made from a stored key, it
+/// has the subject and key identifier of the stored certificate, so what it signs verifies
+/// against that one (the `caBundle`).
+fn ca_cert(key: &rcgen::KeyPair) -> Result<rcgen::Certificate, CertError> {
+    let mut params = rcgen::CertificateParams::default();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "bosun webhook CA");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::minutes(5);
+    // Never replaced by bosun (a new one locks out every replica still serving the old);
+    // ten years so that it never limits an install.
+    params.not_after = now + time::Duration::days(3650);
+    params.self_signed(key).map_err(gen_err)
+}
+
 impl Issuer {
     fn new(hosts: Vec<String>, validity: Duration) -> Result<Issuer, CertError> {
         let key = rcgen::KeyPair::generate().map_err(gen_err)?;
-        let mut params = rcgen::CertificateParams::default();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "bosun webhook CA");
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-        ];
-        let now = time::OffsetDateTime::now_utc();
-        params.not_before = now - time::Duration::minutes(5);
-        // In memory only and new at each start; ten years so that it never limits a process.
-        params.not_after = now + time::Duration::days(3650);
-        let cert = params.self_signed(&key).map_err(gen_err)?;
+        let cert = ca_cert(&key)?;
         Ok(Issuer {
             cert,
             key,
             hosts,
             validity,
         })
+    }
+
+    /// A new CA, to be stored.
+    pub(crate) fn new_ca() -> Result<Issuer, CertError> {
+        Self::new(vec![], Duration::ZERO)
+    }
+
+    /// The CA whose key is `key_pem`, issuing for `hosts`.
+    fn from_key(
+        key_pem: &str,
+        hosts: Vec<String>,
+        validity: Duration,
+    ) -> Result<Issuer, CertError> {
+        let key = rcgen::KeyPair::from_pem(key_pem).map_err(|e| CertError::Pem {
+            what: "the stored CA key".into(),
+            message: e.to_string(),
+        })?;
+        let cert = ca_cert(&key)?;
+        Ok(Issuer {
+            cert,
+            key,
+            hosts,
+            validity,
+        })
+    }
+
+    pub(crate) fn cert_pem(&self) -> String {
+        self.cert.pem()
+    }
+
+    pub(crate) fn key_pem(&self) -> String {
+        self.key.serialize_pem()
     }
 
     fn issue(&self) -> Result<CertifiedKey, CertError> {
@@ -211,6 +262,11 @@ impl Certificates {
                 let ca = issuer.cert.pem();
                 (issuer.issue()?, Some(issuer), Some(ca), vec![])
             }
+            CertSource::SharedCa { .. } => {
+                return Err(CertError::Generate(
+                    "a shared CA is read from its Secret: use Certificates::from_shared".into(),
+                ))
+            }
             CertSource::Refused(e) => return Err(e.clone().into()),
         };
         Ok(Certificates {
@@ -219,6 +275,30 @@ impl Certificates {
             issuer,
             ca_pem,
             loaded: std::sync::Mutex::new(loaded),
+        })
+    }
+
+    /// A serving certificate issued by the shared CA `ca` (read from its Secret), for a
+    /// [`CertSource::SharedCa`]. The bundle is the stored CA certificate, byte for byte the
+    /// same on every replica.
+    pub fn from_shared(
+        source: CertSource,
+        ca: &super::shared::StoredCa,
+    ) -> Result<Certificates, CertError> {
+        let CertSource::SharedCa {
+            hosts, validity, ..
+        } = &source
+        else {
+            return Certificates::new(source);
+        };
+        let issuer = Issuer::from_key(&ca.key_pem, hosts.clone(), *validity)?;
+        let first = issuer.issue()?;
+        Ok(Certificates {
+            current: Arc::new(Current(RwLock::new(Arc::new(first)))),
+            ca_pem: Some(ca.cert_pem.clone()),
+            issuer: Some(issuer),
+            source,
+            loaded: std::sync::Mutex::new(vec![]),
         })
     }
 
@@ -244,7 +324,10 @@ impl Certificates {
                 *loaded = both;
                 next
             }
-            (CertSource::Generated { .. } | CertSource::Refused(_), None) => return Ok(false),
+            (
+                CertSource::Generated { .. } | CertSource::SharedCa { .. } | CertSource::Refused(_),
+                None,
+            ) => return Ok(false),
         };
         *self.current.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
         Ok(true)
@@ -255,7 +338,9 @@ impl Certificates {
     pub fn rotate_every(&self) -> Duration {
         match &self.source {
             CertSource::Files { reload_every, .. } => *reload_every,
-            CertSource::Generated { validity, .. } => *validity * 2 / 3,
+            CertSource::Generated { validity, .. } | CertSource::SharedCa { validity, .. } => {
+                *validity * 2 / 3
+            }
             // Never served; a day, so a loop over it never spins.
             CertSource::Refused(_) => Duration::from_secs(24 * 3600),
         }

@@ -16,6 +16,7 @@ pub mod plan;
 pub mod review;
 pub mod server;
 pub mod settings;
+pub mod shared;
 
 use std::collections::BTreeMap;
 

@@ -3,11 +3,13 @@
 //! configurations to write with the new CA. The manager starts it before waiting for the
 //! lease, so every replica — leader or standby — answers the API server.
 //!
-//! A generated CA is new at every start and per replica: each replica writing its own bundle
-//! would lock the others out, so generated certificates are for one replica (development,
-//! tests, a single-replica install). Several replicas share a cert-manager certificate
-//! ([`CertSource::Files`]); the manifests then carry the configurations with cert-manager's
-//! CA injection annotation, and nothing is written at start.
+//! A generated CA behind a Service ([`CertSource::SharedCa`]) is made once and kept in a
+//! Secret every replica reads ([`super::shared`]): all of them write the same bundle and
+//! serve certificates it verifies, so two replicas neither flap the `caBundle` nor fail half
+//! the reviews. Without a Service (a `url:` on loopback: development, tests) the CA is per
+//! process ([`CertSource::Generated`]). A cert-manager certificate ([`CertSource::Files`])
+//! needs nothing written at start: the manifests carry the configurations with cert-manager's
+//! CA injection annotation.
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -52,10 +54,17 @@ pub async fn start(
     client: &Client,
     shutdown: CancellationToken,
 ) -> Result<Serving, WebhookError> {
-    if let CertSource::Refused(e) = plan.certificates {
-        return Err(e.into());
-    }
-    let certs = Arc::new(Certificates::new(plan.certificates)?);
+    let certs = match &plan.certificates {
+        CertSource::Refused(e) => return Err(e.clone().into()),
+        CertSource::SharedCa {
+            namespace, secret, ..
+        } => {
+            let ca = super::shared::load_or_create(client, namespace, secret).await?;
+            Certificates::from_shared(plan.certificates.clone(), &ca)?
+        }
+        _ => Certificates::new(plan.certificates.clone())?,
+    };
+    let certs = Arc::new(certs);
     let ca = certs.ca_pem().map(|p| p.as_bytes().to_vec());
     let serving = serve(plan.webhooks, plan.listen, certs, shutdown).await?;
     tracing::info!(addr = %serving.local_addr, "serving webhooks");

@@ -91,6 +91,8 @@ pub enum WebhookError {
     Register(kube::Error),
     #[error(transparent)]
     Settings(#[from] super::settings::SettingsError),
+    #[error(transparent)]
+    SharedCa(#[from] super::shared::SharedCaError),
 }
 
 fn json<T: serde::Serialize>(body: &T) -> Response {

@@ -220,20 +220,28 @@ impl Settings {
         if let Some(e) = &self.refused {
             return CertSource::Refused(e.clone());
         }
-        match &self.cert_dir {
-            Some(dir) => CertSource::dir(dir),
-            None => {
-                let mut hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
-                if let Some((ns, name, _)) = &self.service {
-                    hosts.push(format!("{name}.{ns}.svc"));
-                    hosts.push(format!("{name}.{ns}.svc.cluster.local"));
-                }
-                CertSource::Generated {
+        let validity = Duration::from_secs(30 * 24 * 3600);
+        let mut hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+        match (&self.cert_dir, &self.service) {
+            (Some(dir), _) => CertSource::dir(dir),
+            // Behind a Service there may be several replicas: one CA for all of them.
+            (None, Some((ns, name, _))) => {
+                hosts.push(format!("{name}.{ns}.svc"));
+                hosts.push(format!("{name}.{ns}.svc.cluster.local"));
+                CertSource::SharedCa {
+                    namespace: ns.clone(),
+                    secret: self.ca_secret(),
                     hosts,
-                    validity: Duration::from_secs(30 * 24 * 3600),
+                    validity,
                 }
             }
+            (None, None) => CertSource::Generated { hosts, validity },
         }
+    }
+
+    /// The Secret holding the CA shared by the replicas (in the Service's namespace).
+    pub fn ca_secret(&self) -> String {
+        format!("{}-webhook-ca", self.configuration)
     }
 
     /// Where written configurations send reviews, the server being bound to `bound`.
@@ -249,8 +257,10 @@ impl Settings {
     }
 
     /// What writing the configurations needs: `patch` on them by name, and `create`, which
-    /// RBAC cannot restrict to names — a cluster-wide right to create webhook configurations.
-    /// Installs that would rather not grant it use a cert-manager certificate: then nothing.
+    /// RBAC cannot restrict to names — a cluster-wide right to create webhook configurations;
+    /// behind a Service, reading the shared CA's Secret by name and creating it (`create` on
+    /// Secrets, again not restricted by name). Installs that would rather not grant these
+    /// use a cert-manager certificate: then nothing.
     pub fn rbac(&self) -> Vec<PolicyRule> {
         if !self.registers() {
             return vec![];
@@ -265,6 +275,10 @@ impl Settings {
             .map(|k| named_rule(group, k, &[&self.configuration], &["get", "patch"]))
             .collect();
         rules.push(rule(group, &kinds, &["create"]));
+        if self.service.is_some() {
+            rules.push(named_rule("", "secrets", &[&self.ca_secret()], &["get"]));
+            rules.push(rule("", &["secrets"], &["create"]));
+        }
         rules
     }
 }
@@ -285,13 +299,32 @@ mod tests {
         assert_eq!(s.listen.port(), 9443);
         assert_eq!(s.service, Some(("ops".into(), "hook".into(), 8443)));
         assert!(s.registers());
-        assert_eq!(s.rbac().len(), 3);
+        // Behind a Service: the shared CA's Secret is read by name and created.
+        assert_eq!(s.rbac().len(), 5);
         match s.certificates() {
-            CertSource::Generated { hosts, .. } => {
+            CertSource::SharedCa {
+                namespace,
+                secret,
+                hosts,
+                ..
+            } => {
+                assert_eq!(
+                    (namespace.as_str(), secret.as_str()),
+                    ("ops", "c-webhook-ca")
+                );
                 assert!(hosts.contains(&"hook.ops.svc".to_string()), "{hosts:?}")
             }
             other => panic!("{other:?}"),
         }
+        let loopback = Settings {
+            service: None,
+            ..s.clone()
+        };
+        assert!(matches!(
+            loopback.certificates(),
+            CertSource::Generated { .. }
+        ));
+        assert_eq!(loopback.rbac().len(), 3);
         assert_eq!(
             parse_service("ops/hook"),
             Some(("ops".into(), "hook".into(), 443))
