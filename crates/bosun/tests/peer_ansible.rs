@@ -8,7 +8,6 @@ mod peers;
 use peers::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use bosun_watches::Flavor;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -31,65 +30,6 @@ fn sample(ns: &str) -> Value {
     v["metadata"]["namespace"] = ns.into();
     v["spec"]["metadata"]["namespace"] = ns.into();
     v
-}
-
-/// ansible-operator as its image runs it: roles found under its working directory, Ansible
-/// and ansible-runner from the peer's venv first on PATH, the project's own
-/// `operator_sdk.util` collection (Galaxy is out of reach here), limited to `ns`.
-fn start_ansible_operator(kubeconfig: &Path, ns: &str, log: &Path, tmp: &Path) -> Running {
-    let bin = peer("ansible-operator");
-    let venv = peers().join("venv/bin");
-    assert!(
-        venv.join("ansible-runner").is_file(),
-        "{} is missing: run `bash scripts/setup-peers.sh` first",
-        venv.join("ansible-runner").display()
-    );
-    let path = std::env::join_paths(std::iter::once(venv).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .expect("PATH");
-    let child = tokio::process::Command::new(bin)
-        .args([
-            "run",
-            "--watches-file=watches.yaml",
-            "--metrics-bind-address=0",
-            "--health-probe-bind-address=0",
-        ])
-        .current_dir(seed())
-        .env("KUBECONFIG", kubeconfig)
-        .env("WATCH_NAMESPACE", ns)
-        .env("PATH", path)
-        .env(
-            "ANSIBLE_COLLECTIONS_PATH",
-            repo().join("crates/ansible-runner/collection"),
-        )
-        .env("ANSIBLE_LOCAL_TEMP", tmp)
-        .env("HOME", tmp)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("log file"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start ansible-operator");
-    Running(child)
-}
-
-/// bosun started the same way: the same watches.yaml, limited to `ns`.
-fn start_bosun(kubeconfig: &Path, ns: &str, log: &Path) -> Running {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .args([
-            "run".to_string(),
-            format!("--watches={}", seed().join("watches.yaml").display()),
-            format!("--metrics-addr=127.0.0.1:{}", free_port()),
-            format!("--probe-addr=127.0.0.1:{}", free_port()),
-        ])
-        .env("KUBECONFIG", kubeconfig)
-        .env("WATCH_NAMESPACE", ns)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("log file"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start bosun");
-    Running(child)
 }
 
 fn successful(o: &DynamicObject) -> bool {
@@ -225,7 +165,14 @@ async fn seed_role_same_objects_and_conditions_as_ansible_operator() {
     let kubeconfig = sdk.cp.kubeconfig();
 
     let log = dir.path().join("ansible-operator.log");
-    let op = start_ansible_operator(kubeconfig, &sdk.ns, &log, dir.path());
+    let op = start_ansible_operator(
+        &seed(),
+        "watches.yaml",
+        kubeconfig,
+        &sdk.ns,
+        &log,
+        dir.path(),
+    );
     create_sample(&client, &sdk.ns).await;
     let their_cr = wait_cr(&client, &sdk.ns, "succeeded", &log).await;
     let theirs = objects(&client, &sdk.ns).await;
@@ -233,7 +180,7 @@ async fn seed_role_same_objects_and_conditions_as_ansible_operator() {
     op.stop().await;
 
     let log = dir.path().join("bosun.log");
-    let op = start_bosun(kubeconfig, &bosun_ns, &log);
+    let op = start_bosun_watches(&seed().join("watches.yaml"), kubeconfig, &bosun_ns, &log);
     create_sample(&client, &bosun_ns).await;
     let our_cr = wait_cr(&client, &bosun_ns, "succeeded", &log).await;
     let ours = objects(&client, &bosun_ns).await;

@@ -909,17 +909,23 @@ impl Run {
         let Action::Module { args, .. } = &task.action else {
             return json!({"failed": true, "changed": false, "msg": "not a module"});
         };
-        let templated = if module == Module::Debug || module == Module::Assert {
-            // `var` and `that` are expressions: the module evaluates them itself.
-            Ok(args.clone())
-        } else {
-            self.templar
+        let templated = match module {
+            // `that` holds expressions: the module evaluates them itself.
+            Module::Assert => Ok(args.clone()),
+            // `var` names an expression the module evaluates; `msg` is templated with the
+            // other arguments, so an undefined variable in it fails as theirs do.
+            Module::Debug => self.template_args_but(args, "var", scope),
+            _ => self
+                .templar
                 .template_value(args, scope)
                 .and_then(|v| value::to_json(&v))
-                .map(|j| value::from_json(&remove_omit(j)))
+                .map(|j| value::from_json(&remove_omit(j))),
         };
         let args = match templated {
             Ok(a) => a,
+            Err(crate::Error::Undefined(e)) => {
+                return json!({"failed": true, "changed": false, "msg": super::errors::undefined_in_args(&task.loc, &e)})
+            }
             Err(e) => {
                 return json!({"failed": true, "changed": false, "msg": format!("The task includes an option with an undefined variable or a template error. The error was: {e}")})
             }
@@ -929,6 +935,29 @@ impl Run {
             Ok(other) => json!({"changed": false, "result": other}),
             Err(msg) => json!({"failed": true, "changed": false, "msg": msg}),
         }
+    }
+
+    /// The arguments templated, but for `keep`, passed on as written.
+    fn template_args_but(
+        &self,
+        args: &Value,
+        keep: &str,
+        scope: &Arc<Scope>,
+    ) -> Result<Value, crate::Error> {
+        let Ok(keys) = args.try_iter() else {
+            return Ok(args.clone());
+        };
+        let mut out = Map::new();
+        for k in keys {
+            let v = args.get_item(&k).unwrap_or_default();
+            let v = if k.as_str() == Some(keep) {
+                v
+            } else {
+                self.templar.template_value(&v, scope)?
+            };
+            out.insert(value::py_str(&k), value::to_json(&v)?);
+        }
+        Ok(value::from_json(&Json::Object(out)))
     }
 
     fn include_vars(

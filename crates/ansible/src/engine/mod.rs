@@ -5,6 +5,7 @@
 //! Layers of a task's variables, lowest first (Ansible's precedence, for one host):
 //! role defaults (dependencies first) < play vars < role vars < role params < block vars <
 //! task vars < `include_vars`/`set_fact`/registered < magic vars < extra vars < loop vars.
+mod errors;
 mod exec;
 mod loops;
 mod outcome;

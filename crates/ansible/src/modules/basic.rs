@@ -54,13 +54,9 @@ pub fn debug(args: &Value, scope: &Arc<Scope>) -> Result<Json, String> {
         m.insert("changed".into(), Json::Bool(false));
         return Ok(Json::Object(m));
     }
+    // `msg` comes templated, with the task's other arguments.
     let msg = match get("msg") {
-        Some(m) => value::to_json(
-            &templar
-                .template_value(&m, scope)
-                .map_err(|e| e.to_string())?,
-        )
-        .map_err(|e| e.to_string())?,
+        Some(m) => value::to_json(&m).map_err(|e| e.to_string())?,
         None => Json::Null,
     };
     let msg = if msg.is_null() || msg.as_str() == Some(crate::engine::OMIT) {

@@ -52,11 +52,19 @@ pub async fn run(a: &Args, ctx: &RunContext, fx: &mut Effects) -> Result<Json, S
         "reason": s("reason").unwrap_or_default(),
         "message": s("message").unwrap_or_default(),
         "type": s("type").unwrap_or_else(|| "Normal".into()),
-        "source": a.get("source").cloned().unwrap_or(json!({"component": "ansible-operator"})),
         "count": 1, "firstTimestamp": ts, "lastTimestamp": ts,
     });
+    // Only what the task gives, as operator_sdk.util: no default source or reporting component.
+    if let Some(src) = a.get("source").filter(|s| !s.is_null()) {
+        ev["source"] = src.clone();
+    }
     if let Some(rc) = s("reportingComponent") {
         ev["reportingComponent"] = json!(rc);
+    }
+    // ansible-operator's proxy gives every object a role creates its owner reference (or the
+    // primary-resource annotations), Events included.
+    if let Some(o) = &ctx.owner {
+        o.inject(&mut ev, true);
     }
     let obj: DynamicObject = serde_json::from_value(ev).map_err(|e| e.to_string())?;
     let created = api

@@ -82,3 +82,84 @@ impl Running {
         let _ = self.0.wait().await;
     }
 }
+
+/// ansible-operator as its image and scaffolded Deployment run it, from the project directory
+/// `project` (roles found under it): Ansible and ansible-runner from the peer's venv first on
+/// PATH, the project's own `operator_sdk.util` collection (Galaxy is out of reach here),
+/// limited to `ns`, its log in `log`.
+pub fn start_ansible_operator(
+    project: &Path,
+    watches: &str,
+    kubeconfig: &Path,
+    ns: &str,
+    log: &Path,
+    tmp: &Path,
+) -> Running {
+    let bin = peer("ansible-operator");
+    let venv = peers().join("venv/bin");
+    assert!(
+        venv.join("ansible-runner").is_file(),
+        "{} is missing: run `bash scripts/setup-peers.sh` first",
+        venv.join("ansible-runner").display()
+    );
+    let path = std::env::join_paths(std::iter::once(venv).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let child = tokio::process::Command::new(bin)
+        .args([
+            "run",
+            &format!("--watches-file={watches}"),
+            "--metrics-bind-address=0",
+            "--health-probe-bind-address=0",
+        ])
+        .current_dir(project)
+        .env("KUBECONFIG", kubeconfig)
+        .env("WATCH_NAMESPACE", ns)
+        .env("PATH", path)
+        .env(
+            "ANSIBLE_COLLECTIONS_PATH",
+            repo().join("crates/ansible-runner/collection"),
+        )
+        // As the scaffold's manager Deployment sets it: roles run without gathering facts.
+        .env("ANSIBLE_GATHERING", "explicit")
+        .env("ANSIBLE_LOCAL_TEMP", tmp)
+        .env("HOME", tmp)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start ansible-operator");
+    Running(child)
+}
+
+/// `bosun run --watches <watches>` limited to `ns`, its log in `log`.
+pub fn start_bosun_watches(watches: &Path, kubeconfig: &Path, ns: &str, log: &Path) -> Running {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args([
+            "run".to_string(),
+            format!("--watches={}", watches.display()),
+            format!("--metrics-addr=127.0.0.1:{}", free_port()),
+            format!("--probe-addr=127.0.0.1:{}", free_port()),
+        ])
+        .env("KUBECONFIG", kubeconfig)
+        .env("WATCH_NAMESPACE", ns)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start bosun");
+    Running(child)
+}
+
+/// A condition of `o` as written: (status, reason, message).
+pub fn condition(o: &DynamicObject, type_: &str) -> Option<(String, String, String)> {
+    o.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("status"), s("reason"), s("message"))
+        })
+}

@@ -15,7 +15,7 @@ def main():
             message=dict(type="str"),
             reason=dict(type="str"),
             type=dict(type="str", default="Normal"),
-            reportingComponent=dict(type="str", default="bosun-ansible"),
+            reportingComponent=dict(type="str"),
             source=dict(type="dict", default={}),
             involvedObject=dict(type="dict", default={}),
             appendTimestamp=dict(type="bool", default=False),
@@ -44,7 +44,11 @@ def main():
                                        {"count": (old.count or 1) + 1, "lastTimestamp": stamp,
                                         "message": p["message"]})
         module.exit_json(changed=True, result=r.to_dict())
+    # apiVersion and kind in the body: ansible-operator's proxy decodes every object it is
+    # asked to create (to add the owner reference) and refuses one without them.
     body = {
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {"name": name, "namespace": p["namespace"]},
         "message": p["message"],
         "reason": p["reason"],
@@ -52,10 +56,13 @@ def main():
         "count": 1,
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
-        "source": p["source"] or {"component": p["reportingComponent"]},
-        "reportingComponent": p["reportingComponent"],
         "involvedObject": p["involvedObject"],
     }
+    # Only what the task gives: operator_sdk.util sets no source or reporting component.
+    if p["source"]:
+        body["source"] = p["source"]
+    if p["reportingComponent"]:
+        body["reportingComponent"] = p["reportingComponent"]
     r = api.create_namespaced_event(p["namespace"], body)
     module.exit_json(changed=True, result=r.to_dict())
 
