@@ -235,19 +235,53 @@ fn the_example_watches_bundles_pass() {
             .iter()
             .filter_map(|r| r["image"].as_str())
             .collect();
+        let bosun = released_image();
         if example.starts_with("helm") {
             assert_eq!(
                 images,
-                [
-                    "ghcr.io/bosun-dev/bosun:0.1.0",
-                    "akash125/pyapp:latest",
-                    "mongo:latest"
-                ]
+                [bosun.as_str(), "akash125/pyapp:latest", "mongo:latest"]
             );
         } else {
-            assert_eq!(images, ["ghcr.io/bosun-dev/bosun:0.1.0"]);
+            assert_eq!(images, [bosun.as_str()]);
         }
     }
+}
+
+/// bosun's image as the release workflow pushes it for this version: on a git tag `v*` it
+/// pushes `ghcr.io/<owner>/bosun:<the tag>`, so `v<version>`.
+fn released_image() -> String {
+    let workflow =
+        std::fs::read_to_string(repo().join(".github/workflows/ci.yml")).expect("ci.yml");
+    assert!(
+        workflow.contains(r#"tags: ["v*"]"#)
+            && workflow.contains("tags: ${{ env.IMAGE }}:${{ github.ref_name }}"),
+        "the release workflow no longer pushes the git tag as the image tag: update this test \
+         and bosun's default image together"
+    );
+    format!("ghcr.io/bosun-dev/bosun:v{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// `bosun manifests` and `bosun bundle` default to an image the release workflow pushes: a
+/// default naming a tag nobody pushes fails the first `kubectl apply` or OLM install with
+/// ImagePullBackOff.
+#[test]
+fn the_default_image_is_the_tag_the_release_workflow_pushes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = ok(dir.path(), &["manifests"]);
+    let images: Vec<String> = docs(&out)
+        .iter()
+        .filter(|d| d["kind"] == "Deployment")
+        .flat_map(|d| {
+            d["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c["image"].as_str().map(str::to_string))
+        .collect();
+    assert!(!images.is_empty(), "{out}");
+    let want = released_image();
+    assert!(images.iter().all(|i| *i == want), "{images:?}, want {want}");
 }
 
 /// What one bundle's operator names in its install namespace: the Deployment, its

@@ -16,10 +16,13 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
+/// bosun's image as the release workflow pushes it: tagged with the git tag, `v<version>`.
+pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/bosun-dev/bosun:v", env!("CARGO_PKG_VERSION"));
+
 #[derive(Args, Debug, Clone)]
 pub struct ManifestArgs {
     /// Container image of bosun.
-    #[arg(long, default_value = "ghcr.io/bosun-dev/bosun:0.1.0")]
+    #[arg(long, default_value = DEFAULT_IMAGE)]
     pub image: String,
     /// Namespace bosun runs in.
     #[arg(long, default_value = "bosun-system")]
@@ -64,7 +67,7 @@ pub struct ManifestArgs {
 impl Default for ManifestArgs {
     fn default() -> Self {
         ManifestArgs {
-            image: "ghcr.io/bosun-dev/bosun:0.1.0".into(),
+            image: DEFAULT_IMAGE.into(),
             namespace: "bosun-system".into(),
             operators: None,
             watches: None,
