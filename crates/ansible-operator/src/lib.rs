@@ -7,8 +7,7 @@
 //!   at startup: anything outside the engine's subset is refused there, with its file:line;
 //! * [`reconcile`] runs it per custom resource, as ansible-operator's reconciler does;
 //! * [`scan`] reads which kinds the role touches, for [`rbac`]; [`crd`] is the CRD, its spec
-//!   described from the role's defaults ([`spec_schema`]);
-//! * [`bench`] measures convergence, writes and CPU for the benchmarks.
+//!   described from the role's defaults ([`spec_schema`]).
 //!
 //! # Differences from ansible-operator, and why
 //!
@@ -50,7 +49,6 @@
 //! load by [`AnsibleOptions::engine`] (`--ansible-engine=auto|native|ansible`); the log says
 //! which engine runs each entry and why. Without real Ansible installed such an entry fails
 //! to load with the install hint.
-pub mod bench;
 pub mod crd;
 pub mod engines;
 pub mod error;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bosun_ansible_operator::bench::{self, BenchConfig};
+use bosun_bench::ansible_flavour::{self as bench, BenchConfig};
 use bosun_testenv::{ControlPlane, Options};
 use kube::api::{Api, DynamicObject};
 use kube::ResourceExt;

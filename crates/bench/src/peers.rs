@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use bosun_ansible_operator::bench::{self, BenchConfig};
+use bosun_bench::ansible_flavour::{self as bench, BenchConfig};
 use bosun_bench::measure::{
     mutating, proc_cpu_seconds, proc_status, reads, server_cpu, wait_watched, Counts,
 };

@@ -1,7 +1,8 @@
-//! The Ansible flavour's benchmark (see `bosun_ansible_operator::bench`): N seed BookStores
-//! to convergence, the raw write floor, CPU per reconcile, RSS, and a restart.
+//! The Ansible flavour's benchmark in this process (see `bosun_bench::ansible_flavour`; `bench/run
+//! --only ansible` runs the same case): N seed BookStores to convergence, the raw write floor,
+//! CPU per reconcile, RSS, and a restart.
 //!
-//! `cargo run --release -p bosun-ansible-operator --example bench -- [--n N]
+//! `cargo run --release -p bosun-bench --bin bosun-ansible-inprocess -- [--n N]
 //!  [--concurrency C] [--foreign F] [--kubeconfig PATH]`
 //!
 //! Without `--kubeconfig`, a fresh test control plane is started (`scripts/setup-assets.sh`);
@@ -9,7 +10,7 @@
 //! and deleted afterwards).
 use std::path::{Path, PathBuf};
 
-use bosun_ansible_operator::bench::{run, BenchConfig};
+use bosun_bench::ansible_flavour::{run, BenchConfig};
 
 // Live heap figures in the report (what the operator holds, without the allocator's
 // fragmentation or the binary's pages that RSS adds).

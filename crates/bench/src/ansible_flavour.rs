@@ -5,7 +5,7 @@
 //! * the time to convergence (every CR `Successful`) and the writes it took,
 //! * the raw write floor: the same writes (the objects the role created, and the status)
 //!   sent by a bare client at the same concurrency,
-//! * the operator's CPU time (this process's, from getrusage, start to convergence: the
+//! * the operator's CPU time (this process's, from /proc/self/stat, start to convergence: the
 //!   harness's share is a watch of the CRs) per reconcile and per CR, and its RSS,
 //! * the writes of a restart over the converged CRs (0 expected).
 //!
@@ -25,8 +25,8 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use crate::writes::Writes;
-use crate::{AnsibleOptions, LoadError};
+use bosun_ansible_operator::writes::Writes;
+use bosun_ansible_operator::{AnsibleOptions, LoadError};
 
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
@@ -138,28 +138,56 @@ impl std::fmt::Display for BenchReport {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub enum BenchError {
-    #[error("{0}")]
-    Watches(#[from] bosun_watches::WatchesError),
-    #[error("{0}")]
-    Load(#[from] LoadError),
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("{0}")]
+    Watches(bosun_watches::WatchesError),
+    Load(LoadError),
+    Kube(kube::Error),
     Setup(String),
 }
 
-/// This process's CPU time (user + system), in seconds.
+impl std::fmt::Display for BenchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BenchError::Watches(e) => write!(f, "{e}"),
+            BenchError::Load(e) => write!(f, "{e}"),
+            BenchError::Kube(e) => write!(f, "kubernetes API: {e}"),
+            BenchError::Setup(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+impl From<bosun_watches::WatchesError> for BenchError {
+    fn from(e: bosun_watches::WatchesError) -> Self {
+        BenchError::Watches(e)
+    }
+}
+
+impl From<LoadError> for BenchError {
+    fn from(e: LoadError) -> Self {
+        BenchError::Load(e)
+    }
+}
+
+impl From<kube::Error> for BenchError {
+    fn from(e: kube::Error) -> Self {
+        BenchError::Kube(e)
+    }
+}
+
+/// This process's CPU time (user + system), in seconds (to the clock tick: the figures are
+/// seconds of convergence).
 pub fn cpu_seconds() -> f64 {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage only writes the struct it is given, which is zero-initialised.
-    let ru = unsafe {
-        libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr());
-        ru.assume_init()
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    crate::measure::proc_cpu_seconds(std::process::id())
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+extern "C" {
+    // glibc's; declared here rather than through the libc crate, which this crate does not
+    // otherwise need.
+    fn malloc_trim(pad: usize) -> i32;
 }
 
 /// Returns freed heap memory to the system, where the allocator can.
@@ -167,7 +195,7 @@ pub fn trim() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory of glibc's allocator.
     unsafe {
-        libc::malloc_trim(0);
+        malloc_trim(0);
     }
 }
 
@@ -232,7 +260,7 @@ fn start(client: Client, ops: &[Arc<dyn Operator>], concurrency: u16) -> Running
             )
             .await
         {
-            tracing::error!(error = %e, "bench manager stopped");
+            eprintln!("[bench] the manager stopped: {e}");
         }
     });
     Running {
@@ -249,7 +277,7 @@ pub fn operators(cfg: &BenchConfig) -> Result<Vec<Arc<dyn Operator>>, BenchError
         watches_dir: cfg.watches.parent().map(PathBuf::from),
         ..Default::default()
     };
-    Ok(crate::operators(&file.entries, &opts)?
+    Ok(bosun_ansible_operator::operators(&file.entries, &opts)?
         .into_iter()
         .map(|o| Arc::new(o) as Arc<dyn Operator>)
         .collect())
@@ -405,7 +433,7 @@ pub async fn run(
                     seen.insert(o.namespace().unwrap_or_default());
                 }
             }
-            Ok(Some(Err(e))) => tracing::warn!(error = %e, "bench watch"),
+            Ok(Some(Err(e))) => eprintln!("[bench] watch: {e}"),
             Ok(None) | Err(_) => {
                 op.stop().await;
                 return Err(BenchError::Setup(format!(
