@@ -82,6 +82,10 @@ pub fn plan_init(plugin: Plugin, project: &str, domain: &str) -> Tree {
     t.put("Makefile", top::makefile(plugin, project, domain));
     t.put(".gitignore", top::gitignore());
     t.put(
+        ".github/workflows/verify.yml",
+        crate::ci::verify_workflow(plugin),
+    );
+    t.put(
         "config/rbac/kustomization.yaml",
         kustomize::rbac_kustomization(&[]),
     );

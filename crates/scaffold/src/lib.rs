@@ -9,6 +9,7 @@
 pub mod ansible;
 pub mod bundle;
 pub mod chart;
+pub mod ci;
 pub mod commands;
 mod error;
 pub mod files;

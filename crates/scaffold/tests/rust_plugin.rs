@@ -56,6 +56,7 @@ fn init_and_two_kinds_give_the_layout_and_register_each_at_the_markers() {
     assert_eq!(
         files(dir.path()),
         [
+            ".github/workflows/verify.yml",
             ".gitignore",
             "Cargo.toml",
             "Dockerfile",
@@ -73,6 +74,7 @@ fn init_and_two_kinds_give_the_layout_and_register_each_at_the_markers() {
     );
     create(dir.path(), &api("cache", "v1", "BookStore")).expect("a second kind");
     let mut want = vec![
+        ".github/workflows/verify.yml",
         ".gitignore",
         "Cargo.toml",
         "Dockerfile",

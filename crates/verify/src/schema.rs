@@ -79,7 +79,8 @@ pub fn other_value(field: &Field, current: Option<&Value>, rng: &mut Rng) -> Opt
     } else {
         return None;
     };
-    Some(if s["type"] == "integer" {
+    // A whole number stays one: a chart's `number` is often a port or a count.
+    Some(if s["type"] == "integer" || next.fract() == 0.0 {
         json!(next as i64)
     } else {
         json!(next)
@@ -169,6 +170,14 @@ mod tests {
                 "fields the sample sets go first: {out}"
             );
         }
+    }
+
+    #[test]
+    fn a_whole_number_stays_whole() {
+        let s = json!({"properties": {"spec": {"properties": {"port": {"type": "number"}}}}});
+        let (out, _) =
+            mutate(&s, &json!({"spec": {"port": 80}}), &mut Rng::new(3)).expect("a change");
+        assert_eq!(out["spec"]["port"].to_string(), "81");
     }
 
     #[test]

@@ -67,9 +67,18 @@ pub async fn snapshot(
             Err(kube::Error::Api(e)) if e.code == 404 => continue,
             Err(e) => return Err(e.into()),
         };
+        // A list's items carry no kind of their own.
+        let kind = list["kind"]
+            .as_str()
+            .and_then(|k| k.strip_suffix("List"))
+            .unwrap_or("");
         for item in list["items"].as_array().into_iter().flatten() {
             let is_custom = custom.contains(&(prefix.clone(), plural.clone()));
-            raw.push((plural.clone(), is_custom, item.clone()));
+            let mut item = item.clone();
+            if item["kind"].is_null() {
+                item["kind"] = json!(kind);
+            }
+            raw.push((plural.clone(), is_custom, item));
         }
     }
     let uids: BTreeMap<String, String> = raw
@@ -103,6 +112,9 @@ pub async fn snapshot(
         };
         let mut v = normalise(o, is_custom);
         replace_strings(&mut v, &|s| {
+            if looks_like_hash(s) {
+                return "<hash>".into();
+            }
             let mut s = s.replace(ns, "$NS");
             for (from, to) in uids.iter().chain(generated.iter().map(|(a, b)| (a, b))) {
                 if s.contains(from.as_str()) {
@@ -122,11 +134,17 @@ fn is_system_key(k: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// An operator's hash of what it applied (to skip an unchanged apply) covers the owner
-/// reference's UID, which differs from run to run: the hash differs when the object does not.
+/// An operator's hash of what it applied (to skip an unchanged apply; a release digest)
+/// covers UIDs or times, which differ from run to run: the hash differs when the object does
+/// not.
 fn looks_like_hash(s: &str) -> bool {
     let s = s.strip_prefix("sha256:").unwrap_or(s);
     s.len() >= 16 && s.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Seconds since the epoch, 2001 to 2286.
+fn looks_like_epoch(s: &str) -> bool {
+    s.len() == 10 && s.chars().all(|c| c.is_ascii_digit())
 }
 
 fn normalise(mut o: Value, is_custom: bool) -> Value {
@@ -151,13 +169,16 @@ fn normalise(mut o: Value, is_custom: bool) -> Value {
         }
         if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
             a.retain(|k, _| !is_system_key(k));
-            for v in a.values_mut() {
-                if v.as_str().is_some_and(looks_like_hash) {
-                    *v = json!("<hash>");
-                }
-            }
             if a.is_empty() {
                 meta.remove("annotations");
+            }
+        }
+        // A time in a label (Helm's release records: createdAt, modifiedAt).
+        if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+            for v in l.values_mut() {
+                if v.as_str().is_some_and(looks_like_epoch) {
+                    *v = json!("<time>");
+                }
             }
         }
         if let Some(refs) = meta
@@ -395,13 +416,24 @@ mod tests {
                 false,
             )
         };
+        assert_eq!(svc(31000, "h1"), svc(32000, "h1"));
         assert_eq!(
-            svc(31000, "be047e217def8beb371fce82"),
-            svc(32000, "c3c7dfb55efd5aca323b2802")
+            svc(1, "h1"),
+            json!({"kind": "Service", "metadata": {"name": "s", "annotations": {"x.dev/applied-hash": "h1", "x.dev/keep": "yes"}}, "spec": {"ports": [{"port": 80}]}})
+        );
+        assert!(
+            looks_like_hash("be047e217def8beb371fce82")
+                && looks_like_hash("sha256:0123456789abcdef")
+        );
+        assert!(!looks_like_hash("book-store") && !looks_like_hash("12345"));
+        assert!(looks_like_epoch("1795865572") && !looks_like_epoch("80"));
+        let secret = normalise(
+            json!({"kind": "Secret", "metadata": {"name": "s", "labels": {"createdAt": "1795865572"}}, "data": {"release": "SDRz"}}),
+            false,
         );
         assert_eq!(
-            svc(1, "be047e217def8beb371fce82"),
-            json!({"kind": "Service", "metadata": {"name": "s", "annotations": {"x.dev/applied-hash": "<hash>", "x.dev/keep": "yes"}}, "spec": {"ports": [{"port": 80}]}})
+            secret,
+            json!({"kind": "Secret", "metadata": {"name": "s", "labels": {"createdAt": "<time>"}}, "data": {"release": "…"}})
         );
     }
 }

@@ -150,15 +150,38 @@ fn abs(p: &Path) -> anyhow::Result<PathBuf> {
 fn documents(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    documents_of(&text, &path.display().to_string())
+}
+
+fn documents_of(text: &str, what: &str) -> anyhow::Result<Vec<serde_json::Value>> {
     let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let v = serde_json::Value::deserialize(doc)
-            .with_context(|| format!("{}: not YAML", path.display()))?;
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let v = serde_json::Value::deserialize(doc).with_context(|| format!("{what}: not YAML"))?;
         if !v.is_null() {
             out.push(v);
         }
     }
     Ok(out)
+}
+
+/// A Rust project's CRDs or RBAC are its code's: what its binary prints (`crd`, `rbac`),
+/// as `make manifests` does.
+fn from_binary(dir: &Path, what: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    let out = std::process::Command::new("cargo")
+        .args(["run", "--quiet", "--", what])
+        .current_dir(dir)
+        .output()
+        .with_context(|| format!("running `cargo run -- {what}` in {}", dir.display()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "`cargo run -- {what}` in {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    documents_of(
+        &String::from_utf8_lossy(&out.stdout),
+        &format!("cargo run -- {what}"),
+    )
 }
 use serde::Deserialize as _;
 
@@ -318,7 +341,14 @@ fn target(args: &VerifyArgs) -> anyhow::Result<Target> {
                 .map(|p| abs(p))
                 .collect::<anyhow::Result<_>>()?
         };
-        let crds = crds_from(&crd_files)?;
+        let rust_project =
+            project && dir.join("Cargo.toml").is_file() && !dir.join("watches.yaml").is_file();
+        let mut crds = crds_from(&crd_files)?;
+        if crds.is_empty() && rust_project && args.command.is_none() {
+            for d in from_binary(&dir, "crd")? {
+                crds.push(serde_json::from_value(d).context("cargo run -- crd: not a CRD")?);
+            }
+        }
         let role = args
             .rbac
             .as_deref()
@@ -327,6 +357,14 @@ fn target(args: &VerifyArgs) -> anyhow::Result<Target> {
             .or_else(|| Some(dir.join("config/rbac/role.yaml")).filter(|p| p.is_file()));
         let rules = match role {
             Some(f) => rules_from(&f)?,
+            None if rust_project && args.command.is_none() => from_binary(&dir, "rbac")?
+                .into_iter()
+                .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+                .map(|d| serde_json::from_value::<Vec<PolicyRule>>(d["rules"].clone()))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .flatten()
+                .collect(),
             None => {
                 eprintln!("bosun verify: no --rbac and no config/rbac/role.yaml: the operator gets every permission");
                 vec![PolicyRule {

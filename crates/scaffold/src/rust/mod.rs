@@ -119,6 +119,10 @@ pub fn init(project: &str, domain: &str, source: &BosunSource) -> Tree {
     t.put("Makefile", makefile(project, domain));
     t.put("Dockerfile", dockerfile(project, source));
     t.put(".gitignore", "/target\n");
+    t.put(
+        ".github/workflows/verify.yml",
+        crate::ci::verify_workflow(crate::Plugin::Rust),
+    );
     t
 }
 
