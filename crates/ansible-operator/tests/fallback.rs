@@ -768,3 +768,88 @@ async fn grant_resources(env: &Env, resource: &str) {
         .await
         .expect("binding");
 }
+
+/// Every construct of issue 34 the native engine does not run exactly (modules that reach
+/// outside the cluster API or into pods, fact gathering, the pipe and password lookups,
+/// to_datetime) sends its entry whole to real Ansible, the construct and its place named in
+/// the reason (logged once, and the `bosun_ansible_entry_engine` label) — never a
+/// half-native run. (`k8s_cp` and `k8s_cluster_info` by their full names: ansible-core
+/// routes only some short `k8s_*` names to kubernetes.core, and real Ansible refuses
+/// these two short ones at load.)
+#[test]
+fn constructs_outside_the_native_subset_run_the_whole_entry_under_real_ansible() {
+    let cases = [
+        ("module 'command'", "- command: echo hi\n"),
+        ("module 'shell'", "- shell: echo hi\n"),
+        ("module 'copy'", "- copy: {content: x, dest: /tmp/x}\n"),
+        ("module 'tempfile'", "- tempfile: {state: directory}\n"),
+        ("module 'uri'", "- uri: {url: 'http://127.0.0.1:8080/'}\n"),
+        (
+            "module 'kubernetes.core.k8s_exec'",
+            "- kubernetes.core.k8s_exec: {namespace: a, pod: b, command: ls}\n",
+        ),
+        (
+            "module 'kubernetes.core.k8s_cp'",
+            "- kubernetes.core.k8s_cp: {namespace: a, pod: b, remote_path: /x, local_path: /y, state: from_pod}\n",
+        ),
+        (
+            "module 'kubernetes.core.k8s_cluster_info'",
+            "- kubernetes.core.k8s_cluster_info: {}\n",
+        ),
+        (
+            "module 'setup'",
+            "- setup: {gather_subset: ['!all', 'network']}\n",
+        ),
+        (
+            "lookup plugin 'pipe'",
+            "- debug: {msg: \"{{ lookup('pipe', 'date') }}\"}\n",
+        ),
+        (
+            "lookup plugin 'password'",
+            "- debug: {msg: \"{{ lookup('password', '/tmp/p length=8') }}\"}\n",
+        ),
+        (
+            "filter 'to_datetime'",
+            "- debug: {msg: \"{{ ('2020-01-01 00:00:00' | to_datetime).year }}\"}\n",
+        ),
+    ];
+    let ansible = real_ansible();
+    for (i, (what, task)) in cases.iter().enumerate() {
+        let dir = tempfile::tempdir().expect("dir");
+        let tasks = dir.path().join("roles/probe/tasks");
+        std::fs::create_dir_all(&tasks).expect("role dir");
+        // A native task first: the entry is still run whole by real Ansible.
+        std::fs::write(
+            tasks.join("main.yml"),
+            format!("- debug: {{msg: native}}\n{task}"),
+        )
+        .expect("tasks");
+        let w = watches(
+            dir.path(),
+            &format!(
+                "- {{group: test.bosun.dev, version: v1alpha1, kind: Probe{i}, role: probe}}\n"
+            ),
+        );
+        let ops = load(&w, EngineFlag::Auto, Some(ansible.clone()))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let fb = ops[0]
+            .flavor()
+            .fallback
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: run natively"));
+        assert!(
+            fb.why.contains("probe/tasks/main.yml:2:") && fb.why.contains(what),
+            "{what}: {}",
+            fb.why
+        );
+        let metric = bosun_ansible_operator::engines::Engines::global().encode_openmetrics();
+        assert!(
+            metric
+                .lines()
+                .any(|l| l.contains(&format!("Kind=Probe{i}\""))
+                    && l.contains("engine=\"ansible\"")
+                    && l.contains(&what.replace('\'', "'"))),
+            "{what}: {metric}"
+        );
+    }
+}
