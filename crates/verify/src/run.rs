@@ -434,6 +434,23 @@ impl<'a> Run<'a> {
     /// namespace deleted (not waited for).
     async fn finish(mut self) {
         self.kill9().await;
+        // Writes elsewhere escape the scenario's namespace and its checks (and meet the
+        // other scenarios' objects there): say so, naming where.
+        let elsewhere: BTreeSet<String> = self
+            .proxy
+            .writes()
+            .iter()
+            .filter(|w| w.counts())
+            .filter_map(|w| crate::proxy::namespace_of(&w.path).map(str::to_string))
+            .filter(|ns| *ns != self.ns)
+            .collect();
+        if !elsewhere.is_empty() {
+            say(format!(
+                "  warning: the operator wrote in namespace(s) {} besides the scenario's ({}): the checks cover the scenario's only (does a sample name a namespace?)",
+                elsewhere.into_iter().collect::<Vec<_>>().join(", "),
+                self.ns
+            ));
+        }
         let lines: Vec<String> = self
             .proxy
             .writes()
