@@ -3,6 +3,8 @@
 // a finalizer, status through the status subresource). It is bosun's controller-runtime peer
 // in the benchmarks (bench/run --only myownshell-cr): the same CR gets the same Deployment and
 // the same status (observedGeneration, readyReplicas) that bosun's MyOwnShell writes.
+// controller-runtime's defaults: no client-side rate limit (GetConfig sets QPS -1 and leaves
+// throttling to the API server's priority and fairness) and one worker per controller.
 //
 // The project's own program, not a copy of a tutorial: it follows the pattern the kubebuilder
 // book teaches, at controller-runtime's defaults unless a flag says otherwise.
@@ -129,8 +131,8 @@ func main() {
 	var burst, workers int
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "metrics address (0 turns metrics off)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "probe address")
-	flag.Float64Var(&qps, "qps", 0, "client QPS (0: controller-runtime's default, 20; negative: no client rate limit)")
-	flag.IntVar(&burst, "burst", 0, "client burst (0: controller-runtime's default, 30)")
+	flag.Float64Var(&qps, "qps", 0, "client QPS (0: controller-runtime's default, no client-side limit: it relies on the server's priority and fairness)")
+	flag.IntVar(&burst, "burst", 0, "client burst (with --qps)")
 	flag.IntVar(&workers, "workers", 1, "MaxConcurrentReconciles (controller-runtime's default is 1)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
