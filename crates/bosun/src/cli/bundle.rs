@@ -13,6 +13,8 @@ use serde_json::Value;
 
 use crate::manifests::{self, ManifestArgs, NAME};
 
+mod install;
+
 /// The Kubernetes version bosun's tests run on (the test control plane's kube-apiserver).
 const MIN_KUBE_VERSION: &str = "1.20.0";
 
@@ -29,6 +31,45 @@ pub struct BundleArgs {
 pub enum BundleCommand {
     /// Check a bundle directory as `operator-sdk bundle validate` does; exit 1 on any error.
     Validate(ValidateArgs),
+    /// Install a bundle directory onto the current cluster without OLM (operator-sdk's `run
+    /// bundle`): its CRDs, the CSV's RBAC and Deployments into --namespace; waits until the
+    /// Deployments are available.
+    Run(RunBundleArgs),
+    /// Remove what `bosun bundle run` installed for a package (operator-sdk's `cleanup`).
+    Cleanup(CleanupArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RunBundleArgs {
+    /// The bundle directory (holding manifests/ and metadata/).
+    #[arg(default_value = "bundle")]
+    pub dir: PathBuf,
+    /// The namespace the operator is installed into (it must exist).
+    #[arg(long, short = 'n', default_value = "default")]
+    pub namespace: String,
+    /// AllNamespaces, OwnNamespace or SingleNamespace=<namespace>. Default: AllNamespaces
+    /// when the CSV supports it, else OwnNamespace.
+    #[arg(long)]
+    pub install_mode: Option<String>,
+    /// Seconds to wait for the Deployments to be available.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// Kubeconfig file (default: in-cluster, KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CleanupArgs {
+    /// The package `bosun bundle run` installed.
+    pub package: String,
+    #[arg(long, short = 'n', default_value = "default")]
+    pub namespace: String,
+    /// Seconds to wait for each object to be gone.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -85,9 +126,27 @@ pub struct GenerateArgs {
     pub install: ManifestArgs,
 }
 
-pub fn run(args: BundleArgs) -> anyhow::Result<()> {
+pub async fn run(args: BundleArgs) -> anyhow::Result<()> {
     match args.command {
         Some(BundleCommand::Validate(v)) => validate(v),
+        Some(BundleCommand::Run(r)) => {
+            let client = super::run::client(r.kubeconfig.as_deref(), 0.0, 0).await?;
+            let timeout = std::time::Duration::from_secs(r.timeout);
+            let mode = r.install_mode.as_deref();
+            let package = install::run(&client, &r.dir, &r.namespace, mode, timeout).await?;
+            println!(
+                "installed {package} into {}; `bosun bundle cleanup {package} -n {}` removes it",
+                r.namespace, r.namespace
+            );
+            Ok(())
+        }
+        Some(BundleCommand::Cleanup(c)) => {
+            let client = super::run::client(c.kubeconfig.as_deref(), 0.0, 0).await?;
+            let timeout = std::time::Duration::from_secs(c.timeout);
+            let n = install::cleanup(&client, &c.package, &c.namespace, timeout).await?;
+            println!("removed {n} objects of {}", c.package);
+            Ok(())
+        }
         None => generate(args.generate),
     }
 }

@@ -95,7 +95,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Generate(cmd) => scaffold::generate(cmd),
         #[cfg(feature = "builtin")]
         Command::Pg(args) => pg::run(args).await,
-        Command::Bundle(args) => bundle::run(*args),
+        Command::Bundle(args) => bundle::run(*args).await,
         Command::Scorecard(args) => scorecard::run(args),
         Command::Version => {
             use bosun_runtime::kubeversion::{MAX_TESTED_MINOR, MIN_MINOR};

@@ -7,6 +7,7 @@
 //! `bundle.Dockerfile`. Nothing in it reads the clock: `createdAt` is written only when given,
 //! so the same input gives the same bytes.
 mod csv;
+pub mod install;
 mod descriptors;
 mod metadata;
 mod resources;
