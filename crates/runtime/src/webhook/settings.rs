@@ -6,8 +6,9 @@
 //! - `<PREFIX>_WEBHOOK_CERT_DIR` — `tls.crt` and `tls.key` there (a cert-manager Certificate's
 //!   Secret mounted in the pod); the manifests carry the configurations with cert-manager's CA
 //!   injection and nothing is written at start. Unset: a CA and a certificate are generated
-//!   and the operator writes its configurations with that CA (one replica only, see
-//!   [`super::plan`]);
+//!   and the operator writes its configurations with that CA; behind a Service the CA is
+//!   kept in the Secret `<configuration>-webhook-ca` and shared by every replica (see
+//!   [`super::shared`]), without one it is the process's own (one replica: development);
 //! - `<PREFIX>_WEBHOOK_SERVICE` — `namespace/name[:port]` of the Service in front of the
 //!   webhooks, which written configurations point at (the generated certificate names
 //!   `<name>.<namespace>.svc`); unset: `https://<bound address>` (an API server on the same
