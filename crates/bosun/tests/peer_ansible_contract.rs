@@ -20,12 +20,32 @@ const WATCHES: &str = "\
   group: contract.example.com
   kind: Probe
   role: probe
+  finalizer:
+    name: contract.example.com/cleanup
+    vars:
+      state: absent
+      cleanup_reason: deleted
 ";
 
 /// A role in the shape scaffolded roles have: tasks/main.yml, empty defaults, the
 /// collections in meta. Values carry a `json:` prefix in the ConfigMap: under ansible-core
 /// 2.18 a rendered string that reads as a dict would become one (a ConfigMap's data is text).
 const TASKS: &str = r#"---
+- name: clean up when the CR goes
+  when: state | default('present') == 'absent'
+  block:
+    - name: write down the finalizer's run
+      k8s:
+        definition:
+          apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: "ledger-{{ ansible_operator_meta.name }}"
+            namespace: "{{ ansible_operator_meta.namespace }}"
+          data:
+            finalized: "json:{{ {'state': state, 'reason': cleanup_reason, 'deleting': _contract_example_com_probe.metadata.deletionTimestamp is defined, 'finalizers': _contract_example_com_probe.metadata.finalizers} | to_json }}"
+    - meta: end_play
+
 - name: fail when asked
   fail:
     msg: "{{ fail_with }}"
@@ -66,6 +86,8 @@ const TASKS: &str = r#"---
 "#;
 
 const META: &str = "---\ncollections:\n  - operator_sdk.util\n  - kubernetes.core\n";
+
+const NAMES: [&str; 3] = ["seen", "broken", "undefined"];
 
 fn probes() -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -113,6 +135,64 @@ async fn create(client: &Client, ns: &str, name: &str, spec: Value) {
         .create(&PostParams::default(), &cr)
         .await
         .expect("create the Probe");
+}
+
+fn config_maps(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+    )
+}
+
+async fn ledger(client: &Client, ns: &str, name: &str) {
+    let cm: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("ledger-{name}"), "namespace": ns}
+    }))
+    .expect("ConfigMap");
+    config_maps(client, ns)
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create the ledger");
+}
+
+/// Deletes every Probe of `ns`, waits until they are gone, and returns what each finalizer
+/// run wrote down (name -> the decoded value).
+async fn delete_all(client: &Client, ns: &str, log: &Path) -> Value {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &probes());
+    for name in NAMES {
+        api.delete(name, &Default::default())
+            .await
+            .expect("delete the Probe");
+    }
+    let gone = bosun_testenv::eventually(300, || async {
+        api.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "{ns}: Probes left after their delete; the operator said:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+    let mut out = serde_json::Map::new();
+    for name in NAMES {
+        let cm = config_maps(client, ns)
+            .get(&format!("ledger-{name}"))
+            .await
+            .expect("the ledger");
+        let text = cm.data["data"]["finalized"]
+            .as_str()
+            .and_then(|t| t.strip_prefix("json:"))
+            .unwrap_or_else(|| panic!("{ns}/{name}: no finalizer run written down: {cm:?}"));
+        out.insert(name.into(), serde_json::from_str(text).expect("JSON"));
+    }
+    Value::Object(out)
 }
 
 /// Waits until `pred` holds for the CR and returns it (the operator's log in the panic).
@@ -245,6 +325,11 @@ async fn role_sees_the_same_variables_events_and_failures_as_under_ansible_opera
     );
 
     for ns in [&theirs_ns, &ours_ns] {
+        // Where the finalizer run writes (made here, so the role's write is a PATCH and the
+        // ConfigMap outlives the CR).
+        for name in NAMES {
+            ledger(&client, ns, name).await;
+        }
         create(&client, ns, "seen", seen_spec()).await;
         create(
             &client,
@@ -279,9 +364,30 @@ async fn role_sees_the_same_variables_events_and_failures_as_under_ansible_opera
             undefined,
         ));
     }
+    // Deleting runs the finalizer (the role again, with the finalizer's vars), which writes
+    // down what it saw; then the finalizer goes and the CR with it.
+    let mut finalized = Vec::new();
+    for (ns, log) in [side(&theirs_ns, &their_log), side(&ours_ns, &our_log)] {
+        finalized.push(delete_all(&client, &ns, &log).await);
+    }
     theirs_op.stop().await;
     ours_op.stop().await;
     let (theirs, ours) = (&results[0], &results[1]);
+
+    // The finalizer's run: the finalizer vars over the spec, the CR being deleted with its
+    // finalizer still on; the same under both.
+    for name in NAMES {
+        assert_eq!(
+            finalized[0][name],
+            json!({"state": "absent", "reason": "deleted", "deleting": true,
+                   "finalizers": ["contract.example.com/cleanup"]}),
+            "{name}: ansible-operator's finalizer run"
+        );
+    }
+    assert_eq!(
+        finalized[0], finalized[1],
+        "finalizer runs: ansible-operator's, then bosun's"
+    );
 
     // The variables: the snake-cased spec (paramconv, keys inside lists too), the camelCase
     // names undefined, the raw spec and the meta as given.
