@@ -311,7 +311,7 @@ impl Flavor for HelmFlavor {
 
     fn full_kinds(&self) -> Option<FullKinds> {
         Some(FullKinds {
-            is_full: ready::is_workload,
+            is_full: ready::is_tracked,
             slim: ready::slim,
         })
     }

@@ -673,9 +673,21 @@ async fn render(
         sort_manifests(&rendered).map_err(|e| Error::Render(e.to_string()))?;
     let mut manifest = String::new();
     let mut items = Vec::new();
+    let mut crds_installed = false;
     for m in &generic {
         manifest.push_str(&format!("---\n# Source: {}\n{}\n", m.path, m.content));
-        items.push(item(host, owner, m).await?);
+        let it = match item(host, owner, m).await {
+            // Helm installs crds/ before it builds the templates' objects: a template making
+            // an object of the chart's own CRD needs that kind served first. Only on a miss,
+            // so a chart whose CRDs exist costs no read per render.
+            Err(Error::Manifest(_)) if !crds_installed && !rendered.crds.is_empty() => {
+                crds_installed = true;
+                install_crds(host, &rendered.crds).await?;
+                served_item(host, owner, m).await?
+            }
+            r => r?,
+        };
+        items.push(it);
     }
     let runnable: Vec<Manifest> = hook_manifests
         .into_iter()
@@ -704,6 +716,21 @@ async fn render(
         nondeterministic: rendered.nondeterministic.clone(),
         written: Written::default(),
     })
+}
+
+/// [`item`] of a kind a CRD just created defines: the API server serves a new group a moment
+/// after the CRD is Established, so a miss is asked again for a while (Helm likewise waits
+/// for its CRDs, then resets its discovery) before it counts.
+async fn served_item(host: &Ctx, owner: &ReleaseOwner, m: &Manifest) -> Result<Item, Error> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match item(host, owner, m).await {
+            Err(Error::Manifest(_)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            r => return r,
+        }
+    }
 }
 
 async fn item(host: &Ctx, owner: &ReleaseOwner, m: &Manifest) -> Result<Item, Error> {
@@ -1165,7 +1192,7 @@ async fn install_crds(host: &Ctx, crds: &[(String, String)]) -> Result<(), Error
 /// Step 6: None when every rendered workload is rolled out and ready.
 async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Option<String>, Error> {
     let mut waiting = Vec::new();
-    for it in items.iter().filter(|i| ready::is_workload(&i.desired.gvk)) {
+    for it in items.iter().filter(|i| ready::is_tracked(&i.desired.gvk)) {
         let d = &it.desired;
         let ns = d.namespace().unwrap_or("");
         if !host.children.covers(ns) {
@@ -1173,7 +1200,7 @@ async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Opti
             let api = api_of(host, &it.resolved, d.namespace());
             match api.get_opt(d.name()).await? {
                 Some(obj) => {
-                    if let Some(why) = ready::not_ready(&d.gvk.kind, &obj) {
+                    if let Some(why) = ready::not_ready(&d.gvk, &obj) {
                         waiting.push(why);
                     }
                 }
@@ -1187,7 +1214,7 @@ async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Opti
                 // the status), which is all its readiness can say — the same as its cached
                 // copy will say until its controller acts, so the reconcile its watch event
                 // brings writes no status again (one status write per install, not two).
-                if let Some(why) = ready::not_ready(&d.gvk.kind, &ready::created(&d.object)) {
+                if let Some(why) = ready::not_ready(&d.gvk, &ready::created(&d.object)) {
                     waiting.push(why);
                 }
                 continue;
@@ -1206,7 +1233,7 @@ async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Opti
         let cache = host.children.cache(&d.gvk).await?;
         match cache.get(ns, d.name()) {
             Some(obj) => {
-                if let Some(why) = ready::not_ready(&d.gvk.kind, &obj) {
+                if let Some(why) = ready::not_ready(&d.gvk, &obj) {
                     waiting.push(why);
                 }
             }
