@@ -237,22 +237,12 @@ where
     Ok(all.iter().map(|rows| Summary::of(rows)).collect())
 }
 
-async fn case_myownshell(args: &Args, n: usize) -> anyhow::Result<Row> {
-    let cp = ControlPlane::start(Options::default()).await?;
-    let client = cp.client().await?;
-    namespace(&client).await?;
-    install_crd(&client, &MyOwnShell::crd()).await?;
-    let op = Operator::bosun(&args.bosun, cp.kubeconfig(), "myownshell", args.concurrency).await?;
-    let before = Counts::read(&cp, &client).await?;
-    let t0 = Instant::now();
-    let ar = ApiResource::erase::<MyOwnShell>(&());
-    create_many(&client, &ar, n, args.concurrency, |i| {
-        json!({"apiVersion": "my-first-operator.jgato.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": format!("shell-{i}")}, "spec": {"size": 1}})
-    })
-    .await?;
+/// Waits until the N MyOwnShells of [`NS`] each have their Deployment and a status that names
+/// the generation it describes (whichever operator wrote them).
+async fn shells_converged(client: &Client, n: usize, limit: Duration) -> anyhow::Result<()> {
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), NS);
-    wait_until(Duration::from_secs(600), || async {
-        if deployments(&client).await? < n {
+    wait_until(limit, || async {
+        if deployments(client).await? < n {
             return Ok(false);
         }
         let list = shells.list(&ListParams::default()).await?;
@@ -267,7 +257,23 @@ async fn case_myownshell(args: &Args, n: usize) -> anyhow::Result<Row> {
             .count()
             == n)
     })
+    .await
+}
+
+async fn case_myownshell(args: &Args, n: usize) -> anyhow::Result<Row> {
+    let cp = ControlPlane::start(Options::default()).await?;
+    let client = cp.client().await?;
+    namespace(&client).await?;
+    install_crd(&client, &MyOwnShell::crd()).await?;
+    let op = Operator::bosun(&args.bosun, cp.kubeconfig(), "myownshell", args.concurrency).await?;
+    let before = Counts::read(&cp, &client).await?;
+    let t0 = Instant::now();
+    let ar = ApiResource::erase::<MyOwnShell>(&());
+    create_many(&client, &ar, n, args.concurrency, |i| {
+        json!({"apiVersion": "my-first-operator.jgato.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": format!("shell-{i}")}, "spec": {"size": 1}})
+    })
     .await?;
+    shells_converged(&client, n, Duration::from_secs(600)).await?;
     let seconds = t0.elapsed().as_secs_f64();
     let after = Counts::read(&cp, &client).await?;
     let (peak, cpu) = (op.peak_rss_mb(), op.cpu_seconds());

@@ -451,24 +451,7 @@ pub async fn case_myownshell_cr(args: &Args, n: usize, workers: bool) -> anyhow:
                            "metadata": {"name": format!("shell-{i}")}, "spec": {"size": 1}})
     })
     .await?;
-    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), crate::NS);
-    bosun_bench::measure::wait_until(Duration::from_secs(1200), || async {
-        if crate::deployments(&client).await? < n {
-            return Ok(false);
-        }
-        let list = shells.list(&kube::api::ListParams::default()).await?;
-        Ok(list
-            .items
-            .iter()
-            .filter(|s| {
-                s.status
-                    .as_ref()
-                    .is_some_and(|st| st.observed_generation.is_some())
-            })
-            .count()
-            == n)
-    })
-    .await?;
+    crate::shells_converged(&client, n, Duration::from_secs(1200)).await?;
     let seconds = t0.elapsed().as_secs_f64();
     let after = Counts::read(&cp, &client).await?;
     let (peak, cpu) = (op.peak_rss_mb(), op.cpu_seconds());
