@@ -439,6 +439,57 @@ fn a_scaffolded_project_bundles_from_its_own_files() {
     assert!(examples.contains("Greeter"), "{examples}");
 }
 
+/// What a user edits in `config/manager/manager.yaml` — an env var, resources, the pod's
+/// node selector and pull secret — is what OLM runs too (operator-sdk builds the bundle from
+/// `config/`): the CSV's Deployment carries it.
+#[test]
+fn config_manager_edits_reach_the_bundles_deployment() {
+    let dir = tempfile::tempdir().expect("dir");
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/greeter");
+    let csv = bundle_scaffolded(
+        dir.path(),
+        "greeter-operator",
+        &["--plugins", "helm"],
+        &["--helm-chart", chart.to_str().expect("utf8")],
+        |dir| {
+            let path = dir.join("config/manager/manager.yaml");
+            let text = std::fs::read_to_string(&path).expect("manager.yaml");
+            let edited = text
+                .replacen(
+                    "        env:\n",
+                    "        env:\n        - name: GREETING\n          value: hello\n",
+                    1,
+                )
+                .replacen("memory: 128Mi", "memory: 256Mi", 1)
+                .replacen(
+                    "      terminationGracePeriodSeconds: 10\n",
+                    "      terminationGracePeriodSeconds: 10\n      nodeSelector:\n        disk: ssd\n      imagePullSecrets:\n      - name: regcred\n",
+                    1,
+                );
+            assert_ne!(edited, text);
+            std::fs::write(&path, edited).expect("write");
+        },
+    );
+    let pod = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let env = container["env"].as_array().expect("env");
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "GREETING" && e["value"] == "hello"),
+        "{env:?}"
+    );
+    assert!(
+        env.iter().any(|e| e["name"] == "WATCH_NAMESPACE"
+            && e["valueFrom"]["fieldRef"]["fieldPath"]
+                .as_str()
+                .is_some_and(|p| p.contains("olm.targetNamespaces"))),
+        "OLM's namespaces stay: {env:?}"
+    );
+    assert_eq!(container["resources"]["limits"]["memory"], "256Mi");
+    assert_eq!(pod["nodeSelector"]["disk"], "ssd");
+    assert_eq!(pod["imagePullSecrets"][0]["name"], "regcred");
+}
+
 /// The generated role's defaults hold the sample's spec, so its CRD describes it; the role is
 /// given a task creating a ConfigMap (the scorecard wants the kinds a CRD's operator creates).
 #[test]

@@ -326,6 +326,13 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
             _ => input.extra.push(o),
         }
     }
+    let manager = project.join("config/manager/manager.yaml");
+    if install.watches.is_some() && manager.exists() {
+        let docs = read_yaml(&manager)?;
+        if let Some(d) = docs.iter().find(|d| d["kind"] == "Deployment") {
+            overlay_manager(&mut input.deployment, d);
+        }
+    }
     for op in &ops {
         let rbac = op.rbac();
         let rules: Vec<Value> = rbac
@@ -358,6 +365,62 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
         out.join("bundle").display()
     );
     Ok(())
+}
+
+/// Pod fields of `config/manager/manager.yaml` a user edits for where and how the operator
+/// runs; its `env`, `resources` and `imagePullPolicy` are the manager container's.
+const POD_FIELDS: &[&str] = &[
+    "imagePullSecrets",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "priorityClassName",
+    "topologySpreadConstraints",
+];
+
+/// What `make deploy` runs (config/manager/manager.yaml, as the user edited it) carried onto
+/// the bundle's Deployment, so OLM runs the same (operator-sdk builds its bundle from
+/// `config/`): the manager container's env (added or changed variables; WATCH_NAMESPACE
+/// stays OLM's), resources and pull policy, and the pod's placement and pull secrets. Names,
+/// labels, arguments and the image stay bosun's: the bundle's objects are named after the
+/// package and the image is --image.
+fn overlay_manager(deployment: &mut Value, manager: &Value) {
+    let from_pod = &manager["spec"]["template"]["spec"];
+    let pod = &mut deployment["spec"]["template"]["spec"];
+    for f in POD_FIELDS {
+        if !from_pod[f].is_null() {
+            pod[f] = from_pod[f].clone();
+        }
+    }
+    let Some(from) = from_pod["containers"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "manager").or(cs.first()))
+    else {
+        return;
+    };
+    let Some(container) = pod["containers"].get_mut(0) else {
+        return;
+    };
+    for f in ["resources", "imagePullPolicy"] {
+        if !from[f].is_null() {
+            container[f] = from[f].clone();
+        }
+    }
+    for e in from["env"].as_array().into_iter().flatten() {
+        let name = e["name"].as_str().unwrap_or_default();
+        if name.is_empty() || name == "WATCH_NAMESPACE" {
+            continue;
+        }
+        if !container["env"].is_array() {
+            container["env"] = Value::Array(vec![]);
+        }
+        if let Some(env) = container["env"].as_array_mut() {
+            match env.iter_mut().find(|x| x["name"] == name) {
+                Some(x) => *x = e.clone(),
+                None => env.push(e.clone()),
+            }
+        }
+    }
 }
 
 fn rules(o: &Value) -> Vec<Value> {
