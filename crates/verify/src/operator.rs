@@ -54,13 +54,23 @@ impl Process {
 
     /// `kill -9` of the operator and anything it started: no shutdown, requests cut mid-flight.
     pub async fn kill9(mut self) {
+        // Helpers that left the process group (ansible-runner starts its playbooks in a
+        // session of their own) would live on and write into the next scenario.
+        for pid in descendants(self.pid) {
+            // SAFETY: a plain signal to a process this one started (directly or not).
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
         self.signal(libc::SIGKILL);
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
     }
 
-    /// SIGTERM and a wait for the exit (killed after 30 s).
+    /// SIGTERM and a wait for the exit (killed after 30 s); helpers it left behind are
+    /// killed.
     pub async fn stop(mut self) {
+        let helpers = descendants(self.pid);
         self.signal(libc::SIGTERM);
         if tokio::time::timeout(Duration::from_secs(30), self.child.wait())
             .await
@@ -68,6 +78,12 @@ impl Process {
         {
             self.signal(libc::SIGKILL);
             let _ = self.child.wait().await;
+        }
+        for pid in helpers {
+            // SAFETY: as in kill9.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
         }
     }
 
@@ -84,5 +100,84 @@ impl Process {
                 libc::kill(-(self.pid as i32), sig);
             }
         }
+    }
+}
+
+/// Every process started by `pid`, however deep, from /proc (parent ids).
+fn descendants(pid: u32) -> Vec<i32> {
+    let mut parent_of = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // The name (field 2) may hold spaces and parentheses: the fields after the last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|f| f.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((p, ppid));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid as i32];
+    while let Some(parent) = frontier.pop() {
+        for (p, pp) in &parent_of {
+            if *pp == parent && !out.contains(p) {
+                out.push(*p);
+                frontier.push(*p);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn kill9_takes_helpers_that_left_the_process_group() {
+        let dir = std::env::temp_dir();
+        let log = dir.join(format!("verify-operator-test-{}.log", std::process::id()));
+        let cmd = super::Command {
+            // `setsid` puts the helper in a session (and group) of its own.
+            shell: "sh -c 'setsid sleep 300 & wait'".into(),
+            dir: dir.clone(),
+            env: vec![],
+        };
+        let p = super::Process::start(&cmd, &log, "ns", &log).expect("started");
+        let pid = p.pid;
+        let mut helpers = Vec::new();
+        for _ in 0..100 {
+            helpers = super::descendants(pid);
+            if !helpers.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(!helpers.is_empty(), "{helpers:?}");
+        p.kill9().await;
+        // Gone, or a zombie waiting for its reaper (a signal is delivered, not awaited).
+        let state = |h: &i32| {
+            std::fs::read_to_string(format!("/proc/{h}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .and_then(|(_, r)| r.trim().chars().next())
+                })
+        };
+        let dead = |h: &i32| matches!(state(h), None | Some('Z'));
+        for _ in 0..250 {
+            if helpers.iter().all(dead) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        for h in &helpers {
+            assert!(dead(h), "{h}: {:?}", state(h));
+        }
+        let _ = std::fs::remove_file(&log);
     }
 }

@@ -59,6 +59,8 @@ struct Log {
 struct Shared {
     client: kube::Client,
     log: Mutex<Log>,
+    /// Set when the scenario ends: a helper of its operator still running is refused.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// A running proxy; dropping it stops serving.
@@ -71,6 +73,9 @@ pub struct Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
+        self.shared
+            .closed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.task.abort();
     }
 }
@@ -95,6 +100,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             client,
             log: Mutex::new(Log::default()),
+            closed: std::sync::atomic::AtomicBool::new(false),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -167,6 +173,12 @@ fn status(code: StatusCode, msg: String) -> Response<AxumBody> {
 }
 
 async fn forward(shared: Arc<Shared>, req: Request<AxumBody>) -> Response<AxumBody> {
+    if shared.closed.load(std::sync::atomic::Ordering::SeqCst) {
+        return status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "bosun verify: this scenario has ended".into(),
+        );
+    }
     let (parts, body) = req.into_parts();
     {
         let mut log = shared.log.lock().unwrap_or_else(|e| e.into_inner());

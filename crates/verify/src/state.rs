@@ -199,6 +199,9 @@ fn normalise(mut o: Value, is_custom: bool) -> Value {
                     for c in cs.iter_mut() {
                         *c = json!({"type": c["type"], "status": c["status"], "reason": c["reason"]});
                     }
+                    // Conditions are a map by type: their order is the order they were
+                    // first set in, which a restart or a repair changes.
+                    cs.sort_by(|a, b| a["type"].as_str().cmp(&b["type"].as_str()));
                 }
             }
         } else {
@@ -427,6 +430,20 @@ mod tests {
         );
         assert!(!looks_like_hash("book-store") && !looks_like_hash("12345"));
         assert!(looks_like_epoch("1795865572") && !looks_like_epoch("80"));
+        let cr = |conditions: Value| {
+            normalise(
+                json!({"kind": "BookStore", "metadata": {"name": "b"}, "status": {"conditions": conditions}}),
+                true,
+            )
+        };
+        assert_eq!(
+            cr(
+                json!([{"type": "Running", "status": "True", "reason": "Running"}, {"type": "Successful", "status": "True", "reason": "Ok", "lastTransitionTime": "t1"}])
+            ),
+            cr(
+                json!([{"type": "Successful", "status": "True", "reason": "Ok", "lastTransitionTime": "t2"}, {"type": "Running", "status": "True", "reason": "Running"}])
+            )
+        );
         let secret = normalise(
             json!({"kind": "Secret", "metadata": {"name": "s", "labels": {"createdAt": "1795865572"}}, "data": {"release": "SDRz"}}),
             false,
