@@ -736,3 +736,65 @@ async fn connections_beyond_the_cap_are_closed_before_the_handshake() {
     stop.cancel();
     serving.stopped().await;
 }
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// The audit's flood: 64 reviews of almost 4 MiB at once, with the default limits. Every one
+/// is answered (admitted, or 503 at once), never more than the cap are being handled at a
+/// time, and the bodies buffered together stay within the budget, so memory does not grow
+/// with the number of clients. The peak resident growth is printed (the process's, so only
+/// indicative when other tests run beside it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_large_reviews_is_answered_within_the_limits() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (n, m) = (now.clone(), most.clone());
+    let router = Webhooks::new()
+        .validate("/validate", move |a: Admission<Thing>| {
+            let inside = n.fetch_add(1, Ordering::SeqCst) + 1;
+            m.fetch_max(inside, Ordering::SeqCst);
+            let v = match a.object {
+                Some(t) if t.spec.size > 10 => Verdict::deny("too big"),
+                _ => Verdict::allow(),
+            };
+            n.fetch_sub(1, Ordering::SeqCst);
+            v
+        })
+        .router();
+    let mut big = thing(3);
+    big["spec"]["color"] = json!("x".repeat(4_000_000));
+    let body = axum::body::Bytes::from(review(big).to_string());
+    assert!(body.len() < DEFAULT_MAX_BODY);
+    let before = peak_rss_kib();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let (r, b) = (router.clone(), body.clone());
+        tasks.spawn(async move { send(&r, "/validate", Body::from(b)).await });
+    }
+    let (mut admitted, mut busy) = (0, 0);
+    while let Some(done) = tasks.join_next().await {
+        let (status, text) = done.expect("join");
+        match status {
+            StatusCode::OK => admitted += 1,
+            StatusCode::SERVICE_UNAVAILABLE => busy += 1,
+            other => panic!("{other}: {text}"),
+        }
+    }
+    let grown = peak_rss_kib().saturating_sub(before);
+    eprintln!("64 reviews of {} bytes: {admitted} admitted, {busy} refused 503; peak RSS grew {grown} KiB", body.len());
+    assert_eq!(admitted + busy, 64);
+    assert!(
+        admitted > 0 && busy > 0,
+        "{admitted} admitted, {busy} refused"
+    );
+    assert!(most.load(Ordering::SeqCst) <= server::DEFAULT_MAX_IN_FLIGHT);
+}
