@@ -34,6 +34,8 @@ pub struct Member {
     pub pod: bool,
     /// Its data claim exists.
     pub claim: bool,
+    /// Its pod is being deleted (it may stay so forever when its node is lost).
+    pub terminating: bool,
     /// What its instance manager reported (None: the API did not answer).
     pub seen: Option<Seen>,
 }
@@ -180,6 +182,11 @@ pub enum Wait {
     FailoverQuorum {
         have: u32,
         need: u32,
+    },
+    /// The old primary's pod is gone or stuck Terminating, unseen: it may still run where its
+    /// pod was; it fences itself within the isolation timeout, this much later.
+    PrimaryIsolating {
+        remaining: Duration,
     },
     /// The current primary is fenced by request: no failover.
     PrimaryFenced {
@@ -393,8 +400,20 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
         .filter(|m| role(m) == Some(StateRole::Replica) && !spec_fenced(plan, m.serial))
         .collect();
     // Nothing is promoted while the old primary may still write: it is fenced first (through
-    // its API, else its pod is deleted), a switchover included.
-    let old_unfenced = old.filter(|o| o.pod && role(o) != Some(StateRole::Fenced));
+    // its API, else its pod is deleted), a switchover included. A pod whose node is lost
+    // stays Terminating forever, and a pod force-deleted is gone while postgres may still run
+    // there: neither proves the old primary stopped. Only its own isolation does: a primary
+    // cut off from the operator and every replica fences itself within the isolation timeout,
+    // so once it has been unseen for longer it counts as fenced (issue 32, H6).
+    let isolated = old.is_some_and(|o| o.seen.is_none())
+        && obs
+            .primary_lost_for
+            .is_some_and(|l| l >= Duration::from_secs(crate::contract::ISOLATION_WAIT_SECS));
+    let unconfirmed = old.is_some_and(|o| {
+        role(o) != Some(StateRole::Fenced) && (!o.pod || o.terminating) && !isolated
+    });
+    let old_unfenced =
+        old.filter(|o| o.pod && role(o) != Some(StateRole::Fenced) && !(o.terminating && isolated));
     // A switchover under way: the old primary was fenced on purpose; no delay applies.
     if let Some(t) = obs
         .target_primary
@@ -404,6 +423,8 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
             if let Some(o) = old_unfenced {
                 return Action::Fence { serial: o.serial };
             }
+            // No isolation wait here: a switchover fenced the old primary through its API
+            // (a fence survives restarts) before recording the target.
             return Action::Promote { serial: m.serial };
         }
     }
@@ -442,6 +463,13 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
             // The old primary must not come back writable beside the new one.
             if let Some(o) = old_unfenced {
                 return Action::Fence { serial: o.serial };
+            }
+            if unconfirmed {
+                let lost = obs.primary_lost_for.unwrap_or_default();
+                return Action::Wait(Wait::PrimaryIsolating {
+                    remaining: Duration::from_secs(crate::contract::ISOLATION_WAIT_SECS)
+                        .saturating_sub(lost),
+                });
             }
             return Action::Promote { serial: b };
         }
@@ -533,6 +561,7 @@ mod tests {
             serial,
             pod: true,
             claim: true,
+            terminating: false,
             seen: Some(Seen {
                 role,
                 ready,
@@ -696,9 +725,72 @@ mod tests {
             synchronous: None,
         });
         assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
-        // Pod deleted: nothing to fence, promote straight away.
+        // Pod deleted, unseen since: it may have been force-deleted with postgres still
+        // running; promoted once the old primary has fenced itself (issue 32, H6).
         o.members[0] = gone(o.members[0].clone(), false, true);
+        o.members[0].seen = None;
+        assert!(matches!(
+            decide(&p, &o),
+            Action::Wait(Wait::PrimaryIsolating { .. })
+        ));
+        o.primary_lost_for = Some(Duration::from_secs(crate::contract::ISOLATION_WAIT_SECS));
         assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
+    }
+
+    /// Issue 32, H6: a primary whose node is lost stays Terminating forever, and a force
+    /// delete removes its pod while postgres may still run there. Neither blocks failover
+    /// forever, and neither promotes before the old primary has fenced itself (isolation).
+    #[test]
+    fn a_lost_node_neither_blocks_failover_nor_promotes_before_the_primary_isolates() {
+        let p = plan_of(serde_json::json!({"size": 2, "failoverDelaySeconds": 10}));
+        let wait = Duration::from_secs(crate::contract::ISOLATION_WAIT_SECS);
+        for terminating in [true, false] {
+            let old = Member {
+                seen: None,
+                pod: terminating,
+                terminating,
+                ..primary(1, 1, 100)
+            };
+            let mut o = obs(vec![old, replica(2, 1, true, 100)], Some(1), 2);
+            o.primary_missed = FAILOVER_MISSED_POLLS;
+            for lost in [10, wait.as_secs() - 1] {
+                o.primary_lost_for = Some(Duration::from_secs(lost));
+                let d = decide(&p, &o);
+                assert!(
+                    !matches!(d, Action::Promote { .. }),
+                    "terminating={terminating}, lost {lost}s: promoted while the old primary may write"
+                );
+            }
+            // Past the isolation wait: it has fenced itself; a pod stuck Terminating no
+            // longer holds the failover.
+            for lost in [wait.as_secs(), 3600] {
+                o.primary_lost_for = Some(Duration::from_secs(lost));
+                assert_eq!(
+                    decide(&p, &o),
+                    Action::Promote { serial: 2 },
+                    "terminating={terminating}, lost {lost}s"
+                );
+            }
+        }
+        // A Terminating pod whose manager still answers is fenced through its API first.
+        let old = Member {
+            terminating: true,
+            seen: Some(Seen {
+                role: StateRole::Starting,
+                ready: false,
+                timeline: Some(1),
+                lsn: Some(100),
+                follows: None,
+                restore_failed: None,
+                diverged: false,
+                synchronous: None,
+            }),
+            ..primary(1, 1, 100)
+        };
+        let mut o = obs(vec![old, replica(2, 1, true, 100)], Some(1), 2);
+        o.primary_missed = FAILOVER_MISSED_POLLS;
+        o.primary_lost_for = Some(wait);
+        assert_eq!(decide(&p, &o), Action::Fence { serial: 1 });
     }
 
     #[test]
@@ -876,6 +968,7 @@ mod tests {
             restore_failure: None,
             diverged: None,
             synchronous: None,
+            isolation_armed: false,
             backup: None,
         };
         let seen = Seen::from_state(&state, |addr| (addr == "10.0.0.3:5432").then_some(3));
@@ -927,6 +1020,7 @@ mod tests {
                                 serial: i as u32 + 1,
                                 pod: pods || i > 0,
                                 claim: true,
+                                terminating: false,
                                 seen: k.map(|role| Seen {
                                     role,
                                     ready: true,

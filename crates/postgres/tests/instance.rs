@@ -124,6 +124,8 @@ fn config(
             ("fsync".into(), "off".into()),
         ],
         log_file: Some(log.clone()),
+        isolation_timeout: None,
+        start_timeout: None,
         synchronous,
         backups: Default::default(),
         initdb: InitDbOptions {
@@ -1064,4 +1066,103 @@ async fn a_store_error_during_a_restore_stops_it_instead_of_promoting_early() {
     let log = std::fs::read_to_string(&b.log).unwrap_or_default();
     assert!(log.contains("restore-wal"), "{log}");
     b.shutdown().await;
+}
+
+/// Issue 32, H6: a primary cut off from every replica and from the operator (no poll carrying
+/// the API token) fences itself once the isolation timeout passes — on the far side of a
+/// partition, or under a pod force-deleted while postgres runs, a replica may be promoted.
+/// Anonymous reads of its state are not the operator's and do not keep it up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_cut_off_from_its_replicas_and_the_operator_fences_itself() {
+    let dir = workdir();
+    let mut cfg = config(dir.path(), "pg-1", "127.21.13.1", Role::Primary, None, 0);
+    cfg.isolation_timeout = Some(Duration::from_secs(3));
+    let a = run_node(cfg);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.13.2", &a).await;
+    wait_state(&a, "pg-1 armed by its streaming replica", |s| {
+        s.isolation_armed
+    })
+    .await;
+    // The primary has seen its replica stream: the check is armed. Then the replica goes.
+    b.stop.cancel();
+    let _ = b.task.await;
+    let anonymous = InstanceClient::new(SocketAddr::new(a.ip, HTTP_PORT), None);
+    let s = wait_for("pg-1 fenced by its isolation check", &a, || async {
+        match anonymous.state().await {
+            Ok(s) if s.role == StateRole::Fenced => Ok(s),
+            Ok(s) => Err(format!("{s:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await;
+    let why = s.error.unwrap_or_default();
+    assert!(why.contains("isolated"), "{why}");
+    assert!(
+        sql(&a).await.is_err(),
+        "the isolated primary still accepts connections"
+    );
+}
+
+/// Issue 32, H7: a crash recovery longer than the start timeout, but advancing all along, is
+/// never cut short (the timeout counts from the last segment replayed, not from the start),
+/// and the primary comes back with every committed row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_recovery_that_keeps_replaying_outlasts_the_start_timeout() {
+    let dir = workdir();
+    let mut cfg = config(dir.path(), "pg-1", "127.21.14.1", Role::Primary, None, 0);
+    // No checkpoint while the WAL is written: the crash recovery replays all of it.
+    cfg.parameters.extend([
+        ("max_wal_size".into(), "8GB".into()),
+        ("checkpoint_timeout".into(), "1h".into()),
+    ]);
+    cfg.start_timeout = Some(Duration::from_secs(1));
+    let a = run_node(cfg.clone());
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let c = sql(&a).await.expect("connect");
+    c.batch_execute(
+        "CREATE TABLE big (v text); \
+         INSERT INTO big SELECT repeat('x', 200) FROM generate_series(1, 2500000)",
+    )
+    .await
+    .expect("write");
+    drop(c);
+    let data = a.cfg.data_dir.clone();
+    let pid: i32 = std::fs::read_to_string(data.join("postmaster.pid"))
+        .expect("postmaster.pid")
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("the postmaster's pid");
+    // SAFETY: a signal to a process of this test's own.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = a.task.await;
+    while !programs_on(&data).is_empty() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Its container restarts (the same pod): crash recovery, far longer than 1 s.
+    let b = run_node(cfg);
+    wait_state(&b, "pg-1 back after its crash recovery", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let n: i64 = sql(&b)
+        .await
+        .expect("connect")
+        .query_one("SELECT count(*) FROM big", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(n, 2_500_000);
+    let log = std::fs::read_to_string(&b.log).unwrap_or_default();
+    assert!(
+        log.contains("database system was interrupted") || log.contains("not properly shut down"),
+        "no crash recovery happened:\n{log}"
+    );
 }

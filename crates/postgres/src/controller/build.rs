@@ -421,6 +421,10 @@ fn pod_with(
             },
         ),
         env("BOSUN_PG_SYNCHRONOUS", plan.synchronous.to_string()),
+        env(
+            crate::contract::ENV_ISOLATION_TIMEOUT,
+            crate::contract::ISOLATION_TIMEOUT_SECS.to_string(),
+        ),
         secret_env(plan, "BOSUN_PG_SUPERUSER_PASSWORD", KEY_SUPERUSER),
         secret_env(plan, "BOSUN_PG_REPLICATION_PASSWORD", KEY_REPLICATION),
         secret_env(plan, "BOSUN_PG_API_TOKEN", KEY_TOKEN),

@@ -211,7 +211,14 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         ensure_backup_claim(&ctx.client, &plan).await?;
         Some(ensure_secret(&ctx.client, &plan, &owner).await?)
     };
-    let seen = observe::observe(&ctx.client, &plan, &claims).await?;
+    // The token proves the poll is the operator's: a primary that has lost its replicas and
+    // then hears from no operator fences itself (see crate::instance::isolation). A paused
+    // cluster is polled with it too, read without writing anything.
+    let token = match &creds {
+        Some(c) => Some(c.token.clone()),
+        None => read_token(&ctx.client, &plan).await,
+    };
+    let seen = observe::observe(&ctx.client, &plan, &claims, token.as_deref()).await?;
     let now = Timestamp::now();
     let lost_for = if seen
         .states
@@ -675,6 +682,17 @@ async fn ensure_secret(
         token: get(build::KEY_TOKEN)?,
         superuser: get(build::KEY_SUPERUSER)?,
     })
+}
+
+/// The API token from the cluster's Secret, if it exists (nothing is made).
+async fn read_token(client: &Client, plan: &Plan) -> Option<String> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), &plan.namespace);
+    let secret = api.get_opt(&build::secret_name(&plan.name)).await.ok()??;
+    secret
+        .data?
+        .get(build::KEY_TOKEN)
+        .and_then(|v| String::from_utf8(v.0.clone()).ok())
+        .filter(|v| !v.is_empty())
 }
 
 /// 32 random bytes from the kernel, hex: passwords and the token.

@@ -53,6 +53,7 @@ pub async fn observe(
     client: &Client,
     plan: &Plan,
     claims: &[PersistentVolumeClaim],
+    token: Option<&str>,
 ) -> Result<Snapshot, kube::Error> {
     let lp = ListParams::default().labels(&selector(&plan.name));
     let pods: Api<Pod> = Api::namespaced(client.clone(), &plan.namespace);
@@ -87,7 +88,8 @@ pub async fn observe(
         .iter()
         .filter_map(|(serial, p)| p.ip.map(|ip| (*serial, ip)))
         .map(|(serial, ip)| async move {
-            let api = InstanceClient::new(SocketAddr::new(ip, HTTP_PORT), None);
+            let api =
+                InstanceClient::new(SocketAddr::new(ip, HTTP_PORT), token.map(str::to_string));
             // A hung instance must not hold the cycle: its state is then unknown.
             let state = tokio::time::timeout(Duration::from_secs(3), api.state()).await;
             (serial, state.ok().and_then(|r| r.ok()))
@@ -136,6 +138,7 @@ impl Snapshot {
                 serial,
                 pod: self.pods.contains_key(&serial),
                 claim: self.claims.contains(&serial),
+                terminating: self.pods.get(&serial).is_some_and(|p| p.terminating),
                 seen: self
                     .states
                     .get(&serial)

@@ -189,7 +189,8 @@ fn phase(action: &Action, no_primary: bool) -> (Phase, Reason) {
         Action::Wait(Wait::Unready { .. }) => (Phase::Scaling, Reason::Starting),
         Action::Wait(Wait::FailoverDelay { .. })
         | Action::Wait(Wait::PrimaryMissed { .. })
-        | Action::Wait(Wait::FailoverQuorum { .. }) => (Phase::FailingOver, Reason::PrimaryLost),
+        | Action::Wait(Wait::FailoverQuorum { .. })
+        | Action::Wait(Wait::PrimaryIsolating { .. }) => (Phase::FailingOver, Reason::PrimaryLost),
         Action::Wait(Wait::PrimaryFenced { .. }) => (Phase::Healthy, Reason::Fenced),
         Action::Wait(Wait::PrimaryStarting { .. }) => (Phase::Recovering, Reason::Starting),
         Action::CreateSeed { restore: true, .. } => (Phase::Recovering, Reason::CreatingSeed),
@@ -226,6 +227,12 @@ pub fn describe(plan: &Plan, action: &Action) -> String {
         ),
         Action::Wait(Wait::FailoverQuorum { have, need }) => format!(
             "the primary is lost, but only {have} of the {need} standbys synchronous replication needs answer: none is sure to hold every acknowledged commit"
+        ),
+        Action::Wait(Wait::PrimaryIsolating { remaining }) => format!(
+            "the primary's pod is gone or stuck terminating and it may still run there; \
+             failing over in {}s, once it has fenced itself for want of the operator and its \
+             replicas",
+            remaining.as_secs()
         ),
         Action::Wait(Wait::PrimaryFenced { serial }) => {
             format!(
@@ -298,6 +305,7 @@ mod tests {
             restore_failure: None,
             diverged: None,
             synchronous: None,
+            isolation_armed: false,
             backup: None,
         }
     }

@@ -93,6 +93,11 @@ pub struct Config {
     pub synchronous: u32,
     /// WAL archiving, base backups and the restore of a new instance.
     pub backups: BackupOptions,
+    /// How long a start may go without its recovery advancing (None: 300 s).
+    pub start_timeout: Option<std::time::Duration>,
+    /// A primary that has had replicas fences itself after this long without a replica
+    /// streaming or a poll from the operator (None: never; see `instance::isolation`).
+    pub isolation_timeout: Option<std::time::Duration>,
     pub credentials: Credentials,
 }
 
@@ -218,6 +223,14 @@ pub struct Args {
     /// Stop the restore at this WAL position (`X/Y`).
     #[arg(long, env = "BOSUN_PG_RECOVERY_TARGET_LSN")]
     pub recovery_target_lsn: Option<String>,
+    /// Seconds a start (crash recovery, a replica reaching consistency) may go without its
+    /// replay advancing before it is given up (0: 300).
+    #[arg(long, env = crate::contract::ENV_START_TIMEOUT, default_value_t = 0)]
+    pub start_timeout: u64,
+    /// Seconds without a replica streaming or a poll from the operator before a primary
+    /// that has had replicas fences itself (0: never).
+    #[arg(long, env = crate::contract::ENV_ISOLATION_TIMEOUT, default_value_t = 0)]
+    pub isolation_timeout: u64,
     /// The PostgresCluster's UID: the backup store's owner record must name it.
     #[arg(long, env = crate::contract::ENV_CLUSTER_UID)]
     pub cluster_uid: Option<String>,
@@ -272,6 +285,10 @@ impl Args {
             os_user: self.os_user,
             parameters: self.parameters,
             log_file: None,
+            start_timeout: (self.start_timeout > 0)
+                .then(|| std::time::Duration::from_secs(self.start_timeout)),
+            isolation_timeout: (self.isolation_timeout > 0)
+                .then(|| std::time::Duration::from_secs(self.isolation_timeout)),
             synchronous: self.synchronous,
             initdb: InitDbOptions {
                 locale: self.locale,
@@ -409,6 +426,8 @@ mod tests {
             os_user: None,
             parameters: vec![],
             log_file: None,
+            isolation_timeout: None,
+            start_timeout: None,
             synchronous: 0,
             backups: BackupOptions::default(),
             initdb: InitDbOptions::default(),

@@ -122,7 +122,13 @@ async fn readyz(State(ctx): State<Arc<Ctx>>) -> StatusCode {
     }
 }
 
-async fn state(State(ctx): State<Arc<Ctx>>) -> Response {
+/// Anyone may read the state; a poll with the API token is the operator's, and counts as
+/// contact for the primary's isolation check.
+async fn state(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response {
+    if headers.contains_key(header::AUTHORIZATION) && authorize(&ctx, &headers).is_ok() {
+        let mut s = ctx.shared.lock().unwrap_or_else(|p| p.into_inner());
+        s.operator_contact = Some(std::time::Instant::now());
+    }
     json(StatusCode::OK, &current(&ctx, true).await)
 }
 
@@ -151,6 +157,7 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         restore_failure: s.restore_failure.clone(),
         diverged: None,
         synchronous: None,
+        isolation_armed: s.isolation_armed,
         backup: None,
     };
     if s.phase != Phase::Running {

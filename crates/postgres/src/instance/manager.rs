@@ -17,8 +17,9 @@ use super::record::{self, RoleRecord, StartAs};
 use super::sql;
 use super::state::Rejoin;
 
-/// How long PostgreSQL may take to accept connections after a start (crash recovery, or a
-/// replica reaching a consistent state).
+/// How long a start (crash recovery, or a replica reaching a consistent state) may go
+/// without its replay advancing before it is given up, unless configured
+/// (`contract::ENV_START_TIMEOUT`): a recovery that keeps advancing is never cut short.
 const START_DEADLINE: Duration = Duration::from_secs(300);
 /// A fast shutdown that takes longer than this is finished with SIGKILL.
 const STOP_DEADLINE: Duration = Duration::from_secs(super::STOP_DEADLINE_SECS);
@@ -62,6 +63,10 @@ pub struct Shared {
     pub error: Option<String>,
     /// Why the restore of this new instance failed (it waits, reporting it).
     pub restore_failure: Option<String>,
+    /// When the operator last polled with the API token.
+    pub operator_contact: Option<Instant>,
+    /// The isolation check is armed (a replica streamed from this primary).
+    pub isolation_armed: bool,
 }
 
 /// Runs the instance until `shutdown` (then stops PostgreSQL with a fast shutdown) or until
@@ -89,6 +94,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         rewind_failure: None,
         error: None,
         restore_failure: None,
+        operator_contact: None,
+        isolation_armed: false,
     }));
     let backups = match cfg.backups.store.as_deref() {
         Some(store) => Some(Arc::new(super::backup::Backups::new(
@@ -114,6 +121,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         child: None,
         recovery: None,
         fresh: false,
+        isolation: super::isolation::Isolation::default(),
     };
     let result = m.supervise(rx, &shutdown).await;
     m.stop().await;
@@ -133,12 +141,15 @@ struct Manager {
     /// Otherwise the operator sets it live, and a pod's env (fixed at its creation) would
     /// undo a later change at every restart or promotion.
     fresh: bool,
+    /// The primary's isolation check (see [`super::isolation`]).
+    isolation: super::isolation::Isolation,
 }
 
 enum Event {
     Shutdown,
     Request(Option<Request>),
     Exited(String),
+    Tick,
 }
 
 impl Manager {
@@ -166,13 +177,17 @@ impl Manager {
             }
             Err(e) => return Err(e),
         }
+        let mut tick = tokio::time::interval(super::isolation::CHECK_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let event = tokio::select! {
                 _ = shutdown.cancelled() => Event::Shutdown,
                 req = rx.recv() => Event::Request(req),
                 status = exited(&mut self.child) => Event::Exited(status),
+                _ = tick.tick() => Event::Tick,
             };
             match event {
+                Event::Tick => self.check_isolation().await,
                 Event::Shutdown | Event::Request(None) => return Ok(()),
                 Event::Exited(status) => {
                     self.child = None;
@@ -195,6 +210,52 @@ impl Manager {
                 }
             }
         }
+    }
+
+    /// A primary cut off from the operator and from every replica fences itself: on the
+    /// other side of the partition a replica may be promoted (issue 32, H6).
+    async fn check_isolation(&mut self) {
+        let Some(timeout) = self.cfg.isolation_timeout else {
+            return;
+        };
+        let (running_primary, contact) = {
+            let s = self.lock();
+            (
+                s.phase == Phase::Running && s.role == Role::Primary,
+                s.operator_contact,
+            )
+        };
+        let streaming = if running_primary {
+            tokio::time::timeout(Duration::from_secs(2), async {
+                let c = sql::connect_local(&self.pg.run_dir, self.cfg.port).await?;
+                sql::streaming_replicas(&c).await
+            })
+            .await
+            .ok()
+            .and_then(|r| r.ok())
+        } else {
+            None
+        };
+        let now = Instant::now();
+        let fence = self
+            .isolation
+            .observe(running_primary, streaming, contact, now, timeout);
+        self.lock().isolation_armed = self.isolation.armed();
+        if !fence {
+            return;
+        }
+        let why = format!(
+            "isolated: no replica streaming and no poll from the operator for {}s; fenced \
+             itself so that a replica promoted elsewhere is the only primary",
+            timeout.as_secs()
+        );
+        warn!(instance = %self.cfg.name, %why, "fencing itself");
+        let r = self.handle(Command::Fence).await;
+        let mut s = self.lock();
+        s.error = Some(match r {
+            Ok(()) => why,
+            Err(e) => format!("{why}; the fence failed: {e}"),
+        });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -449,10 +510,22 @@ impl Manager {
         Ok(())
     }
 
-    /// Polls until the local instance answers a query, the child dies or the deadline passes.
+    /// Polls until the local instance answers a query, the child dies or the start timeout
+    /// passes without the recovery advancing (issue 32, H7: a crash recovery of many
+    /// gigabytes of WAL restarted from its checkpoint every 300 s, forever). A start given
+    /// up stops its postgres, so that the phase never stays Starting with a child left.
     async fn wait_accepting(&mut self) -> Result<tokio_postgres::Client, Error> {
-        let deadline = Instant::now() + START_DEADLINE;
+        let window = self.cfg.start_timeout.unwrap_or(START_DEADLINE);
+        let mut progress = super::progress::Progress::new(Instant::now(), window);
         loop {
+            if let Some(pos) = self
+                .child
+                .as_ref()
+                .and_then(|c| c.id())
+                .and_then(super::recovering::position)
+            {
+                progress.saw(pos, Instant::now());
+            }
             if let Some(c) = self.child.as_mut() {
                 if let Ok(Some(status)) = c.try_wait() {
                     self.child = None;
@@ -464,8 +537,11 @@ impl Manager {
                     return Ok(client);
                 }
             }
-            if Instant::now() > deadline {
-                return Err(Error::Timeout("postgres to accept connections"));
+            if progress.expired(Instant::now()) {
+                self.stop().await;
+                return Err(Error::Timeout(
+                    "postgres to accept connections (its recovery stopped advancing)",
+                ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

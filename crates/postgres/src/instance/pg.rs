@@ -539,6 +539,8 @@ mod tests {
             os_user: None,
             parameters: vec![("shared_buffers".into(), "16MB".into())],
             log_file: None,
+            isolation_timeout: None,
+            start_timeout: None,
             synchronous: 0,
             backups: Default::default(),
             initdb: Default::default(),

@@ -193,6 +193,18 @@ pub async fn ensure_slot(
 /// control file still names the old timeline. pg_rewind reads the source's timeline there, so
 /// an old primary rewound against this one before that would be left with its diverged WAL
 /// and never stream.
+/// Standbys streaming from this primary now.
+pub async fn streaming_replicas(client: &Client) -> Result<u32, Error> {
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+            &[],
+        )
+        .await
+        .map_err(Error::sql("counting the streaming replicas"))?;
+    Ok(u32::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+}
+
 pub async fn promote(client: &Client) -> Result<(), Error> {
     let done: bool = client
         .query_one("SELECT pg_promote(true, 60)", &[])

@@ -57,6 +57,10 @@ pub struct InstanceState {
     /// bosun sets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synchronous: Option<u32>,
+    /// A primary whose isolation check is armed: a replica has streamed from it, so it
+    /// fences itself if it loses every replica and the operator (see `instance::isolation`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub isolation_armed: bool,
     /// The backup store as this instance sees it (an instance with a store only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupState>,
