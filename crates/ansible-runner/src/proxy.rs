@@ -13,7 +13,9 @@
 //!   Reviews (`authentication.k8s.io`, `authorization.k8s.io`) are left alone. PATCH and PUT
 //!   pass through untouched, as in ansible-operator.
 //! * Records the `(apiVersion, kind)` of every object a run creates or changes, for the
-//!   dependent watches.
+//!   dependent watches — but for Events (`k8s_event`): they are what a role tells the user,
+//!   not children it manages, and watching them would make every Event written a reconcile
+//!   (as the native engine, which never counts them; ansible-operator's proxy watches them).
 //! * Unlike ansible-operator's, GETs are not served from an informer cache: they go to the
 //!   API server (no per-kind informer kept in memory for what roles read).
 use std::collections::{BTreeSet, HashMap};
@@ -259,7 +261,8 @@ async fn handle(State(s): State<Shared>, req: Request<Body>) -> Response {
     if writes && is_object_path(&path) {
         if let Ok(v) = serde_json::from_slice::<Value>(&body) {
             if let (Some(av), Some(k)) = (v["apiVersion"].as_str(), v["kind"].as_str()) {
-                if let Some(scope) = lock(&s.runs).get_mut(&token) {
+                let event = k == "Event" && matches!(av, "v1" | "events.k8s.io/v1");
+                if let Some(scope) = lock(&s.runs).get_mut(&token).filter(|_| !event) {
                     scope.touched.insert((av.to_string(), k.to_string()));
                 }
             }
