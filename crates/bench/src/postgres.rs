@@ -1,10 +1,11 @@
 //! i. PostgresCluster on real PostgreSQL (process-mode node agent, `bosun run --operators
 //! postgres` as a child process): the time from `create` to a Healthy 3-instance cluster;
 //! failovers (the primary's pod deleted → another instance accepts a write), each followed by
-//! the old primary's return as a replica; switchovers on request (→ the target accepts a
-//! write); then the operator's RSS with M more one-instance clusters (PostgreSQL's own
-//! processes are not the operator's and are not counted). Through every failover and
-//! switchover each pod's instance API is polled: two ready primaries at once fail the case.
+//! the old primary's return as a replica; the primary's container killed (→ an instance
+//! accepts a write again); switchovers on request (→ the target accepts a write); then the
+//! operator's RSS with M more one-instance clusters (PostgreSQL's own processes are not the
+//! operator's and are not counted). Through every failover, kill and switchover each pod's
+//! instance API is polled: two ready primaries at once fail the case.
 //!
 //! Then, on a fresh control plane, for a stated data size (a table filled by
 //! `generate_series`, its size measured): a cluster bootstrapped from a base backup of it
@@ -99,6 +100,36 @@ pub async fn case_postgres(
             "primary pod deleted → another instance accepts a write, 1 s probes, failoverDelaySeconds 0: {} s; back to 3 ready (old primary rejoined): {} s; most ready primaries at once: {most}",
             list(&failovers),
             list(&rejoins)
+        ),
+    ));
+
+    // kill -9 of the primary's container (postgres and its manager, as an OOM kill or a
+    // crash would): the kubelet restarts it on its data; writes are back once any instance
+    // (the old primary after its crash recovery, or a promoted replica) accepts one.
+    let mut kills = Vec::new();
+    let mut most = 0;
+    for _ in 0..rounds {
+        let s = env.healthy("pg", 3, LIMIT).await?;
+        let (old, _) = roles(&s)?;
+        let watch = PrimaryWatch::start(env.pods.clone(), "pg");
+        let t0 = Instant::now();
+        env.agent.kill_containers(NS, &old)?;
+        let took = until_writable(&env, "pg", &pw, "", t0, LIMIT).await?;
+        kills.push(took.as_secs_f64());
+        env.healthy("pg", 3, LIMIT).await?;
+        most = most.max(watch.stop().await);
+    }
+    anyhow::ensure!(
+        most <= 1,
+        "{most} ready primaries at once after a primary's container was killed"
+    );
+    rows.push(row(
+        "postgres primary killed (bosun)",
+        rounds,
+        median(&kills),
+        format!(
+            "the primary's container killed (SIGKILL) → an instance accepts a write: {} s; most ready primaries at once: {most}",
+            list(&kills)
         ),
     ));
 
