@@ -1166,3 +1166,32 @@ async fn a_crash_recovery_that_keeps_replaying_outlasts_the_start_timeout() {
         "no crash recovery happened:\n{log}"
     );
 }
+
+/// Issue 32, M5: the operator's own sessions (synchronous setting, slot drops) carry a
+/// statement and a lock timeout: a primary that stalls inside a statement never holds a
+/// reconcile — and with it a failover — indefinitely.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_sessions_have_statement_and_lock_timeouts() {
+    let dir = workdir();
+    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.15.1").await;
+    let c = instance::connect_remote(&a.ip.to_string(), PG_PORT, "postgres", SUPER_PASSWORD)
+        .await
+        .expect("connect");
+    for (setting, want) in [("statement_timeout", "15s"), ("lock_timeout", "5s")] {
+        let got: String = c
+            .query_one(&format!("SHOW {setting}"), &[])
+            .await
+            .expect("show")
+            .get(0);
+        assert_eq!(got, want, "{setting}");
+    }
+    let e = c
+        .batch_execute("SELECT pg_sleep(30)")
+        .await
+        .expect_err("a 30 s statement ran to its end");
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
+        "{e:?}"
+    );
+}

@@ -14,6 +14,10 @@ use crate::lifecycle::Action;
 use crate::validate::Plan;
 
 use super::build::{self, instance_name, HTTP_PORT, PG_PORT, ROLE_LABEL};
+
+/// The operator's own SQL on an instance, connection included: beyond it the reconcile goes
+/// on (a failover must not wait behind a stalled primary; issue 32, M5).
+const SQL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 use super::observe::Snapshot;
 use super::Error;
 
@@ -149,9 +153,15 @@ impl Act<'_> {
             crate::instance::connect_remote(host, PG_PORT, SUPERUSER, self.superuser_password)
                 .await
                 .map_err(|e| Error::NotYet(format!("{}: {e}", self.name(serial))))?;
-        crate::instance::sql::set_synchronous(&client, n)
-            .await
-            .map_err(|e| Error::NotYet(format!("{}: {e}", self.name(serial))))
+        // The server's statement timeout does not cover a backend that never reads the
+        // query (hung IO): the client side bounds it too.
+        tokio::time::timeout(
+            SQL_DEADLINE,
+            crate::instance::sql::set_synchronous(&client, n),
+        )
+        .await
+        .map_err(|_| Error::NotYet(format!("{}: ALTER SYSTEM timed out", self.name(serial))))?
+        .map_err(|e| Error::NotYet(format!("{}: {e}", self.name(serial))))
     }
 
     /// `host:port` of the running primary.
@@ -222,8 +232,10 @@ impl Act<'_> {
                 )
                 .await
                 .map_err(|e| e.to_string())
-        }
-        .await;
+        };
+        let r = tokio::time::timeout(SQL_DEADLINE, r)
+            .await
+            .unwrap_or_else(|_| Err("timed out".into()));
         if let Err(e) = r {
             tracing::warn!(%slot, error = %e, "could not drop the replication slot");
         }
@@ -260,8 +272,10 @@ impl Act<'_> {
                 )
                 .await
                 .map_err(|e| e.to_string())
-        }
-        .await;
+        };
+        let r = tokio::time::timeout(SQL_DEADLINE, r)
+            .await
+            .unwrap_or_else(|_| Err("timed out".into()));
         match r {
             Ok(0) => {}
             Ok(n) => {

@@ -42,6 +42,10 @@ pub async fn connect_remote(
         .password(password)
         .dbname("postgres")
         .application_name("bosun-instance-manager")
+        // What runs over these sessions (slots, ALTER SYSTEM, pg_drop_replication_slot) is
+        // quick; a primary stalled inside one must not hold the caller — the operator's
+        // reconcile, and a failover with it (issue 32, M5).
+        .options("-c statement_timeout=15s -c lock_timeout=5s")
         .connect_timeout(Duration::from_secs(5));
     // connect_timeout bounds the TCP connect only: a primary that accepts and never answers
     // (a stopped process whose socket still listens) would hold the caller — a replica's
