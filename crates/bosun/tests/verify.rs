@@ -243,6 +243,31 @@ fn bosun_s_own_bookstore_passes_quick() {
 }
 
 #[test]
+fn bosun_s_helm_flavour_of_the_seed_passes_quick() {
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/helm-bookstore");
+    let logs = tempfile::tempdir().expect("temp dir");
+    let o = verify(
+        &[
+            "--quick",
+            "--seed=5",
+            &format!("--watches={}", seed.join("watches.yaml").display()),
+            &format!(
+                "--cr={}",
+                seed.join("config/samples/charts_v1alpha1_bookstore.yaml")
+                    .display()
+            ),
+        ],
+        logs.path(),
+    );
+    assert!(
+        o.failed.is_empty() && o.code == Some(0),
+        "{}\n{}",
+        o.stdout,
+        o.stderr
+    );
+}
+
+#[test]
 fn bad_input_is_refused_with_a_clear_error() {
     let logs = tempfile::tempdir().expect("temp dir");
     let o = verify(&["--operators=bookstore", "--only=chaos"], logs.path());
