@@ -575,7 +575,13 @@ fn readiness(o: &DynamicObject) -> Option<bool> {
         .filter(|c| READY_TYPES.contains(&c["type"].as_str().unwrap_or("")))
         .collect();
     if ready.is_empty() {
-        return None;
+        // operator-sdk's Ansible flavour says Running (True) while its playbook runs and adds
+        // Successful only at the end: a run in progress is not converged.
+        let running = cs.iter().any(|c| {
+            ["Running", "Progressing"].contains(&c["type"].as_str().unwrap_or(""))
+                && c["status"] == "True"
+        });
+        return running.then_some(false);
     }
     let current = st["observedGeneration"]
         .as_i64()
@@ -1213,6 +1219,18 @@ mod tests {
                 .expect("object")
         };
         assert_eq!(readiness(&o(json!({}))), None);
+        assert_eq!(
+            readiness(&o(
+                json!({"conditions": [{"type": "Running", "status": "True", "reason": "Running"}]})
+            )),
+            Some(false)
+        );
+        assert_eq!(
+            readiness(&o(
+                json!({"conditions": [{"type": "Paused", "status": "True"}]})
+            )),
+            None
+        );
         assert_eq!(
             readiness(&o(
                 json!({"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]})
