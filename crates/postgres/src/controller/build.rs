@@ -116,7 +116,7 @@ pub fn operator_image() -> String {
     std::env::var("BOSUN_PG_OPERATOR_IMAGE")
         .ok()
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| format!("ghcr.io/bosun-dev/bosun:{}", env!("CARGO_PKG_VERSION")))
+        .unwrap_or_else(|| format!("ghcr.io/bosun-dev/bosun:v{}", env!("CARGO_PKG_VERSION")))
 }
 
 pub fn instance_name(cluster: &str, serial: u32) -> String {
@@ -150,10 +150,15 @@ fn meta(plan: &Plan, name: String, owner: &OwnerReference) -> ObjectMeta {
 }
 
 /// The credentials, from fresh random values (`random` makes one).
-pub fn secret(plan: &Plan, owner: &OwnerReference, mut random: impl FnMut() -> String) -> Secret {
-    let data = [KEY_SUPERUSER, KEY_REPLICATION, KEY_TOKEN, KEY_APP]
+/// The keys of the cluster's Secret, each given a random value when it is made.
+pub const SECRET_KEYS: [&str; 4] = [KEY_SUPERUSER, KEY_REPLICATION, KEY_TOKEN, KEY_APP];
+
+/// The cluster's Secret with `values` (one a key of [`SECRET_KEYS`], in that order).
+pub fn secret(plan: &Plan, owner: &OwnerReference, values: Vec<String>) -> Secret {
+    let data = SECRET_KEYS
         .into_iter()
-        .map(|k| (k.to_string(), random()))
+        .zip(values)
+        .map(|(k, v)| (k.to_string(), v))
         .collect();
     Secret {
         metadata: meta(plan, secret_name(&plan.name), owner),
@@ -791,11 +796,7 @@ mod tests {
     #[test]
     fn the_secret_holds_fresh_values_for_every_key() {
         let p = plan_of(serde_json::json!({}));
-        let mut n = 0;
-        let s = secret(&p, &owner(), || {
-            n += 1;
-            format!("v{n}")
-        });
+        let s = secret(&p, &owner(), (1..=4).map(|n| format!("v{n}")).collect());
         let data = s.string_data.expect("data");
         let values: std::collections::BTreeSet<&String> = data.values().collect();
         assert_eq!(values.len(), 4, "{data:?}");

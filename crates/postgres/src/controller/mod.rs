@@ -73,6 +73,10 @@ pub enum Error {
     Secret(&'static str),
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// No kernel randomness for the cluster's passwords and token: nothing is made from a
+    /// weaker source.
+    #[error("cannot read random bytes for the credentials from {path}: {reason}")]
+    NoRandomness { path: String, reason: String },
 }
 
 impl Categorized for Error {
@@ -80,7 +84,9 @@ impl Categorized for Error {
         match self {
             Error::Kube(_) => ErrorCategory::Api,
             Error::Unsupported(_) | Error::Secret(_) => ErrorCategory::InvalidSpec,
-            Error::Instance(_) | Error::NotYet(_) => ErrorCategory::Transient,
+            Error::Instance(_) | Error::NotYet(_) | Error::NoRandomness { .. } => {
+                ErrorCategory::Transient
+            }
         }
     }
 }
@@ -661,7 +667,11 @@ async fn ensure_secret(
     let secret = match api.get_opt(&name).await? {
         Some(s) => s,
         None => {
-            let fresh = build::secret(plan, owner, random_secret);
+            let mut values = Vec::new();
+            for _ in 0..build::SECRET_KEYS.len() {
+                values.push(random_secret()?);
+            }
+            let fresh = build::secret(plan, owner, values);
             match api.create(&PostParams::default(), &fresh).await {
                 Ok(s) => s,
                 Err(kube::Error::Api(s)) if s.code == 409 => api.get(&name).await?,
@@ -696,17 +706,20 @@ async fn read_token(client: &Client, plan: &Plan) -> Option<String> {
 }
 
 /// 32 random bytes from the kernel, hex: passwords and the token.
-fn random_secret() -> String {
+fn random_secret() -> Result<String, Error> {
+    random_secret_from(std::path::Path::new("/dev/urandom"))
+}
+
+/// The kernel's randomness or an error: a password derived from the time would be guessable.
+fn random_secret_from(path: &std::path::Path) -> Result<String, Error> {
     let mut b = [0u8; 32];
-    let ok = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
-    if ok.is_err() {
-        // No kernel randomness: fall back to hashing time and address-space layout, which
-        // is weaker but never a fixed value.
-        use sha2::{Digest, Sha256};
-        let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &b);
-        b = Sha256::digest(seed.as_bytes()).into();
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| Error::NoRandomness {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// The role label of each pod follows the role its instance reports (the Service selects the
@@ -736,4 +749,21 @@ async fn sync_role_labels(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod randomness_tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_never_made_without_kernel_randomness() {
+        let missing = std::path::Path::new("/nonexistent/bosun-no-urandom");
+        match random_secret_from(missing) {
+            Err(Error::NoRandomness { path, .. }) => assert!(path.contains("bosun-no-urandom")),
+            other => panic!("a weaker source was used: {other:?}"),
+        }
+        let fresh = random_secret().expect("the kernel's randomness");
+        assert_eq!(fresh.len(), 64);
+        assert_ne!(fresh, random_secret().expect("again"));
+    }
 }
