@@ -105,9 +105,19 @@ impl Peer {
         Some(buf)
     }
 
-    /// Waits for `/readyz`; the seconds since the process started.
-    async fn wait_ready(&self) -> f64 {
+    /// Waits for `/readyz`; the seconds since the process started. A peer that exited (its
+    /// port taken — ansible-operator's role proxy is always localhost:8888 —, a bad flag) is an
+    /// error naming its log, not a convergence that never comes.
+    async fn wait_ready(&mut self, name: &str) -> anyhow::Result<f64> {
         for _ in 0..3000 {
+            if let Some(status) = self.child.try_wait()? {
+                anyhow::bail!(
+                    "{name} exited ({status}) before it was ready: see {}",
+                    std::env::temp_dir()
+                        .join(format!("bosun-bench-{name}.log"))
+                        .display()
+                );
+            }
             if Self::get(self.probe, "/readyz")
                 .await
                 .is_some_and(|b| b.starts_with("HTTP/1.0 200"))
@@ -116,7 +126,7 @@ impl Peer {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        self.uptime()
+        Ok(self.uptime())
     }
 
     async fn metric(&self, series: &str) -> Option<f64> {
@@ -210,8 +220,8 @@ async fn measure_peer(
     let before = Counts::read(cp, client).await?;
     let server0 = server_cpu(cp);
     let t0 = Instant::now();
-    let op = start()?;
-    let ready_after = op.wait_ready().await;
+    let mut op = start()?;
+    let ready_after = op.wait_ready(name).await?;
     wait_watched(crs, n, Duration::from_secs(3600), done).await?;
     let from_start = t0.elapsed().as_secs_f64();
     let server_s = server_cpu(cp) - server0;
@@ -249,8 +259,8 @@ async fn measure_peer(
     };
     op.stop().await;
     let before = Counts::read(cp, client).await?;
-    let op = start()?;
-    op.wait_ready().await;
+    let mut op = start()?;
+    op.wait_ready(name).await?;
     op.wait_idle(Duration::from_secs(3)).await;
     let after = Counts::read(cp, client).await?;
     let writes = mutating(&before, &after, resources);
@@ -441,8 +451,8 @@ pub async fn case_myownshell_cr(args: &Args, n: usize, workers: bool) -> anyhow:
     if workers {
         cmd.arg(format!("--workers={}", args.concurrency));
     }
-    let op = Peer::start(cmd, probe, metrics, "myownshell-controller-runtime")?;
-    op.wait_ready().await;
+    let mut op = Peer::start(cmd, probe, metrics, "myownshell-controller-runtime")?;
+    op.wait_ready("myownshell-controller-runtime").await?;
     let before = Counts::read(&cp, &client).await?;
     let t0 = Instant::now();
     let ar = kube::core::ApiResource::erase::<MyOwnShell>(&());

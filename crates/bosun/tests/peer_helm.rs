@@ -46,7 +46,7 @@ fn start_helm_operator(kubeconfig: &Path, ns: &str, log: &Path) -> Running {
         .kill_on_drop(true)
         .spawn()
         .expect("start helm-operator");
-    Running(child)
+    Running(child, None)
 }
 
 /// bosun started the same way: the same watches.yaml, limited to `ns`.
@@ -71,7 +71,7 @@ fn start_bosun(kubeconfig: &Path, ns: &str, log: &Path) -> Running {
         .kill_on_drop(true)
         .spawn()
         .expect("start bosun");
-    Running(child)
+    Running(child, None)
 }
 
 fn deployed(o: &DynamicObject) -> bool {

@@ -80,7 +80,7 @@ fn start(who: Who, kubeconfig: &Path, ns: &str, log: &Path) -> Running {
         .kill_on_drop(true)
         .spawn()
         .unwrap_or_else(|e| panic!("start {who:?}: {e}"));
-    Running(child)
+    Running(child, None)
 }
 
 /// Conditions by type: status, reason, message.

@@ -74,7 +74,8 @@ pub fn conditions(o: &DynamicObject) -> BTreeMap<String, (String, String)> {
 }
 
 /// An operator process, killed when dropped (a failing assertion must not leave it running).
-pub struct Running(pub tokio::process::Child);
+/// A peer's process, and for ansible-operator the machine-wide lock it runs under.
+pub struct Running(pub tokio::process::Child, pub Option<std::fs::File>);
 
 impl Running {
     pub async fn stop(mut self) {
@@ -106,6 +107,16 @@ pub fn start_ansible_operator(
         &std::env::var_os("PATH").unwrap_or_default(),
     )))
     .expect("PATH");
+    // Its proxy for the roles listens on localhost:8888, and v1.42.2 points the roles' client
+    // there whatever `--proxy-port` says: one ansible-operator at a time on the machine (test
+    // binaries run in parallel), held until this one stops.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("bosun-ansible-operator-8888.lock"))
+        .expect("ansible-operator's lock file");
+    lock.lock().expect("ansible-operator's lock");
     let child = tokio::process::Command::new(bin)
         .args([
             "run",
@@ -130,7 +141,7 @@ pub fn start_ansible_operator(
         .kill_on_drop(true)
         .spawn()
         .expect("start ansible-operator");
-    Running(child)
+    Running(child, Some(lock))
 }
 
 /// `bosun run --watches <watches>` limited to `ns`, its log in `log`.
@@ -149,7 +160,7 @@ pub fn start_bosun_watches(watches: &Path, kubeconfig: &Path, ns: &str, log: &Pa
         .kill_on_drop(true)
         .spawn()
         .expect("start bosun");
-    Running(child)
+    Running(child, None)
 }
 
 /// A condition of `o` as written: (status, reason, message).
