@@ -7,8 +7,8 @@
 //! `bundle.Dockerfile`. Nothing in it reads the clock: `createdAt` is written only when given,
 //! so the same input gives the same bytes.
 mod csv;
-pub mod install;
 mod descriptors;
+pub mod install;
 mod metadata;
 mod resources;
 
