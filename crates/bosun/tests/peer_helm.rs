@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 
-use bosun_helm_operator::release;
 use bosun_watches::Flavor;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service};
@@ -104,56 +103,6 @@ async fn wait_cr(
     })
 }
 
-/// An object with what the API server or the cluster decides removed or replaced:
-/// identities, times, versions, allocated addresses and ports, the namespace, and the status
-/// other controllers write.
-fn normalise(mut v: Value, ns: &str) -> Value {
-    let m = &mut v["metadata"];
-    if let Some(m) = m.as_object_mut() {
-        for k in [
-            "managedFields",
-            "uid",
-            "creationTimestamp",
-            "resourceVersion",
-            "generation",
-            "namespace",
-        ] {
-            m.remove(k);
-        }
-        if let Some(a) = m.get_mut("annotations").and_then(Value::as_object_mut) {
-            // The Deployment controller's, after either operator wrote the object.
-            a.remove("deployment.kubernetes.io/revision");
-            if a.is_empty() {
-                m.remove("annotations");
-            }
-        }
-        if let Some(refs) = m.get_mut("ownerReferences").and_then(Value::as_array_mut) {
-            for r in refs {
-                if let Some(r) = r.as_object_mut() {
-                    r.remove("uid");
-                }
-            }
-        }
-    }
-    if let Some(o) = v.as_object_mut() {
-        o.remove("status");
-    }
-    if let Some(spec) = v["spec"].as_object_mut() {
-        for k in ["clusterIP", "clusterIPs"] {
-            spec.remove(k);
-        }
-        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-            for p in ports {
-                if let Some(p) = p.as_object_mut() {
-                    p.remove("nodePort");
-                }
-            }
-        }
-    }
-    let text = v.to_string().replace(ns, "NAMESPACE");
-    serde_json::from_str(&text).expect("json")
-}
-
 /// The chart's objects in `ns`, by kind/name, normalised.
 async fn objects(client: &Client, ns: &str) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
@@ -178,60 +127,6 @@ async fn objects(client: &Client, ns: &str) -> BTreeMap<String, Value> {
         );
     }
     out
-}
-
-/// A release record as the facts that must agree: decoded, times dropped, the namespace
-/// replaced; with the Secret's labels (timestamps dropped) and whether the CR owns it.
-fn record(s: &Secret, ns: &str) -> Value {
-    let data = s.data.as_ref().expect("release data");
-    let text = String::from_utf8(data["release"].0.clone()).expect("base64 text");
-    let rec = release::decode(&text).expect("a Helm release record");
-    let mut labels = s.labels().clone();
-    labels.remove("createdAt");
-    labels.remove("modifiedAt");
-    let v = json!({
-        "type": s.type_,
-        "labels": labels,
-        "name": rec.name,
-        "version": rec.version,
-        "namespace": rec.namespace,
-        "status": rec.info.status,
-        "description": rec.info.description,
-        "notes": rec.info.notes,
-        "chart": rec.chart["metadata"],
-        "values": rec.chart["values"],
-        "config": rec.config,
-        "manifest": rec.manifest,
-        "hooks": rec.hooks.len(),
-    });
-    let v = serde_json::from_str(&v.to_string().replace(ns, "NAMESPACE")).expect("json");
-    as_go_decodes(v)
-}
-
-/// A JSON value as Go's `encoding/json` decodes it into `interface{}`: every number a float64,
-/// so `80` and `80.0` are one value (Helm reads a record's values that way).
-fn as_go_decodes(v: Value) -> Value {
-    match v {
-        Value::Number(n) => n
-            .as_f64()
-            .and_then(serde_json::Number::from_f64)
-            .map_or(Value::Null, Value::Number),
-        Value::Array(a) => Value::Array(a.into_iter().map(as_go_decodes).collect()),
-        Value::Object(o) => {
-            Value::Object(o.into_iter().map(|(k, v)| (k, as_go_decodes(v))).collect())
-        }
-        other => other,
-    }
-}
-
-/// A release manifest with each document's trailing whitespace removed, as Helm v3's
-/// `releaseutil.SplitManifests` leaves it.
-fn trimmed_documents(manifest: &str) -> String {
-    manifest
-        .split("---\n# Source: ")
-        .filter(|d| !d.is_empty())
-        .map(|d| format!("---\n# Source: {}\n", d.trim_end()))
-        .collect()
 }
 
 async fn records(client: &Client, ns: &str) -> BTreeMap<String, (Value, bool)> {

@@ -127,7 +127,7 @@ async fn replica(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "the leader process of a_leader_paused_past_its_deadline_never_writes_after_the_takeover"]
+#[ignore = "not a test on its own: the leader process that a_leader_paused_past_its_deadline_never_writes_after_the_takeover starts and pauses"]
 async fn paused_leader_process() {
     let spec = std::env::var(CHILD).expect("started by the pause test only");
     let [kubeconfig, ns, identity, probe]: [&str; 4] = spec
