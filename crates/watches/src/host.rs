@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::apply::Applier;
+use bosun_runtime::controller::Trigger;
 use bosun_runtime::dynamic::{Discovery, DynamicChildren, FullKinds, Resolved};
 use bosun_runtime::error::Categorized;
 use bosun_runtime::events::Events;
@@ -27,6 +28,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
@@ -99,6 +101,18 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     /// Whether a child's first sighting (its creation) triggers its owner.
     fn child_creates_trigger(&self) -> bool {
         true
+    }
+    /// Reconcile requests from sources of the flavour's own (the Helm flavour's `valuesFrom`
+    /// Secrets and ConfigMaps) for the primary objects in `ns` (all when None); `primaries`
+    /// is their cache, to map a source's change to the objects it concerns.
+    fn triggers(
+        &self,
+        _client: &Client,
+        _entry: &Entry,
+        _ns: Option<&str>,
+        _primaries: Store<DynamicObject>,
+    ) -> Vec<Trigger<DynamicObject>> {
+        Vec::new()
     }
     /// Reconciles one object of the entry's kind.
     fn reconcile(
@@ -382,7 +396,11 @@ fn wire<F: Flavor>(
         resolved,
         status,
     );
-    let wiring = Wiring::new(primary, host);
+    let own = flavor.triggers(client, entry, ns, primary.store());
+    let mut wiring = Wiring::new(primary, host);
+    for t in own {
+        wiring = wiring.trigger(t);
+    }
     if entry.watch_dependent_resources {
         wiring.trigger(trigger)
     } else {
@@ -510,6 +528,8 @@ mod tests {
             max_concurrent_reconciles: max,
             override_values: Default::default(),
             dry_run_server: false,
+            upgrade_crds: false,
+            values_from: Vec::new(),
             ansible: AnsibleOptions::default(),
         }
     }

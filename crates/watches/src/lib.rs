@@ -8,5 +8,7 @@ pub mod kinds;
 pub mod packed;
 pub mod schema;
 
-pub use file::{parse_duration, Entry, Runner, WatchesError, WatchesFile};
+pub use file::{
+    parse_duration, Entry, Runner, ValuesFrom, ValuesSourceKind, WatchesError, WatchesFile,
+};
 pub use host::{Flavor, Host, Next, WatchOperator};

@@ -109,8 +109,41 @@ pub struct Entry {
     /// Helm: operator-sdk's `dryRunOption` — `server` makes the chart's `lookup` read the
     /// cluster; `none` or `client` (the default) keep it empty, as `helm template` does.
     pub dry_run_server: bool,
+    /// Helm (bosun's extension, not operator-sdk's): the chart's `crds/` are server-side
+    /// applied on every install and upgrade, not only created once (`upgradeCRDs: true`).
+    pub upgrade_crds: bool,
+    /// Helm (bosun's extension, Flux's `HelmRelease.spec.valuesFrom` shape): Secrets and
+    /// ConfigMaps in the custom resource's namespace whose values go under its spec.
+    pub values_from: Vec<ValuesFrom>,
     /// Ansible: everything else.
     pub ansible: AnsibleOptions,
+}
+
+/// One `valuesFrom` source of a Helm entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValuesFrom {
+    pub kind: ValuesSourceKind,
+    pub name: String,
+    /// The key holding a YAML map of values (Flux's `valuesKey`, default `values.yaml`).
+    pub values_key: String,
+    /// A missing object or key is then no values rather than an error.
+    pub optional: bool,
+}
+
+/// What a `valuesFrom` source is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ValuesSourceKind {
+    Secret,
+    ConfigMap,
+}
+
+impl ValuesSourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValuesSourceKind::Secret => "Secret",
+            ValuesSourceKind::ConfigMap => "ConfigMap",
+        }
+    }
 }
 
 impl Entry {
@@ -319,7 +352,13 @@ const COMMON: &[&str] = &[
     "reconcilePeriod",
     "maxConcurrentReconciles",
 ];
-const HELM: &[&str] = &["chart", "overrideValues", "dryRunOption"];
+const HELM: &[&str] = &[
+    "chart",
+    "overrideValues",
+    "dryRunOption",
+    "upgradeCRDs",
+    "valuesFrom",
+];
 const ANSIBLE: &[&str] = &[
     "role",
     "playbook",
@@ -531,6 +570,14 @@ fn parse_entry(
             _ => return Err(cx.err(n.mark, "dryRunOption", "expected none, client or server")),
         },
     };
+    let (upgrade_crds, values_from) = if is_helm {
+        (
+            boolean(&cx, "upgradeCRDs", false)?,
+            parse_values_from(&cx, fields.get("valuesFrom").copied())?,
+        )
+    } else {
+        (false, Vec::new())
+    };
     let ansible = if is_helm {
         AnsibleOptions::default()
     } else {
@@ -547,8 +594,108 @@ fn parse_entry(
         max_concurrent_reconciles,
         override_values,
         dry_run_server,
+        upgrade_crds,
+        values_from,
         ansible,
     })
+}
+
+/// `valuesFrom`: a list of `{kind: Secret|ConfigMap, name, valuesKey?, optional?}` (`key` is
+/// taken for `valuesKey` too). Flux's `targetPath` is refused rather than ignored: values
+/// silently landing at the root would be a worse surprise.
+fn parse_values_from(
+    cx: &EntryCtx<'_>,
+    node: Option<&Node>,
+) -> Result<Vec<ValuesFrom>, WatchesError> {
+    const FIELD: &str = "valuesFrom";
+    let Some(n) = node else {
+        return Ok(Vec::new());
+    };
+    let items = match &n.value {
+        Yaml::Null => return Ok(Vec::new()),
+        Yaml::Seq(items) => items,
+        _ => {
+            return Err(cx.err(
+                n.mark,
+                FIELD,
+                "expected a list of {kind: Secret|ConfigMap, name, valuesKey, optional}",
+            ))
+        }
+    };
+    let mut out = Vec::new();
+    for (i, it) in items.iter().enumerate() {
+        let field = format!("{FIELD}[{i}]");
+        let Yaml::Map(pairs) = &it.value else {
+            return Err(cx.err(
+                it.mark,
+                &field,
+                "expected {kind, name, valuesKey, optional}",
+            ));
+        };
+        let (mut kind, mut name, mut key, mut optional) = (None, None, None, false);
+        for (k, v) in pairs {
+            let k_name = scalar_text(&k.value).unwrap_or_default();
+            let text = || match &v.value {
+                Yaml::Str(s) if !s.is_empty() => Ok(s.clone()),
+                _ => Err(cx.err(
+                    v.mark,
+                    &format!("{field}.{k_name}"),
+                    "expected a non-empty string",
+                )),
+            };
+            match k_name.as_str() {
+                "kind" => {
+                    kind = Some(match text()?.as_str() {
+                        "Secret" => ValuesSourceKind::Secret,
+                        "ConfigMap" => ValuesSourceKind::ConfigMap,
+                        other => {
+                            return Err(cx.err(
+                                v.mark,
+                                &format!("{field}.kind"),
+                                format!("expected Secret or ConfigMap, not {other:?}"),
+                            ))
+                        }
+                    })
+                }
+                "name" => name = Some(text()?),
+                "valuesKey" | "key" => key = Some(text()?),
+                "optional" => match &v.value {
+                    Yaml::Bool(b) => optional = *b,
+                    _ => {
+                        return Err(cx.err(
+                            v.mark,
+                            &format!("{field}.optional"),
+                            "expected true or false",
+                        ))
+                    }
+                },
+                "targetPath" => {
+                    return Err(cx.err(
+                        k.mark,
+                        &format!("{field}.targetPath"),
+                        "not supported: the key must hold a YAML map of values, merged at the root",
+                    ))
+                }
+                other => {
+                    return Err(cx.err(
+                        k.mark,
+                        &field,
+                        format!("unknown key {other:?} (kind, name, valuesKey, optional)"),
+                    ))
+                }
+            }
+        }
+        let kind =
+            kind.ok_or_else(|| cx.err(it.mark, &field, "kind is required (Secret or ConfigMap)"))?;
+        let name = name.ok_or_else(|| cx.err(it.mark, &field, "name is required"))?;
+        out.push(ValuesFrom {
+            kind,
+            name,
+            values_key: key.unwrap_or_else(|| "values.yaml".to_string()),
+            optional,
+        });
+    }
+    Ok(out)
 }
 
 fn parse_ansible(
