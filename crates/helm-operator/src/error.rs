@@ -38,6 +38,15 @@ pub enum Error {
     /// previous failure's message).
     #[error("{0}")]
     FailedBefore(String),
+    /// `upgradeCRDs`: a CRD of the chart's `crds/` no longer lists a version the existing
+    /// CRD's objects are stored at; nothing of the release was applied.
+    #[error(
+        "CustomResourceDefinition {crd}: the chart's CRD drops version {version}, which its \
+         status.storedVersions still lists: nothing was applied. Migrate the stored objects \
+         to a version the chart keeps and remove {version} from status.storedVersions, or \
+         keep {version} in the chart (served: false)"
+    )]
+    StoredVersionDropped { crd: String, version: String },
     /// What the Helm flavour does not do (a cluster-scoped custom resource: a release lives
     /// in a namespace).
     #[error("{0}")]
@@ -54,7 +63,9 @@ impl Categorized for Error {
             Error::Hook(_) => ErrorCategory::Transient,
             Error::Storage(_) | Error::Children(_) | Error::Kube(_) => ErrorCategory::Api,
             Error::Sync(inner) => inner.category(),
-            Error::Unsupported(_) | Error::FailedBefore(_) => ErrorCategory::InvalidSpec,
+            Error::Unsupported(_) | Error::FailedBefore(_) | Error::StoredVersionDropped { .. } => {
+                ErrorCategory::InvalidSpec
+            }
         }
     }
 }

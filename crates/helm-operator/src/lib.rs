@@ -7,6 +7,7 @@
 //! * [`release`] and [`storage`] keep Helm-compatible release records (or none);
 //! * [`values`], [`objects`], [`hooks`], [`ready`], [`status`]: the steps' pieces;
 //! * [`crd`] and [`rbac`] say what the entry serves and needs.
+pub mod chart_crds;
 pub mod cluster;
 pub mod crd;
 pub mod diff;
@@ -170,7 +171,11 @@ impl HelmFlavor {
         // Kinds behind conditions the default values leave off need their RBAC too.
         let scanned = scan::scan(&node);
         kinds.extend(scanned.kinds);
-        let rbac = rbac::rbac(&entry.gvk, &kinds, has_crds, opts.storage, &grants);
+        let rbac = rbac::extensions(
+            rbac::rbac(&entry.gvk, &kinds, has_crds, opts.storage, &grants),
+            entry,
+            has_crds,
+        );
         let chart_record = json!({
             "metadata": metadata_json(&node.meta),
             "lock": null,

@@ -172,6 +172,33 @@ pub fn rbac(
     }
 }
 
+/// What the entry's opt-in extensions need on top of [`rbac`]: `patch` on CRDs to apply the
+/// chart's `crds/` (`upgradeCRDs`), and reading and watching the kinds of its `valuesFrom`
+/// sources (their names are known, but a watch by name needs `list` and `watch` on the kind).
+pub fn extensions(mut rbac: Rbac, entry: &bosun_watches::Entry, has_crds: bool) -> Rbac {
+    if entry.upgrade_crds && has_crds {
+        rbac.cluster.push(rule(
+            "apiextensions.k8s.io",
+            &["customresourcedefinitions"],
+            &["get", "create", "patch"],
+        ));
+    }
+    let kinds: BTreeSet<&str> = entry
+        .values_from
+        .iter()
+        .map(|v| match v.kind {
+            bosun_watches::ValuesSourceKind::Secret => "secrets",
+            bosun_watches::ValuesSourceKind::ConfigMap => "configmaps",
+        })
+        .collect();
+    if !kinds.is_empty() {
+        let list: Vec<&str> = kinds.into_iter().collect();
+        rbac.namespaced
+            .push(rule("", &list, &["get", "list", "watch"]));
+    }
+    rbac
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 //! |---|---|---|---|
 //! | `Initialized` | True | | |
 //! | `Deployed` | True/False | InstallSuccessful, UpgradeSuccessful, UninstallSuccessful | the chart's NOTES.txt |
-//! | `ReleaseFailed` | True (removed when fine) | InstallError, UpgradeError, UninstallError | the error |
+//! | `ReleaseFailed` | True (removed when fine) | InstallError, UpgradeError, UninstallError, StoredVersionDropped (`upgradeCRDs`) | the error |
 //! | `Irreconcilable` | True (removed when fine) | ReconcileError | the error |
 //! | `Ready` (bosun) | True/False | AllReady, NotReady, ReleaseFailed | what is not ready |
 //!
@@ -38,7 +38,9 @@ names!(Reason {
     ReconcileError,
     AllReady,
     NotReady,
-    NondeterministicRender
+    NondeterministicRender,
+    /// `upgradeCRDs` refused a chart CRD that drops a version still stored.
+    StoredVersionDropped
 });
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]

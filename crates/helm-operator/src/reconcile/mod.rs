@@ -32,8 +32,7 @@ use bosun_runtime::dynamic::Resolved;
 use bosun_runtime::owner::set_finalizer;
 use bosun_watches::host::{owner_kind_value, Host, Next, OWNER_KIND_LABEL};
 use futures::StreamExt;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use kube::core::{DynamicObject, GroupVersionKind};
 use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
@@ -239,6 +238,21 @@ async fn refuse_cluster_scoped(
 fn record_failure(status: &mut HelmStatus, previous: &HelmStatus, e: &Error, t: &str) {
     let msg = e.to_string();
     match e {
+        // The same refusal as last time: its condition stays as it was set (its reason too).
+        Error::FailedBefore(_)
+            if status.condition(C::ReleaseFailed).is_some()
+                || status.condition(C::Irreconcilable).is_some() => {}
+        Error::StoredVersionDropped { .. } => {
+            status.remove(C::Irreconcilable);
+            status.set(
+                previous,
+                C::ReleaseFailed,
+                true,
+                Some(R::StoredVersionDropped),
+                Some(msg),
+                t,
+            );
+        }
         Error::Values(_) | Error::Sync(_) | Error::Unsupported(_) => {
             status.remove(C::ReleaseFailed);
             status.set(
@@ -441,7 +455,11 @@ async fn converge(
     )
     .await
     .inspect_err(|e| {
-        if e.category() == ErrorCategory::InvalidSpec {
+        // A stored version goes away by an admin's migration, which no event of ours shows:
+        // that refusal is tried again at the next period.
+        if e.category() == ErrorCategory::InvalidSpec
+            && !matches!(e, Error::StoredVersionDropped { .. })
+        {
             status.failed_digest = Some(attempt.clone());
         }
     })?;
@@ -682,7 +700,7 @@ async fn render(
             // so a chart whose CRDs exist costs no read per render.
             Err(Error::Manifest(_)) if !crds_installed && !rendered.crds.is_empty() => {
                 crds_installed = true;
-                install_crds(host, &rendered.crds).await?;
+                crate::chart_crds::create_missing(&host.client, &rendered.crds).await?;
                 served_item(host, owner, m).await?
             }
             r => r?,
@@ -705,6 +723,14 @@ async fn render(
         h.update(hk.manifest.content.as_bytes());
     }
     h.update(notes.as_bytes());
+    // With `upgradeCRDs` a chart whose CRDs changed is a release to upgrade; without it the
+    // digest is what it always was (an upgrade of bosun upgrades no release).
+    if host.entry.upgrade_crds {
+        for (path, content) in &rendered.crds {
+            h.update(path.as_bytes());
+            h.update(content.as_bytes());
+        }
+    }
     Ok(Plan {
         revision,
         manifest,
@@ -1080,7 +1106,11 @@ async fn run_release(
     upgrade: bool,
     rec: &mut Release,
 ) -> Result<Written, Error> {
-    install_crds(host, &plan.crds).await?;
+    if host.entry.upgrade_crds {
+        crate::chart_crds::apply(&host.client, &plan.crds).await?;
+    } else {
+        crate::chart_crds::create_missing(&host.client, &plan.crds).await?;
+    }
     let runner = hooks::Runner {
         client: &host.client,
         discovery: &host.discovery,
@@ -1147,44 +1177,6 @@ async fn prune(host: &Ctx, owner: &ReleaseOwner, plan: &Plan, old: &[Old]) -> Re
         }
         let api = api_of(host, &resolved, o.namespace.as_deref());
         delete_object(&api, &o.name).await?;
-    }
-    Ok(())
-}
-
-/// The chart's `crds/`: created when absent, never changed (Helm's rule), before anything
-/// else of the release.
-async fn install_crds(host: &Ctx, crds: &[(String, String)]) -> Result<(), Error> {
-    if crds.is_empty() {
-        return Ok(());
-    }
-    let api: Api<CustomResourceDefinition> = Api::all(host.client.clone());
-    for (path, content) in crds {
-        // Helm reads crds/ with the Kubernetes YAML reader, not the manifest splitter.
-        let docs = bosun_yaml::goyaml::split_documents(content)
-            .map_err(|e| Error::Manifest(format!("{path}: {e}")))?;
-        for doc in docs.into_iter().filter(|d| !d.trim().is_empty()) {
-            let json = bosun_yaml::goyaml::yaml_to_json(&doc)
-                .map_err(|e| Error::Manifest(format!("{path}: {e}")))?;
-            let crd: CustomResourceDefinition = serde_json::from_str(&json).map_err(|e| {
-                Error::Manifest(format!("{path}: not a CustomResourceDefinition: {e}"))
-            })?;
-            let name = crd.name_any();
-            if api.get_opt(&name).await?.is_none() {
-                match api.create(&PostParams::default(), &crd).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 409 => {}
-                    Err(e) => {
-                        return Err(write_error(&format!("CustomResourceDefinition {name}"), e))
-                    }
-                }
-                let established = kube::runtime::wait::await_condition(
-                    api.clone(),
-                    &name,
-                    kube::runtime::wait::conditions::is_crd_established(),
-                );
-                let _ = tokio::time::timeout(Duration::from_secs(30), established).await;
-            }
-        }
     }
     Ok(())
 }
