@@ -19,10 +19,13 @@
 //! 4. `stale`: the watch events of the operator's children held back mid-convergence, then
 //!    released in order (its view of them stale, and reordered against the custom
 //!    resources').
-//! 5. `drift`: after convergence a child edited and another deleted behind its back.
-//! 6. `spec-change`: a second valid spec ([`schema`]) applied mid-convergence; compared
+//! 5. `time-travel`: the custom resources deleted and created again; the operator, restarted,
+//!    is served the view of before (its custom resources being deleted) while their watch
+//!    events are held back (Sieve's time travel): it must not act on it destructively.
+//! 6. `drift`: after convergence a child edited and another deleted behind its back.
+//! 7. `spec-change`: a second valid spec ([`schema`]) applied mid-convergence; compared
 //!    with a fault-free run of that spec.
-//! 7. `failure`: the operator's writes of its children refused, a child deleted: the custom
+//! 8. `failure`: the operator's writes of its children refused, a child deleted: the custom
 //!    resource's status conditions must say so.
 //!
 //! Every scenario ends with the children and Secret-in-log checks ([`report::check`]).
@@ -48,6 +51,7 @@ pub const SCENARIOS: &[&str] = &[
     "crash",
     "apiserver-restart",
     "stale",
+    "time-travel",
     "drift",
     "spec-change",
     "failure",
@@ -132,6 +136,25 @@ impl Rng {
         }
         Rng::new(h)
     }
+}
+
+/// The default StorageClass, `standard`, whose claims the simulated node agent binds at once
+/// and lets grow (the chaos suite's cluster has the same).
+pub async fn simulated_storage_class(admin: &kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let sc: StorageClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": true,
+        "volumeBindingMode": "Immediate",
+    }))?;
+    kube::Api::<StorageClass>::all(admin.clone())
+        .patch(
+            "standard",
+            &kube::api::PatchParams::apply("bosun-verify").force(),
+            &kube::api::Patch::Apply(&sc),
+        )
+        .await?;
+    Ok(())
 }
 
 /// A seed from the clock, for a run given none.

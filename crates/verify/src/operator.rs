@@ -32,8 +32,8 @@ impl Process {
             .create(true)
             .append(true)
             .open(log)?;
-        let child = tokio::process::Command::new("sh")
-            .arg("-c")
+        let mut sh = tokio::process::Command::new("sh");
+        sh.arg("-c")
             // `exec`: the signal reaches the operator itself, not a shell waiting on it.
             .arg(format!("exec {}", cmd.shell))
             .current_dir(&cmd.dir)
@@ -43,13 +43,21 @@ impl Process {
             .env("POD_NAMESPACE", ns)
             .stdin(Stdio::null())
             .stdout(Stdio::from(out.try_clone()?))
-            .stderr(Stdio::from(out))
-            .kill_on_drop(true)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("starting the operator (`{}`): {e}", cmd.shell))?;
+            .stderr(Stdio::from(out));
+        Process::spawn(sh)
+            .map_err(|e| anyhow::anyhow!("starting the operator (`{}`): {e}", cmd.shell))
+    }
+
+    /// Starts `cmd` as an operator process: in a process group of its own (so that a kill
+    /// takes its helpers), killed when dropped.
+    pub fn spawn(mut cmd: tokio::process::Command) -> std::io::Result<Process> {
+        let child = cmd.kill_on_drop(true).process_group(0).spawn()?;
         let pid = child.id().unwrap_or(0);
         Ok(Process { child, pid })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// `kill -9` of the operator and anything it started: no shutdown, requests cut mid-flight.
@@ -67,24 +75,26 @@ impl Process {
         let _ = self.child.wait().await;
     }
 
-    /// SIGTERM and a wait for the exit (killed after 30 s); helpers it left behind are
-    /// killed.
-    pub async fn stop(mut self) {
+    /// SIGTERM and a wait for the exit (killed after `grace`); helpers it left behind are
+    /// killed. How it exited, or None when it had to be killed.
+    pub async fn stop(mut self, grace: Duration) -> Option<std::process::ExitStatus> {
         let helpers = descendants(self.pid);
         self.signal(libc::SIGTERM);
-        if tokio::time::timeout(Duration::from_secs(30), self.child.wait())
-            .await
-            .is_err()
-        {
-            self.signal(libc::SIGKILL);
-            let _ = self.child.wait().await;
-        }
+        let status = match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                self.signal(libc::SIGKILL);
+                let _ = self.child.wait().await;
+                None
+            }
+        };
         for pid in helpers {
             // SAFETY: as in kill9.
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
             }
         }
+        status
     }
 
     /// Exited on its own (a crash, a refusal to start)?

@@ -7,7 +7,15 @@
 //! - every mutating request is recorded with its outcome and the object it named (the write
 //!   counter, per scenario, with no audit log to parse);
 //! - its watch events can be held back and released in order (Sieve's stale view), and one
-//!   kind of write can be made to fail.
+//!   kind of write can be made to fail;
+//! - a restarted operator's first read of a kind can be answered from an old snapshot
+//!   ([`Proxy::old_view`], Sieve's time travel: a restarted controller meeting an API server
+//!   that lags behind). A LIST gets the snapshot's items and its resourceVersion, so the watch
+//!   that follows resumes from there and replays what happened since (held back while the
+//!   kind is stale); a watch with no resourceVersion to resume from (or asking for its
+//!   initial events) gets the snapshot as ADDED events and a BOOKMARK at its resourceVersion,
+//!   then ends, so that the client's next watch resumes from there. Answers are JSON; a client
+//!   that accepts only protobuf gets the present.
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -56,8 +64,19 @@ struct Log {
     requests: usize,
 }
 
+/// An old snapshot of a kind, served once to the next read of it.
+#[derive(Clone, Debug)]
+struct OldView {
+    plural: String,
+    api_version: String,
+    kind: String,
+    resource_version: String,
+    items: Vec<serde_json::Value>,
+}
+
 struct Shared {
     client: kube::Client,
+    old_views: Mutex<Vec<OldView>>,
     log: Mutex<Log>,
     /// Set when the scenario ends: a helper of its operator still running is refused.
     closed: std::sync::atomic::AtomicBool,
@@ -100,6 +119,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             client,
             log: Mutex::new(Log::default()),
+            old_views: Mutex::new(Vec::new()),
             closed: std::sync::atomic::AtomicBool::new(false),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -147,6 +167,38 @@ impl Proxy {
             .collect()
     }
 
+    /// The next read (LIST or a watch with nothing to resume from) of `plural` is answered
+    /// with `items` as they were at `resource_version`: an old view of the kind.
+    pub fn old_view(
+        &self,
+        plural: &str,
+        api_version: &str,
+        kind: &str,
+        resource_version: &str,
+        items: Vec<serde_json::Value>,
+    ) {
+        self.shared
+            .old_views
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(OldView {
+                plural: plural.to_string(),
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                resource_version: resource_version.to_string(),
+                items,
+            });
+    }
+
+    /// Old views armed and not served yet.
+    pub fn old_views_pending(&self) -> usize {
+        self.shared
+            .old_views
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     /// When the operator last sent any request, and how many it sent.
     pub fn activity(&self) -> (Option<Instant>, usize) {
         let log = self.lock();
@@ -184,6 +236,11 @@ async fn forward(shared: Arc<Shared>, req: Request<AxumBody>) -> Response<AxumBo
         let mut log = shared.log.lock().unwrap_or_else(|e| e.into_inner());
         log.last_request = Some(Instant::now());
         log.requests += 1;
+    }
+    if parts.method == Method::GET {
+        if let Some(r) = serve_old_view(&shared, &parts) {
+            return r;
+        }
     }
     // Requests are small; answers (watches) are streamed.
     let body = match axum::body::to_bytes(body, 256 << 20).await {
@@ -274,6 +331,92 @@ fn record(shared: &Shared, at: Instant, method: &Method, path: &str, code: u16, 
         status: code,
         object,
     });
+}
+
+/// The query's value of `key`.
+fn query_value<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// The collection a read path names: its plural, when the path is `.../<plural>` (a LIST or
+/// watch of a kind, namespaced or not) and not one object.
+fn collection_plural(path: &str) -> Option<&str> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let rest = match parts.first() {
+        Some(&"api") => parts.get(2..)?,
+        Some(&"apis") => parts.get(3..)?,
+        _ => return None,
+    };
+    match rest {
+        [plural] => Some(plural),
+        ["namespaces", _, plural] => Some(plural),
+        _ => None,
+    }
+}
+
+/// Answers the read with an armed old view of its kind (and disarms it), if there is one and
+/// the client accepts JSON.
+fn serve_old_view(shared: &Shared, parts: &http::request::Parts) -> Option<Response<AxumBody>> {
+    let plural = collection_plural(parts.uri.path())?;
+    let query = parts.uri.query().unwrap_or("");
+    let watch = matches!(query_value(query, "watch"), Some("true" | "1"));
+    let resume = query_value(query, "resourceVersion").filter(|v| !v.is_empty() && *v != "0");
+    let initial = query_value(query, "sendInitialEvents") == Some("true");
+    // A watch resuming from a version already has its view: the old one is for a fresh read.
+    if watch && resume.is_some() && !initial {
+        return None;
+    }
+    let accept = parts
+        .headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("*/*");
+    if !(accept.contains("json") || accept.contains("*/*")) {
+        return None;
+    }
+    let view = {
+        let mut views = shared.old_views.lock().unwrap_or_else(|e| e.into_inner());
+        let i = views.iter().position(|v| v.plural == plural)?;
+        views.remove(i)
+    };
+    let items: Vec<serde_json::Value> = view
+        .items
+        .iter()
+        .map(|o| {
+            let mut o = o.clone();
+            o["apiVersion"] = view.api_version.clone().into();
+            o["kind"] = view.kind.clone().into();
+            o
+        })
+        .collect();
+    let body = if watch {
+        let mut lines = String::new();
+        for o in items {
+            lines.push_str(&serde_json::json!({"type": "ADDED", "object": o}).to_string());
+            lines.push('\n');
+        }
+        let bookmark = serde_json::json!({"type": "BOOKMARK", "object": {
+            "apiVersion": view.api_version, "kind": view.kind,
+            "metadata": {"resourceVersion": view.resource_version,
+                "annotations": {"k8s.io/initial-events-end": "true"}}}});
+        lines.push_str(&bookmark.to_string());
+        lines.push('\n');
+        lines
+    } else {
+        serde_json::json!({
+            "apiVersion": view.api_version, "kind": format!("{}List", view.kind),
+            "metadata": {"resourceVersion": view.resource_version}, "items": items,
+        })
+        .to_string()
+    };
+    let mut r = Response::new(AxumBody::from(body));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Some(r)
 }
 
 /// The namespace a request path names (`/api/v1/namespaces/ns/...`), if any.

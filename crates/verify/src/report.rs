@@ -19,6 +19,9 @@ pub mod check {
     pub const FAILURE_STATUS: &str = "failure-status";
     /// No Secret value appears in the operator's log.
     pub const SECRET_LOG: &str = "secret-log";
+    /// Served an old view after a restart, the operator deletes nothing and writes none of
+    /// its custom resources (a write the API server refuses on a precondition is fine).
+    pub const OLD_VIEW: &str = "old-view";
 }
 
 #[derive(Clone, Debug)]

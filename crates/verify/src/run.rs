@@ -110,6 +110,7 @@ pub async fn verify(target: &Target, opts: &Options) -> anyhow::Result<Report> {
             "crash" => crash(&env, &mut report, &reference, &mut rng).await,
             "apiserver-restart" => apiserver(&env, &mut report, &reference, &mut rng).await,
             "stale" => stale(&env, &mut report, &reference, &mut rng).await,
+            "time-travel" => time_travel(&env, &mut report, &reference).await,
             "drift" => drift(&env, &mut report, &reference, &mut rng).await,
             "spec-change" => spec_change(&env, &mut report, &reference, &mut rng).await,
             "failure" => failure(&env, &mut report, &reference, &mut rng).await,
@@ -137,17 +138,7 @@ fn say(msg: impl AsRef<str>) {
 /// CRDs served, the default StorageClass the simulated node agent binds, RBAC granted.
 async fn setup(admin: &Client, target: &Target) -> anyhow::Result<()> {
     bosun_testenv::kit::install_crds(admin, target.crds.clone()).await?;
-    let sc: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(json!({
-        "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-        "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": true,
-    }))?;
-    Api::<k8s_openapi::api::storage::v1::StorageClass>::all(admin.clone())
-        .patch(
-            "standard",
-            &PatchParams::apply("bosun-verify").force(),
-            &Patch::Apply(&sc),
-        )
-        .await?;
+    crate::simulated_storage_class(admin).await?;
     let (ns, sa) = &target.service_account;
     bosun_testenv::kit::grant(
         admin,
@@ -220,7 +211,7 @@ impl<'a> Run<'a> {
 
     async fn stop(&mut self) {
         if let Some(p) = self.op.take() {
-            p.stop().await;
+            p.stop(Duration::from_secs(30)).await;
         }
     }
 
@@ -926,6 +917,178 @@ async fn stale(
     Ok(())
 }
 
+/// Sieve's time travel. The samples converge; the custom resources are deleted (each as the
+/// DELETE left it: being deleted, its finalizers pending, or gone) and, once gone, applied
+/// again and converged. Then the operator is restarted and its first read of their kind is
+/// the view of the delete, with their watch events held back: the old objects being deleted,
+/// while their namesakes live. An operator that acts on that view destructively (its cleanup
+/// deletes the new objects' children by name, a finalizer is removed without a precondition)
+/// fails `old-view`; all of them must then converge to the reference.
+async fn time_travel(
+    env: &Env<'_>,
+    report: &mut Report,
+    reference: &Reference,
+) -> anyhow::Result<()> {
+    const S: &str = "time-travel";
+    let hold = Duration::from_secs(if env.opts.quick { 6 } else { 15 });
+    let limit = Duration::from_secs(if env.opts.quick { 30 } else { 60 });
+    let mut run = Run::new(env, S).await?;
+    run.start()?;
+    run.apply(None).await?;
+    if let Err(e) = run.converged(run.started).await {
+        report.record(S, check::CONVERGES, vec![format!("before the delete: {e}")]);
+        run.finish().await;
+        return Ok(());
+    }
+    let children = run.created();
+    // The view of the delete, per kind: (resource, objects, the latest resourceVersion).
+    let mut views: Vec<(ApiResource, Vec<Value>, u64)> = Vec::new();
+    for (ar, name) in run.applied.clone() {
+        if !run.is_custom(&ar) {
+            continue;
+        }
+        let url = format!(
+            "{}/namespaces/{}/{}/{name}",
+            api_root(&ar.api_version),
+            run.ns,
+            ar.plural
+        );
+        let before = env
+            .admin
+            .request::<Value>(http::Request::get(&url).body(Vec::new())?)
+            .await?;
+        let answer = env
+            .admin
+            .request::<Value>(http::Request::delete(&url).body(Vec::new())?)
+            .await?;
+        // An object with finalizers comes back being deleted; one deleted at once as a
+        // Status, or as it was.
+        let old = if answer["metadata"]["uid"].is_string() {
+            answer
+        } else {
+            before
+        };
+        let rv = old["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        match views.iter_mut().find(|(a, _, _)| a.plural == ar.plural) {
+            Some(v) => {
+                v.1.push(old);
+                v.2 = v.2.max(rv);
+            }
+            None => views.push((ar.clone(), vec![old], rv)),
+        }
+    }
+    // Gone (their finalizers cleared: the delete scenario judges that), children collected.
+    let t0 = Instant::now();
+    while !run.customs().await?.is_empty() && t0.elapsed() < limit {
+        tokio::time::sleep(POLL).await;
+    }
+    for o in run.customs().await? {
+        clear_finalizers(&env.admin, &run.ns, &o).await;
+    }
+    let t0 = Instant::now();
+    loop {
+        let mut left = 0;
+        for (c, name) in &children {
+            left += usize::from(run.get_raw(c, name).await.is_some());
+        }
+        if left == 0 || t0.elapsed() > limit {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    run.apply(None).await?;
+    if let Err(e) = run.converged(Instant::now()).await {
+        report.record(
+            S,
+            check::CONVERGES,
+            vec![format!("applied again after the delete: {e}")],
+        );
+        run.finish().await;
+        return Ok(());
+    }
+    run.stop().await;
+    let mut plurals = Vec::new();
+    for (ar, items, rv) in &views {
+        run.proxy.old_view(
+            &ar.plural,
+            &ar.api_version,
+            &ar.kind,
+            &rv.to_string(),
+            items.clone(),
+        );
+        run.proxy.perturb.stale(&ar.plural, true);
+        plurals.push(ar.plural.clone());
+    }
+    let t = Instant::now();
+    run.start()?;
+    say(format!(
+        "  restarted on the view of the delete of its {}, held for {} s",
+        plurals.join(", "),
+        hold.as_secs()
+    ));
+    tokio::time::sleep(hold).await;
+    for p in &plurals {
+        run.proxy.perturb.stale(p, false);
+    }
+    let released = Instant::now();
+    let served = run.proxy.old_views_pending() < views.len();
+    let acted: Vec<Write> = run
+        .proxy
+        .writes_since(t)
+        .into_iter()
+        .filter(|w| w.at <= released && (200..300).contains(&w.status))
+        .filter(|w| {
+            w.method == Method::DELETE
+                || state::collection_of(&w.path)
+                    .is_some_and(|(c, _)| env.custom.contains(&c) && !w.path.ends_with("/status"))
+        })
+        .collect();
+    if !served {
+        report.skip(
+            S,
+            check::OLD_VIEW,
+            "the operator read its custom resources in no way the old view can answer (a LIST, or a watch from nothing, in JSON)",
+        );
+    } else {
+        let mut seen: Vec<(String, usize)> = Vec::new();
+        for w in &acted {
+            let d = w.describe();
+            match seen.iter_mut().find(|(s, _)| *s == d) {
+                Some(e) => e.1 += 1,
+                None => seen.push((d, 1)),
+            }
+        }
+        report.record(
+            S,
+            check::OLD_VIEW,
+            seen.iter()
+                .map(|(d, n)| {
+                    format!(
+                        "{n}× {d} while served the view of before the delete: it acted on objects that were gone"
+                    )
+                })
+                .collect(),
+        );
+    }
+    let converged = run.converged(released).await;
+    compare(&mut run, report, reference, converged).await?;
+    run.secret_log(report).await;
+    run.finish().await;
+    Ok(())
+}
+
+/// `/api/v1` or `/apis/<group>/<version>`.
+fn api_root(api_version: &str) -> String {
+    if api_version.contains('/') {
+        format!("/apis/{api_version}")
+    } else {
+        format!("/api/{api_version}")
+    }
+}
+
 /// A leaf of `o` to change behind the operator's back, the way people do: replicas scaled,
 /// a data value edited, a label changed. The merge patch and what it does.
 fn drift_edit(o: &Value) -> Option<(Value, String)> {
@@ -1060,7 +1223,7 @@ async fn spec_change(
         report.skip(
             "spec-change",
             check::CONVERGES,
-            "no field of the samples' schema is bounded (enum, boolean, number)",
+            "no field of the samples can get another value the schema allows (see the rules in crates/verify/src/schema.rs)",
         );
         return Ok(());
     };

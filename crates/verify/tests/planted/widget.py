@@ -20,6 +20,10 @@ BUG is one of:
   stale-read             whether the child exists is read from its watch cache, and
                          reconciles also run every second: a stale cache creates it again
   secret-in-log          the credentials Secret's value is logged
+  time-travel            the Widget is read from the watch cache, and the cleanup on delete
+                         deletes the child by name and drops the finalizer unconditionally:
+                         restarted on an old view (the Widget being deleted, though a new
+                         one of that name lives), it deletes the new one's child
 """
 import json
 import os
@@ -33,7 +37,7 @@ import urllib.request
 
 BUG = sys.argv[1] if len(sys.argv) > 1 else "none"
 BUGS = {"none", "not-idempotent", "no-owner-ref", "status-every-reconcile", "finalizer-stuck",
-        "no-drift-repair", "stale-read", "secret-in-log"}
+        "no-drift-repair", "stale-read", "secret-in-log", "time-travel"}
 if BUG not in BUGS:
     sys.exit(f"widget.py: unknown bug {BUG!r}; one of {sorted(BUGS)}")
 
@@ -97,14 +101,33 @@ work = queue.Queue()
 
 
 def watch(path, cache, on_event):
+    """List, then watch from the list's version, resuming from the last one seen (as client
+    libraries' informers do); a version too old to resume from (410) lists again."""
+    rv = None
     while True:
         try:
-            with urllib.request.urlopen(SERVER + path + "?watch=true", timeout=300) as r:
+            if rv is None:
+                listed = call("GET", path)
+                items = listed.get("items") or []
+                with lock:
+                    cache.clear()
+                    for obj in items:
+                        cache[obj["metadata"]["name"]] = obj
+                rv = listed["metadata"]["resourceVersion"]
+                for obj in items:
+                    on_event(obj)
+            url = f"{SERVER}{path}?watch=true&allowWatchBookmarks=true&resourceVersion={rv}"
+            with urllib.request.urlopen(url, timeout=300) as r:
                 for line in r:
                     ev = json.loads(line)
                     obj = ev["object"]
                     if ev["type"] == "ERROR":
+                        if obj.get("code") == 410:
+                            rv = None
                         break
+                    rv = obj["metadata"].get("resourceVersion", rv)
+                    if ev["type"] == "BOOKMARK":
+                        continue
                     name = obj["metadata"]["name"]
                     with lock:
                         if ev["type"] == "DELETED":
@@ -185,13 +208,24 @@ def ensure_child(w, data):
 
 
 def reconcile(name):
-    w = get(f"{GROUP}/namespaces/{NS}/widgets/{name}")
+    if BUG == "time-travel":
+        with lock:
+            w = widgets.get(name)
+    else:
+        w = get(f"{GROUP}/namespaces/{NS}/widgets/{name}")
     if w is None:
         return
     meta = w["metadata"]
     finalizers = meta.get("finalizers") or []
     if meta.get("deletionTimestamp"):
-        if FINALIZER in finalizers and BUG != "finalizer-stuck":
+        if BUG == "time-travel":
+            try:
+                call("DELETE", f"/api/v1/namespaces/{NS}/configmaps/{name}-config")
+            except HttpError as e:
+                if e.code != 404:
+                    raise
+            merge(f"{GROUP}/namespaces/{NS}/widgets/{name}", {"metadata": {"finalizers": None}})
+        elif FINALIZER in finalizers and BUG != "finalizer-stuck":
             rest = [f for f in finalizers if f != FINALIZER]
             merge(f"{GROUP}/namespaces/{NS}/widgets/{name}",
                   {"metadata": {"finalizers": rest or None, "resourceVersion": meta["resourceVersion"]}})
