@@ -135,6 +135,26 @@ pub struct PostgresClusterSpec {
     /// their pods and data stay. `*` fences every instance.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fenced_instances: Vec<String>,
+    /// How the primary is updated when its pod must be replaced (a new image, resources, pod
+    /// labels or annotations, a parameter that needs a restart): `unsupervised` (default)
+    /// switches over to an updated replica by itself; `supervised` updates the replicas, then
+    /// waits for `switchoverTo` (the `PodsUpToDate` condition names the instances to choose
+    /// from).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub primary_update_strategy: PrimaryUpdateStrategy,
+}
+
+/// Who decides when the primary of a rolling update is switched over.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PrimaryUpdateStrategy {
+    #[default]
+    Unsupervised,
+    Supervised,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 fn default_size() -> i32 {
@@ -408,7 +428,8 @@ fn default_max_failover_lag() -> i64 {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = no_defaults)]
 pub struct PostgresClusterStatus {
-    /// Creating, Scaling, Healthy, FailingOver, SwitchingOver, Recovering, Paused or Failed.
+    /// Creating, Scaling, Healthy, FailingOver, SwitchingOver, Recovering, Paused, Failed or
+    /// Updating.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
     /// Why the cluster is in its phase, in words.
@@ -468,10 +489,31 @@ pub struct PostgresClusterStatus {
     /// behind is measured from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary_last_lsn: Option<String>,
-    /// Ready, Progressing, Recovering, ContinuousArchiving and LastBackupSucceeded, each with a
-    /// reason and a message.
+    /// `postgresql.parameters` as asked and as in effect on the primary, with the instances
+    /// that still need a restart to apply them (the rolling update restarts them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<ParameterStatus>,
+    /// Ready, Progressing, Recovering, ContinuousArchiving, LastBackupSucceeded,
+    /// ParametersApplied and PodsUpToDate, each with a reason and a message.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+}
+
+/// One PostgreSQL parameter: the spec's value and the one in effect.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ParameterStatus {
+    /// The parameter's name (lower case).
+    pub name: String,
+    /// `spec.postgresql.parameters[name]`; absent: removed from the spec, not yet reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<String>,
+    /// What the primary uses now (`SHOW`); absent while unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective: Option<String>,
+    /// Instances that hold the new value but need a restart to use it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_restart: Vec<String>,
 }
 
 /// `replication.synchronous` as asked and as applied.
@@ -496,6 +538,8 @@ pub enum Phase {
     Recovering,
     Paused,
     Failed,
+    /// A rolling update replaces the pods one at a time (or parameters are being set).
+    Updating,
 }
 
 /// Ready and unready members by name.

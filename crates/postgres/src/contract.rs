@@ -23,3 +23,36 @@ pub const ISOLATION_TIMEOUT_SECS: u64 = 10;
 /// plus the time between the primary's last poll and the first missed one (a reconcile's
 /// period and its `/state` timeout), plus a margin for clock rates.
 pub const ISOLATION_WAIT_SECS: u64 = ISOLATION_TIMEOUT_SECS + 10;
+/// The pod annotation with the hash of what the operator's current spec puts in a pod (its
+/// template): a pod whose annotation differs is replaced by the rolling update.
+pub const TEMPLATE_ANNOTATION: &str = "postgres.lukeb0nd.com/template";
+/// Entries of `postgresql.auto.conf` that the operator sets itself (`ALTER SYSTEM`), never
+/// from `postgresql.parameters`: they are neither compared with the spec nor reset.
+pub const OPERATOR_AUTO_CONF: &[&str] = &["synchronous_standby_names"];
+/// Parameters whose value is a list of quoted names: PostgreSQL would take the whole value,
+/// given as one string, for one name; they are written as a list.
+pub const LIST_PARAMETERS: &[&str] = &[
+    "search_path",
+    "shared_preload_libraries",
+    "local_preload_libraries",
+    "session_preload_libraries",
+    "temp_tablespaces",
+];
+
+/// A list parameter's items (quotes and spaces around them removed); other parameters are
+/// compared as written.
+pub fn parameter_items(name: &str, value: &str) -> Vec<String> {
+    if !LIST_PARAMETERS.contains(&name) {
+        return vec![value.to_string()];
+    }
+    value
+        .split(',')
+        .map(|i| i.trim().trim_matches('"').to_string())
+        .filter(|i| !i.is_empty())
+        .collect()
+}
+
+/// Whether the value written in `postgresql.auto.conf` is the one the spec asks for.
+pub fn parameter_matches(name: &str, written: &str, desired: &str) -> bool {
+    parameter_items(name, written) == parameter_items(name, desired)
+}

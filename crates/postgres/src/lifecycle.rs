@@ -36,6 +36,10 @@ pub struct Member {
     pub claim: bool,
     /// Its pod is being deleted (it may stay so forever when its node is lost).
     pub terminating: bool,
+    /// Its pod was built from an older spec (image, resources, pod labels or annotations,
+    /// the backup store), or its PostgreSQL waits for a restart to apply a parameter: the
+    /// rolling update replaces it.
+    pub outdated: bool,
     /// What its instance manager reported (None: the API did not answer).
     pub seen: Option<Seen>,
 }
@@ -57,6 +61,10 @@ pub struct Seen {
     pub diverged: bool,
     /// A primary: the standbys each commit waits for now (None: unknown).
     pub synchronous: Option<u32>,
+    /// The parameters written in its `postgresql.auto.conf` (None: unknown).
+    pub parameters: Option<std::collections::BTreeMap<String, String>>,
+    /// Parameters it holds but applies only after a restart.
+    pub pending_restart: Vec<String>,
 }
 
 impl Seen {
@@ -78,6 +86,18 @@ impl Seen {
             restore_failed: s.restore_failure.clone(),
             diverged: s.diverged.is_some(),
             synchronous: s.synchronous,
+            parameters: s.parameters.as_ref().map(|ps| {
+                ps.iter()
+                    .filter_map(|p| Some((p.name.clone(), p.written.clone()?)))
+                    .collect()
+            }),
+            pending_restart: s
+                .parameters
+                .iter()
+                .flatten()
+                .filter(|p| p.pending_restart)
+                .map(|p| p.name.clone())
+                .collect(),
         }
     }
 }
@@ -154,6 +174,17 @@ pub enum Action {
     },
     /// Scale down: remove this replica (pod and claim).
     RemoveReplica {
+        serial: u32,
+    },
+    /// Make this running instance's `postgresql.auto.conf` hold the spec's parameters
+    /// (ALTER SYSTEM, then a reload).
+    SetParameters {
+        serial: u32,
+    },
+    /// Rolling update: replace this instance's pod (deleted gracefully; the next cycles make
+    /// it again on its claim from the current spec). Never the primary of a cluster that has
+    /// a replica to switch over to.
+    RollInstance {
         serial: u32,
     },
     /// Nothing can be done: the reason goes to the status and an Event.
@@ -337,10 +368,20 @@ fn with_primary(plan: &Plan, obs: &Observation, primary: u32) -> Action {
             };
         }
     }
-    if let Some(m) = members
-        .iter()
-        .find(|m| !spec_fenced(plan, m.serial) && !m.seen.as_ref().is_some_and(|s| s.ready))
-    {
+    // Parameters reach every running instance live; one that needs a restart then waits in
+    // `pending_restart` for the rolling update below.
+    if let Some(m) = members.iter().find(|m| {
+        m.seen.as_ref().is_some_and(|s| {
+            matches!(s.role, StateRole::Primary | StateRole::Replica) && !parameters_match(plan, s)
+        })
+    }) {
+        return Action::SetParameters { serial: m.serial };
+    }
+    if let Some(m) = members.iter().find(|m| {
+        (!spec_fenced(plan, m.serial) && !m.seen.as_ref().is_some_and(|s| s.ready))
+            // A pod on its way out (a rolling update's) is down even if it still answers.
+            || m.terminating
+    }) {
         return Action::Wait(Wait::Unready { serial: m.serial });
     }
     let count = members.len() as u32;
@@ -365,12 +406,81 @@ fn with_primary(plan: &Plan, obs: &Observation, primary: u32) -> Action {
             return Action::RemoveReplica { serial: m.serial };
         }
     }
+    // Rolling update, with every member ready (checked above), so one instance at a time:
+    // the replicas first, lowest serial first.
+    if let Some(m) = members
+        .iter()
+        .find(|m| m.serial != primary && m.outdated && !spec_fenced(plan, m.serial))
+    {
+        return Action::RollInstance { serial: m.serial };
+    }
     if let Some(to) = plan.switchover_to {
         if to != primary && members.iter().any(|m| m.serial == to) {
             return Action::BeginSwitchover { from: primary, to };
         }
     }
+    // Then the primary: a switchover to an updated replica (never a failover), after which
+    // the old primary is an outdated replica, rolled as above. `supervised` leaves the
+    // switchover to the user (the PodsUpToDate condition says so).
+    if members.iter().any(|m| m.serial == primary && m.outdated) && !plan.supervised_primary_update
+    {
+        match update_target(plan, members, primary) {
+            Some(to) => return Action::BeginSwitchover { from: primary, to },
+            // No replica at all: the pod must be replaced, and that is an outage only a
+            // single instance has.
+            None if count == 1 => return Action::RollInstance { serial: primary },
+            None => {}
+        }
+    }
     Action::Wait(Wait::Healthy)
+}
+
+/// Whether the instance's `postgresql.auto.conf` holds the spec's parameters, no more (the
+/// operator's own entries aside); unknown counts as matching (nothing to act on).
+pub fn parameters_match(plan: &Plan, s: &Seen) -> bool {
+    let Some(written) = &s.parameters else {
+        return true;
+    };
+    let theirs: Vec<(&String, &String)> = written
+        .iter()
+        .filter(|(k, _)| !crate::contract::OPERATOR_AUTO_CONF.contains(&k.as_str()))
+        .collect();
+    theirs.len() == plan.parameters.len()
+        && theirs.iter().all(|(k, v)| {
+            plan.parameters
+                .get(*k)
+                .is_some_and(|d| crate::contract::parameter_matches(k, v, d))
+        })
+}
+
+/// The replicas a rolling update may switch over to: updated, ready, streaming from the
+/// primary, not fenced.
+pub fn update_targets(plan: &Plan, members: &[Member], primary: u32) -> Vec<u32> {
+    members
+        .iter()
+        .filter(|m| m.serial != primary && !m.outdated && !spec_fenced(plan, m.serial))
+        .filter(|m| {
+            m.seen.as_ref().is_some_and(|s| {
+                s.role == StateRole::Replica && s.ready && !s.diverged && s.follows == Some(primary)
+            })
+        })
+        .map(|m| m.serial)
+        .collect()
+}
+
+/// Of [`update_targets`], the most advanced (the lowest serial of equals).
+fn update_target(plan: &Plan, members: &[Member], primary: u32) -> Option<u32> {
+    let targets = update_targets(plan, members, primary);
+    members
+        .iter()
+        .filter(|m| targets.contains(&m.serial))
+        .max_by_key(|m| {
+            (
+                m.seen.as_ref().and_then(|s| s.lsn),
+                std::cmp::Reverse(m.serial),
+            )
+        })
+        .map(|m| m.serial)
 }
 
 fn without_primary(plan: &Plan, obs: &Observation) -> Action {
@@ -562,6 +672,7 @@ mod tests {
             pod: true,
             claim: true,
             terminating: false,
+            outdated: false,
             seen: Some(Seen {
                 role,
                 ready,
@@ -571,6 +682,8 @@ mod tests {
                 restore_failed: None,
                 diverged: false,
                 synchronous: None,
+                parameters: None,
+                pending_restart: Vec::new(),
             }),
         }
     }
@@ -723,6 +836,8 @@ mod tests {
             restore_failed: None,
             diverged: false,
             synchronous: None,
+            parameters: None,
+            pending_restart: Vec::new(),
         });
         assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
         // Pod deleted, unseen since: it may have been force-deleted with postgres still
@@ -749,6 +864,7 @@ mod tests {
                 seen: None,
                 pod: terminating,
                 terminating,
+                outdated: false,
                 ..primary(1, 1, 100)
             };
             let mut o = obs(vec![old, replica(2, 1, true, 100)], Some(1), 2);
@@ -775,6 +891,7 @@ mod tests {
         // A Terminating pod whose manager still answers is fenced through its API first.
         let old = Member {
             terminating: true,
+            outdated: false,
             seen: Some(Seen {
                 role: StateRole::Starting,
                 ready: false,
@@ -784,6 +901,8 @@ mod tests {
                 restore_failed: None,
                 diverged: false,
                 synchronous: None,
+                parameters: None,
+                pending_restart: Vec::new(),
             }),
             ..primary(1, 1, 100)
         };
@@ -970,6 +1089,7 @@ mod tests {
             synchronous: None,
             isolation_armed: false,
             backup: None,
+            parameters: None,
         };
         let seen = Seen::from_state(&state, |addr| (addr == "10.0.0.3:5432").then_some(3));
         assert_eq!(
@@ -983,6 +1103,8 @@ mod tests {
                 restore_failed: None,
                 diverged: false,
                 synchronous: None,
+                parameters: None,
+                pending_restart: Vec::new(),
             }
         );
     }
@@ -1021,6 +1143,7 @@ mod tests {
                                 pod: pods || i > 0,
                                 claim: true,
                                 terminating: false,
+                                outdated: false,
                                 seen: k.map(|role| Seen {
                                     role,
                                     ready: true,
@@ -1030,6 +1153,8 @@ mod tests {
                                     restore_failed: None,
                                     diverged: false,
                                     synchronous: None,
+                                    parameters: None,
+                                    pending_restart: Vec::new(),
                                 }),
                             })
                             .collect();
@@ -1221,6 +1346,140 @@ mod tests {
         o.members[0] = with_sync(primary(1, 1, 100), 1);
         assert_eq!(decide(&p, &o), Action::Wait(Wait::Healthy));
         o.members[0] = primary(1, 1, 100);
+        assert_eq!(decide(&p, &o), Action::Wait(Wait::Healthy));
+    }
+
+    fn outdated(mut m: Member) -> Member {
+        m.outdated = true;
+        m
+    }
+
+    fn with_parameters(mut m: Member, written: &[(&str, &str)]) -> Member {
+        if let Some(s) = m.seen.as_mut() {
+            s.parameters = Some(
+                written
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+        }
+        m
+    }
+
+    /// Issue 32: a rolling update replaces one instance at a time, every member ready
+    /// before the next, the replicas first, then switches over to an updated replica (the
+    /// most advanced) and replaces the old primary last, as a replica.
+    #[test]
+    fn a_rolling_update_goes_replicas_first_then_switches_over_then_the_old_primary() {
+        let p = plan_of(serde_json::json!({"size": 3}));
+        let mut o = obs(
+            vec![
+                outdated(primary(1, 1, 100)),
+                outdated(replica(2, 1, true, 100)),
+                outdated(replica(3, 1, true, 100)),
+            ],
+            Some(1),
+            3,
+        );
+        assert_eq!(decide(&p, &o), Action::RollInstance { serial: 2 });
+        // Its pod deleted, still terminating: nothing else goes down meanwhile.
+        o.members[1].terminating = true;
+        assert_eq!(decide(&p, &o), Action::Wait(Wait::Unready { serial: 2 }));
+        // Gone: made again (from the current spec), then waited for.
+        o.members[1] = gone(o.members[1].clone(), false, true);
+        assert_eq!(decide(&p, &o), Action::StartPod { serial: 2 });
+        o.members[1] = replica(2, 1, false, 0);
+        assert_eq!(decide(&p, &o), Action::Wait(Wait::Unready { serial: 2 }));
+        o.members[1] = replica(2, 1, true, 100);
+        assert_eq!(decide(&p, &o), Action::RollInstance { serial: 3 });
+        o.members[2] = replica(3, 1, true, 101);
+        // Only the primary is outdated: a switchover to the most advanced updated replica.
+        assert_eq!(decide(&p, &o), Action::BeginSwitchover { from: 1, to: 3 });
+        // A replica that does not stream from the primary is no target.
+        o.members[2] = replica(3, 2, true, 101);
+        assert_eq!(
+            decide(&p, &o),
+            Action::Follow {
+                serial: 3,
+                primary: 1
+            }
+        );
+        // After the switchover the old primary is a replica, outdated: replaced last.
+        let o = obs(
+            vec![
+                outdated(replica(1, 3, true, 100)),
+                replica(2, 3, true, 100),
+                primary(3, 2, 120),
+            ],
+            Some(3),
+            3,
+        );
+        assert_eq!(decide(&p, &o), Action::RollInstance { serial: 1 });
+    }
+
+    /// `supervised`: the replicas are updated, the primary waits for the user's
+    /// `switchoverTo`; a single instance has nothing to switch to and is replaced in place
+    /// (unsupervised only).
+    #[test]
+    fn a_supervised_update_waits_for_the_switchover_and_a_lone_primary_is_replaced() {
+        let sup = plan_of(serde_json::json!({"size": 2, "primaryUpdateStrategy": "supervised"}));
+        let o = obs(
+            vec![
+                outdated(primary(1, 1, 100)),
+                outdated(replica(2, 1, true, 100)),
+            ],
+            Some(1),
+            2,
+        );
+        assert_eq!(decide(&sup, &o), Action::RollInstance { serial: 2 });
+        let o = obs(
+            vec![outdated(primary(1, 1, 100)), replica(2, 1, true, 100)],
+            Some(1),
+            2,
+        );
+        assert_eq!(decide(&sup, &o), Action::Wait(Wait::Healthy));
+        let asked = plan_of(serde_json::json!({
+            "size": 2, "primaryUpdateStrategy": "supervised", "switchoverTo": "pg-2"
+        }));
+        assert_eq!(
+            decide(&asked, &o),
+            Action::BeginSwitchover { from: 1, to: 2 }
+        );
+        let one = plan_of(serde_json::json!({"size": 1}));
+        let o = obs(vec![outdated(primary(1, 1, 100))], Some(1), 1);
+        assert_eq!(decide(&one, &o), Action::RollInstance { serial: 1 });
+        let one_sup =
+            plan_of(serde_json::json!({"size": 1, "primaryUpdateStrategy": "supervised"}));
+        assert_eq!(decide(&one_sup, &o), Action::Wait(Wait::Healthy));
+    }
+
+    /// Issue 32: every running instance gets the spec's parameters (set or reset) before
+    /// anything else waits on it; the operator's own entries are not the user's.
+    #[test]
+    fn parameters_that_differ_are_set_on_each_running_instance() {
+        let p = plan_of(serde_json::json!({
+            "size": 2, "postgresql": {"parameters": {"work_mem": "8MB"}}
+        }));
+        let mut o = obs(
+            vec![
+                with_parameters(
+                    primary(1, 1, 100),
+                    &[("work_mem", "8MB"), ("synchronous_standby_names", "")],
+                ),
+                with_parameters(replica(2, 1, true, 100), &[]),
+            ],
+            Some(1),
+            2,
+        );
+        assert_eq!(decide(&p, &o), Action::SetParameters { serial: 2 });
+        o.members[1] = with_parameters(replica(2, 1, true, 100), &[("work_mem", "8MB")]);
+        assert_eq!(decide(&p, &o), Action::Wait(Wait::Healthy));
+        // Removed from the spec: reset.
+        let none = plan_of(serde_json::json!({"size": 2}));
+        assert_eq!(decide(&none, &o), Action::SetParameters { serial: 1 });
+        // Unknown (an older manager): nothing to act on.
+        o.members[0] = primary(1, 1, 100);
+        o.members[1] = replica(2, 1, true, 100);
         assert_eq!(decide(&p, &o), Action::Wait(Wait::Healthy));
     }
 }

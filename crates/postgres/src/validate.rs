@@ -67,6 +67,8 @@ pub struct Plan {
     /// The serial of the instance a switchover is asked to.
     pub switchover_to: Option<u32>,
     pub fencing: Fencing,
+    /// A rolling update waits for `switchoverTo` before it replaces the primary.
+    pub supervised_primary_update: bool,
 }
 
 /// A volume size, as written and in bytes.
@@ -444,6 +446,8 @@ pub fn plan(pc: &PostgresCluster, observed: &Observed) -> Result<Plan, Invalid> 
         max_failover_lag: s.replication.max_failover_lag_bytes.unsigned_abs(),
         switchover_to,
         fencing,
+        supervised_primary_update: s.primary_update_strategy
+            == crate::api::PrimaryUpdateStrategy::Supervised,
     })
 }
 

@@ -1,6 +1,8 @@
 //! Act: carry out the one decision of the cycle. Pods and claims are created, never updated
-//! (a pod's start role is fixed; a running instance changes role through its API); instances
-//! are promoted, demoted and fenced through their manager's API with the operator's token.
+//! (a pod's start role is fixed; a running instance changes role through its API): a pod
+//! built from an older spec is replaced by the rolling update (`RollInstance`). Instances are
+//! promoted, demoted and fenced through their manager's API with the operator's token;
+//! parameters and `synchronous` are set on them with SQL.
 use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -104,6 +106,10 @@ impl Act<'_> {
                 self.set_synchronous(*serial, self.plan.synchronous).await
             }
             Action::SetSynchronous { serial, n } => self.set_synchronous(*serial, *n).await,
+            Action::SetParameters { serial } => self.set_parameters(*serial).await,
+            // Deleted gracefully: a replica stops with a fast shutdown, and the next cycles
+            // make its pod again (StartPod) from the current spec.
+            Action::RollInstance { serial } => self.delete_pod(*serial).await,
             Action::Follow { serial, primary } => {
                 let addr = self
                     .seen
@@ -162,6 +168,33 @@ impl Act<'_> {
         .await
         .map_err(|_| Error::NotYet(format!("{}: ALTER SYSTEM timed out", self.name(serial))))?
         .map_err(|e| Error::NotYet(format!("{}: {e}", self.name(serial))))
+    }
+
+    /// The spec's parameters into `serial`'s `postgresql.auto.conf` (ALTER SYSTEM), then a
+    /// reload; the next poll reads them back. A value PostgreSQL refuses fails with its words.
+    async fn set_parameters(&self, serial: u32) -> Result<(), Error> {
+        let addr = self
+            .seen
+            .addr_of(serial)
+            .ok_or_else(|| Error::NotYet(format!("{} has no IP", self.name(serial))))?;
+        let host = addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(&addr);
+        let client =
+            crate::instance::connect_remote(host, PG_PORT, SUPERUSER, self.superuser_password)
+                .await
+                .map_err(|e| Error::NotYet(format!("{}: {e}", self.name(serial))))?;
+        let applied = tokio::time::timeout(
+            SQL_DEADLINE,
+            crate::instance::sql::set_parameters(&client, &self.plan.parameters),
+        )
+        .await
+        .map_err(|_| Error::NotYet(format!("{}: ALTER SYSTEM timed out", self.name(serial))))?
+        .map_err(|e| Error::NotYet(format!("{}: {e}", self.name(serial))))?;
+        tracing::info!(instance = %self.name(serial), changed = ?applied.changed, "parameters set");
+        if applied.refused.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::ParameterRefused(applied.refused.join("; ")))
+        }
     }
 
     /// `host:port` of the running primary.

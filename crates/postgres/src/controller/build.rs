@@ -392,6 +392,47 @@ fn pod_with(
     owner: &OwnerReference,
     restore: Option<&RestoreFrom>,
 ) -> Pod {
+    let mut pod = pod_bare(plan, serial, role, primary, owner, restore);
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            crate::contract::TEMPLATE_ANNOTATION.into(),
+            template_hash(plan),
+        );
+    pod
+}
+
+/// What the spec puts into every instance's pod, hashed: the pod of a placeholder instance
+/// (serial 0, a replica) built from the spec less what reaches running instances without a
+/// new pod (`postgresql.parameters`, `replication.synchronous`) and less what never reaches a
+/// pod (switchover, fencing, size). A pod whose annotation differs is outdated.
+pub fn template_hash(plan: &Plan) -> String {
+    use sha2::{Digest, Sha256};
+    let mut p = plan.clone();
+    p.parameters.clear();
+    p.synchronous = 0;
+    p.switchover_to = None;
+    p.fencing = crate::validate::Fencing::None;
+    p.size = 1;
+    let pod = pod_bare(&p, 0, Role::Replica, None, &OwnerReference::default(), None);
+    let text = serde_json::to_vec(&(&pod.metadata.labels, &pod.metadata.annotations, &pod.spec))
+        .unwrap_or_default();
+    Sha256::digest(&text)
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn pod_bare(
+    plan: &Plan,
+    serial: u32,
+    role: Role,
+    primary: Option<&str>,
+    owner: &OwnerReference,
+    restore: Option<&RestoreFrom>,
+) -> Pod {
     let name = instance_name(&plan.name, serial);
     let mut m = meta(plan, name.clone(), owner);
     let labels = labels_mut(&mut m);

@@ -73,6 +73,10 @@ pub enum Error {
     Secret(&'static str),
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// PostgreSQL refused a value of `postgresql.parameters` (the others are applied): the
+    /// status says which, and the reconcile goes on polling (a failover is never held up).
+    #[error("PostgreSQL refused spec.postgresql.parameters: {0}")]
+    ParameterRefused(String),
     /// No kernel randomness for the cluster's passwords and token: nothing is made from a
     /// weaker source.
     #[error("cannot read random bytes for the credentials from {path}: {reason}")]
@@ -83,7 +87,9 @@ impl Categorized for Error {
     fn category(&self) -> ErrorCategory {
         match self {
             Error::Kube(_) => ErrorCategory::Api,
-            Error::Unsupported(_) | Error::Secret(_) => ErrorCategory::InvalidSpec,
+            Error::Unsupported(_) | Error::Secret(_) | Error::ParameterRefused(_) => {
+                ErrorCategory::InvalidSpec
+            }
             Error::Instance(_) | Error::NotYet(_) | Error::NoRandomness { .. } => {
                 ErrorCategory::Transient
             }
@@ -241,12 +247,22 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
                 .unwrap_or_default(),
         )
     };
-    let mut observation = seen.observation(&plan, &prev, lost_for);
+    let template = build::template_hash(&plan);
+    let mut observation = seen.observation(&plan, &prev, lost_for, &template);
     if observation.latest_serial == 0 {
         observation.restore_blocked = restore_blocked(&ctx.client, &plan).await?;
     }
     let action = lifecycle::decide(&plan, &observation);
     let mut desired = status::build(&plan, pc.meta().generation, &prev, &seen, &action, now);
+    status::parameters(&plan, &seen, pc.meta().generation, &prev, &mut desired, now);
+    status::rollout(
+        &plan,
+        &observation,
+        pc.meta().generation,
+        &prev,
+        &mut desired,
+        now,
+    );
     // The primary's report of the store and the archiver.
     let primary_state = seen
         .states
@@ -289,18 +305,27 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
             superuser_password: &creds.superuser,
             current_primary: observation.current_primary,
         };
-        if let Err(e) = act.run(&action).await {
-            let text = e.to_string();
-            ctx.events
-                .publish(
-                    &pc.object_ref(&()),
-                    true,
-                    Reason::ActionFailed.as_str(),
-                    "Reconcile",
-                    format!("{}: {text}", status::describe(&plan, &action)),
-                )
-                .await;
-            return Err(e);
+        match act.run(&action).await {
+            Ok(()) => {}
+            // Not an error of the reconcile: its backoff would slow the polls that notice a
+            // lost primary. The condition says why until the spec changes.
+            Err(Error::ParameterRefused(why)) => {
+                refused_parameters(&pc, &ctx, &api, &desired, why).await?;
+                return Ok(Requeue::requeue(IDLE));
+            }
+            Err(e) => {
+                let text = e.to_string();
+                ctx.events
+                    .publish(
+                        &pc.object_ref(&()),
+                        true,
+                        Reason::ActionFailed.as_str(),
+                        "Reconcile",
+                        format!("{}: {text}", status::describe(&plan, &action)),
+                    )
+                    .await;
+                return Err(e);
+            }
         }
         sync_role_labels(&ctx.client, &plan, &seen).await?;
         if action == Action::Wait(Wait::Healthy) {
@@ -316,6 +341,46 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         }
         _ => Requeue::requeue(BUSY),
     })
+}
+
+/// A refused parameter value: the `ParametersApplied` condition names it (an Event the
+/// first time), written after the status of the cycle.
+async fn refused_parameters(
+    pc: &PostgresCluster,
+    ctx: &Context,
+    api: &Api<PostgresCluster>,
+    written: &PostgresClusterStatus,
+    why: String,
+) -> Result<(), Error> {
+    let mut after = written.clone();
+    set_condition(
+        &mut after.conditions,
+        &written.conditions,
+        condition(
+            "ParametersApplied",
+            false,
+            Reason::ParameterRefused.as_str(),
+            format!("PostgreSQL refused spec.postgresql.parameters: {why}"),
+            pc.meta().generation,
+        ),
+        Timestamp::now(),
+    );
+    if ctx
+        .status
+        .write_if_changed(api, pc, Some(written), &after)
+        .await?
+    {
+        ctx.events
+            .publish(
+                &pc.object_ref(&()),
+                true,
+                Reason::ParameterRefused.as_str(),
+                "Reconcile",
+                format!("PostgreSQL refused spec.postgresql.parameters: {why}"),
+            )
+            .await;
+    }
+    Ok(())
 }
 
 /// Grows the data claims to `spec.storage.size` (see [`storage`]): the `StorageResized`
@@ -546,6 +611,8 @@ async fn announce(pc: &PostgresCluster, ctx: &Context, plan: &Plan, action: &Act
         Action::BeginSwitchover { .. } => (false, Reason::SwitchingOver),
         Action::Promote { .. } => (true, Reason::Promoting),
         Action::Follow { .. } => (false, Reason::Rejoining),
+        Action::SetParameters { .. } => (false, Reason::SettingParameters),
+        Action::RollInstance { .. } => (false, Reason::RollingUpdate),
     };
     ctx.events
         .publish(

@@ -25,6 +25,8 @@ pub struct PodSeen {
     pub terminating: bool,
     /// The role label it carries.
     pub role_label: Option<String>,
+    /// The hash of the spec it was built from (`contract::TEMPLATE_ANNOTATION`).
+    pub template: Option<String>,
 }
 
 /// What one cycle saw.
@@ -72,6 +74,10 @@ pub async fn observe(
                     .and_then(|ip| ip.parse().ok()),
                 terminating: p.metadata.deletion_timestamp.is_some(),
                 role_label: p.labels().get(super::build::ROLE_LABEL).cloned(),
+                template: p
+                    .annotations()
+                    .get(crate::contract::TEMPLATE_ANNOTATION)
+                    .cloned(),
             },
         );
     }
@@ -119,12 +125,14 @@ impl Snapshot {
             .map(|ip| format!("{ip}:{PG_PORT}"))
     }
 
-    /// The lifecycle's input: these members plus what the status recorded.
+    /// The lifecycle's input: these members plus what the status recorded; `template` is
+    /// the current spec's pod template hash (`build::template_hash`).
     pub fn observation(
         &self,
         plan: &Plan,
         status: &PostgresClusterStatus,
         lost_for: Option<Duration>,
+        template: &str,
     ) -> Observation {
         let serials: BTreeSet<u32> = self
             .pods
@@ -139,6 +147,14 @@ impl Snapshot {
                 pod: self.pods.contains_key(&serial),
                 claim: self.claims.contains(&serial),
                 terminating: self.pods.get(&serial).is_some_and(|p| p.terminating),
+                outdated: self
+                    .pods
+                    .get(&serial)
+                    .is_some_and(|p| p.template.as_deref() != Some(template))
+                    || self
+                        .states
+                        .get(&serial)
+                        .is_some_and(|s| s.parameters.iter().flatten().any(|p| p.pending_restart)),
                 seen: self
                     .states
                     .get(&serial)

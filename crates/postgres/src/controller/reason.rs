@@ -33,6 +33,13 @@ pub enum Reason {
     VolumesResized,
     ExpansionNotSupported,
     FileSystemResizePending,
+    SettingParameters,
+    RollingUpdate,
+    ParametersApplied,
+    PendingRestart,
+    UpToDate,
+    WaitingForSwitchover,
+    ParameterRefused,
 }
 
 impl Reason {
@@ -70,6 +77,13 @@ impl Reason {
             Reason::VolumesResized => "VolumesResized",
             Reason::ExpansionNotSupported => "ExpansionNotSupported",
             Reason::FileSystemResizePending => "FileSystemResizePending",
+            Reason::SettingParameters => "SettingParameters",
+            Reason::RollingUpdate => "RollingUpdate",
+            Reason::ParametersApplied => "ParametersApplied",
+            Reason::PendingRestart => "PendingRestart",
+            Reason::UpToDate => "UpToDate",
+            Reason::WaitingForSwitchover => "WaitingForSwitchover",
+            Reason::ParameterRefused => "ParameterRefused",
         }
     }
 }

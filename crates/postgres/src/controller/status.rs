@@ -177,8 +177,193 @@ pub fn build(
         primary_missed_polls,
         primary_last_lsn,
         synchronous,
+        // Filled in by `parameters`, from this cycle's reports.
+        parameters: prev.parameters.clone(),
         conditions,
     }
+}
+
+/// `status.parameters` and the `ParametersApplied` condition: the spec's parameters next to
+/// the values the primary uses, and the instances that hold a new value they apply only
+/// after a restart.
+pub fn parameters(
+    plan: &Plan,
+    seen: &Snapshot,
+    generation: Option<i64>,
+    prev: &PostgresClusterStatus,
+    desired: &mut PostgresClusterStatus,
+    now: Timestamp,
+) {
+    use std::collections::{BTreeMap, BTreeSet};
+    let running: Vec<(u32, &crate::instance::InstanceState)> = seen
+        .states
+        .iter()
+        .filter(|(_, s)| matches!(s.role, StateRole::Primary | StateRole::Replica))
+        .map(|(serial, s)| (*serial, s))
+        .collect();
+    let primary = running
+        .iter()
+        .find(|(_, s)| s.role == StateRole::Primary)
+        .map(|(_, s)| *s);
+    let owned = |n: &str| crate::contract::OPERATOR_AUTO_CONF.contains(&n);
+    let mut names: BTreeSet<String> = plan.parameters.keys().cloned().collect();
+    let mut pending: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (serial, st) in &running {
+        for p in st.parameters.iter().flatten() {
+            if owned(&p.name) {
+                continue;
+            }
+            if p.written.is_some() || p.pending_restart {
+                names.insert(p.name.clone());
+            }
+            if p.pending_restart {
+                pending
+                    .entry(p.name.clone())
+                    .or_default()
+                    .push(instance_name(&plan.name, *serial));
+            }
+        }
+    }
+    desired.parameters = names
+        .iter()
+        .map(|name| crate::api::ParameterStatus {
+            name: name.clone(),
+            desired: plan.parameters.get(name).cloned(),
+            effective: primary
+                .and_then(|p| p.parameters.as_ref())
+                .and_then(|ps| ps.iter().find(|p| &p.name == name))
+                .and_then(|p| p.effective.clone()),
+            pending_restart: pending.get(name).cloned().unwrap_or_default(),
+        })
+        .collect();
+    let unset: Vec<String> = running
+        .iter()
+        .filter(|(_, st)| {
+            let seen = crate::lifecycle::Seen::from_state(st, |_| None);
+            !crate::lifecycle::parameters_match(plan, &seen)
+        })
+        .map(|(serial, _)| instance_name(&plan.name, *serial))
+        .collect();
+    // A refusal (written after the act of an earlier cycle) stands until the spec changes:
+    // the instances keep differing from the spec meanwhile.
+    let refused = prev.conditions.iter().find(|c| {
+        c.type_ == "ParametersApplied"
+            && c.reason == Reason::ParameterRefused.as_str()
+            && c.observed_generation == generation
+    });
+    if let (Some(c), false) = (refused, unset.is_empty()) {
+        set_condition(&mut desired.conditions, &prev.conditions, c.clone(), now);
+        return;
+    }
+    let (ok, reason, message) = if !unset.is_empty() {
+        (
+            false,
+            Reason::SettingParameters,
+            format!(
+                "spec.postgresql.parameters are being set on {}",
+                unset.join(", ")
+            ),
+        )
+    } else if !pending.is_empty() {
+        let what: Vec<String> = pending
+            .iter()
+            .map(|(name, on)| format!("{name} (on {})", on.join(", ")))
+            .collect();
+        (
+            false,
+            Reason::PendingRestart,
+            format!(
+                "applied only after a restart: {}; the rolling update restarts the instances",
+                what.join(", ")
+            ),
+        )
+    } else {
+        (
+            true,
+            Reason::ParametersApplied,
+            "every running instance uses spec.postgresql.parameters".to_string(),
+        )
+    };
+    set_condition(
+        &mut desired.conditions,
+        &prev.conditions,
+        condition(
+            "ParametersApplied",
+            ok,
+            reason.as_str(),
+            message,
+            generation,
+        ),
+        now,
+    );
+}
+
+/// The `PodsUpToDate` condition: which pods the rolling update still has to replace, and,
+/// with `primaryUpdateStrategy: supervised`, that the primary waits for `switchoverTo`.
+pub fn rollout(
+    plan: &Plan,
+    obs: &crate::lifecycle::Observation,
+    generation: Option<i64>,
+    prev: &PostgresClusterStatus,
+    desired: &mut PostgresClusterStatus,
+    now: Timestamp,
+) {
+    let name = |s: u32| instance_name(&plan.name, s);
+    let outdated: Vec<u32> = obs
+        .members
+        .iter()
+        .filter(|m| m.pod && m.outdated)
+        .map(|m| m.serial)
+        .collect();
+    let primary = obs.members.iter().find(|m| {
+        m.seen
+            .as_ref()
+            .is_some_and(|s| s.role == StateRole::Primary)
+    });
+    let (ok, reason, message) = match (outdated.as_slice(), primary) {
+        ([], _) => (
+            true,
+            Reason::UpToDate,
+            "every pod is built from the current spec".to_string(),
+        ),
+        ([only], Some(p)) if *only == p.serial && plan.supervised_primary_update => {
+            let targets: Vec<String> =
+                crate::lifecycle::update_targets(plan, &obs.members, p.serial)
+                    .into_iter()
+                    .map(name)
+                    .collect();
+            (
+                false,
+                Reason::WaitingForSwitchover,
+                if targets.is_empty() {
+                    format!(
+                        "primaryUpdateStrategy is supervised: the primary {} is replaced after a switchover, and no updated replica is ready to take over",
+                        name(p.serial)
+                    )
+                } else {
+                    format!(
+                        "primaryUpdateStrategy is supervised: the replicas are updated; the primary {} is replaced once spec.switchoverTo names one of {}",
+                        name(p.serial),
+                        targets.join(", ")
+                    )
+                },
+            )
+        }
+        (many, _) => (
+            false,
+            Reason::RollingUpdate,
+            format!(
+                "to replace one at a time, the primary last: {}",
+                many.iter().map(|s| name(*s)).collect::<Vec<_>>().join(", ")
+            ),
+        ),
+    };
+    set_condition(
+        &mut desired.conditions,
+        &prev.conditions,
+        condition("PodsUpToDate", ok, reason.as_str(), message, generation),
+        now,
+    );
 }
 
 fn phase(action: &Action, no_primary: bool) -> (Phase, Reason) {
@@ -198,6 +383,8 @@ fn phase(action: &Action, no_primary: bool) -> (Phase, Reason) {
         Action::AddReplica { .. } => (Phase::Scaling, Reason::AddingReplica),
         Action::RemoveReplica { .. } => (Phase::Scaling, Reason::RemovingReplica),
         Action::SetSynchronous { .. } => (Phase::Scaling, Reason::SettingSynchronous),
+        Action::SetParameters { .. } => (Phase::Updating, Reason::SettingParameters),
+        Action::RollInstance { .. } => (Phase::Updating, Reason::RollingUpdate),
         Action::StartPod { .. } => (Phase::Recovering, Reason::RestartingInstance),
         Action::RemoveMember { .. } => (Phase::Recovering, Reason::RemovingMember),
         Action::Fence { .. } if no_primary => (Phase::FailingOver, Reason::Fencing),
@@ -263,6 +450,14 @@ pub fn describe(plan: &Plan, action: &Action) -> String {
             format!("{} rejoins as a replica of {}", n(serial), n(primary))
         }
         Action::RemoveReplica { serial } => format!("removing the replica {}", n(serial)),
+        Action::SetParameters { serial } => format!(
+            "setting {}'s parameters as spec.postgresql.parameters says",
+            n(serial)
+        ),
+        Action::RollInstance { serial } => format!(
+            "rolling update: replacing {}'s pod with one of the current spec",
+            n(serial)
+        ),
         Action::SetSynchronous { serial, n: 0 } => {
             format!("making {}'s commits asynchronous", n(serial))
         }
@@ -307,6 +502,7 @@ mod tests {
             synchronous: None,
             isolation_armed: false,
             backup: None,
+            parameters: None,
         }
     }
 
@@ -319,6 +515,7 @@ mod tests {
                     ip: Some(format!("127.0.0.{serial}").parse().expect("ip")),
                     terminating: false,
                     role_label: None,
+                    template: None,
                 },
             );
             s.claims.insert(*serial);

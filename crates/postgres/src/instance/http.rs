@@ -159,6 +159,7 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         synchronous: None,
         isolation_armed: s.isolation_armed,
         backup: None,
+        parameters: None,
     };
     if s.phase != Phase::Running {
         if let (true, Some(b)) = (with_backups, &ctx.backups) {
@@ -188,6 +189,7 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         st.ready = !o.in_recovery || (o.streaming && o.diverged.is_none());
         st.diverged = o.diverged;
         st.synchronous = o.synchronous;
+        st.parameters = o.parameters;
         st.timeline = o.timeline;
         st.lsn = o.lsn;
         st.received_lsn = o.received_lsn;

@@ -319,6 +319,7 @@ impl Manager {
                     self.pg
                         .initdb(&self.cfg.credentials, &self.cfg.initdb)
                         .await?;
+                    self.pg.write_parameters(&self.cfg.parameters)?;
                     self.fresh = true;
                 }
                 (Role::Replica, Some(primary)) => {

@@ -34,7 +34,7 @@ pub use config::{slot_name, AppDb, Args, BackupOptions, Config, Credentials, Ini
 pub use error::Error;
 pub use manager::run;
 pub use sql::connect_remote;
-pub use state::{parse_lsn, BackupState, InstanceState, Rejoin, StateRole};
+pub use state::{parse_lsn, BackupState, InstanceState, ParameterState, Rejoin, StateRole};
 
 /// How long the manager gives PostgreSQL's fast shutdown before SIGKILL; the pod's grace
 /// period must outlast it, or the kubelet kills first and unsent WAL is lost as in a crash.

@@ -255,6 +255,23 @@ impl Pg {
         write_private(&self.data.join("pg_hba.conf"), HBA, self.user)
     }
 
+    /// The pod's parameters into a new database's `postgresql.auto.conf`, before its first
+    /// start: from then on the operator keeps that file as the spec says (ALTER SYSTEM and a
+    /// reload), and a base backup or a rewind carries it to the replicas. On the command line
+    /// they would win over every later ALTER SYSTEM until the pod is replaced.
+    pub fn write_parameters(&self, params: &[(String, String)]) -> Result<(), Error> {
+        if params.is_empty() {
+            return Ok(());
+        }
+        let path = self.data.join("postgresql.auto.conf");
+        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&auto_conf_lines(params));
+        write_private(&path, &text, self.user)
+    }
+
     /// `postgres` on the data directory, not yet started.
     pub fn postgres(&self, args: Vec<String>) -> Result<Command, Error> {
         let mut c = self.command("postgres");
@@ -324,10 +341,10 @@ pub fn postgres_args(
     // while, so that a failed primary still has the WAL since the last checkpoint before the
     // divergence that pg_rewind reads (there is no archive to fetch it from yet), as
     // CloudNativePG does.
-    settings.push(("wal_keep_size".into(), "512MB".into()));
+    let mut defaults: Vec<(String, String)> = vec![("wal_keep_size".into(), "512MB".into())];
     // A replica whose primary went away (restart, failover) retries every second rather than
     // every five: it streams again sooner.
-    settings.push(("wal_retrieve_retry_interval".into(), "1s".into()));
+    defaults.push(("wal_retrieve_retry_interval".into(), "1s".into()));
     if let Some(store) = &cfg.backups.store {
         // Only a primary archives (`on`, not `always`): after a failover the new primary
         // carries on, timeline history included.
@@ -357,12 +374,33 @@ pub fn postgres_args(
         ));
         // A quiet primary still archives its last writes within a minute (the user may
         // choose otherwise): the recovery point objective of a volume loss.
-        settings.push(("archive_timeout".into(), "60s".into()));
+        defaults.push(("archive_timeout".into(), "60s".into()));
     }
-    settings.extend(cfg.parameters.iter().cloned());
+    // The user's parameters live in postgresql.auto.conf (see `Pg::write_parameters`): a
+    // default the user sets is left off the command line, where it would win over them.
+    settings.extend(defaults.into_iter().filter(|(k, _)| {
+        !cfg.parameters
+            .iter()
+            .any(|(p, _)| p.eq_ignore_ascii_case(k))
+    }));
     settings
         .into_iter()
         .flat_map(|(k, v)| ["-c".to_string(), format!("{k}={v}")])
+        .collect()
+}
+
+/// `name = 'value'` lines as `postgresql.auto.conf` holds them (quotes and backslashes
+/// escaped, as the configuration file's parser reads them back).
+pub fn auto_conf_lines(params: &[(String, String)]) -> String {
+    params
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{} = '{}'\n",
+                k.to_ascii_lowercase(),
+                v.replace('\\', "\\\\").replace('\'', "''")
+            )
+        })
         .collect()
 }
 
@@ -568,7 +606,11 @@ mod tests {
         );
         assert!(!args.iter().any(|a| a.contains('*')), "{args:?}");
         assert!(args.contains(&"unix_socket_directories=/run/x".to_string()));
-        assert!(args.contains(&"shared_buffers=16MB".to_string()));
+        // The user's parameters are in postgresql.auto.conf, where a reload changes them.
+        assert!(
+            !args.iter().any(|a| a.starts_with("shared_buffers")),
+            "{args:?}"
+        );
         assert!(!args.iter().any(|a| a.starts_with("primary_conninfo")));
     }
 
@@ -591,6 +633,43 @@ mod tests {
             "primary_conninfo=host=127.0.0.6 port=5432 user=streaming_replica passfile=/run/x/pgpass application_name=pg-2"
         );
         assert!(args.contains(&"primary_slot_name=bosun_pg_2".to_string()));
+    }
+
+    #[test]
+    fn initial_parameters_are_written_as_the_configuration_parser_reads_them() {
+        let lines = auto_conf_lines(&[
+            ("Work_Mem".into(), "8MB".into()),
+            ("search_path".into(), r#""$user", public"#.into()),
+            ("application_name".into(), r"it's a\b".into()),
+        ]);
+        assert_eq!(
+            lines,
+            "work_mem = '8MB'\nsearch_path = '\"$user\", public'\napplication_name = 'it''s a\\\\b'\n"
+        );
+        let mut cfg = config();
+        cfg.parameters = vec![("wal_keep_size".into(), "1GB".into())];
+        let args = postgres_args(
+            &cfg,
+            Path::new("/run/x"),
+            Path::new("/run/x/pgpass"),
+            Role::Primary,
+            None,
+        );
+        assert!(
+            !args.iter().any(|a| a.starts_with("wal_keep_size")),
+            "{args:?}"
+        );
+        let args = postgres_args(
+            &config(),
+            Path::new("/run/x"),
+            Path::new("/run/x/pgpass"),
+            Role::Primary,
+            None,
+        );
+        assert!(
+            args.contains(&"wal_keep_size=512MB".to_string()),
+            "{args:?}"
+        );
     }
 
     #[test]

@@ -238,6 +238,8 @@ pub struct Observed {
     /// A primary: the standbys each commit waits for now (`ANY n (*)` → n, empty → 0;
     /// None: a value bosun did not set).
     pub synchronous: Option<u32>,
+    /// `postgresql.auto.conf` and what waits for a restart (None: could not be read).
+    pub parameters: Option<Vec<super::ParameterState>>,
 }
 
 /// `ANY n (*)` → n, empty → 0; anything else (set by hand) → None.
@@ -281,6 +283,7 @@ pub async fn observe(client: &Client) -> Result<Observed, Error> {
             streaming: false,
             diverged: None,
             synchronous: parse_synchronous(row.get(2)),
+            parameters: parameters(client).await.ok(),
         });
     }
     let row = client
@@ -310,7 +313,134 @@ pub async fn observe(client: &Client) -> Result<Observed, Error> {
         streaming: row.get::<_, Option<bool>>(3).unwrap_or(false),
         diverged,
         synchronous: None,
+        parameters: parameters(client).await.ok(),
     })
+}
+
+/// The parameters written in `postgresql.auto.conf` (the last entry of a name wins, as
+/// PostgreSQL reads it) with their value in effect, and every parameter waiting for a
+/// restart. A value written there that the pod's command line overrides waits for a restart
+/// too: the new pod's command line no longer sets it.
+pub async fn parameters(client: &Client) -> Result<Vec<super::ParameterState>, Error> {
+    let rows = client
+        .query(
+            "WITH w AS (SELECT DISTINCT ON (name) name, setting FROM pg_file_settings \
+               WHERE sourcefile LIKE '%/postgresql.auto.conf' ORDER BY name, seqno DESC) \
+             SELECT coalesce(w.name, s.name), w.setting, \
+               CASE WHEN s.name IS NULL THEN NULL ELSE current_setting(s.name) END, \
+               coalesce(s.pending_restart, false) \
+                 OR (w.name IS NOT NULL AND s.source = 'command line') \
+             FROM w FULL JOIN pg_settings s ON s.name = w.name \
+             WHERE w.name IS NOT NULL OR s.pending_restart \
+             ORDER BY 1",
+            &[],
+        )
+        .await
+        .map_err(Error::sql("reading the parameters"))?;
+    Ok(rows
+        .iter()
+        .map(|r| super::ParameterState {
+            name: r.get(0),
+            written: r.get(1),
+            effective: r.get(2),
+            pending_restart: r.get(3),
+        })
+        .collect())
+}
+
+/// A parameter's value as SQL: each item of a list parameter its own literal, anything else
+/// one literal; dollar-quoted, so no setting of the server (`standard_conforming_strings`)
+/// changes what a backslash or a quote in it means.
+fn parameter_sql(name: &str, value: &str) -> String {
+    let literal = |v: &str| {
+        let mut tag = String::from("bosun");
+        while v.contains(&format!("${tag}$")) {
+            tag.push('x');
+        }
+        format!("${tag}${v}${tag}$")
+    };
+    let items = crate::contract::parameter_items(name, value);
+    if crate::contract::LIST_PARAMETERS.contains(&name) && !items.is_empty() {
+        items
+            .iter()
+            .map(|i| literal(i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    } else {
+        literal(value)
+    }
+}
+
+/// What [`set_parameters`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// Names set or reset.
+    pub changed: Vec<String>,
+    /// Values PostgreSQL refused, each with its words (the others are applied).
+    pub refused: Vec<String>,
+}
+
+/// Makes `postgresql.auto.conf` hold `desired` (the spec's parameters, names lower-case and
+/// checked by the operator): each differing value set with ALTER SYSTEM, each parameter no
+/// longer asked for reset (the operator's own entries kept), then one reload. A value
+/// PostgreSQL refuses is reported, the others are applied.
+pub async fn set_parameters(
+    client: &Client,
+    desired: &std::collections::BTreeMap<String, String>,
+) -> Result<Applied, Error> {
+    let now = parameters(client).await?;
+    let written: std::collections::BTreeMap<&str, &str> = now
+        .iter()
+        .filter_map(|p| Some((p.name.as_str(), p.written.as_deref()?)))
+        .collect();
+    let mut out = Applied::default();
+    for (name, value) in desired {
+        if written
+            .get(name.as_str())
+            .is_some_and(|w| crate::contract::parameter_matches(name, w, value))
+        {
+            continue;
+        }
+        // Names were checked to be [A-Za-z0-9_.]; ALTER SYSTEM refuses a transaction block.
+        match client
+            .batch_execute(&format!(
+                "ALTER SYSTEM SET {name} = {}",
+                parameter_sql(name, value)
+            ))
+            .await
+        {
+            Ok(()) => out.changed.push(name.clone()),
+            Err(e) => match e.as_db_error() {
+                Some(db) => out
+                    .refused
+                    .push(format!("{name} = {value:?}: {}", db.message())),
+                None => return Err(Error::sql("setting a parameter")(e)),
+            },
+        }
+    }
+    for name in written.keys() {
+        if desired.contains_key(*name) || crate::contract::OPERATOR_AUTO_CONF.contains(name) {
+            continue;
+        }
+        let valid = name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        if !valid {
+            continue;
+        }
+        client
+            .batch_execute(&format!("ALTER SYSTEM RESET {name}"))
+            .await
+            .map_err(Error::sql("resetting a parameter"))?;
+        out.changed.push((*name).to_string());
+    }
+    if !out.changed.is_empty() {
+        client
+            .batch_execute("SELECT pg_reload_conf()")
+            .await
+            .map_err(Error::sql("reloading the configuration"))?;
+    }
+    Ok(out)
 }
 
 /// A replica replayed up to `replayed`: whether it diverged from the newest timeline whose

@@ -64,6 +64,27 @@ pub struct InstanceState {
     /// The backup store as this instance sees it (an instance with a store only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupState>,
+    /// The parameters set in `postgresql.auto.conf`, and any that wait for a restart (None:
+    /// not running, or not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Vec<ParameterState>>,
+}
+
+/// One parameter of a running instance.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ParameterState {
+    pub name: String,
+    /// Its value in `postgresql.auto.conf` (None: not set there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<String>,
+    /// `SHOW name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective: Option<String>,
+    /// What is written differs from what runs until PostgreSQL restarts (a `postmaster`
+    /// parameter, or one the pod's command line sets).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending_restart: bool,
 }
 
 /// Backups and archiving, as the primary's manager reports them (times RFC 3339).
