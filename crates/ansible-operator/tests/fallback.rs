@@ -745,7 +745,11 @@ async fn a_password_generated_once_is_kept() {
 
 /// Grants the operator's user every verb a role uses on `resource` (core group).
 async fn grant_resources(env: &Env, resource: &str) {
-    let name = format!("bosun-fallback-test-{resource}-{}", env.ns);
+    let name = format!(
+        "bosun-fallback-test-{}-{}",
+        resource.replace('/', "-"),
+        env.ns
+    );
     let pp = PatchParams::apply("bosun-test").force();
     let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
         "metadata": {"name": name},
@@ -852,4 +856,94 @@ fn constructs_outside_the_native_subset_run_the_whole_entry_under_real_ansible()
             "{what}: {metric}"
         );
     }
+}
+
+/// The exec-and-copy role of backup operators (`roles/dump`): find the database's pod, write
+/// a dump inside it with `k8s_exec`, copy it out with `k8s_cp`, keep it in a ConfigMap.
+/// `k8s_exec` and `k8s_cp` are outside the native subset, so kubernetes.core runs them under
+/// real Ansible, through the operator's proxy (a WebSocket upgrade passed through) and the
+/// API server to the process-mode node agent standing in for the pod's kubelet: the command
+/// really runs in the container (its hostname is the pod's), a failing command's exit code
+/// comes back, and the copied file is what the pod wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_and_copy_role_converges_under_real_ansible() {
+    use bosun_testenv::{Image, ImageMap, NodeAgent, ProcessConfig};
+    let env = env("ao-dump").await;
+    let _agent = NodeAgent::process_mode(
+        env.admin.clone(),
+        ProcessConfig {
+            namespace: Some(env.ns.clone()),
+            // The database's stand-in: the host's programs, a shell's entrypoint.
+            images: ImageMap::empty().repository("busybox", Image::program("/shell", "/bin/sh")),
+            ..Default::default()
+        },
+    )
+    .expect("the process-mode node agent (root, and scripts/setup-postgres.sh's user)");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "app-0", "labels": {"app": "app"}},
+        "spec": {"terminationGracePeriodSeconds": 1, "containers": [{"name": "db",
+                 "image": "busybox:1", "command": ["sleep", "3600"]}]}
+    }))
+    .expect("pod");
+    pods.create(&Default::default(), &pod).await.expect("pod");
+    let running = eventually(120, || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("app-0").await.ok()?;
+            (p.status?.phase.as_deref() == Some("Running")).then_some(())
+        }
+    })
+    .await;
+    assert!(running.is_some(), "the database pod is not running");
+
+    let dir = tempfile::tempdir().expect("dir");
+    let w = watches(
+        dir.path(),
+        "- {group: test.bosun.dev, version: v1alpha1, kind: Dump, role: dump}\n",
+    );
+    let ops = load(&w, EngineFlag::Auto, Some(real_ansible())).expect("loads");
+    let why = &ops[0].flavor().fallback.as_ref().expect("real Ansible").why;
+    assert!(why.contains("k8s_exec"), "{why}");
+    let ops: Vec<Arc<dyn Operator>> = ops
+        .into_iter()
+        .map(|o| Arc::new(o) as Arc<dyn Operator>)
+        .collect();
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+    grant_resources(&env, "pods").await;
+    grant_resources(&env, "pods/exec").await;
+    grant_config_maps(&env).await;
+    let op = start(&env, ops, USER).await;
+    let dumps = resource("test.bosun.dev", "v1alpha1", "Dump");
+    create_json(
+        &env,
+        &dumps,
+        json!({"apiVersion": "test.bosun.dev/v1alpha1", "kind": "Dump",
+               "metadata": {"name": "nightly"}, "spec": {"table": "orders"}}),
+    )
+    .await;
+    let done = wait_for(&env, &dumps, "nightly", 240, "Successful", |o| {
+        has(o, "Successful", "True", Some("Successful"))
+    })
+    .await;
+    assert_eq!(done.data["status"]["phase"], "Done");
+    assert_eq!(
+        done.data["status"]["failingRc"], "3",
+        "{:#}",
+        done.data["status"]
+    );
+    let cm = Api::<ConfigMap>::namespaced(env.admin.clone(), &env.ns)
+        .get("nightly-dump")
+        .await
+        .expect("the dump's ConfigMap");
+    let data = cm.data.unwrap_or_default();
+    assert_eq!(
+        data.get("dump.sql").map(String::as_str),
+        Some("-- dump of orders on app-0\nINSERT INTO orders VALUES (1);"),
+        "{data:?}"
+    );
+    assert_eq!(data.get("lines").map(String::as_str), Some("2"));
+    assert_eq!(data.get("rc").map(String::as_str), Some("0"));
+    op.stop().await;
 }

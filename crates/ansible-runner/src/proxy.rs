@@ -233,7 +233,10 @@ async fn handle(State(s): State<Shared>, req: Request<Body>) -> Response {
             )
         }
     };
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    if parts.headers.contains_key(http::header::UPGRADE) {
+        return upgrade(&s, &mut parts).await;
+    }
     let path = parts.uri.path().to_string();
     let pq = parts
         .uri
@@ -298,6 +301,82 @@ async fn handle(State(s): State<Shared>, req: Request<Body>) -> Response {
             &e.to_string(),
         ),
     }
+}
+
+/// A connection upgrade (`pods/exec`, `pods/attach`, `pods/portforward`: `k8s_exec` and
+/// `k8s_cp` use WebSockets), passed through as ansible-operator's proxy (Go's reverse proxy)
+/// passes it: the upgrade request goes to the API server with the operator's credentials,
+/// its answer goes back to the role, and once both sides switched protocols the bytes are
+/// copied both ways until either closes. Nothing is injected or recorded: no object is
+/// written.
+async fn upgrade(s: &Shared, parts: &mut http::request::Parts) -> Response {
+    let Some(from_role) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>() else {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "a connection upgrade over a connection that cannot be upgraded",
+        );
+    };
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| parts.uri.path().to_string());
+    let mut out = Request::builder().method(parts.method.clone()).uri(pq);
+    for (k, v) in &parts.headers {
+        // The upgrade's own headers go through; the credentials are the operator's.
+        if !matches!(
+            k.as_str(),
+            "host" | "authorization" | "proxy-authorization" | "content-length" | "keep-alive"
+        ) {
+            out = out.header(k, v);
+        }
+    }
+    let out = match out.body(kube::client::Body::empty()) {
+        Ok(r) => r,
+        Err(e) => return status(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string()),
+    };
+    let mut resp = match s.client.send(out).await {
+        Ok(r) => r,
+        Err(e) => {
+            return status(
+                StatusCode::BAD_GATEWAY,
+                "ServiceUnavailable",
+                &e.to_string(),
+            )
+        }
+    };
+    let switched = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
+    let from_server = switched.then(|| hyper::upgrade::on(&mut resp));
+    let (p, b) = resp.into_parts();
+    let mut r = Response::new(if switched {
+        Body::empty()
+    } else {
+        Body::new(b)
+    });
+    *r.status_mut() = p.status;
+    for (k, v) in &p.headers {
+        if switched || !DROP.contains(&k.as_str()) {
+            r.headers_mut().append(k, v.clone());
+        }
+    }
+    if let Some(from_server) = from_server {
+        tokio::spawn(async move {
+            let (role, server) = match tokio::try_join!(from_role, from_server) {
+                Ok(both) => both,
+                Err(e) => {
+                    tracing::debug!(error = %e, "proxied connection upgrade");
+                    return;
+                }
+            };
+            let mut role = hyper_util::rt::TokioIo::new(role);
+            let mut server = hyper_util::rt::TokioIo::new(server);
+            if let Err(e) = tokio::io::copy_bidirectional(&mut role, &mut server).await {
+                tracing::debug!(error = %e, "proxied upgraded connection");
+            }
+        });
+    }
+    r
 }
 
 #[cfg(test)]

@@ -73,6 +73,7 @@
 mod container;
 mod env;
 mod images;
+mod kubelet;
 mod node;
 mod pod;
 mod podip;

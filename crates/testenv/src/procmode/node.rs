@@ -29,12 +29,16 @@ pub async fn heartbeat(client: &Client) -> Result<(), kube::Error> {
         }
     }
     let t = now();
-    let status = json!({"status": {
+    let mut status = json!({"status": {
         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                         "message": "bosun's process-mode node agent is running",
                         "lastHeartbeatTime": t, "lastTransitionTime": t}],
         "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
     }});
+    // Where the API server proxies `pods/exec` to (the field is spelled `Port`).
+    if let Some(port) = super::kubelet::port() {
+        status["status"]["daemonEndpoints"] = json!({"kubeletEndpoint": {"Port": port}});
+    }
     nodes
         .patch_status(NODE_NAME, &PatchParams::default(), &Patch::Merge(&status))
         .await?;

@@ -278,6 +278,21 @@ impl Proc {
         })
     }
 
+    /// The pipes the command was given (`Stdio::piped()`), once.
+    pub fn take_stdio(
+        &mut self,
+    ) -> (
+        Option<std::process::ChildStdin>,
+        Option<std::process::ChildStdout>,
+        Option<std::process::ChildStderr>,
+    ) {
+        (
+            self.child.stdin.take(),
+            self.child.stdout.take(),
+            self.child.stderr.take(),
+        )
+    }
+
     /// Waits for the process to exit (and reaps it).
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
         loop {

@@ -53,6 +53,8 @@ pub(crate) fn start(
         pods: Mutex::default(),
         dirs: Mutex::default(),
     });
+    // Before the first heartbeat, which publishes the endpoint's port on the node.
+    super::kubelet::register(&ctx);
     let task = tokio::spawn(run(ctx.clone()));
     Ok((task, ctx))
 }
