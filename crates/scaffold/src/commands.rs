@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::files::{Stage, Tree};
 use crate::kustomize::{self, KindRef};
-use crate::project::{Project, Resource};
+use crate::project::{Project, Resource, WebhookFlags};
 use crate::{ansible, helm, names, rust, top, watches, Derive, Derived, Error, Plugin};
 
 /// kubebuilder's default `--domain`.
@@ -302,9 +302,128 @@ pub fn create_api(
     Ok(out)
 }
 
+#[derive(Debug, Clone, Default)]
+pub struct WebhookOptions {
+    pub group: Option<String>,
+    pub version: Option<String>,
+    pub kind: Option<String>,
+    /// `--defaulting`: a mutating webhook filling in defaults.
+    pub defaulting: bool,
+    /// `--programmatic-validation`: a validating webhook.
+    pub programmatic_validation: bool,
+    /// `--conversion`: the conversion webhook between the kind's versions.
+    pub conversion: bool,
+    /// `--spoke`: the versions converted to and from the hub (default: all the others).
+    pub spoke: Vec<String>,
+}
+
+/// `create webhook` in a Rust project: the kind's webhooks, served by bosun-runtime's
+/// webhook server through its operator ([`rust::webhook`]).
+pub fn create_webhook(dir: &Path, opts: &WebhookOptions) -> Result<Vec<String>, Error> {
+    let project = Project::read(dir)?;
+    let plugin = plugin_of(&project, None)?;
+    if plugin != Plugin::Rust {
+        return Err(Error::Flag(format!(
+            "`create webhook` scaffolds code: this project's layout is {}, and its operator is not code bosun can add handlers to (operator-sdk's Helm and Ansible plugins have no webhooks either)",
+            plugin.layout()
+        )));
+    }
+    let (Some(group), Some(version), Some(kind)) = (&opts.group, &opts.version, &opts.kind) else {
+        return Err(Error::Flag(
+            "--group, --version and --kind are needed: pass those of a kind `bosun create api` made (for example --group cache --version v1alpha1 --kind Memcached)".into(),
+        ));
+    };
+    if !(opts.defaulting || opts.programmatic_validation || opts.conversion) {
+        return Err(Error::Flag(
+            "nothing to scaffold: pass --defaulting, --programmatic-validation and/or --conversion"
+                .into(),
+        ));
+    }
+    let versions: Vec<&Resource> = project
+        .resources
+        .iter()
+        .filter(|r| r.group == *group && r.kind == *kind)
+        .collect();
+    let Some(hub) = versions.first().copied() else {
+        return Err(Error::Flag(format!(
+            "the project has no kind {kind} in group {group}: run `bosun create api --group {group} --version {version} --kind {kind}` first"
+        )));
+    };
+    if hub.version != *version {
+        return Err(Error::Flag(format!(
+            "--version {version}: webhooks are scaffolded for {kind}'s hub version, {} (the one the operator reconciles); with matchPolicy Equivalent the API server sends objects of other versions converted to it. Pass --version {}",
+            hub.version, hub.version
+        )));
+    }
+    if hub.webhooks.is_some() {
+        return Err(Error::Duplicate(format!(
+            "webhooks of {kind}.{}/{version}",
+            hub.full_group()
+        )));
+    }
+    let others: Vec<String> = versions[1..].iter().map(|r| r.version.clone()).collect();
+    let spoke = if opts.spoke.is_empty() {
+        others.clone()
+    } else {
+        opts.spoke.clone()
+    };
+    if opts.conversion {
+        if others.is_empty() {
+            return Err(Error::Flag(format!(
+                "--conversion converts between versions, and {kind} has one: add another with `bosun create api --group {group} --version <v2> --kind {kind}` first"
+            )));
+        }
+        if let Some(unknown) = spoke.iter().find(|s| !others.contains(s)) {
+            return Err(Error::Flag(format!(
+                "--spoke {unknown}: {kind} has no such version besides its hub (its versions: {})",
+                others.join(", ")
+            )));
+        }
+    } else if !opts.spoke.is_empty() {
+        return Err(Error::Flag(
+            "--spoke names the versions --conversion converts: pass --conversion too".into(),
+        ));
+    }
+    let flags = WebhookFlags {
+        defaulting: opts.defaulting,
+        validation: opts.programmatic_validation,
+        conversion: opts.conversion,
+        spoke: if opts.conversion { spoke } else { vec![] },
+        webhook_version: "v1".into(),
+    };
+    let tree = rust::webhook(dir, &project, hub, &flags)?;
+    let stage = Stage::new(dir)?;
+    stage.write(&tree)?;
+    stage.commit(&tree)?;
+    let module = rust::snake(kind);
+    let lower = kind.to_ascii_lowercase();
+    Ok(vec![
+        "Writing scaffold for you to edit...".into(),
+        format!("src/{module}/webhook.rs"),
+        format!("tests/{module}_webhook.rs"),
+        "config/webhook/, config/certmanager/".into(),
+        format!(
+            "Next: run the webhook's test, then the operator with its webhooks:\n$ cargo test --test {module}_webhook\n$ make install\n$ BOSUN_{}_WEBHOOK_ADDR=127.0.0.1:9443 make run",
+            lower.to_ascii_uppercase()
+        ),
+    ])
+}
+
 /// The resource `create api` would add, refused when its names are invalid, when the project
 /// has it already, or when it is of a second group in a project without multigroup.
 fn check_new(project: &Project, group: &str, version: &str, kind: &str) -> Result<Resource, Error> {
+    check_new_version(project, group, version, kind, false)
+}
+
+/// [`check_new`], or with `another_version` a new version of a kind the project has (a Rust
+/// kind's spoke): only that exact version is then a duplicate.
+fn check_new_version(
+    project: &Project,
+    group: &str,
+    version: &str,
+    kind: &str,
+    another_version: bool,
+) -> Result<Resource, Error> {
     names::check_subdomain("group", group)?;
     names::check_version(version)?;
     names::check_kind(kind)?;
@@ -313,15 +432,14 @@ fn check_new(project: &Project, group: &str, version: &str, kind: &str) -> Resul
         domain: project.domain.clone(),
         version: version.to_string(),
         kind: kind.to_string(),
+        webhooks: None,
     };
     let full = res.full_group();
     names::check_subdomain("group", &full)?;
     // One CRD per kind: bosun serves one version of a kind from one runner.
-    if project
-        .resources
-        .iter()
-        .any(|r| r.full_group() == full && r.kind == kind)
-    {
+    if project.resources.iter().any(|r| {
+        r.full_group() == full && r.kind == kind && (!another_version || r.version == version)
+    }) {
         return Err(Error::Duplicate(format!("{kind}.{full}/{version}")));
     }
     if !project.multigroup {
@@ -351,8 +469,17 @@ fn create_rust_api(
             "--helm-chart, --generate-role and --generate-playbook are for the helm and ansible plugins: a Rust kind is code (src/<kind>/)".into(),
         ));
     }
-    let res = check_new(&project, group, version, kind)?;
-    let mut tree = rust::api(dir, &project, &res)?;
+    let res = check_new_version(&project, group, version, kind, true)?;
+    let hub = project
+        .resources
+        .iter()
+        .find(|r| r.full_group() == res.full_group() && r.kind == res.kind)
+        .cloned();
+    let mut tree = match &hub {
+        // Another version of a kind: a spoke of its first version.
+        Some(hub) => rust::version(dir, &project, hub, &res.version)?,
+        None => rust::api(dir, &project, &res)?,
+    };
     let new = KindRef {
         group: res.full_group(),
         short_group: res.group.clone(),
@@ -397,6 +524,18 @@ fn create_rust_api(
     let stage = Stage::new(dir)?;
     stage.write(&tree)?;
     stage.commit(&tree)?;
+    if let Some(hub) = hub {
+        let module = rust::snake(&new.kind);
+        return Ok(vec![
+            "Writing scaffold for you to edit...".into(),
+            format!("src/{module}/{}.rs", new.version),
+            format!("src/{module}/versions.rs"),
+            format!(
+                "Next: {} is a spoke of the hub {} (stored, reconciled): edit to_hub/from_hub in src/{module}/{}.rs as the versions part, and serve them with:\n$ bosun create webhook --group {} --version {} --kind {} --conversion --spoke {}",
+                new.version, hub.version, new.version, hub.group, hub.version, hub.kind, new.version
+            ),
+        ]);
+    }
     Ok(vec![
         "Writing scaffold for you to edit...".into(),
         format!("src/{}/", rust::snake(&new.kind)),

@@ -31,6 +31,26 @@ pub struct Resource {
     pub domain: String,
     pub version: String,
     pub kind: String,
+    /// The webhooks `create webhook` scaffolded for this version, as kubebuilder records them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<WebhookFlags>,
+}
+
+/// A resource's `webhooks:` entry in the PROJECT file (kubebuilder's field names).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookFlags {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub defaulting: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub validation: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub conversion: bool,
+    /// The versions converted to and from this one (kubebuilder's `spoke`), with `conversion`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spoke: Vec<String>,
+    #[serde(default)]
+    pub webhook_version: String,
 }
 
 impl Resource {
@@ -83,6 +103,24 @@ impl Project {
                     "  domain: {}\n  group: {}\n  kind: {}\n  version: {}\n",
                     r.domain, r.group, r.kind, r.version
                 ));
+                if let Some(w) = &r.webhooks {
+                    s.push_str("  webhooks:\n");
+                    for (on, key) in [(w.conversion, "conversion"), (w.defaulting, "defaulting")] {
+                        if on {
+                            s.push_str(&format!("    {key}: true\n"));
+                        }
+                    }
+                    if !w.spoke.is_empty() {
+                        s.push_str("    spoke:\n");
+                        for v in &w.spoke {
+                            s.push_str(&format!("    - {v}\n"));
+                        }
+                    }
+                    if w.validation {
+                        s.push_str("    validation: true\n");
+                    }
+                    s.push_str(&format!("    webhookVersion: {}\n", w.webhook_version));
+                }
             }
         }
         s.push_str("version: \"3\"\n");
@@ -106,6 +144,13 @@ mod tests {
                 domain: "example.com".into(),
                 version: "v1alpha1".into(),
                 kind: "BookStore".into(),
+                webhooks: Some(WebhookFlags {
+                    defaulting: true,
+                    validation: true,
+                    conversion: true,
+                    spoke: vec!["v1".into()],
+                    webhook_version: "v1".into(),
+                }),
             }],
         };
         let dir = tempfile::tempdir().expect("dir");

@@ -10,6 +10,8 @@
 //! kept as whole files so that they read as the Rust they become; the scaffold's test builds
 //! and runs a generated project against this workspace.
 mod cargo;
+mod versions;
+mod webhook;
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +20,8 @@ use crate::project::{Project, Resource};
 use crate::{names, Error};
 
 pub use cargo::{BosunSource, DEPENDENCIES};
+pub use versions::version;
+pub use webhook::webhook;
 
 /// The PROJECT file's `layout`.
 pub const LAYOUT: &str = "rust.bosun.dev/v1";
@@ -37,6 +41,8 @@ struct Names<'a> {
     plural: String,
     project: &'a str,
     krate: String,
+    /// A spoke version (`create api` for a second version; the conversion test).
+    spoke: String,
 }
 
 impl Names<'_> {
@@ -50,7 +56,45 @@ impl Names<'_> {
             .replace("__plural__", &self.plural)
             .replace("__project__", self.project)
             .replace("__crate__", &self.krate)
+            .replace("__KIND_UPPER__", &self.kind.to_ascii_uppercase())
+            .replace("__group_path__", &self.group.replace('.', "-"))
+            .replace("__spoke__", &self.spoke)
     }
+
+    fn of<'a>(project: &'a Project, res: &'a Resource) -> Names<'a> {
+        Names {
+            kind: &res.kind,
+            module: snake(&res.kind),
+            lower: res.kind.to_ascii_lowercase(),
+            group: res.full_group(),
+            version: &res.version,
+            plural: names::plural(&res.kind),
+            project: &project.project_name,
+            krate: crate_name(&project.project_name),
+            spoke: String::new(),
+        }
+    }
+}
+
+/// A template with its optional sections kept or dropped: the lines between `//@@ name` and
+/// `//@@ end` stay when `on(name)`, those after `//@@ !name` (up to `//@@ end`) when not.
+fn sections(template: &str, on: impl Fn(&str) -> bool) -> String {
+    let mut out = String::new();
+    let mut keep = true;
+    for line in template.split_inclusive('\n') {
+        match line.trim().strip_prefix("//@@ ") {
+            Some("end") => keep = true,
+            Some(name) => {
+                keep = match name.strip_prefix('!') {
+                    Some(n) => !on(n),
+                    None => on(name),
+                }
+            }
+            None if keep => out.push_str(line),
+            None => {}
+        }
+    }
+    out
 }
 
 /// The Rust name of the project's library crate.
@@ -249,16 +293,7 @@ fn dockerfile(project: &str, source: &BosunSource) -> String {
 /// What `create api --plugins rust` adds for `res` to the project at `dir`: the kind's
 /// module and test, and `src/lib.rs` with the kind registered.
 pub fn api(dir: &Path, project: &Project, res: &Resource) -> Result<Tree, Error> {
-    let n = Names {
-        kind: &res.kind,
-        module: snake(&res.kind),
-        lower: res.kind.to_ascii_lowercase(),
-        group: res.full_group(),
-        version: &res.version,
-        plural: names::plural(&res.kind),
-        project: &project.project_name,
-        krate: crate_name(&project.project_name),
-    };
+    let n = Names::of(project, res);
     let lib_path = dir.join("src/lib.rs");
     let lib = std::fs::read_to_string(&lib_path).map_err(Error::io(&lib_path))?;
     let module_dir = format!("src/{}", n.module);
@@ -316,6 +351,28 @@ fn insert_module(text: &str, module: &str) -> Result<String, Error> {
     let mut joined = out.join("\n");
     joined.push('\n');
     Ok(joined)
+}
+
+/// `pub mod <module>;` among the first block of `pub mod` lines of a module file, sorted.
+fn insert_module_in(text: &str, module: &str) -> String {
+    let line = format!("pub mod {module};");
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.iter().position(|l| l.starts_with("pub mod "));
+    let at = match start {
+        Some(s) => {
+            let end = (s..lines.len())
+                .find(|&i| !lines[i].starts_with("pub mod "))
+                .unwrap_or(lines.len());
+            (s..end).find(|&i| lines[i] > line.as_str()).unwrap_or(end)
+        }
+        None => lines.len(),
+    };
+    let mut out: Vec<&str> = lines[..at].to_vec();
+    out.push(&line);
+    out.extend(&lines[at..]);
+    let mut joined = out.join("\n");
+    joined.push('\n');
+    joined
 }
 
 /// `line` inserted above `marker`, with the marker's indentation.
@@ -516,6 +573,7 @@ mod tests {
             domain: "example.com".into(),
             version: "v1alpha1".into(),
             kind: "BookStore".into(),
+            webhooks: None,
         };
         let dir = tempfile::tempdir().expect("dir");
         std::fs::create_dir_all(dir.path().join("src")).expect("src");
