@@ -124,6 +124,22 @@ fn generated(input: &BundleInput) -> Result<Value, Error> {
     if let Some(r) = &input.replaces {
         spec["replaces"] = r.clone().into();
     }
+    if !input.webhook_definitions.is_empty() {
+        spec["webhookdefinitions"] = Value::Array(input.webhook_definitions.clone());
+    }
+    // OLM installs an operator with a conversion webhook only in AllNamespaces mode: a CRD
+    // converts for the whole cluster, so one operator must serve every namespace.
+    if input
+        .webhook_definitions
+        .iter()
+        .any(|d| d["type"] == "ConversionWebhook")
+    {
+        spec["installModes"] = INSTALL_MODES
+            .iter()
+            .map(|(t, _)| json!({"type": t, "supported": *t == "AllNamespaces"}))
+            .collect::<Vec<_>>()
+            .into();
+    }
     Ok(json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",

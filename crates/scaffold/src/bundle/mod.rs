@@ -11,6 +11,7 @@ mod descriptors;
 pub mod install;
 mod metadata;
 mod resources;
+pub mod webhooks;
 
 pub use metadata::SCORECARD_TESTS;
 
@@ -56,6 +57,8 @@ pub struct BundleInput {
     pub samples: Vec<Value>,
     /// Each CRD's operator's own rules (CRD name → rules): the owned CRD's `resources`.
     pub operator_rules: std::collections::BTreeMap<String, Vec<Value>>,
+    /// `spec.webhookdefinitions` ([`webhooks::for_olm`]).
+    pub webhook_definitions: Vec<Value>,
     /// The hand-written base CSV (`config/manifests/bases/<package>.clusterserviceversion.yaml`).
     pub base: Option<Value>,
 }
