@@ -4,6 +4,7 @@
 //! OperatorHub (capabilities, categories included), good-practices and deprecated-API checks.
 //! Every finding names the file and the field; errors fail (exit 1), warnings do not.
 mod default;
+mod olmv1;
 mod optional;
 
 use std::path::{Path, PathBuf};
@@ -59,6 +60,8 @@ pub struct Options {
     pub operatorhub: bool,
     pub good_practices: bool,
     pub deprecated_apis: bool,
+    /// `--select-optional name=olmv1`: whether OLM v1 (operator-controller) would install it.
+    pub olmv1: bool,
     /// `--optional-values k8s-version=1.25`: APIs removed by this version are errors.
     pub k8s_version: Option<(u64, u64)>,
     /// OperatorHub categories replacing the standard list (operator-framework's
@@ -81,9 +84,10 @@ impl Options {
             | "name=capabilities" | "name=categories" => self.operatorhub = true,
             "name=good-practices" => self.good_practices = true,
             "name=alpha-deprecated-apis" => self.deprecated_apis = true,
+            "name=olmv1" | "suite=olmv1" => self.olmv1 = true,
             other => {
                 return Err(format!(
-                "unknown selector {other:?}: use suite=operatorframework, name=operatorhub (or operatorhubv2, capabilities, categories), name=good-practices or name=alpha-deprecated-apis"
+                "unknown selector {other:?}: use suite=operatorframework, name=operatorhub (or operatorhubv2, capabilities, categories), name=good-practices, name=alpha-deprecated-apis or name=olmv1"
             ))
             }
         }
@@ -202,6 +206,9 @@ pub fn validate(bundle: &Bundle, opts: &Options) -> Vec<Finding> {
 pub fn validate_dir(dir: &Path, opts: &Options) -> Vec<Finding> {
     let (bundle, mut findings) = load(dir);
     findings.extend(validate(&bundle, opts));
+    if opts.olmv1 {
+        olmv1::run(dir, &bundle, &mut findings);
+    }
     findings.sort_by_key(|f| std::cmp::Reverse(f.level));
     findings
 }
