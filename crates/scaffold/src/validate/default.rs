@@ -178,6 +178,17 @@ fn crds(b: &Bundle, out: &mut Vec<Finding>) {
                 format!("exactly one version must be the storage version, found {storage}"),
             );
         }
+        // A v1beta1 CRD prunes nothing unless it says so, and the API server (which stores it as
+        // v1) refuses preserveUnknownFields: true: operator-framework converts it and fails.
+        if o["apiVersion"] == "apiextensions.k8s.io/v1beta1"
+            && o["spec"]["preserveUnknownFields"] != false
+        {
+            at.error(
+                "spec.preserveUnknownFields",
+                "true (v1beta1's default) cannot be installed: set it to false, with \
+                 x-kubernetes-preserve-unknown-fields in the schema where fields must be kept",
+            );
+        }
         for (i, v) in versions.iter().enumerate() {
             if o["apiVersion"] == "apiextensions.k8s.io/v1"
                 && v["schema"]["openAPIV3Schema"].is_null()
@@ -212,13 +223,17 @@ fn csv_fields(file: &str, csv: &Value, out: &mut Vec<Finding>) {
     if str_of(spec, &["displayName"]).trim().is_empty() {
         at.error("spec.displayName", "is required");
     }
-    if let Some(v) = spec["minKubeVersion"].as_str() {
-        if !v.is_empty() && (semver(v).is_none() || v.starts_with('v')) {
-            at.error(
-                "spec.minKubeVersion",
-                format!("{v:?} is not a semantic version (e.g. 1.25.0, no leading v)"),
-            );
-        }
+    match spec["minKubeVersion"].as_str() {
+        // operator-framework's CSV validator warns by default, not only for OperatorHub.
+        None | Some("") => at.warn(
+            "spec.minKubeVersion",
+            "not set: OLM installs on any Kubernetes version",
+        ),
+        Some(v) if semver(v).is_none() || v.starts_with('v') => at.error(
+            "spec.minKubeVersion",
+            format!("{v:?} is not a semantic version (e.g. 1.25.0, no leading v)"),
+        ),
+        Some(_) => {}
     }
     let version = str_of(spec, &["version"]);
     if version.is_empty() {
@@ -254,6 +269,31 @@ fn csv_fields(file: &str, csv: &Value, out: &mut Vec<Finding>) {
             }
             if !modes.iter().any(|m| m["supported"] == true) {
                 at.error("spec.installModes", "no install mode is supported");
+            }
+            // A conversion webhook serves every namespace's objects of its CRDs: OLM installs
+            // it only with the operator watching all namespaces.
+            let converts = spec["webhookdefinitions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|w| {
+                    w["conversionCRDs"]
+                        .as_array()
+                        .is_some_and(|c| !c.is_empty())
+                });
+            let others: Vec<&str> = modes
+                .iter()
+                .filter(|m| m["supported"] == true && m["type"] != "AllNamespaces")
+                .map(|m| str_of(m, &["type"]))
+                .collect();
+            if converts && !others.is_empty() {
+                at.error(
+                    "spec.installModes",
+                    format!(
+                        "a webhook with conversionCRDs needs AllNamespaces as the only supported \
+                         install mode, but {others:?} are supported too"
+                    ),
+                );
             }
         }
     }
@@ -395,7 +435,21 @@ fn ownership(b: &Bundle, file: &str, csv: &Value, out: &mut Vec<Finding>) {
     }
     for m in b.crds() {
         let name = str_of(&m.object, &["metadata", "name"]);
-        if !owned.iter().any(|o| o["name"] == name) && !required(csv, name) {
+        // operator-framework matches by group, version and kind: an owned entry naming the CRD
+        // with a version or kind it does not have leaves the CRD unowned.
+        let versions: Vec<&str> = m.object["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| str_of(v, &["name"]))
+            .chain(m.object["spec"]["version"].as_str())
+            .collect();
+        let owns = |o: &Value| {
+            o["name"] == name
+                && o["kind"] == m.object["spec"]["names"]["kind"]
+                && versions.contains(&str_of(o, &["version"]))
+        };
+        if !owned.iter().any(owns) && !required(csv, name) {
             out.push(Finding {
                 level: super::Level::Error,
                 check: "bundle",
@@ -426,6 +480,10 @@ fn examples(file: &str, csv: &Value, out: &mut Vec<Finding>) {
     };
     let field = "metadata.annotations.alm-examples";
     let Some(text) = csv["metadata"]["annotations"]["alm-examples"].as_str() else {
+        at.warn(
+            field,
+            "none: consoles offer no template for the CSV's kinds",
+        );
         return;
     };
     let list: Vec<Value> = match serde_json::from_str(text) {
@@ -474,4 +532,21 @@ fn examples(file: &str, csv: &Value, out: &mut Vec<Finding>) {
             );
         }
     }
+    for (api, kind) in provided.iter().take(owned_count(csv)) {
+        if !list
+            .iter()
+            .any(|e| e["kind"] == kind.as_str() && e["apiVersion"] == api.as_str())
+        {
+            at.warn(
+                field,
+                format!("no example of the owned {kind} {api}: consoles offer no template"),
+            );
+        }
+    }
+}
+
+fn owned_count(csv: &Value) -> usize {
+    csv["spec"]["customresourcedefinitions"]["owned"]
+        .as_array()
+        .map_or(0, Vec::len)
 }

@@ -163,11 +163,9 @@ fn operatorhub(file: &str, csv: &Value, opts: &Options, out: &mut Vec<Finding>) 
             }
         }
     }
+    // Not set: the default CSV check warns already.
     match spec["minKubeVersion"].as_str() {
-        None | Some("") => at.warn(
-            "spec.minKubeVersion",
-            "not set: OLM installs on any Kubernetes version",
-        ),
+        None | Some("") => {}
         Some(v) if semver(v).is_none() => at.error(
             "spec.minKubeVersion",
             format!("{v:?} is not a semantic version (e.g. 1.25.0)"),
@@ -227,10 +225,6 @@ fn practices(b: &Bundle, file: &str, csv: &Value, out: &mut Vec<Finding>) {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let examples: Vec<Value> = csv["metadata"]["annotations"]["alm-examples"]
-        .as_str()
-        .and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_default();
     for (i, o) in owned.iter().enumerate() {
         if str_of(o, &["description"]).trim().is_empty() {
             at.warn(
@@ -244,20 +238,20 @@ fn practices(b: &Bundle, file: &str, csv: &Value, out: &mut Vec<Finding>) {
                 "an owned CRD without a display name",
             );
         }
-        let group = str_of(o, &["name"]).split_once('.').map(|(_, g)| g);
-        let api = format!("{}/{}", group.unwrap_or(""), str_of(o, &["version"]));
-        if !examples
-            .iter()
-            .any(|e| e["kind"] == o["kind"] && e["apiVersion"] == api.as_str())
-        {
-            at.warn(
-                "metadata.annotations.alm-examples",
-                format!(
-                    "no example of the owned {} {api}: consoles offer no template",
-                    str_of(o, &["kind"])
-                ),
-            );
-        }
+    }
+    // OLM orders a package's CSVs by the version in the name, and OperatorHub lists them so.
+    let name = str_of(csv, &["metadata", "name"]);
+    let conventional = name
+        .split_once(".v")
+        .is_some_and(|(op, v)| !op.is_empty() && semver(v).is_some());
+    if !name.is_empty() && !conventional {
+        at.warn(
+            "metadata.name",
+            format!(
+                "{name:?} does not follow the convention <operator-name>.v<semver> (e.g. \
+                 memcached-operator.v0.0.1)"
+            ),
+        );
     }
     if let Some(a) = &b.annotations {
         let channels = str_of(
