@@ -47,6 +47,17 @@ pub enum Error {
          keep {version} in the chart (served: false)"
     )]
     StoredVersionDropped { crd: String, version: String },
+    /// A `valuesFrom` source is missing or holds no values.
+    #[error("{0}")]
+    ValuesFrom(Box<crate::values_from::SourceError>),
+    /// An error whose message quoted a string a `valuesFrom` Secret gave, with it masked.
+    #[error("{message}")]
+    Masked {
+        category: ErrorCategory,
+        /// Reported as `Irreconcilable` (else `ReleaseFailed`), as the original error was.
+        irreconcilable: bool,
+        message: String,
+    },
     /// What the Helm flavour does not do (a cluster-scoped custom resource: a release lives
     /// in a namespace).
     #[error("{0}")]
@@ -63,9 +74,45 @@ impl Categorized for Error {
             Error::Hook(_) => ErrorCategory::Transient,
             Error::Storage(_) | Error::Children(_) | Error::Kube(_) => ErrorCategory::Api,
             Error::Sync(inner) => inner.category(),
+            Error::ValuesFrom(e) if e.is_transient() => ErrorCategory::Api,
+            Error::ValuesFrom(_) => ErrorCategory::InvalidSpec,
+            Error::Masked { category, .. } => *category,
             Error::Unsupported(_) | Error::FailedBefore(_) | Error::StoredVersionDropped { .. } => {
                 ErrorCategory::InvalidSpec
             }
+        }
+    }
+}
+
+impl From<crate::values_from::SourceError> for Error {
+    fn from(e: crate::values_from::SourceError) -> Self {
+        Error::ValuesFrom(Box::new(e))
+    }
+}
+
+impl Error {
+    /// Whether it is reported as `Irreconcilable` (the release could not be built or kept in
+    /// place) rather than `ReleaseFailed`.
+    pub fn irreconcilable(&self) -> bool {
+        match self {
+            Error::Values(_) | Error::Sync(_) | Error::Unsupported(_) | Error::ValuesFrom(_) => {
+                true
+            }
+            Error::Masked { irreconcilable, .. } => *irreconcilable,
+            _ => false,
+        }
+    }
+
+    /// The error with every string `sourced` took from a Secret masked in its message.
+    pub fn masked(self, sourced: &crate::values_from::Sourced) -> Error {
+        let message = self.to_string();
+        if !sourced.reveals(&message) {
+            return self;
+        }
+        Error::Masked {
+            category: self.category(),
+            irreconcilable: self.irreconcilable(),
+            message: sourced.mask(&message),
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod scan;
 pub mod status;
 pub mod storage;
 pub mod values;
+pub mod values_from;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -321,6 +322,18 @@ impl Flavor for HelmFlavor {
         })
     }
 
+    /// `valuesFrom`: a change of a source re-reconciles the custom resources that read it.
+    fn triggers(
+        &self,
+        client: &kube::Client,
+        entry: &Entry,
+        ns: Option<&str>,
+        resource: &kube::core::ApiResource,
+        primaries: kube::runtime::reflector::Store<DynamicObject>,
+    ) -> Vec<bosun_runtime::controller::Trigger<DynamicObject>> {
+        values_from::triggers(client, &entry.values_from, ns, resource, primaries)
+    }
+
     fn reconcile(
         obj: Arc<DynamicObject>,
         host: Arc<Host<Self>>,
@@ -349,6 +362,92 @@ pub fn is_chart(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry_of(dir: &Path, extra: &str) -> Result<bosun_watches::WatchesFile, String> {
+        let chart = dir.join("web");
+        std::fs::create_dir_all(chart.join("templates")).expect("mkdir");
+        std::fs::write(
+            chart.join("Chart.yaml"),
+            "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+        )
+        .expect("Chart.yaml");
+        let w = dir.join("watches.yaml");
+        std::fs::write(
+            &w,
+            format!("- group: test.bosun.dev\n  version: v1\n  kind: Web\n  chart: web\n{extra}"),
+        )
+        .expect("watches");
+        bosun_watches::WatchesFile::load(&w).map_err(|e| e.to_string())
+    }
+
+    /// The extensions read from watches.yaml: Flux's shape, defaults, and refusals that name
+    /// the field; their RBAC follows.
+    #[test]
+    fn the_extensions_are_read_with_flux_shape_and_get_their_rbac() {
+        use bosun_watches::{ValuesFrom, ValuesSourceKind};
+        let dir = tempfile::tempdir().expect("dir");
+        let file = entry_of(
+            dir.path(),
+            "  upgradeCRDs: true\n  valuesFrom:\n  - {kind: Secret, name: creds, valuesKey: v.yaml}\n  - {kind: ConfigMap, name: shared, optional: true}\n",
+        )
+        .expect("valid");
+        assert!(file.warnings.is_empty(), "{:?}", file.warnings);
+        let e = &file.entries[0];
+        assert!(e.upgrade_crds);
+        assert_eq!(
+            e.values_from,
+            [
+                ValuesFrom {
+                    kind: ValuesSourceKind::Secret,
+                    name: "creds".into(),
+                    values_key: "v.yaml".into(),
+                    optional: false
+                },
+                ValuesFrom {
+                    kind: ValuesSourceKind::ConfigMap,
+                    name: "shared".into(),
+                    values_key: "values.yaml".into(),
+                    optional: true
+                }
+            ]
+        );
+        let rules = rbac::extensions(Rbac::default(), e, true);
+        let text = serde_json::to_string(&(&rules.namespaced, &rules.cluster)).expect("json");
+        assert!(text.contains("\"configmaps\",\"secrets\""), "{text}");
+        assert!(text.contains("\"patch\""), "{text}");
+        let plain = entry_of(dir.path(), "").expect("valid");
+        assert!(!plain.entries[0].upgrade_crds && plain.entries[0].values_from.is_empty());
+        assert_eq!(
+            rbac::extensions(Rbac::default(), &plain.entries[0], true),
+            Rbac::default(),
+            "nothing more without the extensions"
+        );
+        for (bad, says) in [
+            (
+                "  valuesFrom:\n  - {kind: Pod, name: x}\n",
+                "valuesFrom[0].kind: expected Secret or ConfigMap, not \"Pod\"",
+            ),
+            (
+                "  valuesFrom:\n  - {kind: Secret}\n",
+                "valuesFrom[0]: name is required",
+            ),
+            (
+                "  valuesFrom:\n  - {kind: Secret, name: x, targetPath: a.b}\n",
+                "valuesFrom[0].targetPath: not supported",
+            ),
+            (
+                "  valuesFrom: {kind: Secret}\n",
+                "valuesFrom: expected a list",
+            ),
+            (
+                "  upgradeCRDs: yes please\n",
+                "upgradeCRDs: expected true or false",
+            ),
+        ] {
+            let e = entry_of(dir.path(), bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     /// A kind only a value turns on (the `helm create` scaffold's Ingress) gets its RBAC: a
     /// default-values render alone left it out, and the install then failed with 403.

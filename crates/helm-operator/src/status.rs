@@ -8,7 +8,7 @@
 //! | `Initialized` | True | | |
 //! | `Deployed` | True/False | InstallSuccessful, UpgradeSuccessful, UninstallSuccessful | the chart's NOTES.txt |
 //! | `ReleaseFailed` | True (removed when fine) | InstallError, UpgradeError, UninstallError, StoredVersionDropped (`upgradeCRDs`) | the error |
-//! | `Irreconcilable` | True (removed when fine) | ReconcileError | the error |
+//! | `Irreconcilable` | True (removed when fine) | ReconcileError, ValuesFromError (`valuesFrom`) | the error |
 //! | `Ready` (bosun) | True/False | AllReady, NotReady, ReleaseFailed | what is not ready |
 //!
 //! As in operator-sdk, `lastTransitionTime` moves only when a condition's status flips, and
@@ -40,7 +40,9 @@ names!(Reason {
     NotReady,
     NondeterministicRender,
     /// `upgradeCRDs` refused a chart CRD that drops a version still stored.
-    StoredVersionDropped
+    StoredVersionDropped,
+    /// A `valuesFrom` source is missing or holds no values.
+    ValuesFromError
 });
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]

@@ -104,12 +104,14 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     }
     /// Reconcile requests from sources of the flavour's own (the Helm flavour's `valuesFrom`
     /// Secrets and ConfigMaps) for the primary objects in `ns` (all when None); `primaries`
-    /// is their cache, to map a source's change to the objects it concerns.
+    /// is their cache (of kind `resource`), to map a source's change to the objects it
+    /// concerns.
     fn triggers(
         &self,
         _client: &Client,
         _entry: &Entry,
         _ns: Option<&str>,
+        _resource: &ApiResource,
         _primaries: Store<DynamicObject>,
     ) -> Vec<Trigger<DynamicObject>> {
         Vec::new()
@@ -396,7 +398,7 @@ fn wire<F: Flavor>(
         resolved,
         status,
     );
-    let own = flavor.triggers(client, entry, ns, primary.store());
+    let own = flavor.triggers(client, entry, ns, &ar, primary.store());
     let mut wiring = Wiring::new(primary, host);
     for t in own {
         wiring = wiring.trigger(t);

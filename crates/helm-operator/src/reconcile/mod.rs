@@ -124,7 +124,13 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
     };
     let t = now();
     status.set(&previous, C::Initialized, true, None, None, &t);
-    let result = converge(&cr, &host, &previous, &mut status).await;
+    let ns = cr.namespace().unwrap_or_default();
+    let result = match crate::values_from::read(&host.client, &ns, &host.entry.values_from).await {
+        Ok(sourced) => converge(&cr, &host, &previous, &mut status, &sourced)
+            .await
+            .map_err(|e| e.masked(&sourced)),
+        Err(e) => Err(e.into()),
+    };
     let next = match &result {
         Ok(plan) => {
             status.remove(C::Irreconcilable);
@@ -161,7 +167,14 @@ pub async fn reconcile(cr: Arc<DynamicObject>, host: Arc<Ctx>) -> Result<Next, E
             .condition(C::ReleaseFailed)
             .or(previous.condition(C::Irreconcilable));
         if already.and_then(|c| c.message.as_deref()) != Some(e.to_string().as_str()) {
-            publish(&host, &cr, true, "ReleaseFailed", &e.to_string()).await;
+            // The extensions' refusals are their own Event series: the recorder folds repeats
+            // of one reason into the first Event's text, which would hide a later failure.
+            let reason = match e {
+                Error::ValuesFrom(_) => R::ValuesFromError.as_str(),
+                Error::StoredVersionDropped { .. } => R::StoredVersionDropped.as_str(),
+                _ => "ReleaseFailed",
+            };
+            publish(&host, &cr, true, reason, &e.to_string()).await;
         }
     }
     host.status
@@ -253,7 +266,18 @@ fn record_failure(status: &mut HelmStatus, previous: &HelmStatus, e: &Error, t: 
                 t,
             );
         }
-        Error::Values(_) | Error::Sync(_) | Error::Unsupported(_) => {
+        Error::ValuesFrom(_) => {
+            status.remove(C::ReleaseFailed);
+            status.set(
+                previous,
+                C::Irreconcilable,
+                true,
+                Some(R::ValuesFromError),
+                Some(msg),
+                t,
+            );
+        }
+        _ if e.irreconcilable() => {
             status.remove(C::ReleaseFailed);
             status.set(
                 previous,
@@ -294,13 +318,15 @@ async fn converge(
     host: &Ctx,
     previous: &HelmStatus,
     status: &mut HelmStatus,
+    sourced: &crate::values_from::Sourced,
 ) -> Result<Plan, Error> {
     if let Err(e) = host.period(cr) {
         return Err(Error::Values(values::ValuesError::Spec(e)));
     }
     let owner = owner_of(cr, host)?;
+    // valuesFrom < spec < overrideValues (values_from's module doc).
     let vals = values::set_overrides(
-        values::from_spec(cr.data.get("spec"))?,
+        sourced.under(values::from_spec(cr.data.get("spec"))?),
         &host.flavor.overrides,
     )?;
     let deployed = previous.deployed_release.clone();
