@@ -3,6 +3,7 @@ mod bundle;
 mod crd;
 #[cfg(feature = "dev")]
 mod dev;
+mod manager_flags;
 #[cfg(feature = "builtin")]
 mod pg;
 mod render;

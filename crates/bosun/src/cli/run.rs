@@ -116,6 +116,8 @@ pub struct RunArgs {
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     pub log_format: LogFormat,
+    #[command(flatten)]
+    pub sdk: super::manager_flags::ManagerFlags,
 }
 
 /// An address as bosun or controller-runtime writes it: `host:port`, `:port` (every
@@ -215,7 +217,7 @@ async fn fenced_client(
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    telemetry::init(args.log_format);
+    telemetry::init_with(args.sdk.log_format(args.log_format), args.sdk.log_filter());
     // With leader election, no write of the operators leaves this process unless it is sure
     // it leads (a replica paused past its renew deadline wakes with its writes queued).
     let fence = args.leader_elect.then(Fence::new);
@@ -271,7 +273,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics_addr: addr(&args.metrics_addr)?,
         probe_addr: addr(&args.probe_addr)?,
         leader,
-        metrics_auth: args.metrics_secure,
+        metrics_auth: args.metrics_secure || args.sdk.metrics_require_rbac,
         ..Default::default()
     };
     trim_heap_periodically();
