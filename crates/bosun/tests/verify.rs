@@ -175,6 +175,20 @@ fn a_reconcile_trusting_a_stale_read_is_found_under_held_watch_events() {
 }
 
 #[test]
+fn a_cleanup_acting_on_an_old_view_after_a_restart_is_found() {
+    let (o, _logs) = widget("time-travel", "time-travel", "7");
+    assert_finds("time-travel", &o, &[("time-travel", "old-view")]);
+    // Served a Widget as it was being deleted, it deleted the child of the live one.
+    assert!(
+        o.stdout
+            .lines()
+            .any(|l| l.contains("DELETE") && l.contains("-config (200)")),
+        "{}",
+        o.stdout
+    );
+}
+
+#[test]
 fn a_secret_value_in_the_log_is_found_and_not_repeated() {
     let (o, _logs) = widget("secret-in-log", "reference", "7");
     assert_finds("secret-in-log", &o, &[("reference", "secret-log")]);
@@ -214,14 +228,21 @@ fn the_operator_without_a_bug_passes_every_scenario_and_writes_junit() {
             o.stdout
         );
     }
-    assert!(o
-        .checks
-        .contains(&("failure".into(), "failure-status".into())));
-    assert!(
-        !o.stdout.contains("failure-status   skipped"),
-        "{}",
-        o.stdout
-    );
+    // The restarted operator was served the old view (its LIST answered from it).
+    for (scenario, check) in [("failure", "failure-status"), ("time-travel", "old-view")] {
+        assert!(
+            o.checks.contains(&(scenario.into(), check.into())),
+            "{}",
+            o.stdout
+        );
+        assert!(
+            !o.stdout
+                .lines()
+                .any(|l| l.starts_with(scenario) && l.contains(check) && l.contains("skipped")),
+            "{}",
+            o.stdout
+        );
+    }
     let xml = std::fs::read_to_string(&junit).expect("junit written");
     assert!(xml.contains("<testcase classname=\"verify.crash\" name=\"children\"/>"));
     assert!(xml.contains("failures=\"0\""));
@@ -285,13 +306,14 @@ fn bad_input_is_refused_with_a_clear_error() {
     assert!(o.stderr.contains("what should run?"), "{}", o.stderr);
 }
 
-fn bosun_verify_scenarios() -> [&'static str; 8] {
+fn bosun_verify_scenarios() -> [&'static str; 9] {
     [
         "reference",
         "delete",
         "crash",
         "apiserver-restart",
         "stale",
+        "time-travel",
         "drift",
         "spec-change",
         "failure",

@@ -1,13 +1,16 @@
 //! One `bosun run` process of the chaos suite: started with an identity (its kubeconfig and
-//! POD_NAME), watched, killed with -9 or stopped with SIGTERM.
+//! POD_NAME), watched, killed with -9 or stopped with SIGTERM — by `bosun verify`'s operator
+//! process, the same kill and stop as its scenarios.
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use bosun_verify::operator::Process;
+
 use super::cluster::Env;
 
 pub struct Bosun {
-    child: tokio::process::Child,
+    process: Process,
     pub pid: u32,
     pub identity: String,
     pub metrics: u16,
@@ -60,8 +63,7 @@ impl Bosun {
             )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .kill_on_drop(true);
+            .stderr(Stdio::from(log));
         if let Some(lease) = &flags.lease {
             cmd.args([
                 "--leader-elect",
@@ -74,11 +76,10 @@ impl Bosun {
         if flags.metrics_secure {
             cmd.arg("--metrics-secure");
         }
-        let child = cmd.spawn()?;
-        let pid = child.id().unwrap_or(0);
+        let process = Process::spawn(cmd)?;
         Ok(Bosun {
-            child,
-            pid,
+            pid: process.pid(),
+            process,
             identity: identity.to_string(),
             metrics,
             probe,
@@ -86,21 +87,15 @@ impl Bosun {
     }
 
     /// `kill -9`: no shutdown, no lease release, requests cut mid-flight.
-    pub async fn kill9(mut self) {
-        let _ = self.child.start_kill();
-        let _ = self.child.wait().await;
+    pub async fn kill9(self) {
+        self.process.kill9().await;
     }
 
     /// SIGTERM, and the wait for a graceful stop (in-flight reconciles drain, the lease is
     /// released).
-    pub async fn stop(mut self) -> anyhow::Result<()> {
-        // SAFETY: signalling our own child process.
-        unsafe {
-            kill(self.pid as i32, 15);
-        }
-        match tokio::time::timeout(Duration::from_secs(45), self.child.wait()).await {
-            Ok(status) => {
-                let status = status?;
+    pub async fn stop(self) -> anyhow::Result<()> {
+        match self.process.stop(Duration::from_secs(45)).await {
+            Some(status) => {
                 anyhow::ensure!(
                     status.success(),
                     "bosun {} exited with {status}",
@@ -108,19 +103,16 @@ impl Bosun {
                 );
                 Ok(())
             }
-            Err(_) => {
-                let _ = self.child.kill().await;
-                anyhow::bail!(
-                    "bosun {} did not stop within 45 s of SIGTERM",
-                    self.identity
-                )
-            }
+            None => anyhow::bail!(
+                "bosun {} did not stop within 45 s of SIGTERM",
+                self.identity
+            ),
         }
     }
 
     /// Still running (never exited since it was started)?
     pub fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.process.exited().is_none()
     }
 
     /// Peak RSS (VmHWM), MB.
@@ -199,8 +191,4 @@ impl Bosun {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-}
-
-extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
 }

@@ -13,10 +13,8 @@ use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::json;
 
 use super::Args;
 
@@ -39,14 +37,7 @@ impl Env {
         let admin = cp.client().await?;
         let pp = PatchParams::apply("bosun-chaos").force();
         bosun_testenv::kit::install_crds(&admin, [bosun_bookstore::api::crd()]).await?;
-        let sc: StorageClass = serde_json::from_value(json!({
-            "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-            "provisioner": "bosun.dev/simulated", "allowVolumeExpansion": true,
-            "volumeBindingMode": "Immediate",
-        }))?;
-        Api::<StorageClass>::all(admin.clone())
-            .patch("standard", &pp, &Patch::Apply(&sc))
-            .await?;
+        bosun_verify::simulated_storage_class(&admin).await?;
         // What the install manifests grant (the operator's rules, the runtime's with metrics
         // auth, and leases; leases cluster-wide here, since each scenario elects in its own
         // namespace).

@@ -1,27 +1,11 @@
 //! `kill -9` at random points while N BookStores converge, then one clean start.
 use std::time::{Duration, Instant};
 
+use bosun_verify::Rng;
+
 use super::bosun::{Bosun, Flags};
 use super::cluster::{names, now_us, writes_by, Env};
 use super::Report;
-
-/// xorshift64*: reproducible kill points from a printed seed.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo).max(1)
-    }
-}
 
 pub async fn run(env: &mut Env, seed: u64) -> anyhow::Result<Report> {
     let (n, kills) = if env.args.quick { (30, 5) } else { (200, 20) };

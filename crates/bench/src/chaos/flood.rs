@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::bosun::{Bosun, Flags};
 use super::cluster::{names, Env};
-use super::crash::Rng;
 use super::Report;
+use bosun_verify::Rng;
 
 const LEASE: &str = "bosun-leader";
 const TOKENS: usize = 1000;
@@ -22,7 +22,7 @@ const TOKEN_BYTES: usize = 100 * 1024;
 async fn scrape(port: u16, seed: u64) -> u16 {
     let mut rng = Rng::new(seed);
     let token: String = (0..TOKEN_BYTES)
-        .map(|_| char::from(b'a' + (rng.next() % 26) as u8))
+        .map(|_| char::from(b'a' + (rng.next_u64() % 26) as u8))
         .collect();
     let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
         return 0;

@@ -7,7 +7,7 @@
 //!   `--crd` and `--rbac` files (or a project's `config/`);
 //! - a `bosun init` project (a PROJECT file in `--dir`): its `config/crd/bases`,
 //!   `config/rbac/role.yaml`, its ServiceAccount, `config/samples`, and `bosun run --watches
-//!   watches.yaml` (Helm, Ansible) or `cargo run -- run` (Rust).
+//!   watches.yaml` (Helm, Ansible) or, for Rust, its binary (built once with `cargo build`).
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -164,23 +164,82 @@ fn documents_of(text: &str, what: &str) -> anyhow::Result<Vec<serde_json::Value>
     Ok(out)
 }
 
-/// A Rust project's CRDs or RBAC are its code's: what its binary prints (`crd`, `rbac`),
-/// as `make manifests` does.
-fn from_binary(dir: &Path, what: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+/// A Rust project's operator, built once (`cargo build`, honouring CARGO_TARGET_DIR and the
+/// project's profile): every scenario starts the binary itself, not `cargo run`, so a kill -9
+/// reaches the operator and no start waits on cargo's lock of a target dir it may share.
+fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
+    eprintln!(
+        "bosun verify: building the operator (cargo build in {})",
+        dir.display()
+    );
     let out = std::process::Command::new("cargo")
-        .args(["run", "--quiet", "--", what])
+        .args(["build", "--message-format=json-render-diagnostics"])
         .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
         .output()
-        .with_context(|| format!("running `cargo run -- {what}` in {}", dir.display()))?;
+        .with_context(|| format!("running `cargo build` in {}", dir.display()))?;
     anyhow::ensure!(
         out.status.success(),
-        "`cargo run -- {what}` in {} failed: {}",
-        dir.display(),
+        "`cargo build` in {} failed (its errors are above)",
+        dir.display()
+    );
+    let bins = binaries(&String::from_utf8_lossy(&out.stdout));
+    let package = bosun_scaffold::project::Project::read(dir)
+        .map(|p| p.project_name)
+        .unwrap_or_default();
+    match bins.as_slice() {
+        [one] => Ok(one.1.clone()),
+        _ => bins
+            .iter()
+            .find(|(name, _)| *name == package)
+            .map(|(_, path)| path.clone())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "`cargo build` in {} built {} binaries and none is named {package}: say which with --command",
+                    dir.display(),
+                    bins.len()
+                )
+            }),
+    }
+}
+
+/// (name, path) of each binary a `cargo build --message-format=json` output reports.
+fn binaries(messages: &str) -> Vec<(String, PathBuf)> {
+    messages
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter(|m| {
+            m["target"]["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "bin"))
+        })
+        .filter_map(|m| {
+            Some((
+                m["target"]["name"].as_str()?.to_string(),
+                PathBuf::from(m["executable"].as_str()?),
+            ))
+        })
+        .collect()
+}
+
+/// A Rust project's CRDs or RBAC are its code's: what its binary prints (`crd`, `rbac`),
+/// as `make manifests` does.
+fn from_binary(exe: &Path, what: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    let out = std::process::Command::new(exe)
+        .arg(what)
+        .output()
+        .with_context(|| format!("running `{} {what}`", exe.display()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "`{} {what}` failed: {}",
+        exe.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     documents_of(
         &String::from_utf8_lossy(&out.stdout),
-        &format!("cargo run -- {what}"),
+        &format!("{} {what}", exe.display()),
     )
 }
 use serde::Deserialize as _;
@@ -320,14 +379,19 @@ fn target(args: &VerifyArgs) -> anyhow::Result<Target> {
         }
         (names.join(","), shell, cmd_dir, crds, rules)
     } else {
-        let shell = match (&args.command, project) {
-            (Some(c), _) => c.clone(),
-            (None, true) if dir.join("watches.yaml").is_file() => {
+        let rust_project =
+            project && dir.join("Cargo.toml").is_file() && !dir.join("watches.yaml").is_file();
+        let exe = if rust_project && args.command.is_none() {
+            Some(build_rust(&dir)?)
+        } else {
+            None
+        };
+        let shell = match (&args.command, project, &exe) {
+            (Some(c), _, _) => c.clone(),
+            (None, true, _) if dir.join("watches.yaml").is_file() => {
                 format!("'{}' run {run_flags} --watches=watches.yaml", bosun.display())
             }
-            (None, true) if dir.join("Cargo.toml").is_file() => {
-                format!("cargo run --quiet -- run {run_flags}")
-            }
+            (None, true, Some(exe)) => format!("'{}' run {run_flags}", exe.display()),
             _ => anyhow::bail!(
                 "what should run? Give --operators NAME, --watches FILE or --command '<start the operator>', or run in a project made by `bosun init` (no PROJECT file in {})",
                 dir.display()
@@ -341,12 +405,13 @@ fn target(args: &VerifyArgs) -> anyhow::Result<Target> {
                 .map(|p| abs(p))
                 .collect::<anyhow::Result<_>>()?
         };
-        let rust_project =
-            project && dir.join("Cargo.toml").is_file() && !dir.join("watches.yaml").is_file();
         let mut crds = crds_from(&crd_files)?;
-        if crds.is_empty() && rust_project && args.command.is_none() {
-            for d in from_binary(&dir, "crd")? {
-                crds.push(serde_json::from_value(d).context("cargo run -- crd: not a CRD")?);
+        if let (true, Some(exe)) = (crds.is_empty(), &exe) {
+            for d in from_binary(exe, "crd")? {
+                crds.push(
+                    serde_json::from_value(d)
+                        .with_context(|| format!("{} crd: not a CRD", exe.display()))?,
+                );
             }
         }
         let role = args
@@ -355,9 +420,9 @@ fn target(args: &VerifyArgs) -> anyhow::Result<Target> {
             .map(abs)
             .transpose()?
             .or_else(|| Some(dir.join("config/rbac/role.yaml")).filter(|p| p.is_file()));
-        let rules = match role {
-            Some(f) => rules_from(&f)?,
-            None if rust_project && args.command.is_none() => from_binary(&dir, "rbac")?
+        let rules = match (role, &exe) {
+            (Some(f), _) => rules_from(&f)?,
+            (None, Some(exe)) => from_binary(exe, "rbac")?
                 .into_iter()
                 .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
                 .map(|d| serde_json::from_value::<Vec<PolicyRule>>(d["rules"].clone()))
@@ -365,7 +430,7 @@ fn target(args: &VerifyArgs) -> anyhow::Result<Target> {
                 .into_iter()
                 .flatten()
                 .collect(),
-            None => {
+            (None, None) => {
                 eprintln!("bosun verify: no --rbac and no config/rbac/role.yaml: the operator gets every permission");
                 vec![PolicyRule {
                     api_groups: Some(vec![ALL.into()]),
