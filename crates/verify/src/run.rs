@@ -918,8 +918,8 @@ async fn stale(
 }
 
 /// Sieve's time travel. The samples converge; the custom resources are deleted (each as the
-/// DELETE left it: being deleted, its finalizers pending, or gone) and, once gone, applied
-/// again and converged. Then the operator is restarted and its first read of their kind is
+/// DELETE left it: being deleted, its finalizers pending, or gone) and, once gone (and the
+/// claims they left deleted), applied again and converged. Then the operator is restarted and its first read of their kind is
 /// the view of the delete, with their watch events held back: the old objects being deleted,
 /// while their namesakes live. An operator that acts on that view destructively (its cleanup
 /// deletes the new objects' children by name, a finalizer is removed without a precondition)
@@ -997,6 +997,24 @@ async fn time_travel(
         if left == 0 || t0.elapsed() > limit {
             break;
         }
+        tokio::time::sleep(POLL).await;
+    }
+    // What a delete keeps on purpose (volume claims: data) is the old objects'; their
+    // namesakes start afresh, as a user who deletes and recreates would want (a careful
+    // operator refuses to adopt another owner's data).
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(env.admin.clone(), &run.ns);
+    let _ = claims
+        .delete_collection(&DeleteParams::background(), &Default::default())
+        .await;
+    let t0 = Instant::now();
+    while t0.elapsed() < limit
+        && !claims
+            .list_metadata(&Default::default())
+            .await
+            .map(|l| l.items.is_empty())
+            .unwrap_or(true)
+    {
         tokio::time::sleep(POLL).await;
     }
     run.apply(None).await?;
