@@ -326,24 +326,6 @@ fn namespace_names(dir: &Path, package: &str) -> Vec<String> {
     names
 }
 
-/// A bundle cannot ship bosun's cert-manager webhook install (kinds OLM refuses): refused with
-/// the way out, nothing written.
-#[test]
-fn webhooks_in_a_bundle_are_refused_with_the_way_out() {
-    let dir = tempfile::tempdir().expect("dir");
-    let out = run(
-        dir.path(),
-        &["bundle", "--operators=vmgroup", "--webhooks=vmgroup"],
-    );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--webhooks") && err.contains("bosun manifests --webhooks"),
-        "{err}"
-    );
-    assert!(tree(dir.path()).is_empty(), "nothing written");
-}
-
 /// Two operators bundled with bosun, installed by OLM into one namespace (`operators`, with
 /// AllNamespaces), must not share a Deployment, ServiceAccount, Service or Lease: each name
 /// derives from the package.

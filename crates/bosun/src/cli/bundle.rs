@@ -78,7 +78,8 @@ pub struct ValidateArgs {
     #[arg(default_value = "bundle")]
     pub dir: PathBuf,
     /// Optional checks: suite=operatorframework, name=operatorhub (operatorhubv2,
-    /// capabilities, categories), name=good-practices, name=alpha-deprecated-apis. The
+    /// capabilities, categories), name=good-practices, name=alpha-deprecated-apis, and bosun's
+    /// name=olmv1 (would OLM v1's operator-controller install it). The
     /// OPERATOR_BUNDLE_CATEGORIES file ({"categories": [...]}) replaces the standard categories.
     #[arg(long)]
     pub select_optional: Vec<String>,
@@ -248,15 +249,6 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
     if install.name.is_none() {
         install.name = Some(package.clone());
     }
-    if !install.webhooks.is_empty() {
-        // A bundle's webhooks are the CSV's webhookdefinitions, their certificates OLM's; the
-        // install's cert-manager objects are kinds OLM refuses to ship.
-        anyhow::bail!(
-            "--webhooks: a bundle cannot carry bosun's cert-manager webhook install; leave \
-             --webhooks out (OLM would need webhookdefinitions, which bosun bundle does not \
-             write yet) and install webhooks with `bosun manifests --webhooks`"
-        );
-    }
     let ops = install.operators()?;
     // A directory of samples may hold examples of operators this bundle leaves out (the
     // repo's deploy/samples): an example of a kind the CSV does not own is invalid there.
@@ -284,7 +276,23 @@ fn generate(g: GenerateArgs) -> anyhow::Result<()> {
             install.name()
         )
     })?;
+    // A bundle's webhooks are the CSV's webhookdefinitions: OLM makes their certificate,
+    // Service and configurations, and the objects bosun's own install uses for them are kinds
+    // OLM refuses in a bundle.
+    let (objects, webhook_definitions) = if install.webhooks.is_empty() {
+        (objects, Vec::new())
+    } else {
+        let deployment = objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment")
+            .and_then(|d| d["metadata"]["name"].as_str())
+            .unwrap_or(install.name())
+            .to_string();
+        let f = bundle::webhooks::for_olm(objects, &deployment)?;
+        (f.objects, f.definitions)
+    };
     let mut input = BundleInput {
+        webhook_definitions,
         package,
         version: g.version.trim_start_matches('v').to_string(),
         channels: g.channels.clone(),

@@ -43,6 +43,34 @@ pub enum CreateCommand {
     /// Scaffold a Kubernetes API backed by a Helm chart, an Ansible role or playbook, or code
     /// (rust).
     Api(ApiArgs),
+    /// Scaffold webhooks for a Rust kind: defaulting, validating and/or conversion, served by
+    /// the operator (kubebuilder's `create webhook`).
+    Webhook(WebhookArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct WebhookArgs {
+    /// Resource group (the first label), as `create api` was given it.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Resource version: the kind's hub, its first version.
+    #[arg(long)]
+    pub version: Option<String>,
+    /// Resource kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Scaffold a defaulting (mutating) webhook.
+    #[arg(long)]
+    pub defaulting: bool,
+    /// Scaffold a validating webhook.
+    #[arg(long)]
+    pub programmatic_validation: bool,
+    /// Scaffold the conversion webhook between the kind's versions.
+    #[arg(long)]
+    pub conversion: bool,
+    /// With --conversion: the versions converted to and from the hub (default: all others).
+    #[arg(long, value_delimiter = ',')]
+    pub spoke: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -191,7 +219,24 @@ pub fn init(args: InitArgs) -> anyhow::Result<()> {
 }
 
 pub fn create(cmd: CreateCommand) -> anyhow::Result<()> {
-    let CreateCommand::Api(args) = cmd;
+    let args = match cmd {
+        CreateCommand::Api(args) => args,
+        CreateCommand::Webhook(w) => {
+            print(commands::create_webhook(
+                Path::new("."),
+                &commands::WebhookOptions {
+                    group: w.group,
+                    version: w.version,
+                    kind: w.kind,
+                    defaulting: w.defaulting,
+                    programmatic_validation: w.programmatic_validation,
+                    conversion: w.conversion,
+                    spoke: w.spoke,
+                },
+            )?);
+            return Ok(());
+        }
+    };
     let plugin = args.plugins.as_deref().map(Plugin::parse).transpose()?;
     print(commands::create_api(
         Path::new("."),
