@@ -947,3 +947,19 @@ async fn an_exec_and_copy_role_converges_under_real_ansible() {
     assert_eq!(data.get("rc").map(String::as_str), Some("0"));
     op.stop().await;
 }
+
+/// Finalizer playbooks with `vars` under real Ansible: what `roles.rs` asserts of the native
+/// engine holds here too (the finalizer's vars over the play's, the watch's vars, the spec).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finalizer_playbook_runs_with_its_vars_under_real_ansible() {
+    let env = env("ao-final-pb-real").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let (w, records) = finalizer_playbook_project(&env, dir.path()).await;
+    let ops: Vec<Arc<dyn Operator>> = load(&w, EngineFlag::Ansible, Some(real_ansible()))
+        .expect("loads")
+        .into_iter()
+        .map(|o| Arc::new(o) as Arc<dyn Operator>)
+        .collect();
+    grant_config_maps(&env).await;
+    finalizer_playbook_runs(&env, &records, ops).await;
+}

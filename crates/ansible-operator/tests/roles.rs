@@ -146,87 +146,14 @@ async fn a_finalizer_role_runs_with_its_vars_before_the_object_goes() {
     op.stop().await;
 }
 
-/// Finalizer playbooks with `vars` (issue 34), natively: a playbook entry whose finalizer is
-/// a playbook of its own, given the finalizer's vars over the play's, the watch's and the
-/// spec's, runs before the object goes.
+/// Finalizer playbooks with `vars` (issue 34), natively; `fallback.rs` runs the same under
+/// real Ansible with the same assertions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finalizer_playbook_runs_with_its_vars_before_the_object_goes() {
     let env = env("ao-final-pb").await;
-    let records = bosun_testenv::test_namespace(&env.admin, "ao-records-pb")
-        .await
-        .expect("namespace");
     let dir = tempfile::tempdir().expect("dir");
-    let pb = dir.path().join("playbooks");
-    std::fs::create_dir_all(&pb).expect("dir");
-    std::fs::write(
-        pb.join("main.yml"),
-        "- hosts: localhost\n  gather_facts: false\n  roles: [finalizer]\n",
-    )
-    .expect("playbook");
-    std::fs::write(
-        pb.join("cleanup.yml"),
-        "- hosts: localhost\n  gather_facts: false\n  vars: {state: from-the-play}\n  \
-         tasks:\n    - include_role: {name: recorder}\n",
-    )
-    .expect("playbook");
-    let w = watches(
-        dir.path(),
-        &format!(
-            "- group: test.bosun.dev\n  version: v1alpha1\n  kind: Widget\n  \
-             playbook: playbooks/main.yml\n  vars: {{record_namespace: {records}}}\n  \
-             finalizer: {{name: test.bosun.dev/cleanup, playbook: playbooks/cleanup.yml, \
-             vars: {{state: absent}}}}\n"
-        ),
-    );
-    let ops = operators(&w);
-    install_crds(&env.admin, &ops).await;
-    grant(&env, &ops, USER).await;
-    let op = start(&env, ops, USER).await;
-    widget(&env, "kept", json!({"size": 3})).await;
-    let w = wait_successful(&env, "kept").await;
-    assert_eq!(w.finalizers(), ["test.bosun.dev/cleanup"]);
-    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
-    cms.get("kept-data").await.expect("the main playbook ran");
-    let recorded = Api::<ConfigMap>::namespaced(env.admin.clone(), &records);
-    assert!(
-        recorded
-            .get_opt("finalized-kept")
-            .await
-            .expect("get")
-            .is_none(),
-        "the finalizer playbook ran before deletion"
-    );
-
-    api(&env, &widgets())
-        .delete("kept", &Default::default())
-        .await
-        .expect("delete");
-    let gone = eventually(60, || async {
-        api(&env, &widgets())
-            .get_opt("kept")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the finalizer was released");
-    let data = recorded
-        .get("finalized-kept")
-        .await
-        .expect("the finalizer playbook ran")
-        .data
-        .expect("data");
-    assert_eq!(
-        (
-            data["state"].as_str(),
-            data["name"].as_str(),
-            data["size"].as_str()
-        ),
-        ("absent", "kept", "3"),
-        "the finalizer's vars win over the play's; the watch's vars and the spec reach it"
-    );
-    op.stop().await;
+    let (w, records) = finalizer_playbook_project(&env, dir.path()).await;
+    finalizer_playbook_runs(&env, &records, operators(&w)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -316,3 +316,91 @@ pub async fn wait_successful(env: &Env, name: &str) -> DynamicObject {
     })
     .await
 }
+
+/// A project whose entry is a playbook and whose finalizer is a playbook of its own with
+/// `vars` (issue 34); the watches file, and the namespace the finalizer records into.
+pub async fn finalizer_playbook_project(env: &Env, dir: &Path) -> (PathBuf, String) {
+    let records = bosun_testenv::test_namespace(&env.admin, "ao-records-pb")
+        .await
+        .expect("namespace");
+    let pb = dir.join("playbooks");
+    std::fs::create_dir_all(&pb).expect("dir");
+    std::fs::write(
+        pb.join("main.yml"),
+        "- hosts: localhost\n  gather_facts: false\n  roles: [finalizer]\n",
+    )
+    .expect("playbook");
+    std::fs::write(
+        pb.join("cleanup.yml"),
+        "- hosts: localhost\n  gather_facts: false\n  vars: {state: from-the-play}\n  \
+         tasks:\n    - include_role: {name: recorder}\n",
+    )
+    .expect("playbook");
+    let w = watches(
+        dir,
+        &format!(
+            "- group: test.bosun.dev\n  version: v1alpha1\n  kind: Widget\n  \
+             playbook: playbooks/main.yml\n  vars: {{record_namespace: {records}}}\n  \
+             finalizer: {{name: test.bosun.dev/cleanup, playbook: playbooks/cleanup.yml, \
+             vars: {{state: absent}}}}\n"
+        ),
+    );
+    (w, records)
+}
+
+/// The finalizer playbook runs before the object goes, given the finalizer's vars over the
+/// play's, the watch's vars and the spec (the same under either engine).
+pub async fn finalizer_playbook_runs(env: &Env, records: &str, ops: Vec<Arc<dyn Operator>>) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::ResourceExt;
+    install_crds(&env.admin, &ops).await;
+    grant(env, &ops, USER).await;
+    let op = start(env, ops, USER).await;
+    widget(env, "kept", serde_json::json!({"size": 3})).await;
+    let w = wait_for(env, &widgets(), "kept", 180, "Successful", |o| {
+        has(o, "Successful", "True", Some("Successful"))
+    })
+    .await;
+    assert_eq!(w.finalizers(), ["test.bosun.dev/cleanup"]);
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
+    cms.get("kept-data").await.expect("the main playbook ran");
+    let recorded = Api::<ConfigMap>::namespaced(env.admin.clone(), records);
+    assert!(
+        recorded
+            .get_opt("finalized-kept")
+            .await
+            .expect("get")
+            .is_none(),
+        "the finalizer playbook ran before deletion"
+    );
+    api(env, &widgets())
+        .delete("kept", &Default::default())
+        .await
+        .expect("delete");
+    let gone = eventually(180, || async {
+        api(env, &widgets())
+            .get_opt("kept")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the finalizer was released");
+    let data = recorded
+        .get("finalized-kept")
+        .await
+        .expect("the finalizer playbook ran")
+        .data
+        .expect("data");
+    assert_eq!(
+        (
+            data.get("state").map(String::as_str),
+            data.get("name").map(String::as_str),
+            data.get("size").map(String::as_str)
+        ),
+        (Some("absent"), Some("kept"), Some("3")),
+        "the finalizer's vars win over the play's; the watch's vars and the spec reach it"
+    );
+    op.stop().await;
+}
