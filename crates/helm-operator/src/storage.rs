@@ -9,6 +9,7 @@
 //!   status; the Helm CLI then does not see the release.
 use std::collections::BTreeMap;
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::ByteString;
@@ -200,6 +201,98 @@ impl Secrets {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// Where one namespace's release revisions are kept: the one interface the reconcile writes
+/// records through, whatever `--release-storage` says.
+pub trait Records: Send + Sync {
+    /// The revisions of `name` that belong to `owner` (oldest first), and the owner of a
+    /// record of that name that is not `owner`, if any.
+    fn lookup<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a OwnerReference,
+    ) -> BoxFuture<'a, Result<Lookup, StorageError>>;
+    /// Records a new revision.
+    fn create<'a>(
+        &'a self,
+        r: &'a Release,
+        owner: Option<&'a OwnerReference>,
+    ) -> BoxFuture<'a, Result<(), StorageError>>;
+    /// Rewrites a revision (a new status).
+    fn update<'a>(
+        &'a self,
+        r: &'a Release,
+        owner: Option<&'a OwnerReference>,
+    ) -> BoxFuture<'a, Result<(), StorageError>>;
+    /// Deletes a revision; gone already is fine.
+    fn delete<'a>(&'a self, r: &'a Release) -> BoxFuture<'a, Result<(), StorageError>>;
+}
+
+impl Records for Secrets {
+    fn lookup<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a OwnerReference,
+    ) -> BoxFuture<'a, Result<Lookup, StorageError>> {
+        Box::pin(Secrets::lookup(self, name, owner))
+    }
+    fn create<'a>(
+        &'a self,
+        r: &'a Release,
+        owner: Option<&'a OwnerReference>,
+    ) -> BoxFuture<'a, Result<(), StorageError>> {
+        Box::pin(Secrets::create(self, r, owner))
+    }
+    fn update<'a>(
+        &'a self,
+        r: &'a Release,
+        owner: Option<&'a OwnerReference>,
+    ) -> BoxFuture<'a, Result<(), StorageError>> {
+        Box::pin(Secrets::update(self, r, owner))
+    }
+    fn delete<'a>(&'a self, r: &'a Release) -> BoxFuture<'a, Result<(), StorageError>> {
+        Box::pin(Secrets::delete(self, r))
+    }
+}
+
+/// `--release-storage=none`: nothing is recorded and nothing is found (the custom resource's
+/// status holds the inventory instead).
+pub struct NoRecords;
+
+impl Records for NoRecords {
+    fn lookup<'a>(
+        &'a self,
+        _name: &'a str,
+        _owner: &'a OwnerReference,
+    ) -> BoxFuture<'a, Result<Lookup, StorageError>> {
+        Box::pin(async { Ok(Lookup::default()) })
+    }
+    fn create<'a>(
+        &'a self,
+        _r: &'a Release,
+        _owner: Option<&'a OwnerReference>,
+    ) -> BoxFuture<'a, Result<(), StorageError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn update<'a>(
+        &'a self,
+        _r: &'a Release,
+        _owner: Option<&'a OwnerReference>,
+    ) -> BoxFuture<'a, Result<(), StorageError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn delete<'a>(&'a self, _r: &'a Release) -> BoxFuture<'a, Result<(), StorageError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// The records of `namespace` as `storage` keeps them.
+pub fn records(storage: Storage, client: Client, namespace: &str) -> Box<dyn Records> {
+    match storage {
+        Storage::Secrets => Box::new(Secrets::new(client, namespace)),
+        Storage::None => Box::new(NoRecords),
     }
 }
 

@@ -8,19 +8,26 @@
 //!    (delete hooks, objects no owner reference covers, `uninstall-wait`), so nothing is
 //!    orphaned by a delete during an install; every other release is owned whole by the
 //!    custom resource ([`keep_finalizer`]);
-//! 3. build the **values** (spec + the watch's overrides) and **render** the chart (parsed
+//! 3. build the **values** (`valuesFrom` sources, the spec, the watch's overrides) and **render** the chart (parsed
 //!    once per watch entry) at the deployed revision;
 //! 4. if the rendered release is what was deployed (its digest, kept in the status), **sync**:
 //!    every object applied only where the cache shows drift — no release record is read,
 //!    nothing is written when nothing changed;
 //! 5. otherwise **install or upgrade**: a new revision recorded once its outcome is known
-//!    (deployed or failed), CRDs of `crds/` created first, pre hooks, every object applied in Helm's
-//!    order, objects the release no longer renders pruned (never those with
-//!    `helm.sh/resource-policy: keep`), post hooks. A failure removes what the attempt
-//!    added to the last deployed revision (helm-operator uninstalls a failed install and
-//!    rolls a failed upgrade back), leaves the rest in place, and says so;
+//!    (deployed or failed), CRDs of `crds/` created first (or applied, `upgradeCRDs`), pre
+//!    hooks, every object applied in Helm's order, objects the release no longer renders
+//!    pruned (never those with `helm.sh/resource-policy: keep`), post hooks. A failure
+//!    removes what the attempt added to the last deployed revision (helm-operator uninstalls
+//!    a failed install and rolls a failed upgrade back), leaves the rest in place, and says
+//!    so;
 //! 6. compute **Ready** from the rendered workloads' status and write the **status** once,
 //!    only if it changed.
+//!
+//! The layers, one file each: [`render`] (what was rendered: the plan of a revision),
+//! [`decide`] (pure: sync, refuse again, or release — and which revision), [`apply`] (what
+//! was applied: objects, prune, rollback of a failed attempt's additions, readiness),
+//! [`revision`] (a new revision carried out and recorded through
+//! [`crate::storage::Records`]), [`uninstall`]; this file is the pipeline and the status.
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,7 +50,7 @@ use crate::objects::{self, Desired, ReleaseOwner};
 use crate::ready;
 use crate::release::{self, Release};
 use crate::status::{ConditionType as C, DeployedRelease, HelmStatus, InventoryItem, Reason as R};
-use crate::storage::{beyond_history, Secrets, Storage};
+use crate::storage::{beyond_history, records, Records, Storage};
 use crate::values;
 use crate::HelmFlavor;
 use bosun_runtime::error::{Categorized, ErrorCategory};
@@ -55,30 +62,18 @@ pub const PERIOD_ANNOTATION: &str = "helm.sdk.operatorframework.io/reconcile-per
 pub const UPGRADE_FORCE_ANNOTATION: &str = "helm.sdk.operatorframework.io/upgrade-force";
 pub const UNINSTALL_WAIT_ANNOTATION: &str = "helm.sdk.operatorframework.io/uninstall-wait";
 
+mod apply;
+mod decide;
+mod render;
+mod revision;
 mod uninstall;
 
+use apply::*;
+pub use render::RELEASE_OUTPUT_LIMIT;
+use render::*;
+use revision::*;
+
 type Ctx = Host<HelmFlavor>;
-
-/// One object of a render, with its kind as served.
-struct Item {
-    desired: Desired,
-    resolved: Resolved,
-}
-
-/// One render of the release.
-struct Plan {
-    revision: i64,
-    manifest: String,
-    items: Vec<Item>,
-    hooks: Vec<Hook>,
-    notes: String,
-    crds: Vec<(String, String)>,
-    digest: String,
-    /// The functions it called whose output changes on every render.
-    nondeterministic: Vec<&'static str>,
-    /// What applying it wrote.
-    written: Written,
-}
 
 fn now() -> String {
     release::go_time(k8s_openapi::jiff::Timestamp::now())
@@ -312,6 +307,15 @@ async fn publish(host: &Ctx, cr: &DynamicObject, warning: bool, reason: &str, no
         .await;
 }
 
+/// What one release attempt works with: the custom resource, its host, the release's owner
+/// and the values it renders with.
+struct Attempt<'a> {
+    cr: &'a DynamicObject,
+    host: &'a Ctx,
+    owner: ReleaseOwner,
+    vals: Data,
+}
+
 /// Steps 3-5: returns the plan that is now deployed.
 async fn converge(
     cr: &DynamicObject,
@@ -333,90 +337,76 @@ async fn converge(
     let at = deployed.as_ref().map(|d| d.revision).unwrap_or(1);
     let mut plan = render(host, &owner, &vals, at, at > 1).await?;
     let t = now();
-    if let Some(d) = deployed.as_ref().filter(|d| d.digest == plan.digest) {
-        // Step 4: what is deployed is what the spec asks for.
-        keep_finalizer(cr, host, &plan).await?;
-        plan.written = apply_all(host, &owner, &plan.items)
-            .await
-            .map_err(|e| Error::Sync(Box::new(e)))?;
-        set_deployed(status, previous, d.revision > 1, &plan.notes, &t);
-        status.remove(C::Nondeterministic);
-        return Ok(plan);
-    }
-    // The same render as an attempt the API server refused: say so again, write nothing.
-    // (Retrying would only add a failed record per event — the attempt's own partial writes
-    // bring one — and, with `.Release.Revision` in a template, never stop.)
     let attempt = plan.digest.clone();
-    if previous.failed_digest.as_deref() == Some(attempt.as_str()) {
-        if let Some(c) = previous
-            .condition(C::ReleaseFailed)
-            .or(previous.condition(C::Irreconcilable))
-        {
-            status.failed_digest = Some(attempt);
-            return Err(Error::FailedBefore(c.message.clone().unwrap_or_default()));
+    match decide::step(previous, &attempt) {
+        decide::Step::Sync { revision } => {
+            // Step 4: what is deployed is what the spec asks for.
+            keep_finalizer(cr, host, &plan).await?;
+            plan.written = apply_all(host, &owner, &plan.items)
+                .await
+                .map_err(|e| Error::Sync(Box::new(e)))?;
+            set_deployed(status, previous, revision > 1, &plan.notes, &t);
+            status.remove(C::Nondeterministic);
+            return Ok(plan);
         }
+        decide::Step::RefuseAgain { message } => {
+            status.failed_digest = Some(attempt);
+            return Err(Error::FailedBefore(message));
+        }
+        decide::Step::Release => {}
     }
-    let values_digest = values_digest(&vals);
+    let a = Attempt {
+        cr,
+        host,
+        owner,
+        vals,
+    };
+    let (owner, vals) = (&a.owner, &a.vals);
+    let values_digest = values_digest(vals);
     if let Some(d) = deployed
         .as_ref()
         .filter(|d| !plan.nondeterministic.is_empty() && d.values_digest == values_digest)
     {
-        if unstable(cr, host, &owner, &vals, &plan, d.revision, previous, status).await? {
+        if unstable(&a, &plan, d.revision, previous, status).await? {
             return Ok(plan);
         }
     }
     status.remove(C::Nondeterministic);
     // Step 5: read the record before deciding.
-    let (history, deployed_rec) = match host.flavor.storage {
-        Storage::Secrets => {
-            // One LIST of the release's records: whom the name belongs to, and its history
-            // (install_or_upgrade goes on from this list rather than reading it again).
-            let store = Secrets::new(host.client.clone(), &owner.namespace);
-            let found = store.lookup(&owner.release, &owner.owner).await?;
-            if let Some(other) = found.foreign_owner {
-                return Err(Error::Conflict(format!(
-                    "release name {:?} is in use by {other} (the same chart under another kind): \
-                     give one of the two custom resources another name",
-                    owner.release
-                )));
-            }
-            let h = found.history;
-            if let Some(foreign) = h.iter().rev().find(|r| r.chart_name() != owner.chart) {
-                return Err(Error::Conflict(format!(
-                    "duplicate release name: found existing release with name {:?} for chart {:?}",
-                    owner.release,
-                    foreign.chart_name()
-                )));
-            }
-            let d = h
-                .iter()
-                .rev()
-                .find(|r| r.info.status == release::status::DEPLOYED)
-                .cloned();
-            (h, d)
-        }
-        Storage::None => (Vec::new(), None),
-    };
+    // One LIST of the release's records: whom the name belongs to, and its history
+    // (install_or_upgrade goes on from this list rather than reading it again).
+    let store = records(host.flavor.storage, host.client.clone(), &owner.namespace);
+    let found = store.lookup(&owner.release, &owner.owner).await?;
+    if let Some(other) = found.foreign_owner {
+        return Err(Error::Conflict(format!(
+            "release name {:?} is in use by {other} (the same chart under another kind): \
+             give one of the two custom resources another name",
+            owner.release
+        )));
+    }
+    let history = found.history;
+    if let Some(foreign) = history.iter().rev().find(|r| r.chart_name() != owner.chart) {
+        return Err(Error::Conflict(format!(
+            "duplicate release name: found existing release with name {:?} for chart {:?}",
+            owner.release,
+            foreign.chart_name()
+        )));
+    }
+    let deployed_rec = history
+        .iter()
+        .rev()
+        .find(|r| r.info.status == release::status::DEPLOYED)
+        .cloned();
     if let Some(rec) = &deployed_rec {
         // Taken over (or the status was lost): the recorded release may already be this one.
-        let mut same = render(host, &owner, &vals, rec.version, rec.version > 1).await?;
+        let mut same = render(host, owner, vals, rec.version, rec.version > 1).await?;
         // Helm 3 and 4 lay the manifest out slightly differently (a leading newline):
         // compare document by document.
         let recorded_values = serde_json::Value::Object(rec.config.clone());
         if !same_documents(&same.manifest, &rec.manifest)
             && !same.nondeterministic.is_empty()
-            && recorded_values == crate::crd::data_json(&vals)
-            && unstable(
-                cr,
-                host,
-                &owner,
-                &vals,
-                &same,
-                rec.version,
-                previous,
-                status,
-            )
-            .await?
+            && recorded_values == crate::crd::data_json(vals)
+            && unstable(&a, &same, rec.version, previous, status).await?
         {
             // The status did not show the deployed revision yet (a cache behind this
             // operator's own status write, or a status lost): the record says these values are
@@ -436,7 +426,7 @@ async fn converge(
             tracing::info!(release = %owner.release, revision = rec.version, %differ, "the recorded release differs from the render: upgrading");
         } else {
             keep_finalizer(cr, host, &same).await?;
-            same.written = apply_all(host, &owner, &same.items)
+            same.written = apply_all(host, owner, &same.items)
                 .await
                 .map_err(|e| Error::Sync(Box::new(e)))?;
             status.deployed_release = Some(DeployedRelease {
@@ -449,35 +439,30 @@ async fn converge(
             return Ok(same);
         }
     }
-    // With records, a release with a deployed revision goes on from the latest; one without
-    // starts over at 1 (its failed attempts are cleared). Without records, the status counts.
-    let base = match (&deployed_rec, host.flavor.storage) {
-        (Some(_), _) => history.iter().map(|r| r.version).max().unwrap_or(0),
-        (None, Storage::Secrets) => 0,
-        (None, Storage::None) => deployed.as_ref().map(|d| d.revision).unwrap_or(0),
-    };
-    let revision = base + 1;
-    let upgrade = deployed_rec.is_some() || deployed.is_some();
+    let decide::Next { revision, upgrade } = decide::next(
+        host.flavor.storage,
+        deployed_rec
+            .as_ref()
+            .and_then(|_| history.iter().map(|r| r.version).max()),
+        deployed.as_ref().map(|d| d.revision),
+    );
     let mut plan = if plan.revision == revision && upgrade == (revision > 1) {
         plan
     } else {
-        render(host, &owner, &vals, revision, upgrade).await?
+        render(host, owner, vals, revision, upgrade).await?
     };
     let old: Vec<Old> = match (&deployed_rec, host.flavor.storage) {
-        (Some(rec), _) => old_objects(host, &owner, &rec.manifest).await,
+        (Some(rec), _) => old_objects(host, owner, &rec.manifest).await,
         (None, Storage::None) => previous.inventory.iter().map(Old::from_inventory).collect(),
         (None, Storage::Secrets) => Vec::new(),
     };
     keep_finalizer(cr, host, &plan).await?;
     plan.written = install_or_upgrade(
-        cr,
-        host,
-        &owner,
-        &vals,
+        &a,
+        store.as_ref(),
         &plan,
         (history, deployed_rec.as_ref()),
-        &old,
-        upgrade,
+        (&old, upgrade),
     )
     .await
     .inspect_err(|e| {
@@ -561,37 +546,20 @@ fn needs_finalizer(cr: &DynamicObject, plan: &Plan) -> bool {
             .any(|it| !it.desired.keep && it.desired.object.metadata.owner_references.is_none())
 }
 
-/// Whether two manifests hold the same documents. Helm 3 and 4 lay a manifest out slightly
-/// differently (a leading newline), and records written before bosun split as Helm does had
-/// their last document trimmed: documents are compared without surrounding whitespace.
-fn same_documents(a: &str, b: &str) -> bool {
-    let docs = |m: &str| -> Vec<String> {
-        split_documents(m)
-            .into_iter()
-            .map(|d| d.trim().to_string())
-            .filter(|d| !d.is_empty())
-            .collect()
-    };
-    docs(a) == docs(b)
-}
-
 /// Whether the chart's output changes on every render with these values (`plan` was
 /// rendered at `revision` and differs from what is deployed, though the values are the
 /// deployed ones): a second render that differs again says so. Then what is deployed stays —
 /// upgrading would rotate the random values on every reconcile, and each upgrade's writes
 /// bring the next reconcile — and the `Nondeterministic` condition says why (its Event once).
-#[allow(clippy::too_many_arguments)]
 async fn unstable(
-    cr: &DynamicObject,
-    host: &Ctx,
-    owner: &ReleaseOwner,
-    vals: &Data,
+    a: &Attempt<'_>,
     plan: &Plan,
     revision: i64,
     previous: &HelmStatus,
     status: &mut HelmStatus,
 ) -> Result<bool, Error> {
-    let again = render(host, owner, vals, revision, revision > 1).await?;
+    let (cr, host) = (a.cr, a.host);
+    let again = render(host, &a.owner, &a.vals, revision, revision > 1).await?;
     if again.digest == plan.digest {
         return Ok(false);
     }
@@ -650,13 +618,6 @@ fn set_deployed(
     reason
 }
 
-/// A digest of the values a release is rendered from.
-fn values_digest(vals: &Data) -> String {
-    let mut h = Sha256::new();
-    h.update(crate::crd::data_json(vals).to_string().as_bytes());
-    hex::encode(&h.finalize()[..16])
-}
-
 fn inventory_item(d: &Desired) -> InventoryItem {
     InventoryItem {
         api_version: d.gvk.api_version(),
@@ -665,600 +626,6 @@ fn inventory_item(d: &Desired) -> InventoryItem {
         name: d.name().to_string(),
         keep: d.keep,
     }
-}
-
-/// The most one release's render may write (review L13). Its record holds the manifest in
-/// one Secret (1 MiB, gzipped and base64-encoded), which a manifest this large cannot fit in
-/// any realistic chart; the renderer's own bound (256 MiB, for `bosun render`) times the
-/// reconciles in flight would be gigabytes of memory for a hostile spec.
-pub const RELEASE_OUTPUT_LIMIT: usize = 32 << 20;
-
-/// Renders the release at `revision` and turns it into objects.
-async fn render(
-    host: &Ctx,
-    owner: &ReleaseOwner,
-    vals: &Data,
-    revision: i64,
-    upgrade: bool,
-) -> Result<Plan, Error> {
-    let mut opts = RenderOptions::new(&owner.release, &owner.namespace);
-    opts.limits.max_output_bytes = RELEASE_OUTPUT_LIMIT;
-    opts.revision = revision;
-    opts.is_install = !upgrade;
-    opts.is_upgrade = upgrade;
-    opts.values = vals.clone();
-    opts.kube_version = host.flavor.kube_version.clone();
-    let view = host
-        .flavor
-        .cluster
-        .get_or_init(|| crate::cluster::ClusterView::new(host.client.clone()));
-    if let Some(snapshot) = view.snapshot().await {
-        if opts.kube_version.is_none() {
-            opts.kube_version = snapshot.kube_version.clone();
-        }
-        opts.cluster_api_versions = Some(snapshot.api_versions.clone());
-    }
-    if host.entry.dry_run_server {
-        opts.lookup = Some(Arc::new(crate::cluster::ApiLookup::new(
-            host.client.clone(),
-            host.discovery.clone(),
-            tokio::runtime::Handle::current(),
-        )));
-    }
-    let chart = host.flavor.chart.clone();
-    // As Helm's install and upgrade: a chart the cluster's version does not satisfy fails
-    // with Helm's message, an invalid-spec error that waits for a change, not a retry.
-    chart
-        .check_kube_version(opts.kube_version.as_deref())
-        .map_err(|e| Error::Render(e.to_string()))?;
-    let rendered = tokio::task::block_in_place(|| chart.render(&opts))
-        .map_err(|e| Error::Render(e.to_string()))?;
-    let (generic, hook_manifests) =
-        sort_manifests(&rendered).map_err(|e| Error::Render(e.to_string()))?;
-    let mut manifest = String::new();
-    let mut items = Vec::new();
-    let mut crds_installed = false;
-    for m in &generic {
-        manifest.push_str(&format!("---\n# Source: {}\n{}\n", m.path, m.content));
-        let it = match item(host, owner, m).await {
-            // Helm installs crds/ before it builds the templates' objects: a template making
-            // an object of the chart's own CRD needs that kind served first. Only on a miss,
-            // so a chart whose CRDs exist costs no read per render.
-            Err(Error::Manifest(_)) if !crds_installed && !rendered.crds.is_empty() => {
-                crds_installed = true;
-                crate::chart_crds::create_missing(&host.client, &rendered.crds).await?;
-                served_item(host, owner, m).await?
-            }
-            r => r?,
-        };
-        items.push(it);
-    }
-    let runnable: Vec<Manifest> = hook_manifests
-        .into_iter()
-        .filter(|m| {
-            m.hook
-                .as_deref()
-                .is_some_and(|h| h.split(',').any(|e| !e.trim().starts_with("test")))
-        })
-        .collect();
-    let hooks = hooks::parse(&runnable)?;
-    let notes = rendered.notes.clone().unwrap_or_default();
-    let mut h = Sha256::new();
-    h.update(manifest.as_bytes());
-    for hk in &hooks {
-        h.update(hk.manifest.content.as_bytes());
-    }
-    h.update(notes.as_bytes());
-    // With `upgradeCRDs` a chart whose CRDs changed is a release to upgrade; without it the
-    // digest is what it always was (an upgrade of bosun upgrades no release).
-    if host.entry.upgrade_crds {
-        for (path, content) in &rendered.crds {
-            h.update(path.as_bytes());
-            h.update(content.as_bytes());
-        }
-    }
-    Ok(Plan {
-        revision,
-        manifest,
-        items,
-        hooks,
-        notes,
-        crds: rendered.crds.clone(),
-        digest: hex::encode(&h.finalize()[..16]),
-        nondeterministic: rendered.nondeterministic.clone(),
-        written: Written::default(),
-    })
-}
-
-/// [`item`] of a kind a CRD just created defines: the API server serves a new group a moment
-/// after the CRD is Established, so a miss is asked again for a while (Helm likewise waits
-/// for its CRDs, then resets its discovery) before it counts.
-async fn served_item(host: &Ctx, owner: &ReleaseOwner, m: &Manifest) -> Result<Item, Error> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        match item(host, owner, m).await {
-            Err(Error::Manifest(_)) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            r => return r,
-        }
-    }
-}
-
-async fn item(host: &Ctx, owner: &ReleaseOwner, m: &Manifest) -> Result<Item, Error> {
-    let (gvk, mut object) = objects::parse(m).map_err(|e| Error::Manifest(e.to_string()))?;
-    let resolved = host.discovery.resolve(&gvk).await.map_err(|e| {
-        Error::Manifest(format!(
-            "{}: kind {} is not served by the API server: {e}",
-            m.path,
-            gvk.api_version() + "/" + &gvk.kind
-        ))
-    })?;
-    let keep = objects::mark(&mut object, resolved.namespaced, owner);
-    objects::check_builtin(&gvk, &object).map_err(|e| {
-        Error::Rejected(format!(
-            "{}: {} {} cannot be sent: {e}",
-            m.path,
-            gvk.kind,
-            object.metadata.name.as_deref().unwrap_or("")
-        ))
-    })?;
-    Ok(Item {
-        desired: Desired {
-            path: m.path.clone(),
-            gvk,
-            object,
-            keep,
-        },
-        resolved,
-    })
-}
-
-fn api_of(host: &Ctx, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
-    match (namespace, resolved.namespaced) {
-        (Some(ns), true) => Api::namespaced_with(host.client.clone(), ns, &resolved.resource),
-        _ => Api::all_with(host.client.clone(), &resolved.resource),
-    }
-}
-
-/// How many objects of one kind are applied at once: Helm applies the objects of a kind all
-/// at once (its `batchPerform`); a bound keeps a chart of thousands from opening as many
-/// requests.
-const APPLY_BATCH: usize = 8;
-
-/// Every object of a render, in Helm's order: kind after kind, as Helm's install waits for
-/// each kind's objects before the next kind's, and the objects of one kind together (at most
-/// [`APPLY_BATCH`] at once), as Helm sends them. A failure stops at the end of its kind.
-/// Each is applied only where the cache shows it is not in place (Helm's ownership rules
-/// let a record written by Helm's library — operator-sdk — vouch for the objects carrying its
-/// release annotations).
-async fn apply_all(host: &Ctx, owner: &ReleaseOwner, items: &[Item]) -> Result<Written, Error> {
-    let mut wrote = Written::default();
-    for batch in items.chunk_by(|a, b| a.desired.gvk == b.desired.gvk) {
-        let applies: Vec<_> = batch.iter().map(|it| apply_one(host, owner, it)).collect();
-        let results: Vec<Result<Option<bool>, Error>> = futures::stream::iter(applies)
-            .buffered(APPLY_BATCH)
-            .collect()
-            .await;
-        for (it, r) in batch.iter().zip(results) {
-            if let Some(created) = r? {
-                wrote.0.insert(key_of(&it.desired), created);
-            }
-        }
-    }
-    Ok(wrote)
-}
-
-/// One object applied where the cache shows it drifted (or absent); `Some(created)` when it
-/// was written.
-async fn apply_one(host: &Ctx, owner: &ReleaseOwner, it: &Item) -> Result<Option<bool>, Error> {
-    let mut wrote = None;
-    let d = &it.desired;
-    let api = api_of(host, &it.resolved, d.namespace());
-    let ns = d.namespace().unwrap_or("");
-    let cached = if host.children.covers(ns) {
-        let cache = host.children.cache(&d.gvk).await?;
-        cache.meta(ns, d.name())
-    } else {
-        // Outside the watched namespaces (review L2): read, or every reconcile would
-        // rewrite it.
-        api.get_metadata_opt(d.name())
-            .await
-            .map_err(|e| write_error(&d.describe(), e))?
-            .map(|p| p.metadata)
-    };
-    if let Some(meta) = &cached {
-        if let Some(msg) = objects::ownership_conflict(meta, owner, &d.describe()) {
-            return Err(Error::Conflict(msg));
-        }
-    }
-    let res = host
-        .applier
-        .apply_with(&api, &it.resolved.resource, &d.object, cached.as_ref())
-        .await;
-    if matches!(res, Ok(bosun_runtime::apply::Outcome::Applied)) {
-        wrote = Some(cached.is_none());
-        tracing::debug!(
-            object = %d.describe(),
-            cached_hash = ?cached.as_ref().and_then(|m| m.annotations.as_ref()).and_then(|a| a.get(bosun_runtime::apply::HASH_ANNOTATION)),
-            cached_generation = ?cached.as_ref().and_then(|m| m.generation),
-            desired_hash = ?bosun_runtime::apply::desired_hash(&d.object).ok(),
-            "applied"
-        );
-    }
-    match res {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 && cached.is_none() => {
-            // An object of that name the cache cannot show (it lacks bosun's label): as
-            // Helm does, write over it only when it belongs to this release — Helm's
-            // release annotations (a release being taken over from operator-sdk) or this
-            // custom resource as its controller.
-            let live = api
-                .get_metadata_opt(d.name())
-                .await
-                .map_err(|e| write_error(&d.describe(), e))?;
-            if let Some(live) = &live {
-                if let Some(msg) = objects::ownership_conflict(&live.metadata, owner, &d.describe())
-                {
-                    return Err(Error::Conflict(msg));
-                }
-            }
-            host.applier
-                .adopt_with(&api, &it.resolved.resource, &d.object)
-                .await
-                .map_err(|e| write_error(&d.describe(), e))?;
-            wrote = Some(false);
-        }
-        Err(kube::Error::Api(s)) if s.code == 422 && cached.is_some() && owner.force => {
-            // upgrade-force: an immutable field changed; replace the object.
-            tracing::info!(object = %d.describe(), "upgrade-force: recreating after {}", s.message);
-            delete_object(&api, d.name()).await?;
-            host.applier
-                .apply_with(&api, &it.resolved.resource, &d.object, None)
-                .await
-                .map_err(|e| write_error(&d.describe(), e))?;
-        }
-        Err(e) => return Err(write_error(&d.describe(), e)),
-    }
-    Ok(wrote)
-}
-
-/// The objects a reconcile wrote, and whether it created them: their cached status is stale
-/// until their watch event.
-#[derive(Debug, Default)]
-struct Written(BTreeMap<(String, String, Option<String>, String), bool>);
-
-async fn delete_object(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// An object of the previous revision.
-struct Old {
-    gvk: GroupVersionKind,
-    namespace: Option<String>,
-    name: String,
-    keep: bool,
-}
-
-impl Old {
-    fn from_inventory(i: &InventoryItem) -> Old {
-        Old {
-            gvk: objects::gvk_of(&i.api_version, &i.kind),
-            namespace: i.namespace.clone(),
-            name: i.name.clone(),
-            keep: i.keep,
-        }
-    }
-
-    fn key(&self) -> (String, String, Option<String>, String) {
-        (
-            self.gvk.group.clone(),
-            self.gvk.kind.clone(),
-            self.namespace.clone(),
-            self.name.clone(),
-        )
-    }
-}
-
-fn key_of(d: &Desired) -> (String, String, Option<String>, String) {
-    (
-        d.gvk.group.clone(),
-        d.gvk.kind.clone(),
-        d.namespace().map(str::to_string),
-        d.name().to_string(),
-    )
-}
-
-/// The objects of a recorded manifest; documents that no longer parse or whose kind is no
-/// longer served are left alone.
-async fn old_objects(host: &Ctx, owner: &ReleaseOwner, manifest: &str) -> Vec<Old> {
-    let mut out = Vec::new();
-    for doc in split_documents(manifest) {
-        let m = Manifest {
-            path: String::new(),
-            content: doc,
-            api_version: String::new(),
-            kind: String::new(),
-            name: String::new(),
-            hook: None,
-        };
-        let Ok(it) = item(host, owner, &m).await else {
-            continue;
-        };
-        out.push(Old {
-            namespace: it.desired.namespace().map(str::to_string),
-            name: it.desired.name().to_string(),
-            keep: it.desired.keep,
-            gvk: it.desired.gvk,
-        });
-    }
-    out
-}
-
-/// `records` is the release's history as read before deciding (empty without records) and
-/// its deployed revision: reconciles of one custom resource never run at once, so it is still
-/// the history, and the records written or deleted here keep it so — no LIST again.
-#[allow(clippy::too_many_arguments)]
-async fn install_or_upgrade(
-    cr: &DynamicObject,
-    host: &Ctx,
-    owner: &ReleaseOwner,
-    vals: &Data,
-    plan: &Plan,
-    records: (Vec<Release>, Option<&Release>),
-    old: &[Old],
-    upgrade: bool,
-) -> Result<Written, Error> {
-    let (mut history, deployed) = records;
-    let store = (host.flavor.storage == Storage::Secrets)
-        .then(|| Secrets::new(host.client.clone(), &owner.namespace));
-    // Like helm-operator, a release with no deployed revision starts over: failed and
-    // pending records of earlier attempts go, so retries never pile records up.
-    if let (Some(s), None) = (&store, deployed) {
-        for r in history
-            .iter()
-            .filter(|r| r.info.status != release::status::DEPLOYED)
-        {
-            s.delete(r).await?;
-        }
-        history.retain(|r| r.info.status == release::status::DEPLOYED);
-    }
-    // The record is written once, when the outcome is known (Helm writes a pending record
-    // first, then updates it: a second write per revision that only another Helm client
-    // racing this one would read; a crash in between leaves no record here, and the next
-    // reconcile simply installs or upgrades again over its own objects).
-    let mut rec = new_record(host, owner, vals, plan, deployed, upgrade);
-    let result = run_release(host, owner, plan, old, upgrade, &mut rec).await;
-    if result.is_err() {
-        remove_added(host, owner, plan, old).await;
-    }
-    let Some(s) = store else { return result };
-    match &result {
-        Ok(_) => {
-            rec.info.status = release::status::DEPLOYED.into();
-            rec.info.description = if upgrade {
-                "Upgrade complete"
-            } else {
-                "Install complete"
-            }
-            .into();
-            s.create(&rec, Some(&owner.owner)).await?;
-            if let Some(prev) = deployed {
-                let mut prev = prev.clone();
-                prev.info.status = release::status::SUPERSEDED.into();
-                prev.info.description = "Superseded".into();
-                s.update(&prev, Some(&owner.owner)).await?;
-                if let Some(slot) = history.iter_mut().find(|r| r.version == prev.version) {
-                    *slot = prev;
-                }
-            }
-            history.push(rec);
-            for r in beyond_history(&history, host.flavor.max_history) {
-                s.delete(r).await?;
-            }
-        }
-        Err(e) => {
-            for r in beyond_history(&history, host.flavor.max_history.saturating_sub(1)) {
-                s.delete(r).await?;
-            }
-            rec.info.status = release::status::FAILED.into();
-            rec.info.description = format!(
-                "{} \"{}\" failed: {e}",
-                if upgrade { "Upgrade" } else { "Release" },
-                owner.release
-            );
-            s.create(&rec, Some(&owner.owner)).await?;
-        }
-    }
-    let _ = cr;
-    result
-}
-
-fn new_record(
-    host: &Ctx,
-    owner: &ReleaseOwner,
-    vals: &Data,
-    plan: &Plan,
-    deployed: Option<&Release>,
-    upgrade: bool,
-) -> Release {
-    let t = now();
-    let config = match crate::crd::data_json(vals) {
-        serde_json::Value::Object(m) => m,
-        _ => Default::default(),
-    };
-    Release {
-        name: owner.release.clone(),
-        info: release::Info {
-            first_deployed: deployed
-                .map(|d| d.info.first_deployed.clone())
-                .unwrap_or_else(|| t.clone()),
-            last_deployed: t,
-            deleted: release::ZERO_TIME.into(),
-            description: if upgrade {
-                "Preparing upgrade"
-            } else {
-                "Initial install underway"
-            }
-            .into(),
-            status: if upgrade {
-                release::status::PENDING_UPGRADE
-            } else {
-                release::status::PENDING_INSTALL
-            }
-            .into(),
-            notes: plan.notes.clone(),
-            other: Default::default(),
-        },
-        chart: host.flavor.chart_record.clone(),
-        config,
-        manifest: plan.manifest.clone(),
-        hooks: hooks::records(&plan.hooks),
-        version: plan.revision,
-        namespace: owner.namespace.clone(),
-        other: Default::default(),
-    }
-}
-
-async fn run_release(
-    host: &Ctx,
-    owner: &ReleaseOwner,
-    plan: &Plan,
-    old: &[Old],
-    upgrade: bool,
-    rec: &mut Release,
-) -> Result<Written, Error> {
-    if host.entry.upgrade_crds {
-        crate::chart_crds::apply(&host.client, &plan.crds).await?;
-    } else {
-        crate::chart_crds::create_missing(&host.client, &plan.crds).await?;
-    }
-    let runner = hooks::Runner {
-        client: &host.client,
-        discovery: &host.discovery,
-        owner,
-        timeout: hooks::TIMEOUT,
-    };
-    let (pre, post) = if upgrade {
-        (Event::PreUpgrade, Event::PostUpgrade)
-    } else {
-        (Event::PreInstall, Event::PostInstall)
-    };
-    runner.run(&plan.hooks, pre, &mut rec.hooks).await?;
-    let written = apply_all(host, owner, &plan.items).await?;
-    prune(host, owner, plan, old).await?;
-    runner.run(&plan.hooks, post, &mut rec.hooks).await?;
-    Ok(written)
-}
-
-/// After a failed install or upgrade, deletes what the attempt added to the last deployed
-/// revision (all of it for an install) — what helm-operator's uninstall of a failed install
-/// and rollback of a failed upgrade remove — so no object of a failed revision is left that
-/// no record tracks (a revert to the deployed spec only syncs; a retry recreates them). The
-/// objects both revisions render keep the attempt's values until the next success; objects
-/// kept by policy or owned by someone else stay. Failures here are logged: the attempt's own
-/// error is the one reported.
-async fn remove_added(host: &Ctx, owner: &ReleaseOwner, plan: &Plan, old: &[Old]) {
-    let before: BTreeSet<_> = old.iter().map(Old::key).collect();
-    for it in plan
-        .items
-        .iter()
-        .filter(|i| !i.desired.keep && !before.contains(&key_of(&i.desired)))
-    {
-        let d = &it.desired;
-        let api = api_of(host, &it.resolved, d.namespace());
-        let removed = match api.get_metadata_opt(d.name()).await {
-            Ok(Some(live))
-                if objects::ownership_conflict(&live.metadata, owner, d.name()).is_none() =>
-            {
-                delete_object(&api, d.name()).await
-            }
-            Ok(_) => Ok(()),
-            Err(e) => Err(e.into()),
-        };
-        if let Err(e) = removed {
-            tracing::warn!(release = %owner.release, object = %d.describe(), error = %e, "could not remove an object of the failed revision");
-        }
-    }
-}
-
-/// Deletes the objects of the previous revision the new one no longer renders (never those
-/// kept by policy, never objects the release does not own).
-async fn prune(host: &Ctx, owner: &ReleaseOwner, plan: &Plan, old: &[Old]) -> Result<(), Error> {
-    let now: BTreeSet<_> = plan.items.iter().map(|i| key_of(&i.desired)).collect();
-    for o in old.iter().filter(|o| !o.keep && !now.contains(&o.key())) {
-        let Ok(resolved) = host.discovery.resolve(&o.gvk).await else {
-            continue;
-        };
-        let cache = host.children.cache(&o.gvk).await?;
-        let Some(meta) = cache.meta(o.namespace.as_deref().unwrap_or(""), &o.name) else {
-            continue;
-        };
-        if objects::ownership_conflict(&meta, owner, &o.name).is_some() {
-            continue;
-        }
-        let api = api_of(host, &resolved, o.namespace.as_deref());
-        delete_object(&api, &o.name).await?;
-    }
-    Ok(())
-}
-
-/// Step 6: None when every rendered workload is rolled out and ready.
-async fn readiness(host: &Ctx, items: &[Item], written: &Written) -> Result<Option<String>, Error> {
-    let mut waiting = Vec::new();
-    for it in items.iter().filter(|i| ready::is_tracked(&i.desired.gvk)) {
-        let d = &it.desired;
-        let ns = d.namespace().unwrap_or("");
-        if !host.children.covers(ns) {
-            // No cache and no event for it (review L2): read it; a resync looks again.
-            let api = api_of(host, &it.resolved, d.namespace());
-            match api.get_opt(d.name()).await? {
-                Some(obj) => {
-                    if let Some(why) = ready::not_ready(&d.gvk, &obj) {
-                        waiting.push(why);
-                    }
-                }
-                None => waiting.push(format!("{} not created yet", d.describe())),
-            }
-            continue;
-        }
-        match written.0.get(&key_of(d)) {
-            Some(true) => {
-                // Just created: it is at generation 1 with an empty status (a create ignores
-                // the status), which is all its readiness can say — the same as its cached
-                // copy will say until its controller acts, so the reconcile its watch event
-                // brings writes no status again (one status write per install, not two).
-                if let Some(why) = ready::not_ready(&d.gvk, &ready::created(&d.object)) {
-                    waiting.push(why);
-                }
-                continue;
-            }
-            Some(false) => {
-                // Applied over: the cache still shows the old object; its event brings the
-                // next reconcile, which sees the new one.
-                waiting.push(format!(
-                    "{} was updated; waiting for its controller",
-                    d.describe()
-                ));
-                continue;
-            }
-            None => {}
-        }
-        let cache = host.children.cache(&d.gvk).await?;
-        match cache.get(ns, d.name()) {
-            Some(obj) => {
-                if let Some(why) = ready::not_ready(&d.gvk, &obj) {
-                    waiting.push(why);
-                }
-            }
-            None => waiting.push(format!("{} not created yet", d.describe())),
-        }
-    }
-    Ok((!waiting.is_empty()).then(|| waiting.join("; ")))
 }
 
 /// The values of a custom resource as JSON (for tests and `bosun render`-style checks).
