@@ -44,6 +44,13 @@
 //!   the pod's grace period, the final container states written, then the pod object deleted
 //!   (grace 0, UID precondition) as a kubelet finalizes it. A pod object deleted outright
 //!   (grace 0 by someone else) has its processes killed at once.
+//! * **Exec**: `pods/exec` through the API server reaches the containers (`kubectl exec`'s
+//!   path, as Ansible's `k8s_exec`/`k8s_cp` and the Python client take it): the agent serves
+//!   the kubelet's `/exec` endpoint over TLS and publishes its port in the node's
+//!   `daemonEndpoints` (see `kubelet.rs`). WebSocket `v4.channel.k8s.io` only: SPDY, and
+//!   `v5.channel.k8s.io` (which the API server turns into SPDY; recent kubectl asks for it),
+//!   are refused with a message saying so; no `tty`, no resize, no attach or port-forward.
+//!   [`crate::NodeAgent::exec`] runs a command directly, without the API server.
 //! * **Chaos**: [`crate::NodeAgent::node_loss`] SIGKILLs a pod's process groups as a lost
 //!   node would: nothing is restarted, the pod's `Ready` turns False (reason `NodeLost`, as
 //!   the node controller would mark it), and deleting it finalizes it at once (as pod garbage
