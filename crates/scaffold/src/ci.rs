@@ -8,8 +8,8 @@ use crate::Plugin;
 /// `.github/workflows/verify.yml`.
 pub fn verify_workflow(plugin: Plugin) -> String {
     let version = env!("CARGO_PKG_VERSION");
-    // A Rust project's operator is built by `cargo run` inside the job: its target dir is
-    // worth caching too.
+    // A Rust project's operator is built (`cargo build`, once) by bosun verify inside the
+    // job: its target dir is worth caching too.
     let cache_target = match plugin {
         Plugin::Rust => "\n            target",
         Plugin::Helm | Plugin::Ansible => "",
@@ -17,8 +17,9 @@ pub fn verify_workflow(plugin: Plugin) -> String {
     format!(
         r#"# bosun verify --quick: the operator on a local control plane under faults (kill -9 while it
 # converges, an API server restart, stale watch events, children edited and deleted behind its
-# back, a second spec mid-convergence), each followed by the invariant checks (converges to the
-# fault-free end state, no orphaned or doubled children, no write at rest or on a restart,
+# back, a restart served an old view of its custom resources, a second spec mid-convergence),
+# each followed by the invariant checks (converges to the fault-free end state, no orphaned or
+# doubled children, no write at rest or on a restart, nothing destroyed on an old view,
 # finalizers clear, failures shown in status, no Secret value in its log). A failure prints
 # the command that replays it (same --seed); the JUnit report and the operator's logs are
 # kept as artifacts. Written by `bosun init`.
