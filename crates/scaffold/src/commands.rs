@@ -356,9 +356,10 @@ pub fn create_webhook(dir: &Path, opts: &WebhookOptions) -> Result<Vec<String>, 
         )));
     }
     if hub.webhooks.is_some() {
-        return Err(Error::Duplicate(format!(
-            "webhooks of {kind}.{}/{version}",
-            hub.full_group()
+        return Err(Error::Flag(format!(
+            "{kind}.{}/{version} has webhooks already (the PROJECT file records them): change them in src/{}/webhook.rs",
+            hub.full_group(),
+            rust::snake(kind)
         )));
     }
     let others: Vec<String> = versions[1..].iter().map(|r| r.version.clone()).collect();

@@ -409,6 +409,6 @@ fn refusals_name_the_fix_and_write_nothing() {
     let err = commands::create_webhook(dir.path(), &validating)
         .expect_err("twice")
         .to_string();
-    assert!(err.contains("already exists"), "{err}");
+    assert!(err.contains("has webhooks already"), "{err}");
     assert_eq!(files(dir.path()), after, "nothing written");
 }
