@@ -55,7 +55,29 @@ impl Synced {
     }
 }
 
-pub type ObjectStream<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
+/// A cache's objects as triggers: each created, changed or deleted object, and each object of
+/// a (re-)list once the list is stored, with where it came from.
+pub type ObjectStream<K> =
+    std::pin::Pin<Box<dyn Stream<Item = Result<(K, Origin), watcher::Error>> + Send>>;
+
+/// Where a trigger comes from: what sets its priority in the controller's queue
+/// ([`crate::queue`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// A watch event: someone created, changed or deleted the object.
+    Event,
+    /// A (re-)list: the object is seen again, changed or not.
+    List,
+}
+
+impl Origin {
+    pub fn priority(self) -> crate::queue::Priority {
+        match self {
+            Origin::Event => crate::queue::Priority::User,
+            Origin::List => crate::queue::Priority::Background,
+        }
+    }
+}
 
 /// The `Api` of a namespaced k8s-openapi kind in one namespace, or in all of them when
 /// `namespace` is None.
@@ -106,20 +128,24 @@ fn triggers<K, S>(
     events: S,
     deletes: bool,
     listed: impl Fn() -> Vec<Arc<K>> + Send + 'static,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+) -> impl Stream<Item = Result<(K, Origin), watcher::Error>> + Send
 where
     K: Clone + Send + Sync + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
 {
-    type Out<K> = Box<dyn Iterator<Item = Result<K, watcher::Error>> + Send>;
+    type Out<K> = Box<dyn Iterator<Item = Result<(K, Origin), watcher::Error>> + Send>;
     events
         .map(move |ev| {
             let out: Out<K> = match ev {
-                Ok(watcher::Event::Apply(o)) => Box::new(std::iter::once(Ok(o))),
-                Ok(watcher::Event::Delete(o)) if deletes => Box::new(std::iter::once(Ok(o))),
-                Ok(watcher::Event::InitDone) => {
-                    Box::new(listed().into_iter().map(|o| Ok(K::clone(&o))))
+                Ok(watcher::Event::Apply(o)) => Box::new(std::iter::once(Ok((o, Origin::Event)))),
+                Ok(watcher::Event::Delete(o)) if deletes => {
+                    Box::new(std::iter::once(Ok((o, Origin::Event))))
                 }
+                Ok(watcher::Event::InitDone) => Box::new(
+                    listed()
+                        .into_iter()
+                        .map(|o| Ok((K::clone(&o), Origin::List))),
+                ),
                 Ok(_) => Box::new(std::iter::empty()),
                 Err(e) => Box::new(std::iter::once(Err(e))),
             };
@@ -1203,16 +1229,21 @@ mod tests {
         };
         // What the store holds once the re-list is swapped in.
         let listed = || vec![Arc::new(2), Arc::new(3)];
-        let got: Vec<u32> = triggers(stream::iter(events()), false, listed)
+        let got: Vec<(u32, Origin)> = triggers(stream::iter(events()), false, listed)
             .map(|r| r.expect("ok"))
             .collect()
             .await;
-        assert_eq!(got, vec![1, 2, 3, 5]);
-        let got: Vec<u32> = triggers(stream::iter(events()), true, listed)
+        use Origin::{Event, List};
+        assert_eq!(got, vec![(1, Event), (2, List), (3, List), (5, Event)]);
+        let got: Vec<(u32, Origin)> = triggers(stream::iter(events()), true, listed)
             .map(|r| r.expect("ok"))
             .collect()
             .await;
-        assert_eq!(got, vec![1, 4, 2, 3, 5]);
+        assert_eq!(
+            got,
+            vec![(1, Event), (4, Event), (2, List), (3, List), (5, Event)],
+            "a list's objects are marked as such, a watch's events as events"
+        );
     }
 
     fn cm(uid: &str, owned: bool) -> k8s_openapi::api::core::v1::ConfigMap {

@@ -5,13 +5,15 @@
 //! the owning object), the caches it reads, and its context — and hands a reconcile function
 //! to [`ControllerContext::run_controller`]. The builder does the rest, the same way for all:
 //!
-//! * one kube-runtime `Controller` per watched namespace, with the manager's concurrency and
-//!   graceful shutdown;
+//! * one runner per watched namespace ([`crate::runner`]), with the manager's concurrency
+//!   and graceful shutdown, over a priority queue ([`crate::queue`]): a user's change goes
+//!   ahead of lists, requeues and retries, each object is queued once and never reconciled
+//!   twice at once;
 //! * readiness: the operator is ready once every cache of every namespace has synced;
-//! * no reconcile before every cache of its namespace has synced: kube-runtime waits for the
-//!   primary cache only, and a pipeline that reads an empty child cache takes "absent" for an
-//!   answer — it would create what exists, take over a foreign object of the same name, and
-//!   rewrite every child on a restart;
+//! * no reconcile before every cache of its namespace has synced (the primary's and the
+//!   children's): a pipeline that reads an empty child cache takes "absent" for an answer — it
+//!   would create what exists, take over a foreign object of the same name, and rewrite every
+//!   child on a restart;
 //! * re-list safety (see [`crate::cache`]);
 //! * a span, metrics and a log line per reconcile ([`observe`]);
 //! * the retry policy, by error category ([`RetryPolicy`]): errors the user must fix wait
@@ -27,21 +29,25 @@ use std::time::Duration;
 use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::controller::{Action, Config as CtrlConfig, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use crate::cache::{reflect_observed, ObjectStream, Synced, WatchBackoff};
+pub use crate::cache::Origin;
+use crate::cache::{reflect_observed, ObjectStream, Synced};
 use crate::error::{Categorized, ErrorCategory};
 use crate::manager::{ControllerContext, Leading, Scope};
 use crate::metrics::ControllerMetrics;
+use crate::queue::QueueConfig;
+use crate::runner::{Next, Runner};
 use crate::status::StatusWriter;
 
-/// A stream of "reconcile this object" requests.
-pub type Trigger<K> = BoxStream<'static, ObjectRef<K>>;
+/// A stream of "reconcile this object" requests, each with where it came from (a watch
+/// event goes ahead of a list in the queue).
+pub type Trigger<K> = BoxStream<'static, (ObjectRef<K>, Origin)>;
 
 /// The watch of an operator's primary kind in one scope.
 pub struct Primary<K: Resource + Clone + 'static>
@@ -182,7 +188,7 @@ where
     pub fn filter(mut self, mut keep: impl FnMut(&K) -> bool + Send + 'static) -> Self {
         self.stream = Box::pin(self.stream.filter(move |r| {
             futures::future::ready(match r {
-                Ok(o) => keep(o),
+                Ok((o, _)) => keep(o),
                 Err(_) => true,
             })
         }));
@@ -224,8 +230,8 @@ where
         let dt = self.primary.dyntype.clone();
         self.triggers.push(
             log_errors(children)
-                .filter_map(move |child| {
-                    futures::future::ready(controller_owner(child.meta(), &dt))
+                .filter_map(move |(child, origin)| {
+                    futures::future::ready(controller_owner(child.meta(), &dt).map(|r| (r, origin)))
                 })
                 .boxed(),
         );
@@ -245,7 +251,7 @@ where
     {
         self.triggers.push(
             log_errors(objects)
-                .filter_map(move |o| futures::future::ready(map(o)))
+                .filter_map(move |(o, origin)| futures::future::ready(map(o).map(|r| (r, origin))))
                 .boxed(),
         );
         self.caches.push(synced.clone());
@@ -265,7 +271,7 @@ where
     }
 }
 
-fn log_errors<T: Send + 'static>(s: ObjectStream<T>) -> BoxStream<'static, T> {
+fn log_errors<T: Send + 'static>(s: ObjectStream<T>) -> BoxStream<'static, (T, Origin)> {
     s.filter_map(|r| {
         futures::future::ready(match r {
             Ok(o) => Some(o),
@@ -410,54 +416,69 @@ struct Shared<C, F> {
     metrics: ControllerMetrics,
     policy: RetryPolicy,
     failures: Failures,
-    /// Every cache the pipeline reads; a reconcile waits for all of them.
-    caches: Vec<Synced>,
-    shutdown: tokio_util::sync::CancellationToken,
-    leading: Leading,
 }
 
-impl<C, F> Shared<C, F> {
-    /// True once every cache has synced; false if the controller stops first.
-    async fn caches_synced(&self) -> bool {
-        let all = async {
-            for c in &self.caches {
-                if !c.wait().await {
-                    return false;
-                }
+/// True once every cache has synced and this replica leads; false if the controller stops
+/// first, or this replica's term ends before it leads.
+async fn gate(
+    caches: Vec<Synced>,
+    leading: Leading,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> bool {
+    let open = async {
+        for c in &caches {
+            if !c.wait().await {
+                return false;
             }
-            true
-        };
-        tokio::select! {
-            synced = all => synced,
-            _ = self.shutdown.cancelled() => false,
         }
+        leading.wait().await
+    };
+    tokio::select! {
+        open = open => open,
+        _ = shutdown.cancelled() => false,
     }
+}
 
-    /// `obj` once this replica leads: at once when it does, else (a warm standby) the
-    /// object as the cache holds it when the lease is won — the trigger may be long stale
-    /// by then — or None if it went meanwhile or the controller stops first.
-    async fn when_leading<K>(
-        &self,
-        obj: Arc<K>,
-        store: &Store<K>,
-        dyntype: &K::DynamicType,
-    ) -> Option<Arc<K>>
-    where
-        K: Resource + Clone + 'static,
-        K::DynamicType: Eq + Hash + Clone,
-    {
-        if self.leading.now() {
-            return Some(obj);
-        }
-        let leads = tokio::select! {
-            leads = self.leading.wait() => leads,
-            _ = self.shutdown.cancelled() => false,
-        };
-        if !leads {
-            return None;
-        }
-        store.get(&ObjectRef::from_obj_with(obj.as_ref(), dyntype.clone()))
+/// When `action` asks to be run again. kube-runtime's `Action` keeps its delay private and
+/// shows it only through `Debug` (`Action { requeue_after: Some(5s) }`, the `Debug` of a
+/// `Duration`, which is exact); a test below pins that form, so a kube upgrade that changes
+/// it fails there rather than dropping requeues silently.
+fn requeue_after(action: &Action) -> Option<Duration> {
+    if *action == Action::await_change() {
+        return None;
     }
+    let text = format!("{action:?}");
+    let inner = text
+        .split_once("Some(")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(d, _)| d)?;
+    let parsed = parse_debug_duration(inner);
+    if parsed.is_none() {
+        tracing::warn!(action = %text, "unreadable requeue delay: requeued after 5 minutes");
+    }
+    Some(parsed.unwrap_or(Duration::from_secs(300)))
+}
+
+/// A `Duration` from its `Debug` text (`1.5s`, `300ms`, `20µs`, `7ns`), exactly.
+fn parse_debug_duration(text: &str) -> Option<Duration> {
+    let (number, unit_ns) = [
+        ("ns", 1u128),
+        ("µs", 1_000),
+        ("ms", 1_000_000),
+        ("s", 1_000_000_000),
+    ]
+    .into_iter()
+    .find_map(|(suffix, ns)| text.strip_suffix(suffix).map(|n| (n, ns)))?;
+    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
+    let mut nanos = whole.parse::<u128>().ok()?.checked_mul(unit_ns)?;
+    if !frac.is_empty() {
+        let digits = u32::try_from(frac.len()).ok()?;
+        let scale = 10u128.checked_pow(digits)?;
+        nanos = nanos.checked_add(frac.parse::<u128>().ok()?.checked_mul(unit_ns)? / scale)?;
+    }
+    let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
+    let sub = u32::try_from(nanos % 1_000_000_000).ok()?;
+    Some(Duration::new(secs, sub))
 }
 
 impl ControllerContext {
@@ -560,71 +581,47 @@ impl ControllerContext {
             metrics: self.metrics.clone(),
             policy: RetryPolicy::default(),
             failures: Failures::default(),
-            caches: w.caches,
-            shutdown: self.shutdown.clone(),
-            leading: self.leading.clone(),
         });
-        let latest = (w.primary.store.clone(), w.primary.dyntype.clone());
-        let store = w.primary.store.clone();
-        let mut triggers = SelectAll::new();
+        let mut caches = vec![w.primary.synced.clone()];
+        caches.extend(w.caches);
+        let dyntype = w.primary.dyntype.clone();
+        let mut sources = SelectAll::new();
+        sources.push(
+            log_errors(w.primary.stream)
+                .map(move |(o, origin)| (ObjectRef::from_obj_with(&o, dyntype.clone()), origin))
+                .boxed(),
+        );
         for t in w.triggers {
-            triggers.push(t);
+            sources.push(t);
         }
-        let metrics = self.metrics.clone();
-        let ready = w.primary.store.clone();
-        let shutdown = self.shutdown.clone();
-        let run = Controller::for_stream_with(w.primary.stream, w.primary.store, w.primary.dyntype)
-            // The watches back off on their own; kube-runtime's default here (up to 30 s,
-            // for the whole trigger stream) kept every trigger waiting long after the API
-            // server came back from an outage (measured by the chaos suite).
-            .trigger_backoff(WatchBackoff::default())
-            .reconcile_on(triggers)
-            .with_config(CtrlConfig::default().concurrency(self.concurrency))
-            .graceful_shutdown_on(self.shutdown_signal())
-            .run(
-                move |obj: Arc<K>, shared: Arc<Shared<C, F>>| {
-                    let (store, dyntype) = latest.clone();
-                    async move {
-                        if !shared.caches_synced().await {
-                            // Stopping before the caches loaded: nothing to do.
-                            return Ok(Action::await_change());
-                        }
-                        let Some(obj) = shared.when_leading(obj, &store, &dyntype).await else {
-                            return Ok(Action::await_change());
-                        };
-                        let fut = (shared.reconcile)(obj.clone(), shared.context.clone());
-                        let res = observe(&shared.metrics, obj.as_ref(), fut).await;
-                        if res.is_ok() {
-                            shared.failures.reset(obj.as_ref());
-                        }
-                        res
+        let runner = Runner {
+            store: w.primary.store,
+            concurrency: usize::from(self.concurrency.max(1)),
+            config: QueueConfig::default(),
+            metrics: self.metrics.clone(),
+            shutdown: self.shutdown.clone(),
+            gate: gate(caches, self.leading.clone(), self.shutdown.clone()).boxed(),
+        };
+        let work = move |obj: Arc<K>| {
+            let shared = shared.clone();
+            async move {
+                let fut = (shared.reconcile)(obj.clone(), shared.context.clone());
+                match observe(&shared.metrics, obj.as_ref(), fut).await {
+                    Ok(action) => {
+                        shared.failures.reset(obj.as_ref());
+                        Next::After(requeue_after(&action))
                     }
-                    .boxed()
-                },
-                |obj: Arc<K>, err: &E, shared: Arc<Shared<C, F>>| {
-                    let n = shared.failures.record(obj.as_ref());
-                    Action::requeue(shared.policy.delay(err.category(), n))
-                },
-                shared,
-            )
-            .for_each(move |res| {
-                metrics.set_cached_objects(store.len());
-                log_unobserved(&res);
-                async {}
-            });
-        async move {
-            tokio::pin!(run);
-            tokio::select! {
-                _ = &mut run => return,
-                _ = shutdown.cancelled() => {}
+                    Err(e) => {
+                        let n = shared.failures.record(obj.as_ref());
+                        Next::Retry(shared.policy.delay(e.category(), n))
+                    }
+                }
             }
-            // kube-runtime holds every reconcile until the primary cache is ready, and on
-            // shutdown stops polling the watch that would make it ready: stopped before its
-            // first list, a controller would never end. Nothing can be in flight then.
-            if ready.wait_until_ready().now_or_never().is_some() {
-                run.await;
-            }
-        }
+            // The reconcile runs as a task of its own: it keeps the operator's span.
+            .instrument(tracing::Span::current())
+            .boxed()
+        };
+        runner.run(sources, work)
     }
 }
 
@@ -722,6 +719,21 @@ mod tests {
         assert_eq!(seen.len(), 1);
         seen.forget("1f6c3b5e-4c5f-4d8a-9d5e-1b2c3d4e5f60");
         assert_eq!(seen.len(), 0, "nothing kept for an object that went");
+    }
+
+    #[test]
+    fn the_requeue_delay_is_read_back_from_an_action() {
+        for d in [
+            Duration::from_secs(300),
+            Duration::from_millis(1500),
+            Duration::from_millis(250),
+            Duration::from_micros(20),
+            Duration::from_nanos(7),
+            Duration::from_secs(86_400),
+        ] {
+            assert_eq!(requeue_after(&Action::requeue(d)), Some(d), "{d:?}");
+        }
+        assert_eq!(requeue_after(&Action::await_change()), None);
     }
 
     #[test]

@@ -253,7 +253,7 @@ struct Inner<P: Resource> {
     namespaces: Vec<String>,
     selector: String,
     primary: P::DynamicType,
-    tx: mpsc::UnboundedSender<ObjectRef<P>>,
+    tx: mpsc::UnboundedSender<(ObjectRef<P>, crate::cache::Origin)>,
     caches: tokio::sync::Mutex<HashMap<GroupVersionKind, KindCache>>,
     tasks: Mutex<Vec<AbortHandle>>,
     /// Whether a child seen for the first time triggers its owner.
@@ -476,10 +476,10 @@ where
                     ),
                 };
                 let s = s.map(|r| {
-                    r.map(|o| {
+                    r.map(|(o, origin)| {
                         let mut h = DefaultHasher::new();
                         o.data.to_string().hash(&mut h);
-                        (o.metadata, h.finish())
+                        ((o.metadata, h.finish()), origin)
                     })
                 });
                 (KindCache::Full(c), Box::pin(s))
@@ -503,7 +503,7 @@ where
                 };
                 (
                     KindCache::Meta(c),
-                    Box::pin(s.map(|r| r.map(|o| (o.metadata, 0)))),
+                    Box::pin(s.map(|r| r.map(|(o, origin)| ((o.metadata, 0), origin)))),
                 )
             }
         };
@@ -517,7 +517,7 @@ where
             let mut seen: HashMap<u128, u64> = HashMap::new();
             let mut stream = stream;
             while let Some(ev) = stream.next().await {
-                let (meta, extra) = match ev {
+                let ((meta, extra), origin) = match ev {
                     Ok(m) => m,
                     Err(e) => {
                         tracing::warn!(error = %e, "child watch error (retrying with backoff)");
@@ -551,7 +551,7 @@ where
                     None => plain_owners::<P>(meta, &primary, namespaced),
                 };
                 for r in owners {
-                    if tx.send(r).is_err() {
+                    if tx.send((r, origin)).is_err() {
                         return;
                     }
                 }
@@ -566,7 +566,9 @@ where
     }
 }
 
-fn tokio_stream_from<P>(mut rx: mpsc::UnboundedReceiver<ObjectRef<P>>) -> Trigger<P>
+fn tokio_stream_from<P>(
+    mut rx: mpsc::UnboundedReceiver<(ObjectRef<P>, crate::cache::Origin)>,
+) -> Trigger<P>
 where
     P: Resource + 'static,
     P::DynamicType: Send,

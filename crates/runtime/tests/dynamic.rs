@@ -160,7 +160,7 @@ async fn a_namespaced_child_triggers_its_cluster_scoped_owner() {
         .await
         .expect("child");
     children.cache(&configmap_gvk()).await.expect("cache");
-    let got = tokio::time::timeout(Duration::from_secs(20), trigger.next())
+    let got = tokio::time::timeout(Duration::from_secs(20), next_ref(&mut trigger))
         .await
         .expect("a trigger")
         .expect("stream open");
@@ -224,7 +224,7 @@ async fn children_are_watched_in_each_listed_namespace_and_no_other() {
     assert_eq!(cache.len(), 2);
     let mut owners = Vec::new();
     while owners.len() < 2 {
-        let got = tokio::time::timeout(Duration::from_secs(20), trigger.next())
+        let got = tokio::time::timeout(Duration::from_secs(20), next_ref(&mut trigger))
             .await
             .expect("a trigger")
             .expect("stream open");
@@ -269,7 +269,7 @@ async fn dynamic_children_are_cached_and_trigger_their_owner() {
         cache.meta(&ns, "child").is_some(),
         "synced cache holds the child"
     );
-    let got = tokio::time::timeout(Duration::from_secs(20), trigger.next())
+    let got = tokio::time::timeout(Duration::from_secs(20), next_ref(&mut trigger))
         .await
         .expect("a trigger")
         .expect("stream open");
@@ -298,7 +298,7 @@ async fn dynamic_children_are_cached_and_trigger_their_owner() {
     assert!(role_cache.meta("", &role_name).is_some());
     let got = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
-            match trigger.next().await {
+            match next_ref(&mut trigger).await {
                 Some(r) if r.name == "owner" && r.namespace.as_deref() == Some(ns.as_str()) => {
                     return r
                 }
@@ -373,7 +373,7 @@ async fn an_edit_of_a_slimmed_owned_label_still_triggers_the_owner() {
         .expect("someone else's edit");
     let got = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
-            match trigger.next().await {
+            match next_ref(&mut trigger).await {
                 Some(r) if r.name == "owner" => return r,
                 Some(_) => continue,
                 None => panic!("trigger stream ended"),
@@ -579,4 +579,11 @@ async fn a_dynamic_operator_converges_and_repairs_a_deleted_child() {
         .expect("manager stops")
         .expect("task");
     assert!(stopped.is_ok(), "manager stopped cleanly: {stopped:?}");
+}
+
+/// The next trigger's object (where it came from aside).
+async fn next_ref(
+    trigger: &mut bosun_runtime::controller::Trigger<DynamicObject>,
+) -> Option<kube::runtime::reflector::ObjectRef<DynamicObject>> {
+    trigger.next().await.map(|(r, _)| r)
 }
