@@ -283,6 +283,32 @@ async fn answers(op: &mut Running, port: u16, path: &str, status: u16, log: &Pat
     }
 }
 
+/// `/metrics` once it counts a reconcile that did not fail (`success`, or `requeue_after`
+/// with a reconcile period): the Deployed condition is written inside the reconcile, its
+/// count after it returns.
+async fn scrape_after_a_success(port: u16, log: &Path) -> String {
+    let counted = |page: &str| {
+        page.lines().any(|l| {
+            l.starts_with("controller_runtime_reconcile_total{")
+                && !l.contains("result=\"error\"")
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) > Some(0.0)
+        })
+    };
+    bosun_testenv::eventually(30, || async {
+        get(port, "/metrics", None)
+            .await
+            .map(|(_, page)| page)
+            .filter(|page| counted(page))
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "/metrics never counted a reconcile that did not fail: {}",
+            log_of(log)
+        )
+    })
+}
+
 /// The sample names of a Prometheus text page (`name{labels} value` or `name value`).
 fn sample_names(page: &str) -> BTreeSet<String> {
     page.lines()
@@ -462,9 +488,7 @@ async fn scaffold_args_probes_and_the_metrics_dashboards_read() {
     );
     answers(&mut op, p, "/readyz", 200, &log).await;
     deployed(&c.admin, &c.ns, &log).await;
-    let (_, theirs) = get(m, "/metrics", None)
-        .await
-        .expect("helm-operator's /metrics");
+    let theirs = scrape_after_a_success(m, &log).await;
     op.stop().await;
 
     // 3. bosun the same way, in its own namespace.
@@ -473,7 +497,7 @@ async fn scaffold_args_probes_and_the_metrics_dashboards_read() {
     let mut op = start(&bosun, &plain(m, p), &project, kubeconfig, &bosun_ns, &log);
     answers(&mut op, p, "/readyz", 200, &log).await;
     deployed(&c.admin, &bosun_ns, &log).await;
-    let (_, ours) = get(m, "/metrics", None).await.expect("bosun's /metrics");
+    let ours = scrape_after_a_success(m, &log).await;
     op.stop().await;
 
     let theirs: BTreeSet<String> = sample_names(&theirs)
