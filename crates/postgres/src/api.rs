@@ -489,6 +489,16 @@ pub struct PostgresClusterStatus {
     /// behind is measured from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary_last_lsn: Option<String>,
+    /// The primary's pod that reported a clean shutdown while being deleted (its postgres
+    /// exited on SIGTERM, and a pod being deleted never restarts): a failover then needs no
+    /// isolation wait. Cleared when a primary runs again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_stopped_cleanly: Option<CleanStop>,
+    /// The last spec the operator accepted (JSON). A later edit it refuses (a typo in a
+    /// parameter, a smaller storage size) is named in the `SpecAccepted` condition, and the
+    /// cluster — failover included — goes on being reconciled on this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_spec: Option<String>,
     /// `postgresql.parameters` as asked and as in effect on the primary, with the instances
     /// that still need a restart to apply them (the rolling update restarts them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -497,6 +507,16 @@ pub struct PostgresClusterStatus {
     /// ParametersApplied and PodsUpToDate, each with a reason and a message.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+}
+
+/// A primary's pod whose clean shutdown the operator read.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanStop {
+    /// The instance.
+    pub instance: String,
+    /// The UID of its pod that stopped (a new pod on the claim is another).
+    pub pod_uid: String,
 }
 
 /// One PostgreSQL parameter: the spec's value and the one in effect.

@@ -122,6 +122,10 @@ pub struct Observation {
     pub has_backup: bool,
     /// Why a bootstrap from a backup cannot start (its store is not there).
     pub restore_blocked: Option<String>,
+    /// The recorded primary's pod is being deleted (or gone) after reporting that its
+    /// postgres stopped cleanly: it cannot be writable, so no isolation wait and no failover
+    /// delay apply.
+    pub primary_stopped_cleanly: bool,
 }
 
 /// The one action of this cycle.
@@ -515,10 +519,11 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
     // there: neither proves the old primary stopped. Only its own isolation does: a primary
     // cut off from the operator and every replica fences itself within the isolation timeout,
     // so once it has been unseen for longer it counts as fenced (issue 32, H6).
-    let isolated = old.is_some_and(|o| o.seen.is_none())
+    let isolated = (old.is_some_and(|o| o.seen.is_none())
         && obs
             .primary_lost_for
-            .is_some_and(|l| l >= Duration::from_secs(crate::contract::ISOLATION_WAIT_SECS));
+            .is_some_and(|l| l >= Duration::from_secs(crate::contract::ISOLATION_WAIT_SECS)))
+        || (obs.primary_stopped_cleanly && old.is_some_and(|o| !o.pod || o.terminating));
     let unconfirmed = old.is_some_and(|o| {
         role(o) != Some(StateRole::Fenced) && (!o.pod || o.terminating) && !isolated
     });
@@ -538,15 +543,18 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
             return Action::Promote { serial: m.serial };
         }
     }
+    // A primary that shut down cleanly on its pod's deletion is gone for good: the delay
+    // and the missed polls guard against a slow or restarting primary, which it is not.
+    let gone_for_good = obs.primary_stopped_cleanly && isolated;
     if !replicas.is_empty() {
         let lost = obs.primary_lost_for.unwrap_or_default();
         let delay = plan.failover_delay;
-        if lost < delay {
+        if !gone_for_good && lost < delay {
             return Action::Wait(Wait::FailoverDelay {
                 remaining: delay - lost,
             });
         }
-        if obs.primary_missed < FAILOVER_MISSED_POLLS {
+        if obs.primary_missed < FAILOVER_MISSED_POLLS && !gone_for_good {
             return Action::Wait(Wait::PrimaryMissed {
                 polls: obs.primary_missed,
             });
@@ -582,6 +590,21 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
                 });
             }
             return Action::Promote { serial: b };
+        }
+    }
+    // A promotion was recorded (target ≠ current) and then the target went away: it may be
+    // the primary already, with commits the old one never had. It is brought back (as a
+    // replica, promoted again) before the old primary is ever unfenced (issue 32, M15).
+    if let Some(t) = obs
+        .target_primary
+        .filter(|t| Some(*t) != obs.current_primary)
+        .and_then(|t| members.iter().find(|m| m.serial == t && m.claim))
+    {
+        if !t.pod {
+            return Action::StartPod { serial: t.serial };
+        }
+        if !matches!(role(t), Some(StateRole::Fenced | StateRole::Stopped)) {
+            return Action::Wait(Wait::PrimaryStarting { serial: t.serial });
         }
     }
     // No replica to promote: restart on the data that is left, the old primary's first.
@@ -708,6 +731,7 @@ mod tests {
             primary_last_lsn: None,
             has_backup: false,
             restore_blocked: None,
+            primary_stopped_cleanly: false,
         }
     }
 
@@ -1088,6 +1112,7 @@ mod tests {
             diverged: None,
             synchronous: None,
             isolation_armed: false,
+            stopped_cleanly: false,
             backup: None,
             parameters: None,
         };
@@ -1481,5 +1506,91 @@ mod tests {
         o.members[0] = primary(1, 1, 100);
         o.members[1] = replica(2, 1, true, 100);
         assert_eq!(decide(&p, &o), Action::Wait(Wait::Healthy));
+    }
+
+    /// Issue 32, M15: the operator recorded `Promote{3}` (target 3, current 1, pg-1 fenced)
+    /// and then every pod went away. The target comes back first and is promoted again; the
+    /// old primary is never unfenced meanwhile.
+    #[test]
+    fn a_recorded_promotion_is_finished_before_the_old_primary_is_unfenced() {
+        let p = plan_of(serde_json::json!({"size": 3}));
+        let all_gone = vec![
+            gone(fenced(1), false, true),
+            gone(replica(2, 1, true, 90), false, true),
+            gone(replica(3, 1, true, 100), false, true),
+        ];
+        let mut o = obs(all_gone, Some(1), 3);
+        o.target_primary = Some(3);
+        o.primary_lost_for = Some(Duration::from_secs(600));
+        o.primary_missed = FAILOVER_MISSED_POLLS;
+        assert_eq!(decide(&p, &o), Action::StartPod { serial: 3 });
+        // Its pod made, starting (not yet answering): waited for, pg-1 left fenced.
+        o.members[2].pod = true;
+        assert_eq!(
+            decide(&p, &o),
+            Action::Wait(Wait::PrimaryStarting { serial: 3 })
+        );
+        // pg-1's pod made again too: still fenced, nothing unfences it.
+        o.members[0] = fenced(1);
+        assert_eq!(
+            decide(&p, &o),
+            Action::Wait(Wait::PrimaryStarting { serial: 3 })
+        );
+        // Back as a replica (its new pod starts it so): promoted, with no delay.
+        o.members[2] = replica(3, 1, false, 100);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
+    }
+
+    /// Issue 32, M12: every pod gone and the primary's data lost with it: the replicas with
+    /// data are started (the act makes them replicas with no primary to follow), and the
+    /// most advanced is promoted — not `StartPod` retried forever.
+    #[test]
+    fn with_the_primary_data_lost_the_replicas_are_started_and_one_promoted() {
+        let p = plan_of(serde_json::json!({"size": 3, "failoverDelaySeconds": 0}));
+        let mut o = obs(
+            vec![
+                gone(replica(2, 1, true, 90), false, true),
+                gone(replica(3, 1, true, 100), false, true),
+            ],
+            Some(1),
+            3,
+        );
+        o.primary_lost_for = Some(Duration::from_secs(600));
+        o.primary_missed = FAILOVER_MISSED_POLLS;
+        o.primary_last_lsn = Some(100);
+        assert_eq!(decide(&p, &o), Action::StartPod { serial: 2 });
+        o.members[0] = replica(2, 1, false, 90);
+        o.members[1] = replica(3, 1, false, 100);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
+    }
+
+    /// Issue 32: the primary's pod deleted gracefully, its manager reporting a clean stop:
+    /// promoted at once (no failover delay, no isolation wait); without the report, the
+    /// usual waits.
+    #[test]
+    fn a_primary_that_stopped_cleanly_on_deletion_is_failed_over_at_once() {
+        let p = plan_of(serde_json::json!({"size": 2}));
+        let old = Member {
+            terminating: true,
+            ..member(1, StateRole::Stopped, false, 1, 100, None)
+        };
+        let mut o = obs(vec![old, replica(2, 1, true, 100)], Some(1), 2);
+        o.primary_lost_for = Some(Duration::from_secs(1));
+        o.primary_missed = 1;
+        assert!(matches!(
+            decide(&p, &o),
+            Action::Wait(Wait::FailoverDelay { .. })
+        ));
+        o.primary_stopped_cleanly = true;
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+        // Its pod gone since: still.
+        o.members[0] = gone(o.members[0].clone(), false, true);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+        // A pod that is not being deleted may have its container restarted: no shortcut.
+        o.members[0] = member(1, StateRole::Stopped, false, 1, 100, None);
+        assert!(matches!(
+            decide(&p, &o),
+            Action::Wait(Wait::FailoverDelay { .. })
+        ));
     }
 }

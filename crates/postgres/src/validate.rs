@@ -451,6 +451,17 @@ pub fn plan(pc: &PostgresCluster, observed: &Observed) -> Result<Plan, Invalid> 
     })
 }
 
+/// The plan of the spec the status recorded as last accepted (`status.acceptedSpec`), for
+/// a cluster whose current spec is refused: None when there is none, or it no longer
+/// validates (then nothing can be reconciled).
+pub fn last_good(pc: &PostgresCluster, observed: &Observed) -> Option<Plan> {
+    let text = pc.status.as_ref()?.accepted_spec.as_deref()?;
+    let spec: crate::api::PostgresClusterSpec = serde_json::from_str(text).ok()?;
+    let mut accepted = pc.clone();
+    accepted.spec = spec;
+    plan(&accepted, observed).ok()
+}
+
 /// The serial of instance `<cluster>-<n>`, if `instance` names one.
 pub fn serial_of(cluster: &str, instance: &str) -> Option<u32> {
     let n = instance.strip_prefix(cluster)?.strip_prefix('-')?;
@@ -731,6 +742,29 @@ pub(crate) fn plan_of(spec: serde_json::Value) -> Plan {
 
 #[cfg(test)]
 mod tests {
+
+    /// Issue 32, M1: a refused edit leaves the last accepted spec to reconcile on.
+    #[test]
+    fn a_refused_edit_falls_back_to_the_last_accepted_spec() {
+        let mut pc: PostgresCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "pg", "namespace": "db"},
+            "spec": {"size": 2, "postgresql": {"parameters": {"work_mem": "4MB"}}},
+        }))
+        .expect("cluster");
+        let good = plan(&pc, &Observed::default()).expect("valid");
+        assert_eq!(last_good(&pc, &Observed::default()), None);
+        pc.status = Some(crate::api::PostgresClusterStatus {
+            accepted_spec: Some(serde_json::to_string(&pc.spec).expect("json")),
+            ..Default::default()
+        });
+        pc.spec
+            .postgresql
+            .parameters
+            .insert("work mem".into(), "8MB".into());
+        assert!(plan(&pc, &Observed::default()).is_err());
+        assert_eq!(last_good(&pc, &Observed::default()), Some(good));
+    }
     use super::*;
 
     fn cluster(spec: serde_json::Value) -> PostgresCluster {

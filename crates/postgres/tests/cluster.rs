@@ -2165,3 +2165,198 @@ async fn a_pod_template_change_rolls_out_under_writes_without_losing_a_commit() 
     );
     assert_eq!(two, 1, "two writable servers at once");
 }
+
+/// Issue 32, M1: an edit the operator refuses (a parameter name with a space, which the API
+/// server stores) is named in `SpecAccepted`, and the cluster goes on being reconciled on the
+/// last accepted spec: its primary, deleted then, is failed over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_edit_never_stops_a_failover() {
+    let e = env("pg-m1").await;
+    e.create("pgm", 2).await;
+    e.healthy("pgm", 2).await;
+    e.patch(
+        "pgm",
+        serde_json::json!({"postgresql": {"parameters": {"work mem": "4MB"}}}),
+    )
+    .await;
+    e.status_until("pgm", "the edit refused", |s| {
+        condition(s, "SpecAccepted").is_some_and(|c| {
+            c.status == "False" && c.reason == "InvalidSpec" && c.message.contains("work mem")
+        })
+    })
+    .await;
+    e.pods
+        .delete("pgm-1", &DeleteParams::default())
+        .await
+        .expect("delete the primary's pod");
+    let s = e
+        .status_until("pgm", "pgm-2 promoted", |s| {
+            s.current_primary.as_deref() == Some("pgm-2") && role_of(s, "pgm-2") == "primary"
+        })
+        .await;
+    assert_ne!(s.phase, Some(bosun_postgres::api::Phase::Failed), "{s:#?}");
+    assert!(
+        condition(&s, "SpecAccepted").is_some_and(|c| c.status == "False"),
+        "{s:#?}"
+    );
+}
+
+/// Issue 32, M13: a replica whose slot on the primary is dropped (while its walsender was
+/// away) makes it again and streams; before, its walreceiver failed on the missing slot
+/// forever and the replica stayed unready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_slot_is_dropped_makes_it_again_and_streams() {
+    let e = env("pg-slot").await;
+    e.create("pgl", 2).await;
+    let s = e.healthy("pgl", 2).await;
+    let pw = e.password("pgl").await;
+    let c = connect(&ip_of(&s, "pgl-1"), &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text)")
+        .await
+        .expect("table");
+    let dropped = eventually(60, || async {
+        c.batch_execute(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+             WHERE slot_name = 'bosun_pgl_2' AND active_pid IS NOT NULL",
+        )
+        .await
+        .ok()?;
+        let n = c
+            .execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                 WHERE slot_name = 'bosun_pgl_2' AND NOT active",
+                &[],
+            )
+            .await
+            .ok()?;
+        (n == 1).then_some(())
+    })
+    .await;
+    assert!(dropped.is_some(), "the slot could not be dropped");
+    c.execute("INSERT INTO t VALUES ('after the slot was dropped')", &[])
+        .await
+        .expect("write");
+    assert!(
+        has_row(&ip_of(&s, "pgl-2"), &pw, "after the slot was dropped").await,
+        "pgl-2 never streamed again: {}",
+        e.logs("pgl").await
+    );
+    let active: bool = c
+        .query_one(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = 'bosun_pgl_2'",
+            &[],
+        )
+        .await
+        .expect("the slot is there again")
+        .get(0);
+    assert!(active);
+    e.healthy("pgl", 2).await;
+}
+
+/// Issue 32, M12: every pod gone and the primary's data lost with them: the replicas, whose
+/// data is intact, start with no primary to follow (read-only), the most advanced is
+/// promoted and the cluster grows back to its size with every committed row; before, the
+/// operator retried "can only start as a replica, and no primary runs" forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_every_pod_and_the_primary_data_gone_a_replica_takes_over() {
+    let e = env("pg-m12").await;
+    e.create_spec(
+        "pgz",
+        serde_json::json!({"size": 3, "failoverDelaySeconds": 0}),
+    )
+    .await;
+    let s = e.healthy("pgz", 3).await;
+    let pw = e.password("pgz").await;
+    let c = connect(&ip_of(&s, "pgz-1"), &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('kept')")
+        .await
+        .expect("write");
+    for r in ["pgz-2", "pgz-3"] {
+        assert!(has_row(&ip_of(&s, r), &pw, "kept").await);
+    }
+    drop(c);
+    // Paused, so that nothing is failed over or made again while the pods go.
+    e.patch("pgz", serde_json::json!({"paused": true})).await;
+    e.status_until("pgz", "paused", |s| s.control_paused).await;
+    for r in ["pgz-2", "pgz-3"] {
+        e.pods
+            .delete(r, &DeleteParams::default())
+            .await
+            .expect("delete a replica's pod");
+    }
+    e.destroy("pgz-1").await;
+    let gone = eventually(DEADLINE, || async {
+        e.pods
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the pods never went");
+    e.patch("pgz", serde_json::json!({"paused": false})).await;
+    let s = e
+        .status_until("pgz", "a replica promoted", |s| {
+            s.current_primary
+                .as_deref()
+                .is_some_and(|p| p == "pgz-2" || p == "pgz-3")
+                && s.instances.iter().any(|i| i.role == "primary" && i.ready)
+        })
+        .await;
+    let primary = s.current_primary.clone().expect("primary");
+    assert!(has_row(&ip_of(&s, &primary), &pw, "kept").await);
+    e.healthy("pgz", 3).await;
+}
+
+/// Issue 32: the primary's pod deleted gracefully. Its manager stops postgres and reports
+/// the clean shutdown before the pod goes (`status.primaryStoppedCleanly` names that pod);
+/// a replica is promoted without the isolation wait, and no poll ever sees the old primary
+/// writable beside the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_deleted_gracefully_reports_its_clean_stop_and_is_failed_over() {
+    let e = env("pg-clean").await;
+    e.create("pgc", 2).await;
+    let s = e.healthy("pgc", 2).await;
+    let pw = e.password("pgc").await;
+    connect(&ip_of(&s, "pgc-1"), &pw)
+        .await
+        .expect("primary")
+        .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before')")
+        .await
+        .expect("write");
+    let old_uid = e.pods.get("pgc-1").await.expect("pod").uid().expect("uid");
+    let stop = Arc::new(AtomicUsize::new(0));
+    let monitor = watch_writable(e.pods.clone(), pw.clone(), stop.clone());
+    let deleted = std::time::Instant::now();
+    e.pods
+        .delete("pgc-1", &DeleteParams::default())
+        .await
+        .expect("delete the primary's pod");
+    let s = e
+        .status_until("pgc", "pgc-2 promoted", |s| {
+            s.current_primary.as_deref() == Some("pgc-2") && role_of(s, "pgc-2") == "primary"
+        })
+        .await;
+    eprintln!(
+        "graceful primary deletion → pgc-2 primary: {:.1}s",
+        deleted.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        s.primary_stopped_cleanly,
+        Some(bosun_postgres::api::CleanStop {
+            instance: "pgc-1".into(),
+            pod_uid: old_uid
+        }),
+        "promoted without the clean-shutdown record: {s:#?}"
+    );
+    assert!(has_row(&ip_of(&s, "pgc-2"), &pw, "before").await);
+    e.healthy("pgc", 2).await;
+    stop.store(1, Ordering::Relaxed);
+    assert_eq!(
+        monitor.await.expect("monitor"),
+        1,
+        "two writable servers at once"
+    );
+}

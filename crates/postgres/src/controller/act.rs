@@ -39,20 +39,7 @@ impl Act<'_> {
     pub async fn run(&self, action: &Action) -> Result<(), Error> {
         match action {
             Action::Wait(_) | Action::Fail(_) => Ok(()),
-            Action::CreateSeed {
-                serial,
-                restore: true,
-            } => {
-                let from = restore_source(self.plan, *serial)?;
-                self.create_claim(*serial).await?;
-                let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.plan.namespace);
-                let pod = build::restoring_pod(self.plan, *serial, self.owner, &from);
-                ignore_exists(api.create(&PostParams::default(), &pod).await)
-            }
-            Action::CreateSeed { serial, .. } => {
-                self.create_claim(*serial).await?;
-                self.create_pod(*serial, Role::Primary, None).await
-            }
+            Action::CreateSeed { serial, restore } => self.create_seed(*serial, *restore).await,
             Action::AddReplica { serial } => {
                 let primary = self.primary_addr()?;
                 self.create_claim(*serial).await?;
@@ -73,10 +60,19 @@ impl Act<'_> {
                     None if self.current_primary == Some(*serial) => {
                         self.create_pod(*serial, Role::Primary, None).await
                     }
-                    None => Err(Error::NotYet(format!(
-                        "{} can only start as a replica, and no primary runs",
-                        self.name(*serial)
-                    ))),
+                    // No primary recorded: the seed, deleted before it ever became the
+                    // primary (during initdb or a restore), is made again as the seed.
+                    None if self.current_primary.is_none() && *serial == 1 => {
+                        let restore = matches!(
+                            self.plan.bootstrap,
+                            crate::validate::BootstrapPlan::Recovery { .. }
+                        );
+                        self.create_seed(1, restore).await
+                    }
+                    // No primary runs: a replica with data starts read-only with no
+                    // upstream, a candidate the failover promotes or the new primary's
+                    // Follow rejoins (issue 32, M12; it used to wait forever here).
+                    None => self.create_pod(*serial, Role::Replica, None).await,
                 }
             }
             Action::RemoveMember { serial } | Action::RemoveReplica { serial } => {
@@ -119,6 +115,19 @@ impl Act<'_> {
                 self.label_role(*serial, "replica").await
             }
         }
+    }
+
+    /// The first instance (initdb), or one restoring from a backup, on its claim.
+    async fn create_seed(&self, serial: u32, restore: bool) -> Result<(), Error> {
+        if !restore {
+            self.create_claim(serial).await?;
+            return self.create_pod(serial, Role::Primary, None).await;
+        }
+        let from = restore_source(self.plan, serial)?;
+        self.create_claim(serial).await?;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.plan.namespace);
+        let pod = build::restoring_pod(self.plan, serial, self.owner, &from);
+        ignore_exists(api.create(&PostParams::default(), &pod).await)
     }
 
     fn name(&self, serial: u32) -> String {

@@ -208,9 +208,14 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         pc.status.as_ref(),
         storage::largest_request(&pc.name_any(), &claims),
     );
-    let plan = match validate::plan(&pc, &observed) {
-        Ok(p) => p,
-        Err(invalid) => return refuse(&pc, &ctx, &api, &prev, invalid).await,
+    // A refused edit never stops the cluster's reconcile (failover included): it goes on
+    // with the last accepted spec, and the SpecAccepted condition says why (issue 32, M1).
+    let (plan, refused) = match validate::plan(&pc, &observed) {
+        Ok(p) => (p, None),
+        Err(invalid) => match validate::last_good(&pc, &observed) {
+            Some(p) => (p, Some(invalid)),
+            None => return refuse(&pc, &ctx, &api, &prev, invalid).await,
+        },
     };
     let Some(owner) = pc.controller_owner_ref(&()) else {
         return Ok(Requeue::await_change());
@@ -285,6 +290,7 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
             backup::not_mounted(&mut desired, &prev, pc.meta().generation, now);
         }
     }
+    spec_accepted(&pc, &ctx, &prev, &mut desired, refused.as_ref(), now).await;
     if !plan.paused {
         resize(&pc, &ctx, &plan, &claims, &prev, &mut desired, now).await?;
     }
@@ -341,6 +347,64 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         }
         _ => Requeue::requeue(BUSY),
     })
+}
+
+/// The `SpecAccepted` condition and `status.acceptedSpec`: an accepted spec is recorded; a
+/// refused one is named (one Event when the refusal is new) while the last accepted one
+/// stays in force.
+async fn spec_accepted(
+    pc: &PostgresCluster,
+    ctx: &Context,
+    prev: &PostgresClusterStatus,
+    desired: &mut PostgresClusterStatus,
+    refused: Option<&validate::Invalid>,
+    now: Timestamp,
+) {
+    let c = match refused {
+        None => {
+            desired.accepted_spec = serde_json::to_string(&pc.spec).ok();
+            condition(
+                "SpecAccepted",
+                true,
+                "Accepted",
+                "the spec is accepted and in force".to_string(),
+                pc.meta().generation,
+            )
+        }
+        Some(invalid) => {
+            let reason = match invalid {
+                validate::Invalid::MajorVersionChange { .. } => Reason::MajorUpgradeUnsupported,
+                _ => Reason::InvalidSpec,
+            };
+            desired.accepted_spec = prev.accepted_spec.clone();
+            condition(
+                "SpecAccepted",
+                false,
+                reason.as_str(),
+                format!(
+                    "{invalid}; the cluster runs on the last accepted spec until this is fixed"
+                ),
+                pc.meta().generation,
+            )
+        }
+    };
+    let new_refusal = !c.status.eq("True")
+        && !prev
+            .conditions
+            .iter()
+            .any(|p| p.type_ == c.type_ && p.message == c.message);
+    if new_refusal {
+        ctx.events
+            .publish(
+                &pc.object_ref(&()),
+                true,
+                c.reason.as_str(),
+                "Validate",
+                c.message.clone(),
+            )
+            .await;
+    }
+    set_condition(&mut desired.conditions, &prev.conditions, c, now);
 }
 
 /// A refused parameter value: the `ParametersApplied` condition names it (an Event the

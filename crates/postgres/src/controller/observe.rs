@@ -27,6 +27,7 @@ pub struct PodSeen {
     pub role_label: Option<String>,
     /// The hash of the spec it was built from (`contract::TEMPLATE_ANNOTATION`).
     pub template: Option<String>,
+    pub uid: Option<String>,
 }
 
 /// What one cycle saw.
@@ -74,6 +75,7 @@ pub async fn observe(
                     .and_then(|ip| ip.parse().ok()),
                 terminating: p.metadata.deletion_timestamp.is_some(),
                 role_label: p.labels().get(super::build::ROLE_LABEL).cloned(),
+                uid: p.metadata.uid.clone(),
                 template: p
                     .annotations()
                     .get(crate::contract::TEMPLATE_ANNOTATION)
@@ -189,6 +191,8 @@ impl Snapshot {
                     .as_ref()
                     .is_some_and(|b| b.last_successful_backup.is_some()),
             restore_blocked: None,
+            primary_stopped_cleanly: lost_for.is_some()
+                && super::status::clean_stop(plan, self, status).is_some(),
         }
     }
 }

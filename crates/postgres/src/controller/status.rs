@@ -179,8 +179,52 @@ pub fn build(
         synchronous,
         // Filled in by `parameters`, from this cycle's reports.
         parameters: prev.parameters.clone(),
+        // Kept after the failover it allowed (it names an instance that is no longer the
+        // recorded primary, so it allows nothing more); dropped once that instance runs as
+        // the primary again, or it would vouch for a later pod of it.
+        primary_stopped_cleanly: match primaries.as_slice() {
+            [] => clean_stop(plan, seen, prev).or_else(|| prev.primary_stopped_cleanly.clone()),
+            running => prev.primary_stopped_cleanly.clone().filter(|c| {
+                !running
+                    .iter()
+                    .any(|s| instance_name(&plan.name, *s) == c.instance)
+            }),
+        },
+        // Set by the controller once it knows whether the spec was accepted.
+        accepted_spec: prev.accepted_spec.clone(),
         conditions,
     }
+}
+
+/// The recorded primary's clean shutdown: reported now by its pod being deleted, or
+/// recorded earlier for the pod that is still terminating or gone (a new pod on its claim
+/// is another story).
+pub fn clean_stop(
+    plan: &Plan,
+    seen: &Snapshot,
+    prev: &PostgresClusterStatus,
+) -> Option<crate::api::CleanStop> {
+    let current = prev.current_primary.as_deref()?;
+    let serial = crate::validate::serial_of(&plan.name, current)?;
+    let pod = seen.pods.get(&serial);
+    let reported = seen
+        .states
+        .get(&serial)
+        .is_some_and(|s| s.stopped_cleanly)
+        .then_some(pod)
+        .flatten()
+        .filter(|p| p.terminating)
+        .and_then(|p| p.uid.clone());
+    if let Some(uid) = reported {
+        return Some(crate::api::CleanStop {
+            instance: current.to_string(),
+            pod_uid: uid,
+        });
+    }
+    prev.primary_stopped_cleanly
+        .clone()
+        .filter(|c| c.instance == current)
+        .filter(|c| pod.is_none_or(|p| p.terminating && p.uid.as_deref() == Some(&c.pod_uid)))
 }
 
 /// `status.parameters` and the `ParametersApplied` condition: the spec's parameters next to
@@ -501,6 +545,7 @@ mod tests {
             diverged: None,
             synchronous: None,
             isolation_armed: false,
+            stopped_cleanly: false,
             backup: None,
             parameters: None,
         }
@@ -516,6 +561,7 @@ mod tests {
                     terminating: false,
                     role_label: None,
                     template: None,
+                    uid: None,
                 },
             );
             s.claims.insert(*serial);

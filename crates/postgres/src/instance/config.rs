@@ -323,8 +323,7 @@ impl Config {
         slot_name(&self.name)
     }
 
-    /// Refused before anything is touched: a socket path over the limit, a replica with no
-    /// primary, a wildcard pod IP.
+    /// Refused before anything is touched: a socket path over the limit, a wildcard pod IP.
     pub fn check(&self) -> Result<(), Error> {
         if self.pod_ip.is_unspecified() {
             return Err(Error::Config(format!(
@@ -358,11 +357,6 @@ impl Config {
                 "locale {:?} is not a locale name",
                 self.initdb.locale
             )));
-        }
-        if self.role == Role::Replica && self.primary.is_none() {
-            return Err(Error::Config(
-                "a replica needs the primary's host:port (--primary)".into(),
-            ));
         }
         let socket = self.run_dir().join(format!(".s.PGSQL.{}", self.port));
         let len = socket.as_os_str().len();
@@ -478,11 +472,13 @@ mod tests {
         assert!(c.check().is_err());
     }
 
+    /// A replica with data may start with no primary to follow (read-only, a failover
+    /// candidate: issue 32, M12); one without data still needs it (refused at its start).
     #[test]
-    fn a_replica_needs_its_primary() {
+    fn a_replica_may_be_started_without_a_primary() {
         let mut c = config();
         c.role = Role::Replica;
-        assert!(c.check().is_err());
+        assert!(c.check().is_ok());
         c.primary = Some("127.0.0.3:5432".into());
         assert!(c.check().is_ok());
     }

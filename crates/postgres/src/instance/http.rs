@@ -158,6 +158,7 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         diverged: None,
         synchronous: None,
         isolation_armed: s.isolation_armed,
+        stopped_cleanly: s.stopped_cleanly,
         backup: None,
         parameters: None,
     };

@@ -67,6 +67,9 @@ pub struct Shared {
     pub operator_contact: Option<Instant>,
     /// The isolation check is armed (a replica streamed from this primary).
     pub isolation_armed: bool,
+    /// Asked to shut down (SIGTERM), this instance's postgres has exited cleanly (or was not
+    /// running) and will not start again in this container.
+    pub stopped_cleanly: bool,
 }
 
 /// Runs the instance until `shutdown` (then stops PostgreSQL with a fast shutdown) or until
@@ -96,6 +99,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         restore_failure: None,
         operator_contact: None,
         isolation_armed: false,
+        stopped_cleanly: false,
     }));
     let backups = match cfg.backups.store.as_deref() {
         Some(store) => Some(Arc::new(super::backup::Backups::new(
@@ -108,7 +112,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         None => None,
     };
     let (tx, rx) = mpsc::channel(4);
-    let stop_http = shutdown.child_token();
+    // The API outlives a shutdown's stop of postgres: it reports that stop (see below).
+    let stop_http = CancellationToken::new();
     let server = super::http::serve(
         super::http::Ctx::new(&cfg, pg.run_dir.clone(), shared.clone(), tx, backups),
         stop_http.clone(),
@@ -122,13 +127,25 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         recovery: None,
         fresh: false,
         isolation: super::isolation::Isolation::default(),
+        ticks_not_streaming: 0,
     };
     let result = m.supervise(rx, &shutdown).await;
-    m.stop().await;
+    let clean = m.stop().await;
+    if shutdown.is_cancelled() && result.is_ok() && clean {
+        m.report_clean_stop().await;
+    }
     stop_http.cancel();
     let _ = server.await;
     result
 }
+
+/// How long a manager that stopped cleanly on SIGTERM keeps answering for the operator to
+/// read it (it leaves as soon as an authenticated poll has).
+const CLEAN_STOP_LINGER: Duration = Duration::from_secs(10);
+
+/// Checks (one a second) a replica goes without streaming before it makes sure its slot on
+/// the primary exists.
+const SLOT_REPAIR_AFTER: u32 = 5;
 
 struct Manager {
     cfg: Config,
@@ -143,6 +160,8 @@ struct Manager {
     fresh: bool,
     /// The primary's isolation check (see [`super::isolation`]).
     isolation: super::isolation::Isolation,
+    /// Consecutive checks in which this replica did not stream from its primary.
+    ticks_not_streaming: u32,
 }
 
 enum Event {
@@ -187,7 +206,10 @@ impl Manager {
                 _ = tick.tick() => Event::Tick,
             };
             match event {
-                Event::Tick => self.check_isolation().await,
+                Event::Tick => {
+                    self.check_isolation().await;
+                    self.repair_slot().await;
+                }
                 Event::Shutdown | Event::Request(None) => return Ok(()),
                 Event::Exited(status) => {
                     self.child = None;
@@ -256,6 +278,58 @@ impl Manager {
             Ok(()) => why,
             Err(e) => format!("{why}; the fence failed: {e}"),
         });
+    }
+
+    /// A replica that has not streamed for [`SLOT_REPAIR_AFTER`] checks makes its slot on
+    /// the primary again if it is missing (dropped by hand, or lost when `ensure_slot` at its
+    /// start failed): the walreceiver then fails on it forever, and the replica would stay
+    /// unready for good, holding up scaling, switchovers and backups (issue 32, M13).
+    async fn repair_slot(&mut self) {
+        let primary = {
+            let s = self.lock();
+            (s.phase == Phase::Running && s.role == Role::Replica)
+                .then(|| s.primary.clone())
+                .flatten()
+        };
+        let Some(primary) = primary else {
+            self.ticks_not_streaming = 0;
+            return;
+        };
+        let streaming = tokio::time::timeout(Duration::from_secs(2), async {
+            let c = sql::connect_local(&self.pg.run_dir, self.cfg.port).await?;
+            Ok::<_, Error>(sql::observe(&c).await?.streaming)
+        })
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .unwrap_or(false);
+        if streaming {
+            self.ticks_not_streaming = 0;
+            return;
+        }
+        self.ticks_not_streaming += 1;
+        if !self.ticks_not_streaming.is_multiple_of(SLOT_REPAIR_AFTER) {
+            return;
+        }
+        let Ok((host, port)) = host_port(&primary) else {
+            return;
+        };
+        match tokio::time::timeout(
+            Duration::from_secs(10),
+            sql::ensure_slot(&host, port, &self.cfg.credentials, &self.cfg.slot_name()),
+        )
+        .await
+        {
+            Ok(Ok(())) => {
+                info!(instance = %self.cfg.name, %primary, "not streaming: made sure the replication slot exists")
+            }
+            Ok(Err(e)) => {
+                warn!(instance = %self.cfg.name, error = %e, "not streaming, and the replication slot could not be made")
+            }
+            Err(_) => {
+                warn!(instance = %self.cfg.name, "not streaming, and making the replication slot timed out")
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -455,12 +529,11 @@ impl Manager {
     /// Starts `postgres` in `role` and waits until it accepts connections; a primary then
     /// gets its roles and passwords.
     async fn start(&mut self, role: Role, primary: Option<String>) -> Result<(), Error> {
+        // A replica without a primary runs read-only with no upstream: with its data it is
+        // a failover candidate when no primary runs (issue 32, M12).
         let upstream = match (role, &primary) {
             (Role::Replica, Some(p)) => Some(host_port(p)?),
-            (Role::Replica, None) => {
-                return Err(Error::Config("a replica needs its primary".into()))
-            }
-            (Role::Primary, _) => None,
+            (Role::Replica, None) | (Role::Primary, _) => None,
         };
         self.record(role, primary.clone())?;
         self.pg.set_role(role)?;
@@ -585,9 +658,11 @@ impl Manager {
     }
 
     /// Fast shutdown (SIGINT): sessions are ended, WAL is flushed and sent to the replicas.
-    async fn stop(&mut self) {
+    /// A fast shutdown (SIGKILL past the deadline). True when no postgres runs afterwards
+    /// and none was killed: it exited cleanly, or none was running.
+    async fn stop(&mut self) -> bool {
         let Some(mut child) = self.child.take() else {
-            return;
+            return true;
         };
         if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
             // SAFETY: kill has no memory preconditions; the pid is our own unreaped child.
@@ -595,12 +670,40 @@ impl Manager {
                 libc::kill(pid, libc::SIGINT);
             }
         }
-        if tokio::time::timeout(STOP_DEADLINE, child.wait())
-            .await
-            .is_err()
+        match tokio::time::timeout(STOP_DEADLINE, child.wait()).await {
+            Ok(Ok(status)) => status.success(),
+            Ok(Err(_)) => false,
+            Err(_) => {
+                warn!(instance = %self.cfg.name, "postgres did not stop in time; killing it");
+                let _ = child.kill().await;
+                false
+            }
+        }
+    }
+
+    /// The clean-shutdown record: `/state` says `stoppedCleanly` until an authenticated poll
+    /// has read it (or [`CLEAN_STOP_LINGER`] passes). It can only be said after postgres has
+    /// exited on this shutdown, and this container never starts it again: a stalled or
+    /// partitioned primary cannot say it, and the operator trusts it only for a pod being
+    /// deleted (whose containers the kubelet does not restart) — then a graceful deletion of
+    /// the primary fails over without the isolation wait.
+    async fn report_clean_stop(&mut self) {
         {
-            warn!(instance = %self.cfg.name, "postgres did not stop in time; killing it");
-            let _ = child.kill().await;
+            let mut s = self.lock();
+            s.phase = Phase::Stopped;
+            s.stopped_cleanly = true;
+            s.error = Some("shut down: postgres stopped cleanly".into());
+        }
+        // Polls from now on read the record.
+        let since = Instant::now();
+        info!(instance = %self.cfg.name, "postgres stopped cleanly; reporting it to the operator");
+        while since.elapsed() < CLEAN_STOP_LINGER {
+            if self.lock().operator_contact.is_some_and(|t| t > since) {
+                // Time for that answer to leave before the API stops.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }

@@ -110,10 +110,10 @@ pub fn resolve(
         // No record, or one of an earlier pod on this claim: the pod's env is the newer.
         Ok(_) => (env_role, env_primary.map(str::to_string)),
     };
+    // A replica with no primary to follow (the operator made its pod so when no primary
+    // runs: issue 32, M12) starts read-only with no upstream, a failover candidate that
+    // waits to be promoted or told whom to follow.
     match (role, primary) {
-        (Role::Replica, None) => {
-            StartAs::Unknown("a replica with no primary recorded to follow".into())
-        }
         (Role::Primary, _) => StartAs::Known {
             role: Role::Primary,
             primary: None,
@@ -197,16 +197,20 @@ mod tests {
     }
 
     #[test]
-    fn an_unreadable_record_or_a_replica_without_primary_is_unknown() {
+    fn an_unreadable_record_is_unknown_and_a_replica_without_primary_starts_read_only() {
         assert!(matches!(
             resolve(Err("torn".into()), Some("u"), Role::Primary, None),
             StartAs::Unknown(w) if w == "torn"
         ));
         let r = rec("u", Role::Replica, None);
-        assert!(matches!(
+        assert_eq!(
             resolve(Ok(Some(r)), Some("u"), Role::Primary, None),
-            StartAs::Unknown(_)
-        ));
+            known(Role::Replica, None)
+        );
+        assert_eq!(
+            resolve(Ok(None), Some("u"), Role::Replica, None),
+            known(Role::Replica, None)
+        );
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub struct InstanceState {
     /// fences itself if it loses every replica and the operator (see `instance::isolation`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub isolation_armed: bool,
+    /// Shut down on request (SIGTERM): postgres has exited cleanly and this container never
+    /// starts it again (the clean-shutdown record; see `instance::manager`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped_cleanly: bool,
     /// The backup store as this instance sees it (an instance with a store only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupState>,
