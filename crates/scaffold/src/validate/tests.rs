@@ -206,6 +206,58 @@ fn an_owned_version_or_kind_the_crd_does_not_serve_is_an_error() {
         CSV,
         "spec.customresourcedefinitions.owned[0].kind",
     );
+    // And the CRD is then owned by no entry (operator-framework matches group, version and
+    // kind): an error on the CRD too, as operator-sdk reports it.
+    let crd_file = b.crds().next().expect("a CRD").file.clone();
+    expect(&b, Level::Error, "bundle", &crd_file, "metadata.name");
+}
+
+/// The rules operator-sdk v1.42.2's `bundle validate` showed bosun lacked (peer_cli_bundle_validate).
+#[test]
+fn rules_found_by_comparing_with_operator_sdk() {
+    // A conversion webhook with a namespaced install mode supported.
+    let mut b = good();
+    let csv = csv_mut(&mut b);
+    csv["spec"]["webhookdefinitions"] = json!([{"type": "ConversionWebhook",
+        "deploymentName": "x", "generateName": "c.example.test", "conversionCRDs": ["gardens.plants.example.test"]}]);
+    csv["spec"]["installModes"] = json!([{"type": "OwnNamespace", "supported": true},
+        {"type": "AllNamespaces", "supported": true}]);
+    let f = expect(&b, Level::Error, "csv", CSV, "spec.installModes");
+    assert!(f.message.contains("OwnNamespace"), "{f}");
+    csv_mut(&mut b)["spec"]["installModes"][0]["supported"] = json!(false);
+    assert!(!validate(&b, &all())
+        .iter()
+        .any(|f| f.field == "spec.installModes"));
+
+    // A v1beta1 CRD that keeps v1beta1's preserveUnknownFields default.
+    let mut b = good();
+    let crd = &mut b
+        .manifests
+        .iter_mut()
+        .find(|m| m.object["kind"] == "CustomResourceDefinition")
+        .expect("a CRD");
+    crd.object["apiVersion"] = json!("apiextensions.k8s.io/v1beta1");
+    let file = crd.file.clone();
+    expect(&b, Level::Error, "crd", &file, "spec.preserveUnknownFields");
+
+    // No alm-examples at all: a warning of the default checks.
+    let mut b = good();
+    csv_mut(&mut b)["metadata"]["annotations"]
+        .as_object_mut()
+        .expect("annotations")
+        .remove("alm-examples");
+    let default = validate(&b, &Options::default());
+    assert!(
+        default
+            .iter()
+            .any(|f| f.level == Level::Warning && f.field == "metadata.annotations.alm-examples"),
+        "{default:#?}"
+    );
+
+    // A CSV name off <operator>.v<semver>: a good-practices warning.
+    let mut b = good();
+    csv_mut(&mut b)["metadata"]["name"] = json!("garden-operator");
+    expect(&b, Level::Warning, "good-practices", CSV, "metadata.name");
 }
 
 #[test]
