@@ -250,7 +250,8 @@ impl Operator {
         proc_cpu_seconds(self.pid)
     }
 
-    async fn metric(&self, series: &str) -> Option<f64> {
+    /// The sum of the operator's metric lines that start with `series`.
+    pub async fn metric(&self, series: &str) -> Option<f64> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let port = self.probe?;
         let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
