@@ -122,4 +122,78 @@ fn a_scaffolded_operator_with_webhooks_and_two_versions_builds_and_its_webhooks_
     ] {
         assert!(text.contains(test), "{test} did not run:\n{text}");
     }
+
+    // Its binary: the CRD with both versions, and the bundle `make bundle` writes, with the
+    // three webhooks as the CSV's definitions.
+    let bin = target.join("debug").join(project);
+    let run = |args: &[&str]| {
+        Command::new(&bin)
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("the operator's binary runs")
+    };
+    let crd = run(&["crd"]);
+    let crd = String::from_utf8_lossy(&crd.stdout);
+    assert!(
+        crd.contains("name: v1alpha1") && crd.contains("name: v1\n"),
+        "{crd}"
+    );
+    let made = run(&[
+        "bundle",
+        "--version=0.0.1",
+        &format!("--package={project}"),
+        "--image=example.com/op:0.0.1",
+        "--samples=config/samples",
+        "--webhooks=memcached",
+    ]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let csv = std::fs::read_to_string(dir.path().join(format!(
+        "bundle/manifests/{project}.clusterserviceversion.yaml"
+    )))
+    .expect("the CSV");
+    let csv: serde_json::Value = serde_yaml::from_str(&csv).expect("yaml");
+    let defs: Vec<(&str, &str)> = csv["spec"]["webhookdefinitions"]
+        .as_array()
+        .expect("webhookdefinitions")
+        .iter()
+        .map(|d| {
+            (
+                d["type"].as_str().expect("type"),
+                d["webhookPath"].as_str().expect("path"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        defs,
+        [
+            (
+                "MutatingAdmissionWebhook",
+                "/mutate-cache-example-com-v1alpha1-memcached"
+            ),
+            (
+                "ValidatingAdmissionWebhook",
+                "/validate-cache-example-com-v1alpha1-memcached"
+            ),
+            ("ConversionWebhook", "/convert"),
+        ]
+    );
+    let validated = run(&["bundle", "validate", "bundle"]);
+    assert!(
+        validated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validated.stderr)
+    );
+    let olmv1 = run(&[
+        "bundle",
+        "validate",
+        "bundle",
+        "--select-optional",
+        "name=olmv1",
+    ]);
+    assert_eq!(olmv1.status.code(), Some(1), "OLM v1 refuses the webhooks");
 }

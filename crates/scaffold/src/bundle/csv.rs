@@ -62,26 +62,24 @@ fn generated(input: &BundleInput) -> Result<Value, Error> {
         "operators.operatorframework.io/project_layout".into(),
         input.project_layout.clone().into(),
     );
-    let owned: Vec<Value> = input
-        .crds
-        .iter()
-        .map(|crd| {
-            let mut o = descriptors::owned(crd);
-            let name = crd["metadata"]["name"].as_str().unwrap_or_default();
-            let made = super::resources::from_rules(
-                input
-                    .operator_rules
-                    .get(name)
-                    .map(Vec::as_slice)
-                    .unwrap_or(&[]),
-            );
+    let mut owned: Vec<Value> = Vec::new();
+    for crd in &input.crds {
+        let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+        let made = super::resources::from_rules(
+            input
+                .operator_rules
+                .get(name)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]),
+        );
+        for mut o in descriptors::owned_versions(crd) {
             if !made.is_empty() {
-                o["resources"] = Value::Array(made);
+                o["resources"] = Value::Array(made.clone());
             }
             sample_descriptors(&mut o, &input.samples);
-            o
-        })
-        .collect();
+            owned.push(o);
+        }
+    }
     let mut related = vec![json!({"name": "operator", "image": input.image})];
     for (name, image) in &input.related_images {
         if !related.iter().any(|r| r["image"] == *image) {

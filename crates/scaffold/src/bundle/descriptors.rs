@@ -4,15 +4,34 @@
 use serde_json::{json, Value};
 
 pub fn owned(crd: &Value) -> Value {
-    let spec = &crd["spec"];
-    let kind = spec["names"]["kind"].as_str().unwrap_or_default();
-    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    let versions = crd["spec"]["versions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let version = versions
         .iter()
         .find(|v| v["storage"] == true)
         .or_else(|| versions.first())
         .cloned()
         .unwrap_or(Value::Null);
+    owned_version(crd, &version)
+}
+
+/// An entry per served version, the stored one first, as operator-sdk lists a CRD with several
+/// versions: an example of any served version is then of an owned kind.
+pub fn owned_versions(crd: &Value) -> Vec<Value> {
+    let mut out = vec![owned(crd)];
+    for v in crd["spec"]["versions"].as_array().into_iter().flatten() {
+        if v["served"] == true && v["name"] != out[0]["version"] {
+            out.push(owned_version(crd, v));
+        }
+    }
+    out
+}
+
+fn owned_version(crd: &Value, version: &Value) -> Value {
+    let spec = &crd["spec"];
+    let kind = spec["names"]["kind"].as_str().unwrap_or_default();
     let schema = &version["schema"]["openAPIV3Schema"];
     let description = first_sentence(schema["description"].as_str().unwrap_or_default());
     json!({
@@ -22,7 +41,7 @@ pub fn owned(crd: &Value) -> Value {
         "displayName": words(kind),
         "description": if description.is_empty() { words(kind) } else { description },
         "specDescriptors": descriptors(&schema["properties"]["spec"], false),
-        "statusDescriptors": status_descriptors(&version, schema),
+        "statusDescriptors": status_descriptors(version, schema),
     })
 }
 

@@ -385,3 +385,52 @@ fn an_open_status_is_described_by_its_printer_columns_and_an_open_spec_by_the_sa
     );
     assert_eq!(owned["specDescriptors"][0]["path"], "replicaCount");
 }
+
+/// A CRD serving two versions is owned once per version, the stored one first (as
+/// operator-sdk lists it), so an example of the other version is of an owned kind and passes.
+#[test]
+fn every_served_version_is_owned_and_its_examples_pass() {
+    let mut i = input();
+    let mut v1 = i.crds[0]["spec"]["versions"][0].clone();
+    v1["name"] = json!("v1");
+    v1["storage"] = json!(false);
+    i.crds[0]["spec"]["versions"]
+        .as_array_mut()
+        .expect("versions")
+        .push(v1);
+    i.samples = vec![json!({
+        "apiVersion": "plants.example.test/v1", "kind": "Garden",
+        "metadata": {"name": "g"}, "spec": {"replicaCount": 1}
+    })];
+    let tree = generate(&i).expect("bundle");
+    let csv = csv_of(&tree);
+    let owned: Vec<(&str, &str)> = csv["spec"]["customresourcedefinitions"]["owned"]
+        .as_array()
+        .expect("owned")
+        .iter()
+        .map(|o| {
+            (
+                o["name"].as_str().expect("name"),
+                o["version"].as_str().expect("version"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        owned,
+        [
+            ("gardens.plants.example.test", "v1alpha1"),
+            ("gardens.plants.example.test", "v1")
+        ]
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let stage = crate::files::Stage::new(dir.path()).expect("stage");
+    stage.write(&tree).expect("write");
+    stage.commit(&tree).expect("commit");
+    let errors: Vec<String> =
+        crate::validate::validate_dir(&dir.path().join("bundle"), &Default::default())
+            .into_iter()
+            .filter(|f| f.level == crate::validate::Level::Error)
+            .map(|f| f.to_string())
+            .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
