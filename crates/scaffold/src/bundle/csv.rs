@@ -91,7 +91,6 @@ fn generated(input: &BundleInput) -> Result<Value, Error> {
         "customresourcedefinitions": {"owned": owned},
         "description": format!("The {} operator, run by bosun.", display(&input.package)),
         "displayName": display(&input.package),
-        "icon": [],
         "install": {
             "strategy": "deployment",
             "spec": {

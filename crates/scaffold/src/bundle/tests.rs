@@ -198,6 +198,24 @@ fn owned_crds_carry_descriptions_and_descriptors_from_the_schema() {
     );
 }
 
+/// operator-sdk v1.42.2's `bundle validate --select-optional suite=operatorframework` panics on
+/// `spec.icon: []` (its icon check indexes the first element), so a CSV made without an icon in
+/// its base must leave the field out, as operator-sdk's own generator does for a base without
+/// one (`peer_cli_bundle_validate` records the panic).
+#[test]
+fn no_icon_in_the_base_no_icon_field() {
+    let csv = csv_of(&generate(&input()).expect("bundle"));
+    assert!(
+        csv["spec"].get("icon").is_none(),
+        "an empty icon list crashes operator-sdk's validator: {}",
+        csv["spec"]
+    );
+    let mut i = input();
+    i.base = Some(base());
+    let csv = csv_of(&generate(&i).expect("bundle"));
+    assert_eq!(csv["spec"]["icon"][0]["mediatype"], "image/svg+xml");
+}
+
 #[test]
 fn a_base_csv_supplies_what_a_person_writes() {
     let mut i = input();
