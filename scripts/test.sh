@@ -78,6 +78,8 @@ python3 scripts/run-tests.py --jobs 2 --label "[floor lane] " --env BOSUN_KUBE_V
 echo "== a scaffolded Rust operator (bosun init/create api --plugins rust) builds and its tests pass"
 # Its own cargo build, on this workspace's crates, target dir and lock file.
 cargo test -p bosun-scaffold --locked --test rust_plugin -- --ignored 2>&1 | tee -a "$log"
+echo "== a scaffolded Rust operator with webhooks (create webhook, a second version converted) builds and its tests pass"
+cargo test -p bosun-scaffold --locked --test webhook_build -- --ignored 2>&1 | tee -a "$log"
 
 echo "target dir after the tests: $(du -sh "$target" | cut -f1)"
 
