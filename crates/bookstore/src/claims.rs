@@ -10,11 +10,8 @@ use serde_json::json;
 
 use crate::error::{Error, Problem};
 use crate::names::{Component, INSTANCE_LABEL, OWNER_UID_LABEL};
-use crate::quantity;
 use crate::reason::Reason;
 use crate::validate::{Identity, Plan};
-
-const PENDING: &str = "FileSystemResizePending";
 
 /// Claims that belong to this BookStore: its instance label and its UID.
 pub fn own_claims<'a>(
@@ -31,35 +28,8 @@ pub fn own_claims<'a>(
         .collect()
 }
 
-/// The size a claim asks for.
-pub fn requested(c: &PersistentVolumeClaim) -> Option<u128> {
-    c.spec
-        .as_ref()?
-        .resources
-        .as_ref()?
-        .requests
-        .as_ref()?
-        .get("storage")
-        .and_then(|q| quantity::to_bytes(&q.0))
-}
-
-/// The size a claim's volume has.
-pub fn capacity(c: &PersistentVolumeClaim) -> Option<u128> {
-    c.status
-        .as_ref()?
-        .capacity
-        .as_ref()?
-        .get("storage")
-        .and_then(|q| quantity::to_bytes(&q.0))
-}
-
-/// The volume grew but its file system waits for the pod to restart.
-pub fn resize_pending(c: &PersistentVolumeClaim) -> bool {
-    c.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == PENDING && c.status == "True"))
-}
+// Shared with the PostgresCluster operator: the runtime's.
+pub use bosun_runtime::claims::{capacity, requested, resize_pending};
 
 /// Before the StatefulSet is created or scaled up (its replicas were `from`): the claims it
 /// would mount, found by their exact names — labelled or not, a claim's name is all a

@@ -201,37 +201,15 @@ pub fn compare(
     Ok(volumes)
 }
 
-/// Checks that the claims' storage class allows expansion (also the PostgresCluster
-/// operator's check before it grows its instances' claims).
+/// Checks that the claims' storage class allows expansion (`bosun_runtime::claims`, which
+/// the PostgresCluster operator uses too).
 pub async fn check_expandable(
     client: &Client,
     claims: &[&PersistentVolumeClaim],
 ) -> Result<(), Error> {
-    let classes: Api<StorageClass> = Api::all(client.clone());
-    let named = claims
-        .iter()
-        .find_map(|c| c.spec.as_ref().and_then(|s| s.storage_class_name.clone()))
-        .filter(|c| !c.is_empty());
-    let class = match named {
-        Some(n) => classes.get_opt(&n).await?,
-        None => classes
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .find(|c| c.annotations().get(DEFAULT_CLASS).map(String::as_str) == Some("true")),
-    };
-    match class {
-        Some(c) if c.allow_volume_expansion == Some(true) => Ok(()),
-        Some(c) => Err(Error::Refused(Problem::new(
-            Reason::ExpansionNotSupported,
-            format!("StorageClass {} does not allow volume expansion (allowVolumeExpansion is not true); the volumes keep their size", c.name_any()),
-        ))),
-        None => Err(Error::Refused(Problem::new(
-            Reason::ExpansionNotSupported,
-            "the volumes' StorageClass was not found, so expansion cannot be checked; the volumes keep their size",
-        ))),
-    }
+    bosun_runtime::claims::expandable(client, claims)
+        .await?
+        .map_err(|why| Error::Refused(Problem::new(Reason::ExpansionNotSupported, why)))
 }
 
 /// Step 1: grows the claims named in `grow` to the planned size.

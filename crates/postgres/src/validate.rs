@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use bosun_bookstore::quantity;
+use bosun_runtime::quantity;
 use kube::ResourceExt;
 
 use crate::api::{

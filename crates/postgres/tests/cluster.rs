@@ -1361,17 +1361,22 @@ async fn storage_grows_every_claim_or_says_why_not_and_never_shrinks() {
         assert_eq!(claim_size(&c).0.as_deref(), Some("1Gi"), "{claim}");
     }
 
-    // A shrink below what the claims ask for is refused, nothing touched.
+    // A shrink below what the claims ask for is refused, nothing touched; the cluster runs
+    // on the last accepted spec meanwhile (issue 32, M1).
     e.patch("grow", serde_json::json!({"storage": {"size": "1Gi"}}))
         .await;
     let s = e
         .status_until("grow", "the shrink refused", |s| {
-            s.phase == Some(bosun_postgres::api::Phase::Failed)
+            condition(s, "SpecAccepted")
+                .is_some_and(|c| c.status == "False" && c.reason == "InvalidSpec")
         })
         .await;
-    let ready = condition(&s, "Ready").expect("Ready");
-    assert_eq!(ready.reason, "InvalidSpec");
-    assert!(ready.message.contains("cannot shrink"), "{}", ready.message);
+    let refused = condition(&s, "SpecAccepted").expect("SpecAccepted");
+    assert!(
+        refused.message.contains("cannot shrink"),
+        "{}",
+        refused.message
+    );
     assert_eq!(
         claim_size(&claims.get("grow-1").await.expect("claim"))
             .0
@@ -1399,15 +1404,15 @@ async fn storage_grows_every_claim_or_says_why_not_and_never_shrinks() {
     e.patch("grow", serde_json::json!({"version": 16})).await;
     let s = e
         .status_until("grow", "the major upgrade refused", |s| {
-            condition(s, "Ready").is_some_and(|c| c.reason == "MajorUpgradeUnsupported")
+            condition(s, "SpecAccepted").is_some_and(|c| c.reason == "MajorUpgradeUnsupported")
         })
         .await;
     assert_eq!(s.version, Some(15));
-    let ready = condition(&s, "Ready").expect("Ready");
+    let refused = condition(&s, "SpecAccepted").expect("SpecAccepted");
     assert!(
-        ready.message.contains("set spec.version back to 15"),
+        refused.message.contains("set spec.version back to 15"),
         "{}",
-        ready.message
+        refused.message
     );
     assert!(has_event(&admin, &e.ns, "grow", "MajorUpgradeUnsupported").await);
     let pods = e
@@ -1430,8 +1435,9 @@ async fn storage_grows_every_claim_or_says_why_not_and_never_shrinks() {
         );
     }
     e.patch("grow", serde_json::json!({"version": 15})).await;
-    e.status_until("grow", "Ready again once set back", |s| {
+    e.status_until("grow", "accepted and Ready again once set back", |s| {
         condition(s, "Ready").is_some_and(|c| c.status == "True")
+            && condition(s, "SpecAccepted").is_some_and(|c| c.status == "True")
     })
     .await;
 }

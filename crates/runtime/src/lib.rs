@@ -18,6 +18,7 @@
 pub mod apply;
 pub mod auth;
 pub mod cache;
+pub mod claims;
 pub mod client;
 pub mod conditions;
 pub mod controller;
@@ -34,6 +35,7 @@ pub mod metrics;
 pub mod names;
 pub mod owned;
 pub mod owner;
+pub mod quantity;
 pub mod queue;
 pub mod ratelimit;
 pub mod rbac;

@@ -269,8 +269,8 @@ pub fn service(plan: &Plan, owner: &OwnerReference) -> Service {
     }
 }
 
-fn resources(r: &bosun_bookstore::api::Resources) -> ResourceRequirements {
-    let conv = |m: &Option<BTreeMap<String, bosun_bookstore::api::Qty>>| {
+fn resources(r: &crate::api::Resources) -> ResourceRequirements {
+    let conv = |m: &Option<BTreeMap<String, crate::api::Qty>>| {
         m.as_ref().map(|m| {
             m.iter()
                 .map(|(k, q)| (k.clone(), q.to_quantity()))

@@ -5,14 +5,14 @@
 //!   nothing touched.
 //! - A spec above a claim's request grows that claim — every instance's, in one step (a
 //!   request is a promise the volume grows online; nothing restarts). BookStore's check of the
-//!   StorageClass comes first ([`bosun_bookstore::resize::check_expandable`]): a class that
+//!   StorageClass comes first ([`bosun_runtime::claims::expandable`]): a class that
 //!   does not allow expansion leaves every claim as it is, with the reason in the
 //!   `StorageResized` condition and an Event, and the cluster runs on, nothing lost.
 //! - A claim whose volume waits for a pod restart to grow its file system
 //!   (`FileSystemResizePending`, drivers without online expansion) is reported in the
 //!   condition; the operator does not restart instances for it (a restart of the primary is a
 //!   failover): delete a replica's pod, or switch over and delete the old primary's.
-use bosun_bookstore::claims::{capacity, requested, resize_pending};
+use bosun_runtime::claims::{capacity, requested, resize_pending};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, Patch, PatchParams};
@@ -73,16 +73,8 @@ pub async fn grow(
     if below.is_empty() {
         return Ok(Outcome::AsPlanned);
     }
-    match bosun_bookstore::resize::check_expandable(client, &below).await {
-        Ok(()) => {}
-        Err(bosun_bookstore::error::Error::Kube(e)) => return Err(e),
-        Err(other) => {
-            let message = other
-                .problem()
-                .map(|p| p.message.clone())
-                .unwrap_or_else(|| other.to_string());
-            return Ok(Outcome::NotExpandable(message));
-        }
+    if let Err(why) = bosun_runtime::claims::expandable(client, &below).await? {
+        return Ok(Outcome::NotExpandable(why));
     }
     let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &plan.namespace);
     let patch = json!({"spec": {"resources": {"requests": {"storage": plan.storage.text}}}});
