@@ -134,11 +134,16 @@ pub fn rbac(
             .or_default()
             .insert(resource);
     }
-    if storage == Storage::Secrets {
+    let records = match storage {
+        Storage::Secrets => Some("secrets"),
+        Storage::ConfigMaps => Some("configmaps"),
+        Storage::None => None,
+    };
+    if let Some(resource) = records {
         by_group
             .entry((String::new(), true))
             .or_default()
-            .insert("secrets".into());
+            .insert(resource.into());
     }
     for ((group, ns), resources) in by_group {
         let list: Vec<&str> = resources.iter().map(String::as_str).collect();

@@ -4,13 +4,16 @@
 //!   [`crate::release`]), each Secret owned by the custom resource so history goes with it,
 //!   history bounded (10 revisions by default, as helm-operator-plugins does). Needs
 //!   `get,list,create,update,delete` on Secrets where CRs are watched.
+//! * [`Storage::ConfigMaps`]: the same records as ConfigMaps (Helm's `configmap` driver,
+//!   `HELM_DRIVER=configmap`), for clusters where the operator may not hold Secrets. A
+//!   release's values are then readable by whoever reads ConfigMaps.
 //! * [`Storage::None`]: no Secrets at all. The inventory of what the release created
 //!   (apiVersion/kind/namespace/name, never the manifest) is kept in the custom resource's
 //!   status; the Helm CLI then does not see the release.
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::ByteString;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -27,6 +30,7 @@ pub const RELEASE_TYPE: &str = "helm.sh/release.v1";
 pub enum Storage {
     #[default]
     Secrets,
+    ConfigMaps,
     None,
 }
 
@@ -35,9 +39,10 @@ impl std::str::FromStr for Storage {
     fn from_str(s: &str) -> Result<Storage, String> {
         match s {
             "secret" | "secrets" => Ok(Storage::Secrets),
+            "configmap" | "configmaps" => Ok(Storage::ConfigMaps),
             "none" => Ok(Storage::None),
             other => Err(format!(
-                "unknown release storage {other:?} (secret or none)"
+                "unknown release storage {other:?} (secret, configmap or none)"
             )),
         }
     }
@@ -64,14 +69,69 @@ pub struct Lookup {
     pub foreign_owner: Option<String>,
 }
 
-/// The release records of one namespace, as Secrets.
-pub struct Secrets {
-    api: Api<Secret>,
+/// What a release record is kept in: a Secret or a ConfigMap, `release` in its data.
+pub trait RecordObject:
+    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The encoded release it holds.
+    fn release(&self) -> Option<String>;
+    /// A record object holding the encoded release `data`.
+    fn holding(metadata: ObjectMeta, data: String) -> Self;
 }
 
-impl Secrets {
-    pub fn new(client: Client, namespace: &str) -> Secrets {
-        Secrets {
+impl RecordObject for Secret {
+    fn release(&self) -> Option<String> {
+        self.data
+            .as_ref()
+            .and_then(|d| d.get("release"))
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+    }
+    fn holding(metadata: ObjectMeta, data: String) -> Secret {
+        Secret {
+            metadata,
+            type_: Some(RELEASE_TYPE.to_string()),
+            data: Some(BTreeMap::from([(
+                "release".to_string(),
+                ByteString(data.into_bytes()),
+            )])),
+            ..Default::default()
+        }
+    }
+}
+
+impl RecordObject for ConfigMap {
+    fn release(&self) -> Option<String> {
+        self.data.as_ref().and_then(|d| d.get("release")).cloned()
+    }
+    fn holding(metadata: ObjectMeta, data: String) -> ConfigMap {
+        ConfigMap {
+            metadata,
+            data: Some(BTreeMap::from([("release".to_string(), data)])),
+            ..Default::default()
+        }
+    }
+}
+
+/// The release records of one namespace, as Helm's Secrets or ConfigMaps driver keeps them.
+pub struct KubeRecords<K> {
+    api: Api<K>,
+}
+
+/// Helm's Secrets driver (the default).
+pub type Secrets = KubeRecords<Secret>;
+/// Helm's ConfigMaps driver.
+pub type ConfigMaps = KubeRecords<ConfigMap>;
+
+impl<K: RecordObject> KubeRecords<K> {
+    pub fn new(client: Client, namespace: &str) -> KubeRecords<K> {
+        KubeRecords {
             api: Api::namespaced(client, namespace),
         }
     }
@@ -113,13 +173,13 @@ impl Secrets {
         let lp = ListParams::default().labels(&format!("{OWNER_LABEL}={OWNER_HELM},name={name}"));
         let mut out = Vec::new();
         for s in self.api.list(&lp).await?.items {
-            let Some(data) = s.data.as_ref().and_then(|d| d.get("release")) else {
+            let Some(data) = s.release() else {
                 continue;
             };
-            match release::decode(&String::from_utf8_lossy(&data.0)) {
+            match release::decode(&data) {
                 Ok(r) if r.name == name => {
                     let owner = s
-                        .metadata
+                        .meta()
                         .owner_references
                         .as_ref()
                         .and_then(|o| o.iter().find(|o| o.controller == Some(true)).or(o.first()))
@@ -141,7 +201,7 @@ impl Secrets {
         r: &Release,
         owner: Option<&OwnerReference>,
         time_label: (&str, String),
-    ) -> Result<Secret, StorageError> {
+    ) -> Result<K, StorageError> {
         let key = r.key();
         let data = release::encode(r).map_err(|source| StorageError::Codec {
             key: key.clone(),
@@ -154,20 +214,15 @@ impl Secrets {
             ("version".to_string(), r.version.to_string()),
             (time_label.0.to_string(), time_label.1),
         ]);
-        Ok(Secret {
-            metadata: ObjectMeta {
+        Ok(K::holding(
+            ObjectMeta {
                 name: Some(key),
                 labels: Some(labels),
                 owner_references: owner.map(|o| vec![o.clone()]),
                 ..Default::default()
             },
-            type_: Some(RELEASE_TYPE.to_string()),
-            data: Some(BTreeMap::from([(
-                "release".to_string(),
-                ByteString(data.into_bytes()),
-            )])),
-            ..Default::default()
-        })
+            data,
+        ))
     }
 
     /// Records a new revision (Helm's `Create`).
@@ -230,30 +285,30 @@ pub trait Records: Send + Sync {
     fn delete<'a>(&'a self, r: &'a Release) -> BoxFuture<'a, Result<(), StorageError>>;
 }
 
-impl Records for Secrets {
+impl<K: RecordObject> Records for KubeRecords<K> {
     fn lookup<'a>(
         &'a self,
         name: &'a str,
         owner: &'a OwnerReference,
     ) -> BoxFuture<'a, Result<Lookup, StorageError>> {
-        Box::pin(Secrets::lookup(self, name, owner))
+        Box::pin(KubeRecords::lookup(self, name, owner))
     }
     fn create<'a>(
         &'a self,
         r: &'a Release,
         owner: Option<&'a OwnerReference>,
     ) -> BoxFuture<'a, Result<(), StorageError>> {
-        Box::pin(Secrets::create(self, r, owner))
+        Box::pin(KubeRecords::create(self, r, owner))
     }
     fn update<'a>(
         &'a self,
         r: &'a Release,
         owner: Option<&'a OwnerReference>,
     ) -> BoxFuture<'a, Result<(), StorageError>> {
-        Box::pin(Secrets::update(self, r, owner))
+        Box::pin(KubeRecords::update(self, r, owner))
     }
     fn delete<'a>(&'a self, r: &'a Release) -> BoxFuture<'a, Result<(), StorageError>> {
-        Box::pin(Secrets::delete(self, r))
+        Box::pin(KubeRecords::delete(self, r))
     }
 }
 
@@ -292,6 +347,7 @@ impl Records for NoRecords {
 pub fn records(storage: Storage, client: Client, namespace: &str) -> Box<dyn Records> {
     match storage {
         Storage::Secrets => Box::new(Secrets::new(client, namespace)),
+        Storage::ConfigMaps => Box::new(ConfigMaps::new(client, namespace)),
         Storage::None => Box::new(NoRecords),
     }
 }
@@ -359,6 +415,7 @@ mod tests {
     fn storage_names() {
         assert_eq!("none".parse::<Storage>(), Ok(Storage::None));
         assert_eq!("secret".parse::<Storage>(), Ok(Storage::Secrets));
-        assert!("configmap".parse::<Storage>().is_err());
+        assert_eq!("configmap".parse::<Storage>(), Ok(Storage::ConfigMaps));
+        assert!("sql".parse::<Storage>().is_err());
     }
 }

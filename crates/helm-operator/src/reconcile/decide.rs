@@ -58,7 +58,7 @@ pub(super) struct Next {
 pub(super) fn next(storage: Storage, recorded: Option<i64>, deployed: Option<i64>) -> Next {
     let base = match (recorded, storage) {
         (Some(latest), _) => latest,
-        (None, Storage::Secrets) => 0,
+        (None, Storage::Secrets | Storage::ConfigMaps) => 0,
         (None, Storage::None) => deployed.unwrap_or(0),
     };
     Next {
@@ -130,6 +130,14 @@ mod tests {
         type Case = (Storage, Option<i64>, Option<i64>, i64, bool, &'static str);
         let cases: &[Case] = &[
             (Storage::Secrets, None, None, 1, false, "a first install"),
+            (
+                Storage::ConfigMaps,
+                Some(2),
+                Some(2),
+                3,
+                true,
+                "ConfigMaps as Secrets",
+            ),
             (
                 Storage::Secrets,
                 Some(4),

@@ -454,7 +454,7 @@ async fn converge(
     let old: Vec<Old> = match (&deployed_rec, host.flavor.storage) {
         (Some(rec), _) => old_objects(host, owner, &rec.manifest).await,
         (None, Storage::None) => previous.inventory.iter().map(Old::from_inventory).collect(),
-        (None, Storage::Secrets) => Vec::new(),
+        (None, Storage::Secrets | Storage::ConfigMaps) => Vec::new(),
     };
     keep_finalizer(cr, host, &plan).await?;
     plan.written = install_or_upgrade(

@@ -30,7 +30,7 @@ use crate::hooks::{self, Event, Hook, HookError};
 use crate::objects::{self, ReleaseOwner};
 use crate::release::{self, Release};
 use crate::status::{ConditionType as C, HelmStatus, Reason as R};
-use crate::storage::{Secrets, Storage};
+use crate::storage::{records, Records, Storage};
 use crate::values;
 use bosun_watches::host::Next;
 
@@ -43,7 +43,7 @@ const WAIT_POLL: Duration = Duration::from_secs(2);
 /// The release as stored: what uninstalling it removes and runs.
 struct Stored {
     /// The release's records, all of them (Secrets storage).
-    records: Option<(Secrets, Vec<Release>)>,
+    records: Option<(Box<dyn Records>, Vec<Release>)>,
     objects: Vec<Old>,
     hooks: Vec<Hook>,
     /// The delete hooks already ran (an earlier pass that is now waiting for objects).
@@ -224,9 +224,9 @@ async fn stored(
     previous: &HelmStatus,
 ) -> Result<Stored, Error> {
     match host.flavor.storage {
-        Storage::Secrets => {
-            let s = Secrets::new(host.client.clone(), &owner.namespace);
-            let history = s.history(&owner.release, &owner.owner).await?;
+        Storage::Secrets | Storage::ConfigMaps => {
+            let s = records(host.flavor.storage, host.client.clone(), &owner.namespace);
+            let history = s.lookup(&owner.release, &owner.owner).await?.history;
             let Some(last) = last_record(&history).cloned() else {
                 return Ok(Stored {
                     records: Some((s, history)),

@@ -3,7 +3,8 @@
 usage: helm_cluster.py KUBECONFIG NAMESPACE COMMAND JSON_ARGS
 commands: install {chart, name, values}, status {name}, history {name}, list {},
           get_values {name}
-Prints the library's answer as JSON.
+Every command takes an optional "driver" (Helm's storage driver: secret, the default, or
+configmap). Prints the library's answer as JSON.
 """
 import json
 import sys
@@ -14,7 +15,8 @@ from helm_python import Config
 def main() -> None:
     kubeconfig, namespace, command, raw = sys.argv[1:5]
     args = json.loads(raw)
-    with Config(kubeconfig_path=kubeconfig, namespace=namespace) as cfg:
+    driver = args.get("driver")
+    with Config(kubeconfig_path=kubeconfig, namespace=namespace, storage_driver=driver) as cfg:
         if command == "install":
             out = cfg.install(args["chart"], args["name"], args.get("values") or {})
         elif command == "status":
