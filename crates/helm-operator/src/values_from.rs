@@ -257,11 +257,10 @@ pub fn triggers(
         .collect()
 }
 
-/// A reconcile request as the runtime's triggers carry it. (The runtime's queue is being
-/// reworked to carry where each request comes from: this is the one line that follows it,
-/// to `(r, bosun_runtime::controller::Origin::Event)`.)
+/// A reconcile request as the runtime's triggers carry it: a source's change is a user's
+/// change, so it goes ahead of re-lists in the queue.
 fn request(r: ObjectRef<DynamicObject>) -> <Trigger<DynamicObject> as futures::Stream>::Item {
-    r
+    (r, bosun_runtime::controller::Origin::Event)
 }
 
 fn scoped<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
