@@ -2090,6 +2090,7 @@ async fn a_pod_template_change_rolls_out_under_writes_without_losing_a_commit() 
     .await
     .expect("the write stream commits");
 
+    let patched = std::time::Instant::now();
     e.patch(
         "pgr",
         serde_json::json!({"pod": {"annotations": {"example.com/rolled": "1"}}}),
@@ -2121,6 +2122,10 @@ async fn a_pod_template_change_rolls_out_under_writes_without_losing_a_commit() 
             e.logs("pgr").await
         );
     };
+    eprintln!(
+        "rolling update of 3 instances under writes: {:.1}s",
+        patched.elapsed().as_secs_f64()
+    );
     // More commits on the updated cluster, then the stream stops.
     let last = s.current_primary.clone().expect("a primary");
     let count = || async {
@@ -2163,6 +2168,11 @@ async fn a_pod_template_change_rolls_out_under_writes_without_losing_a_commit() 
         .map(|r| r.get(0))
         .collect();
     let lost: Vec<&String> = acked.iter().filter(|r| !rows.contains(*r)).collect();
+    eprintln!(
+        "acknowledged commits: {}, lost: {}",
+        acked.len(),
+        lost.len()
+    );
     assert!(
         lost.is_empty(),
         "{} of {} acknowledged commits lost: {lost:?}",
@@ -2365,4 +2375,78 @@ async fn a_primary_deleted_gracefully_reports_its_clean_stop_and_is_failed_over(
         1,
         "two writable servers at once"
     );
+}
+
+/// Issue 32: a parameter that needs a restart (`max_connections`, a `postmaster` one) is
+/// written live, named in `ParametersApplied` (PendingRestart) and `status.parameters` on
+/// each instance that still runs the old value, and the rolling update restarts them: with
+/// `primaryUpdateStrategy: supervised` the replica at once, the primary only after the
+/// user's `switchoverTo`, which `PodsUpToDate` asks for meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_parameter_is_named_until_the_supervised_rollout_restarts_it() {
+    let e = env("pg-restartp").await;
+    e.create_spec(
+        "pgq",
+        serde_json::json!({"size": 2, "primaryUpdateStrategy": "supervised"}),
+    )
+    .await;
+    let s = e.healthy("pgq", 2).await;
+    let pw = e.password("pgq").await;
+    let ip1 = ip_of(&s, "pgq-1");
+    assert_eq!(
+        show(&ip1, &pw, "max_connections").await.as_deref(),
+        Some("100")
+    );
+
+    e.patch(
+        "pgq",
+        serde_json::json!({"postgresql": {"parameters": {"max_connections": "150"}}}),
+    )
+    .await;
+    let s = e
+        .status_until("pgq", "the replica restarted, the primary waiting", |s| {
+            let pending = condition(s, "ParametersApplied").is_some_and(|c| {
+                c.reason == "PendingRestart" && c.message.contains("max_connections (on pgq-1)")
+            });
+            let waiting = condition(s, "PodsUpToDate")
+                .is_some_and(|c| c.reason == "WaitingForSwitchover" && c.message.contains("pgq-2"));
+            pending && waiting && s.ready_instances == 2
+        })
+        .await;
+    let p = s
+        .parameters
+        .iter()
+        .find(|p| p.name == "max_connections")
+        .expect("max_connections in the status");
+    assert_eq!(p.desired.as_deref(), Some("150"));
+    assert_eq!(p.effective.as_deref(), Some("100"), "{s:#?}");
+    assert_eq!(p.pending_restart, vec!["pgq-1".to_string()]);
+    assert_eq!(
+        show(&ip1, &pw, "max_connections").await.as_deref(),
+        Some("100")
+    );
+    let ip2 = ip_of(&s, "pgq-2");
+    assert_eq!(
+        show(&ip2, &pw, "max_connections").await.as_deref(),
+        Some("150")
+    );
+    assert_eq!(s.current_primary.as_deref(), Some("pgq-1"));
+
+    e.patch("pgq", serde_json::json!({"switchoverTo": "pgq-2"}))
+        .await;
+    let s = e
+        .status_until("pgq", "every instance restarted with it", |s| {
+            s.current_primary.as_deref() == Some("pgq-2")
+                && s.ready_instances == 2
+                && condition(s, "PodsUpToDate").is_some_and(|c| c.status == "True")
+                && condition(s, "ParametersApplied").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    for i in ["pgq-1", "pgq-2"] {
+        assert_eq!(
+            show(&ip_of(&s, i), &pw, "max_connections").await.as_deref(),
+            Some("150"),
+            "{i}"
+        );
+    }
 }
