@@ -14,14 +14,22 @@
 //! Two configurations keep kube's own stack: credentials from an exec plugin (kube rebuilds
 //! its client when the plugin's client certificate expires, which only its own builder
 //! knows) and a proxy (kube's builder refuses it with the feature to enable).
+//!
+//! Every request either client sends is counted in `rest_client_requests_total` (see
+//! [`crate::metrics::rest_request`]), each retry too, as client-go counts them.
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use futures::future::BoxFuture;
+use hyper::{Request, Response};
 
 use hyper_util::client::legacy::Client as Http;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ClientBuilder, ConfigExt};
 use tower::retry::RetryLayer;
-use tower::{BoxError, ServiceBuilder};
+use tower::{BoxError, Layer, Service, ServiceBuilder};
 
 use crate::fence::Fence;
 use crate::ratelimit::RateLimitLayer;
@@ -77,9 +85,17 @@ pub fn client_fenced(
     fence: Option<&Fence>,
 ) -> Result<kube::Client, kube::Error> {
     let fence = fence.map(Fence::layer);
+    let counted = CountLayer {
+        host: config
+            .cluster_url
+            .authority()
+            .map_or_else(String::new, ToString::to_string)
+            .into(),
+    };
     if needs_kube_stack(&config) {
-        let builder =
-            ClientBuilder::try_from(config)?.with_layer(&tower::util::option_layer(fence));
+        let builder = ClientBuilder::try_from(config)?
+            .with_layer(&tower::util::option_layer(fence))
+            .with_layer(&counted);
         return Ok(match rate {
             Some(r) => builder.with_layer(&r).build(),
             None => builder.build(),
@@ -106,6 +122,7 @@ pub fn client_fenced(
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .option_layer(fence)
+        .layer(counted)
         .map_err(BoxError::from)
         .service(http);
     let builder = ClientBuilder::new(service, default_ns);
@@ -113,4 +130,55 @@ pub fn client_fenced(
         Some(r) => builder.with_layer(&r).build(),
         None => builder.build(),
     })
+}
+
+/// Counts each request in `rest_client_requests_total` once its response (or error) came.
+#[derive(Clone)]
+struct CountLayer {
+    /// The API server's `host:port`, client-go's `host` label.
+    host: Arc<str>,
+}
+
+impl<S> Layer<S> for CountLayer {
+    type Service = Counted<S>;
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            host: self.host.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Counted<S> {
+    inner: S,
+    host: Arc<str>,
+}
+
+impl<S, B, R> Service<Request<B>> for Counted<S>
+where
+    S: Service<Request<B>, Response = Response<R>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    R: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let method = req.method().clone();
+        let host = self.host.clone();
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let r = response.await;
+            let code = r.as_ref().ok().map(|r| r.status().as_u16());
+            crate::metrics::rest_request(code, method.as_str(), &host);
+            r
+        })
+    }
 }

@@ -5,6 +5,12 @@
 //! spec to fix, a conflict, the API, transient),
 //! `controller_runtime_reconcile_time_seconds{controller}` (histogram),
 //! `controller_runtime_active_workers{controller}` (reconciles in flight),
+//! `controller_runtime_max_concurrent_reconciles{controller}` (the configured concurrency),
+//! `controller_runtime_reconcile_panics_total{controller}` (a panic is also counted as an
+//! error, as in controller-runtime),
+//! `controller_runtime_terminal_reconcile_errors_total{controller}` (always 0: bosun has no
+//! counterpart of `reconcile.TerminalError`, every failure is retried; served so that a
+//! dashboard's query finds its series),
 //! `bosun_cached_objects{controller}` (objects in the controller's cache),
 //! `leader_election_master_status{name}` (client-go's name; 1 while this replica leads), the
 //! work queue's families under client-go's names, `name` being the controller and `priority`
@@ -19,6 +25,11 @@
 //! `controller_runtime_webhook_requests_in_flight{webhook}` — `webhook` is the path served, as
 //! in controller-runtime; requests to paths not served are not counted (a client choosing
 //! label values would grow the registry without bound).
+//!
+//! Two process-wide sets, as client_golang registers them by default: client-go's
+//! `rest_client_requests_total{code,host,method}` (every request this process sent to an API
+//! server, counted by [`crate::client`]; `code` is `<error>` when no response came) and, on
+//! Linux, the process collector's `process_*` families read from `/proc/self`.
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -195,6 +206,9 @@ pub struct Metrics {
     categorized: Family<ErrorLabels, Counter>,
     duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     active: Family<ControllerLabels, Gauge>,
+    max_concurrent: Family<ControllerLabels, Gauge>,
+    panics: Family<ControllerLabels, Counter>,
+    terminal: Family<ControllerLabels, Counter>,
     cached: Family<ControllerLabels, Gauge>,
     leader: Family<LeaseLabels, Gauge>,
     webhook_requests: Family<WebhookCodeLabels, Counter>,
@@ -228,6 +242,9 @@ impl Metrics {
                 duration_histogram,
             );
         let active = Family::<ControllerLabels, Gauge>::default();
+        let max_concurrent = Family::<ControllerLabels, Gauge>::default();
+        let panics = Family::<ControllerLabels, Counter>::default();
+        let terminal = Family::<ControllerLabels, Counter>::default();
         let cached = Family::<ControllerLabels, Gauge>::default();
         let leader = Family::<LeaseLabels, Gauge>::default();
         let webhook_requests = Family::<WebhookCodeLabels, Counter>::default();
@@ -277,6 +294,21 @@ impl Metrics {
             active.clone(),
         );
         registry.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Reconciliations a controller runs at most at once",
+            max_concurrent.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_panics",
+            "Reconciliations that panicked (also counted as errors)",
+            panics.clone(),
+        );
+        registry.register(
+            "controller_runtime_terminal_reconcile_errors",
+            "Reconciliations failed for good, not retried (bosun retries every failure: 0)",
+            terminal.clone(),
+        );
+        registry.register(
             "bosun_cached_objects",
             "Objects in the controller's cache",
             cached.clone(),
@@ -295,6 +327,9 @@ impl Metrics {
             categorized,
             duration,
             active,
+            max_concurrent,
+            panics,
+            terminal,
             cached,
             leader,
             webhook_requests,
@@ -343,17 +378,21 @@ impl Metrics {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
-        let texts = self.texts.lock().unwrap_or_else(|e| e.into_inner());
-        if !texts.is_empty() {
-            // The exposition ends with "# EOF": the other families go before it.
-            if let Some(body) = out.strip_suffix("# EOF\n") {
-                out.truncate(body.len());
-            }
-            for source in texts.values() {
-                out.push_str(&source());
-            }
-            out.push_str("# EOF\n");
+        // The exposition ends with "# EOF": the other families go before it.
+        if let Some(body) = out.strip_suffix("# EOF\n") {
+            out.truncate(body.len());
         }
+        out.push_str(&process::families());
+        out.push_str(&rest_requests_text());
+        for source in self
+            .texts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            out.push_str(&source());
+        }
+        out.push_str("# EOF\n");
         out
     }
 
@@ -364,6 +403,9 @@ impl Metrics {
         };
         // Make every series visible from the start, at zero.
         let _ = m.metrics.active.get_or_create(&m.labels());
+        let _ = m.metrics.max_concurrent.get_or_create(&m.labels());
+        let _ = m.metrics.panics.get_or_create(&m.labels());
+        let _ = m.metrics.terminal.get_or_create(&m.labels());
         let _ = m.metrics.cached.get_or_create(&m.labels());
         let _ = m.metrics.errors.get_or_create(&m.labels());
         let q = &m.metrics.workqueue;
@@ -525,6 +567,19 @@ impl ControllerMetrics {
         }
     }
 
+    /// The most reconciles this controller runs at once.
+    pub fn set_max_concurrent_reconciles(&self, n: usize) {
+        self.metrics
+            .max_concurrent
+            .get_or_create(&self.labels())
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// A reconcile panicked (its [`ReconcileGuard`], dropped unfinished, counts the error).
+    pub fn reconcile_panicked(&self) {
+        self.metrics.panics.get_or_create(&self.labels()).inc();
+    }
+
     pub fn set_cached_objects(&self, n: usize) {
         self.metrics
             .cached
@@ -601,6 +656,244 @@ impl Drop for ReconcileGuard {
                     category: category.as_str(),
                 })
                 .inc();
+        }
+    }
+}
+
+/// Requests sent to API servers by this process, by (code, method, host): client-go's
+/// counter is process-wide too, whichever client sent them.
+static REST_REQUESTS: Mutex<BTreeMap<(String, String, String), u64>> = Mutex::new(BTreeMap::new());
+
+/// Counts one request to the API server at `host` (`host:port`); `code` None: no response
+/// came (connection refused, timeout), counted as client-go does, `<error>`.
+pub fn rest_request(code: Option<u16>, method: &str, host: &str) {
+    let code = code.map_or_else(|| "<error>".to_string(), |c| c.to_string());
+    *REST_REQUESTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry((code, method.to_string(), host.to_string()))
+        .or_default() += 1;
+}
+
+/// Label values go between double quotes: `\`, `"` and newlines are escaped.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn rest_requests_text() -> String {
+    let counts = REST_REQUESTS.lock().unwrap_or_else(|e| e.into_inner());
+    if counts.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "# HELP rest_client_requests Requests sent to the API server, by status code, method and host.\n\
+         # TYPE rest_client_requests counter\n",
+    );
+    for ((code, method, host), n) in counts.iter() {
+        out.push_str(&format!(
+            "rest_client_requests_total{{code=\"{}\",host=\"{}\",method=\"{}\"}} {n}\n",
+            label_value(code),
+            label_value(host),
+            label_value(method)
+        ));
+    }
+    out
+}
+
+/// client_golang's process collector, from `/proc/self` (nothing elsewhere, nothing a file
+/// could not be read for).
+mod process {
+    /// The kernel reports CPU times and the start time in ticks of USER_HZ, 100 on every
+    /// architecture Linux runs on (the ABI fixes it, whatever the kernel's own HZ).
+    const USER_HZ: f64 = 100.0;
+
+    /// The families' text, empty off Linux.
+    pub(super) fn families() -> String {
+        if cfg!(target_os = "linux") {
+            let mut out = String::new();
+            write(&mut out, "/proc");
+            out
+        } else {
+            String::new()
+        }
+    }
+
+    fn family(out: &mut String, name: &str, kind: &str, help: &str, value: f64) {
+        let sample = if kind == "counter" {
+            format!("{name}_total")
+        } else {
+            name.to_string()
+        };
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{sample} {value}\n"
+        ));
+    }
+
+    /// A limit of `/proc/<pid>/limits` (its soft value; "unlimited" is u64::MAX, as Go's
+    /// procfs reads it).
+    fn limit(limits: &str, name: &str) -> Option<f64> {
+        let rest = limits.lines().find_map(|l| l.strip_prefix(name))?;
+        let soft = rest.split_whitespace().next()?;
+        if soft == "unlimited" {
+            // Exactly what Go's procfs reports for no limit.
+            #[allow(clippy::cast_precision_loss)]
+            return Some(u64::MAX as f64);
+        }
+        soft.parse().ok()
+    }
+
+    /// The sum of received and sent bytes over every interface of `/proc/<pid>/net/dev`.
+    fn network(dev: &str) -> Option<(f64, f64)> {
+        let mut rx = 0.0;
+        let mut tx = 0.0;
+        for line in dev.lines().skip(2) {
+            let (_, counters) = line.split_once(':')?;
+            let fields: Vec<f64> = counters
+                .split_whitespace()
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .ok()?;
+            rx += fields.first()?;
+            tx += fields.get(8)?;
+        }
+        Some((rx, tx))
+    }
+
+    /// A value of `/proc/<pid>/status` given in kB, in bytes.
+    fn status_kb(status: &str, name: &str) -> Option<f64> {
+        let kb: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        Some(kb * 1024.0)
+    }
+
+    pub(super) fn write(out: &mut String, proc: &str) {
+        let read = |p: &str| std::fs::read_to_string(format!("{proc}/{p}")).ok();
+        // The fields after the command name, which may hold spaces and parentheses.
+        let stat = read("self/stat");
+        let fields: Vec<&str> = stat
+            .as_deref()
+            .and_then(|s| s.rsplit_once(')'))
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        // `fields[0]` is field 3 of proc(5)'s stat: field n is at n - 3.
+        let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<f64>().ok());
+        if let (Some(user), Some(system)) = (field(14), field(15)) {
+            family(
+                out,
+                "process_cpu_seconds",
+                "counter",
+                "Total user and system CPU time spent in seconds.",
+                (user + system) / USER_HZ,
+            );
+        }
+        if let Ok(fds) = std::fs::read_dir(format!("{proc}/self/fd")) {
+            #[allow(clippy::cast_precision_loss)]
+            let n = fds.count() as f64;
+            family(
+                out,
+                "process_open_fds",
+                "gauge",
+                "Number of open file descriptors.",
+                n,
+            );
+        }
+        let limits = read("self/limits").unwrap_or_default();
+        if let Some(n) = limit(&limits, "Max open files") {
+            family(
+                out,
+                "process_max_fds",
+                "gauge",
+                "Maximum number of open file descriptors.",
+                n,
+            );
+        }
+        if let Some((rx, tx)) = read("self/net/dev").as_deref().and_then(network) {
+            family(
+                out,
+                "process_network_receive_bytes",
+                "counter",
+                "Number of bytes received by the process over the network.",
+                rx,
+            );
+            family(
+                out,
+                "process_network_transmit_bytes",
+                "counter",
+                "Number of bytes sent by the process over the network.",
+                tx,
+            );
+        }
+        let status = read("self/status").unwrap_or_default();
+        if let Some(rss) = status_kb(&status, "VmRSS:") {
+            family(
+                out,
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory size in bytes.",
+                rss,
+            );
+        }
+        let boot = read("stat").and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        });
+        if let (Some(boot), Some(start)) = (boot, field(22)) {
+            family(
+                out,
+                "process_start_time_seconds",
+                "gauge",
+                "Start time of the process since unix epoch in seconds.",
+                boot + start / USER_HZ,
+            );
+        }
+        if let Some(vsize) = field(23) {
+            family(
+                out,
+                "process_virtual_memory_bytes",
+                "gauge",
+                "Virtual memory size in bytes.",
+                vsize,
+            );
+        }
+        if let Some(n) = limit(&limits, "Max address space") {
+            family(
+                out,
+                "process_virtual_memory_max_bytes",
+                "gauge",
+                "Maximum amount of virtual memory available in bytes.",
+                n,
+            );
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn limits_and_network_parse_as_procfs_writes_them() {
+            let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                          Max open files            1024                 524288               files     \n\
+                          Max address space         unlimited            unlimited            bytes     \n";
+            assert_eq!(limit(limits, "Max open files"), Some(1024.0));
+            assert_eq!(
+                limit(limits, "Max address space"),
+                Some(1.8446744073709552e19)
+            );
+            assert_eq!(limit(limits, "Max locked memory"), None);
+            let dev = "Inter-|   Receive                                                |  Transmit\n \
+                       face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
+                       lo:  100       2    0    0    0     0          0         0      100       2    0    0    0     0       0          0\n  \
+                       eth0: 5000      7    0    0    0     0          0         0      300       3    0    0    0     0       0          0\n";
+            assert_eq!(network(dev), Some((5100.0, 400.0)));
         }
     }
 }
@@ -698,6 +991,85 @@ mod tests {
             in_flight(&text, "workqueue_longest_running_processor_seconds"),
             0.0
         );
+    }
+
+    #[test]
+    fn controller_runtime_families_every_controller_serves() {
+        let metrics = Metrics::new();
+        let c = metrics.controller("bookstore");
+        let text = metrics.encode();
+        for zero in [
+            r#"controller_runtime_max_concurrent_reconciles{controller="bookstore"} 0"#,
+            r#"controller_runtime_reconcile_panics_total{controller="bookstore"} 0"#,
+            r#"controller_runtime_terminal_reconcile_errors_total{controller="bookstore"} 0"#,
+        ] {
+            assert!(text.contains(zero), "{zero} in {text}");
+        }
+        c.set_max_concurrent_reconciles(16);
+        c.reconcile_panicked();
+        let text = metrics.encode();
+        for line in [
+            "# TYPE controller_runtime_max_concurrent_reconciles gauge",
+            r#"controller_runtime_max_concurrent_reconciles{controller="bookstore"} 16"#,
+            "# TYPE controller_runtime_reconcile_panics counter",
+            r#"controller_runtime_reconcile_panics_total{controller="bookstore"} 1"#,
+            "# TYPE controller_runtime_terminal_reconcile_errors counter",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+    }
+
+    #[test]
+    fn rest_requests_are_counted_by_code_method_and_host() {
+        let host = "counted.example:6443";
+        rest_request(Some(200), "GET", host);
+        rest_request(Some(200), "GET", host);
+        rest_request(Some(409), "PATCH", host);
+        rest_request(None, "GET", host);
+        let text = Metrics::new().encode();
+        for line in [
+            "# TYPE rest_client_requests counter",
+            r#"rest_client_requests_total{code="200",host="counted.example:6443",method="GET"} 2"#,
+            r#"rest_client_requests_total{code="409",host="counted.example:6443",method="PATCH"} 1"#,
+            r#"rest_client_requests_total{code="<error>",host="counted.example:6443",method="GET"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert_eq!(text.matches("# TYPE rest_client_requests ").count(), 1);
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_process_collector_reads_this_process() {
+        let text = Metrics::new().encode();
+        let value = |name: &str| -> f64 {
+            let prefix = format!("{name} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {text}"))
+        };
+        assert!(value("process_cpu_seconds_total") >= 0.0);
+        // stdin, stdout, stderr at least.
+        assert!(value("process_open_fds") >= 3.0);
+        assert!(value("process_max_fds") >= value("process_open_fds"));
+        let rss = value("process_resident_memory_bytes");
+        assert!(rss > 0.0 && rss <= value("process_virtual_memory_bytes"));
+        assert!(value("process_virtual_memory_max_bytes") > 0.0);
+        assert!(value("process_network_receive_bytes_total") >= 0.0);
+        assert!(value("process_network_transmit_bytes_total") >= 0.0);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_default();
+        let started = value("process_start_time_seconds");
+        // This test's process started before now and after the year 2020.
+        assert!(
+            started > 1.5e9 && started <= now + 2.0,
+            "{started} vs {now}"
+        );
+        assert!(text.contains("# TYPE process_cpu_seconds counter"));
     }
 
     #[test]

@@ -70,6 +70,7 @@ where
             shutdown,
             gate,
         } = self;
+        metrics.set_max_concurrent_reconciles(concurrency);
         let mut queue = Queue::new(config);
         let mut depth = Depth::new(&metrics);
         let mut running: JoinSet<Next> = JoinSet::new();
@@ -110,8 +111,9 @@ where
                     let (id, next) = match ended {
                         Ok((id, next)) => (id, next),
                         Err(e) => {
-                            if !e.is_cancelled() {
+                            if e.is_panic() {
                                 tracing::error!(error = %e, "a reconcile panicked");
+                                metrics.reconcile_panicked();
                             }
                             (e.id(), Next::Retry(AFTER_PANIC))
                         }
