@@ -31,7 +31,8 @@ pub struct RunArgs {
     #[arg(long, visible_alias = "watches-file")]
     pub watches: Option<std::path::PathBuf>,
     /// Where chart entries keep their releases: `secret` (Helm's own records, which the
-    /// Helm CLI reads) or `none` (an inventory in the custom resource's status).
+    /// Helm CLI reads), `configmap` (the same records as Helm's ConfigMaps driver keeps them)
+    /// or `none` (an inventory in the custom resource's status).
     #[arg(long, default_value = "secret")]
     pub release_storage: bosun_helm_operator::Storage,
     /// Show every chart override value as `****` in Events (helm-operator's flag). Values

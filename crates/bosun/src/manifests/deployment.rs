@@ -62,8 +62,14 @@ fn args(a: &ManifestArgs) -> Vec<String> {
     }
     if a.watches.is_some() {
         args.push(format!("--watches={}", a.watches_in_image));
-        if a.release_storage == bosun_helm_operator::Storage::None {
-            args.push("--release-storage=none".into());
+        // `secret` is run's default; any other storage must reach the pods, or they would keep
+        // records where their role grants nothing.
+        match a.release_storage {
+            bosun_helm_operator::Storage::Secrets => {}
+            bosun_helm_operator::Storage::ConfigMaps => {
+                args.push("--release-storage=configmap".into())
+            }
+            bosun_helm_operator::Storage::None => args.push("--release-storage=none".into()),
         }
     }
     args.extend([

@@ -38,7 +38,8 @@ pub struct ManifestArgs {
     /// image from bosun's with the watches file and its charts or roles copied in.
     #[arg(long, default_value = "/opt/bosun/watches.yaml")]
     pub watches_in_image: String,
-    /// Release storage of chart entries: `secret` or `none` (no Secrets granted then).
+    /// Release storage of chart entries: `secret`, `configmap` (Helm's ConfigMaps driver) or
+    /// `none` (no Secrets granted then).
     #[arg(long, default_value = "secret")]
     pub release_storage: bosun_helm_operator::Storage,
     /// Namespaces to watch (comma-separated); all when empty. When set, RBAC for the
@@ -499,5 +500,47 @@ pub(crate) mod tests {
             kinds(&["myownshell", "bookstore"]),
             vec!["MyOwnShell", "BookStore"]
         );
+    }
+
+    /// Every release storage but the default reaches the Deployment's args, and the role grants
+    /// the kind that storage writes (ConfigMaps for `configmap`, no Secrets for `none`).
+    #[test]
+    fn the_release_storage_reaches_the_pods_and_their_role() {
+        use bosun_helm_operator::Storage;
+        let watches = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/helm-bookstore/watches.yaml");
+        let seen = |storage: Storage| -> (Vec<String>, String) {
+            let objs = objs(&ManifestArgs {
+                watches: Some(watches.clone()),
+                release_storage: storage,
+                ..Default::default()
+            });
+            let deploy = objs
+                .iter()
+                .find(|o| o["kind"] == "Deployment")
+                .expect("a Deployment");
+            let args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .expect("args")
+                .iter()
+                .filter_map(|a| a.as_str())
+                .filter(|a| a.starts_with("--release-storage"))
+                .map(String::from)
+                .collect();
+            let rules = objs
+                .iter()
+                .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+                .map(|o| o["rules"].to_string())
+                .collect::<Vec<_>>()
+                .join("\n");
+            (args, rules)
+        };
+        let (args, _) = seen(Storage::Secrets);
+        assert!(args.is_empty(), "secret is run's default: {args:?}");
+        let (args, rules) = seen(Storage::ConfigMaps);
+        assert_eq!(args, ["--release-storage=configmap"]);
+        assert!(rules.contains("\"configmaps\""), "{rules}");
+        let (args, _) = seen(Storage::None);
+        assert_eq!(args, ["--release-storage=none"]);
     }
 }
