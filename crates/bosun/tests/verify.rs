@@ -296,6 +296,65 @@ fn bosun_s_helm_flavour_of_the_seed_passes_quick() {
     );
 }
 
+/// In a project made by `bosun init --plugins helm` + `create api`, `bosun verify` finds what to
+/// run from the project alone (PROJECT, watches.yaml, config/samples, config/rbac): no flag
+/// names the operator or its custom resources.
+#[test]
+fn a_helm_project_made_by_bosun_init_is_verified_from_its_own_files() {
+    let project = tempfile::tempdir().expect("temp dir");
+    let bosun = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+            .args(args)
+            .current_dir(project.path())
+            .output()
+            .expect("run bosun");
+        assert!(
+            out.status.success(),
+            "bosun {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    bosun(&[
+        "init",
+        "--plugins",
+        "helm",
+        "--domain",
+        "example.com",
+        "--project-name",
+        "nginx-operator",
+    ]);
+    bosun(&[
+        "create",
+        "api",
+        "--group",
+        "charts",
+        "--version",
+        "v1alpha1",
+        "--kind",
+        "Nginx",
+    ]);
+    let logs = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(["verify", "--quick", "--seed=2", "--only=drift"])
+        .arg(format!("--logs={}", logs.path().display()))
+        .current_dir(project.path())
+        .output()
+        .expect("run bosun verify");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("PASSED"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The sample of config/samples was applied and its children were the operator's: the
+    // progress lines (stderr) name the child the drift fault changed.
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        progress.contains("deployments/nginx-sample"),
+        "the drift fault edits the sample's Deployment: {progress}"
+    );
+}
+
 #[test]
 fn bad_input_is_refused_with_a_clear_error() {
     let logs = tempfile::tempdir().expect("temp dir");
