@@ -118,6 +118,84 @@ pub fn proc_cpu_seconds(pid: u32) -> f64 {
     ticks / 100.0
 }
 
+/// CPU seconds of the children a process has waited for (cutime + cstime, fields 16 and 17):
+/// where an operator that runs each reconcile as a child process (ansible-operator's
+/// ansible-runner) spends most of its CPU, which its own utime + stime leave out.
+pub fn proc_children_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    (f.get(13).copied().unwrap_or(0.0) + f.get(14).copied().unwrap_or(0.0)) / 100.0
+}
+
+/// VmRSS in KiB of a process and every process descending from it, now.
+pub fn tree_rss_kb(root: u32) -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    // (pid, ppid) of every process, read once: a tree is found from the parent links.
+    let procs: Vec<(u32, u32)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let ppid = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            procs
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    tree.iter().map(|pid| proc_status(*pid, "VmRSS:")).sum()
+}
+
+/// The largest [`tree_rss_kb`] seen while it runs, sampled every 100 ms: the peak memory of an
+/// operator whose work runs in short-lived child processes (VmHWM counts one process only).
+pub struct TreePeak {
+    peak_kb: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TreePeak {
+    pub fn start(root: u32) -> TreePeak {
+        let peak_kb = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let seen = peak_kb.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let kb = tokio::task::spawn_blocking(move || tree_rss_kb(root))
+                    .await
+                    .unwrap_or(0.0);
+                seen.fetch_max(kb as u64, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        TreePeak { peak_kb, task }
+    }
+
+    /// Stops sampling; the peak in MB.
+    pub fn stop(self) -> f64 {
+        self.task.abort();
+        self.peak_kb.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1024.0
+    }
+}
+
 /// CPU seconds the control plane's API server and etcd have used so far: the other side of a
 /// converge's time on a machine they share with the operator.
 pub fn server_cpu(cp: &ControlPlane) -> f64 {
