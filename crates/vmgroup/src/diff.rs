@@ -183,7 +183,7 @@ mod tests {
     fn plan(replicas: i32) -> Plan {
         let mut vg = sample();
         vg.spec.replicas = replicas;
-        validate(&vg, "/DC0/vm").expect("valid")
+        validate(&vg, "/DC0/vm", None).expect("valid")
     }
 
     #[test]

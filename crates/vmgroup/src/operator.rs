@@ -65,6 +65,9 @@ pub struct Settings {
     /// The resource pool clones go in (inventory path); None: the template's own, or for a
     /// vSphere template its host's cluster pool.
     pub resource_pool: Option<String>,
+    /// The inventory paths templates must lie under (`BOSUN_VMGROUP_TEMPLATE_ROOTS`); None:
+    /// any template the operator's vCenter account sees (the seed's behaviour).
+    pub template_roots: Option<Vec<String>>,
     /// None: no webhooks.
     pub webhook: Option<WebhookSettings>,
 }
@@ -82,6 +85,7 @@ impl Default for Settings {
             request_timeout: Duration::from_secs(60),
             login_retry: Duration::from_secs(60),
             resource_pool: None,
+            template_roots: None,
             webhook: None,
         }
     }
@@ -122,6 +126,14 @@ impl Settings {
                 .map(Duration::from_secs)
                 .unwrap_or(d.login_retry),
             resource_pool: get("BOSUN_VMGROUP_RESOURCE_POOL"),
+            // Set but listing nothing usable restricts to nothing: fail closed.
+            template_roots: get("BOSUN_VMGROUP_TEMPLATE_ROOTS").map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .map(String::from)
+                    .collect()
+            }),
             webhook: WebhookSettings::from_lookup(
                 "BOSUN_VMGROUP",
                 crate::webhook::CONFIGURATION,
@@ -208,7 +220,10 @@ impl Operator for VmGroupOperator {
                 crate::webhook::configurations(&w.configuration, &w.target(bound), ca, hooks)
             });
         Some(Plan {
-            webhooks: crate::webhook::webhooks(&self.settings.parent_folder),
+            webhooks: crate::webhook::webhooks_with(
+                &self.settings.parent_folder,
+                self.settings.template_roots.clone(),
+            ),
             listen: self.settings.webhook.as_ref()?.listen,
             certificates,
             register: Some(register),
@@ -218,6 +233,7 @@ impl Operator for VmGroupOperator {
 
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
         let settings = self.settings.clone();
+        log_template_roots(settings.template_roots.as_deref());
         let connections = self.connections.clone();
         let counts = connections.counter();
         ctx.metrics.add_text_fn("vcenter_calls", move || {
@@ -235,6 +251,32 @@ impl Operator for VmGroupOperator {
             .await;
             Ok(())
         })
+    }
+}
+
+/// Says at start which templates VmGroups may clone, so an unrestricted operator is visible.
+fn log_template_roots(roots: Option<&[String]>) {
+    match roots {
+        None => tracing::warn!(
+            "BOSUN_VMGROUP_TEMPLATE_ROOTS is unset: templates are unrestricted, any VmGroup may \
+             clone any VM or template the operator's vCenter account sees"
+        ),
+        Some([]) => {
+            tracing::warn!("BOSUN_VMGROUP_TEMPLATE_ROOTS lists no path: every template is refused")
+        }
+        Some(roots) => {
+            for bad in roots
+                .iter()
+                .filter(|r| crate::validate::normalize_path(r).is_err())
+            {
+                tracing::warn!(
+                    root = %bad,
+                    "BOSUN_VMGROUP_TEMPLATE_ROOTS entry is not an absolute inventory path without \
+                     . or ..: it allows nothing"
+                );
+            }
+            tracing::info!(roots = %roots.join(","), "VmGroup templates are restricted to these inventory paths");
+        }
     }
 }
 
@@ -278,6 +320,24 @@ mod tests {
         assert!(s.insecure);
         assert_eq!(s.parallel, 4, "0 in flight would never clone");
         assert_eq!(s.webhook, None, "webhooks are off by default");
+        assert_eq!(
+            s.template_roots, None,
+            "templates are unrestricted by default"
+        );
+        let s = Settings::from_lookup(|k| {
+            (k == "BOSUN_VMGROUP_TEMPLATE_ROOTS").then(|| " /DC0/vm/a , ,/DC1/vm/b".to_string())
+        });
+        assert_eq!(
+            s.template_roots,
+            Some(vec!["/DC0/vm/a".to_string(), "/DC1/vm/b".to_string()])
+        );
+        let s =
+            Settings::from_lookup(|k| (k == "BOSUN_VMGROUP_TEMPLATE_ROOTS").then(|| ",".into()));
+        assert_eq!(
+            s.template_roots,
+            Some(vec![]),
+            "set but empty allows nothing"
+        );
         let s = Settings::from_lookup(|k| {
             (k == "BOSUN_VMGROUP_WEBHOOK_ADDR").then(|| "0.0.0.0:9443".to_string())
         });

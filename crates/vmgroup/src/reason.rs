@@ -29,6 +29,9 @@ names!(
         TlsFailed,
         /// The template named in the spec does not exist.
         TemplateNotFound,
+        /// The template lies outside the operator's `BOSUN_VMGROUP_TEMPLATE_ROOTS`: nothing is
+        /// cloned.
+        TemplateNotAllowed,
         /// The parent folder configured for the operator does not exist.
         ParentFolderNotFound,
         /// An object at the group's folder path (or the folder recorded in the status) does

@@ -53,7 +53,11 @@ pub async fn reconcile(vg: Arc<VmGroup>, ctx: Arc<Context>) -> Result<Action, Er
     if vg.meta().deletion_timestamp.is_some() {
         return finalize(&vg, &ctx).await;
     }
-    let result = match validate(&vg, &ctx.settings.parent_folder) {
+    let result = match validate(
+        &vg,
+        &ctx.settings.parent_folder,
+        ctx.settings.template_roots.as_deref(),
+    ) {
         Ok(plan) => converge(&vg, &plan, &ctx).await,
         Err(problem) => Err(Error::InvalidSpec(problem)),
     };
@@ -659,9 +663,22 @@ async fn delete_group(vg: &VmGroup, ctx: &Context, id: &Identity) -> Result<Opti
         }
     };
     let (members, _) = read_group(&vc, &folder, &mark).await?;
+    // A group pointed (without the validating webhook) at one of its own VMs as its template:
+    // that VM is the template now, and outlives the group.
+    let template = crate::validate::normalize_path(&crate::webhook::resolve_template(
+        &vg.spec.template,
+        &ctx.settings.parent_folder,
+    ))
+    .ok();
+    let folder_path = crate::validate::normalize_path(path).ok();
+    let is_template = |v: &bosun_vsphere::VmInfo| match (&template, &folder_path) {
+        (Some(t), Some(f)) => *t == format!("{f}/{}", v.name),
+        _ => false,
+    };
+    let (kept, owned): (Vec<_>, Vec<_>) = members.owned.into_iter().partition(is_template);
     let bound = ctx.settings.parallel.max(1);
     let vc = &vc;
-    let results = bounded(members.owned, bound, |v| {
+    let results = bounded(owned, bound, |v| {
         Box::pin(async move { remove_one(vc, &v).await })
     })
     .await;
@@ -670,13 +687,27 @@ async fn delete_group(vg: &VmGroup, ctx: &Context, id: &Identity) -> Result<Opti
         return Ok(None);
     };
     if !now.children.is_empty() {
-        let names = vc
+        let mut names = vc
             .names(&now.children)
             .await
             .map_err(|e| Error::vsphere("reading the folder's other objects", &e))?;
+        names.retain(|n| !kept.iter().any(|k| &k.name == n));
+        let mut why = vec![];
+        if let Some(t) = kept.first() {
+            why.push(format!(
+                "{}, the group's own template (spec.template)",
+                t.name
+            ));
+        }
+        if !names.is_empty() {
+            why.push(format!(
+                "{} that this VmGroup did not create",
+                names.join(", ")
+            ));
+        }
         return Ok(Some(format!(
-            "left the folder {path} in place: it holds {} that this VmGroup did not create",
-            names.join(", ")
+            "left the folder {path} in place: it holds {}",
+            why.join(", and ")
         )));
     }
     match vc.destroy(&folder.folder).await {

@@ -74,8 +74,46 @@ impl Plan {
     }
 }
 
-/// The plan of `vg`, VMs under the parent folder `parent`; or the problem with its spec.
-pub fn validate(vg: &VmGroup, parent: &str) -> Result<Plan, Problem> {
+/// An inventory path in one spelling: absolute, no empty components (`//`, a trailing `/`).
+/// vCenter's inventory paths have no `.` or `..`: a path with either is refused rather than
+/// resolved, so what is checked is exactly what vCenter is asked for.
+pub fn normalize_path(path: &str) -> Result<String, String> {
+    let path = path.trim();
+    if !path.starts_with('/') {
+        return Err(format!("{path:?} is not an inventory path starting with /"));
+    }
+    let mut out = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        if part == "." || part == ".." {
+            return Err(format!(
+                "{path:?} contains {part:?}: vCenter inventory paths have no relative parts"
+            ));
+        }
+        out.push('/');
+        out.push_str(part);
+    }
+    if out.is_empty() {
+        return Err(format!("{path:?} names no object"));
+    }
+    Ok(out)
+}
+
+/// Whether the normalized `path` is `root` or lies under it, compared by whole components
+/// (`/dc/vm/templates-evil` is not under `/dc/vm/templates`). A root that is not a valid
+/// inventory path holds nothing.
+pub fn is_under(path: &str, root: &str) -> bool {
+    let Ok(root) = normalize_path(root) else {
+        return false;
+    };
+    path == root
+        || path
+            .strip_prefix(root.as_str())
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The plan of `vg`, VMs under the parent folder `parent`, its template under one of `roots`
+/// (None: anywhere); or the problem with its spec.
+pub fn validate(vg: &VmGroup, parent: &str, roots: Option<&[String]>) -> Result<Plan, Problem> {
     let id = Identity::of(vg, parent);
     let s = &vg.spec;
     let invalid = |m: String| Err(Problem::new(Reason::InvalidSpec, m));
@@ -106,11 +144,41 @@ pub fn validate(vg: &VmGroup, parent: &str) -> Result<Plan, Problem> {
             "VM names such as {last} would exceed vCenter's {MAX_NAME} characters: use a shorter VmGroup name"
         ));
     }
-    let template_path = if template.starts_with('/') {
+    let resolved = if template.starts_with('/') {
         template.to_string()
     } else {
         format!("{}/{template}", parent.trim_end_matches('/'))
     };
+    let not_allowed = |why: String| {
+        Err(Problem::new(
+            Reason::TemplateNotAllowed,
+            format!(
+                "{why}; this operator clones only templates under {} (BOSUN_VMGROUP_TEMPLATE_ROOTS): \
+                 nothing was cloned",
+                match roots.unwrap_or_default() {
+                    [] => "no path (the setting lists none)".to_string(),
+                    some => some.join(", "),
+                }
+            ),
+        ))
+    };
+    let template_path = match normalize_path(&resolved) {
+        Ok(p) => p,
+        Err(e) if roots.is_some() => return not_allowed(format!("spec.template {e}")),
+        Err(e) => return invalid(format!("spec.template {e}")),
+    };
+    if let Some(roots) = roots {
+        if !roots.iter().any(|r| is_under(&template_path, r)) {
+            return not_allowed(format!("spec.template {template_path} is not allowed"));
+        }
+    }
+    if let Some(folder) = own_folder(&id, &template_path) {
+        return invalid(format!(
+            "spec.template {template_path} is inside this group's own folder {folder}: scaling \
+             down or deleting the group would destroy its own template. Clone from a VM or \
+             template outside the folder"
+        ));
+    }
     Ok(Plan {
         id,
         template_path,
@@ -120,6 +188,12 @@ pub fn validate(vg: &VmGroup, parent: &str) -> Result<Plan, Problem> {
         },
         replicas,
     })
+}
+
+/// The group's folder (normalized) when `template_path` (normalized) lies inside it.
+pub fn own_folder(id: &Identity, template_path: &str) -> Option<String> {
+    let folder = normalize_path(&id.folder_path).ok()?;
+    (template_path != folder && is_under(template_path, &folder)).then_some(folder)
 }
 
 #[cfg(test)]
@@ -150,7 +224,7 @@ mod tests {
 
     #[test]
     fn the_plan_holds_folder_template_names_and_shape() {
-        let p = validate(&sample(), "/DC0/vm/").expect("valid");
+        let p = validate(&sample(), "/DC0/vm/", None).expect("valid");
         assert_eq!(p.id.folder_path, "/DC0/vm/team_web");
         assert_eq!(p.template_path, "/DC0/vm/DC0_H0_VM0");
         assert_eq!(
@@ -165,9 +239,99 @@ mod tests {
         let mut vg = sample();
         vg.spec.template = "/Other/vm/tpl".into();
         assert_eq!(
-            validate(&vg, "/DC0/vm").expect("valid").template_path,
+            validate(&vg, "/DC0/vm", None).expect("valid").template_path,
             "/Other/vm/tpl"
         );
+    }
+
+    #[test]
+    fn paths_are_compared_by_whole_components_in_one_spelling() {
+        assert_eq!(normalize_path("//DC0//vm/t/").as_deref(), Ok("/DC0/vm/t"));
+        for bad in ["/DC0/vm/t/../evil", "/DC0/./vm", "..", "DC0/vm", "/", "//"] {
+            assert!(normalize_path(bad).is_err(), "{bad}");
+        }
+        assert!(is_under("/dc/vm/templates/ubuntu", "/dc/vm/templates"));
+        assert!(is_under("/dc/vm/templates/a/b", "/dc//vm/templates/"));
+        assert!(is_under("/dc/vm/templates", "/dc/vm/templates"));
+        assert!(!is_under("/dc/vm/templates-evil/x", "/dc/vm/templates"));
+        assert!(!is_under("/dc/vm/templatesx", "/dc/vm/templates"));
+        assert!(!is_under("/dc/vm", "/dc/vm/templates"));
+        assert!(
+            !is_under("/dc/vm/x", "/dc/vm/templates/.."),
+            "an invalid root holds nothing"
+        );
+        assert!(!is_under("/dc/vm/x", "relative"));
+    }
+
+    #[test]
+    fn a_template_outside_the_roots_is_not_allowed_and_nothing_fools_the_check() {
+        let roots = vec!["/DC0/vm/templates".to_string(), "/DC1/vm/gold/".to_string()];
+        let with = |t: &str| {
+            let mut vg = sample();
+            vg.spec.template = t.into();
+            validate(&vg, "/DC0/vm", Some(&roots))
+        };
+        assert_eq!(
+            with("/DC0/vm/templates/ubuntu")
+                .expect("allowed")
+                .template_path,
+            "/DC0/vm/templates/ubuntu"
+        );
+        assert_eq!(
+            with("//DC1//vm/gold/x").expect("allowed").template_path,
+            "/DC1/vm/gold/x",
+            "the path cloned is the one checked"
+        );
+        for refused in [
+            "/DC0/vm/templates-evil/x",
+            "/DC0/vm/templates/../secret/dc01",
+            "/DC0/vm/templates/./x",
+            "DC0_H0_VM0",
+            "/DC1/vm/golden",
+        ] {
+            let e = with(refused).expect_err(refused);
+            assert_eq!(e.reason, Reason::TemplateNotAllowed, "{refused}");
+            assert!(
+                e.message.contains("/DC0/vm/templates, /DC1/vm/gold/"),
+                "{}",
+                e.message
+            );
+        }
+        // A bare name resolves under the parent, so a root may be the parent itself.
+        let mut vg = sample();
+        vg.spec.template = "ubuntu".into();
+        assert!(validate(&vg, "/DC0/vm/templates", Some(&roots)).is_ok());
+        let e = validate(&vg, "/DC0/vm", Some(&[])).expect_err("no root");
+        assert!(e.message.contains("no path"), "{}", e.message);
+        // Unrestricted: any absolute template, as before; `..` is still no inventory path.
+        assert!(with("/Other/vm/x").is_err());
+        vg.spec.template = "/Other/vm/x".into();
+        assert!(validate(&vg, "/DC0/vm", None).is_ok());
+        vg.spec.template = "/DC0/vm/a/../b".into();
+        let e = validate(&vg, "/DC0/vm", None).expect_err("..");
+        assert_eq!(e.reason, Reason::InvalidSpec);
+    }
+
+    #[test]
+    fn a_template_inside_the_groups_own_folder_is_invalid_without_any_webhook() {
+        for t in [
+            "/DC0/vm/team_web/web-1",
+            "//DC0/vm//team_web/web-1",
+            "team_web/web-1",
+        ] {
+            let mut vg = sample();
+            vg.spec.template = t.into();
+            let e = validate(&vg, "/DC0/vm", None).expect_err(t);
+            assert_eq!(e.reason, Reason::InvalidSpec);
+            assert!(
+                e.message.contains("own folder /DC0/vm/team_web"),
+                "{}",
+                e.message
+            );
+        }
+        let mut vg = sample();
+        vg.spec.template = "/DC0/vm/team_web2/x".into();
+        assert!(validate(&vg, "/DC0/vm", None).is_ok());
     }
 
     #[test]
@@ -185,7 +349,7 @@ mod tests {
 
     #[test]
     fn only_the_groups_own_names_have_an_index() {
-        let p = validate(&sample(), "/DC0/vm").expect("valid");
+        let p = validate(&sample(), "/DC0/vm", None).expect("valid");
         assert_eq!(p.vm_index("web-1"), Some(1));
         assert_eq!(p.vm_index("web-12"), Some(12));
         for other in [
@@ -199,17 +363,17 @@ mod tests {
     fn what_vcenter_would_refuse_is_refused_with_the_reason() {
         let mut vg = sample();
         vg.metadata.name = Some("n".repeat(79));
-        let e = validate(&vg, "/DC0/vm").expect_err("too long");
+        let e = validate(&vg, "/DC0/vm", None).expect_err("too long");
         assert_eq!(e.reason, Reason::InvalidSpec);
         assert!(e.message.contains("80"), "{}", e.message);
         let mut vg = sample();
         vg.spec.cpu = 5;
-        assert!(validate(&vg, "/DC0/vm")
+        assert!(validate(&vg, "/DC0/vm", None)
             .expect_err("cpu")
             .message
             .contains("1 to 4"));
         let mut vg = sample();
         vg.spec.template = "  ".into();
-        assert!(validate(&vg, "/DC0/vm").is_err());
+        assert!(validate(&vg, "/DC0/vm", None).is_err());
     }
 }

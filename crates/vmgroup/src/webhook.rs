@@ -27,7 +27,7 @@ use bosun_runtime::webhook::config::{self, CaInjection, FailurePolicy, Hook, Tar
 use bosun_runtime::webhook::{Admission, Configurations, Operation, Verdict, Webhooks};
 
 use crate::api::VmGroup;
-use crate::validate::{validate, Identity};
+use crate::validate::validate;
 
 pub const DEFAULT_PATH: &str = "/default-vmgroup";
 pub const VALIDATE_PATH: &str = "/validate-vmgroup";
@@ -62,7 +62,7 @@ pub fn default(a: Admission<VmGroup>, parent: &str) -> Result<Option<VmGroup>, S
 }
 
 /// The validating webhook.
-pub fn check(a: Admission<VmGroup>, parent: &str) -> Verdict {
+pub fn check(a: Admission<VmGroup>, parent: &str, roots: Option<&[String]>) -> Verdict {
     let Some(vg) = a.object else {
         return Verdict::allow();
     };
@@ -96,30 +96,25 @@ pub fn check(a: Admission<VmGroup>, parent: &str) -> Verdict {
     if named.metadata.namespace.is_none() {
         named.metadata.namespace = a.namespace.clone();
     }
-    let plan = match validate(&named, parent) {
-        Ok(plan) => plan,
-        Err(problem) => return Verdict::deny(problem.message),
-    };
-    let id = Identity::of(&named, parent);
-    if plan
-        .template_path
-        .starts_with(&format!("{}/", id.folder_path))
-    {
-        return Verdict::deny(format!(
-            "spec.template {} is inside this group's own folder {}: scaling down or deleting the \
-             group would destroy its own template. Clone from a VM or template outside the folder",
-            plan.template_path, id.folder_path
-        ));
+    // The template roots and the group's own folder are the reconcile's checks, told here at
+    // `kubectl apply`.
+    if let Err(problem) = validate(&named, parent, roots) {
+        return Verdict::deny(problem.message);
     }
     Verdict::Allow { warnings }
 }
 
-/// The handlers, for the operator's parent folder.
+/// The handlers, for the operator's parent folder, any template allowed.
 pub fn webhooks(parent: &str) -> Webhooks {
+    webhooks_with(parent, None)
+}
+
+/// The handlers, for the operator's parent folder and template roots (None: any template).
+pub fn webhooks_with(parent: &str, roots: Option<Vec<String>>) -> Webhooks {
     let (p1, p2) = (parent.to_string(), parent.to_string());
     Webhooks::new()
         .mutate(DEFAULT_PATH, move |a| default(a, &p1))
-        .validate(VALIDATE_PATH, move |a| check(a, &p2))
+        .validate(VALIDATE_PATH, move |a| check(a, &p2, roots.as_deref()))
 }
 
 /// The two hooks, `namespace_selector` restricting them (None: every namespace). See the
@@ -217,6 +212,7 @@ mod tests {
         let m = denied(check(
             admission(Operation::Update, Some(old.clone()), new),
             "/DC0/vm",
+            None,
         ));
         assert!(m.contains("cannot change after creation"), "{m}");
         assert!(m.contains("create a new VmGroup"), "{m}");
@@ -224,7 +220,11 @@ mod tests {
         let mut same = sample();
         same.spec.template = "/DC0/vm/DC0_H0_VM0".into();
         assert_eq!(
-            check(admission(Operation::Update, Some(old), same), "/DC0/vm"),
+            check(
+                admission(Operation::Update, Some(old), same),
+                "/DC0/vm",
+                None
+            ),
             Verdict::allow()
         );
     }
@@ -234,7 +234,11 @@ mod tests {
         let old = sample();
         let mut new = sample();
         new.spec.cpu = 4;
-        match check(admission(Operation::Update, Some(old), new), "/DC0/vm") {
+        match check(
+            admission(Operation::Update, Some(old), new),
+            "/DC0/vm",
+            None,
+        ) {
             Verdict::Allow { warnings } => {
                 assert_eq!(warnings.len(), 1);
                 assert!(warnings[0].contains("powered off"), "{warnings:?}");
@@ -247,12 +251,38 @@ mod tests {
     fn a_template_in_the_groups_own_folder_is_refused() {
         let mut vg = sample();
         vg.spec.template = "/DC0/vm/team_web/web-1".into();
-        let m = denied(check(admission(Operation::Create, None, vg), "/DC0/vm"));
+        let m = denied(check(
+            admission(Operation::Create, None, vg),
+            "/DC0/vm",
+            None,
+        ));
         assert!(m.contains("own folder /DC0/vm/team_web"), "{m}");
         let mut vg = sample();
         vg.spec.template = "/DC0/vm/team_web2/x".into();
         assert_eq!(
-            check(admission(Operation::Create, None, vg), "/DC0/vm"),
+            check(admission(Operation::Create, None, vg), "/DC0/vm", None),
+            Verdict::allow()
+        );
+    }
+
+    #[test]
+    fn a_template_outside_the_roots_is_refused_at_admission() {
+        let roots = vec!["/DC0/vm/templates".to_string()];
+        let mut vg = sample();
+        vg.spec.template = "/DC0/vm/templates-evil/x".into();
+        let m = denied(check(
+            admission(Operation::Create, None, vg.clone()),
+            "/DC0/vm",
+            Some(&roots),
+        ));
+        assert!(m.contains("BOSUN_VMGROUP_TEMPLATE_ROOTS"), "{m}");
+        vg.spec.template = "/DC0/vm/templates/x".into();
+        assert_eq!(
+            check(
+                admission(Operation::Create, None, vg),
+                "/DC0/vm",
+                Some(&roots)
+            ),
             Verdict::allow()
         );
     }
@@ -261,7 +291,11 @@ mod tests {
     fn names_vcenter_would_refuse_are_refused_at_admission() {
         let mut vg = sample();
         vg.metadata.name = Some("n".repeat(79));
-        let m = denied(check(admission(Operation::Create, None, vg), "/DC0/vm"));
+        let m = denied(check(
+            admission(Operation::Create, None, vg),
+            "/DC0/vm",
+            None,
+        ));
         assert!(m.contains("80"), "{m}");
     }
 
@@ -284,7 +318,11 @@ mod tests {
         let mut new = old.clone();
         new.metadata.finalizers = None;
         assert_eq!(
-            check(admission(Operation::Update, Some(old), new), "/DC0/vm"),
+            check(
+                admission(Operation::Update, Some(old), new),
+                "/DC0/vm",
+                None
+            ),
             Verdict::allow()
         );
     }

@@ -4,6 +4,7 @@ mod logins;
 mod migrate;
 mod ownership;
 mod support;
+mod templates;
 
 use bosun_runtime::conditions::find;
 use bosun_testenv::eventually;
