@@ -14,6 +14,9 @@
 //! - `BOSUN_VMGROUP_RESOURCE_POOL` — the resource pool clones go in, as an inventory path
 //!   (e.g. `/DC0/host/DC0_C0/Resources`); default: the template's own pool, or for a vSphere
 //!   template (which has none) its host's cluster or compute resource pool;
+//! - `BOSUN_VMGROUP_TEMPLATE_ROOTS` — comma-separated inventory paths a `spec.template` must
+//!   lie under (compared by whole path components; `.`/`..` refused); unset: any VM or
+//!   template the operator's vCenter account sees, said by a warning at start;
 //! - `BOSUN_VMGROUP_CA_FILE` — a PEM CA bundle for vCenter when the Secret has no `ca.crt`;
 //! - `BOSUN_VMGROUP_INSECURE=true` — no certificate check (labs with self-signed certificates);
 //! - `BOSUN_VMGROUP_RESYNC_SECONDS` — how often a group is read again to repair VMs changed in

@@ -14,7 +14,8 @@
 //!   template and would not follow, leaving a group of two different images. This can only
 //!   be enforced at admission — once a change is stored, the old value is gone — hence `Fail`.
 //! * the template may not be inside the group's own folder (one of its own VMs): scaling down
-//!   or deleting the group would destroy its own template.
+//!   or deleting the group would destroy its own template (the reconcile refuses it too).
+//! * a template outside the operator's `BOSUN_VMGROUP_TEMPLATE_ROOTS`, when set.
 //! * what vCenter would refuse (name lengths), the same checks as the reconcile's
 //!   ([`crate::validate`]), told at `kubectl apply` instead of in the status later.
 //!

@@ -1,6 +1,7 @@
 //! Which templates a VmGroup may clone (audit M13, L10): only those under
 //! `BOSUN_VMGROUP_TEMPLATE_ROOTS` when it is set, and never one of the group's own VMs.
 use bosun_runtime::conditions::find;
+use bosun_testenv::eventually;
 use kube::api::DeleteParams;
 
 use crate::support::{env, PARENT};
@@ -105,6 +106,20 @@ async fn a_template_in_the_groups_own_folder_survives_the_groups_deletion() {
         env.vm_names_at(&env.folder_path("web")).await,
         Some(vec!["web-1".to_string()]),
         "the template web-1 survives; the group's other VM is gone"
+    );
+    // The Event follows the finalizer's release: wait for it, not for a time.
+    let named = eventually(60, || async {
+        let events = env.events_for("web").await;
+        events
+            .iter()
+            .any(|(r, n)| r == "Deleted" && n.contains("web-1, the group's own template"))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        named.is_some(),
+        "the deletion names the VM it kept: {:?}",
+        env.events_for("web").await
     );
     env.stop().await;
 }
