@@ -502,10 +502,18 @@ async fn takeover_both_ways_without_reinstalling() {
     // (its manager's Sync), superseded history included, so `helm history` and `helm rollback`
     // have nothing to go back to; bosun keeps Helm's history (helm-operator's revision 1 was
     // still there, superseded, after bosun's upgrade above).
-    assert_eq!(
-        records(&client, &ns).await.keys().collect::<Vec<_>>(),
-        ["sh.helm.release.v1.bookstore-sample.v3"],
-        "helm-operator kept only its deployed revision"
+    // Its clean-up can come after revision 3 is marked deployed (CI saw v2 still there):
+    // wait for the state asserted.
+    let only_deployed = ["sh.helm.release.v1.bookstore-sample.v3".to_string()];
+    let kept = bosun_testenv::eventually(60, || async {
+        let keys: Vec<String> = records(&client, &ns).await.into_keys().collect();
+        (keys == only_deployed).then_some(keys)
+    })
+    .await;
+    assert!(
+        kept.is_some(),
+        "helm-operator kept only its deployed revision; records: {:?}",
+        records(&client, &ns).await.keys().collect::<Vec<_>>()
     );
     uninstall(&client, &ns, &log).await;
     op.stop().await;
