@@ -4,8 +4,6 @@
 //! (so `spec: {}` works) and the schema lets the API server itself refuse bad input. Fields
 //! added beyond the seed: `bookDB.storageClassName`, `bookDB.serviceName`, `bookDB.dataPolicy`,
 //! `bookDB.adoptClaims` and `resources` on both parts.
-use std::collections::BTreeMap;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -257,60 +255,8 @@ pub struct BookStoreStatus {
     pub volume_size: Option<String>,
 }
 
-/// Container requests and limits (cpu, memory, ...). Values are Kubernetes quantities; the API
-/// server checks them when the pods are written, and a refusal shows in the status.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
-pub struct Resources {
-    /// The most each container may use, per resource (cpu, memory, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<BTreeMap<String, Qty>>,
-    /// What each container is guaranteed, per resource (cpu, memory, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests: Option<BTreeMap<String, Qty>>,
-}
-
-/// A quantity written as a number or a string (`1`, `"500m"`, `"1Gi"`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(untagged)]
-pub enum Qty {
-    Int(i64),
-    Str(String),
-}
-
-impl Qty {
-    pub fn to_quantity(&self) -> k8s_openapi::apimachinery::pkg::api::resource::Quantity {
-        k8s_openapi::apimachinery::pkg::api::resource::Quantity(match self {
-            Qty::Int(i) => i.to_string(),
-            Qty::Str(s) => s.clone(),
-        })
-    }
-}
-
-impl JsonSchema for Qty {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Qty".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"x-kubernetes-int-or-string": true})
-    }
-}
-
-impl Resources {
-    pub fn to_requirements(&self) -> k8s_openapi::api::core::v1::ResourceRequirements {
-        let conv = |m: &Option<BTreeMap<String, Qty>>| {
-            m.as_ref().map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.to_quantity()))
-                    .collect()
-            })
-        };
-        k8s_openapi::api::core::v1::ResourceRequirements {
-            limits: conv(&self.limits),
-            requests: conv(&self.requests),
-            ..Default::default()
-        }
-    }
-}
+// Container requests and limits: the runtime's type, shared with the PostgresCluster.
+pub use bosun_runtime::resources::{Qty, Resources};
 
 /// Status is written by the operator only; schema defaults there serve no one (and an empty
 /// string default is refused by Kubernetes 1.20's CRD validation).

@@ -196,43 +196,8 @@ pub struct PodPolicy {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// Container requests and limits (cpu, memory, ...). Values are Kubernetes quantities; the
-/// API server checks them when the pods are written.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
-pub struct Resources {
-    /// The most each container may use, per resource (cpu, memory, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<BTreeMap<String, Qty>>,
-    /// What each container is guaranteed, per resource (cpu, memory, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests: Option<BTreeMap<String, Qty>>,
-}
-
-/// A quantity written as a number or a string (`1`, `"500m"`, `"1Gi"`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(untagged)]
-pub enum Qty {
-    Int(i64),
-    Str(String),
-}
-
-impl Qty {
-    pub fn to_quantity(&self) -> k8s_openapi::apimachinery::pkg::api::resource::Quantity {
-        k8s_openapi::apimachinery::pkg::api::resource::Quantity(match self {
-            Qty::Int(i) => i.to_string(),
-            Qty::Str(s) => s.clone(),
-        })
-    }
-}
-
-impl JsonSchema for Qty {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Qty".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"x-kubernetes-int-or-string": true})
-    }
-}
+// Container requests and limits: the runtime's type, shared with the BookStore.
+pub use bosun_runtime::resources::{Qty, Resources};
 
 /// How strongly instances are kept off each other's nodes.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]

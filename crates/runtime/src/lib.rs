@@ -39,6 +39,7 @@ pub mod quantity;
 pub mod queue;
 pub mod ratelimit;
 pub mod rbac;
+pub mod resources;
 pub(crate) mod runner;
 pub mod status;
 pub mod telemetry;

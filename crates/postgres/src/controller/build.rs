@@ -270,18 +270,7 @@ pub fn service(plan: &Plan, owner: &OwnerReference) -> Service {
 }
 
 fn resources(r: &crate::api::Resources) -> ResourceRequirements {
-    let conv = |m: &Option<BTreeMap<String, crate::api::Qty>>| {
-        m.as_ref().map(|m| {
-            m.iter()
-                .map(|(k, q)| (k.clone(), q.to_quantity()))
-                .collect()
-        })
-    };
-    ResourceRequirements {
-        limits: conv(&r.limits),
-        requests: conv(&r.requests),
-        ..Default::default()
-    }
+    r.to_requirements()
 }
 
 fn claim_volume(name: &str, claim: String) -> Volume {
