@@ -67,6 +67,8 @@ struct Peer {
     probe: u16,
     metrics: u16,
     started: Instant,
+    /// ansible-operator's machine-wide lock (see [`ansible_operator`]), held until it stops.
+    _lock: Option<std::fs::File>,
 }
 
 impl Peer {
@@ -90,6 +92,7 @@ impl Peer {
             probe,
             metrics,
             started: Instant::now(),
+            _lock: None,
         })
     }
 
@@ -384,6 +387,15 @@ fn ansible_operator(args: &Args, kubeconfig: &Path, watches: &Path) -> anyhow::R
     let path = std::env::join_paths(std::iter::once(venv).chain(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     )))?;
+    // Its proxy for the roles listens on localhost:8888 whatever `--proxy-port` says (v1.42.2):
+    // one ansible-operator at a time on the machine, under the lock the peer tests take too
+    // (crates/bosun/tests/peers), or a bench beside a test run makes one of them exit.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("bosun-ansible-operator-8888.lock"))?;
+    lock.lock()?;
     let mut cmd = tokio::process::Command::new(peer("ansible-operator")?);
     cmd.arg("run")
         .arg(format!("--watches-file={}", watches.display()))
@@ -398,7 +410,9 @@ fn ansible_operator(args: &Args, kubeconfig: &Path, watches: &Path) -> anyhow::R
             "ANSIBLE_LOCAL_TEMP",
             std::env::temp_dir().join("bosun-bench-ansible-operator"),
         );
-    Peer::start(cmd, probe, metrics, "ansible-operator")
+    let mut op = Peer::start(cmd, probe, metrics, "ansible-operator")?;
+    op._lock = Some(lock);
+    Ok(op)
 }
 
 /// The project's own `operator_sdk.util` collection (Galaxy is not reachable from here).
