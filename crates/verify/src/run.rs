@@ -30,6 +30,9 @@ struct Env<'a> {
     groups: Vec<String>,
     /// The custom resources' collections (their status is compared; others' is not).
     custom: BTreeSet<Collection>,
+    /// The reference run's custom resources reported readiness (a Ready-like condition): from
+    /// then on one without any is not converged yet, it is still waiting for the operator.
+    reports_readiness: std::sync::atomic::AtomicBool,
     _agent: NodeAgent,
 }
 
@@ -85,6 +88,7 @@ pub async fn verify(target: &Target, opts: &Options) -> anyhow::Result<Report> {
             "system:authenticated".into(),
         ],
         custom,
+        reports_readiness: std::sync::atomic::AtomicBool::new(false),
     };
     let mut report = Report {
         operator: target.name.clone(),
@@ -267,9 +271,20 @@ impl<'a> Run<'a> {
                 }
             }
             let customs = self.customs().await.map_err(|e| e.to_string())?;
+            // A custom resource without any readiness is pending until the operator has shown
+            // it is at work: an operator slow to start (a loaded machine) wrote nothing for
+            // the quiet window, and its untouched objects looked converged.
+            let wrote = self.proxy.writes().iter().any(|w| w.counts());
+            let reports = self
+                .env
+                .reports_readiness
+                .load(std::sync::atomic::Ordering::Relaxed);
             let pending: Vec<String> = customs
                 .iter()
-                .filter(|o| readiness(o) == Some(false))
+                .filter(|o| match readiness(o) {
+                    Some(ready) => !ready,
+                    None => reports || !wrote,
+                })
                 .map(|o| format!("{} {}: {}", kind_of(o), o.name_any(), conditions_text(o)))
                 .collect();
             let last = self
@@ -686,6 +701,11 @@ async fn reference(env: &Env<'_>, report: &mut Report) -> anyhow::Result<Referen
     run.apply(None).await?;
     let converged = run.converged(run.started).await;
     let ok = converged.is_ok();
+    if ok {
+        let reports = run.customs().await?.iter().any(|o| readiness(o).is_some());
+        env.reports_readiness
+            .store(reports, std::sync::atomic::Ordering::Relaxed);
+    }
     report.record(
         "reference",
         check::CONVERGES,
