@@ -11,7 +11,7 @@
 //! (ansible-operator) and `scripts/setup-ansible.sh` (real Ansible for bosun).
 mod peers;
 use peers::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use bosun_testenv::{Image, ImageMap, NodeAgent, ProcessConfig};
 use bosun_watches::Flavor;
@@ -26,42 +26,6 @@ fn dumps() -> ApiResource {
         &GroupVersionKind::gvk("test.bosun.dev", "v1alpha1", "Dump"),
         "dumps",
     )
-}
-
-fn ansible_venv() -> PathBuf {
-    let out = std::process::Command::new("bash")
-        .arg(repo().join("scripts/setup-ansible.sh"))
-        .output()
-        .expect("run scripts/setup-ansible.sh");
-    assert!(
-        out.status.success(),
-        "scripts/setup-ansible.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// `bosun run --watches` with real Ansible at hand, limited to `ns`.
-fn start_bosun_with_ansible(watches: &Path, kubeconfig: &Path, ns: &str, log: &Path) -> Running {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .args([
-            "run".to_string(),
-            format!("--watches={}", watches.display()),
-            format!("--metrics-addr=127.0.0.1:{}", free_port()),
-            format!("--probe-addr=127.0.0.1:{}", free_port()),
-        ])
-        .env("KUBECONFIG", kubeconfig)
-        .env("WATCH_NAMESPACE", ns)
-        .env(
-            "BOSUN_ANSIBLE_RUNNER",
-            ansible_venv().join("bin/ansible-runner"),
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(log).expect("log file"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start bosun");
-    Running(child, None)
 }
 
 fn write_project(project: &Path) {

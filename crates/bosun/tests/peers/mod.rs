@@ -146,21 +146,61 @@ pub fn start_ansible_operator(
 
 /// `bosun run --watches <watches>` limited to `ns`, its log in `log`.
 pub fn start_bosun_watches(watches: &Path, kubeconfig: &Path, ns: &str, log: &Path) -> Running {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .args([
-            "run".to_string(),
-            format!("--watches={}", watches.display()),
-            format!("--metrics-addr=127.0.0.1:{}", free_port()),
-            format!("--probe-addr=127.0.0.1:{}", free_port()),
-        ])
-        .env("KUBECONFIG", kubeconfig)
-        .env("WATCH_NAMESPACE", ns)
+    bosun_watches(watches, kubeconfig, ns, log, None)
+}
+
+/// The same with real Ansible at hand (`scripts/setup-ansible.sh`'s ansible-runner), for
+/// roles that run whole under it.
+pub fn start_bosun_with_ansible(
+    watches: &Path,
+    kubeconfig: &Path,
+    ns: &str,
+    log: &Path,
+) -> Running {
+    let runner = ansible_venv().join("bin/ansible-runner");
+    bosun_watches(watches, kubeconfig, ns, log, Some(runner))
+}
+
+fn bosun_watches(
+    watches: &Path,
+    kubeconfig: &Path,
+    ns: &str,
+    log: &Path,
+    ansible_runner: Option<PathBuf>,
+) -> Running {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"));
+    cmd.args([
+        "run".to_string(),
+        format!("--watches={}", watches.display()),
+        format!("--metrics-addr=127.0.0.1:{}", free_port()),
+        format!("--probe-addr=127.0.0.1:{}", free_port()),
+    ])
+    .env("KUBECONFIG", kubeconfig)
+    .env("WATCH_NAMESPACE", ns);
+    if let Some(runner) = ansible_runner {
+        cmd.env("BOSUN_ANSIBLE_RUNNER", runner);
+    }
+    let child = cmd
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(log).expect("log file"))
         .kill_on_drop(true)
         .spawn()
         .expect("start bosun");
     Running(child, None)
+}
+
+/// The Ansible venv `scripts/setup-ansible.sh` makes (or finds), as the script prints it.
+pub fn ansible_venv() -> PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("scripts/setup-ansible.sh"))
+        .output()
+        .expect("run scripts/setup-ansible.sh");
+    assert!(
+        out.status.success(),
+        "scripts/setup-ansible.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// A condition of `o` as written: (status, reason, message).
