@@ -1,5 +1,6 @@
 //! The instance manager against real PostgreSQL processes (no Kubernetes): each instance on
-//! its own loopback IP (127.21.<test>.<n>, all on the same ports, as pods would be), run as an
+//! its own loopback IP (127.<net>.<test>.<n> inside the /16 this test process holds, all on the same ports, as
+//! pods would be), run as an
 //! unprivileged OS user when the tests run as root.
 //!
 //! Needs PostgreSQL's programs (Debian's postgresql-15; scripts/setup-postgres.sh installs
@@ -22,6 +23,14 @@ const TOKEN: &str = "test-api-token";
 const SUPER_PASSWORD: &str = "super:secret\\pw";
 const APP_PASSWORD: &str = "app 'pw'";
 const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Instance `n` of test `test`: on this process's own loopback network, never on an address
+/// another test binary running at the same time hands to its pods (a fixed 127.21.x.y did:
+/// CI saw `AddrInUse` on 127.21.7.2:8008).
+fn ip(test: u8, n: u8) -> String {
+    let net = bosun_testenv::loopback_network().expect("a loopback network of our own");
+    format!("127.{net}.{test}.{n}")
+}
 
 struct Node {
     ip: IpAddr,
@@ -294,7 +303,7 @@ async fn refuses_writes(node: &Node) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_joins_fails_over_and_the_old_primary_rejoins_by_rewind() {
     let dir = workdir();
-    let (a, s) = ready_primary(dir.path(), "pg-1", "127.21.1.1").await;
+    let (a, s) = ready_primary(dir.path(), "pg-1", &ip(1, 1)).await;
     assert_eq!(s.timeline, Some(1));
     sql(&a)
         .await
@@ -304,7 +313,7 @@ async fn replica_joins_fails_over_and_the_old_primary_rejoins_by_rewind() {
         .expect("write on pg-1");
 
     // Join: a base backup through a slot, then streaming.
-    let (b, s) = ready_replica(dir.path(), "pg-2", "127.21.1.2", &a).await;
+    let (b, s) = ready_replica(dir.path(), "pg-2", &ip(1, 2), &a).await;
     assert_eq!(s.primary.as_deref(), Some(a.addr().as_str()));
     wait_rows(&b, &["before"]).await;
     refuses_writes(&b).await;
@@ -376,14 +385,14 @@ async fn replica_joins_fails_over_and_the_old_primary_rejoins_by_rewind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_rewind_falls_back_to_a_fresh_clone() {
     let dir = workdir();
-    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.3.1").await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", &ip(3, 1)).await;
     sql(&a)
         .await
         .expect("connect")
         .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
         .await
         .expect("write");
-    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.3.2", &a).await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", &ip(3, 2), &a).await;
     wait_rows(&b, &["one"]).await;
     a.api.fence().await.expect("fence");
     b.api.promote().await.expect("promote");
@@ -411,14 +420,17 @@ async fn a_failed_rewind_falls_back_to_a_fresh_clone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_token_holder_changes_an_instance() {
     let dir = workdir();
-    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.2.1").await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", &ip(2, 1)).await;
     let addr = SocketAddr::new(a.ip, HTTP_PORT);
 
     let anonymous = InstanceClient::new(addr, None);
     for (what, r) in [
         ("fence", anonymous.fence().await),
         ("promote", anonymous.promote().await),
-        ("demote", anonymous.demote("127.21.2.9:5432").await),
+        (
+            "demote",
+            anonymous.demote(&format!("{}:5432", ip(2, 9))).await,
+        ),
     ] {
         assert_eq!(
             r.expect_err(what).status(),
@@ -430,7 +442,10 @@ async fn only_the_token_holder_changes_an_instance() {
     for (what, r) in [
         ("fence", impostor.fence().await),
         ("unfence", impostor.unfence().await),
-        ("demote", impostor.demote("127.21.2.9:5432").await),
+        (
+            "demote",
+            impostor.demote(&format!("{}:5432", ip(2, 9))).await,
+        ),
     ] {
         assert_eq!(
             r.expect_err(what).status(),
@@ -460,7 +475,7 @@ async fn only_the_token_holder_changes_an_instance() {
     // Fenced survives a restart of the manager (the pod's container): PostgreSQL stays down
     // although the configured role is primary.
     a.shutdown().await;
-    let a = start(dir.path(), "pg-1", "127.21.2.1", Role::Primary, None);
+    let a = start(dir.path(), "pg-1", &ip(2, 1), Role::Primary, None);
     let s = wait_state(&a, "pg-1 fenced after a restart", |s| {
         s.role == StateRole::Fenced
     })
@@ -478,7 +493,7 @@ async fn only_the_token_holder_changes_an_instance() {
 
     // PostgreSQL and the API listen on the pod IP only.
     for port in [PG_PORT, HTTP_PORT] {
-        let other = SocketAddr::new("127.21.2.2".parse().expect("ip"), port);
+        let other = SocketAddr::new(ip(2, 2).parse().expect("ip"), port);
         assert!(
             tokio::net::TcpStream::connect(other).await.is_err(),
             "something answers on {other}"
@@ -490,14 +505,14 @@ async fn only_the_token_holder_changes_an_instance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_restart_on_their_own_data() {
     let dir = workdir();
-    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.4.1").await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", &ip(4, 1)).await;
     sql(&a)
         .await
         .expect("connect")
         .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
         .await
         .expect("write");
-    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.4.2", &a).await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", &ip(4, 2), &a).await;
     wait_rows(&b, &["one"]).await;
 
     // The replica's pod goes away and comes back on its volume: no new base backup, it
@@ -509,13 +524,7 @@ async fn instances_restart_on_their_own_data() {
         .batch_execute("INSERT INTO t VALUES ('two')")
         .await
         .expect("write while pg-2 is away");
-    let b = start(
-        dir.path(),
-        "pg-2",
-        "127.21.4.2",
-        Role::Replica,
-        Some(a.addr()),
-    );
+    let b = start(dir.path(), "pg-2", &ip(4, 2), Role::Replica, Some(a.addr()));
     let s = wait_state(&b, "pg-2 streaming again", |s| {
         s.role == StateRole::Replica && s.ready
     })
@@ -525,7 +534,7 @@ async fn instances_restart_on_their_own_data() {
 
     // The primary restarts on its data: same rows, and the replica streams from it again.
     a.shutdown().await;
-    let a = start(dir.path(), "pg-1", "127.21.4.1", Role::Primary, None);
+    let a = start(dir.path(), "pg-1", &ip(4, 1), Role::Primary, None);
     let s = wait_state(&a, "pg-1 primary again", |s| {
         s.role == StateRole::Primary && s.ready
     })
@@ -551,7 +560,7 @@ async fn instances_restart_on_their_own_data() {
 async fn a_start_cut_short_during_initdb_initialises_again() {
     let dir = workdir();
     let data = dir.path().join("pg-1").join("data");
-    let a = start(dir.path(), "pg-1", "127.21.9.1", Role::Primary, None);
+    let a = start(dir.path(), "pg-1", &ip(9, 1), Role::Primary, None);
     let t0 = Instant::now();
     while !data.join("PG_VERSION").exists() {
         assert!(t0.elapsed() < DEADLINE, "initdb never began");
@@ -582,7 +591,7 @@ async fn a_start_cut_short_during_initdb_initialises_again() {
         "the first start left a data directory behind"
     );
 
-    let (a, s) = ready_primary(dir.path(), "pg-1", "127.21.9.1").await;
+    let (a, s) = ready_primary(dir.path(), "pg-1", &ip(9, 1)).await;
     assert_eq!(s.timeline, Some(1));
     // The cluster is whole: the application database and its owner were made too.
     sql(&a)
@@ -621,7 +630,7 @@ fn programs_on(dir: &Path) -> Vec<i32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronous_replication_waits_for_a_replica() {
     let dir = workdir();
-    let a = start_with(dir.path(), "pg-1", "127.21.5.1", Role::Primary, None, 1);
+    let a = start_with(dir.path(), "pg-1", &ip(5, 1), Role::Primary, None, 1);
     wait_state(&a, "pg-1 primary", |s| {
         s.role == StateRole::Primary && s.ready
     })
@@ -629,7 +638,7 @@ async fn synchronous_replication_waits_for_a_replica() {
     let b = start_with(
         dir.path(),
         "pg-2",
-        "127.21.5.2",
+        &ip(5, 2),
         Role::Replica,
         Some(a.addr()),
         1,
@@ -701,8 +710,8 @@ async fn synchronous_replication_waits_for_a_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promotion_returns_with_the_new_timeline_checkpointed() {
     let dir = workdir();
-    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.6.1").await;
-    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.6.2", &a).await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", &ip(6, 1)).await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", &ip(6, 2), &a).await;
     // Enough rows that their replay leaves many dirty buffers on the replica.
     sql(&a)
         .await
@@ -750,12 +759,12 @@ async fn a_promotion_returns_with_the_new_timeline_checkpointed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_that_never_answers_does_not_hold_a_replicas_start() {
     let dir = workdir();
-    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.7.1").await;
-    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.7.2", &a).await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", &ip(7, 1)).await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", &ip(7, 2), &a).await;
     b.shutdown().await;
 
     // A "primary" that takes connections and never says a word.
-    let hole = tokio::net::TcpListener::bind(("127.21.7.9", PG_PORT))
+    let hole = tokio::net::TcpListener::bind((ip(7, 9).as_str(), PG_PORT))
         .await
         .expect("listen");
     let held = tokio::spawn(async move {
@@ -767,9 +776,9 @@ async fn a_primary_that_never_answers_does_not_hold_a_replicas_start() {
     let b = start(
         dir.path(),
         "pg-2",
-        "127.21.7.2",
+        &ip(7, 2),
         Role::Replica,
-        Some(format!("127.21.7.9:{PG_PORT}")),
+        Some(format!("{}:{PG_PORT}", ip(7, 9))),
     );
     let s = wait_state(&b, "pg-2 running as a replica", |s| {
         s.role == StateRole::Replica
@@ -780,13 +789,7 @@ async fn a_primary_that_never_answers_does_not_hold_a_replicas_start() {
     // Pointed at its primary again, it streams and is ready.
     b.shutdown().await;
     held.abort();
-    let b = start(
-        dir.path(),
-        "pg-2",
-        "127.21.7.2",
-        Role::Replica,
-        Some(a.addr()),
-    );
+    let b = start(dir.path(), "pg-2", &ip(7, 2), Role::Replica, Some(a.addr()));
     wait_state(&b, "pg-2 streaming again", |s| {
         s.role == StateRole::Replica && s.ready
     })
@@ -803,7 +806,7 @@ async fn a_primary_that_never_answers_does_not_hold_a_replicas_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_diverged_replica_is_never_ready_until_rewound() {
     let dir = workdir();
-    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.8.1").await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", &ip(8, 1)).await;
     sql(&a)
         .await
         .expect("connect to pg-1")
@@ -813,8 +816,8 @@ async fn a_diverged_replica_is_never_ready_until_rewound() {
     let replica = |name: &str, ip: &str, primary: String| {
         start(dir.path(), name, ip, Role::Replica, Some(primary))
     };
-    let b = replica("pg-2", "127.21.8.2", a.addr());
-    let c = replica("pg-3", "127.21.8.3", a.addr());
+    let b = replica("pg-2", &ip(8, 2), a.addr());
+    let c = replica("pg-3", &ip(8, 3), a.addr());
     for n in [&b, &c] {
         wait_state(n, "streaming", |s| s.role == StateRole::Replica && s.ready).await;
         wait_rows(n, &["before"]).await;
@@ -833,7 +836,7 @@ async fn a_diverged_replica_is_never_ready_until_rewound() {
     wait_state(&a, "pg-1 fenced", |s| s.role == StateRole::Fenced).await;
 
     // pg-3, behind pg-2, is promoted: timeline 2 forks before pg-2's position.
-    let c = replica("pg-3", "127.21.8.3", a.addr());
+    let c = replica("pg-3", &ip(8, 3), a.addr());
     wait_state(&c, "pg-3 back as a replica", |s| {
         s.role == StateRole::Replica
     })
@@ -845,7 +848,7 @@ async fn a_diverged_replica_is_never_ready_until_rewound() {
     .await;
 
     // pg-2 restarted as pg-3's replica (no rewind: it never was a primary).
-    let b = replica("pg-2", "127.21.8.2", c.addr());
+    let b = replica("pg-2", &ip(8, 2), c.addr());
     let s = wait_state(&b, "pg-2 reporting its divergence", |s| {
         s.role == StateRole::Replica && s.diverged.is_some()
     })
@@ -874,14 +877,14 @@ async fn a_diverged_replica_is_never_ready_until_rewound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_switchover_restarted_containers_keep_their_new_roles() {
     let dir = workdir();
-    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.10.1").await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", &ip(10, 1)).await;
     sql(&a)
         .await
         .expect("connect to pg-1")
         .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('one')")
         .await
         .expect("write on pg-1");
-    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.10.2", &a).await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", &ip(10, 2), &a).await;
     wait_rows(&b, &["one"]).await;
 
     // The switchover as the operator runs it: fence, promote, demote.
@@ -961,7 +964,7 @@ async fn the_state_answers_while_the_backup_store_hangs() {
         }
     }
     let _release = Release(fifo.clone());
-    let mut cfg = config(dir.path(), "pg-1", "127.21.11.1", Role::Primary, None, 0);
+    let mut cfg = config(dir.path(), "pg-1", &ip(11, 1), Role::Primary, None, 0);
     cfg.backups.store = Some(store.to_str().expect("utf-8").into());
     let a = run_node(cfg);
     wait_for("pg-1 primary", &a, || async {
@@ -1004,7 +1007,7 @@ async fn a_store_error_during_a_restore_stops_it_instead_of_promoting_early() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     }
-    let mut cfg = config(dir.path(), "pg-1", "127.21.12.1", Role::Primary, None, 0);
+    let mut cfg = config(dir.path(), "pg-1", &ip(12, 1), Role::Primary, None, 0);
     cfg.backups.store = Some(store.to_str().expect("utf-8").into());
     cfg.backups.program = Some(bosun.clone());
     let a = run_node(cfg);
@@ -1050,7 +1053,7 @@ async fn a_store_error_during_a_restore_stops_it_instead_of_promoting_early() {
     let broken = store.join("wals").join(&segments[0]);
     std::fs::remove_file(&broken).expect("remove the segment");
     std::fs::create_dir(&broken).expect("a directory in its place");
-    let mut cfg = config(dir.path(), "pg-2", "127.21.12.2", Role::Primary, None, 0);
+    let mut cfg = config(dir.path(), "pg-2", &ip(12, 2), Role::Primary, None, 0);
     cfg.backups.restore_from = Some(store.to_str().expect("utf-8").into());
     cfg.backups.program = Some(bosun);
     let b = run_node(cfg);
@@ -1075,14 +1078,14 @@ async fn a_store_error_during_a_restore_stops_it_instead_of_promoting_early() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_cut_off_from_its_replicas_and_the_operator_fences_itself() {
     let dir = workdir();
-    let mut cfg = config(dir.path(), "pg-1", "127.21.13.1", Role::Primary, None, 0);
+    let mut cfg = config(dir.path(), "pg-1", &ip(13, 1), Role::Primary, None, 0);
     cfg.isolation_timeout = Some(Duration::from_secs(3));
     let a = run_node(cfg);
     wait_state(&a, "pg-1 primary", |s| {
         s.role == StateRole::Primary && s.ready
     })
     .await;
-    let (b, _) = ready_replica(dir.path(), "pg-2", "127.21.13.2", &a).await;
+    let (b, _) = ready_replica(dir.path(), "pg-2", &ip(13, 2), &a).await;
     wait_state(&a, "pg-1 armed by its streaming replica", |s| {
         s.isolation_armed
     })
@@ -1113,7 +1116,7 @@ async fn a_primary_cut_off_from_its_replicas_and_the_operator_fences_itself() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_recovery_that_keeps_replaying_outlasts_the_start_timeout() {
     let dir = workdir();
-    let mut cfg = config(dir.path(), "pg-1", "127.21.14.1", Role::Primary, None, 0);
+    let mut cfg = config(dir.path(), "pg-1", &ip(14, 1), Role::Primary, None, 0);
     // No checkpoint while the WAL is written: the crash recovery replays all of it.
     cfg.parameters.extend([
         ("max_wal_size".into(), "8GB".into()),
@@ -1173,7 +1176,7 @@ async fn a_crash_recovery_that_keeps_replaying_outlasts_the_start_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operators_sessions_have_statement_and_lock_timeouts() {
     let dir = workdir();
-    let (a, _) = ready_primary(dir.path(), "pg-1", "127.21.15.1").await;
+    let (a, _) = ready_primary(dir.path(), "pg-1", &ip(15, 1)).await;
     let c = instance::connect_remote(&a.ip.to_string(), PG_PORT, "postgres", SUPER_PASSWORD)
         .await
         .expect("connect");

@@ -21,7 +21,7 @@ mod vcsim;
 pub use assets::{assets_dir, current_version, floor_version, selected_version, Assets};
 pub use controlplane::{shared, sum_series, ControlPlane, Options, TestEnvError};
 pub use nodeagent::{NodeAgent, NodeAgentConfig};
-pub use procmode::{Image, ImageMap, ProcessConfig, ProcessError};
+pub use procmode::{loopback_network, Image, ImageMap, ProcessConfig, ProcessError};
 pub use vcsim::{vcsim_path, Vcsim, VcsimError, VCSIM_VERSION};
 
 /// Creates a namespace with a unique name for one test.

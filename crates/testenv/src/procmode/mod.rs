@@ -106,6 +106,7 @@ use tokio::sync::mpsc;
 pub use images::{Image, ImageMap, BOSUN_REPOSITORY, DEFAULT_PATH};
 
 pub use node::NODE_NAME;
+pub use podip::network as loopback_network;
 pub(crate) use reason::Reason;
 use sandbox::User;
 pub(crate) use watch::start;

@@ -35,6 +35,13 @@ fn block() -> io::Result<u8> {
         .map_err(|e| io::Error::other(e.clone()))
 }
 
+/// This process's own loopback network: `127.<n>.0.0/16`, held for the life of the process.
+/// Tests that place processes on fixed addresses build them inside it (third octet ≥ 1 stays
+/// clear of [`next`] for its first 254 addresses), so they never meet another test binary's.
+pub fn network() -> io::Result<u8> {
+    block()
+}
+
 /// A pod IP never handed out before by this process.
 pub fn next() -> io::Result<Ipv4Addr> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
