@@ -36,6 +36,9 @@ pub struct Member {
     pub claim: bool,
     /// Its pod is being deleted (it may stay so forever when its node is lost).
     pub terminating: bool,
+    /// Its pod's node is not Ready (NotReady, Unknown) or no longer exists: no kubelet there
+    /// is known to kill its processes at the end of a grace period.
+    pub node_lost: bool,
     /// Its pod was built from an older spec (image, resources, pod labels or annotations,
     /// the backup store), or its PostgreSQL waits for a restart to apply a parameter: the
     /// rolling update replaces it.
@@ -222,6 +225,12 @@ pub enum Wait {
     /// pod was; it fences itself within the isolation timeout, this much later.
     PrimaryIsolating {
         remaining: Duration,
+    },
+    /// The old primary's pod is Terminating on a Ready node and its manager does not answer:
+    /// its PostgreSQL may still run until the kubelet kills the pod's processes at the end of
+    /// the grace period and removes the pod object; promotion waits for that.
+    PrimaryTerminating {
+        serial: u32,
     },
     /// The current primary is fenced by request: no failover.
     PrimaryFenced {
@@ -519,11 +528,24 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
     // there: neither proves the old primary stopped. Only its own isolation does: a primary
     // cut off from the operator and every replica fences itself within the isolation timeout,
     // so once it has been unseen for longer it counts as fenced (issue 32, H6).
+    // That needs a live manager: a stopped one (SIGSTOP, a deadlock) fences nothing while its
+    // PostgreSQL runs on. So a pod Terminating on a Ready node proves nothing until it is
+    // gone: that kubelet kills the pod's whole process group at the end of the grace period
+    // and only then removes the object (issue 32, M4; the chaos `stall` case).
+    let awaiting_kubelet = old.filter(|o| {
+        o.pod && o.terminating && !o.node_lost && o.seen.is_none() && !obs.primary_stopped_cleanly
+    });
     let isolated = (old.is_some_and(|o| o.seen.is_none())
+        && awaiting_kubelet.is_none()
         && obs
             .primary_lost_for
             .is_some_and(|l| l >= Duration::from_secs(crate::contract::ISOLATION_WAIT_SECS)))
         || (obs.primary_stopped_cleanly && old.is_some_and(|o| !o.pod || o.terminating));
+    // Fencing it again would only re-send a deletion: the wait says what it waits for.
+    let fence = |o: &Member| match awaiting_kubelet {
+        Some(_) => Action::Wait(Wait::PrimaryTerminating { serial: o.serial }),
+        None => Action::Fence { serial: o.serial },
+    };
     let unconfirmed = old.is_some_and(|o| {
         role(o) != Some(StateRole::Fenced) && (!o.pod || o.terminating) && !isolated
     });
@@ -536,7 +558,7 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
     {
         if let Some(m) = replicas.iter().find(|m| m.serial == t) {
             if let Some(o) = old_unfenced {
-                return Action::Fence { serial: o.serial };
+                return fence(o);
             }
             // No isolation wait here: a switchover fenced the old primary through its API
             // (a fence survives restarts) before recording the target.
@@ -580,7 +602,7 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
         if let Some(b) = candidate(plan, obs, &replicas, old_serial) {
             // The old primary must not come back writable beside the new one.
             if let Some(o) = old_unfenced {
-                return Action::Fence { serial: o.serial };
+                return fence(o);
             }
             if unconfirmed {
                 let lost = obs.primary_lost_for.unwrap_or_default();
@@ -695,6 +717,7 @@ mod tests {
             pod: true,
             claim: true,
             terminating: false,
+            node_lost: false,
             outdated: false,
             seen: Some(Seen {
                 role,
@@ -888,6 +911,7 @@ mod tests {
                 seen: None,
                 pod: terminating,
                 terminating,
+                node_lost: terminating,
                 outdated: false,
                 ..primary(1, 1, 100)
             };
@@ -1168,6 +1192,7 @@ mod tests {
                                 pod: pods || i > 0,
                                 claim: true,
                                 terminating: false,
+                                node_lost: false,
                                 outdated: false,
                                 seen: k.map(|role| Seen {
                                     role,
@@ -1592,5 +1617,85 @@ mod tests {
             decide(&p, &o),
             Action::Wait(Wait::FailoverDelay { .. })
         ));
+    }
+
+    /// Issue 32, M4 (the chaos `stall` case): an old primary whose pod is Terminating on a
+    /// Ready node and whose manager does not answer (stopped, deadlocked) may still write
+    /// there: nothing kills its PostgreSQL before the kubelet does, at the end of the grace
+    /// period, and the kubelet removes the pod object only after. However long it has been
+    /// unseen, no promotion until the pod is gone, and no fence call repeated meanwhile.
+    #[test]
+    fn a_primary_terminating_on_a_ready_node_is_not_fenced_until_its_pod_is_gone() {
+        let p = plan_of(serde_json::json!({"size": 3, "replication": {"synchronous": 1}}));
+        let wait = Duration::from_secs(crate::contract::ISOLATION_WAIT_SECS);
+        let stalled = Member {
+            seen: None,
+            terminating: true,
+            ..primary(1, 1, 100)
+        };
+        let members = vec![
+            stalled.clone(),
+            replica(2, 1, true, 100),
+            replica(3, 1, true, 100),
+        ];
+        let mut o = obs(members, Some(1), 3);
+        o.primary_missed = FAILOVER_MISSED_POLLS;
+        for lost in [wait.as_secs(), 3600, 86_400] {
+            o.primary_lost_for = Some(Duration::from_secs(lost));
+            assert_eq!(
+                decide(&p, &o),
+                Action::Wait(Wait::PrimaryTerminating { serial: 1 }),
+                "lost {lost}s: its pod still exists on a Ready node"
+            );
+            // A switchover under way changes nothing: the old primary was not fenced.
+            let mut s = o.clone();
+            s.target_primary = Some(2);
+            assert_eq!(
+                decide(&p, &s),
+                Action::Wait(Wait::PrimaryTerminating { serial: 1 }),
+                "lost {lost}s, switchover to 2"
+            );
+        }
+        // The kubelet killed its processes and removed the pod: promoted (the isolation
+        // wait is long past).
+        o.members[0] = gone(stalled.clone(), false, true);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+        // Gone, but only just lost: the isolation wait still applies (it may have been
+        // force-deleted while running).
+        o.primary_lost_for = Some(Duration::from_secs(12));
+        assert!(matches!(
+            decide(&p, &o),
+            Action::Wait(Wait::PrimaryIsolating { .. })
+        ));
+        // Terminating on a node that is not Ready: no kubelet will kill it; the self-fence
+        // is relied on after the isolation wait, as before (until then, fenced again).
+        o.members[0] = Member {
+            node_lost: true,
+            ..stalled.clone()
+        };
+        assert_eq!(decide(&p, &o), Action::Fence { serial: 1 });
+        o.primary_lost_for = Some(wait);
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+        // Not Terminating yet, unreachable: fenced (the pod is deleted when the fence call
+        // goes unanswered), never promoted over.
+        o.members[0] = Member {
+            terminating: false,
+            ..stalled.clone()
+        };
+        o.primary_lost_for = Some(Duration::from_secs(3600));
+        assert_eq!(decide(&p, &o), Action::Fence { serial: 1 });
+        // Terminating on a Ready node with its manager answering (not fenced): fenced
+        // through its API, not waited for.
+        o.members[0] = Member {
+            terminating: true,
+            ..member(1, StateRole::Starting, false, 1, 100, None)
+        };
+        assert_eq!(decide(&p, &o), Action::Fence { serial: 1 });
+        // Fenced through its API: promoted without waiting for the pod.
+        o.members[0] = Member {
+            terminating: true,
+            ..member(1, StateRole::Fenced, false, 1, 100, None)
+        };
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
     }
 }

@@ -127,12 +127,13 @@ impl Operator for PostgresOperator {
                 rule("", &["secrets", "services"], &["get", "create"]),
                 rule("policy", &["poddisruptionbudgets"], &["get", "create"]),
             ],
-            // Whether a StorageClass allows expansion, before growing the claims.
-            cluster: vec![rule(
-                "storage.k8s.io",
-                &["storageclasses"],
-                &["get", "list"],
-            )],
+            cluster: vec![
+                // Whether a StorageClass allows expansion, before growing the claims.
+                rule("storage.k8s.io", &["storageclasses"], &["get", "list"]),
+                // Whether an unanswering primary's node is Ready: then its kubelet kills
+                // what runs there before the pod object goes, which proves it stopped.
+                rule("", &["nodes"], &["get"]),
+            ],
         }
     }
 

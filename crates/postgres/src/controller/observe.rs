@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
@@ -23,6 +23,8 @@ use super::build::{selector, HTTP_PORT, PG_PORT};
 pub struct PodSeen {
     pub ip: Option<IpAddr>,
     pub terminating: bool,
+    /// The node it is bound to (`spec.nodeName`).
+    pub node: Option<String>,
     /// The role label it carries.
     pub role_label: Option<String>,
     /// The hash of the spec it was built from (`contract::TEMPLATE_ANNOTATION`).
@@ -36,6 +38,8 @@ pub struct Snapshot {
     pub pods: BTreeMap<u32, PodSeen>,
     pub claims: BTreeSet<u32>,
     pub states: BTreeMap<u32, InstanceState>,
+    /// The nodes of unanswering pods that are not Ready or no longer exist.
+    pub lost_nodes: BTreeSet<String>,
 }
 
 /// The cluster's claims (its instances' data and its backup volume), listed before the spec
@@ -74,6 +78,7 @@ pub async fn observe(
                     .and_then(|s| s.pod_ip.as_deref())
                     .and_then(|ip| ip.parse().ok()),
                 terminating: p.metadata.deletion_timestamp.is_some(),
+                node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
                 role_label: p.labels().get(super::build::ROLE_LABEL).cloned(),
                 uid: p.metadata.uid.clone(),
                 template: p
@@ -107,7 +112,35 @@ pub async fn observe(
             seen.states.insert(serial, s);
         }
     }
+    // Only the nodes of pods that did not answer matter: whether a kubelet there will kill
+    // what still runs decides how an unanswering primary's absence is proven.
+    let unanswered: BTreeSet<String> = seen
+        .pods
+        .iter()
+        .filter(|(serial, _)| !seen.states.contains_key(serial))
+        .filter_map(|(_, p)| p.node.clone())
+        .collect();
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in unanswered {
+        match nodes.get_opt(&name).await {
+            Ok(Some(n)) if node_ready(&n) => {}
+            Ok(_) => {
+                seen.lost_nodes.insert(name);
+            }
+            // Unknown counts as Ready: the failover then waits for the pod to be gone
+            // rather than trusting a self-fence it cannot prove.
+            Err(e) => tracing::warn!(node = %name, error = %e, "reading the node failed"),
+        }
+    }
     Ok(seen)
+}
+
+/// The node reports Ready=True; NotReady and Unknown (a silent kubelet) do not.
+fn node_ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 impl Snapshot {
@@ -149,6 +182,11 @@ impl Snapshot {
                 pod: self.pods.contains_key(&serial),
                 claim: self.claims.contains(&serial),
                 terminating: self.pods.get(&serial).is_some_and(|p| p.terminating),
+                node_lost: self
+                    .pods
+                    .get(&serial)
+                    .and_then(|p| p.node.as_ref())
+                    .is_some_and(|n| self.lost_nodes.contains(n)),
                 outdated: self
                     .pods
                     .get(&serial)

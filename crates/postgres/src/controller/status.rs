@@ -420,6 +420,9 @@ fn phase(action: &Action, no_primary: bool) -> (Phase, Reason) {
         | Action::Wait(Wait::PrimaryMissed { .. })
         | Action::Wait(Wait::FailoverQuorum { .. })
         | Action::Wait(Wait::PrimaryIsolating { .. }) => (Phase::FailingOver, Reason::PrimaryLost),
+        Action::Wait(Wait::PrimaryTerminating { .. }) => {
+            (Phase::FailingOver, Reason::PrimaryTerminating)
+        }
         Action::Wait(Wait::PrimaryFenced { .. }) => (Phase::Healthy, Reason::Fenced),
         Action::Wait(Wait::PrimaryStarting { .. }) => (Phase::Recovering, Reason::Starting),
         Action::CreateSeed { restore: true, .. } => (Phase::Recovering, Reason::CreatingSeed),
@@ -464,6 +467,12 @@ pub fn describe(plan: &Plan, action: &Action) -> String {
              failing over in {}s, once it has fenced itself for want of the operator and its \
              replicas",
             remaining.as_secs()
+        ),
+        Action::Wait(Wait::PrimaryTerminating { serial }) => format!(
+            "{} does not answer and its pod is terminating on a Ready node: its PostgreSQL may \
+             still take writes until the kubelet kills it at the end of the grace period; \
+             promoting a replica once that pod is gone",
+            n(serial)
         ),
         Action::Wait(Wait::PrimaryFenced { serial }) => {
             format!(
@@ -559,6 +568,7 @@ mod tests {
                 PodSeen {
                     ip: Some(format!("127.0.0.{serial}").parse().expect("ip")),
                     terminating: false,
+                    node: None,
                     role_label: None,
                     template: None,
                     uid: None,
