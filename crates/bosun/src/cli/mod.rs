@@ -7,6 +7,7 @@ mod manager_flags;
 #[cfg(feature = "builtin")]
 mod pg;
 mod render;
+mod rest;
 mod run;
 mod scaffold;
 mod scorecard;

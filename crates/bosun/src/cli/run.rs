@@ -277,7 +277,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics_auth: args.metrics_secure || args.sdk.metrics_require_rbac,
         ..Default::default()
     };
-    trim_heap_periodically();
+    super::rest::hand_back_periodically();
     let mut manager = Manager::new(client, config);
     if args.leader_elect {
         // Its own connections and no shared rate limit: lease renewals never queue behind
@@ -298,30 +298,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .await?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// glibc's malloc keeps memory freed after a burst (parsing the initial LISTs, a wave of
-/// reconciles) in its arenas, so RSS stays at the peak. Handing it back every 10 s keeps the
-/// steady RSS near the live heap (see BENCHMARKS.md).
-fn trim_heap_periodically() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    tokio::spawn(async {
-        let mut tick = tokio::time::interval(Duration::from_secs(10));
-        loop {
-            tick.tick().await;
-            // SAFETY: malloc_trim only releases free memory; no pointer is touched.
-            unsafe {
-                libc::malloc_trim(0);
-            }
-            #[cfg(feature = "heap-stats")]
-            tracing::info!(
-                live_bytes = bosun_runtime::heap::live(),
-                peak_bytes = bosun_runtime::heap::peak(),
-                allocations = bosun_runtime::heap::allocations(),
-                "heap"
-            );
-        }
-    });
 }
 
 #[cfg(test)]
