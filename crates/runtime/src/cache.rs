@@ -416,6 +416,31 @@ where
     reflect_events(events, dyntype, false)
 }
 
+/// [`reflect_observed`] with its watch configuration read when the watch starts (first
+/// polled), not when it is built: a controller learns its shard's label selector after the
+/// operator built its primary watch.
+pub(crate) fn reflect_observed_lazy<K>(
+    api: Api<K>,
+    dyntype: K::DynamicType,
+    cfg: impl FnOnce() -> watcher::Config + Send + 'static,
+    observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
+    mut slim: impl FnMut(&mut K) + Send + 'static,
+) -> (Store<K>, ObjectStream<K>, Synced)
+where
+    K: Resource,
+    K: Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    let events = futures::stream::once(async move {
+        watch_events(api, cfg(), observe, move |o: &mut K| {
+            o.meta_mut().managed_fields = None;
+            slim(o);
+        })
+    })
+    .flatten();
+    reflect_events(events, dyntype, false)
+}
+
 /// Objects per page of a watch's initial (and re-)LIST: each page is one response body held
 /// and parsed at once, and every cache lists at the same moment on a start. kube-runtime's
 /// default is 500.

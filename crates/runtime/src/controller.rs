@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::stream::{BoxStream, SelectAll};
@@ -37,12 +37,12 @@ use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 pub use crate::cache::Origin;
-use crate::cache::{reflect_observed, ObjectStream, Synced};
+use crate::cache::{reflect_observed_lazy, ObjectStream, Synced};
 use crate::error::{Categorized, ErrorCategory};
 use crate::manager::{ControllerContext, Leading, Scope};
 use crate::metrics::ControllerMetrics;
 use crate::queue::QueueConfig;
-use crate::runner::{Next, Runner};
+use crate::runner::{Handoff, Next, Runner};
 use crate::status::StatusWriter;
 
 /// A stream of "reconcile this object" requests, each with where it came from (a watch
@@ -62,6 +62,21 @@ where
     /// UID bits → what about the object moves when more than its status changed; filled only
     /// with [`Primary::skip_status_only`].
     seen: Seen,
+    /// The namespace watched (None: all) and the operator's own label selector: where the
+    /// sharder places this kind's objects.
+    namespace: Option<String>,
+    selector: Option<String>,
+    /// Set by the controller when sharding is on, before the watch starts.
+    shard: Arc<OnceLock<ShardHook<K>>>,
+}
+
+/// What the primary watch of a sharded controller needs: its shard's label selector, and
+/// where to tell the runner that an object is to be handed back.
+struct ShardHook<K: Resource> {
+    selector: String,
+    drain_label: String,
+    drains: tokio::sync::mpsc::UnboundedSender<ObjectRef<K>>,
+    dyntype: K::DynamicType,
 }
 
 /// Told the UID of every primary object that goes.
@@ -123,12 +138,27 @@ where
         let told = forget.clone();
         let seen = Seen::default();
         let gone = seen.clone();
-        let (store, stream, synced) = reflect_observed(
+        let namespace = api.namespace().map(str::to_string);
+        let selector = cfg.label_selector.clone();
+        let shard: Arc<OnceLock<ShardHook<K>>> = Arc::default();
+        let (hook, watched) = (shard.clone(), shard.clone());
+        let (store, stream, synced) = reflect_observed_lazy(
             api,
             dyntype.clone(),
-            cfg,
-            move |ev: &watcher::Event<K>| {
-                if let watcher::Event::Delete(o) = ev {
+            move || match watched.get() {
+                // This replica's shard only: the cache holds no other object of the kind.
+                Some(h) => {
+                    let mut cfg = cfg;
+                    cfg.label_selector = Some(match cfg.label_selector.take() {
+                        Some(own) if !own.is_empty() => format!("{own},{}", h.selector),
+                        _ => h.selector.clone(),
+                    });
+                    cfg
+                }
+                None => cfg,
+            },
+            move |ev: &watcher::Event<K>| match ev {
+                watcher::Event::Delete(o) => {
                     if let Some(uid) = o.meta().uid.as_deref() {
                         for s in told.lock().unwrap_or_else(|e| e.into_inner()).iter() {
                             s.forget(uid);
@@ -136,6 +166,18 @@ where
                         gone.forget(uid);
                     }
                 }
+                // A drain request reaches the runner whatever the operator's trigger filter
+                // makes of a label change.
+                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                    if let Some(h) = hook.get() {
+                        if o.labels().contains_key(&h.drain_label) {
+                            let _ = h
+                                .drains
+                                .send(ObjectRef::from_obj_with(o, h.dyntype.clone()));
+                        }
+                    }
+                }
+                _ => {}
             },
             slim,
         );
@@ -146,6 +188,9 @@ where
             dyntype,
             forget,
             seen,
+            namespace,
+            selector,
+            shard,
         }
     }
 
@@ -586,6 +631,42 @@ impl ControllerContext {
         caches.extend(w.caches);
         let dyntype = w.primary.dyntype.clone();
         let mut sources = SelectAll::new();
+        // Sharded: the primary watch selects this replica's shard, drain requests come as
+        // triggers of their own, and this controller places its kind's objects whenever this
+        // replica holds the sharder Lease.
+        let mut handoff = None;
+        let mut placing = None;
+        if let Some(shard) = &self.shard {
+            let labels = crate::shard::Labels::for_operator(&self.name);
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let hook = ShardHook {
+                selector: shard.selector(&self.name),
+                drain_label: labels.drain.clone(),
+                drains: tx,
+                dyntype: dyntype.clone(),
+            };
+            if w.primary.shard.set(hook).is_err() {
+                tracing::error!("a primary watch wired twice: not sharded");
+            }
+            sources.push(tokio_stream_of(rx).map(|r| (r, Origin::Event)).boxed());
+            handoff = Some(Handoff {
+                drain_label: labels.drain.clone(),
+                release: release_fn::<K>(
+                    self.client.clone(),
+                    labels.clone(),
+                    kube::core::ApiResource::erase::<K>(&dyntype),
+                ),
+            });
+            placing = Some(crate::shard::kind::run(
+                shard.clone(),
+                labels,
+                crate::shard::kind::Scope {
+                    resource: kube::core::ApiResource::erase::<K>(&dyntype),
+                    namespace: w.primary.namespace.clone(),
+                    selector: w.primary.selector.clone(),
+                },
+            ));
+        }
         sources.push(
             log_errors(w.primary.stream)
                 .map(move |(o, origin)| (ObjectRef::from_obj_with(&o, dyntype.clone()), origin))
@@ -601,6 +682,7 @@ impl ControllerContext {
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
             gate: gate(caches, self.leading.clone(), self.shutdown.clone()).boxed(),
+            handoff,
         };
         let work = move |obj: Arc<K>| {
             let shared = shared.clone();
@@ -621,8 +703,67 @@ impl ControllerContext {
             .instrument(tracing::Span::current())
             .boxed()
         };
-        runner.run(sources, work)
+        let run = runner.run(sources, work);
+        async move {
+            match placing {
+                None => run.await,
+                Some(placing) => {
+                    // Placing never ends the controller: it stops with it.
+                    let placing = async move {
+                        placing.await;
+                        std::future::pending::<()>().await
+                    };
+                    tokio::select! {
+                        _ = run => {}
+                        _ = placing => {}
+                    }
+                }
+            }
+        }
     }
+}
+
+/// A receiver as a stream.
+fn tokio_stream_of<T: Send + 'static>(
+    rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> BoxStream<'static, T> {
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (t, rx)) }).boxed()
+}
+
+/// Hands an object back to the sharder: removes its shard and drain labels, through the
+/// operators' (fenced) client. The runner calls it only when no reconcile of the object runs.
+fn release_fn<K>(
+    client: kube::Client,
+    labels: crate::shard::Labels,
+    resource: kube::core::ApiResource,
+) -> Arc<dyn Fn(Arc<K>) -> futures::future::BoxFuture<'static, Next> + Send + Sync>
+where
+    K: Resource + Send + Sync + 'static,
+{
+    Arc::new(move |obj: Arc<K>| {
+        let api = crate::shard::kind::api(client.clone(), &resource, obj.namespace().as_deref());
+        let name = obj.name_any();
+        let body = serde_json::json!({
+            "metadata": { "labels": { labels.shard.clone(): null, labels.drain.clone(): null } }
+        });
+        async move {
+            match api
+                .patch_metadata(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&body))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(name = %name, "handed back to the sharder");
+                    Next::After(None)
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => Next::After(None),
+                Err(e) => {
+                    tracing::warn!(error = %e, name = %name, "could not hand an object back; retrying");
+                    Next::Retry(Duration::from_secs(1))
+                }
+            }
+        }
+        .boxed()
+    })
 }
 
 /// Wraps one reconcile: a span carrying namespace/name, the duration histogram, and the

@@ -14,6 +14,7 @@
 //!   desired state is already what the cache holds; [`status`] writes status only on change;
 //!   [`conditions`] keeps `lastTransitionTime` honest; [`events`] publishes Kubernetes Events;
 //! * [`client::client`] is the API client: kube's stack over a pool that lets idle connections go;
+//! * [`shard`] spreads every operator's objects over the replicas, on Leases and labels;
 //! * [`webhook`] serves admission and conversion webhooks over HTTPS for any operator.
 pub mod apply;
 pub mod auth;
@@ -41,6 +42,7 @@ pub mod ratelimit;
 pub mod rbac;
 pub mod resources;
 pub(crate) mod runner;
+pub mod shard;
 pub mod status;
 pub mod telemetry;
 pub mod webhook;

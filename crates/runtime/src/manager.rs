@@ -94,8 +94,11 @@ pub struct ControllerContext {
     /// Cancelled on graceful shutdown: stop taking work, let in-flight reconciles finish.
     pub shutdown: CancellationToken,
     /// Whether this replica leads: a warm standby runs its watches, and its reconciles wait
-    /// for this.
+    /// for this. Sharded: whether it holds its membership Lease.
     pub leading: Leading,
+    /// Set when objects are sharded across replicas ([`crate::shard`]): the controllers
+    /// watch their shard only, and place objects while this replica holds the sharder Lease.
+    pub shard: Option<crate::shard::ShardContext>,
 }
 
 /// Whether this replica leads (always, without leader election).
@@ -198,6 +201,14 @@ pub struct Manager {
     health: Health,
     operators: Vec<Arc<dyn Operator>>,
     fence: Option<Fence>,
+    sharding: Option<Sharding>,
+}
+
+/// Sharding settings handed to the manager.
+struct Sharding {
+    config: crate::shard::ShardConfig,
+    client: Client,
+    fence: Fence,
 }
 
 impl Manager {
@@ -210,7 +221,28 @@ impl Manager {
             health: Health::default(),
             operators: Vec::new(),
             fence: None,
+            sharding: None,
         }
+    }
+
+    /// Shards every operator's objects across the replicas ([`crate::shard`]) in place of
+    /// leader election (the manager's `leader` setting is then unused): this replica holds
+    /// the membership Lease of `config` (which moves the operators' fence, see
+    /// [`Manager::with_fence`]) and, when it holds the sharder Lease, places objects through
+    /// `sharder_client`, which must be fenced by `sharder_fence`. Needs a
+    /// [`Manager::with_leader_client`] without a fence.
+    pub fn with_sharding(
+        mut self,
+        config: crate::shard::ShardConfig,
+        sharder_client: Client,
+        sharder_fence: Fence,
+    ) -> Self {
+        self.sharding = Some(Sharding {
+            config,
+            client: sharder_client,
+            fence: sharder_fence,
+        });
+        self
     }
 
     /// The fence built into `client` ([`crate::client::client_fenced`]): leader election
@@ -297,7 +329,37 @@ impl Manager {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ManagerError> {
         tokio::pin!(shutdown);
-        let mut elector = match &self.config.leader {
+        // Sharded: the membership Lease takes the leader Lease's place (every replica holds
+        // its own, so each leads its shard), and the sharder runs beside the operators.
+        let (leader, shard) = match &self.sharding {
+            Some(sh) => {
+                let (tx, rx) = tokio::sync::watch::channel(None);
+                let reports = crate::shard::Reports::default();
+                let coordinator = crate::shard::coordinator::Coordinator {
+                    cfg: sh.config.clone(),
+                    leader_client: self.leader_client.clone().unwrap_or(self.client.clone()),
+                    sharder_client: sh.client.clone(),
+                    fence: sh.fence.clone(),
+                    view: tx,
+                    reports: reports.clone(),
+                };
+                let ctx = crate::shard::ShardContext {
+                    member: sh.config.identity().to_string(),
+                    sharder_client: sh.client.clone(),
+                    view: rx,
+                    reports,
+                };
+                (Some(sh.config.member_lease()), Some((coordinator, ctx)))
+            }
+            None => (self.config.leader.clone(), None),
+        };
+        let (coordinator, shard) = match shard {
+            Some((c, ctx)) => (Some(c), Some(ctx)),
+            None => (None, None),
+        };
+        let placing = coordinator.map(|c| tokio::spawn(c.run()));
+        let _stop_placing = placing.map(AbortOnDrop);
+        let mut elector = match &leader {
             Some(cfg) => {
                 let client = self.leader_client.as_ref().unwrap_or(&self.client);
                 let el = LeaderElector::new(client.clone(), cfg.clone())?;
@@ -312,16 +374,14 @@ impl Manager {
             }
             None => None,
         };
-        let lease = self
-            .config
-            .leader
+        let lease = leader
             .as_ref()
             .map(|l| l.lease_name.clone())
             .unwrap_or_default();
         loop {
             let (leading, gate) = tokio::sync::watch::channel(elector.is_none());
             let token = CancellationToken::new();
-            let mut tasks = self.start_operators(&token, Leading(gate));
+            let mut tasks = self.start_operators(&token, Leading(gate), shard.clone());
             if let Some(el) = elector.as_mut() {
                 self.health.set_role(Role::Standby);
                 self.metrics.set_leader(&lease, false);
@@ -380,7 +440,12 @@ impl Manager {
     }
 
     /// Starts every operator; their reconciles wait for `leading`.
-    fn start_operators(&self, token: &CancellationToken, leading: Leading) -> JoinSet<Ran> {
+    fn start_operators(
+        &self,
+        token: &CancellationToken,
+        leading: Leading,
+        shard: Option<crate::shard::ShardContext>,
+    ) -> JoinSet<Ran> {
         let mut tasks = JoinSet::new();
         for op in &self.operators {
             self.health.register(op.name());
@@ -393,6 +458,7 @@ impl Manager {
                 name: op.name().to_string(),
                 shutdown: token.clone(),
                 leading: leading.clone(),
+                shard: shard.clone(),
             };
             let name = op.name().to_string();
             let fut = op
@@ -500,6 +566,15 @@ impl Manager {
             Err(_) => tracing::warn!("could not release the lease: timed out"),
         }
         self.metrics.set_leader(lease, false);
+    }
+}
+
+/// Aborts a task when dropped (the sharder's, when the manager returns).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -50,6 +50,16 @@ where
     pub shutdown: CancellationToken,
     /// Resolves true once reconciles may start; false: they never will in this run.
     pub gate: BoxFuture<'static, bool>,
+    /// Sharded: how an object labelled for draining is handed back instead of reconciled.
+    pub handoff: Option<Handoff<K>>,
+}
+
+/// A sharded controller's hand-off: an object carrying `drain_label` is not reconciled any
+/// more; once no reconcile of it runs (the queue never starts a key twice), `release` hands
+/// it back. It runs as the key's work, so nothing else of that key starts meanwhile.
+pub(crate) struct Handoff<K> {
+    pub drain_label: String,
+    pub release: Arc<dyn Fn(Arc<K>) -> BoxFuture<'static, Next> + Send + Sync>,
 }
 
 impl<K> Runner<K>
@@ -69,6 +79,7 @@ where
             metrics,
             shutdown,
             gate,
+            handoff,
         } = self;
         metrics.set_max_concurrent_reconciles(concurrency);
         let mut queue = Queue::new(config);
@@ -88,7 +99,19 @@ where
                     match store.get(&p.key) {
                         Some(obj) => {
                             let guard = metrics.work_started(p.priority, p.waited);
-                            let handle = running.spawn(work(obj));
+                            let job = match &handoff {
+                                Some(h)
+                                    if obj
+                                        .meta()
+                                        .labels
+                                        .as_ref()
+                                        .is_some_and(|l| l.contains_key(&h.drain_label)) =>
+                                {
+                                    (h.release)(obj)
+                                }
+                                _ => work(obj),
+                            };
+                            let handle = running.spawn(job);
                             keys.insert(handle.id(), (p.key, guard));
                         }
                         None => {

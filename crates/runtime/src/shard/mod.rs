@@ -1,0 +1,266 @@
+//! Sharding across replicas: every replica reconciles its own share of each operator's
+//! objects, on Leases and labels only (timebertt/kubernetes-controller-sharding's design).
+//!
+//! * **Members.** Each replica holds a membership Lease, `<lease>-member-<identity>`, with
+//!   the leader election's timings, and its operators' client carries the write fence that
+//!   Lease moves ([`crate::fence`]): a replica that cannot renew stops writing before anyone
+//!   may count it gone.
+//! * **The sharder.** The replica that holds `<lease>-sharder` places objects
+//!   ([`coordinator`], [`kind`]): it labels each primary object
+//!   `shard.bosun.dev/<operator>: <member>`, the member the UID hashes to among the live
+//!   members ([`ring`]). Its label writes go through a client fenced by that Lease, and each
+//!   carries the `resourceVersion` it decided on.
+//! * **Each replica caches only its shard.** The primary watch selects
+//!   `shard.bosun.dev/<operator>=<member>` (see [`crate::controller::Primary`]).
+//! * **A move is a hand-off, never an overlap.** To move an object away from a live member
+//!   the sharder labels it `drain.bosun.dev/<operator>`; that member starts no reconcile of
+//!   it any more, waits for the one running, and removes both labels; only then does the
+//!   sharder write the new member ([`place`]). A member whose Lease expired (`kill -9`) or
+//!   was released (a graceful leave, after its in-flight reconciles ended) is not asked: the
+//!   sharder first takes its Lease over (an update on the `resourceVersion` it judged expired,
+//!   so a late renewal and the takeover cannot both win), keeps renewing it while objects
+//!   carry that member's label, and relabels them at once. A replica that restarts under
+//!   the same name waits for that Lease like a standby, so it never works an object the
+//!   sharder is moving; once none is labelled with it, the sharder deletes the Lease.
+//!
+//! What it does not do: children are cached whole by every replica (a child's event for an
+//! object of another shard is dropped by the queue, which finds no such object in the
+//! shard's cache); a role that falls back to real Ansible writes through its own, unfenced
+//! client (as with leader election).
+pub mod coordinator;
+pub mod kind;
+pub mod place;
+pub mod ring;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use kube::Client;
+use tokio::sync::watch;
+
+use crate::leader::LeaderConfig;
+pub use place::MemberView;
+
+/// The prefix of the label that names an object's member, per operator.
+pub const SHARD_LABEL: &str = "shard.bosun.dev/";
+/// The prefix of the label that asks a member to hand an object back, per operator.
+pub const DRAIN_LABEL: &str = "drain.bosun.dev/";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    #[error(
+        "the replica's identity {0:?} cannot name a shard: it must be 1-63 lowercase letters, \
+         digits, '-' or '.', starting and ending with a letter or digit (set POD_NAME to \
+         the pod's name)"
+    )]
+    Identity(String),
+    #[error(transparent)]
+    Timing(#[from] crate::leader::LeaderError),
+}
+
+/// Sharding settings: the leader election's Lease name (a prefix here), namespace, this
+/// replica's identity (the member name written on its objects) and timings.
+#[derive(Clone, Debug)]
+pub struct ShardConfig {
+    leases: LeaderConfig,
+}
+
+impl ShardConfig {
+    pub fn new(leases: LeaderConfig) -> Result<Self, ShardError> {
+        leases.validate()?;
+        if !is_member_name(&leases.identity) {
+            return Err(ShardError::Identity(leases.identity.clone()));
+        }
+        Ok(ShardConfig { leases })
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.leases.identity
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.leases.namespace
+    }
+
+    /// This replica's membership Lease.
+    pub fn member_lease(&self) -> LeaderConfig {
+        LeaderConfig {
+            lease_name: format!("{}{}", self.member_prefix(), self.leases.identity),
+            ..self.leases.clone()
+        }
+    }
+
+    /// The Lease whose holder places objects.
+    pub fn sharder_lease(&self) -> LeaderConfig {
+        LeaderConfig {
+            lease_name: format!("{}-sharder", self.leases.lease_name),
+            ..self.leases.clone()
+        }
+    }
+
+    pub(crate) fn member_prefix(&self) -> String {
+        format!("{}-member-", self.leases.lease_name)
+    }
+
+    pub(crate) fn timings(&self) -> &LeaderConfig {
+        &self.leases
+    }
+}
+
+/// A member name must be a label value and the tail of a Lease name alike.
+fn is_member_name(s: &str) -> bool {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| ok(c) || c == '-' || c == '.')
+        && s.chars().next().is_some_and(ok)
+        && s.chars().last().is_some_and(ok)
+}
+
+/// The shard and drain label keys of one operator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Labels {
+    pub shard: String,
+    pub drain: String,
+}
+
+impl Labels {
+    pub fn for_operator(operator: &str) -> Self {
+        let name = label_name(operator);
+        Labels {
+            shard: format!("{SHARD_LABEL}{name}"),
+            drain: format!("{DRAIN_LABEL}{name}"),
+        }
+    }
+}
+
+/// An operator's name as the name part of a label key: at most 63 characters of
+/// `[A-Za-z0-9._-]`, starting and ending with a letter or digit; a longer name keeps its
+/// start and a hash of the whole, so two long names stay apart.
+pub fn label_name(operator: &str) -> String {
+    let mapped: String = operator
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = mapped.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    let name = if trimmed.len() <= 63 {
+        trimmed.to_string()
+    } else {
+        let h = fnv(operator);
+        let head = trimmed[..54].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+        format!("{head}-{:08x}", h & 0xffff_ffff)
+    };
+    if name.is_empty() {
+        "operator".into()
+    } else {
+        name
+    }
+}
+
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// What each kind's placement loop reports to the coordinator: the members its objects are
+/// labelled with, once its view has synced (a takeover Lease is deleted only when no kind
+/// has an object on that member).
+#[derive(Clone, Default)]
+pub(crate) struct Reports(Arc<Mutex<HashMap<u64, HashSet<String>>>>);
+
+impl Reports {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, HashSet<String>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn report(&self, kind: u64, members: HashSet<String>) {
+        self.lock().insert(kind, members);
+    }
+
+    pub(crate) fn forget(&self, kind: u64) {
+        self.lock().remove(&kind);
+    }
+
+    /// Every member some kind has objects on.
+    pub(crate) fn in_use(&self) -> HashSet<String> {
+        self.lock().values().flatten().cloned().collect()
+    }
+
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+}
+
+/// What a controller gets from the manager when sharding is on.
+#[derive(Clone)]
+pub struct ShardContext {
+    pub(crate) member: String,
+    /// The client of the sharder's label writes, fenced by the sharder Lease.
+    pub(crate) sharder_client: Client,
+    /// The members, published each round while this replica holds the sharder Lease.
+    pub(crate) view: watch::Receiver<Option<Arc<MemberView>>>,
+    pub(crate) reports: Reports,
+}
+
+impl ShardContext {
+    /// The member name this replica writes on its objects.
+    pub fn member(&self) -> &str {
+        &self.member
+    }
+
+    /// The label selector of this replica's share of `operator`'s objects.
+    pub fn selector(&self, operator: &str) -> String {
+        format!("{}={}", Labels::for_operator(operator).shard, self.member)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_names_are_label_values_and_lease_name_tails() {
+        for ok in ["bosun-0", "bosun-7d9f8-x2k4q", "a", "a.b-1"] {
+            assert!(is_member_name(ok), "{ok}");
+        }
+        for bad in ["", "Bosun", "-a", "a-", "a_b", "a/b", &"a".repeat(64)] {
+            assert!(!is_member_name(bad), "{bad}");
+        }
+        let e = ShardConfig::new(LeaderConfig::new("l", "ns", "Not_A_Pod"))
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("Not_A_Pod") && e.contains("POD_NAME"), "{e}");
+    }
+
+    #[test]
+    fn lease_names_derive_from_the_leader_lease() {
+        let c = ShardConfig::new(LeaderConfig::new("bosun-leader", "ns", "bosun-0")).expect("ok");
+        assert_eq!(c.member_lease().lease_name, "bosun-leader-member-bosun-0");
+        assert_eq!(c.sharder_lease().lease_name, "bosun-leader-sharder");
+        assert_eq!(c.member_lease().identity, "bosun-0");
+    }
+
+    #[test]
+    fn label_names_are_valid_and_distinct() {
+        assert_eq!(
+            Labels::for_operator("bookstore").shard,
+            "shard.bosun.dev/bookstore"
+        );
+        assert_eq!(
+            label_name("BookStore.cache.example.com/v1"),
+            "BookStore.cache.example.com-v1"
+        );
+        let a = label_name(&format!("{}-a", "x".repeat(80)));
+        let b = label_name(&format!("{}-b", "x".repeat(80)));
+        assert!(a.len() <= 63 && b.len() <= 63);
+        assert_ne!(a, b);
+        assert_eq!(label_name("//"), "operator");
+    }
+}
