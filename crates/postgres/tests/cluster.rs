@@ -1507,13 +1507,27 @@ fn watch_writable(
     password: String,
     stop: Arc<AtomicUsize>,
 ) -> tokio::task::JoinHandle<usize> {
+    watch_writable_also(pods, password, Vec::new(), stop)
+}
+
+/// [`watch_writable`], also asking `also` (addresses whose pod may be gone while something
+/// may still listen there) at every poll.
+fn watch_writable_also(
+    pods: Api<Pod>,
+    password: String,
+    also: Vec<String>,
+    stop: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<usize> {
     tokio::spawn(async move {
         let mut most = 0;
         while stop.load(Ordering::Relaxed) == 0 {
-            let ips: Vec<String> = match pods.list(&Default::default()).await {
+            let mut ips: Vec<String> = match pods.list(&Default::default()).await {
                 Ok(list) => list.into_iter().filter_map(|p| p.status?.pod_ip).collect(),
                 Err(_) => Vec::new(),
             };
+            ips.extend(also.iter().cloned());
+            ips.sort();
+            ips.dedup();
             let writable = futures::future::join_all(ips.iter().map(|ip| {
                 let password = password.clone();
                 async move {
@@ -2449,4 +2463,201 @@ async fn a_restart_parameter_is_named_until_the_supervised_rollout_restarts_it()
             "{i}"
         );
     }
+}
+
+/// The PID of the instance manager of the pod with UID `uid` (the node agent runs it as a
+/// host process; its PostgreSQL children share its environment, not its arguments).
+fn manager_pid(uid: &str) -> Option<u32> {
+    let want = format!("BOSUN_PG_POD_UID={uid}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let environ = std::fs::read(e.path().join("environ")).ok()?;
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        let is_manager = args.len() >= 3 && args[1] == b"pg" && args[2] == b"instance";
+        (is_manager && environ.split(|b| *b == 0).any(|v| v == want.as_bytes())).then_some(pid)
+    })
+}
+
+/// Fields of `/proc/<pid>/stat` after the command name: state, ppid, pgrp, …
+fn proc_stat(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+fn signal(pid: u32, sig: i32) {
+    let pid = i32::try_from(pid).expect("pid");
+    // SAFETY: kill(2) with a PID this test found for the manager it means to signal.
+    let rc = unsafe { libc::kill(pid, sig) };
+    assert_eq!(
+        rc,
+        0,
+        "kill({pid}, {sig}): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Issue 32, M4 (the chaos `stall` case as a test): the primary's instance manager stopped
+/// (SIGSTOP) while its PostgreSQL runs on and takes writes, and never resumed. The fence
+/// goes unanswered within its bound, the operator deletes the pod, and the cluster waits,
+/// FailingOver with reason PrimaryTerminating and an Event, until the kubelet (the node
+/// agent) has killed the pod's process group — PostgreSQL with its manager — and removed the
+/// pod; only then is a replica promoted. Never two writable servers (the old address asked
+/// throughout, pod or not); with `synchronous: 1`, no acknowledged commit lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_whose_manager_is_stopped_is_failed_over_only_once_its_pod_is_gone() {
+    let e = env("pg-stall").await;
+    let admin = shared()
+        .await
+        .expect("control plane")
+        .client()
+        .await
+        .expect("admin");
+    e.create_spec(
+        "pgs",
+        serde_json::json!({"size": 3, "replication": {"synchronous": 1}}),
+    )
+    .await;
+    let s = e.healthy("pgs", 3).await;
+    let pw = e.password("pgs").await;
+    let first = s.current_primary.clone().expect("a primary");
+    let first_ip = ip_of(&s, &first);
+    let c = connect(&first_ip, &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text)")
+        .await
+        .expect("table");
+    let uid = e
+        .pods
+        .get(&first)
+        .await
+        .expect("primary pod")
+        .uid()
+        .expect("uid");
+    let manager = manager_pid(&uid).expect("the primary's instance manager process");
+    // PostgreSQL runs in the manager's process group, the one the kubelet kills at the end
+    // of the grace period: that kill is what proves the old primary stopped.
+    let backend: i32 = c
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("backend pid")
+        .get(0);
+    let backend = u32::try_from(backend).expect("pid");
+    let postmaster: u32 = proc_stat(backend).expect("backend stat")[1]
+        .parse()
+        .expect("ppid");
+    let group = |pid: u32| proc_stat(pid).map(|f| f[2].clone());
+    assert_eq!(
+        group(postmaster),
+        group(manager),
+        "postmaster {postmaster} and manager {manager} are in different process groups"
+    );
+    drop(c);
+
+    let stop = Arc::new(AtomicUsize::new(0));
+    let monitor = watch_writable_also(
+        e.pods.clone(),
+        pw.clone(),
+        vec![first_ip.clone()],
+        stop.clone(),
+    );
+    let writer = write_stream(e.clusters.clone(), "pgs", pw.clone(), stop.clone());
+    let count = |ip: String| {
+        let pw = pw.clone();
+        async move {
+            let c = connect(&ip, &pw).await.ok()?;
+            let n: i64 = c
+                .query_one("SELECT count(*) FROM t", &[])
+                .await
+                .ok()?
+                .get(0);
+            Some(n)
+        }
+    };
+    eventually(DEADLINE, || async {
+        (count(first_ip.clone()).await? >= 20).then_some(())
+    })
+    .await
+    .expect("the write stream commits");
+
+    signal(manager, libc::SIGSTOP);
+    // While its pod exists, nothing is promoted: the status says what it waits for.
+    let waiting = e
+        .status_until("pgs", "FailingOver waiting for the old pod", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::FailingOver)
+                && condition(s, "Ready")
+                    .is_some_and(|c| c.reason == "PrimaryTerminating" && c.message.contains(&first))
+        })
+        .await;
+    assert_eq!(
+        waiting.current_primary.as_deref(),
+        Some(first.as_str()),
+        "a new primary recorded while the old pod exists"
+    );
+    assert!(
+        e.pods
+            .get_opt(&first)
+            .await
+            .expect("get")
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_some()),
+        "the old primary's pod is not terminating"
+    );
+    assert!(has_event(&admin, &e.ns, "pgs", "PrimaryTerminating").await);
+
+    // The kubelet kills the group at the end of the grace period and removes the pod; then
+    // a replica is promoted and the old instance rejoins on a new pod.
+    let recovered = eventually(300, || async {
+        let s = e.clusters.get("pgs").await.ok()?.status?;
+        let pod = e.pods.get_opt(&first).await.ok()?;
+        (s.phase == Some(bosun_postgres::api::Phase::Healthy)
+            && s.ready_instances == 3
+            && s.current_primary.as_deref().is_some_and(|p| p != first)
+            && pod.is_some_and(|p| p.uid().as_deref() != Some(uid.as_str())))
+        .then_some(s)
+    })
+    .await;
+    let Some(s) = recovered else {
+        panic!(
+            "no failover once the stalled primary's pod was gone: {:#?}\n{}",
+            e.clusters.get("pgs").await.ok().and_then(|c| c.status),
+            e.logs("pgs").await
+        );
+    };
+    let state = proc_stat(postmaster).map(|f| f[0].clone());
+    assert!(
+        state.is_none() || state.as_deref() == Some("Z"),
+        "the old postmaster {postmaster} still runs ({state:?}) after its pod was removed"
+    );
+    let last = s.current_primary.clone().expect("a primary");
+    let now = count(ip_of(&s, &last)).await.expect("count");
+    eventually(DEADLINE, || async {
+        (count(ip_of(&s, &last)).await? >= now + 20).then_some(())
+    })
+    .await
+    .expect("the stream commits on the new primary");
+    stop.store(1, Ordering::Relaxed);
+    let acked = writer.await.expect("writer");
+    let most = monitor.await.expect("monitor");
+
+    let c = connect(&ip_of(&s, &last), &pw).await.expect("new primary");
+    let rows: std::collections::BTreeSet<String> = c
+        .query("SELECT v FROM t", &[])
+        .await
+        .expect("rows")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let lost: Vec<&String> = acked.iter().filter(|r| !rows.contains(*r)).collect();
+    eprintln!(
+        "stalled manager: acknowledged commits {}, lost {}",
+        acked.len(),
+        lost.len()
+    );
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged commits lost: {lost:?}",
+        lost.len(),
+        acked.len()
+    );
+    assert_eq!(most, 1, "two writable servers at once");
 }

@@ -23,6 +23,11 @@ const SQL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 use super::observe::Snapshot;
 use super::Error;
 
+/// The grace period of a pod deleted because its instance did not answer a fence. Never 0:
+/// with a grace period the kubelet removes the pod object only after killing its processes,
+/// which is what the failover waits for; a zero grace removes the object at once.
+pub const FENCE_KILL_GRACE_SECS: u32 = 15;
+
 /// What acting needs besides the decision.
 pub struct Act<'a> {
     pub client: &'a Client,
@@ -86,11 +91,13 @@ impl Act<'_> {
             Action::Fence { serial } => match self.instance(*serial) {
                 Some(api) => match api.fence().await {
                     Ok(()) => Ok(()),
-                    // Unreachable: only deleting its pod makes sure it is not writable.
-                    Err(ClientError::Transport { .. }) => self.delete_pod(*serial).await,
+                    // Unreachable or unanswering within the bound: the kubelet is the fence
+                    // of last resort. No promotion follows until the pod is gone (the
+                    // decision waits for it), so this never makes two writable primaries.
+                    Err(ClientError::Transport { .. }) => self.delete_to_fence(*serial).await,
                     Err(e) => Err(e.into()),
                 },
-                None => self.delete_pod(*serial).await,
+                None => self.delete_to_fence(*serial).await,
             },
             Action::Unfence { serial } => Ok(self.required(*serial)?.unfence().await?),
             Action::BeginSwitchover { from, .. } => Ok(self.required(*from)?.fence().await?),
@@ -240,6 +247,18 @@ impl Act<'_> {
             api.delete(&self.name(serial), &DeleteParams::default())
                 .await,
         )
+    }
+
+    /// Deletes the pod of an instance that did not answer a fence, with a short grace
+    /// period: a manager that ignored the fence will not run a clean shutdown either, and
+    /// the failover waits for the kubelet to kill the pod's processes and remove it.
+    async fn delete_to_fence(&self, serial: u32) -> Result<(), Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.plan.namespace);
+        let dp = DeleteParams {
+            grace_period_seconds: Some(FENCE_KILL_GRACE_SECS),
+            ..Default::default()
+        };
+        ignore_missing(api.delete(&self.name(serial), &dp).await)
     }
 
     async fn delete_claim(&self, serial: u32) -> Result<(), Error> {

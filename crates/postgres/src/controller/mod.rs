@@ -660,9 +660,13 @@ async fn restore_blocked(client: &Client, plan: &Plan) -> Result<Option<String>,
     })
 }
 
-/// An Event for every change the cycle makes (not for waiting).
+/// An Event for every change the cycle makes, and for the waits that hold a failover back
+/// (repeats are folded into one Event's series).
 async fn announce(pc: &PostgresCluster, ctx: &Context, plan: &Plan, action: &Action) {
     let (warning, reason) = match action {
+        // Waits that hold a failover back say what they wait for.
+        Action::Wait(Wait::PrimaryTerminating { .. }) => (true, Reason::PrimaryTerminating),
+        Action::Wait(Wait::PrimaryIsolating { .. }) => (true, Reason::PrimaryLost),
         Action::Wait(_) => return,
         Action::Fail(_) => (true, Reason::Failed),
         Action::CreateSeed { .. } => (false, Reason::CreatingSeed),
