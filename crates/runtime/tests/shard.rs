@@ -1,0 +1,469 @@
+//! Sharding across replicas on the real API server, each replica a process of its own (this
+//! test binary started again on an ignored test, so it can be stopped with SIGTERM or
+//! `kill -9` as a pod is).
+//!
+//! Every reconcile of the recorder operator writes its widget's ConfigMap twice — `begin`,
+//! then `end` — each write naming the replica. The test watches those ConfigMaps and keeps
+//! the writes in the order the API server stored them: two replicas reconciling one widget at
+//! once would show as a `begin` following another replica's `begin`. Replicas a and b start,
+//! c joins, b leaves gracefully, c is killed with `kill -9`; after each step the test waits
+//! for the placement it then asserts (every widget labelled with a live replica, reconciled
+//! by it since the step, each replica's cache holding exactly its share), and at the end
+//! asserts that no widget was ever reconciled by two replicas at once.
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bosun_runtime::cache::scoped_api;
+use bosun_runtime::client::{client_fenced, client_with, Pool};
+use bosun_runtime::fence::Fence;
+use bosun_runtime::leader::LeaderConfig;
+use bosun_runtime::manager::{ControllerContext, Manager, ManagerConfig, Operator, OperatorError};
+use bosun_runtime::rbac::Rbac;
+use bosun_runtime::shard::ShardConfig;
+use bosun_runtime::{Primary, Scope, Wiring};
+use bosun_testenv::{shared, test_namespace};
+use common::*;
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+
+const CHILD: &str = "BOSUN_TEST_SHARD_REPLICA";
+const LEASE: &str = "shardtest";
+const OPERATOR: &str = "recorder";
+const SHARD: &str = "shard.bosun.dev/recorder";
+const DRAIN: &str = "drain.bosun.dev/recorder";
+const REC_LABEL: &str = "bosun-test/recorder";
+const WIDGETS: usize = 24;
+
+struct Recorder {
+    identity: String,
+}
+
+struct RecCtx {
+    client: Client,
+    identity: String,
+    n: AtomicU64,
+}
+
+async fn record(w: &Widget, ctx: &RecCtx, phase: &str) -> Result<(), kube::Error> {
+    let ns = w.namespace().unwrap_or_default();
+    let name = format!("{}-rec", w.name_any());
+    let n = ctx.n.fetch_add(1, Ordering::SeqCst);
+    let cm = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": { "name": name, "labels": { REC_LABEL: "yes" } },
+        "data": { "widget": w.name_any(), "writer": ctx.identity, "phase": phase, "n": n.to_string() },
+    });
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
+    api.patch(
+        &name,
+        &PatchParams::apply(&format!("rec-{}", ctx.identity)).force(),
+        &Patch::Apply(&cm),
+    )
+    .await?;
+    Ok(())
+}
+
+/// begin, a pause, end; and again soon: each widget is being reconciled most of the time, so
+/// a second replica starting on it before the first let go would interleave its writes (the
+/// test fails so when the sharder moves objects without the drain hand-off).
+async fn reconcile(w: Arc<Widget>, ctx: Arc<RecCtx>) -> Result<Action, WidgetError> {
+    record(&w, &ctx, "begin").await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    record(&w, &ctx, "end").await?;
+    Ok(Action::requeue(Duration::from_millis(200)))
+}
+
+impl Operator for Recorder {
+    fn name(&self) -> &str {
+        OPERATOR
+    }
+    fn crds(&self) -> Vec<CustomResourceDefinition> {
+        Vec::new()
+    }
+    fn rbac(&self) -> Rbac {
+        Rbac::default()
+    }
+    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        let identity = self.identity.clone();
+        Box::pin(async move {
+            let client = ctx.client.clone();
+            ctx.run_controller(
+                |ns| {
+                    let primary =
+                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
+                    Wiring::new(
+                        primary,
+                        Arc::new(RecCtx {
+                            client: client.clone(),
+                            identity: identity.clone(),
+                            n: AtomicU64::new(0),
+                        }),
+                    )
+                },
+                reconcile,
+            )
+            .await;
+            Ok(())
+        })
+    }
+}
+
+/// A replica as `bosun run --sharding` builds one: the operators' client fenced by the
+/// membership Lease, the sharder's by the sharder Lease, the Leases written on a client of
+/// their own; bosun's default timings.
+async fn replica(
+    config: kube::Config,
+    ns: &str,
+    identity: &str,
+    metrics: SocketAddr,
+) -> anyhow::Result<Manager> {
+    let fence = Fence::new();
+    let client = client_fenced(config.clone(), None, Pool::default(), Some(&fence))?;
+    let sharder_fence = Fence::new();
+    let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))?;
+    let shard = ShardConfig::new(LeaderConfig::new(LEASE, ns, identity))?;
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.into()]),
+        concurrency: 4,
+        metrics_addr: Some(metrics),
+        ..Default::default()
+    };
+    Ok(Manager::new(client, cfg)
+        .with_leader_client(client_with(config, None, Pool::default())?)
+        .with_fence(fence)
+        .with_sharding(shard, sharder, sharder_fence)
+        .with_operator(Arc::new(Recorder {
+            identity: identity.into(),
+        })))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "not a test on its own: a replica that objects_move_between_replicas_without_overlap starts, stops and kills"]
+async fn shard_replica_process() {
+    let spec = std::env::var(CHILD).expect("started by the shard test only");
+    let [kubeconfig, ns, identity, metrics]: [&str; 4] = spec
+        .split('|')
+        .collect::<Vec<_>>()
+        .try_into()
+        .expect("kubeconfig|ns|identity|metrics");
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
+    let m = replica(config, ns, identity, metrics.parse().expect("metrics"))
+        .await
+        .expect("replica");
+    m.run(bosun_runtime::manager::shutdown_signal(), |_| {})
+        .await
+        .expect("manager");
+}
+
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+}
+
+struct Replica {
+    name: &'static str,
+    child: tokio::process::Child,
+    metrics: SocketAddr,
+}
+
+fn start(cp_kubeconfig: &std::path::Path, ns: &str, name: &'static str) -> Replica {
+    let metrics = free_addr();
+    let child = tokio::process::Command::new(std::env::current_exe().expect("exe"))
+        .args([
+            "shard_replica_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(
+            CHILD,
+            format!("{}|{ns}|{name}|{metrics}", cp_kubeconfig.display()),
+        )
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn a replica");
+    Replica {
+        name,
+        child,
+        metrics,
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// One stored write of a recorder ConfigMap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Write {
+    /// The watch listed (again): writes could have been missed.
+    List,
+    Rec {
+        widget: String,
+        writer: String,
+        phase: String,
+    },
+}
+
+/// Every recorder write, in the order the API server stored them.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<Write>>>);
+
+impl Log {
+    fn watch(&self, client: &Client, ns: &str) -> tokio::task::JoinHandle<()> {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let cfg = watcher::Config::default().labels(&format!("{REC_LABEL}=yes"));
+        let log = self.0.clone();
+        tokio::spawn(async move {
+            let mut events = watcher(api, cfg).boxed();
+            while let Some(ev) = events.next().await {
+                let w = match ev {
+                    Ok(watcher::Event::Apply(cm)) => {
+                        let d = cm.data.unwrap_or_default();
+                        let get = |k: &str| d.get(k).cloned().unwrap_or_default();
+                        Write::Rec {
+                            widget: get("widget"),
+                            writer: get("writer"),
+                            phase: get("phase"),
+                        }
+                    }
+                    Ok(watcher::Event::Init) => Write::List,
+                    _ => continue,
+                };
+                log.lock().expect("lock").push(w);
+            }
+        })
+    }
+
+    fn snapshot(&self) -> Vec<Write> {
+        self.0.lock().expect("lock").clone()
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().expect("lock").len()
+    }
+
+    /// Whether `widget` has an `end` by `writer` stored at or after position `from`.
+    fn ended_since(&self, from: usize, widget: &str, who: &str) -> bool {
+        self.snapshot().iter().skip(from).any(|w| {
+            matches!(w, Write::Rec { widget: x, writer, phase } if x == widget && writer == who && phase == "end")
+        })
+    }
+}
+
+/// Widgets by name → the replica their shard label names (None: unlabelled), and whether any
+/// carries a drain label.
+async fn placement(widgets: &Api<Widget>) -> Option<(BTreeMap<String, Option<String>>, bool)> {
+    let list = widgets.list(&ListParams::default()).await.ok()?;
+    let draining = list.items.iter().any(|w| w.labels().contains_key(DRAIN));
+    let map = list
+        .items
+        .iter()
+        .map(|w| (w.name_any(), w.labels().get(SHARD).cloned()))
+        .collect();
+    Some((map, draining))
+}
+
+/// Waits until every widget is labelled with one of `live`, none is draining, each is
+/// reconciled (an `end` stored) by its replica since log position `from`, every replica in
+/// `must_own` owns some, and each live replica's cache holds exactly its widgets. Returns the
+/// placement.
+async fn settled(
+    widgets: &Api<Widget>,
+    log: &Log,
+    from: usize,
+    live: &[&Replica],
+    must_own: &[&str],
+) -> BTreeMap<String, String> {
+    let found = eventually(120, || async {
+        let (map, draining) = placement(widgets).await?;
+        if draining {
+            return None;
+        }
+        let mut placed = BTreeMap::new();
+        for (w, owner) in map {
+            let owner = owner?;
+            if !live.iter().any(|r| r.name == owner) || !log.ended_since(from, &w, &owner) {
+                return None;
+            }
+            placed.insert(w, owner);
+        }
+        for m in must_own {
+            if !placed.values().any(|o| o == m) {
+                return None;
+            }
+        }
+        // Each replica caches its share and nothing else.
+        for r in live {
+            let (_, body) = http_get(r.metrics, "/metrics").await.ok()?;
+            let cached = series_value(
+                &body,
+                &format!("bosun_cached_objects{{controller=\"{OPERATOR}\"}}"),
+            )?;
+            let share = placed.values().filter(|o| *o == r.name).count();
+            if cached != share as f64 {
+                return None;
+            }
+        }
+        Some(placed)
+    })
+    .await;
+    let (map, draining) = placement(widgets).await.unwrap_or_default();
+    found.unwrap_or_else(|| {
+        panic!(
+            "placement did not settle on {:?}: {map:?}, draining: {draining}",
+            live.iter().map(|r| r.name).collect::<Vec<_>>()
+        )
+    })
+}
+
+/// Checks that no widget was ever worked by two replicas at once: per widget, every `begin`
+/// is followed by the `end` of the same replica before anyone's next `begin` — except a
+/// `begin` of `killed` left open by its `kill -9`. Returns the number of reconciles seen.
+fn no_overlap(log: &[Write], killed: &str) -> usize {
+    assert_eq!(
+        log.first(),
+        Some(&Write::List),
+        "the watch starts with its list"
+    );
+    assert_eq!(
+        log.iter().filter(|w| **w == Write::List).count(),
+        1,
+        "the watch listed again: writes could have been missed, the order cannot be judged"
+    );
+    let mut open: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut reconciles = 0;
+    for (i, w) in log.iter().enumerate() {
+        let Write::Rec {
+            widget,
+            writer,
+            phase,
+        } = w
+        else {
+            continue;
+        };
+        match (phase.as_str(), open.get(widget.as_str()).copied()) {
+            ("begin", None) => {
+                open.insert(widget, writer);
+            }
+            ("begin", Some(other)) => {
+                assert!(
+                    other == killed && writer != killed,
+                    "write {i}: {writer} began {widget} while {other} was reconciling it"
+                );
+                open.insert(widget, writer);
+            }
+            ("end", Some(by)) if by == writer => {
+                open.remove(widget.as_str());
+                reconciles += 1;
+            }
+            (p, o) => panic!("write {i}: {writer} wrote {p} of {widget} (open: {o:?})"),
+        }
+    }
+    reconciles
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn objects_move_between_replicas_without_overlap() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = test_namespace(&admin, "shard").await.expect("ns");
+    let kubeconfig = cp.kubeconfig().to_path_buf();
+    let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
+    let log = Log::default();
+    let watch = log.watch(&admin, &ns);
+    eventually(30, || async { (log.len() >= 1).then_some(()) })
+        .await
+        .expect("the recorder watch listed");
+    for i in 0..WIDGETS {
+        widgets
+            .create(
+                &PostParams::default(),
+                &widget(&ns, &format!("w{i}"), "x", 0),
+            )
+            .await
+            .expect("create");
+    }
+
+    // Two replicas: the widgets spread over both, each caches its own.
+    let a = start(&kubeconfig, &ns, "a");
+    let mut b = start(&kubeconfig, &ns, "b");
+    let first = settled(&widgets, &log, 0, &[&a, &b], &["a", "b"]).await;
+    println!("a, b: {first:?}");
+
+    // c joins: some widgets move to it (drained by their replica first), the rest stay.
+    let mark = log.len();
+    let mut c = start(&kubeconfig, &ns, "c");
+    let joined = settled(&widgets, &log, mark, &[&a, &b, &c], &["c"]).await;
+    for (w, owner) in &joined {
+        assert!(
+            owner == "c" || first.get(w) == Some(owner),
+            "{w} moved from {:?} to {owner}, not to the newcomer",
+            first.get(w)
+        );
+    }
+    println!("a, b, c: {joined:?}");
+
+    // A new widget is placed and reconciled.
+    let mark = log.len();
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "late", "x", 0))
+        .await
+        .expect("create late");
+    let with_late = settled(&widgets, &log, mark, &[&a, &b, &c], &[]).await;
+    assert!(with_late.contains_key("late"));
+
+    // b leaves gracefully (SIGTERM): its widgets move to a and c once it has finished.
+    let mark = log.len();
+    signal(b.child.id().expect("b's pid"), "-TERM");
+    let status = b.child.wait().await.expect("b exits");
+    assert!(status.success(), "b left cleanly: {status}");
+    let left = settled(&widgets, &log, mark, &[&a, &c], &[]).await;
+    for (w, owner) in &left {
+        if with_late.get(w).map(String::as_str) != Some("b") {
+            assert_eq!(
+                with_late.get(w),
+                Some(owner),
+                "{w} moved though its replica stayed"
+            );
+        }
+    }
+
+    // c is killed (kill -9): its widgets move to a, without a drain.
+    let mark = log.len();
+    signal(c.child.id().expect("c's pid"), "-9");
+    let _ = c.child.wait().await;
+    let last = settled(&widgets, &log, mark, &[&a], &["a"]).await;
+    assert!(last.values().all(|o| o == "a"));
+
+    let writes = log.snapshot();
+    let reconciles = no_overlap(&writes, "c");
+    println!(
+        "{} writes, {reconciles} reconciles, none of one widget by two replicas at once",
+        writes.len()
+    );
+    watch.abort();
+    drop(a);
+}
