@@ -51,6 +51,12 @@ pub struct RunArgs {
     /// Elect a leader through a Lease so only one replica reconciles.
     #[arg(long, default_value_t = false)]
     pub leader_elect: bool,
+    /// Spread every operator's objects over the replicas: each replica reconciles (and
+    /// caches) only the objects labelled for it, one replica places them; with it every
+    /// replica works, and leader election of the operators is not used (see the runtime's
+    /// README, Sharding). The lease flags below name and time its Leases.
+    #[arg(long, default_value_t = false, env = "BOSUN_SHARDING")]
+    pub sharding: bool,
     /// Name of the Lease used for leader election.
     #[arg(
         long,
@@ -221,7 +227,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     telemetry::init_with(args.sdk.log_format(args.log_format), args.sdk.log_filter());
     // With leader election, no write of the operators leaves this process unless it is sure
     // it leads (a replica paused past its renew deadline wakes with its writes queued).
-    let fence = args.leader_elect.then(Fence::new);
+    let elects = args.leader_elect || args.sharding;
+    let fence = elects.then(Fence::new);
     let client = fenced_client(
         args.kubeconfig.as_deref(),
         args.qps,
@@ -229,7 +236,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         fence.as_ref(),
     )
     .await?;
-    let leader = if args.leader_elect {
+    let leader = if elects {
         let identity = std::env::var("POD_NAME")
             .ok()
             .or_else(|| std::env::var("HOSTNAME").ok())
@@ -268,18 +275,26 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ansible_engine: args.ansible_engine,
         env: Some(&env),
     })?;
+    // Sharded, each replica holds a membership Lease named after the leader Lease (and one
+    // replica the sharder Lease) in place of leader election.
+    let sharding = match (&leader, args.sharding) {
+        (Some(l), true) => {
+            Some(bosun_runtime::shard::ShardConfig::new(l.clone()).context("--sharding")?)
+        }
+        _ => None,
+    };
     let config = ManagerConfig {
         scope: Scope::from_list(&namespaces),
         concurrency: args.concurrency.max(1),
         metrics_addr: addr(&args.metrics_addr)?,
         probe_addr: addr(&args.probe_addr)?,
-        leader,
+        leader: if sharding.is_some() { None } else { leader },
         metrics_auth: args.metrics_secure || args.sdk.metrics_require_rbac,
         ..Default::default()
     };
     super::rest::hand_back_periodically();
     let mut manager = Manager::new(client, config);
-    if args.leader_elect {
+    if elects {
         // Its own connections and no shared rate limit: lease renewals never queue behind
         // reconciles or /metrics reviews.
         manager =
@@ -287,6 +302,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(f) = fence {
         manager = manager.with_fence(f);
+    }
+    if let Some(shard) = sharding {
+        // The sharder's label writes are fenced by the sharder Lease, apart from the
+        // operators' writes (fenced by this replica's membership).
+        let sharder_fence = Fence::new();
+        let sharder = fenced_client(
+            args.kubeconfig.as_deref(),
+            args.qps,
+            args.burst,
+            Some(&sharder_fence),
+        )
+        .await?;
+        manager = manager.with_sharding(shard, sharder, sharder_fence);
     }
     for op in ops {
         manager = manager.with_operator(op);
@@ -393,5 +421,23 @@ mod tests {
         );
         let e = timings(&["--leader-elect-retry-period=3s"]).expect_err("retry past deadline");
         assert!(format!("{e:#}").contains("retry period"), "{e:#}");
+    }
+}
+
+#[cfg(test)]
+mod sharding_tests {
+    use clap::Parser;
+
+    #[test]
+    fn sharding_is_off_by_default_and_the_flag_turns_it_on() {
+        let parse = |argv: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from(argv).expect("flags parse");
+            let crate::cli::Command::Run(a) = cli.command else {
+                panic!("not run");
+            };
+            a.sharding
+        };
+        assert!(!parse(&["bosun", "run"]));
+        assert!(parse(&["bosun", "run", "--sharding"]));
     }
 }

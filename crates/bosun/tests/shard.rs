@@ -1,0 +1,339 @@
+//! `bosun run --sharding` for the three flavours, each replica a `bosun run` process on the
+//! real API server: a coded operator (`--operators bookstore`), a Helm chart and an Ansible
+//! role (`--watches`, each of a kind of its own).
+//!
+//! Per flavour: 16 custom resources, two replicas. The test waits until every object is
+//! labelled with one of them, both hold some, every object is reconciled (its status says
+//! so) and each replica's cache holds exactly its share; then `kill -9` one replica and waits
+//! until the survivor holds, caches and has reconciled every object. That no object is ever
+//! reconciled by two replicas at once across joins, leaves and kills is proven on the
+//! runtime they share (crates/runtime/tests/shard.rs), with a recorder of every write.
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+
+use bosun_testenv::{eventually, shared, test_namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::{Client, CustomResourceExt, ResourceExt};
+use serde_json::{json, Value};
+
+const OBJECTS: usize = 16;
+const SHARD_PREFIX: &str = "shard.bosun.dev/";
+
+struct Replica {
+    name: &'static str,
+    child: tokio::process::Child,
+    metrics: u16,
+    log: std::path::PathBuf,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+fn start(kubeconfig: &Path, ns: &str, name: &'static str, flags: &[String], dir: &Path) -> Replica {
+    let metrics = free_port();
+    let log = dir.join(format!("{name}.log"));
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .arg("run")
+        .arg("--sharding")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--namespaces={ns}"))
+        .arg(format!("--lease-namespace={ns}"))
+        .arg(format!("--metrics-addr=127.0.0.1:{metrics}"))
+        .arg("--probe-addr=off")
+        .args(flags)
+        .env("POD_NAME", name)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn bosun run");
+    Replica {
+        name,
+        child,
+        metrics,
+        log,
+    }
+}
+
+async fn metrics(port: u16) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.ok()?;
+    Some(buf)
+}
+
+/// The value of the one series whose line starts with `prefix` and contains `with`.
+fn series(text: &str, prefix: &str, with: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix) && l.contains(with))?
+        .rsplit(' ')
+        .next()?
+        .parse()
+        .ok()
+}
+
+struct Flavour {
+    flags: Vec<String>,
+    resource: ApiResource,
+    /// The object with this name in `ns`.
+    object: fn(&str, &str) -> Value,
+    /// Whether its status says it was reconciled.
+    done: fn(&DynamicObject) -> bool,
+}
+
+fn condition(o: &DynamicObject, kind: &str) -> bool {
+    o.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+}
+
+/// Name → the replica its shard label names, for every object (None: some object is not
+/// labelled yet).
+async fn placement(
+    api: &Api<DynamicObject>,
+) -> Option<(BTreeMap<String, String>, Vec<DynamicObject>)> {
+    let list = api.list(&ListParams::default()).await.ok()?;
+    let mut map = BTreeMap::new();
+    for o in &list.items {
+        let owner = o
+            .labels()
+            .iter()
+            .find(|(k, _)| k.starts_with(SHARD_PREFIX))
+            .map(|(_, v)| v.clone())?;
+        map.insert(o.name_any(), owner);
+    }
+    Some((map, list.items))
+}
+
+/// Waits until every object is labelled with one of `live`, each of `must_own` holds some,
+/// every object is reconciled, each live replica caches exactly its share and has reconciled
+/// at least `reconciled[i]` times successfully. Returns the placement and those counts.
+async fn settled(
+    api: &Api<DynamicObject>,
+    flavour: &Flavour,
+    live: &[&Replica],
+    must_own: &[&str],
+    reconciled: &[f64],
+) -> (BTreeMap<String, String>, Vec<f64>) {
+    let found = eventually(240, || async {
+        let (map, items) = placement(api).await?;
+        if map.len() != OBJECTS
+            || !map.values().all(|o| live.iter().any(|r| r.name == o))
+            || !must_own.iter().all(|m| map.values().any(|o| o == m))
+            || !items.iter().all(flavour.done)
+        {
+            return None;
+        }
+        let mut counts = Vec::new();
+        for (i, r) in live.iter().enumerate() {
+            let text = metrics(r.metrics).await?;
+            let cached = series(&text, "bosun_cached_objects{", "")?;
+            let share = map.values().filter(|o| *o == r.name).count();
+            let ok = series(
+                &text,
+                "controller_runtime_reconcile_total{",
+                "result=\"success\"",
+            )?;
+            if cached != share as f64 || ok < reconciled.get(i).copied().unwrap_or(0.0) {
+                return None;
+            }
+            counts.push(ok);
+        }
+        Some((map, counts))
+    })
+    .await;
+    found.unwrap_or_else(|| {
+        let logs: Vec<String> = live
+            .iter()
+            .map(|r| {
+                let text = std::fs::read_to_string(&r.log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(30).collect();
+                format!(
+                    "--- {} ---\n{}",
+                    r.name,
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect();
+        panic!(
+            "placement did not settle on {:?}\n{}",
+            live.iter().map(|r| r.name).collect::<Vec<_>>(),
+            logs.join("\n")
+        )
+    })
+}
+
+async fn scenario(client: &Client, ns: &str, flavour: Flavour, dir: &Path) {
+    let cp = shared().await.expect("control plane");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &flavour.resource);
+    for i in 0..OBJECTS {
+        let obj: DynamicObject =
+            serde_json::from_value((flavour.object)(ns, &format!("s{i}"))).expect("object");
+        api.create(&PostParams::default(), &obj)
+            .await
+            .expect("create");
+    }
+    let r0 = start(cp.kubeconfig(), ns, "r0", &flavour.flags, dir);
+    let mut r1 = start(cp.kubeconfig(), ns, "r1", &flavour.flags, dir);
+    let (both, counts) = settled(&api, &flavour, &[&r0, &r1], &["r0", "r1"], &[]).await;
+    let moved = both.values().filter(|o| *o == "r1").count();
+    println!("r0, r1: {both:?}");
+
+    // kill -9 r1: its objects move to r0 once its membership Lease expired, and r0
+    // reconciles each of them (seen for the first time in its shard).
+    let pid = r1.child.id().expect("pid");
+    let ok = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -9 r1");
+    let _ = r1.child.wait().await;
+    let (alone, _) = settled(&api, &flavour, &[&r0], &["r0"], &[counts[0] + moved as f64]).await;
+    assert!(alone.values().all(|o| o == "r0"));
+    drop(r0);
+}
+
+async fn install(client: &Client, crds: Vec<CustomResourceDefinition>) {
+    bosun_testenv::kit::install_crds(client, crds)
+        .await
+        .expect("crds served");
+}
+
+/// The CRDs `bosun crd --watches` prints for `watches`.
+fn watches_crds(watches: &Path) -> Vec<CustomResourceDefinition> {
+    let out = support::ok(
+        watches.parent().expect("dir"),
+        &["crd", &format!("--watches={}", watches.display())],
+    );
+    support::docs(&out)
+        .into_iter()
+        .map(|v| serde_json::from_value(v).expect("a CRD"))
+        .collect()
+}
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("shard.test.bosun.dev", "v1", kind),
+        plural,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn coded_operator_objects_are_sharded_and_move_on_a_kill() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install(&admin, vec![bosun_bookstore::BookStore::crd()]).await;
+    let ns = test_namespace(&admin, "shard-coded").await.expect("ns");
+    let dir = tempfile::tempdir().expect("dir");
+    let flavour = Flavour {
+        flags: vec!["--operators=bookstore".into()],
+        resource: ApiResource::erase::<bosun_bookstore::BookStore>(&()),
+        object: |ns, name| {
+            json!({"apiVersion": "charts.example.com/v1", "kind": "BookStore",
+                   "metadata": {"name": name, "namespace": ns}, "spec": {}})
+        },
+        done: |o| {
+            o.metadata.generation.is_some()
+                && o.data["status"]["observedGeneration"].as_i64() == o.metadata.generation
+        },
+    };
+    scenario(&admin, &ns, flavour, dir.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn helm_releases_are_sharded_and_move_on_a_kill() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let ns = test_namespace(&admin, "shard-helm").await.expect("ns");
+    let dir = tempfile::tempdir().expect("dir");
+    let chart = dir.path().join("chart");
+    std::fs::create_dir_all(chart.join("templates")).expect("chart dir");
+    std::fs::write(
+        chart.join("Chart.yaml"),
+        "apiVersion: v2\nname: shardchart\nversion: 0.1.0\n",
+    )
+    .expect("Chart.yaml");
+    std::fs::write(chart.join("values.yaml"), "size: 1\n").expect("values");
+    std::fs::write(
+        chart.join("templates/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  size: {{ .Values.size | quote }}\n",
+    )
+    .expect("template");
+    let watches = dir.path().join("watches.yaml");
+    std::fs::write(
+        &watches,
+        format!(
+            "- group: shard.test.bosun.dev\n  version: v1\n  kind: ShardedChart\n  chart: {}\n",
+            chart.display()
+        ),
+    )
+    .expect("watches");
+    install(&admin, watches_crds(&watches)).await;
+    let flavour = Flavour {
+        flags: vec![format!("--watches={}", watches.display())],
+        resource: resource("ShardedChart", "shardedcharts"),
+        object: |ns, name| {
+            json!({"apiVersion": "shard.test.bosun.dev/v1", "kind": "ShardedChart",
+                   "metadata": {"name": name, "namespace": ns}, "spec": {"size": 2}})
+        },
+        done: |o| condition(o, "Deployed"),
+    };
+    scenario(&admin, &ns, flavour, dir.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ansible_roles_are_sharded_and_move_on_a_kill() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    let ns = test_namespace(&admin, "shard-ansible").await.expect("ns");
+    let dir = tempfile::tempdir().expect("dir");
+    let role = dir.path().join("roles/shardrole");
+    std::fs::create_dir_all(role.join("tasks")).expect("role dir");
+    std::fs::create_dir_all(role.join("defaults")).expect("role dir");
+    std::fs::write(role.join("defaults/main.yml"), "---\nsize: 1\n").expect("defaults");
+    std::fs::write(
+        role.join("tasks/main.yml"),
+        "---\n- name: the ConfigMap\n  k8s:\n    definition:\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: \"{{ ansible_operator_meta.name }}-cm\"\n        namespace: \"{{ ansible_operator_meta.namespace }}\"\n      data:\n        size: \"size-{{ size }}\"\n",
+    )
+    .expect("tasks");
+    let watches = dir.path().join("watches.yaml");
+    std::fs::write(
+        &watches,
+        format!(
+            "- group: shard.test.bosun.dev\n  version: v1\n  kind: ShardedRole\n  role: {}\n",
+            role.display()
+        ),
+    )
+    .expect("watches");
+    install(&admin, watches_crds(&watches)).await;
+    let mut flags = vec![format!("--watches={}", watches.display())];
+    flags.push("--ansible-engine=native".into());
+    let flavour = Flavour {
+        flags,
+        resource: resource("ShardedRole", "shardedroles"),
+        object: |ns, name| {
+            json!({"apiVersion": "shard.test.bosun.dev/v1", "kind": "ShardedRole",
+                   "metadata": {"name": name, "namespace": ns}, "spec": {"size": 2}})
+        },
+        done: |o| condition(o, "Successful"),
+    };
+    scenario(&admin, &ns, flavour, dir.path()).await;
+}
