@@ -293,14 +293,20 @@ impl WritableWatch {
         let task = tokio::spawn(async move {
             let mut samples: std::collections::HashMap<String, Vec<(f64, bool)>> =
                 Default::default();
+            // Every address a pod ever had stays polled: a pod object gone proves nothing
+            // by itself, and a PostgreSQL left running there must still be counted.
+            let mut known: std::collections::BTreeSet<(String, String)> = Default::default();
             while !flag.load(Ordering::Relaxed) {
-                let targets: Vec<(String, String)> = match pods.list(&lp).await {
-                    Ok(list) => list
-                        .into_iter()
-                        .filter_map(|p| Some((p.metadata.name?, p.status?.pod_ip?)))
-                        .collect(),
-                    Err(_) => Vec::new(),
-                };
+                if let Ok(list) = pods.list(&lp).await {
+                    known.extend(
+                        list.into_iter()
+                            .filter_map(|p| Some((p.metadata.name?, p.status?.pod_ip?))),
+                    );
+                }
+                let targets: Vec<(String, String)> = known
+                    .iter()
+                    .map(|(name, ip)| (format!("{name}@{ip}"), ip.clone()))
+                    .collect();
                 let pw = &password;
                 let round =
                     futures::future::join_all(targets.into_iter().map(|(name, ip)| async move {
@@ -647,16 +653,24 @@ async fn stalled_manager(
         }
         signal(pid, "STOP")?;
         let stopped = Instant::now();
-        let mut phases: Vec<String> = Vec::new();
+        let mut phases: Vec<(f64, String)> = Vec::new();
         while stopped.elapsed() < Duration::from_secs(*secs) {
             if let Some(s) = env.status(&name).await {
+                // The Ready condition's reason tells a wait (PrimaryTerminating: the old
+                // pod must go first) from a failover under way.
+                let reason = s
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == "Ready")
+                    .map(|c| c.reason.clone())
+                    .unwrap_or_default();
                 let seen = format!(
-                    "{:?}/{}",
+                    "{:?}/{}/{reason}",
                     s.phase,
                     s.current_primary.as_deref().unwrap_or("-")
                 );
-                if phases.last() != Some(&seen) {
-                    phases.push(seen);
+                if phases.last().map(|(_, p)| p) != Some(&seen) {
+                    phases.push((stopped.elapsed().as_secs_f64(), seen));
                 }
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -667,14 +681,18 @@ async fn stalled_manager(
         let s = settled(env, &name).await?;
         let now = s.current_primary.clone().unwrap_or_default();
         out.push(format!(
-            "{secs} s{how}: {}, healthy {:.1} s after resuming; status during: {}",
+            "{secs} s{how}: {}, healthy {:.1} s after resuming; status during (s since the stop, phase/primary/reason): {}",
             if now == primary {
                 format!("{primary} stayed the primary")
             } else {
                 format!("{primary} -> {now}")
             },
             resumed.elapsed().as_secs_f64(),
-            phases.join(" ")
+            phases
+                .iter()
+                .map(|(t, p)| format!("{t:.1}s {p}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     r.figure("stall: primary's manager stopped", out.join("; "));
