@@ -5,13 +5,17 @@
 //! accepts a write again); switchovers on request (→ the target accepts a write); then the
 //! operator's RSS with M more one-instance clusters (PostgreSQL's own processes are not the
 //! operator's and are not counted). Through every failover, kill and switchover each pod's
-//! instance API is polled: two ready primaries at once fail the case.
+//! instance API is polled: two ready primaries at once fail the case. Also a rolling update
+//! of a synchronous 3-instance cluster under writes ([`rolling_update`]): any acknowledged
+//! commit lost fails the case.
 //!
 //! Then, on a fresh control plane, for a stated data size (a table filled by
 //! `generate_series`, its size measured): a cluster bootstrapped from a base backup of it
 //! (`bootstrap.recovery` from a volume store) until Healthy, and a replica added to it
 //! (`pg_basebackup`) until Healthy with both ([`case_restore`]).
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bosun_bench::pg::{connect, ip_of, list, median, until_writable, PgEnv, PrimaryWatch};
@@ -171,6 +175,8 @@ pub async fn case_postgres(
         ),
     ));
 
+    rows.push(rolling_update(&env, rounds).await?);
+
     let t0 = Instant::now();
     for i in 0..clusters {
         env.create(&format!("many-{i}"), 1, 0).await?;
@@ -202,6 +208,181 @@ pub async fn case_postgres(
     drop(env.cp);
     rows.extend(case_restore(bosun, rounds, DATA_MB).await?);
     Ok(rows)
+}
+
+/// Commits one row at a time on the instance the status names the primary, until `stop`;
+/// the ids whose commit was acknowledged (a failed attempt's outcome is unknown: not counted).
+fn write_stream(
+    clusters: Api<bosun_postgres::api::PostgresCluster>,
+    name: &'static str,
+    password: String,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<i64>> {
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        let mut id: i64 = 0;
+        let mut conn: Option<tokio_postgres::Client> = None;
+        while !stop.load(Ordering::Relaxed) {
+            let c = match conn.take() {
+                Some(c) => c,
+                None => {
+                    let ip = clusters.get(name).await.ok().and_then(|c| {
+                        let s = c.status?;
+                        ip_of(&s, s.current_primary.as_deref()?)
+                    });
+                    match ip {
+                        Some(ip) => match connect(&ip, &password).await {
+                            Ok(c) => c,
+                            Err(_) => {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                continue;
+                            }
+                        },
+                        None => {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    }
+                }
+            };
+            id += 1;
+            let r = tokio::time::timeout(
+                Duration::from_secs(5),
+                c.execute("INSERT INTO w (id) VALUES ($1)", &[&id]),
+            )
+            .await;
+            if let Ok(Ok(_)) = r {
+                acked.push(id);
+                conn = Some(c);
+            }
+        }
+        acked
+    })
+}
+
+/// The pods of cluster `name` (by name prefix) and their UIDs, Terminating ones marked.
+async fn pods_of(env: &PgEnv, name: &str) -> anyhow::Result<Vec<(String, String, bool)>> {
+    let prefix = format!("{name}-");
+    Ok(env
+        .pods
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|p| {
+            let n = p.metadata.name?;
+            n.starts_with(&prefix).then(|| {
+                (
+                    n,
+                    p.metadata.uid.unwrap_or_default(),
+                    p.metadata.deletion_timestamp.is_some(),
+                )
+            })
+        })
+        .collect())
+}
+
+/// A rolling update of a 3-instance cluster with `synchronous: 1` under a stream of
+/// single-row commits, `rounds` times: a pod-template change (a pod annotation, which takes
+/// the path an image change takes: the replicas replaced one at a time, a switchover to an
+/// updated replica, the old primary last) → every pod replaced, `PodsUpToDate` and Healthy
+/// with 3 ready. The case fails if an acknowledged commit is missing at the end or two
+/// instances answer as ready primaries at once.
+async fn rolling_update(env: &PgEnv, rounds: usize) -> anyhow::Result<Row> {
+    const NAME: &str = "roll";
+    env.create(NAME, 3, 1).await?;
+    let s = env.healthy(NAME, 3, LIMIT).await?;
+    let pw = env.password(NAME).await?;
+    let (primary, _) = roles(&s)?;
+    let ip = ip_of(&s, &primary).ok_or_else(|| anyhow::anyhow!("no IP for {primary}"))?;
+    connect(&ip, &pw)
+        .await?
+        .batch_execute("CREATE TABLE w (id bigint)")
+        .await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = write_stream(env.clusters.clone(), NAME, pw.clone(), stop.clone());
+    let mut took = Vec::new();
+    let mut most = 0;
+    for round in 0..rounds {
+        env.healthy(NAME, 3, LIMIT).await?;
+        let before: Vec<String> = pods_of(env, NAME)
+            .await?
+            .into_iter()
+            .map(|(_, uid, _)| uid)
+            .collect();
+        let watch = PrimaryWatch::start(env.pods.clone(), NAME);
+        let t0 = Instant::now();
+        env.patch(
+            NAME,
+            json!({"pod": {"annotations": {"bench.bosun.dev/round": round.to_string()}}}),
+        )
+        .await?;
+        loop {
+            let pods = pods_of(env, NAME).await?;
+            let replaced = pods.len() == 3
+                && pods
+                    .iter()
+                    .all(|(_, uid, terminating)| !terminating && !before.contains(uid));
+            let done = replaced
+                && env.status(NAME).await.is_some_and(|s| {
+                    s.phase == Some(bosun_postgres::api::Phase::Healthy)
+                        && s.ready_instances == 3
+                        && s.conditions
+                            .iter()
+                            .any(|c| c.type_ == "PodsUpToDate" && c.status == "True")
+                });
+            if done {
+                break;
+            }
+            anyhow::ensure!(
+                t0.elapsed() < LIMIT * 2,
+                "round {round}: the rolling update did not finish"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        took.push(t0.elapsed().as_secs_f64());
+        most = most.max(watch.stop().await);
+    }
+    // Commits on the updated cluster too, then the stream stops.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    let acked = writer.await?;
+    let s = env.healthy(NAME, 3, LIMIT).await?;
+    let (primary, _) = roles(&s)?;
+    let ip = ip_of(&s, &primary).ok_or_else(|| anyhow::anyhow!("no IP for {primary}"))?;
+    let present: std::collections::HashSet<i64> = connect(&ip, &pw)
+        .await?
+        .query("SELECT id FROM w", &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let lost = acked.iter().filter(|id| !present.contains(id)).count();
+    anyhow::ensure!(
+        !acked.is_empty(),
+        "no commit acknowledged during the rolling updates"
+    );
+    anyhow::ensure!(
+        lost == 0,
+        "{lost} of {} acknowledged commits lost in rolling updates",
+        acked.len()
+    );
+    anyhow::ensure!(
+        most <= 1,
+        "{most} ready primaries at once during a rolling update"
+    );
+    // The RSS figure that follows counts its own clusters only.
+    env.clusters.delete(NAME, &Default::default()).await?;
+    Ok(row(
+        "postgres rolling update, 3 instances under writes (bosun)",
+        rounds,
+        median(&took),
+        format!(
+            "synchronous 1, a pod annotation changed → every pod replaced (replicas, a switchover, the old primary last), PodsUpToDate, Healthy: {} s; commits acknowledged {}, lost {lost}; most ready primaries at once: {most}",
+            list(&took),
+            acked.len()
+        ),
+    ))
 }
 
 /// The data size of the restore and replica figures.
