@@ -18,7 +18,9 @@
 //! 4. without a primary: finish a switchover (the old primary fenced first); after the
 //!    failover delay *and* [`FAILOVER_MISSED_POLLS`] consecutive polls without a primary, with
 //!    a quorum of standbys answering under synchronous replication, fence the old primary (if
-//!    its pod is still there) then promote the replica with the most WAL received, if it is
+//!    its pod is still there; an unanswering one whose pod is Terminating on a Ready node
+//!    counts only once that pod is gone, as the kubelet kills its processes first) then
+//!    promote the replica with the most WAL received, if it is
 //!    within `maxFailoverLagBytes` of the newest position known; without such a replica,
 //!    restart the old primary's pod; with no data at all, restore from the backup or fail.
 use std::time::Duration;
