@@ -357,8 +357,34 @@ impl Manager {
             Some((c, ctx)) => (Some(c), Some(ctx)),
             None => (None, None),
         };
-        let placing = coordinator.map(|c| tokio::spawn(c.run()));
-        let _stop_placing = placing.map(AbortOnDrop);
+        // Stopped once the operators have stopped (and released the membership): the sharder
+        // Lease is released then, so another replica places objects at once.
+        let stop = CancellationToken::new();
+        let placing = coordinator.map(|c| tokio::spawn(c.run(stop.clone())));
+        let result = self.run_terms(shutdown, leader, shard).await;
+        if let Some(handle) = placing {
+            stop.cancel();
+            let grace = self
+                .sharding
+                .as_ref()
+                .map_or(Duration::ZERO, |s| s.config.sharder_lease().renew_deadline);
+            let abort = handle.abort_handle();
+            if tokio::time::timeout(grace, handle).await.is_err() {
+                tracing::warn!("could not release the sharder lease: timed out");
+                abort.abort();
+            }
+        }
+        result
+    }
+
+    /// Standby → leading → (lease lost) standby again, until shutdown or an operator fails.
+    async fn run_terms(
+        &self,
+        shutdown: std::pin::Pin<&mut (impl Future<Output = ()> + Send)>,
+        leader: Option<LeaderConfig>,
+        shard: Option<crate::shard::ShardContext>,
+    ) -> Result<(), ManagerError> {
+        let mut shutdown = shutdown;
         let mut elector = match &leader {
             Some(cfg) => {
                 let client = self.leader_client.as_ref().unwrap_or(&self.client);
@@ -566,15 +592,6 @@ impl Manager {
             Err(_) => tracing::warn!("could not release the lease: timed out"),
         }
         self.metrics.set_leader(lease, false);
-    }
-}
-
-/// Aborts a task when dropped (the sharder's, when the manager returns).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -5,11 +5,11 @@
 //! Every reconcile of the recorder operator writes its widget's ConfigMap twice — `begin`,
 //! then `end` — each write naming the replica. The test watches those ConfigMaps and keeps
 //! the writes in the order the API server stored them: two replicas reconciling one widget at
-//! once would show as a `begin` following another replica's `begin`. Replicas a and b start,
-//! c joins, b leaves gracefully, c is killed with `kill -9`; after each step the test waits
-//! for the placement it then asserts (every widget labelled with a live replica, reconciled
-//! by it since the step, each replica's cache holding exactly its share), and at the end
-//! asserts that no widget was ever reconciled by two replicas at once.
+//! once would show as a replica's `end` following another replica's `begin`. Replicas a and
+//! b start, c joins, a or b leaves gracefully, c is killed with `kill -9`; after each step the
+//! test waits for the placement it then asserts (every widget labelled with a live replica,
+//! reconciled by it since the step, each replica's cache holding exactly its share), and at
+//! the end asserts that no widget was ever reconciled by two replicas at once.
 mod common;
 
 use std::collections::BTreeMap;
@@ -30,6 +30,7 @@ use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::future::BoxFuture;
 use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -411,7 +412,7 @@ async fn objects_move_between_replicas_without_overlap() {
 
     // Two replicas: the widgets spread over both, each caches its own.
     let a = start(&kubeconfig, &ns, "a");
-    let mut b = start(&kubeconfig, &ns, "b");
+    let b = start(&kubeconfig, &ns, "b");
     let first = settled(&widgets, &log, 0, &[&a, &b], &["a", "b"]).await;
     println!("a, b: {first:?}");
 
@@ -437,14 +438,43 @@ async fn objects_move_between_replicas_without_overlap() {
     let with_late = settled(&widgets, &log, mark, &[&a, &b, &c], &[]).await;
     assert!(with_late.contains_key("late"));
 
-    // b leaves gracefully (SIGTERM): its widgets move to a and c once it has finished.
+    // One of a and b leaves gracefully (SIGTERM): the one that places the objects, if either
+    // does, so that its hand-over of the sharder Lease is seen. Its widgets move to the two
+    // others once it has finished.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
+    let holder = |name: String| {
+        let leases = leases.clone();
+        async move {
+            leases
+                .get_opt(&name)
+                .await
+                .expect("read lease")
+                .and_then(|l| l.spec?.holder_identity)
+        }
+    };
+    let placer = holder(format!("{LEASE}-sharder")).await;
+    let (mut leaver, stayer) = if placer.as_deref() == Some("a") {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let gone = leaver.name;
     let mark = log.len();
-    signal(b.child.id().expect("b's pid"), "-TERM");
-    let status = b.child.wait().await.expect("b exits");
-    assert!(status.success(), "b left cleanly: {status}");
-    let left = settled(&widgets, &log, mark, &[&a, &c], &[]).await;
+    signal(leaver.child.id().expect("pid"), "-TERM");
+    let status = leaver.child.wait().await.expect("the leaver exits");
+    assert!(status.success(), "{gone} left cleanly: {status}");
+    // It let its Leases go on its way out: its membership, and the sharder's if it held it
+    // ({placer:?} did), so its widgets move and placing goes on without waiting for expiry.
+    for name in [format!("{LEASE}-member-{gone}"), format!("{LEASE}-sharder")] {
+        assert_ne!(
+            holder(name.clone()).await.as_deref(),
+            Some(gone),
+            "{name} still held by {gone} after it left"
+        );
+    }
+    let left = settled(&widgets, &log, mark, &[&stayer, &c], &[]).await;
     for (w, owner) in &left {
-        if with_late.get(w).map(String::as_str) != Some("b") {
+        if with_late.get(w).map(String::as_str) != Some(gone) {
             assert_eq!(
                 with_late.get(w),
                 Some(owner),
@@ -453,12 +483,12 @@ async fn objects_move_between_replicas_without_overlap() {
         }
     }
 
-    // c is killed (kill -9): its widgets move to a, without a drain.
+    // c is killed (kill -9): its widgets move to the last replica, without a drain.
     let mark = log.len();
     signal(c.child.id().expect("c's pid"), "-9");
     let _ = c.child.wait().await;
-    let last = settled(&widgets, &log, mark, &[&a], &["a"]).await;
-    assert!(last.values().all(|o| o == "a"));
+    let last = settled(&widgets, &log, mark, &[&stayer], &[stayer.name]).await;
+    assert!(last.values().all(|o| o == stayer.name));
 
     let writes = log.snapshot();
     let reconciles = no_overlap(&writes);
@@ -467,7 +497,7 @@ async fn objects_move_between_replicas_without_overlap() {
         writes.len()
     );
     watch.abort();
-    drop(a);
+    drop(stayer);
 }
 
 /// A member paused (SIGSTOP) past its lease, as a stalled node stops it: the sharder takes

@@ -61,8 +61,8 @@ fn holder(lease: &Lease) -> Option<String> {
 }
 
 impl Coordinator {
-    /// Runs until aborted (the manager's end).
-    pub(crate) async fn run(self) {
+    /// Runs until `stop`, then releases the sharder Lease if it holds it.
+    pub(crate) async fn run(self, stop: tokio_util::sync::CancellationToken) {
         loop {
             let elector =
                 match LeaderElector::new(self.leader_client.clone(), self.cfg.sharder_lease()) {
@@ -73,15 +73,25 @@ impl Coordinator {
                     }
                 };
             let mut elector = elector;
-            elector.acquire().await;
+            tokio::select! {
+                _ = elector.acquire() => {}
+                _ = stop.cancelled() => return,
+            }
             tracing::info!("this replica places the objects (holds the sharder lease)");
             self.reports.clear();
             let mut observed = Observed::default();
-            tokio::select! {
-                _ = elector.hold() => {}
-                _ = self.rounds(&mut observed) => {}
-            }
+            let stopped = tokio::select! {
+                _ = elector.hold() => false,
+                _ = self.rounds(&mut observed) => false,
+                _ = stop.cancelled() => true,
+            };
             self.view.send_replace(None);
+            if stopped {
+                if let Err(e) = elector.release().await {
+                    tracing::warn!(error = %e, "could not release the sharder lease");
+                }
+                return;
+            }
             tracing::warn!("lost the sharder lease: no longer placing objects");
         }
     }
