@@ -6,7 +6,7 @@
 //! * **The binary's own pages.** Linux maps 64 KB of a file around every page fault
 //!   (`fault_around_bytes`), so starting up and converging leaves about half of bosun's code
 //!   resident (14.5 of 25.5 MB of `.text` in the Ansible flavour, at rest) although an idle
-//!   operator runs a small part of it. Once the process has worked and gone quiet for a tick,
+//!   operator runs a small part of it. Once the process has worked and gone quiet for a tick (5 s),
 //!   the read-only pages of its executable are unmapped (`MADV_DONTNEED`); what runs next is
 //!   mapped back from the page cache by a minor fault. Measured by `bench/run` (BENCHMARKS.md).
 //!   Only mappings of the executable that are read-only, private and hold no private copy of a
@@ -15,10 +15,10 @@
 //!   (written by the loader, then made read-only). `BOSUN_KEEP_CODE_PAGES=1` turns it off.
 use std::time::Duration;
 
-/// How often the process looks at itself.
-const TICK: Duration = Duration::from_secs(10);
+/// How often the process looks at itself: a quiet operator is lean 5-10 s after its work.
+const TICK: Duration = Duration::from_secs(5);
 /// CPU time over one tick below which the process counts as quiet (0.2 % of a core).
-const QUIET: Duration = Duration::from_millis(20);
+const QUIET: Duration = Duration::from_millis(10);
 /// CPU time since the last release above which there is something worth releasing again.
 const WORKED: Duration = Duration::from_millis(100);
 
@@ -245,20 +245,26 @@ Anonymous:            40 kB
     #[test]
     fn released_after_work_once_a_tick_was_quiet() {
         let ms = Duration::from_millis;
+        let little = QUIET / 2;
         let mut p = Pace::default();
         assert!(
             !p.release_now(ms(900)),
             "the first tick has no interval to judge"
         );
         assert!(!p.release_now(ms(1500)), "busy: 600 ms in a tick");
-        assert!(p.release_now(ms(1510)), "quiet after start-up's work");
-        assert!(!p.release_now(ms(1515)), "quiet, but nothing ran since");
         assert!(
-            !p.release_now(ms(1560)),
+            p.release_now(ms(1500) + little),
+            "quiet after start-up's work"
+        );
+        let t = ms(1500) + little * 2;
+        assert!(!p.release_now(t), "quiet, but nothing ran since");
+        let t = t + little;
+        assert!(
+            !p.release_now(t),
             "idle work faulting a few pages back is not work"
         );
-        assert!(!p.release_now(ms(2400)), "busy again");
-        assert!(p.release_now(ms(2405)), "quiet after work");
+        assert!(!p.release_now(t + WORKED), "busy again");
+        assert!(p.release_now(t + WORKED + little), "quiet after work");
     }
 
     /// This test binary releases its own code while the other tests run in its threads, and
