@@ -190,11 +190,16 @@ async fn scenario(client: &Client, ns: &str, flavour: Flavour, dir: &Path) {
             .await
             .expect("create");
     }
+    // Durations are printed for the report, never asserted (the waits are for states).
+    let started = std::time::Instant::now();
     let r0 = start(cp.kubeconfig(), ns, "r0", &flavour.flags, dir);
     let mut r1 = start(cp.kubeconfig(), ns, "r1", &flavour.flags, dir);
     let (both, counts) = settled(&api, &flavour, &[&r0, &r1], &["r0", "r1"], &[]).await;
     let moved = both.values().filter(|o| *o == "r1").count();
-    println!("r0, r1: {both:?}");
+    println!(
+        "r0, r1 ({} s from the start to placed, reconciled, cached): {both:?}",
+        started.elapsed().as_secs_f32()
+    );
 
     // kill -9 r1: its objects move to r0 once its membership Lease expired, and r0
     // reconciles each of them (seen for the first time in its shard).
@@ -205,9 +210,14 @@ async fn scenario(client: &Client, ns: &str, flavour: Flavour, dir: &Path) {
         .expect("kill")
         .success();
     assert!(ok, "kill -9 r1");
+    let killed = std::time::Instant::now();
     let _ = r1.child.wait().await;
     let (alone, _) = settled(&api, &flavour, &[&r0], &["r0"], &[counts[0] + moved as f64]).await;
     assert!(alone.values().all(|o| o == "r0"));
+    println!(
+        "kill -9 of r1 → its {moved} objects held, cached and reconciled by r0 after {} s",
+        killed.elapsed().as_secs_f32()
+    );
     drop(r0);
 }
 

@@ -11,6 +11,10 @@
 //!
 //! On shutdown no new reconcile starts and the runner returns once those in flight end;
 //! dropped (the lease lost), it aborts them.
+//!
+//! Sharded ([`crate::shard`]), an object the sharder labelled for draining is not reconciled
+//! again: when its key comes up — so never while a reconcile of it runs — the runner hands it
+//! back instead.
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
