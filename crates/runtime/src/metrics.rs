@@ -26,6 +26,9 @@
 //! in controller-runtime; requests to paths not served are not counted (a client choosing
 //! label values would grow the registry without bound).
 //!
+//! `controller_runtime_webhook_panics_total` counts webhook handlers that panicked (answered
+//! 500), process-wide as in controller-runtime, served at 0 from start.
+//!
 //! Two process-wide sets, as client_golang registers them by default: client-go's
 //! `rest_client_requests_total{code,host,method}` (every request this process sent to an API
 //! server, counted by [`crate::client`]; `code` is `<error>` when no response came) and, on
@@ -384,6 +387,7 @@ impl Metrics {
         }
         out.push_str(&process::families());
         out.push_str(&rest_requests_text());
+        out.push_str(&webhook_panics_text());
         for source in self
             .texts
             .lock()
@@ -658,6 +662,31 @@ impl Drop for ReconcileGuard {
                 .inc();
         }
     }
+}
+
+/// Webhook handlers that panicked in this process (each was answered 500): controller-runtime's
+/// `controller_runtime_webhook_panics_total`, process-wide and without labels as there.
+static WEBHOOK_PANICS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a webhook handler's panic.
+pub fn webhook_panicked() {
+    WEBHOOK_PANICS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The panics counted so far.
+pub fn webhook_panics() -> u64 {
+    WEBHOOK_PANICS.load(Ordering::Relaxed)
+}
+
+/// Served from start, at 0 too, as controller-runtime registers it: a dashboard's query finds
+/// its series whether or not the operator serves webhooks.
+fn webhook_panics_text() -> String {
+    format!(
+        "# HELP controller_runtime_webhook_panics Total number of webhook panics.\n\
+         # TYPE controller_runtime_webhook_panics counter\n\
+         controller_runtime_webhook_panics_total {}\n",
+        webhook_panics()
+    )
 }
 
 /// Requests sent to API servers by this process, by (code, method, host): client-go's

@@ -253,6 +253,9 @@ async fn answer(served: &Served, path: String, req: Request) -> Response {
     match tokio::time::timeout(limit, work).await {
         Ok(Ok(response)) => response,
         Ok(Err(e)) => {
+            if e.is_panic() {
+                crate::metrics::webhook_panicked();
+            }
             tracing::error!(%path, error = %e, "webhook handler failed");
             refuse(
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -510,6 +510,50 @@ async fn requests_are_measured_per_served_path_and_code_with_controller_runtime_
     );
 }
 
+/// A handler that panics is answered 500 and counted under controller-runtime's name; the
+/// server goes on answering.
+#[tokio::test]
+async fn a_panicking_handler_is_answered_500_and_counted() {
+    let metrics = crate::metrics::Metrics::new();
+    let router = Webhooks::new()
+        .validate("/validate", |a: Admission<Thing>| match a.object {
+            Some(t) if t.spec.size == 13 => panic!("the handler's own bug"),
+            _ => Verdict::allow(),
+        })
+        .with_metrics(metrics.clone())
+        .router();
+    let send = |body: String| {
+        let router = router.clone();
+        async move {
+            router
+                .oneshot(
+                    Request::post("/validate")
+                        .body(Body::from(body))
+                        .expect("request"),
+                )
+                .await
+                .expect("infallible")
+                .status()
+        }
+    };
+    let before = crate::metrics::webhook_panics();
+    assert!(
+        metrics.encode().contains(&format!(
+            "\ncontroller_runtime_webhook_panics_total {before}\n"
+        )),
+        "served before any panic"
+    );
+    assert_eq!(
+        send(review(thing(13)).to_string()).await,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+    assert_eq!(send(review(thing(1)).to_string()).await, StatusCode::OK);
+    let text = metrics.encode();
+    let line = format!("\ncontroller_runtime_webhook_panics_total {}\n", before + 1);
+    assert!(text.contains(&line), "{line} in\n{text}");
+    assert!(text.contains("# TYPE controller_runtime_webhook_panics counter\n"));
+}
+
 /// Starting webhooks whose settings did not parse fails at once with the variable's name,
 /// before anything is bound or written (the client points nowhere: it is never used).
 #[tokio::test]
