@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use bosun_bench::pg::{connect, ip_of, list, median, until_writable, PgEnv, PrimaryWatch};
 use kube::api::Api;
 use serde_json::json;
@@ -405,20 +406,23 @@ pub async fn case_restore(bosun: &Path, rounds: usize, mb: u64) -> anyhow::Resul
     let s = env.healthy("data", 1, LIMIT).await?;
     let pw = env.password("data").await?;
     let ip = ip_of(&s, "data-1").ok_or_else(|| anyhow::anyhow!("no IP for data-1"))?;
-    let c = connect(&ip, &pw).await?;
+    let c = connect(&ip, &pw).await.context("connecting to data-1")?;
     // About 130 bytes a row on disk (three md5 texts and an integer, plus the tuple header).
     let n = i64::try_from(mb * 1_000_000 / 130)?;
     c.batch_execute(&format!(
         "CREATE TABLE big AS SELECT g AS id, repeat(md5(g::text), 3) AS pad FROM generate_series(1, {n}) g"
     ))
-    .await?;
+    .await
+    .context("filling data-1's table")?;
     let size: i64 = c
         .query_one("SELECT pg_total_relation_size('big')", &[])
-        .await?
+        .await
+        .context("data-1's table size")?
         .get(0);
     let db: i64 = c
         .query_one("SELECT pg_database_size(current_database())", &[])
-        .await?
+        .await
+        .context("data-1's database size")?
         .get(0);
     let table_mb = size as f64 / 1e6;
     let db_mb = db as f64 / 1e6;
@@ -470,9 +474,11 @@ pub async fn case_restore(bosun: &Path, rounds: usize, mb: u64) -> anyhow::Resul
         let ip = ip_of(&s, &instance).ok_or_else(|| anyhow::anyhow!("no IP for {instance}"))?;
         let rpw = env.password(&name).await?;
         let got: i64 = connect(&ip, &rpw)
-            .await?
+            .await
+            .with_context(|| format!("connecting to {instance}"))?
             .query_one("SELECT count(*) FROM big", &[])
-            .await?
+            .await
+            .with_context(|| format!("counting {instance}'s rows"))?
             .get(0);
         anyhow::ensure!(got == n, "{name} restored {got} rows of {n}");
         // No garbage collector runs here: the cluster's pod and claim go by hand.
