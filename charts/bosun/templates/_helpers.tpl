@@ -59,7 +59,7 @@ app.kubernetes.io/name: bosun
 {{- if has "postgres" .Values.operators }}
 - apiGroups: [lukeb0nd.com]
   resources: [postgresclusters]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, patch]
 - apiGroups: [lukeb0nd.com]
   resources: [postgresclusters/status]
   verbs: [patch]

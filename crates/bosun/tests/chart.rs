@@ -208,6 +208,26 @@ fn chart_crds_are_fresh() {
     );
 }
 
+/// `sharding.enabled` and `--sharding`: the same Deployment arg and Lease rule, also with
+/// watched namespaces and several operators (each must let the sharder label its objects;
+/// postgres' rules are compared by `chart_with_postgres_renders_the_same_as_the_flags`).
+#[test]
+fn chart_with_sharding_renders_the_same_as_the_flags() {
+    let values = serde_json::json!({
+        "sharding": {"enabled": true}, "replicas": 3,
+        "operators": ["bookstore", "myownshell", "vmgroup"]
+    });
+    let cli = manifests(&[
+        "--sharding",
+        "--replicas=3",
+        "--operators=bookstore,myownshell,vmgroup",
+    ]);
+    assert_same(render(&values, "bosun-system"), cli);
+    let values = serde_json::json!({"sharding": {"enabled": true}, "watchNamespaces": ["shop"]});
+    let cli = manifests(&["--sharding", "--watch-namespaces=shop"]);
+    assert_same(render(&values, "bosun-system"), cli);
+}
+
 #[test]
 fn chart_with_postgres_renders_the_same_as_the_flags() {
     let values = serde_json::json!({"operators": ["postgres"]});

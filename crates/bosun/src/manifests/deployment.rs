@@ -56,6 +56,9 @@ fn args(a: &ManifestArgs) -> Vec<String> {
         "--leader-elect".into(),
         format!("--lease-name={}", a.lease_name()),
     ];
+    if a.sharding {
+        args.push("--sharding".into());
+    }
     let coded = a.coded_names();
     if !coded.is_empty() || a.watches.is_none() {
         args.push(format!("--operators={}", coded.join(",")));

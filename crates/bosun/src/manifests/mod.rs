@@ -63,6 +63,11 @@ pub struct ManifestArgs {
     /// Default: bosun (`bosun bundle`: the package).
     #[arg(long)]
     pub name: Option<String>,
+    /// Shard every operator's objects over the replicas instead of electing one leader
+    /// (`bosun run --sharding`): `--replicas` is then the number of shards. Adds the Lease
+    /// rule the replicas' membership and the sharder need.
+    #[arg(long)]
+    pub sharding: bool,
 }
 
 impl Default for ManifestArgs {
@@ -79,6 +84,7 @@ impl Default for ManifestArgs {
             log_format: "json".into(),
             webhooks: vec![],
             name: None,
+            sharding: false,
         }
     }
 }

@@ -110,11 +110,24 @@ pub fn objects(a: &ManifestArgs, operators: &[Arc<dyn Operator>]) -> anyhow::Res
         vec![reader],
     ))?);
     let lease = format!("{name}-leader-election");
+    let mut lease_role = lease_rules(&a.lease_name());
+    if a.sharding {
+        // The membership Leases are named after the pods, unknown here; the sharder takes
+        // over and deletes those of pods that are gone.
+        lease_role.push(PolicyRule {
+            api_groups: Some(vec!["coordination.k8s.io".into()]),
+            resources: Some(vec!["leases".into()]),
+            verbs: ["get", "list", "update", "delete"]
+                .map(String::from)
+                .to_vec(),
+            ..Default::default()
+        });
+    }
     out.push(serde_json::to_value(role(
         a,
         &lease,
         &a.namespace,
-        lease_rules(&a.lease_name()),
+        lease_role,
     ))?);
     out.push(serde_json::to_value(binding(a, &lease, &a.namespace))?);
     Ok(out)
@@ -168,6 +181,69 @@ mod tests {
             let r = op.rbac();
             for rule in r.namespaced.iter().chain(&r.cluster) {
                 assert!(granted.contains(rule), "{} needs {rule:?}", op.name());
+            }
+        }
+    }
+    fn lease_role(a: &ManifestArgs) -> Vec<PolicyRule> {
+        let objs = objects(a, &a.operators().expect("ops")).expect("rbac");
+        let name = format!("{}-leader-election", a.name());
+        let role = objs
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == name.as_str())
+            .expect("lease role");
+        serde_json::from_value(role["rules"].clone()).expect("rules")
+    }
+
+    fn grants(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
+        let has = |v: &Option<Vec<String>>, x: &str| v.iter().flatten().any(|s| s == x);
+        rules.iter().any(|r| {
+            has(&r.api_groups, group)
+                && has(&r.resources, resource)
+                && r.resource_names.is_none()
+                && r.verbs.iter().any(|v| v == verb)
+        })
+    }
+
+    /// Sharded replicas hold Leases named after their pods and take over those of dead ones,
+    /// so `--sharding` grants get/list/update/delete on any Lease of bosun's namespace (the
+    /// chart's `sharding.enabled` rule); without it, only the one leader Lease is nameable.
+    #[test]
+    fn sharding_grants_the_member_and_sharder_leases_only_when_on() {
+        let off = lease_role(&ManifestArgs::default());
+        for verb in ["get", "list", "update", "delete"] {
+            assert!(
+                !grants(&off, "coordination.k8s.io", "leases", verb),
+                "{off:?}"
+            );
+        }
+        let on = lease_role(&ManifestArgs {
+            sharding: true,
+            ..Default::default()
+        });
+        for verb in ["create", "get", "list", "update", "delete"] {
+            assert!(
+                grants(&on, "coordination.k8s.io", "leases", verb),
+                "{verb}: {on:?}"
+            );
+        }
+        assert!(on.iter().all(|r| !bosun_runtime::rbac::has_wildcard(r)));
+    }
+
+    /// The sharder labels every operator's primary objects (`shard.bosun.dev/<operator>`):
+    /// each operator's own rules must allow `patch` on the kinds it installs.
+    #[test]
+    fn every_operator_lets_the_sharder_label_its_objects() {
+        let ops = crate::registry::coded();
+        assert!(!ops.is_empty());
+        for op in &ops {
+            let r = op.rbac();
+            for crd in op.crds() {
+                let (group, plural) = (&crd.spec.group, &crd.spec.names.plural);
+                assert!(
+                    grants(&r.namespaced, group, plural, "patch"),
+                    "{}: no patch on {plural}.{group}",
+                    op.name()
+                );
             }
         }
     }

@@ -116,7 +116,8 @@ impl Operator for PostgresOperator {
                 rule(
                     "lukeb0nd.com",
                     &["postgresclusters"],
-                    &["get", "list", "watch"],
+                    // patch: the sharder labels each cluster with the replica working it.
+                    &["get", "list", "watch", "patch"],
                 ),
                 rule("lukeb0nd.com", &["postgresclusters/status"], &["patch"]),
                 rule(
