@@ -8,13 +8,16 @@
 //! d. steady RSS of `bosun run` with N BookStores and their children cached;
 //! e.–f. the Helm flavour ([`helm`]); g.–h. VmGroup on vcsim and webhook latency ([`vmgroup`]);
 //! i. PostgresCluster on real PostgreSQL: ready, failover, switchover, RSS ([`postgres`]);
-//! j. a new object during a restart's re-list, three flavours ([`scale`], only when named).
+//! j. a new object during a restart's re-list, three flavours ([`scale`], only when named);
+//! k. one replica vs three with `--sharding`: converge, RSS per replica, kill -9 → rebalanced
+//!    ([`shard`], only when named).
 //! Figures go to stdout as a table and, with --json, to a file. Nothing here asserts a timing.
 mod ansible;
 mod helm;
 mod peers;
 mod postgres;
 mod scale;
+mod shard;
 mod vmgroup;
 
 use std::collections::BTreeMap;
@@ -53,8 +56,8 @@ pub(crate) struct Args {
     /// Only these cases (myownshell, sample-controller, bookstore, helm, ansible, render,
     /// vmgroup, webhook, postgres); all when empty. helm-peer and ansible-peer (operator-sdk's
     /// operators) and myownshell-cr (MyOwnShell on controller-runtime), all built by
-    /// scripts/setup-peers.sh, run only when named; so does scale (a new object during a
-    /// restart's re-list, three flavours).
+    /// scripts/setup-peers.sh, run only when named; so do scale (a new object during a
+    /// restart's re-list, three flavours) and shard (one replica vs three sharded ones).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Override the object counts (comma-separated).
@@ -689,6 +692,10 @@ async fn main() -> anyhow::Result<()> {
     for &n in store_ns.iter().filter(|_| named("scale")) {
         eprintln!("[bench] a new object during a restart's re-list, N = {n}");
         rows.extend(repeated(runs, || scale::case_scale(&args, n)).await?);
+    }
+    for &n in store_ns.iter().filter(|_| named("shard")) {
+        eprintln!("[bench] sharding: one replica vs three, N = {n}");
+        rows.extend(repeated(runs, || shard::case_shard(&args, n)).await?);
     }
     if run("render") {
         eprintln!("[bench] helm render");
