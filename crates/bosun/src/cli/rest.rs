@@ -17,10 +17,12 @@ use std::time::Duration;
 
 /// How often the process looks at itself: a quiet operator is lean 5-10 s after its work.
 const TICK: Duration = Duration::from_secs(5);
-/// CPU time over one tick below which the process counts as quiet (0.2 % of a core).
-const QUIET: Duration = Duration::from_millis(10);
-/// CPU time since the last release above which there is something worth releasing again.
-const WORKED: Duration = Duration::from_millis(100);
+/// CPU time over one tick below which the process counts as quiet (1 % of a core): Lease
+/// renewals every 500 ms (leader election, a shard's membership) are quiet.
+const QUIET: Duration = Duration::from_millis(50);
+/// CPU time since the last release above which there is something worth releasing again
+/// (idle work alone adds up to it every few minutes: a release then costs a few minor faults).
+const WORKED: Duration = Duration::from_millis(200);
 
 pub(crate) fn hand_back_periodically() {
     let release_code = std::env::var_os("BOSUN_KEEP_CODE_PAGES").is_none_or(|v| v != "1");
