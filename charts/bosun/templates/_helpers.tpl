@@ -88,6 +88,9 @@ app.kubernetes.io/name: bosun
 - apiGroups: [storage.k8s.io]
   resources: [storageclasses]
   verbs: [get, list]
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [get]
 {{- end }}
 - apiGroups: [authentication.k8s.io]
   resources: [tokenreviews]
