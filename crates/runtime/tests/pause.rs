@@ -129,28 +129,13 @@ async fn replica(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "not a test on its own: the leader process that a_leader_paused_past_its_deadline_never_writes_after_the_takeover starts and pauses"]
 async fn paused_leader_process() {
-    let spec = std::env::var(CHILD).expect("started by the pause test only");
-    let [kubeconfig, ns, identity, probe]: [&str; 4] = spec
-        .split('|')
-        .collect::<Vec<_>>()
-        .try_into()
-        .expect("kubeconfig|ns|identity|probe");
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("config");
-    let m = replica(config, ns, identity, probe.parse().expect("probe"))
+    let (config, ns, identity, probe) = replica_spec(CHILD).await;
+    let m = replica(config, &ns, &identity, probe)
         .await
         .expect("replica");
     m.run(std::future::pending::<()>(), |_| {})
         .await
         .expect("manager");
-}
-
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
 }
 
 async fn holder(client: &Client, ns: &str) -> Option<String> {
@@ -162,15 +147,6 @@ async fn holder(client: &Client, ns: &str) -> Option<String> {
         .spec?
         .holder_identity
         .filter(|h| !h.is_empty())
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill {sig} {pid}");
 }
 
 /// The writers of the ticker's ConfigMaps, in the order the API server stored the writes.
@@ -242,20 +218,14 @@ async fn a_leader_paused_past_its_deadline_never_writes_after_the_takeover() {
 
     // a: the leader, in a process of its own.
     let a_probe = free_addr();
-    let mut a = tokio::process::Command::new(std::env::current_exe().expect("exe"))
-        .args([
-            "paused_leader_process",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(
-            CHILD,
-            format!("{}|{ns}|a|{a_probe}", cp.kubeconfig().display()),
-        )
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn a");
+    let mut a = spawn_replica(
+        "paused_leader_process",
+        CHILD,
+        cp.kubeconfig(),
+        &ns,
+        "a",
+        a_probe,
+    );
     let a_pid = a.id().expect("pid");
     eventually(60, || async { (writers.count("a") >= 8).then_some(()) })
         .await

@@ -153,28 +153,13 @@ async fn replica(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "not a test on its own: a replica that objects_move_between_replicas_without_overlap starts, stops and kills"]
 async fn shard_replica_process() {
-    let spec = std::env::var(CHILD).expect("started by the shard test only");
-    let [kubeconfig, ns, identity, metrics]: [&str; 4] = spec
-        .split('|')
-        .collect::<Vec<_>>()
-        .try_into()
-        .expect("kubeconfig|ns|identity|metrics");
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("config");
-    let m = replica(config, ns, identity, metrics.parse().expect("metrics"))
+    let (config, ns, identity, metrics) = replica_spec(CHILD).await;
+    let m = replica(config, &ns, &identity, metrics)
         .await
         .expect("replica");
     m.run(bosun_runtime::manager::shutdown_signal(), |_| {})
         .await
         .expect("manager");
-}
-
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
 }
 
 struct Replica {
@@ -185,34 +170,19 @@ struct Replica {
 
 fn start(cp_kubeconfig: &std::path::Path, ns: &str, name: &'static str) -> Replica {
     let metrics = free_addr();
-    let child = tokio::process::Command::new(std::env::current_exe().expect("exe"))
-        .args([
-            "shard_replica_process",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(
-            CHILD,
-            format!("{}|{ns}|{name}|{metrics}", cp_kubeconfig.display()),
-        )
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn a replica");
+    let child = spawn_replica(
+        "shard_replica_process",
+        CHILD,
+        cp_kubeconfig,
+        ns,
+        name,
+        metrics,
+    );
     Replica {
         name,
         child,
         metrics,
     }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill {sig} {pid}");
 }
 
 /// One stored write of a recorder ConfigMap.

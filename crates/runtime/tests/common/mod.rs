@@ -220,3 +220,63 @@ pub fn series_value(text: &str, series: &str) -> Option<f64> {
         .parse()
         .ok()
 }
+
+/// A replica in a process of its own: this test binary started again on the ignored test
+/// `test`, handed `kubeconfig|namespace|identity|addr` in the variable `var`, so that the
+/// test can stop it whole (SIGSTOP, SIGTERM, `kill -9`) as a pod's node would.
+pub fn spawn_replica(
+    test: &str,
+    var: &str,
+    kubeconfig: &std::path::Path,
+    ns: &str,
+    identity: &str,
+    addr: std::net::SocketAddr,
+) -> tokio::process::Child {
+    tokio::process::Command::new(std::env::current_exe().expect("exe"))
+        .args([test, "--exact", "--ignored", "--nocapture"])
+        .env(
+            var,
+            format!("{}|{ns}|{identity}|{addr}", kubeconfig.display()),
+        )
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn a replica")
+}
+
+/// In the replica process: what [`spawn_replica`] handed it — the client configuration, the
+/// namespace, the identity and the address.
+pub async fn replica_spec(var: &str) -> (kube::Config, String, String, std::net::SocketAddr) {
+    let spec = std::env::var(var).expect("started by its test only");
+    let [kubeconfig, ns, identity, addr]: [&str; 4] = spec
+        .split('|')
+        .collect::<Vec<_>>()
+        .try_into()
+        .expect("kubeconfig|ns|identity|addr");
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
+    (
+        config,
+        ns.into(),
+        identity.into(),
+        addr.parse().expect("addr"),
+    )
+}
+
+/// A loopback address nothing listens on now.
+pub fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+}
+
+/// Sends `sig` (as kill(1) names it) to `pid`.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
