@@ -12,6 +12,10 @@
 //!   every `aged_share + 1`-th start takes a background key, so the background drains at no
 //!   less than that share of the starts while user work keeps coming. Before that, user work
 //!   always goes first — a new object waits behind at most the reconciles already running.
+//! * **A worker kept for user changes.** With two or more workers, background work may hold
+//!   all of them but one: a re-list whose reconciles each take seconds (a chart with a hook,
+//!   a role run by real Ansible) cannot make a new object wait for one of them to end. The
+//!   price is one idle worker while only background work is queued.
 //! * **One entry per key.** A key already queued is not queued twice; a user change of a
 //!   key queued as background moves it to the user priority (it keeps the time it was first
 //!   queued, for the queue-duration metric).
@@ -82,8 +86,11 @@ enum State {
         since: Instant,
         ticket: u64,
     },
-    /// Running; `again` when it was added meanwhile.
-    Running { again: Option<(Priority, Instant)> },
+    /// Running at `lane`'s priority; `again` when it was added meanwhile.
+    Running {
+        lane: Priority,
+        again: Option<(Priority, Instant)>,
+    },
 }
 
 /// A key handed out by [`Queue::pop`].
@@ -108,6 +115,9 @@ pub struct Queue<Key> {
     due: HashMap<Key, (Instant, u64)>,
     /// User starts since the last background start, while background keys waited.
     user_run: u32,
+    /// Reconciles at once, and how many of them run background work now.
+    workers: Option<usize>,
+    running: [usize; 2],
 }
 
 impl<Key: Clone + Eq + Hash> Queue<Key> {
@@ -121,13 +131,22 @@ impl<Key: Clone + Eq + Hash> Queue<Key> {
             timers: BTreeMap::new(),
             due: HashMap::new(),
             user_run: 0,
+            workers: None,
+            running: [0, 0],
         }
+    }
+
+    /// The runner starts up to `workers` reconciles at once; with two or more, background
+    /// work may hold all of them but one.
+    pub fn with_workers(mut self, workers: usize) -> Self {
+        self.workers = Some(workers);
+        self
     }
 
     /// Queues `key`; true when it was not queued yet (a new entry, counted as an add).
     pub fn add(&mut self, key: Key, priority: Priority, now: Instant) -> bool {
         match self.state.get_mut(&key) {
-            Some(State::Running { again }) => {
+            Some(State::Running { again, .. }) => {
                 *again = Some(match *again {
                     Some((p, since)) => (p.max(priority), since),
                     None => (priority, now),
@@ -225,21 +244,27 @@ impl<Key: Clone + Eq + Hash> Queue<Key> {
             (None, Some(_)) => Priority::Background,
             (Some(_), Some(oldest)) => {
                 let aged = now.saturating_duration_since(oldest) >= self.config.aging;
-                if aged && self.user_run >= self.config.aged_share {
+                if aged && self.user_run >= self.config.aged_share && self.background_may_start() {
                     Priority::Background
                 } else {
                     Priority::User
                 }
             }
         };
+        if lane == Priority::Background && !self.background_may_start() {
+            // The last free worker is kept for a user change: a new object must not wait
+            // for a reconcile of the list (a Helm hook, a role run by real Ansible) to end.
+            return None;
+        }
         match lane {
             Priority::User if background.is_some() => self.user_run += 1,
             _ => self.user_run = 0,
         }
         let (_, key) = self.lanes[lane.lane()].pop_front()?;
+        self.running[lane.lane()] += 1;
         let since = match self
             .state
-            .insert(key.clone(), State::Running { again: None })
+            .insert(key.clone(), State::Running { lane, again: None })
         {
             Some(State::Queued { since, .. }) => since,
             _ => now,
@@ -256,11 +281,15 @@ impl<Key: Clone + Eq + Hash> Queue<Key> {
     /// `key`'s reconcile ended: queued again if it was added meanwhile (true then).
     pub fn done(&mut self, key: &Key) -> bool {
         match self.state.remove(key) {
-            Some(State::Running {
-                again: Some((priority, since)),
-            }) => {
-                self.enqueue(key.clone(), priority, since);
-                true
+            Some(State::Running { lane, again }) => {
+                self.running[lane.lane()] -= 1;
+                match again {
+                    Some((priority, since)) => {
+                        self.enqueue(key.clone(), priority, since);
+                        true
+                    }
+                    None => false,
+                }
             }
             Some(State::Queued {
                 priority,
@@ -279,6 +308,15 @@ impl<Key: Clone + Eq + Hash> Queue<Key> {
                 false
             }
             _ => false,
+        }
+    }
+
+    /// Whether a background key may start now: with `workers` of two or more, one is kept free
+    /// for user work.
+    fn background_may_start(&self) -> bool {
+        match self.workers {
+            Some(w) if w >= 2 => self.running[Priority::Background.lane()] < w - 1,
+            _ => true,
         }
     }
 
@@ -460,5 +498,54 @@ mod tests {
             q.pop(later).map(|p| (p.key, p.priority)),
             Some(("a", Priority::Background))
         );
+    }
+    #[test]
+    fn one_worker_is_kept_for_user_changes_while_background_work_runs() {
+        let t = Instant::now();
+        let mut q = Queue::new(QueueConfig::default()).with_workers(3);
+        for k in ["l1", "l2", "l3", "l4"] {
+            q.add(k, Priority::Background, t);
+        }
+        assert_eq!(q.pop(t).map(|p| p.key), Some("l1"));
+        assert_eq!(q.pop(t).map(|p| p.key), Some("l2"));
+        assert_eq!(
+            q.pop(t),
+            None,
+            "the third worker waits for a user change, not for the list"
+        );
+        q.add("u1", Priority::User, t);
+        q.add("u2", Priority::User, t);
+        assert_eq!(q.pop(t).map(|p| p.key), Some("u1"));
+        // Every worker busy: the runner asks again when one ends.
+        q.done(&"l1");
+        assert_eq!(
+            q.pop(t).map(|p| p.key),
+            Some("u2"),
+            "a freed worker takes user work first"
+        );
+        q.done(&"u1");
+        assert_eq!(
+            q.pop(t).map(|p| p.key),
+            Some("l3"),
+            "background work may hold all workers but one"
+        );
+        assert_eq!(q.pop(t), None);
+        q.done(&"u2");
+        assert_eq!(q.pop(t), None, "l2 and l3 run: the last worker stays free");
+        q.done(&"l2");
+        assert_eq!(q.pop(t).map(|p| p.key), Some("l4"));
+
+        // Aged background work still gets its share, within the same bound.
+        let mut q = Queue::new(QueueConfig::default()).with_workers(2);
+        q.add("l1", Priority::Background, t);
+        q.add("l2", Priority::Background, t);
+        let old = t + QueueConfig::default().aging;
+        assert_eq!(q.pop(old).map(|p| p.key), Some("l1"));
+        assert_eq!(q.pop(old), None);
+
+        // One worker: nothing can be kept back.
+        let mut q = Queue::new(QueueConfig::default()).with_workers(1);
+        q.add("l1", Priority::Background, t);
+        assert_eq!(q.pop(t).map(|p| p.key), Some("l1"));
     }
 }

@@ -86,7 +86,7 @@ where
             handoff,
         } = self;
         metrics.set_max_concurrent_reconciles(concurrency);
-        let mut queue = Queue::new(config);
+        let mut queue = Queue::new(config).with_workers(concurrency);
         let mut depth = Depth::new(&metrics);
         let mut running: JoinSet<Next> = JoinSet::new();
         let mut keys: HashMap<tokio::task::Id, (ObjectRef<K>, crate::metrics::WorkGuard)> =
