@@ -10,7 +10,9 @@
 //! i. PostgresCluster on real PostgreSQL: ready, failover, switchover, RSS ([`postgres`]);
 //! j. a new object during a restart's re-list, three flavours ([`scale`], only when named);
 //! k. one replica vs three with `--sharding`: converge, RSS per replica, kill -9 → rebalanced
-//!    ([`shard`], only when named).
+//!    ([`shard`], only when named);
+//! l. the same with a latency-bound workload, a Helm chart whose install waits for a hook Job
+//!    ([`shard_hook`], only when named).
 //! Figures go to stdout as a table and, with --json, to a file. Nothing here asserts a timing.
 mod ansible;
 mod helm;
@@ -18,6 +20,7 @@ mod peers;
 mod postgres;
 mod scale;
 mod shard;
+mod shard_hook;
 mod vmgroup;
 
 use std::collections::BTreeMap;
@@ -57,7 +60,8 @@ pub(crate) struct Args {
     /// vmgroup, webhook, postgres); all when empty. helm-peer and ansible-peer (operator-sdk's
     /// operators) and myownshell-cr (MyOwnShell on controller-runtime), all built by
     /// scripts/setup-peers.sh, run only when named; so do scale (a new object during a
-    /// restart's re-list, three flavours) and shard (one replica vs three sharded ones).
+    /// restart's re-list, three flavours), shard (one replica vs three sharded ones) and
+    /// shard-hook (the same, Helm releases waiting for a hook Job).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Override the object counts (comma-separated).
@@ -71,6 +75,9 @@ pub(crate) struct Args {
     /// (1 with --quick, which only shows CI that the cases run).
     #[arg(long)]
     runs: Option<usize>,
+    /// shard-hook: seconds from the bench first seeing a hook Job to its marking it complete.
+    #[arg(long, default_value_t = 2.0)]
+    hook_seconds: f64,
 }
 
 const NS: &str = "bench";
@@ -696,6 +703,12 @@ async fn main() -> anyhow::Result<()> {
     for &n in store_ns.iter().filter(|_| named("shard")) {
         eprintln!("[bench] sharding: one replica vs three, N = {n}");
         rows.extend(repeated(runs, || shard::case_shard(&args, n)).await?);
+    }
+    for &n in store_ns.iter().filter(|_| named("shard-hook")) {
+        eprintln!(
+            "[bench] sharding, latency-bound (Helm hook Jobs): one replica vs three, N = {n}"
+        );
+        rows.extend(repeated(runs, || shard_hook::case_shard_hook(&args, n)).await?);
     }
     if run("render") {
         eprintln!("[bench] helm render");

@@ -28,31 +28,64 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use crate::{Args, Row, NS};
 
 const SHARD_LABEL: &str = "shard.bosun.dev/bookstore";
-const LEASE: &str = "bosun-bench-leader";
+pub(crate) const LEASE: &str = "bosun-bench-leader";
+
+fn bookstore_flags() -> Vec<String> {
+    vec!["--operators=bookstore".into()]
+}
+
+/// Where a replica's warnings go.
+fn log_path(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("bosun-bench-shard-{name}.log"))
+}
+
+/// "h0 lost its membership 2 times, …" for the replicas whose log says they fell back to
+/// standby (a lease renewal that missed its deadline), or that none did. Said with the
+/// figures: a replica that stops and rejoins works less of the run.
+pub(crate) fn memberships_lost(names: &[&str]) -> String {
+    let lost: Vec<String> = names
+        .iter()
+        .filter_map(|name| {
+            let log = std::fs::read_to_string(log_path(name)).unwrap_or_default();
+            let times = log.matches("lost leadership").count();
+            (times > 0).then(|| format!("{name} {times}×"))
+        })
+        .collect();
+    if lost.is_empty() {
+        "no replica lost its membership".into()
+    } else {
+        format!(
+            "memberships lost (lease renewals past their deadline, back to standby): {}",
+            lost.join(", ")
+        )
+    }
+}
 
 /// One `bosun run` process, named for its membership (`POD_NAME`).
-struct Replica {
-    name: String,
+pub(crate) struct Replica {
+    pub(crate) name: String,
     child: tokio::process::Child,
-    pid: u32,
+    pub(crate) pid: u32,
     metrics: u16,
 }
 
 impl Replica {
-    fn start(
+    /// `bosun run` with the operator `flags` (`--operators=…`, `--watches=…`), sharded or not.
+    pub(crate) fn start(
         args: &Args,
         kubeconfig: &std::path::Path,
         name: &str,
         sharded: bool,
+        flags: &[String],
     ) -> anyhow::Result<Replica> {
         let metrics = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
-        let log = std::env::temp_dir().join(format!("bosun-bench-shard-{name}.log"));
+        let log = log_path(name);
         let mut cmd = tokio::process::Command::new(&args.bosun);
         cmd.arg("run")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg("--operators=bookstore")
+            .args(flags)
             .arg(format!("--concurrency={}", args.concurrency))
             .arg(format!("--metrics-addr=127.0.0.1:{metrics}"))
             .arg("--probe-addr=off");
@@ -145,7 +178,7 @@ impl Replica {
         }
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         // SAFETY: signalling our own child process.
         unsafe {
             kill(self.pid as i32, 15);
@@ -170,7 +203,7 @@ fn split(rss: &[(f64, f64, f64)]) -> String {
         .join("; ")
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     match v.len() {
         0 => 0.0,
@@ -296,7 +329,7 @@ async fn steady(replicas: &[&Replica]) -> Vec<(f64, f64, f64)> {
 async fn one_replica(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let (cp, client) = populate(args, n).await?;
     let t0 = Instant::now();
-    let r = Replica::start(args, cp.kubeconfig(), "single", false)?;
+    let r = Replica::start(args, cp.kubeconfig(), "single", false, &bookstore_flags())?;
     let bss: Api<BookStore> = Api::namespaced(client.clone(), NS);
     wait_watched(bss, n, Duration::from_secs(3600), is_converged).await?;
     let seconds = t0.elapsed().as_secs_f64();
@@ -333,7 +366,13 @@ async fn three_replicas(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let t0 = Instant::now();
     let mut replicas = Vec::new();
     for name in ["r0", "r1", "r2"] {
-        replicas.push(Replica::start(args, cp.kubeconfig(), name, true)?);
+        replicas.push(Replica::start(
+            args,
+            cp.kubeconfig(),
+            name,
+            true,
+            &bookstore_flags(),
+        )?);
     }
     let bss: Api<BookStore> = Api::namespaced(client.clone(), NS);
     wait_watched(bss, n, Duration::from_secs(3600), is_converged).await?;
@@ -381,6 +420,7 @@ async fn three_replicas(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     for r in replicas {
         r.stop().await;
     }
+    let lost = memberships_lost(&["r0", "r1", "r2"]);
     Ok(vec![
         Row {
             case: "shard: converge, 3 replicas --sharding (coded BookStore)".into(),
@@ -388,7 +428,7 @@ async fn three_replicas(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
             seconds,
             note: format!(
                 "from the first process start to every status; placement {share:?}; \
-                 concurrency {} each",
+                 concurrency {} each; over the whole run, {lost}",
                 args.concurrency
             ),
             ..Default::default()
