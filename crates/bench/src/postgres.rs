@@ -393,7 +393,9 @@ const NS_RESTORE: &str = "bench-pg-restore";
 /// Restore from a base backup, and a replica added, each for a `mb` MB table; `rounds` of
 /// each. Every restored cluster is checked for the table's row count, then removed.
 pub async fn case_restore(bosun: &Path, rounds: usize, mb: u64) -> anyhow::Result<Vec<Row>> {
-    let env = PgEnv::start(bosun, NS_RESTORE).await?;
+    // BOSUN_BENCH_PG_KEEP=<dir> keeps the pods' logs and claims there for reading after.
+    let keep = std::env::var_os("BOSUN_BENCH_PG_KEEP").map(std::path::PathBuf::from);
+    let env = PgEnv::start_in(bosun, NS_RESTORE, keep).await?;
     let pc: bosun_postgres::PostgresCluster = serde_json::from_value(json!({
         "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
         "metadata": {"name": "data"},

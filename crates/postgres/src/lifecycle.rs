@@ -13,7 +13,9 @@
 //!    primary, else the most advanced): two writable primaries is the data-loss case.
 //! 3. with a primary: fence what the spec fences; restart pods whose claim is intact; forget
 //!    members whose data is gone (their names are never reused); rejoin fenced or
-//!    wrongly-pointed members as replicas of the primary; wait for unready members; then grow
+//!    wrongly-pointed members as replicas of the primary; re-clone a replica of the live
+//!    primary whose WAL is gone there (it can never stream again; see
+//!    [`reclone_loses_nothing`] for why nothing is lost); wait for unready members; then grow
 //!    (one replica at a time), shrink (the highest replica, never the primary), switch over.
 //! 4. without a primary: finish a switchover (the old primary fenced first); after the
 //!    failover delay *and* [`FAILOVER_MISSED_POLLS`] consecutive polls without a primary, with
@@ -41,6 +43,9 @@ pub struct Member {
     /// Its pod's node is not Ready (NotReady, Unknown) or no longer exists: no kubelet there
     /// is known to kill its processes at the end of a grace period.
     pub node_lost: bool,
+    /// Its pod is bound to no node (Pending: no node it may run on, e.g. its volume's zone
+    /// is down): nothing of it has run, and it may never start.
+    pub unscheduled: bool,
     /// Its pod was built from an older spec (image, resources, pod labels or annotations,
     /// the backup store), or its PostgreSQL waits for a restart to apply a parameter: the
     /// rolling update replaces it.
@@ -70,6 +75,9 @@ pub struct Seen {
     pub parameters: Option<std::collections::BTreeMap<String, String>>,
     /// Parameters it holds but applies only after a restart.
     pub pending_restart: Vec<String>,
+    /// A replica that does not stream: why it never can again from its primary (the WAL it
+    /// needs is gone there).
+    pub cannot_catch_up: Option<String>,
 }
 
 impl Seen {
@@ -103,6 +111,7 @@ impl Seen {
                 .filter(|p| p.pending_restart)
                 .map(|p| p.name.clone())
                 .collect(),
+            cannot_catch_up: s.cannot_catch_up.clone(),
         }
     }
 }
@@ -174,6 +183,13 @@ pub enum Action {
     Follow {
         serial: u32,
         primary: u32,
+    },
+    /// Replace a replica's data with a fresh clone of `primary`: the WAL it needs to catch
+    /// up is gone there (`why`). Only for a replica of that live primary, so nothing is lost.
+    Reclone {
+        serial: u32,
+        primary: u32,
+        why: String,
     },
     /// Make the primary's commits wait for `n` standbys (0: none), live (ALTER SYSTEM and a
     /// reload).
@@ -383,6 +399,19 @@ fn with_primary(plan: &Plan, obs: &Observation, primary: u32) -> Action {
             };
         }
     }
+    if let Some((m, why)) = members.iter().find_map(|m| {
+        let why = m.seen.as_ref()?.cannot_catch_up.as_ref()?;
+        (m.serial != primary
+            && !spec_fenced(plan, m.serial)
+            && reclone_loses_nothing(members, m, primary))
+        .then_some((m, why))
+    }) {
+        return Action::Reclone {
+            serial: m.serial,
+            primary,
+            why: why.clone(),
+        };
+    }
     // Parameters reach every running instance live; one that needs a restart then waits in
     // `pending_restart` for the rolling update below.
     if let Some(m) = members.iter().find(|m| {
@@ -448,6 +477,33 @@ fn with_primary(plan: &Plan, obs: &Observation, primary: u32) -> Action {
         }
     }
     Action::Wait(Wait::Healthy)
+}
+
+/// Whether replacing `m`'s data with a clone of `primary` can lose no committed data (issue
+/// 32, M13): `m` is a replica in recovery that follows `primary`, which is running, ready (it
+/// accepts writes) and ahead of it on the same or a later timeline, and `m` has not diverged.
+/// A replica only ever holds WAL it received from the primaries it followed; not diverged,
+/// that WAL is a prefix of the live primary's history, which that primary holds, so the clone
+/// brings every byte back. A replica that may hold WAL no one else has (diverged, ahead of the
+/// primary, following another, or while no primary answers) is never re-cloned.
+fn reclone_loses_nothing(members: &[Member], m: &Member, primary: u32) -> bool {
+    let Some(p) = members
+        .iter()
+        .find(|p| p.serial == primary)
+        .and_then(|p| p.seen.as_ref())
+    else {
+        return false;
+    };
+    let Some(r) = &m.seen else {
+        return false;
+    };
+    p.role == StateRole::Primary
+        && p.ready
+        && r.role == StateRole::Replica
+        && r.follows == Some(primary)
+        && !r.diverged
+        && matches!((r.timeline, p.timeline), (Some(rt), Some(pt)) if rt <= pt)
+        && matches!((r.lsn, p.lsn), (Some(rl), Some(pl)) if rl <= pl)
 }
 
 /// Whether the instance's `postgresql.auto.conf` holds the spec's parameters, no more (the
@@ -571,6 +627,17 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
     // and the missed polls guard against a slow or restarting primary, which it is not.
     let gone_for_good = obs.primary_stopped_cleanly && isolated;
     if !replicas.is_empty() {
+        // The old primary cannot run (no node takes its pod): every other member with data
+        // is started during the delay, so that the most advanced can be chosen and a
+        // synchronous quorum reached.
+        if old.is_some_and(|o| o.unscheduled && o.seen.is_none()) {
+            if let Some(m) = members
+                .iter()
+                .find(|m| m.claim && !m.pod && Some(m.serial) != obs.current_primary)
+            {
+                return Action::StartPod { serial: m.serial };
+            }
+        }
         let lost = obs.primary_lost_for.unwrap_or_default();
         let delay = plan.failover_delay;
         if !gone_for_good && lost < delay {
@@ -632,11 +699,14 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
         }
     }
     // No replica to promote: restart on the data that is left, the old primary's first.
+    // Its pod bound to no node (Pending: its zone may be down for hours) is not starting:
+    // the replicas are started beside it, and the failover above promotes one of them after
+    // the delay, deleting that pod first (issue 32, M12(c)).
     if let Some(o) = old {
         if o.claim && !o.pod {
             return Action::StartPod { serial: o.serial };
         }
-        if o.claim && role(o) != Some(StateRole::Fenced) {
+        if o.claim && role(o) != Some(StateRole::Fenced) && !o.unscheduled {
             return Action::Wait(Wait::PrimaryStarting { serial: o.serial });
         }
         if role(o) == Some(StateRole::Fenced) {
@@ -720,6 +790,7 @@ mod tests {
             claim: true,
             terminating: false,
             node_lost: false,
+            unscheduled: false,
             outdated: false,
             seen: Some(Seen {
                 role,
@@ -732,6 +803,7 @@ mod tests {
                 synchronous: None,
                 parameters: None,
                 pending_restart: Vec::new(),
+                cannot_catch_up: None,
             }),
         }
     }
@@ -887,6 +959,7 @@ mod tests {
             synchronous: None,
             parameters: None,
             pending_restart: Vec::new(),
+            cannot_catch_up: None,
         });
         assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
         // Pod deleted, unseen since: it may have been force-deleted with postgres still
@@ -953,6 +1026,7 @@ mod tests {
                 synchronous: None,
                 parameters: None,
                 pending_restart: Vec::new(),
+                cannot_catch_up: None,
             }),
             ..primary(1, 1, 100)
         };
@@ -1139,6 +1213,7 @@ mod tests {
             synchronous: None,
             isolation_armed: false,
             stopped_cleanly: false,
+            cannot_catch_up: None,
             backup: None,
             parameters: None,
         };
@@ -1156,6 +1231,7 @@ mod tests {
                 synchronous: None,
                 parameters: None,
                 pending_restart: Vec::new(),
+                cannot_catch_up: None,
             }
         );
     }
@@ -1195,6 +1271,7 @@ mod tests {
                                 claim: true,
                                 terminating: false,
                                 node_lost: false,
+                                unscheduled: false,
                                 outdated: false,
                                 seen: k.map(|role| Seen {
                                     role,
@@ -1207,6 +1284,7 @@ mod tests {
                                     synchronous: None,
                                     parameters: None,
                                     pending_restart: Vec::new(),
+                                    cannot_catch_up: None,
                                 }),
                             })
                             .collect();
@@ -1699,5 +1777,184 @@ mod tests {
             ..member(1, StateRole::Fenced, false, 1, 100, None)
         };
         assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+    }
+
+    fn cannot_catch_up(mut m: Member) -> Member {
+        if let Some(s) = m.seen.as_mut() {
+            s.ready = false;
+            s.cannot_catch_up = Some("the WAL it needs is gone".into());
+        }
+        m
+    }
+
+    /// Issue 32, M13: a replica whose WAL is gone on its live primary is re-cloned (it used
+    /// to wait on it forever: the phase stayed Scaling, blocking scaling, switchovers and
+    /// backups), and never when it could hold data the primary has not.
+    #[test]
+    fn a_replica_that_cannot_catch_up_is_recloned_from_its_live_primary_only() {
+        let p = plan_of(serde_json::json!({"size": 3}));
+        let stuck = cannot_catch_up(replica(2, 1, false, 50));
+        let o = obs(
+            vec![primary(1, 1, 100), stuck.clone(), replica(3, 1, true, 100)],
+            Some(1),
+            3,
+        );
+        assert_eq!(
+            decide(&p, &o),
+            Action::Reclone {
+                serial: 2,
+                primary: 1,
+                why: "the WAL it needs is gone".into()
+            }
+        );
+        // Without the report it is only waited for (what the audit saw).
+        let waiting = obs(
+            vec![
+                primary(1, 1, 100),
+                replica(2, 1, false, 50),
+                replica(3, 1, true, 100),
+            ],
+            Some(1),
+            3,
+        );
+        assert_eq!(
+            decide(&p, &waiting),
+            Action::Wait(Wait::Unready { serial: 2 })
+        );
+        let never = |o: Observation, what: &str| {
+            let d = decide(&p, &o);
+            assert!(
+                !matches!(d, Action::Reclone { .. }),
+                "{what}: re-cloned ({d:?})"
+            );
+        };
+        // Ahead of the primary: it may hold WAL the primary lacks.
+        never(
+            obs(
+                vec![
+                    primary(1, 1, 100),
+                    cannot_catch_up(replica(2, 1, false, 150)),
+                ],
+                Some(1),
+                2,
+            ),
+            "ahead of the primary",
+        );
+        // On a later timeline than the primary.
+        let mut later = cannot_catch_up(replica(2, 1, false, 50));
+        if let Some(s) = later.seen.as_mut() {
+            s.timeline = Some(2);
+        }
+        never(
+            obs(vec![primary(1, 1, 100), later], Some(1), 2),
+            "a later timeline",
+        );
+        // Diverged: rewound (Follow), never cloned over.
+        let mut diverged = cannot_catch_up(replica(2, 1, false, 50));
+        if let Some(s) = diverged.seen.as_mut() {
+            s.diverged = true;
+        }
+        assert_eq!(
+            decide(&p, &obs(vec![primary(1, 1, 100), diverged], Some(1), 2)),
+            Action::Follow {
+                serial: 2,
+                primary: 1
+            }
+        );
+        // The primary not accepting writes (starting its recovery, not ready).
+        let mut slow = primary(1, 1, 100);
+        if let Some(s) = slow.seen.as_mut() {
+            s.ready = false;
+        }
+        never(
+            obs(vec![slow, stuck.clone()], Some(1), 2),
+            "the primary not ready",
+        );
+        // No primary at all: the replica is a failover candidate, not a clone target.
+        let mut lost = obs(
+            vec![gone(primary(1, 1, 100), true, true), stuck.clone()],
+            Some(1),
+            2,
+        );
+        lost.members[0].seen = None;
+        lost.primary_lost_for = Some(Duration::from_secs(3600));
+        lost.primary_missed = FAILOVER_MISSED_POLLS;
+        never(lost, "no primary");
+        // Fenced by the spec: left alone.
+        let fenced = plan_of(serde_json::json!({"size": 2, "fencedInstances": ["pg-2"]}));
+        let d = decide(&fenced, &obs(vec![primary(1, 1, 100), stuck], Some(1), 2));
+        assert!(!matches!(d, Action::Reclone { .. }), "{d:?}");
+    }
+
+    /// Issue 32, M12(c): after a full restart the old primary's pod stays Pending (its zone
+    /// is down). The replicas are started (read-only, no upstream), and after the failover
+    /// delay the most advanced is promoted, the Pending pod deleted first so that it never
+    /// starts later as a primary; the old primary is then made again as a replica of the new
+    /// one. Before, the operator waited for that pod forever and started nothing.
+    #[test]
+    fn an_old_primary_that_cannot_be_scheduled_does_not_hold_the_replicas_back() {
+        let p = plan_of(serde_json::json!({"size": 3, "failoverDelaySeconds": 10}));
+        let pending = Member {
+            seen: None,
+            unscheduled: true,
+            ..primary(1, 1, 100)
+        };
+        let mut o = obs(
+            vec![
+                pending.clone(),
+                gone(replica(2, 1, false, 90), false, true),
+                gone(replica(3, 1, false, 100), false, true),
+            ],
+            Some(1),
+            3,
+        );
+        o.primary_lost_for = Some(Duration::from_secs(1));
+        o.primary_missed = 1;
+        assert_eq!(decide(&p, &o), Action::StartPod { serial: 2 });
+        o.members[1] = member(2, StateRole::Replica, false, 1, 90, None);
+        assert_eq!(decide(&p, &o), Action::StartPod { serial: 3 });
+        o.members[2] = member(3, StateRole::Replica, false, 1, 100, None);
+        assert!(matches!(
+            decide(&p, &o),
+            Action::Wait(Wait::FailoverDelay { .. })
+        ));
+        o.primary_lost_for = Some(Duration::from_secs(10));
+        o.primary_missed = FAILOVER_MISSED_POLLS;
+        // The Pending pod goes first: scheduled later, it would start as a primary.
+        assert_eq!(decide(&p, &o), Action::Fence { serial: 1 });
+        o.members[0] = gone(pending.clone(), false, true);
+        assert!(matches!(
+            decide(&p, &o),
+            Action::Wait(Wait::PrimaryIsolating { .. })
+        ));
+        o.primary_lost_for = Some(Duration::from_secs(crate::contract::ISOLATION_WAIT_SECS));
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 3 });
+        // Promoted: the old primary's pod is made again (act makes it a replica of the
+        // running primary).
+        let after = obs(
+            vec![
+                gone(pending.clone(), false, true),
+                replica(2, 3, true, 100),
+                primary(3, 2, 100),
+            ],
+            Some(3),
+            3,
+        );
+        assert_eq!(decide(&p, &after), Action::StartPod { serial: 1 });
+        // A pod bound to a node and starting is waited for, as before: it may be about to
+        // run as the primary.
+        let mut starting = o.clone();
+        starting.members[0] = Member {
+            seen: None,
+            ..primary(1, 1, 100)
+        };
+        starting.members[1] = gone(replica(2, 1, false, 90), false, true);
+        starting.members[2] = gone(replica(3, 1, false, 100), false, true);
+        starting.primary_lost_for = Some(Duration::from_secs(1));
+        starting.primary_missed = 1;
+        assert_eq!(
+            decide(&p, &starting),
+            Action::Wait(Wait::PrimaryStarting { serial: 1 })
+        );
     }
 }

@@ -2661,3 +2661,234 @@ async fn a_primary_whose_manager_is_stopped_is_failed_over_only_once_its_pod_is_
     );
     assert_eq!(most, 1, "two writable servers at once");
 }
+
+/// Issue 32, M13 as the audit wrote it: the replica's slot dropped on the primary, then the
+/// replica's container restarted (its start's `ensure_slot` is best effort and its receiver
+/// fails on the missing slot): it streams again, and the cluster is Healthy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_restarted_after_its_slot_was_dropped_streams_again() {
+    let e = env("pg-slotr").await;
+    e.create("pgm", 2).await;
+    let s = e.healthy("pgm", 2).await;
+    let pw = e.password("pgm").await;
+    let c = connect(&ip_of(&s, "pgm-1"), &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text)")
+        .await
+        .expect("table");
+    e.agent
+        .kill_containers(&e.ns, "pgm-2")
+        .expect("kill the replica's containers");
+    // Dropped while the replica's containers are down (the slot is inactive then).
+    let dropped = eventually(60, || async {
+        let n = c
+            .execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                 WHERE slot_name = 'bosun_pgm_2' AND NOT active",
+                &[],
+            )
+            .await
+            .ok()?;
+        (n == 1).then_some(())
+    })
+    .await;
+    assert!(dropped.is_some(), "the slot could not be dropped");
+    c.execute("INSERT INTO t VALUES ('after the restart')", &[])
+        .await
+        .expect("write");
+    assert!(
+        has_row(&ip_of(&s, "pgm-2"), &pw, "after the restart").await,
+        "pgm-2 never streamed again: {}",
+        e.logs("pgm").await
+    );
+    let active = eventually(60, || async {
+        let r = c
+            .query_opt(
+                "SELECT active FROM pg_replication_slots WHERE slot_name = 'bosun_pgm_2'",
+                &[],
+            )
+            .await
+            .ok()??;
+        r.get::<_, bool>(0).then_some(())
+    })
+    .await;
+    assert!(active.is_some(), "the slot is not there and in use again");
+    e.healthy("pgm", 2).await;
+}
+
+/// Issue 32, M13: a replica whose slot the primary invalidated (`max_slot_wal_keep_size`)
+/// while it was stopped, and whose WAL the primary has removed since: it can never catch up
+/// by streaming, so it is re-cloned from its live primary (an Event names why), and the
+/// cluster is Healthy again with every row on the replica. Before, it stayed unready for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_wal_is_gone_is_recloned_and_has_every_row() {
+    let e = env("pg-lost").await;
+    e.create_spec(
+        "pgw",
+        serde_json::json!({"size": 2, "postgresql": {"parameters": {
+            "max_slot_wal_keep_size": "32MB", "wal_keep_size": "0"}}}),
+    )
+    .await;
+    let s = e.healthy("pgw", 2).await;
+    let pw = e.password("pgw").await;
+    let c = connect(&ip_of(&s, "pgw-1"), &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before the stop')")
+        .await
+        .expect("write");
+    assert!(has_row(&ip_of(&s, "pgw-2"), &pw, "before the stop").await);
+    // Stopped by fencing: its PostgreSQL is down, its slot inactive.
+    e.patch("pgw", serde_json::json!({"fencedInstances": ["pgw-2"]}))
+        .await;
+    e.status_until("pgw", "pgw-2 fenced", |s| role_of(s, "pgw-2") == "fenced")
+        .await;
+    // WAL written past the slot's allowance, segment by segment, each checkpoint removing
+    // what no one keeps: the slot is invalidated and its WAL gone.
+    let lost = eventually(120, || async {
+        c.batch_execute(
+            "INSERT INTO t SELECT 'filler' FROM generate_series(1, 1000); \
+             SELECT pg_switch_wal(); CHECKPOINT;",
+        )
+        .await
+        .ok()?;
+        let r = c
+            .query_one(
+                "SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'bosun_pgw_2'",
+                &[],
+            )
+            .await
+            .ok()?;
+        (r.get::<_, Option<String>>(0).as_deref() == Some("lost")).then_some(())
+    })
+    .await;
+    assert!(lost.is_some(), "the slot was never invalidated");
+    c.execute("INSERT INTO t VALUES ('while it was stopped')", &[])
+        .await
+        .expect("write");
+    e.patch("pgw", serde_json::json!({"fencedInstances": []}))
+        .await;
+    let s = e.healthy("pgw", 2).await;
+    assert_eq!(role_of(&s, "pgw-2"), "replica");
+    assert!(
+        has_row(&ip_of(&s, "pgw-2"), &pw, "while it was stopped").await,
+        "pgw-2 does not have the rows written while it was stopped: {}",
+        e.logs("pgw").await
+    );
+    let count = |ip: String| {
+        let pw = pw.clone();
+        async move {
+            connect(&ip, &pw)
+                .await
+                .ok()?
+                .query_one("SELECT count(*) FROM t", &[])
+                .await
+                .ok()
+                .map(|r| r.get::<_, i64>(0))
+        }
+    };
+    let want = count(ip_of(&s, "pgw-1"))
+        .await
+        .expect("the primary's count");
+    let same = eventually(60, || async {
+        (count(ip_of(&s, "pgw-2")).await? == want).then_some(())
+    })
+    .await;
+    assert!(same.is_some(), "pgw-2 misses rows of the primary's {want}");
+    let admin = shared()
+        .await
+        .expect("control plane")
+        .client()
+        .await
+        .expect("client");
+    assert!(
+        has_event(&admin, &e.ns, "pgw", "Recloning").await,
+        "no Event says the replica was re-cloned"
+    );
+}
+
+/// Issue 32, M12(c): after a full restart the old primary's pod stays Pending (no node can
+/// take it: here a scheduling gate, which the API server refuses to bind, as a zone that is
+/// down would leave it). The replicas are started, the most advanced is promoted after the
+/// failover delay (the Pending pod deleted first, so that it never starts as a primary), and
+/// the old primary comes back as a replica of the new one with every row. Before, the
+/// operator waited for that pod forever and started nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_full_restart_a_primary_pod_left_pending_is_failed_over() {
+    let e = env("pg-pend").await;
+    e.create_spec(
+        "pgp",
+        serde_json::json!({"size": 3, "failoverDelaySeconds": 0}),
+    )
+    .await;
+    let s = e.healthy("pgp", 3).await;
+    let pw = e.password("pgp").await;
+    let c = connect(&ip_of(&s, "pgp-1"), &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('kept')")
+        .await
+        .expect("write");
+    for r in ["pgp-2", "pgp-3"] {
+        assert!(has_row(&ip_of(&s, r), &pw, "kept").await);
+    }
+    drop(c);
+    let old = e.pods.get("pgp-1").await.expect("the primary's pod");
+    e.patch("pgp", serde_json::json!({"paused": true})).await;
+    e.status_until("pgp", "paused", |s| s.control_paused).await;
+    for p in ["pgp-1", "pgp-2", "pgp-3"] {
+        e.pods
+            .delete(p, &DeleteParams::default())
+            .await
+            .expect("delete a pod");
+    }
+    let gone = eventually(DEADLINE, || async {
+        e.pods
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the pods never went");
+    // The primary's pod made again as the operator made it, but that no node takes.
+    let mut pending: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "pgp-1",
+            "labels": old.metadata.labels,
+            "annotations": old.metadata.annotations,
+            "ownerReferences": old.metadata.owner_references,
+        },
+        "spec": old.spec,
+    }))
+    .expect("pod");
+    if let Some(spec) = pending.spec.as_mut() {
+        spec.node_name = None;
+        spec.scheduling_gates = Some(vec![
+            k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: "example.com/zone-down".into(),
+            },
+        ]);
+    }
+    let pending = e
+        .pods
+        .create(&PostParams::default(), &pending)
+        .await
+        .expect("the Pending pod");
+    e.patch("pgp", serde_json::json!({"paused": false})).await;
+    let s = e
+        .status_until("pgp", "a replica promoted", |s| {
+            s.current_primary
+                .as_deref()
+                .is_some_and(|p| p == "pgp-2" || p == "pgp-3")
+                && s.instances.iter().any(|i| i.role == "primary" && i.ready)
+        })
+        .await;
+    let primary = s.current_primary.clone().expect("primary");
+    assert!(has_row(&ip_of(&s, &primary), &pw, "kept").await);
+    let s = e.healthy("pgp", 3).await;
+    assert_eq!(role_of(&s, "pgp-1"), "replica");
+    let now = e.pods.get("pgp-1").await.expect("pgp-1's pod");
+    assert_ne!(
+        now.metadata.uid, pending.metadata.uid,
+        "the Pending pod, built to start as the primary, is still there"
+    );
+    assert!(has_row(&ip_of(&s, "pgp-1"), &pw, "kept").await);
+}

@@ -121,6 +121,16 @@ impl Act<'_> {
                 self.required(*serial)?.demote(&addr).await?;
                 self.label_role(*serial, "replica").await
             }
+            Action::Reclone {
+                serial, primary, ..
+            } => {
+                let addr = self
+                    .seen
+                    .addr_of(*primary)
+                    .ok_or_else(|| Error::NotYet(format!("{} has no IP", self.name(*primary))))?;
+                self.required(*serial)?.reclone(&addr).await?;
+                self.label_role(*serial, "replica").await
+            }
         }
     }
 

@@ -404,6 +404,14 @@ pub fn template_hash(plan: &Plan) -> String {
     p.switchover_to = None;
     p.fencing = crate::validate::Fencing::None;
     p.size = 1;
+    // The store claim follows the status (the store becomes "used" with the first archived
+    // WAL) and matters only until the store records its owner, which that first archive
+    // does: a change must not replace a running pod (it restarted every new cluster with a
+    // store some seconds after its creation). Pods of an operator too old to record owners
+    // carry no template annotation, and are rolled (getting the claim) anyway.
+    if let Some(b) = p.backup.as_mut() {
+        b.claim = crate::backup::owner::Claim::default();
+    }
     let pod = pod_bare(&p, 0, Role::Replica, None, &OwnerReference::default(), None);
     let text = serde_json::to_vec(&(&pod.metadata.labels, &pod.metadata.annotations, &pod.spec))
         .unwrap_or_default();
@@ -673,6 +681,38 @@ mod tests {
             .into_iter()
             .map(|e| (e.name.clone(), e))
             .collect()
+    }
+
+    /// Issue 32 (a bench flake): a new cluster with a backup store had its only instance
+    /// restarted about 6 s after it was created, ending the client's sessions ("terminating
+    /// connection due to administrator command"): the first archived WAL made the status show
+    /// the store in use, which turned the pod's store claim from `empty` to `adopt`, and that
+    /// env was part of the pod template hash, so the rolling update replaced the pod. The
+    /// claim matters only before the store records its owner; it must not outdate a pod.
+    #[test]
+    fn the_store_claim_learned_from_the_status_does_not_outdate_a_pod() {
+        let spec = serde_json::json!({"size": 1, "backup": {"store": {"volume": {"size": "1Gi"}}}});
+        let pc: crate::api::PostgresCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+            "metadata": {"name": "pg", "namespace": "db"}, "spec": spec,
+        }))
+        .expect("cluster");
+        let fresh =
+            crate::validate::plan(&pc, &crate::validate::Observed::default()).expect("valid");
+        let used = crate::validate::plan(
+            &pc,
+            &crate::validate::Observed {
+                store_used: true,
+                ..Default::default()
+            },
+        )
+        .expect("valid");
+        assert_ne!(
+            fresh.backup.as_ref().map(|b| b.claim),
+            used.backup.as_ref().map(|b| b.claim),
+            "the premise: the status changes the claim"
+        );
+        assert_eq!(template_hash(&fresh), template_hash(&used));
     }
 
     #[test]

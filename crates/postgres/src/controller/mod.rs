@@ -681,6 +681,8 @@ async fn announce(pc: &PostgresCluster, ctx: &Context, plan: &Plan, action: &Act
         Action::BeginSwitchover { .. } => (false, Reason::SwitchingOver),
         Action::Promote { .. } => (true, Reason::Promoting),
         Action::Follow { .. } => (false, Reason::Rejoining),
+        // Its data is replaced: a user should see that, and why.
+        Action::Reclone { .. } => (true, Reason::Recloning),
         Action::SetParameters { .. } => (false, Reason::SettingParameters),
         Action::RollInstance { .. } => (false, Reason::RollingUpdate),
     };

@@ -187,6 +187,10 @@ impl Snapshot {
                     .get(&serial)
                     .and_then(|p| p.node.as_ref())
                     .is_some_and(|n| self.lost_nodes.contains(n)),
+                unscheduled: self
+                    .pods
+                    .get(&serial)
+                    .is_some_and(|p| p.node.is_none() && !p.terminating),
                 outdated: self
                     .pods
                     .get(&serial)

@@ -440,6 +440,7 @@ fn phase(action: &Action, no_primary: bool) -> (Phase, Reason) {
         Action::BeginSwitchover { .. } => (Phase::SwitchingOver, Reason::SwitchingOver),
         Action::Promote { .. } => (Phase::FailingOver, Reason::Promoting),
         Action::Follow { .. } => (Phase::Recovering, Reason::Rejoining),
+        Action::Reclone { .. } => (Phase::Recovering, Reason::Recloning),
         Action::Fail(_) => (Phase::Failed, Reason::Failed),
     }
 }
@@ -502,6 +503,15 @@ pub fn describe(plan: &Plan, action: &Action) -> String {
         Action::Follow { serial, primary } => {
             format!("{} rejoins as a replica of {}", n(serial), n(primary))
         }
+        Action::Reclone {
+            serial,
+            primary,
+            why,
+        } => format!(
+            "re-cloning {} from {}: {why}",
+            n(serial),
+            n(primary)
+        ),
         Action::RemoveReplica { serial } => format!("removing the replica {}", n(serial)),
         Action::SetParameters { serial } => format!(
             "setting {}'s parameters as spec.postgresql.parameters says",
@@ -555,6 +565,7 @@ mod tests {
             synchronous: None,
             isolation_armed: false,
             stopped_cleanly: false,
+            cannot_catch_up: None,
             backup: None,
             parameters: None,
         }

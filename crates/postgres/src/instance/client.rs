@@ -114,6 +114,13 @@ impl InstanceClient {
         self.change("/demote", Some(body), self.bounds.demote).await
     }
 
+    /// Become a replica of the primary at `host:port` by a fresh clone, whatever the data:
+    /// for a replica that can no longer catch up (issue 32, M13).
+    pub async fn reclone(&self, primary: &str) -> Result<(), ClientError> {
+        let body = serde_json::json!({ "primary": primary, "reclone": true }).to_string();
+        self.change("/demote", Some(body), self.bounds.demote).await
+    }
+
     pub async fn fence(&self) -> Result<(), ClientError> {
         self.change("/fence", None, self.bounds.fence).await
     }

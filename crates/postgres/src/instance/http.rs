@@ -3,7 +3,8 @@
 //! - `GET /healthz`: the manager is up. `GET /readyz`: 200 when ready (primary accepting
 //!   writes, replica streaming), else 503 — for the pod's probes.
 //! - `GET /state`: the [`InstanceState`] as JSON (no secret in it).
-//! - `POST /promote`, `POST /demote` (`{"primary": "host:port"}`), `POST /fence`,
+//! - `POST /promote`, `POST /demote` (`{"primary": "host:port"}`, and `"reclone": true` for
+//!   a fresh clone whatever the data), `POST /fence`,
 //!   `POST /unfence`: only with `Authorization: Bearer <token>` — 401 without a bearer
 //!   credential, 403 with a wrong one. Answers 200 when done, 409 when refused in the
 //!   current state, 400 for a bad body, 500 when the request failed.
@@ -159,6 +160,7 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         synchronous: None,
         isolation_armed: s.isolation_armed,
         stopped_cleanly: s.stopped_cleanly,
+        cannot_catch_up: s.cannot_catch_up.clone(),
         backup: None,
         parameters: None,
     };
@@ -187,7 +189,9 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         };
         // A diverged replica's receiver is refused at every attempt, yet PostgreSQL 15
         // shows each attempt as `streaming`: never ready.
-        st.ready = !o.in_recovery || (o.streaming && o.diverged.is_none());
+        // One that cannot catch up shows `streaming` for a moment at each refused attempt.
+        st.ready =
+            !o.in_recovery || (o.streaming && o.diverged.is_none() && s.cannot_catch_up.is_none());
         st.diverged = o.diverged;
         st.synchronous = o.synchronous;
         st.parameters = o.parameters;
@@ -216,6 +220,9 @@ async fn unfence(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response {
 #[derive(serde::Deserialize)]
 struct DemoteBody {
     primary: String,
+    /// A fresh clone whatever the data (a replica that can no longer catch up).
+    #[serde(default)]
+    reclone: bool,
 }
 
 async fn demote(State(ctx): State<Arc<Ctx>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -223,7 +230,10 @@ async fn demote(State(ctx): State<Arc<Ctx>>, headers: HeaderMap, body: Bytes) ->
         let b: DemoteBody = serde_json::from_slice(&body)
             .map_err(|e| format!("the body must be {{\"primary\": \"host:port\"}}: {e}"))?;
         host_port(&b.primary).map_err(|e| e.to_string())?;
-        Ok(Command::Demote { primary: b.primary })
+        Ok(Command::Demote {
+            primary: b.primary,
+            reclone: b.reclone,
+        })
     })
     .await
 }

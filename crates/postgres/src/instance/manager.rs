@@ -28,9 +28,11 @@ const STOP_DEADLINE: Duration = Duration::from_secs(super::STOP_DEADLINE_SECS);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Promote,
-    /// Become a replica of the primary at `host:port` (rewind or re-clone as needed).
+    /// Become a replica of the primary at `host:port` (rewind or re-clone as needed;
+    /// `reclone`: a fresh clone whatever the data, for a replica that can no longer catch up).
     Demote {
         primary: String,
+        reclone: bool,
     },
     Fence,
     Unfence,
@@ -70,6 +72,9 @@ pub struct Shared {
     /// Asked to shut down (SIGTERM), this instance's postgres has exited cleanly (or was not
     /// running) and will not start again in this container.
     pub stopped_cleanly: bool,
+    /// A replica that does not stream: why it never can again from its primary (see
+    /// [`super::catchup`]).
+    pub cannot_catch_up: Option<String>,
 }
 
 /// Runs the instance until `shutdown` (then stops PostgreSQL with a fast shutdown) or until
@@ -100,6 +105,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         operator_contact: None,
         isolation_armed: false,
         stopped_cleanly: false,
+        cannot_catch_up: None,
     }));
     let backups = match cfg.backups.store.as_deref() {
         Some(store) => Some(Arc::new(super::backup::Backups::new(
@@ -128,6 +134,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         fresh: false,
         isolation: super::isolation::Isolation::default(),
         ticks_not_streaming: 0,
+        receiver_pid: None,
     };
     let result = m.supervise(rx, &shutdown).await;
     let clean = m.stop().await;
@@ -162,6 +169,8 @@ struct Manager {
     isolation: super::isolation::Isolation,
     /// Consecutive checks in which this replica did not stream from its primary.
     ticks_not_streaming: u32,
+    /// The streaming receiver's process at the last check (see [`super::catchup::Receiver`]).
+    receiver_pid: Option<i32>,
 }
 
 enum Event {
@@ -281,8 +290,9 @@ impl Manager {
     }
 
     /// A replica that has not streamed for [`SLOT_REPAIR_AFTER`] checks makes its slot on
-    /// the primary again if it is missing (dropped by hand, or lost when `ensure_slot` at its
-    /// start failed): the walreceiver then fails on it forever, and the replica would stay
+    /// the primary usable again (made if missing: dropped by hand, or lost when `ensure_slot`
+    /// at its start failed; replaced if invalidated), and says when the primary no longer
+    /// holds the WAL it needs: the walreceiver would fail forever, and the replica stay
     /// unready for good, holding up scaling, switchovers and backups (issue 32, M13).
     async fn repair_slot(&mut self) {
         let primary = {
@@ -293,18 +303,24 @@ impl Manager {
         };
         let Some(primary) = primary else {
             self.ticks_not_streaming = 0;
+            self.lock().cannot_catch_up = None;
             return;
         };
-        let streaming = tokio::time::timeout(Duration::from_secs(2), async {
+        let local = tokio::time::timeout(Duration::from_secs(2), async {
             let c = sql::connect_local(&self.pg.run_dir, self.cfg.port).await?;
-            Ok::<_, Error>(sql::observe(&c).await?.streaming)
+            super::catchup::receiver(&c).await
         })
         .await
         .ok()
-        .and_then(|r| r.ok())
-        .unwrap_or(false);
-        if streaming {
+        .and_then(|r| r.ok());
+        let Some(receiver) = local else {
+            return;
+        };
+        let previous = std::mem::replace(&mut self.receiver_pid, receiver.streaming_pid);
+        let needed = receiver.needed;
+        if receiver.streaming_pid.is_some() && receiver.streaming_pid == previous {
             self.ticks_not_streaming = 0;
+            self.lock().cannot_catch_up = None;
             return;
         }
         self.ticks_not_streaming += 1;
@@ -314,22 +330,29 @@ impl Manager {
         let Ok((host, port)) = host_port(&primary) else {
             return;
         };
-        match tokio::time::timeout(
+        let slot = self.cfg.slot_name();
+        let wal = match tokio::time::timeout(
             Duration::from_secs(10),
-            sql::ensure_slot(&host, port, &self.cfg.credentials, &self.cfg.slot_name()),
+            super::catchup::repair_slot(&host, port, &self.cfg.credentials, &slot),
         )
         .await
         {
-            Ok(Ok(())) => {
-                info!(instance = %self.cfg.name, %primary, "not streaming: made sure the replication slot exists")
-            }
+            Ok(Ok(wal)) => wal,
             Ok(Err(e)) => {
-                warn!(instance = %self.cfg.name, error = %e, "not streaming, and the replication slot could not be made")
+                warn!(instance = %self.cfg.name, error = %e, "not streaming, and the replication slot could not be checked");
+                return;
             }
             Err(_) => {
-                warn!(instance = %self.cfg.name, "not streaming, and making the replication slot timed out")
+                warn!(instance = %self.cfg.name, "not streaming, and checking the replication slot timed out");
+                return;
             }
+        };
+        info!(instance = %self.cfg.name, %primary, slot = ?wal.slot, "not streaming: made sure the replication slot is usable");
+        let verdict = needed.and_then(|(at, size)| super::catchup::cannot_catch_up(at, size, &wal));
+        if let Some(why) = &verdict {
+            warn!(instance = %self.cfg.name, %primary, %why, "cannot catch up by streaming");
         }
+        self.lock().cannot_catch_up = verdict;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -425,7 +448,7 @@ impl Manager {
                 if self.pg.was_primary().await? {
                     info!(instance = %self.cfg.name, %primary, "the data was a primary's: rejoining before starting as a replica");
                     let (host, port) = host_port(&primary)?;
-                    let how = self.rejoin(&host, port).await?;
+                    let how = self.rejoin(&host, port, false).await?;
                     self.lock().last_rejoin = Some(how);
                 }
             }
@@ -472,15 +495,19 @@ impl Manager {
                 s.primary = None;
                 Ok(())
             }
-            Command::Demote { primary } => {
+            Command::Demote { primary, reclone } => {
                 let (host, port) = host_port(&primary)?;
                 if host == self.cfg.pod_ip.to_string() && port == self.cfg.port {
                     return Err(Error::Refused("an instance cannot follow itself".into()));
                 }
                 self.record(Role::Replica, Some(primary.clone()))?;
                 self.stop().await;
-                self.lock().phase = Phase::Starting;
-                let how = self.rejoin(&host, port).await?;
+                {
+                    let mut s = self.lock();
+                    s.phase = Phase::Starting;
+                    s.cannot_catch_up = None;
+                }
+                let how = self.rejoin(&host, port, reclone).await?;
                 self.lock().last_rejoin = Some(how);
                 // Rejoined as a replica: nothing left to fence.
                 self.pg.set_fenced(false)?;
@@ -508,12 +535,17 @@ impl Manager {
     }
 
     /// Brings the stopped data onto the primary's timeline: `pg_rewind`, or a fresh base
-    /// backup when there is no data or the rewind fails.
-    async fn rejoin(&mut self, host: &str, port: u16) -> Result<Rejoin, Error> {
+    /// backup when there is no data, the rewind fails or `reclone` asks for one.
+    async fn rejoin(&mut self, host: &str, port: u16, reclone: bool) -> Result<Rejoin, Error> {
         let slot = self.cfg.slot_name();
-        sql::ensure_slot(host, port, &self.cfg.credentials, &slot).await?;
+        if reclone {
+            // An invalidated slot would refuse the base backup's WAL stream.
+            super::catchup::repair_slot(host, port, &self.cfg.credentials, &slot).await?;
+        } else {
+            sql::ensure_slot(host, port, &self.cfg.credentials, &slot).await?;
+        }
         self.lock().rewind_failure = None;
-        if self.pg.has_data() {
+        if self.pg.has_data() && !reclone {
             match self.pg.rewind(host, port).await {
                 Ok(()) => return Ok(Rejoin::Rewind),
                 Err(e) => {

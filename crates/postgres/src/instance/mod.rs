@@ -15,6 +15,7 @@
 //! If `postgres` dies when it was not asked to stop, the manager exits with an error: the
 //! kubelet restarts the pod on the same volume, and the operator sees it.
 mod backup;
+mod catchup;
 pub mod client;
 mod config;
 mod error;

@@ -65,6 +65,10 @@ pub struct InstanceState {
     /// starts it again (the clean-shutdown record; see `instance::manager`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stopped_cleanly: bool,
+    /// A replica that does not stream: why it never can again from its primary (the WAL it
+    /// needs is gone there); the operator re-clones it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cannot_catch_up: Option<String>,
     /// The backup store as this instance sees it (an instance with a store only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupState>,
