@@ -2861,11 +2861,9 @@ async fn after_a_full_restart_a_primary_pod_left_pending_is_failed_over() {
     .expect("pod");
     if let Some(spec) = pending.spec.as_mut() {
         spec.node_name = None;
-        spec.scheduling_gates = Some(vec![
-            k8s_openapi::api::core::v1::PodSchedulingGate {
-                name: "example.com/zone-down".into(),
-            },
-        ]);
+        spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: "example.com/zone-down".into(),
+        }]);
     }
     let pending = e
         .pods
