@@ -1,18 +1,22 @@
 //! The S3-compatible store (feature `s3`): the same layout as the volume store under
-//! `<prefix><cluster>/` in a bucket — `wals/<segment>`, `base/<id>/base.tar` and
-//! `base/<id>/pg_wal.tar` (`pg_basebackup -Ft`), and `base/<id>/bosun-backup.json`, written
-//! last: a backup without its record is not one. Path-style requests signed with SigV4
-//! ([`super::sigv4`]) over bosun's own HTTP client (hyper; rustls with the system's roots for
-//! `https://`).
+//! `<prefix><cluster>/` in a bucket — `wals/<segment>`, `base/<id>/base.tar.gz` (the
+//! `pg_basebackup` tar with its WAL and manifest, gzipped; backups made before streaming have
+//! `base.tar`, `pg_wal.tar` and `backup_manifest` instead, uncompressed) and
+//! `base/<id>/bosun-backup.json`, written last: a backup without its record is not one.
+//! Path-style requests signed with SigV4 ([`super::sigv4`]) over bosun's own HTTP client
+//! (hyper; rustls with the system's roots for `https://`).
 //!
-//! Files larger than the part size (default [`DEFAULT_PART_SIZE`], `BOSUN_PG_S3_PART_SIZE`,
-//! the spec's `partSize`) go up as a multipart upload: S3 refuses a single PUT above 5 GiB,
-//! and a part at a time keeps only one part in memory. The part size grows when the file
-//! would need more than S3's 10,000 parts; a failed upload is aborted, so no parts linger.
+//! Nothing of a base backup is held whole, neither on disk nor in memory (issue 32, H10/H11).
+//! Up: a writer cuts the stream into parts (default [`DEFAULT_PART_SIZE`],
+//! `BOSUN_PG_S3_PART_SIZE`, the spec's `partSize`) sent as a multipart upload, with at most
+//! two parts in memory, one being written and one going up; the length is not known
+//! beforehand, so the part size doubles every 2,000 parts to stay within S3's 10,000. A failed
+//! upload is aborted, so no parts linger. Down: [`BodyReader`] hands the GET body to a
+//! blocking reader a frame at a time, and a body cut short is an error, never an early end.
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use hyper::body::{Bytes, Incoming};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
@@ -30,6 +34,12 @@ pub const MAX_PART_SIZE: u64 = 5 << 30;
 const MAX_PARTS: u64 = 10_000;
 /// The part size unless configured.
 pub const DEFAULT_PART_SIZE: u64 = 64 << 20;
+/// A streamed upload's parts in memory at once: one being written, one going up.
+const PARTS_IN_MEMORY: usize = 2;
+/// A streamed upload keeps the configured part size for this many parts, then doubles it:
+/// its length is not known beforehand, and S3 takes at most 10,000 parts. Five sizes fit:
+/// 31 × 2,000 parts, 310 GiB at the 5 MiB minimum, 3.9 TiB at the default 64 MiB.
+const PARTS_PER_SIZE: u64 = 2_000;
 
 /// The part size for a file of `len` bytes: `configured`, or more when the file would
 /// otherwise need more than S3's 10,000 parts.
@@ -37,6 +47,16 @@ pub fn part_size(configured: u64, len: u64) -> u64 {
     configured
         .clamp(MIN_PART_SIZE, MAX_PART_SIZE)
         .max(len.div_ceil(MAX_PARTS))
+}
+
+/// The size of part `number` (from 1) of a stream of unknown length: [`PARTS_PER_SIZE`]
+/// parts of the configured size, then twice that, and so on, within S3's maximum.
+pub fn stream_part_size(configured: u64, number: u64) -> u64 {
+    let doublings = (number.saturating_sub(1) / PARTS_PER_SIZE).min(20) as u32;
+    configured
+        .clamp(MIN_PART_SIZE, MAX_PART_SIZE)
+        .saturating_mul(1 << doublings)
+        .min(MAX_PART_SIZE)
 }
 
 /// An answer: its status, ETag and body.
@@ -179,6 +199,30 @@ impl S3Store {
         query: &[(&str, &str)],
         body: Vec<u8>,
     ) -> Result<Answer, StoreError> {
+        let what = format!("{method} {}", key.unwrap_or(&self.bucket));
+        let resp = self.respond(method, key, query, body).await?;
+        let status = resp.status().as_u16();
+        let etag = resp
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = tokio::time::timeout(TIMEOUT, resp.into_body().collect())
+            .await
+            .map_err(|_| remote(format!("{what}: timed out")))?
+            .map_err(|e| remote(format!("{what}: {e}")))?
+            .to_bytes();
+        Ok(Answer { status, etag, body })
+    }
+
+    /// The signed request's answer, its body not yet read.
+    async fn respond(
+        &self,
+        method: &str,
+        key: Option<&str>,
+        query: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Result<hyper::Response<Incoming>, StoreError> {
         let path = match key {
             Some(k) => format!("/{}/{}", self.bucket, sigv4::uri_encode(k, true)),
             None => format!("/{}", self.bucket),
@@ -225,23 +269,10 @@ impl S3Store {
             .header("authorization", auth)
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| remote(format!("{method} {path}: {e}")))?;
-        let resp = tokio::time::timeout(TIMEOUT, self.http.request(req))
+        tokio::time::timeout(TIMEOUT, self.http.request(req))
             .await
             .map_err(|_| remote(format!("{method} {path}: timed out")))?
-            .map_err(|e| remote(format!("{method} {path}: {e}")))?;
-        let status = resp.status().as_u16();
-        let etag = resp
-            .headers()
-            .get("etag")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| remote(format!("{method} {path}: {e}")))?
-            .to_bytes();
-        Ok(Answer { status, etag, body })
+            .map_err(|e| remote(format!("{method} {path}: {e}")))
     }
 
     fn failed(method: &str, key: &str, status: u16, body: &[u8]) -> StoreError {
@@ -286,6 +317,28 @@ impl S3Store {
             std::io::Read::read_to_end(&mut file, &mut data).map_err(io("reading"))?;
             return self.put(rel, data).await;
         }
+        let mut upload = self.begin_upload(rel).await?;
+        let part = part_size(self.part_size, len);
+        loop {
+            let mut buf = Vec::with_capacity(usize::try_from(part).unwrap_or(0));
+            let read =
+                std::io::Read::read_to_end(&mut std::io::Read::take(&mut file, part), &mut buf);
+            let sent = match read {
+                Ok(0) => break,
+                Ok(_) => upload.send(buf).await,
+                Err(e) => Err(remote(format!("reading {}: {e}", src.display()))),
+            };
+            if let Err(e) = sent {
+                upload.abort().await;
+                return Err(e);
+            }
+        }
+        upload.complete().await
+    }
+
+    /// Starts a multipart upload of `rel`: [`Upload::complete`] makes the object,
+    /// [`Upload::abort`] drops the parts sent.
+    pub async fn begin_upload(&self, rel: &str) -> Result<Upload<'_>, StoreError> {
         let key = self.key(rel);
         let a = self
             .request("POST", Some(&key), &[("uploads", "")], Vec::new())
@@ -294,83 +347,57 @@ impl S3Store {
             return Err(Self::failed("POST uploads", &key, a.status, &a.body));
         }
         let text = String::from_utf8_lossy(&a.body);
-        let upload = between(&text, "<UploadId>", "</UploadId>")
+        let id = between(&text, "<UploadId>", "</UploadId>")
             .map(unescape)
             .ok_or_else(|| remote(format!("POST uploads {key}: no UploadId in the answer")))?;
-        let part = part_size(self.part_size, len);
-        let sent = self.send_parts(&key, &upload, &mut file, part).await;
-        let done = match sent {
-            Ok(etags) => self.complete(&key, &upload, &etags).await,
-            Err(e) => Err(e),
-        };
-        if done.is_err() {
-            // Parts of an upload never completed are kept (and billed) until aborted.
-            let _ = self
-                .request("DELETE", Some(&key), &[("uploadId", &upload)], Vec::new())
-                .await;
-        }
-        done
+        Ok(Upload {
+            store: self,
+            key,
+            id,
+            etags: Vec::new(),
+        })
     }
 
-    async fn send_parts(
+    /// A writer that cuts what is written into parts for [`S3Store::upload_parts`], and the
+    /// parts' receiving end. At most two parts exist at a time (one being written, one
+    /// going up), so a stream of any length goes up in the memory of two parts. The writer
+    /// blocks: it belongs on a blocking thread (`spawn_blocking`).
+    pub fn part_channel(&self) -> (PartWriter, Parts) {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        (
+            PartWriter {
+                configured: self.part_size,
+                buf: Vec::new(),
+                permit: None,
+                sent: 0,
+                permits: std::sync::Arc::new(tokio::sync::Semaphore::new(PARTS_IN_MEMORY)),
+                tx,
+                rt: tokio::runtime::Handle::current(),
+            },
+            Parts { rx },
+        )
+    }
+
+    /// Sends each part of `parts`' writer as a part of a new multipart upload of `rel`, until
+    /// the writer is finished or dropped. Whether the upload becomes an object is the
+    /// caller's call ([`Upload::complete`] when what was written is whole, else
+    /// [`Upload::abort`]); on an error here it is aborted, and the writer's next part fails.
+    pub async fn upload_parts(
         &self,
-        key: &str,
-        upload: &str,
-        file: &mut std::fs::File,
-        part: u64,
-    ) -> Result<Vec<String>, StoreError> {
-        let mut etags = Vec::new();
-        loop {
-            let mut buf = Vec::with_capacity(usize::try_from(part).unwrap_or(0));
-            std::io::Read::read_to_end(&mut std::io::Read::take(&mut *file, part), &mut buf)
-                .map_err(|e| remote(format!("reading the file for {key}: {e}")))?;
-            if buf.is_empty() {
-                return Ok(etags);
+        rel: &str,
+        mut parts: Parts,
+    ) -> Result<Upload<'_>, StoreError> {
+        let mut upload = self.begin_upload(rel).await?;
+        while let Some((data, permit)) = parts.rx.recv().await {
+            let sent = upload.send(data).await;
+            // The part's memory is free again: the writer may start another.
+            drop(permit);
+            if let Err(e) = sent {
+                upload.abort().await;
+                return Err(e);
             }
-            let number = (etags.len() + 1).to_string();
-            let a = self
-                .request(
-                    "PUT",
-                    Some(key),
-                    &[("partNumber", &number), ("uploadId", upload)],
-                    buf,
-                )
-                .await?;
-            if !(200..300).contains(&a.status) {
-                return Err(Self::failed(
-                    &format!("PUT part {number}"),
-                    key,
-                    a.status,
-                    &a.body,
-                ));
-            }
-            let etag = a
-                .etag
-                .ok_or_else(|| remote(format!("PUT part {number} {key}: no ETag")))?;
-            etags.push(etag);
         }
-    }
-
-    async fn complete(&self, key: &str, upload: &str, etags: &[String]) -> Result<(), StoreError> {
-        let mut xml = String::from("<CompleteMultipartUpload>");
-        for (i, etag) in etags.iter().enumerate() {
-            xml.push_str(&format!(
-                "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>",
-                i + 1,
-                escape(etag)
-            ));
-        }
-        xml.push_str("</CompleteMultipartUpload>");
-        let a = self
-            .request("POST", Some(key), &[("uploadId", upload)], xml.into_bytes())
-            .await?;
-        // S3 may answer 200 and report the failure in the body.
-        let text = String::from_utf8_lossy(&a.body);
-        if (200..300).contains(&a.status) && !text.contains("<Error>") {
-            Ok(())
-        } else {
-            Err(Self::failed("POST complete", key, a.status, &a.body))
-        }
+        Ok(upload)
     }
 
     pub async fn get(&self, rel: &str) -> Result<Option<Bytes>, StoreError> {
@@ -381,6 +408,39 @@ impl S3Store {
             404 => Ok(None),
             s => Err(Self::failed("GET", &key, s, &body)),
         }
+    }
+
+    /// The object's body as it arrives, for a blocking reader; None when there is no such
+    /// object. The body is never held whole: a restore of any size reads a frame at a time.
+    pub async fn get_reader(&self, rel: &str) -> Result<Option<BodyReader>, StoreError> {
+        let key = self.key(rel);
+        let resp = self.respond("GET", Some(&key), &[], Vec::new()).await?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            let body = tokio::time::timeout(TIMEOUT, resp.into_body().collect())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            return match status {
+                404 => Ok(None),
+                s => Err(Self::failed("GET", &key, s, &body)),
+            };
+        }
+        let length = resp
+            .headers()
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        Ok(Some(BodyReader {
+            key,
+            body: resp.into_body(),
+            chunk: Bytes::new(),
+            length,
+            read: 0,
+            rt: tokio::runtime::Handle::current(),
+        }))
     }
 
     /// The object's ETag (a multipart upload's ends in `-<number of parts>`); None when
@@ -527,6 +587,255 @@ impl S3Store {
     }
 }
 
+/// A multipart upload under way. Dropped without [`Upload::complete`] or [`Upload::abort`]
+/// (the process killed), its parts stay on the store, unlisted, until the bucket's lifecycle
+/// rule for incomplete uploads removes them; no backup is listed without its record.
+pub struct Upload<'a> {
+    store: &'a S3Store,
+    key: String,
+    id: String,
+    etags: Vec<String>,
+}
+
+impl Upload<'_> {
+    /// Sends the next part (all but the last at least [`MIN_PART_SIZE`]).
+    pub async fn send(&mut self, data: Vec<u8>) -> Result<(), StoreError> {
+        if self.etags.len() as u64 >= MAX_PARTS {
+            return Err(remote(format!(
+                "{}: more than S3's {MAX_PARTS} parts (raise the part size)",
+                self.key
+            )));
+        }
+        let number = (self.etags.len() + 1).to_string();
+        let a = self
+            .store
+            .request(
+                "PUT",
+                Some(&self.key),
+                &[("partNumber", &number), ("uploadId", &self.id)],
+                data,
+            )
+            .await?;
+        if !(200..300).contains(&a.status) {
+            return Err(S3Store::failed(
+                &format!("PUT part {number}"),
+                &self.key,
+                a.status,
+                &a.body,
+            ));
+        }
+        let etag = a
+            .etag
+            .ok_or_else(|| remote(format!("PUT part {number} {}: no ETag", self.key)))?;
+        self.etags.push(etag);
+        Ok(())
+    }
+
+    /// The parts sent so far.
+    pub fn parts(&self) -> usize {
+        self.etags.len()
+    }
+
+    /// Makes the object of the parts sent (aborting the upload when that fails).
+    pub async fn complete(self) -> Result<(), StoreError> {
+        let mut xml = String::from("<CompleteMultipartUpload>");
+        for (i, etag) in self.etags.iter().enumerate() {
+            xml.push_str(&format!(
+                "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>",
+                i + 1,
+                escape(etag)
+            ));
+        }
+        xml.push_str("</CompleteMultipartUpload>");
+        let done = match self
+            .store
+            .request(
+                "POST",
+                Some(&self.key),
+                &[("uploadId", &self.id)],
+                xml.into_bytes(),
+            )
+            .await
+        {
+            // S3 may answer 200 and report the failure in the body.
+            Ok(a)
+                if (200..300).contains(&a.status)
+                    && !String::from_utf8_lossy(&a.body).contains("<Error>") =>
+            {
+                Ok(())
+            }
+            Ok(a) => Err(S3Store::failed(
+                "POST complete",
+                &self.key,
+                a.status,
+                &a.body,
+            )),
+            Err(e) => Err(e),
+        };
+        if done.is_err() {
+            self.abort().await;
+        }
+        done
+    }
+
+    /// Drops the parts sent: parts of an upload never completed are kept (and billed) until
+    /// aborted.
+    pub async fn abort(self) {
+        if let Err(e) = self
+            .store
+            .request(
+                "DELETE",
+                Some(&self.key),
+                &[("uploadId", &self.id)],
+                Vec::new(),
+            )
+            .await
+        {
+            tracing::warn!(key = %self.key, error = %e, "aborting a multipart upload failed");
+        }
+    }
+}
+
+/// A part and the permit that counts it among the parts in memory.
+type Part = (Vec<u8>, tokio::sync::OwnedSemaphorePermit);
+
+/// The receiving end of [`S3Store::part_channel`].
+pub struct Parts {
+    rx: tokio::sync::mpsc::Receiver<Part>,
+}
+
+/// Bytes written are cut into parts ([`stream_part_size`]) sent to [`S3Store::upload_parts`].
+/// A write waits while two parts are in memory; it fails once the upload has stopped.
+pub struct PartWriter {
+    configured: u64,
+    buf: Vec<u8>,
+    /// Held while `buf` is a part being written.
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Parts sent.
+    sent: u64,
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    tx: tokio::sync::mpsc::Sender<Part>,
+    rt: tokio::runtime::Handle,
+}
+
+fn upload_stopped() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the upload stopped")
+}
+
+impl PartWriter {
+    fn part_len(&self) -> usize {
+        usize::try_from(stream_part_size(self.configured, self.sent + 1)).unwrap_or(usize::MAX)
+    }
+
+    fn start_part(&mut self) -> std::io::Result<()> {
+        if self.permit.is_none() {
+            let permit = self
+                .rt
+                .block_on(self.permits.clone().acquire_owned())
+                .map_err(|_| upload_stopped())?;
+            self.permit = Some(permit);
+            self.buf = Vec::with_capacity(self.part_len());
+        }
+        Ok(())
+    }
+
+    fn ship(&mut self) -> std::io::Result<()> {
+        let permit = self.permit.take().ok_or_else(upload_stopped)?;
+        let data = std::mem::take(&mut self.buf);
+        self.tx
+            .blocking_send((data, permit))
+            .map_err(|_| upload_stopped())?;
+        self.sent += 1;
+        Ok(())
+    }
+
+    /// Sends the last part: what was written is the whole stream.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() || self.sent == 0 {
+            self.start_part()?;
+            self.ship()?;
+        }
+        Ok(())
+    }
+}
+
+impl std::io::Write for PartWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        self.start_part()?;
+        let len = self.part_len();
+        let n = (len - self.buf.len()).min(data.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() >= len {
+            self.ship()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An object's body as it arrives ([`S3Store::get_reader`]). It blocks: it belongs on a
+/// blocking thread. A body that ends before its `Content-Length`, breaks off or stalls for
+/// the request timeout is an error, never an early end.
+pub struct BodyReader {
+    key: String,
+    body: Incoming,
+    chunk: Bytes,
+    length: Option<u64>,
+    read: u64,
+    rt: tokio::runtime::Handle,
+}
+
+impl std::io::Read for BodyReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::{Error, ErrorKind};
+        if out.is_empty() {
+            return Ok(0);
+        }
+        while self.chunk.is_empty() {
+            let body = &mut self.body;
+            let frame = self
+                .rt
+                .block_on(tokio::time::timeout(TIMEOUT, body.frame()))
+                .map_err(|_| {
+                    Error::new(
+                        ErrorKind::TimedOut,
+                        format!("GET {}: no data for {TIMEOUT:?}", self.key),
+                    )
+                })?;
+            match frame {
+                None => {
+                    return match self.length {
+                        Some(len) if len != self.read => Err(Error::new(
+                            ErrorKind::UnexpectedEof,
+                            format!(
+                                "GET {}: the body ended after {} of {len} bytes",
+                                self.key, self.read
+                            ),
+                        )),
+                        _ => Ok(0),
+                    }
+                }
+                Some(Err(e)) => return Err(Error::other(format!("GET {}: {e}", self.key))),
+                Some(Ok(f)) => {
+                    if let Ok(data) = f.into_data() {
+                        self.chunk = data;
+                    }
+                }
+            }
+        }
+        let n = out.len().min(self.chunk.len());
+        out[..n].copy_from_slice(&self.chunk.split_to(n));
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
 fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
     let start = text.find(open)? + open.len();
     let end = text[start..].find(close)? + start;
@@ -592,6 +901,61 @@ mod tests {
         let p = part_size(DEFAULT_PART_SIZE, tib);
         assert!(p > DEFAULT_PART_SIZE && tib.div_ceil(p) <= MAX_PARTS, "{p}");
         assert_eq!(escape("\"abc\""), "&quot;abc&quot;");
+    }
+
+    #[test]
+    fn a_stream_of_unknown_length_fits_in_s3s_parts() {
+        let total = |configured: u64| -> u64 {
+            (1..=MAX_PARTS)
+                .map(|n| stream_part_size(configured, n))
+                .sum()
+        };
+        assert_eq!(stream_part_size(DEFAULT_PART_SIZE, 1), DEFAULT_PART_SIZE);
+        assert_eq!(
+            stream_part_size(DEFAULT_PART_SIZE, PARTS_PER_SIZE),
+            DEFAULT_PART_SIZE
+        );
+        assert_eq!(
+            stream_part_size(DEFAULT_PART_SIZE, PARTS_PER_SIZE + 1),
+            2 * DEFAULT_PART_SIZE
+        );
+        assert_eq!(stream_part_size(1, 1), MIN_PART_SIZE);
+        assert!(stream_part_size(MAX_PART_SIZE, MAX_PARTS) <= MAX_PART_SIZE);
+        assert!(total(MIN_PART_SIZE) >= 300 << 30);
+        assert!(total(DEFAULT_PART_SIZE) >= 3 << 40);
+    }
+
+    /// What is written comes out as parts of the part size, in order, the last one short.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_written_stream_is_cut_into_parts() {
+        let c = Credentials {
+            access_key: "a".into(),
+            secret_key: "b".into(),
+        };
+        let store = S3Store::new("http://127.0.0.1:9", "bkt", "pg", "us-east-1", c)
+            .expect("store")
+            .with_part_size(MIN_PART_SIZE);
+        let (mut writer, mut parts) = store.part_channel();
+        let data: Vec<u8> = (0..2 * MIN_PART_SIZE + 12_345)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let sent = data.clone();
+        let writing = tokio::task::spawn_blocking(move || {
+            for chunk in sent.chunks(100_000) {
+                std::io::Write::write_all(&mut writer, chunk)?;
+            }
+            writer.finish()
+        });
+        let mut got = Vec::new();
+        let mut sizes = Vec::new();
+        while let Some((part, permit)) = parts.rx.recv().await {
+            sizes.push(part.len() as u64);
+            got.extend_from_slice(&part);
+            drop(permit);
+        }
+        writing.await.expect("join").expect("written");
+        assert_eq!(sizes, [MIN_PART_SIZE, MIN_PART_SIZE, 12_345]);
+        assert!(got == data, "the parts differ from what was written");
     }
 
     #[test]

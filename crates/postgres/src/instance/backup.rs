@@ -6,7 +6,8 @@
 //! refreshed in the background (on a blocking thread, as a volume store's reads are
 //! synchronous and a hung NFS mount would otherwise take a runtime worker with it). A poll
 //! that waited on S3 or NFS made a healthy primary look lost (issue 32, H4).
-use std::path::Path;
+#[cfg(feature = "s3")]
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -136,19 +137,24 @@ impl Backups {
         os::own_dir(&store.base_dir(), self.pg.user)?;
         store.clean_partials()?;
         let partial = store.partial_dir(id);
-        if let Err(e) = self.pg.base_backup_to(&partial, self.port, false).await {
+        if let Err(e) = self.pg.base_backup_to(&partial, self.port).await {
             let _ = std::fs::remove_dir_all(&partial);
             return Err(e);
         }
         let label = std::fs::read_to_string(partial.join("backup_label"))
             .map_err(Error::io("reading", partial.join("backup_label")))?;
-        let info = record(id, started, &label, &partial.join("backup_manifest"))?;
+        let manifest_path = partial.join("backup_manifest");
+        let manifest =
+            std::fs::read(&manifest_path).map_err(Error::io("reading", &manifest_path))?;
+        let info = record(id, started, &label, &manifest)?;
         store.commit(&info)?;
         Ok(())
     }
 
-    /// Tar format into a scratch directory beside the data directory (same volume), then
-    /// each file uploaded and the record last.
+    /// `pg_basebackup`'s tar read from its stdout as it comes, gzipped and uploaded a part
+    /// at a time as `base/<id>/base.tar.gz` (the WAL and the manifest inside), the record
+    /// last. Nothing is written on the data volume: a copy staged there could fill the volume
+    /// that holds `pg_wal` (H11). An upload that fails, or whose tar is not whole, is aborted.
     #[cfg(feature = "s3")]
     async fn take_to_s3(
         &self,
@@ -156,39 +162,64 @@ impl Backups {
         id: &str,
         started: chrono::DateTime<Utc>,
     ) -> Result<(), Error> {
-        let scratch = self
+        // Earlier versions staged the backup here; one cut short left a copy of the database.
+        let staged = self
             .pg
             .data
             .parent()
             .unwrap_or(&self.pg.data)
             .join("bosun-backup-scratch");
-        os::own_dir(&scratch, self.pg.user)?;
-        os::empty_dir(&scratch)?;
-        let dir = scratch.join(id);
-        let result = async {
-            self.pg.base_backup_to(&dir, self.port, true).await?;
-            let base = std::fs::File::open(dir.join("base.tar"))
-                .map_err(Error::io("reading", dir.join("base.tar")))?;
-            let label = label_in_tar(base)?;
-            let info = record(id, started, &label, &dir.join("backup_manifest"))?;
-            // Read from disk a part at a time: a base backup may be larger than memory.
-            for f in ["base.tar", "pg_wal.tar", "backup_manifest"] {
-                store
-                    .put_file(&format!("base/{id}/{f}"), &dir.join(f))
-                    .await?;
-            }
-            let text = serde_json::to_vec_pretty(&info).unwrap_or_default();
-            store
-                .put(
-                    &format!("base/{id}/{}", crate::backup::volume::INFO_FILE),
-                    text,
-                )
-                .await?;
-            Ok::<_, Error>(())
+        if staged.exists() {
+            let _ = std::fs::remove_dir_all(&staged);
         }
-        .await;
-        let _ = os::empty_dir(&scratch);
-        result
+        // `-X fetch` reads the backup's WAL from pg_wal at its end: a temporary slot keeps
+        // it there until then, whatever wal_keep_size says. It ends with this session.
+        let session = super::sql::connect_local(&self.pg.run_dir, self.port).await?;
+        let slot = format!(
+            "bosun_backup_{}",
+            id.to_ascii_lowercase()
+                .replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+        );
+        session
+            .execute(
+                "SELECT pg_create_physical_replication_slot($1, true, true)",
+                &[&slot],
+            )
+            .await
+            .map_err(Error::sql(
+                "reserving the backup's WAL with a temporary slot",
+            ))?;
+        let child = self.pg.base_backup_stream(self.port)?;
+        let (writer, parts) = store.part_channel();
+        let reader = tokio::task::spawn_blocking(move || gzip_into_parts(child, writer));
+        let uploaded = store
+            .upload_parts(&format!("base/{id}/{BASE_ARCHIVE}"), parts)
+            .await;
+        let read = reader
+            .await
+            .unwrap_or_else(|e| Err(Error::Config(format!("the backup's reader: {e}"))));
+        let (label, manifest) = match (uploaded, read) {
+            (Ok(upload), Ok(found)) => {
+                upload.complete().await?;
+                found
+            }
+            (Ok(upload), Err(e)) => {
+                upload.abort().await;
+                return Err(e);
+            }
+            // The reader then failed only because the upload stopped.
+            (Err(e), _) => return Err(e.into()),
+        };
+        drop(session);
+        let info = record(id, started, &label, &manifest)?;
+        let text = serde_json::to_vec_pretty(&info).unwrap_or_default();
+        store
+            .put(
+                &format!("base/{id}/{}", crate::backup::volume::INFO_FILE),
+                text,
+            )
+            .await?;
+        Ok(())
     }
 
     /// Removes expired backups, then the WAL no kept backup needs.
@@ -303,12 +334,11 @@ fn record(
     id: &str,
     started: chrono::DateTime<Utc>,
     label: &str,
-    manifest: &Path,
+    manifest: &[u8],
 ) -> Result<BackupInfo, Error> {
-    let manifest = std::fs::read(manifest).map_err(Error::io("reading", manifest))?;
     let (start_wal, timeline) = parse_label(label)
         .ok_or_else(|| Error::Config("backup_label without its start WAL".into()))?;
-    let end_lsn = parse_manifest_end(&manifest)
+    let end_lsn = parse_manifest_end(manifest)
         .ok_or_else(|| Error::Config("backup_manifest without its WAL range".into()))?;
     Ok(BackupInfo {
         id: id.to_string(),
@@ -320,21 +350,177 @@ fn record(
     })
 }
 
-/// `backup_label` inside a `base.tar`.
+/// The base backup's object in an S3 store: `pg_basebackup`'s tar, gzipped. A backup
+/// without it is in the layout before streaming: `base.tar` and `pg_wal.tar`, uncompressed.
 #[cfg(feature = "s3")]
-fn label_in_tar(tar: impl std::io::Read) -> Result<String, Error> {
+const BASE_ARCHIVE: &str = "base.tar.gz";
+
+/// Passes what it reads on to `out`.
+#[cfg(feature = "s3")]
+struct Tee<R, W> {
+    inner: R,
+    out: W,
+}
+
+#[cfg(feature = "s3")]
+impl<R: std::io::Read, W: std::io::Write> std::io::Read for Tee<R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.out.write_all(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+/// Reads the running `pg_basebackup`'s tar to its end, gzipping it into `parts`, and returns
+/// the backup's label and manifest, read on the way. The tar must be whole and the program
+/// must succeed: otherwise an error, and the caller aborts the upload.
+#[cfg(feature = "s3")]
+fn gzip_into_parts(
+    mut child: std::process::Child,
+    parts: crate::backup::s3::PartWriter,
+) -> Result<(String, Vec<u8>), Error> {
     use std::io::Read;
-    let bad = |e: std::io::Error| Error::Config(format!("reading base.tar: {e}"));
+    let program = || PathBuf::from("pg_basebackup");
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(Error::Config(
+            "pg_basebackup started without its pipes".into(),
+        ));
+    };
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::BufReader::new(stderr).read_to_string(&mut text);
+        let tail: Vec<&str> = text.lines().rev().take(12).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    });
+    let mut tee = Tee {
+        inner: stdout,
+        // Fast: the primary's CPU serves the database meanwhile, and the level's first
+        // step gives most of gzip's gain.
+        out: flate2::write::GzEncoder::new(parts, flate2::Compression::fast()),
+    };
+    let found = label_and_manifest(&mut tee).and_then(|found| {
+        // The tar's end marker and padding belong to the archive too.
+        std::io::copy(&mut tee, &mut std::io::sink())?;
+        Ok(found)
+    });
+    if found.is_err() {
+        // It may be blocked writing to a pipe nobody reads any more.
+        let _ = child.kill();
+    }
+    let status = child.wait().map_err(Error::io("waiting for", program()))?;
+    let stderr = errors.join().unwrap_or_default();
+    if !status.success() {
+        return Err(Error::Command {
+            program: "pg_basebackup".into(),
+            status: status.to_string(),
+            stderr,
+        });
+    }
+    let (label, manifest) = found.map_err(Error::io("reading the base backup from", program()))?;
+    let parts = tee
+        .out
+        .finish()
+        .map_err(Error::io("compressing the base backup from", program()))?;
+    parts
+        .finish()
+        .map_err(Error::io("uploading the base backup from", program()))?;
+    match (label, manifest) {
+        (Some(l), Some(m)) => Ok((l, m)),
+        (None, _) => Err(Error::Config(
+            "the base backup holds no backup_label".into(),
+        )),
+        (_, None) => Err(Error::Config(
+            "the base backup holds no backup_manifest".into(),
+        )),
+    }
+}
+
+/// The `backup_label` and `backup_manifest` members of a tar, reading it to its end marker.
+/// The manifest is kept whole: its size follows the number of files, not their bytes.
+#[cfg(feature = "s3")]
+fn label_and_manifest(
+    tar: impl std::io::Read,
+) -> std::io::Result<(Option<String>, Option<Vec<u8>>)> {
+    use std::io::Read;
+    let (mut label, mut manifest) = (None, None);
     let mut archive = tar::Archive::new(tar);
-    for entry in archive.entries().map_err(bad)? {
-        let mut entry = entry.map_err(bad)?;
-        if entry.path().map_err(bad)?.as_os_str() == "backup_label" {
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let path = entry.path()?;
+        let name = path.to_str().unwrap_or_default().trim_start_matches("./");
+        if name == "backup_label" {
             let mut text = String::new();
-            entry.read_to_string(&mut text).map_err(bad)?;
-            return Ok(text);
+            entry.read_to_string(&mut text)?;
+            label = Some(text);
+        } else if name == "backup_manifest" {
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes)?;
+            manifest = Some(bytes);
         }
     }
-    Err(Error::Config("base.tar holds no backup_label".into()))
+    Ok((label, manifest))
+}
+
+/// Fills `data` from an S3 backup, reading each object as it arrives (H10: never a whole
+/// object in memory).
+#[cfg(feature = "s3")]
+async fn restore_s3(
+    store: &crate::backup::s3::S3Store,
+    id: &str,
+    data: &Path,
+) -> Result<(), Error> {
+    if let Some(body) = store
+        .get_reader(&format!("base/{id}/{BASE_ARCHIVE}"))
+        .await?
+    {
+        return unpack(body, data.to_path_buf(), true).await;
+    }
+    for (object, into) in [
+        ("base.tar", data.to_path_buf()),
+        ("pg_wal.tar", data.join("pg_wal")),
+    ] {
+        let body = store
+            .get_reader(&format!("base/{id}/{object}"))
+            .await?
+            .ok_or_else(|| {
+                Error::Restore(format!(
+                    "backup {id} has neither {BASE_ARCHIVE} nor {object}"
+                ))
+            })?;
+        unpack(body, into, false).await?;
+    }
+    Ok(())
+}
+
+/// Unpacks a tar read from `body` (gzipped or not) into `into`, on a blocking thread. A
+/// stream cut short, a gzip trailer that does not match, or a tar that breaks off is an
+/// error: the filling mark then stays, and the next start fills the directory again.
+#[cfg(feature = "s3")]
+async fn unpack(
+    body: impl std::io::Read + Send + 'static,
+    into: PathBuf,
+    gzip: bool,
+) -> Result<(), Error> {
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&into).map_err(Error::io("creating", &into))?;
+        let mut input: Box<dyn std::io::Read> = if gzip {
+            Box::new(flate2::read::GzDecoder::new(body))
+        } else {
+            Box::new(body)
+        };
+        tar::Archive::new(&mut input)
+            .unpack(&into)
+            .map_err(Error::io("unpacking the base backup into", &into))?;
+        // The tar's end marker is not the stream's end: read the rest, so that the gzip
+        // trailer (its CRC and length) is checked and a body cut short is an error.
+        std::io::copy(&mut input, &mut std::io::sink())
+            .map_err(Error::io("reading the end of the base backup for", &into))?;
+        Ok(())
+    })
+    .await
+    .unwrap_or_else(|e| Err(Error::Config(format!("unpacking the base backup: {e}"))))
 }
 
 /// The start segment and timeline of a `backup_label`.
@@ -390,23 +576,7 @@ pub async fn restore(pg: &Pg, from: &str, target: Option<&Target>) -> Result<Bac
         Store::Volume(v) => copy_tree(&v.backup_dir(&chosen.id), &pg.data)
             .map_err(Error::io("copying the base backup into", &pg.data))?,
         #[cfg(feature = "s3")]
-        Store::S3(s) => {
-            for (object, into) in [
-                ("base.tar", pg.data.clone()),
-                ("pg_wal.tar", pg.data.join("pg_wal")),
-            ] {
-                let data = s
-                    .get(&format!("base/{}/{object}", chosen.id))
-                    .await?
-                    .ok_or_else(|| {
-                        Error::Restore(format!("backup {} has no {object}", chosen.id))
-                    })?;
-                std::fs::create_dir_all(&into).map_err(Error::io("creating", &into))?;
-                tar::Archive::new(&data[..])
-                    .unpack(&into)
-                    .map_err(Error::io("unpacking the base backup into", &into))?;
-            }
-        }
+        Store::S3(s) => restore_s3(s, &chosen.id, &pg.data).await?,
     }
     os::chown_all(&pg.data, pg.user)?;
     {
@@ -438,5 +608,75 @@ mod tests {
             "WAL-Ranges": [{ "Timeline": 1, "Start-LSN": "0/2000028", "End-LSN": "0/2000100" }]}"#;
         assert_eq!(parse_manifest_end(manifest).as_deref(), Some("0/2000100"));
         assert_eq!(parse_label("nothing"), None);
+    }
+
+    /// A gzipped tar of one file.
+    #[cfg(feature = "s3")]
+    fn archive(content: &[u8]) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_size(content.len() as u64);
+        header.set_mode(0o600);
+        tar.append_data(&mut header, "base/1/16384", content)
+            .expect("append");
+        let tar = tar.into_inner().expect("tar");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &tar).expect("gzip");
+        gz.finish().expect("gzip")
+    }
+
+    /// A body cut short is an error, also where the tar itself looks whole: the gzip
+    /// trailer (after the tar's end marker) is read and checked.
+    #[cfg(feature = "s3")]
+    #[tokio::test]
+    async fn a_restore_stream_cut_short_is_an_error_even_past_the_tars_end() {
+        let content: Vec<u8> = (0..200_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        let whole = archive(&content);
+        let d = tempfile::tempdir().expect("tempdir");
+        unpack(
+            std::io::Cursor::new(whole.clone()),
+            d.path().join("ok"),
+            true,
+        )
+        .await
+        .expect("a whole archive unpacks");
+        assert_eq!(
+            std::fs::read(d.path().join("ok/base/1/16384")).expect("unpacked"),
+            content
+        );
+        for cut in [whole.len() / 2, whole.len() - 4] {
+            let e = unpack(
+                std::io::Cursor::new(whole[..cut].to_vec()),
+                d.path().join(format!("cut{cut}")),
+                true,
+            )
+            .await;
+            assert!(e.is_err(), "{cut} of {} bytes unpacked", whole.len());
+        }
+    }
+
+    /// The label and the manifest are found in pg_basebackup's tar, wherever they are.
+    #[cfg(feature = "s3")]
+    #[test]
+    fn the_label_and_manifest_are_read_from_the_stream() {
+        let mut tar = tar::Builder::new(Vec::new());
+        for (name, body) in [
+            (
+                "backup_label",
+                &b"START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\n"[..],
+            ),
+            ("base/1/1", &[0u8; 3000][..]),
+            ("backup_manifest", &b"{}"[..]),
+        ] {
+            let mut h = tar::Header::new_ustar();
+            h.set_size(body.len() as u64);
+            tar.append_data(&mut h, name, body).expect("append");
+        }
+        let bytes = tar.into_inner().expect("tar");
+        let (label, manifest) = label_and_manifest(&bytes[..]).expect("read");
+        assert!(label.expect("label").starts_with("START WAL LOCATION"));
+        assert_eq!(manifest.as_deref(), Some(&b"{}"[..]));
     }
 }

@@ -29,8 +29,9 @@ impl Pg {
 
     /// A command for one of PostgreSQL's programs, as the OS user, in the run directory (a
     /// directory it may enter), finding passwords in the password file.
-    fn command(&self, program: &str) -> Command {
-        let mut c = Command::new(self.bin.join(program));
+    fn std_command(&self, program: &str) -> std::process::Command {
+        use std::os::unix::process::CommandExt;
+        let mut c = std::process::Command::new(self.bin.join(program));
         if let Some(u) = self.user {
             c.uid(u.uid).gid(u.gid);
         }
@@ -39,8 +40,13 @@ impl Pg {
             .env_remove("PGDATA")
             .env_remove("PGHOST")
             .env_remove("PGPORT")
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::from(self.std_command(program));
+        c.kill_on_drop(true);
         c
     }
 
@@ -178,11 +184,8 @@ impl Pg {
 
     /// A base backup of this (running) instance into `dest`, over the private socket: plain
     /// format with the WAL it needs, so that it is consistent without the archive.
-    pub async fn base_backup_to(&self, dest: &Path, port: u16, tar: bool) -> Result<(), Error> {
+    pub async fn base_backup_to(&self, dest: &Path, port: u16) -> Result<(), Error> {
         let mut c = self.command("pg_basebackup");
-        if tar {
-            c.arg("-Ft");
-        }
         c.arg("-D")
             .arg(dest)
             .arg("-h")
@@ -190,6 +193,25 @@ impl Pg {
             .args(["-p", &port.to_string(), "-U", SUPERUSER])
             .args(["-X", "stream", "-c", "fast", "--no-password"]);
         self.run("pg_basebackup", c).await
+    }
+
+    /// A base backup of this (running) instance as one tar on the child's stdout (its stderr
+    /// piped too), over the private socket, for an upload that never stages it on disk. The
+    /// WAL it needs is fetched into the tar at its end (`-X stream` cannot write to stdout)
+    /// and the manifest is its last member, so that it is consistent without the archive.
+    /// The caller reads both pipes, and kills the child if it stops reading.
+    #[cfg(feature = "s3")]
+    pub fn base_backup_stream(&self, port: u16) -> Result<std::process::Child, Error> {
+        let mut c = self.std_command("pg_basebackup");
+        c.args(["-D", "-", "-F", "t"])
+            .arg("-h")
+            .arg(&self.run_dir)
+            .args(["-p", &port.to_string(), "-U", SUPERUSER])
+            .args(["-X", "fetch", "-c", "fast", "--no-password"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c.spawn()
+            .map_err(Error::io("starting", self.bin.join("pg_basebackup")))
     }
 
     /// Writes `recovery.signal` (a restore from the archive, not a standby).
