@@ -125,6 +125,14 @@ pub struct PostgresClusterSpec {
     #[serde(default = "default_failover_delay")]
     #[schemars(range(min = 0, max = 3600), extend("default" = 10))]
     pub failover_delay_seconds: i32,
+    /// Seconds an instance's start (crash recovery after a kill or an out-of-memory, a
+    /// replica reaching a consistent state, a demotion's restart) may go **without its
+    /// recovery advancing** before it is given up and the container restarted (1-604800,
+    /// default 300). A recovery that keeps advancing is never cut short. A change reaches
+    /// the pods through the rolling update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604800))]
+    pub start_timeout_seconds: Option<i32>,
     /// Request a switchover: the name of the instance (e.g. `NAME-3`) to become the primary.
     /// The current primary is demoted only once the target is a ready, caught-up replica.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,6 +11,11 @@ pub const ENV_CLUSTER: &str = "BOSUN_PG_CLUSTER";
 pub const ENV_STORE_CLAIM: &str = "BOSUN_PG_STORE_CLAIM";
 /// Seconds a start (crash recovery included) may go without progress before it is given up.
 pub const ENV_START_TIMEOUT: &str = "BOSUN_PG_START_TIMEOUT";
+/// The start timeout when the spec gives none (and when a pod's env has none: pods made by
+/// an older operator).
+pub const DEFAULT_START_TIMEOUT_SECS: u64 = 300;
+/// The longest start timeout the spec may give (a week): longer is a typo, not a recovery.
+pub const MAX_START_TIMEOUT_SECS: i32 = 604_800;
 /// Seconds a primary may go without the operator reaching it before it stops accepting
 /// writes (0: never).
 pub const ENV_ISOLATION_TIMEOUT: &str = "BOSUN_PG_ISOLATION_TIMEOUT";

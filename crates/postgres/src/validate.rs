@@ -62,6 +62,9 @@ pub struct Plan {
     /// Synchronous standbys required per commit (0: asynchronous).
     pub synchronous: u32,
     pub failover_delay: Duration,
+    /// How long a start may go without its recovery advancing (None: not given, the
+    /// instance's default, `contract::DEFAULT_START_TIMEOUT_SECS`).
+    pub start_timeout: Option<Duration>,
     /// A failover candidate at most this many bytes of WAL behind.
     pub max_failover_lag: u64,
     /// The serial of the instance a switchover is asked to.
@@ -209,6 +212,8 @@ pub enum Invalid {
     Synchronous { synchronous: i32, size: i32 },
     #[error("spec.failoverDelaySeconds {0} is out of range: 0-3600")]
     FailoverDelay(i32),
+    #[error("spec.startTimeoutSeconds {0} is out of range: 1-604800 (seconds a start may go without its recovery advancing; omit it for 300)")]
+    StartTimeout(i32),
     #[error("spec.replication.maxFailoverLagBytes {0} is negative: give 0 or more bytes")]
     MaxFailoverLag(i64),
     #[error("spec.switchoverTo {0:?} is fenced (spec.fencedInstances): a fenced instance cannot become the primary; unfence it or choose another")]
@@ -398,6 +403,13 @@ pub fn plan(pc: &PostgresCluster, observed: &Observed) -> Result<Plan, Invalid> 
     if !(0..=3600).contains(&s.failover_delay_seconds) {
         return Err(Invalid::FailoverDelay(s.failover_delay_seconds));
     }
+    let start_timeout = match s.start_timeout_seconds {
+        None => None,
+        Some(t) if (1..=crate::contract::MAX_START_TIMEOUT_SECS).contains(&t) => {
+            Some(Duration::from_secs(u64::from(t.unsigned_abs())))
+        }
+        Some(t) => return Err(Invalid::StartTimeout(t)),
+    };
     let switchover_to = match &s.switchover_to {
         None => None,
         Some(t) => Some(serial_of(&name, t).ok_or_else(|| Invalid::SwitchoverTarget(t.clone()))?),
@@ -443,6 +455,7 @@ pub fn plan(pc: &PostgresCluster, observed: &Observed) -> Result<Plan, Invalid> 
         backup,
         synchronous: sync.unsigned_abs(),
         failover_delay: Duration::from_secs(u64::from(s.failover_delay_seconds.unsigned_abs())),
+        start_timeout,
         max_failover_lag: s.replication.max_failover_lag_bytes.unsigned_abs(),
         switchover_to,
         fencing,
@@ -811,6 +824,7 @@ mod tests {
                 "backup": {"store": {"s3": {"endpoint": "http://127.0.0.1:9000/", "bucket": "pg-backups", "credentialsSecret": "s3"}}, "schedule": "0 3 * * *", "retention": "2w"},
                 "replication": {"synchronous": 1},
                 "failoverDelaySeconds": 5,
+                "startTimeoutSeconds": 3600,
                 "switchoverTo": "pg-2",
                 "fencedInstances": ["pg-1", "pg-3"],
             })),
@@ -843,6 +857,7 @@ mod tests {
         );
         assert_eq!(p.synchronous, 1);
         assert_eq!(p.failover_delay, Duration::from_secs(5));
+        assert_eq!(p.start_timeout, Some(Duration::from_secs(3600)));
         assert_eq!(p.switchover_to, Some(2));
         assert_eq!(p.fencing, Fencing::Some([1, 3].into()));
     }
@@ -900,6 +915,8 @@ mod tests {
             (json!({"backup": {"store": {"volume": {"size": "1Gi"}}, "retention": "0d"}}), Invalid::Retention("0d".into()), "retention"),
             (json!({"size": 2, "replication": {"synchronous": 2}}), Invalid::Synchronous { synchronous: 2, size: 2 }, "set size to at least 3"),
             (json!({"failoverDelaySeconds": -1}), Invalid::FailoverDelay(-1), "0-3600"),
+            (json!({"startTimeoutSeconds": 0}), Invalid::StartTimeout(0), "1-604800"),
+            (json!({"startTimeoutSeconds": 604_801}), Invalid::StartTimeout(604_801), "without its recovery advancing"),
             (json!({"switchoverTo": "other-1"}), Invalid::SwitchoverTarget("other-1".into()), "not an instance of this cluster"),
             (json!({"switchoverTo": "pg-01"}), Invalid::SwitchoverTarget("pg-01".into()), "switchoverTo"),
             (json!({"fencedInstances": ["pg-1", "pg"]}), Invalid::FencedInstance("pg".into()), "fencedInstances"),

@@ -1784,6 +1784,14 @@ async fn the_api_server_refuses_cross_field_errors_with_their_message() {
             serde_json::json!({"backup": {"store": {}}}),
             "exactly one of volume or s3",
         ),
+        (
+            serde_json::json!({"startTimeoutSeconds": 0}),
+            "spec.startTimeoutSeconds in body should be greater than or equal to 1",
+        ),
+        (
+            serde_json::json!({"startTimeoutSeconds": 604_801}),
+            "spec.startTimeoutSeconds in body should be less than or equal to 604800",
+        ),
     ];
     for (spec, words) in cases {
         let pc: PostgresCluster = serde_json::from_value(serde_json::json!({

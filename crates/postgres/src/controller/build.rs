@@ -476,6 +476,14 @@ fn pod_bare(
     if let Some(p) = primary.filter(|_| role == Role::Replica) {
         envs.push(env("BOSUN_PG_PRIMARY", p));
     }
+    // Only when the spec gives one: the instance's default is the same, and a pod made
+    // before the field existed is then not outdated (an operator upgrade rolls nothing).
+    if let Some(t) = plan.start_timeout {
+        envs.push(env(
+            crate::contract::ENV_START_TIMEOUT,
+            t.as_secs().to_string(),
+        ));
+    }
     if let BootstrapPlan::InitDb {
         database,
         owner,
@@ -713,6 +721,30 @@ mod tests {
             "the premise: the status changes the claim"
         );
         assert_eq!(template_hash(&fresh), template_hash(&used));
+    }
+
+    /// Issue 32, H7: the start timeout is the spec's (`startTimeoutSeconds`), in every
+    /// instance's pod.
+    #[test]
+    fn the_start_timeout_reaches_every_pod_from_the_spec() {
+        let timeout = |pod: &Pod| {
+            env_of(pod)
+                .get(crate::contract::ENV_START_TIMEOUT)
+                .and_then(|e| e.value.clone())
+        };
+        let p = plan_of(serde_json::json!({"size": 2, "startTimeoutSeconds": 3600}));
+        assert_eq!(
+            timeout(&pod(&p, 1, Role::Primary, None, &owner())).as_deref(),
+            Some("3600")
+        );
+        assert_eq!(
+            timeout(&pod(&p, 2, Role::Replica, Some("127.1.0.1:5432"), &owner())).as_deref(),
+            Some("3600")
+        );
+        // Absent: no env, and the instance manager's default (300 s) applies; the pod
+        // template is the one an operator without the field made.
+        let d = plan_of(serde_json::json!({"size": 1}));
+        assert_eq!(timeout(&pod(&d, 1, Role::Primary, None, &owner())), None);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::state::Rejoin;
 /// How long a start (crash recovery, or a replica reaching a consistent state) may go
 /// without its replay advancing before it is given up, unless configured
 /// (`contract::ENV_START_TIMEOUT`): a recovery that keeps advancing is never cut short.
-const START_DEADLINE: Duration = Duration::from_secs(300);
+const START_DEADLINE: Duration = Duration::from_secs(crate::contract::DEFAULT_START_TIMEOUT_SECS);
 /// A fast shutdown that takes longer than this is finished with SIGKILL.
 const STOP_DEADLINE: Duration = Duration::from_secs(super::STOP_DEADLINE_SECS);
 
