@@ -151,8 +151,8 @@ impl Backups {
         Ok(())
     }
 
-    /// `pg_basebackup`'s tar read from its stdout as it comes, gzipped and uploaded a part
-    /// at a time as `base/<id>/base.tar.gz` (the WAL and the manifest inside), the record
+    /// `pg_basebackup`'s gzipped tar read from its stdout as it comes and uploaded a part at
+    /// a time as `base/<id>/base.tar.gz` (the WAL and the manifest inside), the record
     /// last. Nothing is written on the data volume: a copy staged there could fill the volume
     /// that holds `pg_wal` (H11). An upload that fails, or whose tar is not whole, is aborted.
     #[cfg(feature = "s3")]
@@ -191,7 +191,7 @@ impl Backups {
             ))?;
         let child = self.pg.base_backup_stream(self.port)?;
         let (writer, parts) = store.part_channel();
-        let reader = tokio::task::spawn_blocking(move || gzip_into_parts(child, writer));
+        let reader = tokio::task::spawn_blocking(move || upload_backup_stream(child, writer));
         let uploaded = store
             .upload_parts(&format!("base/{id}/{BASE_ARCHIVE}"), parts)
             .await;
@@ -371,11 +371,11 @@ impl<R: std::io::Read, W: std::io::Write> std::io::Read for Tee<R, W> {
     }
 }
 
-/// Reads the running `pg_basebackup`'s tar to its end, gzipping it into `parts`, and returns
-/// the backup's label and manifest, read on the way. The tar must be whole and the program
+/// Reads the running `pg_basebackup`'s gzipped tar to its end into `parts`, and returns the
+/// backup's label and manifest, read on the way. The tar must be whole and the program
 /// must succeed: otherwise an error, and the caller aborts the upload.
 #[cfg(feature = "s3")]
-fn gzip_into_parts(
+fn upload_backup_stream(
     mut child: std::process::Child,
     parts: crate::backup::s3::PartWriter,
 ) -> Result<(String, Vec<u8>), Error> {
@@ -394,14 +394,21 @@ fn gzip_into_parts(
         let tail: Vec<&str> = text.lines().rev().take(12).collect();
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     });
+    // Uploaded as pg_basebackup compressed it; decompressed here only to read the label and
+    // the manifest on the way (inflating costs a fraction of deflating).
     let mut tee = Tee {
         inner: stdout,
-        // Fast: the primary's CPU serves the database meanwhile, and the level's first
-        // step gives most of gzip's gain.
-        out: flate2::write::GzEncoder::new(parts, flate2::Compression::fast()),
+        out: parts,
     };
-    let found = label_and_manifest(&mut tee).and_then(|found| {
-        // The tar's end marker and padding belong to the archive too.
+    let found = {
+        let mut tar = flate2::read::GzDecoder::new(&mut tee);
+        label_and_manifest(&mut tar).and_then(|found| {
+            // The tar's end marker and padding, then the gzip trailer (checked here).
+            std::io::copy(&mut tar, &mut std::io::sink())?;
+            Ok(found)
+        })
+    }
+    .and_then(|found| {
         std::io::copy(&mut tee, &mut std::io::sink())?;
         Ok(found)
     });
@@ -419,11 +426,7 @@ fn gzip_into_parts(
         });
     }
     let (label, manifest) = found.map_err(Error::io("reading the base backup from", program()))?;
-    let parts = tee
-        .out
-        .finish()
-        .map_err(Error::io("compressing the base backup from", program()))?;
-    parts
+    tee.out
         .finish()
         .map_err(Error::io("uploading the base backup from", program()))?;
     match (label, manifest) {
