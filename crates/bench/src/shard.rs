@@ -131,7 +131,7 @@ impl Replica {
     }
 
     /// The sum of the series whose lines start with `prefix` and contain `with`.
-    async fn metric(&self, prefix: &str, with: &str) -> Option<f64> {
+    pub(crate) async fn metric(&self, prefix: &str, with: &str) -> Option<f64> {
         let text = self.metrics().await?;
         Some(
             text.lines()
