@@ -657,6 +657,8 @@ impl ControllerContext {
                     kube::core::ApiResource::erase::<K>(&dyntype),
                 ),
             });
+            self.metrics
+                .add_text_fn("shard_label_writes", crate::shard::kind::metrics_text);
             placing = Some(crate::shard::kind::run(
                 shard.clone(),
                 labels,

@@ -1,14 +1,17 @@
 //! Placing one kind's objects: run by every controller when sharding is on, active while
 //! this replica holds the sharder Lease.
 //!
-//! It watches the metadata of every object of the kind in the controller's scope (the
-//! operator's own label selector kept), and on each round of the coordinator decides each
-//! object's step ([`super::place`]) and writes it: a merge patch of the labels carrying the
-//! `resourceVersion` the decision was made on, so a decision on a stale view fails instead of
-//! overwriting a member's hand-off.
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+//! A task of its own watches the metadata of every object of the kind in the controller's
+//! scope (the operator's own label selector kept); on each round of the coordinator this
+//! decides each object's step ([`super::place`]) from that cache and writes it: a merge patch
+//! of the labels carrying the `resourceVersion` the decision was made on, so a decision on a
+//! stale view fails instead of overwriting a member's hand-off. An object written (or refused
+//! as stale) is not decided again before the watch shows it past that version, however far
+//! the watch lags behind a loaded API server; moves between live members go at most
+//! [`MOVING`] at a time. `bosun_shard_label_writes_total{label,result}` counts the writes.
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -22,6 +25,8 @@ use super::{Labels, MemberView, ShardContext};
 
 /// Writes in flight at once while placing (a first placement labels every object).
 const PLACING: usize = 16;
+/// Objects at most handed back (drained) at once per kind, between live members.
+const MOVING: usize = 64;
 
 static KINDS: AtomicU64 = AtomicU64::new(0);
 
@@ -54,39 +59,100 @@ pub(crate) async fn run(shard: ShardContext, labels: Labels, scope: Scope) {
         if views.wait_for(Option::is_some).await.is_err() {
             return;
         }
-        let client = shard.sharder_client.clone();
-        let api = api(client, &scope.resource, scope.namespace.as_deref());
+        // The watch runs as a task of its own, never paused by a round: a round awaits up to
+        // one write per object, and a watch read only between rounds fell behind the
+        // sharder's own writes — each round then decided again on the labels of before them,
+        // and every one of those writes failed on its stale resourceVersion (at N = 1000, tens
+        // of thousands of 409s that held the API server for minutes).
+        let watch = Watch::start(&shard, &scope);
+        let mut written = Written::default();
+        loop {
+            if views.changed().await.is_err() {
+                shard.reports.forget(id);
+                return;
+            }
+            let view = views.borrow_and_update().clone();
+            let Some(view) = view else { break };
+            if watch.synced.load(Ordering::SeqCst) {
+                place(
+                    &shard,
+                    &labels,
+                    &scope,
+                    id,
+                    &watch.store,
+                    &view,
+                    &mut written,
+                )
+                .await;
+            }
+        }
+        shard.reports.forget(id);
+    }
+}
+
+/// The kind's metadata cache, kept current by a task that stops when this is dropped.
+struct Watch {
+    store: Store<Meta>,
+    synced: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watch {
+    fn start(shard: &ShardContext, scope: &Scope) -> Watch {
+        let api = api(
+            shard.sharder_client.clone(),
+            &scope.resource,
+            scope.namespace.as_deref(),
+        );
         let mut cfg = watcher::Config::default().page_size(100);
         if let Some(s) = &scope.selector {
             cfg = cfg.labels(s);
         }
         let writer = reflector::store::Writer::<Meta>::new(scope.resource.clone());
         let store = writer.as_reader();
-        let events = reflector::reflector(writer, watcher(api, cfg).default_backoff());
-        futures::pin_mut!(events);
-        let mut synced = false;
-        loop {
-            tokio::select! {
-                ev = events.next() => match ev {
-                    Some(Ok(watcher::Event::InitDone)) => synced = true,
-                    Some(Err(e)) => tracing::warn!(error = %e, "sharder watch error (retrying)"),
-                    Some(Ok(_)) => {}
-                    None => break,
-                },
-                changed = views.changed() => {
-                    if changed.is_err() {
-                        shard.reports.forget(id);
-                        return;
-                    }
-                    let view = views.borrow_and_update().clone();
-                    let Some(view) = view else { break };
-                    if synced {
-                        place(&shard, &labels, &scope, id, &store, &view).await;
-                    }
+        let synced = Arc::new(AtomicBool::new(false));
+        let flag = synced.clone();
+        let task = tokio::spawn(async move {
+            let events = reflector::reflector(writer, watcher(api, cfg).default_backoff());
+            futures::pin_mut!(events);
+            while let Some(ev) = events.next().await {
+                match ev {
+                    Ok(watcher::Event::InitDone) => flag.store(true, Ordering::SeqCst),
+                    Err(e) => tracing::warn!(error = %e, "sharder watch error (retrying)"),
+                    Ok(_) => {}
                 }
             }
+        });
+        Watch {
+            store,
+            synced,
+            task,
         }
-        shard.reports.forget(id);
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Per object UID, the `resourceVersion` its last label write was decided on. The object is
+/// not decided again until the watch shows it past that version: a write sent (or refused
+/// as stale) is never sent again on the same view of the object, however far the watch lags.
+#[derive(Default)]
+struct Written(HashMap<String, String>);
+
+impl Written {
+    /// Forgets the objects that went, or that the watch shows past the version written.
+    fn prune(&mut self, current: &HashMap<&str, &str>) {
+        self.0
+            .retain(|uid, rv| current.get(uid.as_str()) == Some(&rv.as_str()));
+    }
+
+    /// Whether `uid` at `rv` was written and the watch has not shown the result yet.
+    fn pending(&self, uid: &str, rv: &str) -> bool {
+        self.0.get(uid).is_some_and(|w| w == rv)
     }
 }
 
@@ -97,6 +163,7 @@ async fn place(
     id: u64,
     store: &Store<Meta>,
     view: &MemberView,
+    written: &mut Written,
 ) {
     let objects = store.state();
     let on: HashSet<String> = objects
@@ -104,37 +171,92 @@ async fn place(
         .filter_map(|o| o.labels().get(&labels.shard).cloned())
         .collect();
     shard.reports.report(id, on);
-    let view = view.at(std::time::Instant::now());
-    let steps: Vec<_> = objects
+    let current: HashMap<&str, &str> = objects
         .iter()
         .filter_map(|o| {
-            let uid = o.meta().uid.as_deref()?;
-            let seen = Seen {
-                uid,
-                shard: o.labels().get(&labels.shard).map(String::as_str),
-                draining: o.labels().contains_key(&labels.drain),
-            };
-            match decide(&seen, &view) {
-                Step::None => None,
-                step => Some((o.clone(), step)),
-            }
+            Some((
+                o.meta().uid.as_deref()?,
+                o.meta().resource_version.as_deref()?,
+            ))
         })
         .collect();
-    futures::stream::iter(steps)
-        .for_each_concurrent(PLACING, |(o, step)| {
-            write(shard, labels, scope, o, step, &view)
+    written.prune(&current);
+    let view = view.at(std::time::Instant::now());
+    let steps = steps(&objects, labels, &view, written);
+    let outcomes: Vec<_> = futures::stream::iter(steps)
+        .map(|(o, step)| {
+            let view = &view;
+            async move {
+                let sent = write(shard, labels, scope, &o, step, view).await;
+                (o, sent)
+            }
         })
+        .buffer_unordered(PLACING)
+        .collect()
         .await;
+    for (o, sent) in outcomes {
+        if sent {
+            if let (Some(uid), Some(rv)) = (o.meta().uid.clone(), o.resource_version()) {
+                written.0.insert(uid, rv);
+            }
+        }
+    }
 }
 
+/// This round's writes (pure): each object's step, but none for an object written and not
+/// seen since, and moves between live members only up to [`MOVING`] draining at once.
+fn steps(
+    objects: &[Arc<Meta>],
+    labels: &Labels,
+    view: &MemberView,
+    written: &Written,
+) -> Vec<(Arc<Meta>, Step)> {
+    let mut steps = Vec::new();
+    let mut draining = 0usize;
+    let mut drains = Vec::new();
+    for o in objects {
+        let Some(uid) = o.meta().uid.as_deref() else {
+            continue;
+        };
+        let seen = Seen {
+            uid,
+            shard: o.labels().get(&labels.shard).map(String::as_str),
+            draining: o.labels().contains_key(&labels.drain),
+        };
+        if written.pending(
+            uid,
+            o.meta().resource_version.as_deref().unwrap_or_default(),
+        ) {
+            // Written, not seen since: it may be a drain under way.
+            draining += 1;
+            continue;
+        }
+        if seen.draining && seen.shard.is_some_and(|s| view.live.iter().any(|m| m == s)) {
+            draining += 1;
+        }
+        match decide(&seen, view) {
+            Step::None => {}
+            Step::Drain => drains.push((o.clone(), Step::Drain)),
+            step => steps.push((o.clone(), step)),
+        }
+    }
+    // Moves between live members go in bounded batches: each is a hand-off the member works
+    // ahead of its users' changes, and a join must not put thousands of them in its queue.
+    steps.extend(drains.into_iter().take(MOVING.saturating_sub(draining)));
+    steps
+}
+
+/// Sends `step`'s label write, decided on the object's `resourceVersion`. True when the API
+/// server answered it (written, or refused because the object moved on or went): the same
+/// decision is not sent again on this version.
 async fn write(
     shard: &ShardContext,
     labels: &Labels,
     scope: &Scope,
-    o: Arc<Meta>,
+    o: &Meta,
     step: Step,
     view: &MemberView,
-) {
+) -> bool {
     let current = o.labels().get(&labels.shard).cloned();
     let label_values = match &step {
         Step::Assign(to) => {
@@ -144,14 +266,14 @@ async fn write(
                     .taken_until
                     .is_none_or(|t| std::time::Instant::now() >= t)
             {
-                return;
+                return false;
             }
             serde_json::json!({ labels.shard.clone(): to, labels.drain.clone(): null })
         }
         Step::Drain => {
             serde_json::json!({ labels.drain.clone(): current.clone().unwrap_or_default() })
         }
-        Step::None => return,
+        Step::None => return false,
     };
     let body = serde_json::json!({
         "metadata": { "resourceVersion": o.resource_version(), "labels": label_values }
@@ -162,16 +284,173 @@ async fn write(
         &scope.resource,
         o.namespace().as_deref(),
     );
-    match api
+    let result = api
         .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&body))
-        .await
-    {
-        Ok(_) => tracing::debug!(name = %name, step = ?step, "placed"),
+        .await;
+    let outcome = match &result {
+        Ok(_) => Outcome::Written,
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Outcome::Stale,
+        Err(_) => Outcome::Failed,
+    };
+    count(&labels.shard, outcome);
+    match result {
+        Ok(_) => {
+            tracing::debug!(name = %name, step = ?step, "placed");
+            true
+        }
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
-            tracing::debug!(name = %name, "changed since seen: decided again next round")
+            tracing::debug!(name = %name, "changed since seen: decided again once seen");
+            true
         }
         Err(e) => {
-            tracing::warn!(error = %e, name = %name, step = ?step, "could not place an object")
+            tracing::warn!(error = %e, name = %name, step = ?step, "could not place an object");
+            false
         }
+    }
+}
+
+/// How a label write ended, as `bosun_shard_label_writes_total` counts it.
+#[derive(Clone, Copy)]
+enum Outcome {
+    Written,
+    /// Refused: the object changed or went since the version it was decided on.
+    Stale,
+    /// Not answered, or refused for another reason (the sharder's fence, say): tried again.
+    Failed,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Written => "written",
+            Outcome::Stale => "stale",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// The sharder's label writes, per shard label (one per operator) and outcome, for the
+/// whole process: the cost of placing and moving objects, and the writes wasted on views
+/// that had moved on.
+static WRITES: Mutex<BTreeMap<(String, &'static str), u64>> = Mutex::new(BTreeMap::new());
+
+fn count(shard_label: &str, outcome: Outcome) {
+    let mut w = WRITES.lock().unwrap_or_else(|e| e.into_inner());
+    *w.entry((shard_label.to_string(), outcome.as_str()))
+        .or_insert(0) += 1;
+}
+
+/// `bosun_shard_label_writes_total{label,result}` in the text exposition.
+pub(crate) fn metrics_text() -> String {
+    let w = WRITES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = String::from(
+        "# HELP bosun_shard_label_writes_total Label writes the sharder sent, by shard label \
+         and result (written; stale: the object had changed since the version decided on; \
+         failed: not answered or refused, tried again).\n\
+         # TYPE bosun_shard_label_writes_total counter\n",
+    );
+    for ((label, result), n) in w.iter() {
+        out.push_str(&format!(
+            "bosun_shard_label_writes_total{{label=\"{label}\",result=\"{result}\"}} {n}\n"
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::{ObjectMeta, PartialObjectMetaExt};
+
+    fn object(i: usize, labels: &[(&str, &str)]) -> Arc<Meta> {
+        let meta = ObjectMeta {
+            name: Some(format!("o{i}")),
+            uid: Some(format!("uid-{i}")),
+            resource_version: Some("7".into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        Arc::new(meta.into_response_partial())
+    }
+
+    fn view(live: &[&str]) -> MemberView {
+        MemberView {
+            live: live.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn drains(steps: &[(Arc<Meta>, Step)]) -> usize {
+        steps.iter().filter(|(_, s)| *s == Step::Drain).count()
+    }
+
+    #[test]
+    fn a_join_drains_at_most_a_batch_at_once() {
+        let l = Labels::for_operator("op");
+        let all: Vec<_> = (0..1000).map(|i| object(i, &[(&l.shard, "a")])).collect();
+        let v = view(&["a", "b"]);
+        let none = Written::default();
+        let first = steps(&all, &l, &v, &none);
+        assert_eq!(drains(&first), MOVING, "about 500 move: one batch first");
+        assert_eq!(first.len(), MOVING, "nothing else to do");
+
+        // Ten of them draining already: the batch tops up to the bound.
+        let mut some: Vec<_> = (0..10)
+            .map(|i| object(i, &[(&l.shard, "a"), (&l.drain, "a")]))
+            .collect();
+        some.extend((10..1000).map(|i| object(i, &[(&l.shard, "a")])));
+        assert_eq!(drains(&steps(&some, &l, &v, &none)), MOVING - 10);
+    }
+
+    #[test]
+    fn an_object_written_is_not_decided_again_before_it_is_seen_past_that_version() {
+        let l = Labels::for_operator("op");
+        let all: Vec<_> = (0..100).map(|i| object(i, &[])).collect();
+        let v = view(&["a"]);
+        let mut written = Written::default();
+        let first = steps(&all, &l, &v, &written);
+        assert_eq!(first.len(), 100, "every unlabelled object placed");
+        for (o, _) in &first[..60] {
+            written.0.insert(o.uid().expect("uid"), "7".into());
+        }
+        // The watch has not shown those writes yet: only the 40 others are decided again.
+        assert_eq!(steps(&all, &l, &v, &written).len(), 40);
+
+        // Seen past that version (or gone), they are forgotten.
+        let moved: Vec<_> = all
+            .iter()
+            .take(30)
+            .map(|o| {
+                let mut o = (**o).clone();
+                o.metadata.resource_version = Some("8".into());
+                Arc::new(o)
+            })
+            .collect();
+        let current: HashMap<&str, &str> = moved
+            .iter()
+            .map(|o| (o.meta().uid.as_deref().unwrap_or_default(), "8"))
+            .collect();
+        written.prune(&current);
+        assert!(written.0.is_empty());
+    }
+
+    #[test]
+    fn the_write_counts_are_served_by_label_and_result() {
+        count("shard.bosun.dev/unit-test", Outcome::Written);
+        count("shard.bosun.dev/unit-test", Outcome::Written);
+        count("shard.bosun.dev/unit-test", Outcome::Stale);
+        let text = metrics_text();
+        assert!(text.contains("# TYPE bosun_shard_label_writes_total counter"));
+        assert!(text.contains(
+            "bosun_shard_label_writes_total{label=\"shard.bosun.dev/unit-test\",result=\"written\"} 2\n"
+        ));
+        assert!(text.contains(
+            "bosun_shard_label_writes_total{label=\"shard.bosun.dev/unit-test\",result=\"stale\"} 1\n"
+        ));
     }
 }
