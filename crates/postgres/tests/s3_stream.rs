@@ -39,6 +39,19 @@ const BUCKET: &str = "pg-backups";
 const ACCESS_KEY: &str = "test-access";
 const SECRET_KEY: &str = "test-secret";
 
+/// The tests here one at a time: each points this process's environment at its own moto, and
+/// the memory figures are this process's.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Points the instance managers (here, and PostgreSQL's archive and restore commands that
+/// inherit this environment) at `moto`, as a pod's env does.
+fn use_store(moto: &Moto) {
+    std::env::set_var("BOSUN_PG_S3_ENDPOINT", &moto.endpoint);
+    std::env::set_var("AWS_ACCESS_KEY_ID", ACCESS_KEY);
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET_KEY);
+    std::env::set_var("BOSUN_PG_S3_PART_SIZE", PART.to_string());
+}
+
 struct Moto {
     endpoint: String,
     child: std::process::Child,
@@ -419,16 +432,12 @@ fn mib(b: u64) -> f64 {
 /// previous version did) bring back every row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_backups_and_restores_stream_with_memory_bounded_by_the_part_size() {
+    let _serial = SERIAL.lock().await;
     let bosun = bosun_testenv::procmode::built_bosun()
         .expect("the bosun binary: run `cargo build -p bosun` first");
     let moto = Moto::start().await;
     moto.client("").create_bucket().await.expect("bucket");
-    // The instance managers (here, and PostgreSQL's archive and restore commands that
-    // inherit this environment) find the endpoint and keys here, as in a pod.
-    std::env::set_var("BOSUN_PG_S3_ENDPOINT", &moto.endpoint);
-    std::env::set_var("AWS_ACCESS_KEY_ID", ACCESS_KEY);
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET_KEY);
-    std::env::set_var("BOSUN_PG_S3_PART_SIZE", PART.to_string());
+    use_store(&moto);
     let location = format!("s3://{BUCKET}/stream/pg");
     let store = moto.client("stream/pg");
     let dir = workdir();
@@ -550,4 +559,101 @@ async fn s3_backups_and_restores_stream_with_memory_bounded_by_the_part_size() {
         ));
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The pids of this process's children running `program`.
+fn children(program: &str) -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`; comm may hold spaces, so split after its `)`.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let comm = head.split_once('(').map(|(_, c)| c).unwrap_or_default();
+        let ppid = rest.split_whitespace().nth(1).unwrap_or_default();
+        if comm == program && ppid == me {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A backup whose `pg_basebackup` dies while its upload is under way: the multipart upload is
+/// aborted on the store (nothing of it left), no backup is listed, and the failure is reported
+/// with the program's own verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_cut_short_is_aborted_on_the_store_and_never_listed() {
+    let _serial = SERIAL.lock().await;
+    let bosun = bosun_testenv::procmode::built_bosun()
+        .expect("the bosun binary: run `cargo build -p bosun` first");
+    let moto = Moto::start().await;
+    moto.client("").create_bucket().await.expect("bucket");
+    use_store(&moto);
+    let store = moto.client("cut/pg");
+    let dir = workdir();
+    let mut cfg = config(dir.path(), "pg-1", &ip(11), &bosun);
+    cfg.backups.store = Some(format!("s3://{BUCKET}/cut/pg"));
+    let a = run_node(cfg);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    sql(&a)
+        .await
+        .batch_execute(
+            "CREATE TABLE t (id int, v text); \
+             INSERT INTO t SELECT i, md5(i::text) FROM generate_series(1, 200000) i",
+        )
+        .await
+        .expect("load");
+
+    a.api.backup().await.expect("start a base backup");
+    // Stopped as soon as it runs, so that it cannot finish before it is killed.
+    let pid = wait_for("pg_basebackup running", &a, || async {
+        match children("pg_basebackup").first() {
+            Some(&pid) => {
+                // SAFETY: a signal to a child of this process, which waits for it.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                Ok(pid)
+            }
+            None => Err("no pg_basebackup child".into()),
+        }
+    })
+    .await;
+    let key = wait_for("the multipart upload begun", &a, || async {
+        match store.uploads().await {
+            Ok(u) if !u.is_empty() => Ok(u[0].clone()),
+            Ok(_) => Err("no upload under way".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await;
+    assert!(key.ends_with("/base.tar.gz"), "{key}");
+    // SAFETY: as above; SIGKILL also ends a stopped process.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let s = wait_state(&a, "the backup reported failed", |s| {
+        s.backup
+            .as_ref()
+            .is_some_and(|b| !b.running && b.last_failed.is_some())
+    })
+    .await;
+    let b = s.backup.expect("backup state");
+    let why = b.last_failure.clone().unwrap_or_default();
+    assert!(why.contains("pg_basebackup"), "{why}");
+    assert_eq!(b.backups, 0, "{b:?}");
+    assert_eq!(
+        store.uploads().await.expect("list uploads"),
+        Vec::<String>::new(),
+        "the upload was left on the store"
+    );
+    let objects = store.list("base/").await.expect("list");
+    assert!(objects.is_empty(), "{objects:?}");
+    a.shutdown().await;
 }

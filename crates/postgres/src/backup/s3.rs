@@ -494,6 +494,27 @@ impl S3Store {
         Ok(out)
     }
 
+    /// Keys under the store's root with a multipart upload begun and neither completed nor
+    /// aborted (the first 1,000): what an aborted backup must not leave behind.
+    pub async fn uploads(&self) -> Result<Vec<String>, StoreError> {
+        let (status, body) = self
+            .send(
+                "GET",
+                None,
+                &[("prefix", &self.root), ("uploads", "")],
+                Vec::new(),
+            )
+            .await?;
+        if !(200..300).contains(&status) {
+            return Err(Self::failed("LIST uploads", &self.root, status, &body));
+        }
+        let text = String::from_utf8_lossy(&body);
+        Ok(all_between(&text, "<Key>", "</Key>")
+            .into_iter()
+            .filter_map(|k| unescape(k).strip_prefix(&self.root).map(str::to_string))
+            .collect())
+    }
+
     pub async fn archive_wal(&self, src: &std::path::Path, name: &str) -> Result<(), StoreError> {
         if !is_archive_name(name) {
             return Err(StoreError::BadName(name.into()));
