@@ -592,11 +592,12 @@ async fn shard_quiet_replica_process() {
         .expect("manager");
 }
 
-/// The widgets' shard labels as the API server stored them, event by event, and the most
-/// widgets ever carrying the drain label at once (printed: the bound itself is proven by
-/// the unit tests of `shard::kind`, as hand-offs here end faster than drains are written).
+/// The widgets' shard labels as the API server stored them, event by event; the most widgets
+/// ever carrying the drain label at once (printed: the bound itself is proven by the unit
+/// tests of `shard::kind`, as hand-offs here end faster than drains are written); and how
+/// many times a widget's labels changed once first seen.
 #[derive(Clone, Default)]
-struct Drains(Arc<Mutex<(Labelled, usize)>>);
+struct Drains(Arc<Mutex<(Labelled, usize, usize)>>);
 
 /// Widget name → (its shard label, whether it carries the drain label).
 type Labelled = BTreeMap<String, (Option<String>, bool)>;
@@ -615,7 +616,11 @@ impl Drains {
                             labels.get(QUIET_SHARD).cloned(),
                             labels.contains_key(QUIET_DRAIN),
                         );
-                        g.0.insert(w.name_any(), seen);
+                        if let Some(old) = g.0.insert(w.name_any(), seen.clone()) {
+                            if old != seen {
+                                g.2 += 1;
+                            }
+                        }
                     }
                     Ok(watcher::Event::Delete(w)) => {
                         g.0.remove(&w.name_any());
@@ -646,6 +651,27 @@ impl Drains {
 
     fn most_draining(&self) -> usize {
         self.0.lock().expect("lock").1
+    }
+
+    fn label_changes(&self) -> usize {
+        self.0.lock().expect("lock").2
+    }
+}
+
+fn quiet_replica(kubeconfig: &std::path::Path, ns: &str, name: &'static str) -> Replica {
+    let metrics = free_addr();
+    let child = spawn_replica(
+        "shard_quiet_replica_process",
+        QUIET_CHILD,
+        kubeconfig,
+        ns,
+        name,
+        metrics,
+    );
+    Replica {
+        name,
+        child,
+        metrics,
     }
 }
 
@@ -717,22 +743,7 @@ async fn many_objects_placed_and_moved_with_one_label_write_each() {
     let drains = Drains::default();
     let watch = drains.watch(widgets.clone());
 
-    let quiet = |name: &'static str| {
-        let metrics = free_addr();
-        let child = spawn_replica(
-            "shard_quiet_replica_process",
-            QUIET_CHILD,
-            &kubeconfig,
-            &ns,
-            name,
-            metrics,
-        );
-        Replica {
-            name,
-            child,
-            metrics,
-        }
-    };
+    let quiet = |name| quiet_replica(&kubeconfig, &ns, name);
     let a = quiet("a");
     let alone = spread(&drains, N, &[&a]).await;
     assert_eq!(alone.get("a"), Some(&N));
@@ -758,6 +769,96 @@ async fn many_objects_placed_and_moved_with_one_label_write_each() {
         written + stale <= 2.0 * needed as f64,
         "the sharder sent {written} + {stale} stale label writes for {needed} placements and moves: \
          it decided again on objects it had already written"
+    );
+    watch.abort();
+    drop((a, b));
+}
+
+/// A member paused (SIGSTOP) for less than its lease duration — a process stalled for a
+/// moment, as CPU saturation stalls one — keeps every object: its Lease is never taken over,
+/// no label moves, and it caches and works its share again once resumed. (Past its renew
+/// deadline it stops writing and restarts its controllers; only past the lease duration,
+/// by the sharder's clock, do its objects move.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_paused_shorter_than_its_lease_keeps_its_objects() {
+    const N: usize = 24;
+    // Two seconds under bosun's 4 s lease duration: a renewal half a second late, and a
+    // moment for the resumed process to send it.
+    const PAUSE: Duration = Duration::from_secs(2);
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = test_namespace(&admin, "shard-stall").await.expect("ns");
+    let kubeconfig = cp.kubeconfig().to_path_buf();
+    let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
+    for i in 0..N {
+        widgets
+            .create(
+                &PostParams::default(),
+                &widget(&ns, &format!("w{i}"), "x", 0),
+            )
+            .await
+            .expect("create");
+    }
+    let drains = Drains::default();
+    let watch = drains.watch(widgets.clone());
+    let a = quiet_replica(&kubeconfig, &ns, "a");
+    let b = quiet_replica(&kubeconfig, &ns, "b");
+    let before = spread(&drains, N, &[&a, &b]).await;
+    let changes = drains.label_changes();
+
+    // The member paused is the one that does not place objects (a paused sharder is
+    // replaced by the other replica, which starts judging the members afresh).
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
+    let sharder = leases
+        .get(&format!("{LEASE}-sharder"))
+        .await
+        .expect("sharder lease")
+        .spec
+        .and_then(|s| s.holder_identity);
+    let (a, b) = if sharder.as_deref() == Some("b") {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    let member = format!("{LEASE}-member-{}", b.name);
+    let b_pid = b.child.id().expect("pid");
+    signal(b_pid, "-STOP");
+    tokio::time::sleep(PAUSE).await;
+    let paused = leases
+        .get_opt(&member)
+        .await
+        .expect("read the lease")
+        .unwrap_or_else(|| panic!("{member} taken over and deleted during a {PAUSE:?} pause"))
+        .metadata
+        .resource_version;
+    signal(b_pid, "-CONT");
+    // Once the member's Lease moved past what it was while the member was stopped, whatever
+    // the sharder judged of it is written in it.
+    let lease = eventually(60, || async {
+        let l = leases.get(&member).await.ok()?;
+        (l.metadata.resource_version != paused).then_some(l)
+    })
+    .await
+    .expect("the paused member's lease written again after the pause");
+    let spec = lease.spec.unwrap_or_default();
+    assert_eq!(
+        spec.holder_identity.as_deref(),
+        Some(b.name),
+        "{member} after a {PAUSE:?} pause"
+    );
+    assert_eq!(
+        spec.lease_transitions.unwrap_or(0),
+        0,
+        "{member} was taken over after a {PAUSE:?} pause"
+    );
+    let after = spread(&drains, N, &[&a, &b]).await;
+    assert_eq!(after, before, "the placement moved");
+    assert_eq!(
+        drains.label_changes(),
+        changes,
+        "widgets were relabelled after a {PAUSE:?} pause of {}",
+        b.name
     );
     watch.abort();
     drop((a, b));
