@@ -481,6 +481,25 @@ async fn s3_backups_and_restores_stream_with_memory_bounded_by_the_part_size() {
     let b: BackupState = s.backup.expect("backup state");
     assert_eq!(b.backups, 1, "the backup failed: {:?}", b.last_failure);
     let created = watch.created();
+    let objects = store.list("base/").await.expect("list");
+    let archive = objects
+        .iter()
+        .find(|k| k.ends_with("/base.tar.gz"))
+        .cloned();
+    if let Some(key) = &archive {
+        // A multipart upload's ETag ends in `-<parts>`.
+        let etag = store.etag(key).await.expect("head").unwrap_or_default();
+        let parts = etag
+            .trim_matches('"')
+            .rsplit_once('-')
+            .and_then(|(_, n)| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        if parts < 2 {
+            failures.push(format!("{key} did not go up in parts: ETag {etag}"));
+        }
+    } else {
+        failures.push(format!("no base.tar.gz among {objects:?}"));
+    }
     let stored: u64 = {
         let keys = store.list("base/").await.expect("list");
         let mut total = 0;
