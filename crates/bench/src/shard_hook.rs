@@ -224,14 +224,30 @@ async fn converge(
     }
 }
 
-/// Adds each replica's busy workers to `sums` (total, samples) every 500 ms, until dropped.
-async fn sample_workers(live: &[Replica], sums: &mut [(f64, u32)]) {
+/// The 1-minute load average: the machine is shared, and the runnable processes of others
+/// (a build) take cores the figures assume are this run's.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Adds each replica's busy workers to `sums` (total, samples), and the load average to
+/// `load`, every 500 ms, until dropped.
+async fn sample_workers(live: &[Replica], sums: &mut [(f64, u32)], load: &mut (f64, u32)) {
     loop {
         for (r, s) in live.iter().zip(sums.iter_mut()) {
             if let Some(busy) = r.metric("controller_runtime_active_workers{", "").await {
                 s.0 += busy;
                 s.1 += 1;
             }
+        }
+        if let Some(l) = load_average() {
+            load.0 += l;
+            load.1 += 1;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -257,6 +273,8 @@ struct Cost {
     reconciles: f64,
     errors: f64,
     mean_reconcile: f64,
+    /// The machine's mean 1-minute load average over the run, everyone's processes counted.
+    load: f64,
 }
 
 impl Cost {
@@ -300,9 +318,12 @@ async fn run(args: &Args, n: usize, replicas: usize) -> anyhow::Result<(Cost, Ve
         }
     }
     let mut sums = vec![(0.0, 0u32); live.len()];
+    let mut load = (0.0, 0u32);
     let times = tokio::select! {
         r = converge(&client, n, t0, &mut player) => r?,
-        () = sample_workers(&live, &mut sums) => anyhow::bail!("the worker sampler ended"),
+        () = sample_workers(&live, &mut sums, &mut load) => {
+            anyhow::bail!("the worker sampler ended")
+        }
     };
     let at = |q: f64| {
         let i = (times.len().saturating_sub(1) as f64 * q).round() as usize;
@@ -322,6 +343,7 @@ async fn run(args: &Args, n: usize, replicas: usize) -> anyhow::Result<(Cost, Ve
         reconciles: 0.0,
         errors: 0.0,
         mean_reconcile: 0.0,
+        load: load.0 / f64::from(load.1.max(1)),
     };
     let (mut reconciles, mut errors, mut timed, mut seconds) = (0.0, 0.0, 0.0, 0.0);
     for r in &live {
@@ -373,7 +395,7 @@ async fn run(args: &Args, n: usize, replicas: usize) -> anyhow::Result<(Cost, Ve
 fn cost_note(c: &Cost, cores: f64) -> String {
     format!(
         "first release at {:.1} s, {:.1} releases/s from 10 % to 90 %; workers busy on \
-         average {:.1?}; {:.0} reconciles ({:.0} errors) of {:.2} s on average; CPU s: replicas {:.1}, API server + etcd {:.1}, harness {:.1}; {:.0} % of {cores} cores busy",
+         average {:.1?}; {:.0} reconciles ({:.0} errors) of {:.2} s on average; CPU s: replicas {:.1}, API server + etcd {:.1}, harness {:.1}; {:.0} % of {cores} cores busy; machine load average {:.1}",
         c.first,
         c.rate,
         c.busy_workers,
@@ -383,7 +405,8 @@ fn cost_note(c: &Cost, cores: f64) -> String {
         c.replicas_cpu,
         c.server_cpu,
         c.harness_cpu,
-        c.busy(cores) * 100.0
+        c.busy(cores) * 100.0,
+        c.load
     )
 }
 
