@@ -104,6 +104,20 @@ impl NodeAgent {
         self.procs()?.exec(namespace, pod, container, &argv).await
     }
 
+    /// Process mode: when this pod's object is removed (a forced deletion), its processes
+    /// are left running, as a kubelet that has not yet synced (or a lost node's) leaves
+    /// them, until [`NodeAgent::kill_lingering`] (or the agent's end).
+    pub fn linger_after_deletion(&self, namespace: &str, pod: &str) -> Result<(), ProcessError> {
+        self.procs()?.linger(namespace, pod)
+    }
+
+    /// Process mode: SIGKILL to the processes of pods left running by
+    /// [`NodeAgent::linger_after_deletion`] whose object is gone.
+    pub fn kill_lingering(&self) -> Result<(), ProcessError> {
+        self.procs()?.kill_lingering();
+        Ok(())
+    }
+
     /// Process mode: SIGKILL to the pod's process groups, a crash: `restartPolicy` applies.
     pub fn kill_containers(&self, namespace: &str, pod: &str) -> Result<(), ProcessError> {
         self.procs()?.kill_containers(namespace, pod)

@@ -268,6 +268,10 @@ pub(crate) struct Ctx {
     pods: Mutex<HashMap<String, Arc<PodShared>>>,
     /// The directory of the latest pod of each namespace/name, kept after the pod is gone.
     dirs: Mutex<HashMap<(String, String), PathBuf>>,
+    /// UIDs of pods whose processes outlive their pod object ([`Ctx::linger`]).
+    linger: Mutex<HashSet<String>>,
+    /// Those pods, once their object is gone: killed by [`Ctx::kill_lingering`] or shutdown.
+    lingering: Mutex<Vec<Arc<PodShared>>>,
 }
 
 impl Ctx {
@@ -277,6 +281,47 @@ impl Ctx {
 
     pub fn forget(&self, uid: &str) {
         self.pods().remove(uid);
+    }
+
+    /// A real kubelet kills the processes of a force-deleted pod only at its next sync (or
+    /// never, on a lost node), while the object is gone at once; this pod's processes are
+    /// left running when its object disappears, until [`Ctx::kill_lingering`].
+    pub fn linger(&self, ns: &str, pod: &str) -> Result<(), ProcessError> {
+        let p = self
+            .find(ns, pod)
+            .ok_or_else(|| ProcessError::NoPod(format!("{ns}/{pod}")))?;
+        self.linger
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p.uid.clone());
+        Ok(())
+    }
+
+    pub fn lingers(&self, uid: &str) -> bool {
+        self.linger
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(uid)
+    }
+
+    pub fn keep_lingering(&self, p: Arc<PodShared>) {
+        self.lingering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(p);
+    }
+
+    /// SIGKILL to the process groups of pods left running by [`Ctx::linger`].
+    pub fn kill_lingering(&self) {
+        for p in self
+            .lingering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            p.kill_all();
+            p.cleanup();
+        }
     }
 
     fn find(&self, ns: &str, name: &str) -> Option<Arc<PodShared>> {
@@ -321,6 +366,7 @@ impl Ctx {
             }
             p.kill_all();
         }
+        self.kill_lingering();
         if self.owns_root {
             let _ = sandbox::remove_tree(&self.root);
             crate::process::unregister_dir(&self.root);

@@ -166,6 +166,13 @@ pub async fn run(
                     }
                     write(&api, &shared, &mut m).await;
                 }
+                Some(PodMsg::Gone) if ctx.lingers(&shared.uid) => {
+                    // Its processes run on, unwatched, as under a kubelet that has not
+                    // synced yet: nothing stops them and nothing reports them.
+                    ctx.keep_lingering(shared.clone());
+                    ctx.forget(&shared.uid);
+                    return;
+                }
                 Some(PodMsg::Gone) | None => {
                     deleting = true;
                     gone = true;

@@ -52,6 +52,8 @@ pub(crate) fn start(
         owns_root,
         pods: Mutex::default(),
         dirs: Mutex::default(),
+        linger: Mutex::default(),
+        lingering: Mutex::default(),
     });
     // Before the first heartbeat, which publishes the endpoint's port on the node.
     super::kubelet::register(&ctx);
