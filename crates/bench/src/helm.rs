@@ -32,7 +32,7 @@ fn ns(i: usize) -> String {
     format!("bench-h-{i}")
 }
 
-fn sample_spec() -> anyhow::Result<Value> {
+pub(crate) fn sample_spec() -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(
         repo().join("examples/helm-bookstore/config/samples/charts_v1alpha1_bookstore.yaml"),
     )?;
@@ -51,11 +51,20 @@ pub(crate) const RESOURCES: [&str; 4] = ["deployments", "services", "secrets", "
 
 /// N namespaces, the CRD, and one custom resource in each.
 pub(crate) async fn populate(client: &Client, n: usize, conc: usize) -> anyhow::Result<()> {
+    populate_spec(client, n, conc, sample_spec()?).await
+}
+
+/// [`populate`] with the custom resources' spec given.
+pub(crate) async fn populate_spec(
+    client: &Client,
+    n: usize,
+    conc: usize,
+    spec: Value,
+) -> anyhow::Result<()> {
     let file = bosun_watches::WatchesFile::load(&watches())?;
     let flavor = bosun_helm_operator::HelmFlavor::load(&file.entries[0], &Default::default())?;
     use bosun_watches::Flavor;
     install_crd(client, &flavor.crd()).await?;
-    let spec = sample_spec()?;
     stream::iter(0..n)
         .map(|i| {
             let client = client.clone();

@@ -60,7 +60,7 @@ pub(crate) struct Args {
     /// vmgroup, webhook, postgres); all when empty. helm-peer and ansible-peer (operator-sdk's
     /// operators) and myownshell-cr (MyOwnShell on controller-runtime), all built by
     /// scripts/setup-peers.sh, run only when named; so do scale (a new object during a
-    /// restart's re-list, three flavours), shard (one replica vs three sharded ones) and
+    /// restart's re-list, three flavours, or one: scale-coded|scale-helm|scale-ansible), shard (one replica vs three sharded ones) and
     /// shard-hook (the same, Helm releases waiting for a hook Job).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -696,7 +696,7 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("[bench] ansible-operator vs bosun, N = {n}");
         rows.extend(repeated(runs, || peers::case_ansible_peer(&args, n)).await?);
     }
-    for &n in store_ns.iter().filter(|_| named("scale")) {
+    for &n in store_ns.iter().filter(|_| scale::named(&args)) {
         eprintln!("[bench] a new object during a restart's re-list, N = {n}");
         rows.extend(repeated(runs, || scale::case_scale(&args, n)).await?);
     }

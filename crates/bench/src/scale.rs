@@ -5,7 +5,8 @@
 //! how much of the backlog was done when the new object was, read from bosun's own metrics:
 //! a figure taken after the backlog drained shows nothing about the queue.
 //!
-//! Run only when named: `--only scale` (N from `--n`).
+//! Run only when named: `--only scale` (N from `--n`), or one flavour: `--only scale-coded`,
+//! `scale-helm`, `scale-ansible`.
 use std::time::{Duration, Instant};
 
 use bosun_bench::ansible_flavour::{self as ansible, BenchConfig};
@@ -75,6 +76,20 @@ async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
     }
 }
 
+/// The sample's spec with its app Service a ClusterIP one. The sample asks for a LoadBalancer,
+/// which takes a node port from the API server's range (30000-32767 by default: 2,768 ports):
+/// release 2,769 and every later one fail to install ("failed to allocate a nodePort: range is
+/// full"), so at N = 10,000 the flavour never converged (issue 37's finding). What the case
+/// measures is the queue, not the port allocator.
+fn helm_spec() -> anyhow::Result<Value> {
+    let mut spec = crate::helm::sample_spec()?;
+    let kind = spec
+        .pointer_mut("/service/app/type")
+        .ok_or_else(|| anyhow::anyhow!("the Helm sample has no service.app.type"))?;
+    *kind = json!("ClusterIP");
+    Ok(spec)
+}
+
 /// N custom resources of the flavour, as the flavour's own cases create them.
 async fn populate(
     client: &Client,
@@ -95,7 +110,7 @@ async fn populate(
             }
         }
         Flavour::Helm => {
-            crate::helm::populate(client, n, args.concurrency).await?;
+            crate::helm::populate_spec(client, n, args.concurrency, helm_spec()?).await?;
             Setup {
                 flags: vec![format!(
                     "--watches={}",
@@ -201,14 +216,67 @@ async fn case(args: &Args, flavour: Flavour, n: usize) -> anyhow::Result<Row> {
     })
 }
 
-/// The three flavours at N.
+/// The flavours `--only` names (`scale-coded`, `scale-helm`, `scale-ansible`), all three for
+/// `scale`.
+fn flavours(args: &Args) -> Vec<Flavour> {
+    let all = [Flavour::Coded, Flavour::Helm, Flavour::Ansible];
+    if args.only.iter().any(|o| o == "scale") {
+        return all.to_vec();
+    }
+    all.into_iter()
+        .filter(|f| {
+            let key = match f {
+                Flavour::Coded => "scale-coded",
+                Flavour::Helm => "scale-helm",
+                Flavour::Ansible => "scale-ansible",
+            };
+            args.only.iter().any(|o| o == key)
+        })
+        .collect()
+}
+
+/// Whether `--only` names the case or one of its flavours.
+pub fn named(args: &Args) -> bool {
+    !flavours(args).is_empty()
+}
+
+/// The flavours `--only` names at N.
 pub async fn case_scale(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for flavour in [Flavour::Coded, Flavour::Helm, Flavour::Ansible] {
+    for flavour in flavours(args) {
         eprintln!("[bench]   {}", flavour.name());
         let row = case(args, flavour, n).await?;
         eprintln!("[bench]   {:.3} s: {}", row.seconds, row.note);
         rows.push(row);
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bosun_helm::render::{Chart, RenderOptions};
+
+    /// Every Service of the case's releases is a ClusterIP one: a LoadBalancer or NodePort
+    /// Service takes a node port, and the API server has 2,768 of them.
+    #[test]
+    fn helm_releases_take_no_node_port() {
+        let chart = Chart::load(&repo().join("examples/helm-bookstore/helm-charts/book-store"))
+            .expect("the sample chart loads");
+        let mut opts = RenderOptions::new("bookstore-sample", "bench-h-0");
+        opts.values = bosun_helm::value::Data::from(&helm_spec().expect("the sample's spec"));
+        let out = chart.render(&opts).expect("the sample chart renders");
+        let mut types = Vec::new();
+        for (path, text) in out.manifests() {
+            let json = bosun_yaml::goyaml::yaml_to_json(text).expect("rendered YAML");
+            let o: Value = serde_json::from_str(&json).expect("rendered JSON");
+            if o["kind"] == "Service" {
+                types.push((path.clone(), o["spec"]["type"].clone()));
+            }
+        }
+        assert_eq!(types.len(), 2, "the chart renders two Services: {types:?}");
+        for (path, kind) in &types {
+            assert_eq!(kind, "ClusterIP", "{path}");
+        }
+    }
 }
