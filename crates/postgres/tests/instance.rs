@@ -1198,3 +1198,216 @@ async fn the_operators_sessions_have_statement_and_lock_timeouts() {
         "{e:?}"
     );
 }
+
+/// What a replica whose WAL the primary removed can still read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Archive {
+    /// The cluster archives to a volume store, which holds every segment.
+    Holds,
+    /// No backup store.
+    None,
+}
+
+/// A replica fenced while its primary writes on: `max_slot_wal_keep_size` invalidates its
+/// slot and checkpoints remove the WAL it needs from the primary's `pg_wal`. Returns the
+/// primary, the (fenced) replica, the rows written and a marker file in the replica's
+/// PGDATA (a re-clone replaces the directory, and the marker with it).
+async fn replica_whose_wal_is_gone(
+    dir: &Path,
+    test: u8,
+    archive: Archive,
+) -> (Node, Node, Vec<String>, PathBuf) {
+    let bosun = bosun_testenv::procmode::built_bosun()
+        .expect("the bosun binary: run `cargo build -p bosun` first");
+    let store = dir.join("store");
+    std::fs::create_dir_all(&store).expect("store");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    let with = |mut cfg: Config| {
+        // No WAL kept for a replica beyond its slot's 32 MB: the slot is what keeps it.
+        cfg.parameters.extend([
+            ("wal_keep_size".into(), "0".into()),
+            ("max_slot_wal_keep_size".into(), "32MB".into()),
+        ]);
+        if archive == Archive::Holds {
+            cfg.backups.store = Some(store.to_str().expect("utf-8").into());
+            cfg.backups.program = Some(bosun.clone());
+            cfg.backups.owner = Some(bosun_postgres::backup::owner::Owner {
+                uid: "uid-of-this-cluster".into(),
+                cluster: "pg".into(),
+                claim: bosun_postgres::backup::owner::Claim::Empty,
+            });
+        }
+        cfg
+    };
+    let a = run_node(with(config(
+        dir,
+        "pg-1",
+        &ip(test, 1),
+        Role::Primary,
+        None,
+        0,
+    )));
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let c = sql(&a).await.expect("connect");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('r000')")
+        .await
+        .expect("write");
+    let b = run_node(with(config(
+        dir,
+        "pg-2",
+        &ip(test, 2),
+        Role::Replica,
+        Some(a.addr()),
+        0,
+    )));
+    wait_state(&b, "pg-2 streaming", |s| {
+        s.role == StateRole::Replica && s.ready
+    })
+    .await;
+    wait_rows(&b, &["r000"]).await;
+    let marker = b.cfg.data_dir.join("bosun-test-marker");
+    std::fs::write(&marker, b"the replica's own data directory").expect("marker");
+    b.api.fence().await.expect("fence the replica");
+    wait_state(&b, "pg-2 fenced", |s| s.role == StateRole::Fenced).await;
+
+    // Segments written and switched until the replica's slot is lost and the segment it
+    // stopped in is gone from the primary: the primary's own segment now, which is at or
+    // past the replica's, and every older one.
+    let needed: String = c
+        .query_one("SELECT pg_walfile_name(pg_current_wal_lsn())", &[])
+        .await
+        .expect("the replica's segment")
+        .get(0);
+    let mut want = vec!["r000".to_string()];
+    for i in 1..200 {
+        let row = format!("r{i:03}");
+        c.execute("INSERT INTO t VALUES ($1)", &[&row])
+            .await
+            .expect("write");
+        want.push(row);
+        c.batch_execute("SELECT pg_switch_wal(); CHECKPOINT")
+            .await
+            .expect("switch and checkpoint");
+        let gone: bool = c
+            .query_one(
+                "SELECT NOT EXISTS (SELECT 1 FROM pg_ls_waldir() \
+                   WHERE name ~ '^[0-9A-F]{24}$' AND name <= $1) \
+                 AND (SELECT wal_status FROM pg_replication_slots \
+                      WHERE slot_name = 'bosun_pg_2') = 'lost'",
+                &[&needed],
+            )
+            .await
+            .expect("the primary's WAL")
+            .get(0);
+        if gone {
+            break;
+        }
+    }
+    let status: Option<String> = c
+        .query_one(
+            "SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'bosun_pg_2'",
+            &[],
+        )
+        .await
+        .expect("slot")
+        .get(0);
+    assert_eq!(
+        status.as_deref(),
+        Some("lost"),
+        "the replica's slot was not invalidated"
+    );
+    if archive == Archive::Holds {
+        let archived = store.join("wals").join(&needed);
+        wait_for("the replica's segment archived", &a, || async {
+            if archived.is_file() {
+                Ok(())
+            } else {
+                Err(format!("{} not archived", archived.display()))
+            }
+        })
+        .await;
+    }
+    (a, b, want, marker)
+}
+
+/// Issue 32, M13 with a backup store: a replica whose WAL is gone from its primary but is
+/// in the archive catches up from the archive and streams again, on its own data (no
+/// re-clone: the marker in its PGDATA survives), with every row. Before, replicas had no
+/// `restore_command`: it reported `cannotCatchUp` and the operator re-cloned it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_wal_is_gone_catches_up_from_the_archive_without_a_reclone() {
+    let dir = workdir();
+    let (a, b, want, marker) = replica_whose_wal_is_gone(dir.path(), 16, Archive::Holds).await;
+    b.api.unfence().await.expect("unfence the replica");
+    let want_refs: Vec<&str> = want.iter().map(String::as_str).collect();
+    wait_for("pg-2 streaming again with every row", &b, || async {
+        let s = b.api.state().await.map_err(|e| e.to_string())?;
+        // A verdict is what makes the operator re-clone: never while the archive holds it.
+        assert!(
+            s.cannot_catch_up.is_none(),
+            "the archive holds the WAL, yet: {s:?}"
+        );
+        if !(s.role == StateRole::Replica && s.ready) {
+            return Err(format!("{s:?}"));
+        }
+        let got = rows(&b).await?;
+        if got == want_refs {
+            Ok(())
+        } else {
+            Err(format!("{} rows of {}", got.len(), want.len()))
+        }
+    })
+    .await;
+    let s = b.api.state().await.expect("state");
+    assert_eq!(s.last_rejoin, None, "rejoined: {s:?}");
+    assert!(marker.is_file(), "its data directory was replaced");
+    let log = std::fs::read_to_string(&b.log).unwrap_or_default();
+    assert!(
+        log.contains("restored log file"),
+        "nothing was read from the archive:\n{log}"
+    );
+    // And it streams: a new row arrives without the archive (no segment switch).
+    sql(&a)
+        .await
+        .expect("connect")
+        .batch_execute("INSERT INTO t VALUES ('streamed')")
+        .await
+        .expect("write");
+    let mut with_new = want_refs.clone();
+    with_new.push("streamed");
+    wait_rows(&b, &with_new).await;
+    b.shutdown().await;
+    a.shutdown().await;
+}
+
+/// Without a backup store the replica still says it cannot catch up (so the operator
+/// re-clones it), and the re-clone brings every row back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_store_a_replica_whose_wal_is_gone_says_so_and_is_recloned() {
+    let dir = workdir();
+    let (a, b, want, marker) = replica_whose_wal_is_gone(dir.path(), 17, Archive::None).await;
+    b.api.unfence().await.expect("unfence the replica");
+    let s = wait_state(&b, "pg-2 reports it cannot catch up", |s| {
+        s.cannot_catch_up.is_some()
+    })
+    .await;
+    assert!(!s.ready, "{s:?}");
+    let why = s.cannot_catch_up.unwrap_or_default();
+    assert!(why.contains("no longer on its primary"), "{why}");
+    b.api.reclone(&a.addr()).await.expect("re-clone");
+    wait_state(&b, "pg-2 streaming after its re-clone", |s| {
+        s.role == StateRole::Replica && s.ready && s.last_rejoin == Some(Rejoin::Reclone)
+    })
+    .await;
+    let want_refs: Vec<&str> = want.iter().map(String::as_str).collect();
+    wait_rows(&b, &want_refs).await;
+    assert!(!marker.exists(), "the re-clone kept the old data directory");
+    b.shutdown().await;
+    a.shutdown().await;
+}

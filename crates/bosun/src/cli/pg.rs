@@ -42,6 +42,17 @@ pub enum PgCommand {
     RestoreWal {
         #[arg(long)]
         store: String,
+        /// A replica's restore_command: errors are written to this file and answered as
+        /// "not in the archive" (exit 1), which a standby asks again; never a fatal status.
+        #[arg(long)]
+        standby_report: Option<std::path::PathBuf>,
+        /// The cluster's UID (a replica): WAL is read only from a store recorded as its own.
+        #[arg(long)]
+        owner_uid: Option<String>,
+        #[arg(long, default_value = "")]
+        owner_cluster: String,
+        #[arg(long, value_enum, default_value = "empty")]
+        claim: bosun_postgres::backup::owner::Claim,
         name: String,
         dest: std::path::PathBuf,
     },
@@ -81,17 +92,52 @@ pub async fn run(args: PgArgs) -> anyhow::Result<()> {
             }
             Ok(store.archive_wal(&path, &name).await?)
         }
-        PgCommand::RestoreWal { store, name, dest } => {
+        PgCommand::RestoreWal {
+            store,
+            standby_report,
+            owner_uid,
+            owner_cluster,
+            claim,
+            name,
+            dest,
+        } => {
             use bosun_postgres::backup::restore_wal::{
-                exit_status, EXIT_STORE_FAILED, RESTORE_RETRY,
+                exit_status, standby_exit_status, EXIT_STORE_FAILED, RESTORE_RETRY, STANDBY_RETRY,
             };
+            let owner = owner_uid.filter(|u| !u.is_empty()).map(|uid| {
+                bosun_postgres::backup::owner::Owner {
+                    uid,
+                    cluster: owner_cluster,
+                    claim,
+                }
+            });
             // PostgreSQL reads only the exit status: a store that cannot even be opened must
             // stop the recovery too, not end it as "not in the archive".
-            let code = match bosun_postgres::backup::Store::open(&store) {
-                Ok(store) => exit_status(&store, &name, &dest, RESTORE_RETRY).await,
-                Err(e) => {
+            let code = match (bosun_postgres::backup::Store::open(&store), standby_report) {
+                (Ok(store), Some(report)) => {
+                    standby_exit_status(
+                        &store,
+                        owner.as_ref(),
+                        &name,
+                        &dest,
+                        &report,
+                        STANDBY_RETRY,
+                    )
+                    .await
+                }
+                (Ok(store), None) => exit_status(&store, &name, &dest, RESTORE_RETRY).await,
+                (Err(e), report) => {
                     eprintln!("restore-wal: {e}");
-                    EXIT_STORE_FAILED
+                    match report {
+                        Some(report) => {
+                            bosun_postgres::backup::restore_wal::report_failure(
+                                &report,
+                                &format!("the backup store cannot be opened: {e}"),
+                            );
+                            bosun_postgres::backup::restore_wal::EXIT_NOT_IN_ARCHIVE
+                        }
+                        None => EXIT_STORE_FAILED,
+                    }
                 }
             };
             if code == 0 {

@@ -9,10 +9,19 @@
 //! [`EXIT_STORE_FAILED`]: the restoring instance stops, the manager reports the restore as
 //! failed and the operator says why, instead of promoting on an incomplete history
 //! (issue 32, H9).
+//!
+//! A **replica** with a backup store runs the same program as its `restore_command`
+//! ([`standby_exit_status`]), so that WAL its primary removed is still read from the archive
+//! (issue 32, M13). There an error must not stop PostgreSQL (a replica is no restore: it
+//! goes on streaming or waiting), so a store error exits as "not in the archive" — which a
+//! standby asks again after `wal_retrieve_retry_interval`, forever — and is written to a
+//! report file the instance manager reads: the replica is unready with the reason, and the
+//! manager never reads an error as "the archive lacks it" (that would re-clone it).
 use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
+use super::owner::Owner;
 use super::store::Store;
 use super::volume::StoreError;
 
@@ -33,6 +42,13 @@ pub struct Retry {
 /// failover of the store's endpoint, short enough that a store that is really gone is said.
 pub const RESTORE_RETRY: Retry = Retry {
     attempts: 6,
+    first_delay: Duration::from_secs(1),
+};
+
+/// A standby asks again by itself after `wal_retrieve_retry_interval`: a few seconds of
+/// retries only, so that streaming is tried again soon.
+pub const STANDBY_RETRY: Retry = Retry {
+    attempts: 3,
     first_delay: Duration::from_secs(1),
 };
 
@@ -82,6 +98,54 @@ pub async fn exit_status(store: &Store, name: &str, dest: &Path, retry: Retry) -
     }
 }
 
+/// The exit status of a replica's `restore_command` for `name` into `dest`: 0 when restored,
+/// [`EXIT_NOT_IN_ARCHIVE`] otherwise — never a status that stops a standby. The store must
+/// be this cluster's (`owner`, when given): another cluster's WAL is never replayed here.
+/// Why a segment could not be read goes to `report` (removed once the store answers).
+pub async fn standby_exit_status(
+    store: &Store,
+    owner: Option<&Owner>,
+    name: &str,
+    dest: &Path,
+    report: &Path,
+    retry: Retry,
+) -> i32 {
+    let answer = async {
+        if let Some(me) = owner {
+            if let Some(why) = retrying(retry, || store.refusal(me)).await? {
+                return Ok(Err(why));
+            }
+        }
+        retrying(retry, || store.restore_wal(name, dest))
+            .await
+            .map(Ok)
+    };
+    let failure = match answer.await {
+        Ok(Ok(found)) => {
+            if let Err(e) = std::fs::remove_file(report) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!("restore-wal: removing {}: {e}", report.display());
+                }
+            }
+            return if found { 0 } else { EXIT_NOT_IN_ARCHIVE };
+        }
+        Ok(Err(refused)) => format!("not read from the backup store: {refused}"),
+        Err(e) => format!("reading {name} from the backup store failed: {e}"),
+    };
+    eprintln!("restore-wal: {failure}");
+    report_failure(report, &failure);
+    EXIT_NOT_IN_ARCHIVE
+}
+
+/// Writes a replica's report, replacing any at once (a reader never sees half of one).
+pub fn report_failure(report: &Path, text: &str) {
+    let tmp = report.with_extension("tmp");
+    let r = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, report));
+    if let Err(e) = r {
+        eprintln!("restore-wal: writing {}: {e}", report.display());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +182,59 @@ mod tests {
             EXIT_STORE_FAILED
         );
         assert!(!dest.exists());
+    }
+
+    fn me(uid: &str) -> Owner {
+        Owner {
+            uid: uid.into(),
+            cluster: "pg".into(),
+            claim: crate::backup::owner::Claim::Empty,
+        }
+    }
+
+    /// A replica: an error is reported and answered "not in the archive" (a standby asks
+    /// again; a status above 125 would stop it), and the report goes once the store answers.
+    #[tokio::test]
+    async fn a_replica_reports_a_store_error_and_keeps_running() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::Volume(VolumeStore::new(dir.path().join("store")));
+        let seg = dir.path().join("seg");
+        std::fs::write(&seg, b"wal").expect("write");
+        store.ensure_owner(&me("a")).await.expect("owned");
+        store.archive_wal(&seg, SEGMENT).await.expect("archived");
+        let wals = dir.path().join("store").join("wals");
+        let broken = "000000010000000000000004";
+        std::fs::create_dir_all(wals.join(broken)).expect("mkdir");
+        let report = dir.path().join("archive-failure");
+        let dest = dir.path().join("RECOVERYXLOG");
+        let a = me("a");
+        let status = standby_exit_status(&store, Some(&a), broken, &dest, &report, FAST);
+        assert_eq!(status.await, EXIT_NOT_IN_ARCHIVE);
+        let why = std::fs::read_to_string(&report).expect("a report");
+        assert!(why.contains(broken), "{why}");
+        let status = standby_exit_status(&store, Some(&a), SEGMENT, &dest, &report, FAST);
+        assert_eq!(status.await, 0);
+        assert_eq!(std::fs::read(&dest).expect("restored"), b"wal");
+        assert!(!report.exists(), "the report outlived the error");
+    }
+
+    /// Another cluster's store (recorded under another UID) gives a replica nothing.
+    #[tokio::test]
+    async fn a_replica_never_reads_another_clusters_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::Volume(VolumeStore::new(dir.path().join("store")));
+        let seg = dir.path().join("seg");
+        std::fs::write(&seg, b"theirs").expect("write");
+        store.ensure_owner(&me("other")).await.expect("owned");
+        store.archive_wal(&seg, SEGMENT).await.expect("archived");
+        let report = dir.path().join("archive-failure");
+        let dest = dir.path().join("RECOVERYXLOG");
+        let a = me("a");
+        let status = standby_exit_status(&store, Some(&a), SEGMENT, &dest, &report, FAST);
+        assert_eq!(status.await, EXIT_NOT_IN_ARCHIVE);
+        assert!(!dest.exists(), "another cluster's WAL was restored");
+        let why = std::fs::read_to_string(&report).expect("a report");
+        assert!(why.contains("another cluster"), "{why}");
     }
 
     #[tokio::test]

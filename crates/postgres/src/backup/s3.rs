@@ -557,6 +557,20 @@ impl S3Store {
         Ok(true)
     }
 
+    /// Whether the archive holds `name` (a HEAD: nothing is downloaded).
+    pub async fn has_wal(&self, name: &str) -> Result<bool, StoreError> {
+        if !is_archive_name(name) {
+            return Err(StoreError::BadName(name.into()));
+        }
+        let key = self.key(&format!("wals/{name}"));
+        let a = self.request("HEAD", Some(&key), &[], Vec::new()).await?;
+        match a.status {
+            200..=299 => Ok(true),
+            404 => Ok(false),
+            s => Err(Self::failed("HEAD", &key, s, &a.body)),
+        }
+    }
+
     pub async fn wal_names(&self) -> Result<Vec<String>, StoreError> {
         let mut v: Vec<String> = self
             .list("wals/")

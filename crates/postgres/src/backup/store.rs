@@ -44,6 +44,14 @@ impl Store {
         }
     }
 
+    pub async fn has_wal(&self, name: &str) -> Result<bool, StoreError> {
+        match self {
+            Store::Volume(v) => v.has_wal(name),
+            #[cfg(feature = "s3")]
+            Store::S3(s) => s.has_wal(name).await,
+        }
+    }
+
     pub async fn backups(&self) -> Result<Vec<BackupInfo>, StoreError> {
         match self {
             Store::Volume(v) => v.backups(),

@@ -100,28 +100,33 @@ impl VolumeStore {
     /// Copies archived `name` to `dest`; false when the archive does not hold it (the end of
     /// the archive, for PostgreSQL).
     pub fn restore_wal(&self, name: &str, dest: &Path) -> Result<bool, StoreError> {
-        if !is_archive_name(name) {
-            return Err(StoreError::BadName(name.into()));
+        if !self.has_wal(name)? {
+            return Ok(false);
         }
         let src = self.wal_dir().join(name);
-        // Only "no such file" is "not in the archive": any other failure to read it (EACCES,
-        // EIO, not a file) is an error, or a restore would end early there.
-        match fs::metadata(&src) {
-            Ok(m) if m.is_file() => {}
-            Ok(_) => {
-                return Err(StoreError::Io {
-                    what: "reading",
-                    path: src,
-                    source: io::Error::other("not a regular file"),
-                })
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(io_err("reading", &src)(e)),
-        }
         let tmp = dest.with_extension("bosun-tmp");
         fs::copy(&src, &tmp).map_err(io_err("copying to", &tmp))?;
         fs::rename(&tmp, dest).map_err(io_err("renaming to", dest))?;
         Ok(true)
+    }
+
+    /// Whether the archive holds `name`. Only "no such file" is "no": any other failure to
+    /// read it (EACCES, EIO, not a file) is an error, or a restore would end early there.
+    pub fn has_wal(&self, name: &str) -> Result<bool, StoreError> {
+        if !is_archive_name(name) {
+            return Err(StoreError::BadName(name.into()));
+        }
+        let src = self.wal_dir().join(name);
+        match fs::metadata(&src) {
+            Ok(m) if m.is_file() => Ok(true),
+            Ok(_) => Err(StoreError::Io {
+                what: "reading",
+                path: src,
+                source: io::Error::other("not a regular file"),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_err("reading", &src)(e)),
+        }
     }
 
     /// Archived WAL file names.

@@ -117,6 +117,11 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         )?)),
         None => None,
     };
+    // What a replica that cannot stream asks before it says it cannot catch up.
+    let archive = cfg.backups.store.as_deref().map(|location| {
+        crate::backup::Store::open(location)
+            .map_err(|e| format!("the backup store cannot be opened: {e}"))
+    });
     let (tx, rx) = mpsc::channel(4);
     // The API outlives a shutdown's stop of postgres: it reports that stop (see below).
     let stop_http = CancellationToken::new();
@@ -135,6 +140,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         isolation: super::isolation::Isolation::default(),
         ticks_not_streaming: 0,
         receiver_pid: None,
+        archive,
+        archive_failure: None,
+        archive_check_failure: None,
     };
     let result = m.supervise(rx, &shutdown).await;
     let clean = m.stop().await;
@@ -171,6 +179,12 @@ struct Manager {
     ticks_not_streaming: u32,
     /// The streaming receiver's process at the last check (see [`super::catchup::Receiver`]).
     receiver_pid: Option<i32>,
+    /// The backup store, for a replica that cannot stream (None: no store).
+    archive: Option<Result<crate::backup::Store, String>>,
+    /// Why the archive could not feed this replica, as last put in `/state`'s `error`.
+    archive_failure: Option<String>,
+    /// The manager's own last failure to ask the archive (see [`Self::repair_slot`]).
+    archive_check_failure: Option<String>,
 }
 
 enum Event {
@@ -304,6 +318,8 @@ impl Manager {
         let Some(primary) = primary else {
             self.ticks_not_streaming = 0;
             self.lock().cannot_catch_up = None;
+            self.archive_check_failure = None;
+            self.show_archive_failure(None);
             return;
         };
         let local = tokio::time::timeout(Duration::from_secs(2), async {
@@ -318,12 +334,22 @@ impl Manager {
         };
         let previous = std::mem::replace(&mut self.receiver_pid, receiver.streaming_pid);
         let needed = receiver.needed;
+        let report = self.pg.run_dir.join(super::catchup::ARCHIVE_REPORT);
         if receiver.streaming_pid.is_some() && receiver.streaming_pid == previous {
             self.ticks_not_streaming = 0;
             self.lock().cannot_catch_up = None;
+            // Streaming: whatever the archive said last no longer holds the replica back.
+            let _ = std::fs::remove_file(&report);
+            self.archive_check_failure = None;
+            self.show_archive_failure(None);
             return;
         }
         self.ticks_not_streaming += 1;
+        // The restore_command's report first: it is what PostgreSQL itself met.
+        let reported = std::fs::read_to_string(&report)
+            .ok()
+            .filter(|r| !r.trim().is_empty());
+        self.show_archive_failure(reported.or_else(|| self.archive_check_failure.clone()));
         if !self.ticks_not_streaming.is_multiple_of(SLOT_REPAIR_AFTER) {
             return;
         }
@@ -348,11 +374,77 @@ impl Manager {
             }
         };
         info!(instance = %self.cfg.name, %primary, slot = ?wal.slot, "not streaming: made sure the replication slot is usable");
-        let verdict = needed.and_then(|(at, size)| super::catchup::cannot_catch_up(at, size, &wal));
+        let gone = needed.and_then(|(at, size)| {
+            super::catchup::cannot_catch_up(at, size, &wal).map(|why| (why, at, size))
+        });
+        let verdict = match gone {
+            None => {
+                self.archive_check_failure = None;
+                None
+            }
+            Some((gone, at, size)) => {
+                let primary_timeline = wal
+                    .oldest
+                    .as_deref()
+                    .and_then(crate::backup::wal::Segment::parse)
+                    .map_or(1, |s| s.timeline);
+                let names = super::catchup::archive_names(
+                    at,
+                    size,
+                    (receiver.timeline.unwrap_or(1), primary_timeline),
+                );
+                let answer = self.ask_archive(&names).await;
+                match &answer {
+                    super::catchup::Archive::Holds(name) => {
+                        info!(instance = %self.cfg.name, %primary, segment = %name, "not streaming: the primary removed the WAL it needs, catching up from the archive");
+                    }
+                    super::catchup::Archive::Failed(why) => {
+                        warn!(instance = %self.cfg.name, %why, "not streaming, and the archive could not be asked for the WAL it needs");
+                    }
+                    _ => {}
+                }
+                self.archive_check_failure = match &answer {
+                    super::catchup::Archive::Failed(why) => Some(why.clone()),
+                    _ => None,
+                };
+                super::catchup::verdict(gone, &answer)
+            }
+        };
         if let Some(why) = &verdict {
             warn!(instance = %self.cfg.name, %primary, %why, "cannot catch up by streaming");
         }
         self.lock().cannot_catch_up = verdict;
+    }
+
+    /// Whether the backup store holds one of `names` (the segment a replica needs).
+    async fn ask_archive(&self, names: &[String]) -> super::catchup::Archive {
+        use super::catchup::Archive;
+        let store = match &self.archive {
+            None => return Archive::NoStore,
+            Some(Err(why)) => return Archive::Failed(why.clone()),
+            Some(Ok(store)) => store,
+        };
+        let owner = self.cfg.backups.owner.as_ref();
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            super::catchup::ask_archive(store, owner, names),
+        )
+        .await
+        .unwrap_or_else(|_| Archive::Failed("the backup store did not answer in 10 s".into()))
+    }
+
+    /// A replica's archive failure goes into `/state`'s `error` (it is unready meanwhile:
+    /// not streaming), never over a request's failure; cleared when it passes.
+    fn show_archive_failure(&mut self, failure: Option<String>) {
+        let mut s = self.lock();
+        let ours = s.error.is_none() || s.error == self.archive_failure;
+        if ours {
+            s.error = failure.clone();
+        }
+        drop(s);
+        if ours {
+            self.archive_failure = failure;
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {

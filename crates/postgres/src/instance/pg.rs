@@ -397,6 +397,26 @@ pub fn postgres_args(
                 shell_quote(store)
             ),
         ));
+        // A replica reads the archive when its primary no longer holds the WAL it needs
+        // (its slot invalidated, a long outage): it catches up from there and streams again
+        // instead of being re-cloned (issue 32, M13). Only this cluster's store (the owner
+        // check); errors go to a report the manager reads, never a status that stops it.
+        if let (Role::Replica, Some(_)) = (role, primary) {
+            settings.push((
+                "restore_command".into(),
+                format!(
+                    "{} pg restore-wal --store {}{owner} --standby-report {} %f %p",
+                    shell_quote(&program(cfg).display().to_string()),
+                    shell_quote(store),
+                    shell_quote(
+                        &run_dir
+                            .join(super::catchup::ARCHIVE_REPORT)
+                            .display()
+                            .to_string()
+                    )
+                ),
+            ));
+        }
         // A quiet primary still archives its last writes within a minute (the user may
         // choose otherwise): the recovery point objective of a volume loss.
         defaults.push(("archive_timeout".into(), "60s".into()));
@@ -695,6 +715,52 @@ mod tests {
             args.contains(&"wal_keep_size=512MB".to_string()),
             "{args:?}"
         );
+    }
+
+    #[test]
+    fn a_replica_with_a_store_reads_this_clusters_archive_and_a_primary_does_not() {
+        let mut cfg = config();
+        cfg.backups.store = Some("/backup/pg".into());
+        cfg.backups.program = Some("/controller/bosun".into());
+        cfg.backups.owner = Some(crate::backup::owner::Owner {
+            uid: "uid-1".into(),
+            cluster: "pg".into(),
+            claim: crate::backup::owner::Claim::Empty,
+        });
+        let args = |cfg: &Config, role, primary| {
+            postgres_args(
+                cfg,
+                Path::new("/run/x"),
+                Path::new("/run/x/pgpass"),
+                role,
+                primary,
+            )
+        };
+        let replica = args(&cfg, Role::Replica, Some(("127.0.0.6", 5432)));
+        let restore = replica
+            .iter()
+            .find(|a| a.starts_with("restore_command="))
+            .expect("a restore_command");
+        assert_eq!(
+            restore,
+            "restore_command='/controller/bosun' pg restore-wal --store '/backup/pg' \
+             --owner-uid 'uid-1' --owner-cluster 'pg' --claim empty \
+             --standby-report '/run/x/archive-failure' %f %p"
+        );
+        // A primary's recovery (a restore) has its own; a replica with no primary to
+        // follow replays nothing it was not sent.
+        for other in [
+            args(&cfg, Role::Primary, None),
+            args(&cfg, Role::Replica, None),
+        ] {
+            assert!(
+                !other.iter().any(|a| a.starts_with("restore_command")),
+                "{other:?}"
+            );
+        }
+        cfg.backups.store = None;
+        let no_store = args(&cfg, Role::Replica, Some(("127.0.0.6", 5432)));
+        assert!(!no_store.iter().any(|a| a.starts_with("restore_command")));
     }
 
     #[test]
