@@ -504,6 +504,11 @@ pub struct PostgresClusterStatus {
     /// isolation wait. Cleared when a primary runs again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary_stopped_cleanly: Option<CleanStop>,
+    /// The primary's PostgreSQL address when it was last seen running, and the operator's
+    /// fence of it through SQL when its manager stopped answering while its pod was
+    /// force-deleted or left on a lost node. Replaced when a primary runs again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_primary: Option<LastPrimary>,
     /// The last spec the operator accepted (JSON). A later edit it refuses (a typo in a
     /// parameter, a smaller storage size) is named in the `SpecAccepted` condition, and the
     /// cluster — failover included — goes on being reconciled on this one.
@@ -527,6 +532,34 @@ pub struct CleanStop {
     pub instance: String,
     /// The UID of its pod that stopped (a new pod on the claim is another).
     pub pod_uid: String,
+}
+
+/// Where the primary's PostgreSQL was last seen, and what the operator's fence through it
+/// did.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LastPrimary {
+    /// The instance.
+    pub instance: String,
+    /// Its PostgreSQL's `host:port` (its pod IP then).
+    pub address: String,
+    /// The fence through PostgreSQL: absent until one is decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sql_fence: Option<SqlFenceState>,
+    /// What the fence found there, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sql_fence_message: Option<String>,
+}
+
+/// The operator's fence of an old primary through its PostgreSQL.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum SqlFenceState {
+    /// Decided and recorded; not known to have completed (tried again).
+    Fencing,
+    /// It answered as the primary and its server was stopped.
+    Stopped,
+    /// Nothing answered there as this cluster's primary: the isolation wait applies.
+    Unreachable,
 }
 
 /// One PostgreSQL parameter: the spec's value and the one in effect.

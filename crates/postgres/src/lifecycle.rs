@@ -140,6 +140,29 @@ pub struct Observation {
     /// postgres stopped cleanly: it cannot be writable, so no isolation wait and no failover
     /// delay apply.
     pub primary_stopped_cleanly: bool,
+    /// What the operator's fence through PostgreSQL found at the recorded primary's last
+    /// address (`status.lastPrimary`).
+    pub primary_sql_fence: SqlFence,
+}
+
+/// The operator's own fence of an old primary whose manager does not answer, through its
+/// PostgreSQL at the address it last had (issue 32, M4): a stopped manager fences nothing,
+/// so neither its isolation check nor the time since it was seen proves its PostgreSQL
+/// stopped while the kubelet is not known to have killed it (pod force-deleted, or
+/// Terminating on a lost node).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SqlFence {
+    /// No address recorded for the old primary (a status written by an older operator):
+    /// the isolation wait alone applies, as before.
+    #[default]
+    NoAddress,
+    /// Not tried yet, or a try failed half way: the operator tries (again).
+    NotTried,
+    /// Its PostgreSQL answered as a primary and was stopped by the operator.
+    Stopped,
+    /// Nothing answered there as this cluster's primary (refused, unreachable within the
+    /// bound, another server): the isolation wait applies.
+    Unreachable,
 }
 
 /// The one action of this cycle.
@@ -166,6 +189,12 @@ pub enum Action {
     },
     /// Stop PostgreSQL there (through its API; the pod is deleted if the API does not answer).
     Fence {
+        serial: u32,
+    },
+    /// The old primary's manager does not answer and no kubelet is known to have killed it:
+    /// reach its PostgreSQL at its last address with SQL and stop it (recorded in the status
+    /// first, the outcome after).
+    FencePostgres {
         serial: u32,
     },
     Unfence {
@@ -593,12 +622,26 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
     let awaiting_kubelet = old.filter(|o| {
         o.pod && o.terminating && !o.node_lost && o.seen.is_none() && !obs.primary_stopped_cleanly
     });
+    // Force-deleted (the object gone before anything was killed) or Terminating where no
+    // kubelet answers: the time unseen proves only that a *live* manager fenced itself. The
+    // operator first reaches the old PostgreSQL itself, at its last address, and stops it;
+    // the isolation wait is relied on only when nothing answers there.
+    let beyond_kubelet = old.filter(|o| {
+        o.seen.is_none()
+            && (!o.pod || (o.terminating && o.node_lost))
+            && !obs.primary_stopped_cleanly
+            && obs.primary_sql_fence != SqlFence::NoAddress
+    });
+    let sql_pending = beyond_kubelet.is_some() && obs.primary_sql_fence == SqlFence::NotTried;
+    let sql_stopped = beyond_kubelet.is_some() && obs.primary_sql_fence == SqlFence::Stopped;
     let isolated = (old.is_some_and(|o| o.seen.is_none())
         && awaiting_kubelet.is_none()
+        && !sql_pending
         && obs
             .primary_lost_for
             .is_some_and(|l| l >= Duration::from_secs(crate::contract::ISOLATION_WAIT_SECS)))
-        || (obs.primary_stopped_cleanly && old.is_some_and(|o| !o.pod || o.terminating));
+        || (obs.primary_stopped_cleanly && old.is_some_and(|o| !o.pod || o.terminating))
+        || sql_stopped;
     // Fencing it again would only re-send a deletion: the wait says what it waits for.
     let fence = |o: &Member| match awaiting_kubelet {
         Some(_) => Action::Wait(Wait::PrimaryTerminating { serial: o.serial }),
@@ -669,6 +712,9 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
             }
         }
         if let Some(b) = candidate(plan, obs, &replicas, old_serial) {
+            if let Some(o) = beyond_kubelet.filter(|_| sql_pending) {
+                return Action::FencePostgres { serial: o.serial };
+            }
             // The old primary must not come back writable beside the new one.
             if let Some(o) = old_unfenced {
                 return fence(o);
@@ -829,6 +875,7 @@ mod tests {
             has_backup: false,
             restore_blocked: None,
             primary_stopped_cleanly: false,
+            primary_sql_fence: SqlFence::NoAddress,
         }
     }
 
@@ -1956,5 +2003,103 @@ mod tests {
             decide(&p, &starting),
             Action::Wait(Wait::PrimaryStarting { serial: 1 })
         );
+    }
+
+    /// Issue 32, M4 beyond the kubelet: the old primary's manager stopped (it fences
+    /// nothing) and its pod force-deleted, or Terminating on a lost node. However long it
+    /// has been unseen, the operator first reaches its PostgreSQL at its last address and
+    /// stops it; promoted at once once stopped; the isolation wait only when nothing
+    /// answered there.
+    #[test]
+    fn an_old_primary_beyond_its_kubelet_is_stopped_through_postgres_before_a_promotion() {
+        let p = plan_of(serde_json::json!({"size": 3, "replication": {"synchronous": 1}}));
+        let wait = crate::contract::ISOLATION_WAIT_SECS;
+        let stalled = Member {
+            seen: None,
+            ..primary(1, 1, 100)
+        };
+        let force_deleted = gone(stalled.clone(), false, true);
+        let on_lost_node = Member {
+            terminating: true,
+            node_lost: true,
+            ..stalled.clone()
+        };
+        for old in [force_deleted, on_lost_node.clone()] {
+            let mut o = obs(
+                vec![
+                    old.clone(),
+                    replica(2, 1, true, 100),
+                    replica(3, 1, true, 90),
+                ],
+                Some(1),
+                3,
+            );
+            o.primary_missed = FAILOVER_MISSED_POLLS;
+            o.primary_sql_fence = SqlFence::NotTried;
+            for lost in [10, wait - 1, wait, 3600] {
+                o.primary_lost_for = Some(Duration::from_secs(lost));
+                assert_eq!(
+                    decide(&p, &o),
+                    Action::FencePostgres { serial: 1 },
+                    "pod {}, lost {lost}s: not fenced through PostgreSQL first",
+                    if old.pod { "on a lost node" } else { "gone" }
+                );
+            }
+            // Before the failover delay, nothing: the fence is for a failover only.
+            o.primary_lost_for = Some(Duration::from_secs(3));
+            assert!(matches!(
+                decide(&p, &o),
+                Action::Wait(Wait::FailoverDelay { .. })
+            ));
+            // Stopped: promoted at once, no isolation wait.
+            o.primary_sql_fence = SqlFence::Stopped;
+            o.primary_lost_for = Some(Duration::from_secs(10));
+            assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+            // Nothing answered at its address: the isolation wait, then promoted.
+            o.primary_sql_fence = SqlFence::Unreachable;
+            assert!(
+                !matches!(decide(&p, &o), Action::Promote { .. }),
+                "unreachable, lost 10s: promoted before the isolation wait"
+            );
+            o.primary_lost_for = Some(Duration::from_secs(wait));
+            assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+        }
+        // Terminating on a Ready node: the kubelet kills it; no SQL fence, the pod is waited
+        // for (the rule above), whatever the fence record says.
+        let mut o = obs(
+            vec![
+                Member {
+                    terminating: true,
+                    ..stalled.clone()
+                },
+                replica(2, 1, true, 100),
+                replica(3, 1, true, 90),
+            ],
+            Some(1),
+            3,
+        );
+        o.primary_missed = FAILOVER_MISSED_POLLS;
+        o.primary_lost_for = Some(Duration::from_secs(3600));
+        for f in [SqlFence::NotTried, SqlFence::Stopped, SqlFence::Unreachable] {
+            o.primary_sql_fence = f;
+            assert_eq!(
+                decide(&p, &o),
+                Action::Wait(Wait::PrimaryTerminating { serial: 1 }),
+                "{f:?}"
+            );
+        }
+        // A primary that answers its API is fenced through it, never through PostgreSQL.
+        o.members[0] = Member {
+            terminating: true,
+            node_lost: true,
+            ..member(1, StateRole::Starting, false, 1, 100, None)
+        };
+        o.primary_sql_fence = SqlFence::NotTried;
+        assert_eq!(decide(&p, &o), Action::Fence { serial: 1 });
+        // No address recorded (a status from an older operator): the isolation wait, as
+        // before.
+        o.members[0] = gone(stalled, false, true);
+        o.primary_sql_fence = SqlFence::NoAddress;
+        assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
     }
 }

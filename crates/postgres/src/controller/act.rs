@@ -99,6 +99,8 @@ impl Act<'_> {
                 },
                 None => self.delete_to_fence(*serial).await,
             },
+            // Carried out by `fence_postgres`, whose outcome the status records.
+            Action::FencePostgres { .. } => Ok(()),
             Action::Unfence { serial } => Ok(self.required(*serial)?.unfence().await?),
             Action::BeginSwitchover { from, .. } => Ok(self.required(*from)?.fence().await?),
             Action::Promote { serial } => {
@@ -131,6 +133,47 @@ impl Act<'_> {
                 self.required(*serial)?.reclone(&addr).await?;
                 self.label_role(*serial, "replica").await
             }
+        }
+    }
+
+    /// Stops the old primary `serial`'s PostgreSQL at its recorded address (`last`), its
+    /// manager not answering ([`super::fence`]); what was found there.
+    pub async fn fence_postgres(
+        &self,
+        serial: u32,
+        last: Option<&crate::api::LastPrimary>,
+    ) -> Result<(crate::api::SqlFenceState, String), Error> {
+        use crate::api::SqlFenceState;
+        let name = self.name(serial);
+        let last = last
+            .filter(|l| l.instance == name)
+            .ok_or_else(|| Error::NotYet(format!("no address of {name} recorded")))?;
+        // Addresses are reused: one that is now another member's is not the old primary's.
+        let reused = self.seen.pods.keys().any(|s| {
+            *s != serial && self.seen.addr_of(*s).as_deref() == Some(last.address.as_str())
+        });
+        if reused {
+            return Ok((
+                SqlFenceState::Unreachable,
+                format!("{} is now another instance's address", last.address),
+            ));
+        }
+        let (host, port) = last
+            .address
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+            .ok_or_else(|| {
+                Error::NotYet(format!(
+                    "{name}'s recorded address {} is not host:port",
+                    last.address
+                ))
+            })?;
+        match super::fence::fence(host, port, self.superuser_password).await {
+            Ok(super::fence::Outcome::Stopped(m)) => Ok((SqlFenceState::Stopped, m)),
+            Ok(super::fence::Outcome::Unreachable(m)) => Ok((SqlFenceState::Unreachable, m)),
+            Err(e) => Err(Error::NotYet(format!(
+                "fencing {name} through PostgreSQL: {e}"
+            ))),
         }
     }
 

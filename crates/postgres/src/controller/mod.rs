@@ -14,6 +14,7 @@
 pub mod act;
 pub mod backup;
 pub mod build;
+pub mod fence;
 pub mod metrics;
 pub mod observe;
 pub mod reason;
@@ -313,6 +314,10 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
             superuser_password: &creds.superuser,
             current_primary: observation.current_primary,
         };
+        if let Action::FencePostgres { serial } = &action {
+            fence_postgres(&pc, &ctx, &api, &act, *serial, &desired).await?;
+            return Ok(Requeue::requeue(BUSY));
+        }
         match act.run(&action).await {
             Ok(()) => {}
             // Not an error of the reconcile: its backoff would slow the polls that notice a
@@ -349,6 +354,40 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
         }
         _ => Requeue::requeue(BUSY),
     })
+}
+
+/// Fences the old primary through its PostgreSQL (its `Fencing` already recorded in
+/// `desired`), then records what was found there, which the next cycle's decision reads.
+async fn fence_postgres(
+    pc: &PostgresCluster,
+    ctx: &Context,
+    api: &Api<PostgresCluster>,
+    act: &act::Act<'_>,
+    serial: u32,
+    desired: &PostgresClusterStatus,
+) -> Result<(), Error> {
+    let (state, message) = act
+        .fence_postgres(serial, desired.last_primary.as_ref())
+        .await?;
+    tracing::warn!(cluster = %pc.name_any(), ?state, %message, "old primary fenced through PostgreSQL");
+    let mut after = desired.clone();
+    if let Some(l) = after.last_primary.as_mut() {
+        l.sql_fence = Some(state);
+        l.sql_fence_message = Some(message.clone());
+    }
+    ctx.status
+        .write_if_changed(api, pc, Some(desired), &after)
+        .await?;
+    ctx.events
+        .publish(
+            &pc.object_ref(&()),
+            true,
+            Reason::Fencing.as_str(),
+            "Reconcile",
+            message,
+        )
+        .await;
+    Ok(())
 }
 
 /// The `SpecAccepted` condition and `status.acceptedSpec`: an accepted spec is recorded; a
@@ -676,7 +715,7 @@ async fn announce(pc: &PostgresCluster, ctx: &Context, plan: &Plan, action: &Act
         Action::SetSynchronous { .. } => (false, Reason::SettingSynchronous),
         Action::StartPod { .. } => (false, Reason::RestartingInstance),
         Action::RemoveMember { .. } => (true, Reason::RemovingMember),
-        Action::Fence { .. } => (true, Reason::Fencing),
+        Action::Fence { .. } | Action::FencePostgres { .. } => (true, Reason::Fencing),
         Action::Unfence { .. } => (false, Reason::Unfencing),
         Action::BeginSwitchover { .. } => (false, Reason::SwitchingOver),
         Action::Promote { .. } => (true, Reason::Promoting),

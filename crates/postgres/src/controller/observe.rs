@@ -13,7 +13,7 @@ use kube::{Client, ResourceExt};
 use crate::api::PostgresClusterStatus;
 use crate::instance::client::InstanceClient;
 use crate::instance::InstanceState;
-use crate::lifecycle::{Member, Observation, Seen};
+use crate::lifecycle::{Member, Observation, Seen, SqlFence};
 use crate::validate::{serial_of, Plan};
 
 use super::build::{selector, HTTP_PORT, PG_PORT};
@@ -135,6 +135,24 @@ pub async fn observe(
     Ok(seen)
 }
 
+/// The fence through PostgreSQL of the recorded primary, from its record (one for another
+/// instance says nothing of this one).
+fn sql_fence(status: &PostgresClusterStatus) -> SqlFence {
+    use crate::api::SqlFenceState;
+    let Some(l) = status
+        .last_primary
+        .as_ref()
+        .filter(|l| status.current_primary.as_deref() == Some(l.instance.as_str()))
+    else {
+        return SqlFence::NoAddress;
+    };
+    match l.sql_fence {
+        None | Some(SqlFenceState::Fencing) => SqlFence::NotTried,
+        Some(SqlFenceState::Stopped) => SqlFence::Stopped,
+        Some(SqlFenceState::Unreachable) => SqlFence::Unreachable,
+    }
+}
+
 /// The node reports Ready=True; NotReady and Unknown (a silent kubelet) do not.
 fn node_ready(n: &Node) -> bool {
     n.status
@@ -235,6 +253,7 @@ impl Snapshot {
             restore_blocked: None,
             primary_stopped_cleanly: lost_for.is_some()
                 && super::status::clean_stop(plan, self, status).is_some(),
+            primary_sql_fence: sql_fence(status),
         }
     }
 }

@@ -190,10 +190,43 @@ pub fn build(
                     .any(|s| instance_name(&plan.name, *s) == c.instance)
             }),
         },
+        last_primary: last_primary(plan, seen, prev, &primaries, action),
         // Set by the controller once it knows whether the spec was accepted.
         accepted_spec: prev.accepted_spec.clone(),
         conditions,
     }
+}
+
+/// Where the one running primary's PostgreSQL listens (a fence through PostgreSQL needs it
+/// once its pod object is gone); with none running, the record kept, and a fence through
+/// PostgreSQL marked `Fencing` when this cycle decides one (before it is carried out).
+fn last_primary(
+    plan: &Plan,
+    seen: &Snapshot,
+    prev: &PostgresClusterStatus,
+    primaries: &[u32],
+    action: &Action,
+) -> Option<crate::api::LastPrimary> {
+    if let [one] = primaries {
+        let instance = instance_name(&plan.name, *one);
+        return match seen.addr_of(*one) {
+            Some(address) => Some(crate::api::LastPrimary {
+                instance,
+                address,
+                sql_fence: None,
+                sql_fence_message: None,
+            }),
+            None => prev.last_primary.clone().filter(|l| l.instance == instance),
+        };
+    }
+    let mut last = prev.last_primary.clone();
+    if let (Action::FencePostgres { serial }, Some(l)) = (action, last.as_mut()) {
+        if l.instance == instance_name(&plan.name, *serial) {
+            l.sql_fence = Some(crate::api::SqlFenceState::Fencing);
+            l.sql_fence_message = None;
+        }
+    }
+    last
 }
 
 /// The recorded primary's clean shutdown: reported now by its pod being deleted, or
@@ -436,6 +469,7 @@ fn phase(action: &Action, no_primary: bool) -> (Phase, Reason) {
         Action::RemoveMember { .. } => (Phase::Recovering, Reason::RemovingMember),
         Action::Fence { .. } if no_primary => (Phase::FailingOver, Reason::Fencing),
         Action::Fence { .. } => (Phase::Healthy, Reason::Fencing),
+        Action::FencePostgres { .. } => (Phase::FailingOver, Reason::Fencing),
         Action::Unfence { .. } => (Phase::Recovering, Reason::Unfencing),
         Action::BeginSwitchover { .. } => (Phase::SwitchingOver, Reason::SwitchingOver),
         Action::Promote { .. } => (Phase::FailingOver, Reason::Promoting),
@@ -495,6 +529,12 @@ pub fn describe(plan: &Plan, action: &Action) -> String {
             format!("removing {}: its data is gone", n(serial))
         }
         Action::Fence { serial } => format!("fencing {}", n(serial)),
+        Action::FencePostgres { serial } => format!(
+            "{} does not answer and no kubelet is known to have stopped it (its pod is gone \
+             or its node lost): stopping its PostgreSQL at its last address before promoting \
+             a replica",
+            n(serial)
+        ),
         Action::Unfence { serial } => format!("unfencing {}", n(serial)),
         Action::BeginSwitchover { from, to } => {
             format!("switching over from {} to {}", n(from), n(to))

@@ -142,6 +142,15 @@ pub async fn run(
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             msg = rx.recv() => match msg {
                 Some(PodMsg::Update(p)) => {
+                    let forced = p.metadata.deletion_grace_period_seconds == Some(0);
+                    if p.metadata.deletion_timestamp.is_some() && forced && ctx.lingers(&shared.uid) {
+                        // The object goes at once; the processes run on, unwatched, as
+                        // under a kubelet that has not synced yet.
+                        finalize(&api, &shared).await;
+                        ctx.keep_lingering(shared.clone());
+                        ctx.forget(&shared.uid);
+                        return;
+                    }
                     if p.metadata.deletion_timestamp.is_some() {
                         let grace = if m.lost { 0 } else {
                             p.metadata.deletion_grace_period_seconds.unwrap_or(30).max(0)
@@ -184,20 +193,25 @@ pub async fn run(
     }
     if !gone {
         write(&api, &shared, &mut m).await;
-        let dp = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions {
-                uid: Some(shared.uid.clone()),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
-        if let Err(e) = api.delete(&shared.name, &dp).await {
-            tracing::debug!(pod = %shared.name, error = %e, "finalizing the pod");
-        }
+        finalize(&api, &shared).await;
     }
     shared.cleanup();
     ctx.forget(&shared.uid);
+}
+
+/// Removes this very pod's object (its UID), as a kubelet does once nothing of it runs.
+async fn finalize(api: &Api<Pod>, shared: &PodShared) {
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(shared.uid.clone()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    if let Err(e) = api.delete(&shared.name, &dp).await {
+        tracing::debug!(pod = %shared.name, error = %e, "finalizing the pod");
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
