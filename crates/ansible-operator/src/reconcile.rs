@@ -185,7 +185,7 @@ async fn run(
     let mut ctx = RunContext::new(
         Some(host.client.clone()),
         host.flavor.discovery.clone(),
-        Owner::from_object(cr),
+        Owner::from_object(cr).map(|o| o.labelling(bosun_runtime::shard::labels_in_scope())),
     );
     ctx.run_timeout = run_timeout();
     // The reconcile reads failures, stats and status requests, never the tasks' results.

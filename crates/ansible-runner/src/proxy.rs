@@ -476,6 +476,41 @@ mod tests {
     }
 
     #[test]
+    fn a_create_carries_its_owners_shard_label() {
+        let labels = bosun_runtime::shard::child_labels(Some(
+            &[
+                ("shard.bosun.dev/widgets".to_string(), "r1".to_string()),
+                ("drain.bosun.dev/widgets".to_string(), "r1".to_string()),
+            ]
+            .into(),
+        ));
+        let o = owner(Some("a")).labelling(labels);
+        let body = inject(
+            &o,
+            "",
+            Some("a"),
+            br#"{"kind":"ConfigMap","metadata":{"name":"c","labels":{"app":"x"}}}"#,
+        )
+        .expect("injected");
+        let v: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(
+            v["metadata"]["labels"],
+            json!({"app": "x", "shard.bosun.dev/widgets": "r1"})
+        );
+        // Unsharded (no labels in scope): the body keeps only its own.
+        let plain = owner(Some("a")).labelling(bosun_runtime::shard::labels_in_scope());
+        let body = inject(
+            &plain,
+            "",
+            Some("a"),
+            br#"{"kind":"ConfigMap","metadata":{"name":"c","labels":null}}"#,
+        )
+        .expect("injected");
+        let v: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(v["metadata"]["labels"], Value::Null);
+    }
+
+    #[test]
     fn object_paths_exclude_subresources() {
         assert!(is_object_path("/api/v1/namespaces/a/configmaps"));
         assert!(is_object_path("/api/v1/namespaces/a/configmaps/c"));

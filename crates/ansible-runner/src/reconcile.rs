@@ -143,7 +143,9 @@ async fn run_once<F: Flavor>(
         .map_err(|e| Error::Setup(format!("starting the Ansible runs' proxy: {e}")))?;
     let scope = started
         .proxy
-        .register(Owner::from_object(&obj))
+        .register(
+            Owner::from_object(&obj).map(|o| o.labelling(bosun_runtime::shard::labels_in_scope())),
+        )
         .map_err(|e| Error::Setup(format!("a token for the run: {e}")))?;
     let dir = fb.run_dir(&host.entry, cr.namespace().as_deref(), &cr.name_any());
     let namespace = cr.namespace();

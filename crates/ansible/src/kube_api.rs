@@ -1,7 +1,7 @@
 //! The Kubernetes side of the engine: a discovery cache shared by every run (apiVersion +
 //! kind → resource and scope, looked up once per group-version), the owner of a run's
 //! objects, and ansible-operator's owner-reference injection on create.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -155,6 +155,10 @@ pub struct Owner {
     pub status: Option<Json>,
     /// The whole object as the run started.
     pub object: Json,
+    /// The labels every object the run creates gets: the CR's shard label when sharding is
+    /// on (the runtime decides them, `bosun_runtime::shard::child_labels`), so its member's
+    /// child caches see the object from its create on.
+    pub child_labels: BTreeMap<String, String>,
 }
 
 impl Owner {
@@ -176,7 +180,14 @@ impl Owner {
                 .to_string(),
             status: obj.get("status").cloned(),
             object: obj.clone(),
+            child_labels: BTreeMap::new(),
         })
+    }
+
+    /// This owner, its children labelled with `labels` when created.
+    pub fn labelling(mut self, labels: BTreeMap<String, String>) -> Owner {
+        self.child_labels = labels;
+        self
     }
 
     fn group(&self) -> &str {
@@ -206,6 +217,17 @@ impl Owner {
         let Some(meta) = obj.get_mut("metadata").and_then(Json::as_object_mut) else {
             return;
         };
+        if !self.child_labels.is_empty() {
+            let labels = meta.entry("labels").or_insert_with(|| json!({}));
+            if !labels.is_object() {
+                *labels = json!({});
+            }
+            if let Some(l) = labels.as_object_mut() {
+                for (k, v) in &self.child_labels {
+                    l.insert(k.clone(), json!(v));
+                }
+            }
+        }
         if supports {
             let refs = meta.entry("ownerReferences").or_insert_with(|| json!([]));
             if let Some(a) = refs.as_array_mut() {

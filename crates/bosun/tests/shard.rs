@@ -96,6 +96,85 @@ struct Flavour {
     object: fn(&str, &str) -> Value,
     /// Whether its status says it was reconciled.
     done: fn(&DynamicObject) -> bool,
+    /// The kinds of the children its reconcile creates.
+    children: Vec<ApiResource>,
+    /// Whether a child's label follows its owner when the owner moves (the coded and Helm
+    /// flavours apply every child on a reconcile; the Ansible flavour labels on create only).
+    relabelled_on_move: bool,
+}
+
+/// One child, as the API server holds it.
+#[derive(Debug)]
+struct Child {
+    /// kind/name.
+    key: String,
+    uid: String,
+    /// The name of the object of the flavour's kind its owner reference names.
+    owner: String,
+    /// The value of its shard label.
+    shard: Option<String>,
+}
+
+/// Every child in `ns` of the flavour's child kinds that an object of its kind owns.
+async fn children(client: &Client, ns: &str, flavour: &Flavour) -> Option<Vec<Child>> {
+    let mut out = Vec::new();
+    for r in &flavour.children {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, r);
+        for o in api.list(&ListParams::default()).await.ok()?.items {
+            // ansible-operator's owner reference is not a controller one.
+            let Some(owner) = o
+                .owner_references()
+                .iter()
+                .find(|o| o.kind == flavour.resource.kind)
+            else {
+                continue;
+            };
+            out.push(Child {
+                key: format!("{}/{}", r.kind, o.name_any()),
+                uid: o.uid()?,
+                owner: owner.name.clone(),
+                shard: o
+                    .labels()
+                    .iter()
+                    .find(|(k, _)| k.starts_with(SHARD_PREFIX))
+                    .map(|(_, v)| v.clone()),
+            });
+        }
+    }
+    Some(out)
+}
+
+/// Waits until every object has a child and every child carries the shard label of the
+/// member its owner is placed on (`on`: the member each object's name is labelled with).
+async fn children_follow(
+    client: &Client,
+    ns: &str,
+    flavour: &Flavour,
+    on: &BTreeMap<String, String>,
+) -> BTreeMap<String, Child> {
+    let last = std::sync::Mutex::new(String::new());
+    let last = &last;
+    let found = eventually(120, || async move {
+        let all = children(client, ns, flavour).await?;
+        let ok = on.keys().all(|o| all.iter().any(|c| &c.owner == o))
+            && all
+                .iter()
+                .all(|c| c.shard.is_some() && c.shard.as_ref() == on.get(&c.owner));
+        if ok {
+            Some(all)
+        } else {
+            *last.lock().unwrap_or_else(|e| e.into_inner()) = format!("{all:#?}");
+            None
+        }
+    })
+    .await;
+    let all = found.unwrap_or_else(|| {
+        panic!(
+            "the children did not all carry their owner's shard label {on:?}: {}",
+            last.lock().unwrap_or_else(|e| e.into_inner())
+        )
+    });
+    all.into_iter().map(|c| (c.key.clone(), c)).collect()
 }
 
 fn condition(o: &DynamicObject, kind: &str) -> bool {
@@ -200,6 +279,8 @@ async fn scenario(client: &Client, ns: &str, flavour: Flavour, dir: &Path) {
         "r0, r1 ({} s from the start to placed, reconciled, cached): {both:?}",
         started.elapsed().as_secs_f32()
     );
+    // Each child was created with its owner's shard label (the member that created it).
+    let before = children_follow(client, ns, &flavour, &both).await;
 
     // kill -9 r1: its objects move to r0 once its membership Lease expired, and r0
     // reconciles each of them (seen for the first time in its shard).
@@ -214,6 +295,22 @@ async fn scenario(client: &Client, ns: &str, flavour: Flavour, dir: &Path) {
     let _ = r1.child.wait().await;
     let (alone, _) = settled(&api, &flavour, &[&r0], &["r0"], &[counts[0] + moved as f64]).await;
     assert!(alone.values().all(|o| o == "r0"));
+    // The move recreated no child, and (coded, Helm) each child's label followed its owner.
+    let after = if flavour.relabelled_on_move {
+        children_follow(client, ns, &flavour, &alone).await
+    } else {
+        children_follow(client, ns, &flavour, &both).await
+    };
+    let uids = |m: &BTreeMap<String, Child>| {
+        m.iter()
+            .map(|(k, c)| (k.clone(), c.uid.clone()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(
+        uids(&after),
+        uids(&before),
+        "children recreated by the move"
+    );
     println!(
         "kill -9 of r1 → its {moved} objects held, cached and reconciled by r0 after {} s",
         killed.elapsed().as_secs_f32()
@@ -264,6 +361,12 @@ async fn coded_operator_objects_are_sharded_and_move_on_a_kill() {
             o.metadata.generation.is_some()
                 && o.data["status"]["observedGeneration"].as_i64() == o.metadata.generation
         },
+        children: vec![
+            ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+            ApiResource::erase::<k8s_openapi::api::apps::v1::StatefulSet>(&()),
+            ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
+        ],
+        relabelled_on_move: true,
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }
@@ -305,6 +408,10 @@ async fn helm_releases_are_sharded_and_move_on_a_kill() {
                    "metadata": {"name": name, "namespace": ns}, "spec": {"size": 2}})
         },
         done: |o| condition(o, "Deployed"),
+        children: vec![ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+            &(),
+        )],
+        relabelled_on_move: true,
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }
@@ -344,6 +451,10 @@ async fn ansible_roles_are_sharded_and_move_on_a_kill() {
                    "metadata": {"name": name, "namespace": ns}, "spec": {"size": 2}})
         },
         done: |o| condition(o, "Successful"),
+        children: vec![ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+            &(),
+        )],
+        relabelled_on_move: false,
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }

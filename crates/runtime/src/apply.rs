@@ -69,6 +69,15 @@ pub struct Applier {
     refuse_guarded_create: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
+/// Adds `labels` to `meta`'s, over any of the same key the desired object set.
+fn add_labels(meta: &mut ObjectMeta, labels: std::collections::BTreeMap<String, String>) {
+    if !labels.is_empty() {
+        meta.labels
+            .get_or_insert_with(Default::default)
+            .extend(labels);
+    }
+}
+
 /// The hash of a desired object, as stored in [`HASH_ANNOTATION`].
 pub fn desired_hash<K: Serialize>(obj: &K) -> Result<String, serde_json::Error> {
     let bytes = serde_json::to_vec(obj)?;
@@ -250,8 +259,12 @@ impl Applier {
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
-        let hash = desired_hash(desired).map_err(kube::Error::SerdeError)?;
         let mut obj = desired.clone();
+        // Sharded, a child carries its owner's shard label in every write, the create
+        // included: its member's cache (which selects that label) holds it from the start,
+        // and a server-side apply that left the label out would remove it.
+        add_labels(obj.meta_mut(), crate::shard::labels_in_scope());
+        let hash = desired_hash(&obj).map_err(kube::Error::SerdeError)?;
         obj.annotations_mut()
             .insert(HASH_ANNOTATION.to_string(), hash.clone());
         let mut value = serde_json::to_value(&obj).map_err(kube::Error::SerdeError)?;
@@ -444,6 +457,30 @@ mod tests {
             resource_version: Some(rv.into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_childs_shard_label_is_added_and_nothing_changes_unsharded() {
+        let mut c = cm("a");
+        c.metadata.labels = Some(BTreeMap::from([
+            ("app".to_string(), "x".to_string()),
+            ("shard.bosun.dev/op".to_string(), "stale".to_string()),
+        ]));
+        let before = desired_hash(&c).expect("hash");
+        // Sharding off (no reconcile scope): the desired object, and so its hash, as it was.
+        add_labels(&mut c.metadata, crate::shard::labels_in_scope());
+        assert_eq!(desired_hash(&c).expect("hash"), before);
+        // The owner's label wins over a stale one the desired object carried.
+        add_labels(
+            &mut c.metadata,
+            BTreeMap::from([("shard.bosun.dev/op".to_string(), "m".to_string())]),
+        );
+        let labels = c.metadata.labels.expect("labels");
+        assert_eq!(
+            labels.get("shard.bosun.dev/op").map(String::as_str),
+            Some("m")
+        );
+        assert_eq!(labels.get("app").map(String::as_str), Some("x"));
     }
 
     #[test]

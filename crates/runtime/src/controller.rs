@@ -686,11 +686,19 @@ impl ControllerContext {
             gate: gate(caches, self.leading.clone(), self.shutdown.clone()).boxed(),
             handoff,
         };
+        let sharded = self.shard.is_some();
         let work = move |obj: Arc<K>| {
             let shared = shared.clone();
             async move {
                 let fut = (shared.reconcile)(obj.clone(), shared.context.clone());
-                match observe(&shared.metrics, obj.as_ref(), fut).await {
+                let fut = observe(&shared.metrics, obj.as_ref(), fut);
+                // Sharded: what the reconcile writes carries its object's shard label.
+                let result = if sharded {
+                    crate::shard::reconciling(obj.meta().labels.as_ref(), fut).await
+                } else {
+                    fut.await
+                };
+                match result {
                     Ok(action) => {
                         shared.failures.reset(obj.as_ref());
                         Next::After(requeue_after(&action))

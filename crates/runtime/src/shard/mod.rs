@@ -32,7 +32,7 @@ pub mod kind;
 pub mod place;
 pub mod ring;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use kube::Client;
@@ -169,6 +169,43 @@ fn fnv(s: &str) -> u64 {
     })
 }
 
+/// The labels a child of an object gets: its owner's shard labels (every
+/// `shard.bosun.dev/<operator>` it carries; never the drain label, which is a request to one
+/// member). The one decision the coded applier, the Helm flavour and the Ansible flavour all
+/// take, so a child is written with the label of the member its owner is on from its first
+/// write — the member's own cache sees it at once, and it is never labelled in a second write.
+pub fn child_labels(owner_labels: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    owner_labels
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| {
+            k.strip_prefix(SHARD_LABEL).is_some_and(|n| !n.is_empty()) && !v.is_empty()
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+tokio::task_local! {
+    /// The shard labels of the object a sharded controller is reconciling (its children's
+    /// labels), for the writes made within that reconcile.
+    static OWNER: BTreeMap<String, String>;
+}
+
+/// Runs `fut` (one reconcile of an object with `owner_labels`) with its children's labels in
+/// scope: [`crate::apply::Applier`] writes them on every child it applies from within.
+pub(crate) async fn reconciling<F: std::future::Future>(
+    owner_labels: Option<&BTreeMap<String, String>>,
+    fut: F,
+) -> F::Output {
+    OWNER.scope(child_labels(owner_labels), fut).await
+}
+
+/// The labels a child written now gets: those of the object the running reconcile works on
+/// (empty outside a sharded reconcile, or in a task it spawned).
+pub fn labels_in_scope() -> BTreeMap<String, String> {
+    OWNER.try_with(Clone::clone).unwrap_or_default()
+}
+
 /// What each kind's placement loop reports to the coordinator: the members its objects are
 /// labelled with, once its view has synced (a takeover Lease is deleted only when no kind
 /// has an object on that member).
@@ -262,5 +299,44 @@ mod tests {
         assert!(a.len() <= 63 && b.len() <= 63);
         assert_ne!(a, b);
         assert_eq!(label_name("//"), "operator");
+    }
+
+    #[test]
+    fn a_child_gets_its_owners_shard_labels_only() {
+        let owner: BTreeMap<String, String> = [
+            ("shard.bosun.dev/bookstore", "bosun-1"),
+            ("drain.bosun.dev/bookstore", "bosun-1"),
+            ("app", "shop"),
+            ("shard.bosun.dev/", "x"),
+            ("shard.bosun.dev/empty", ""),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let got = child_labels(Some(&owner));
+        assert_eq!(
+            got.into_iter().collect::<Vec<_>>(),
+            vec![(
+                "shard.bosun.dev/bookstore".to_string(),
+                "bosun-1".to_string()
+            )]
+        );
+        // An owner not placed yet (or sharding off): nothing.
+        assert!(child_labels(None).is_empty());
+        let unplaced: BTreeMap<String, String> = [("app".to_string(), "shop".to_string())].into();
+        assert!(child_labels(Some(&unplaced)).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_labels_are_in_scope_only_within_the_reconcile() {
+        let owner: BTreeMap<String, String> =
+            [("shard.bosun.dev/op".to_string(), "m".to_string())].into();
+        assert!(labels_in_scope().is_empty());
+        let inside = reconciling(Some(&owner), async { labels_in_scope() }).await;
+        assert_eq!(
+            inside.get("shard.bosun.dev/op").map(String::as_str),
+            Some("m")
+        );
+        assert!(labels_in_scope().is_empty());
     }
 }
