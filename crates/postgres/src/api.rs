@@ -509,6 +509,10 @@ pub struct PostgresClusterStatus {
     /// force-deleted or left on a lost node. Replaced when a primary runs again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_primary: Option<LastPrimary>,
+    /// The seed being made (initdb, or a restore from the store) while no primary has run
+    /// since: if its pod goes before it runs, it is made again as the seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<SeedStatus>,
     /// The last spec the operator accepted (JSON). A later edit it refuses (a typo in a
     /// parameter, a smaller storage size) is named in the `SpecAccepted` condition, and the
     /// cluster — failover included — goes on being reconciled on this one.
@@ -549,6 +553,17 @@ pub struct LastPrimary {
     /// What the fence found there, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sql_fence_message: Option<String>,
+}
+
+/// The seed instance being made.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SeedStatus {
+    /// The instance.
+    pub instance: String,
+    /// It restores from a backup store (else initdb).
+    #[serde(default)]
+    pub restore: bool,
 }
 
 /// The operator's fence of an old primary through its PostgreSQL.

@@ -143,6 +143,9 @@ pub struct Observation {
     /// What the operator's fence through PostgreSQL found at the recorded primary's last
     /// address (`status.lastPrimary`).
     pub primary_sql_fence: SqlFence,
+    /// The seed being made (serial, whether it restores) with no primary run since
+    /// (`status.seed`).
+    pub seed: Option<(u32, bool)>,
 }
 
 /// The operator's own fence of an old primary whose manager does not answer, through its
@@ -744,6 +747,18 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
             return Action::Wait(Wait::PrimaryStarting { serial: t.serial });
         }
     }
+    // The seed's pod went before it ever ran as the primary (mid-initdb, mid-restore): its
+    // volume holds no data of a primary, only an unfinished seed. Made again as the seed,
+    // never as a replica with no primary (it would wait for ever on a half-restored
+    // directory) (issue 32, M12).
+    if let Some((serial, restore)) = obs.seed {
+        if members
+            .iter()
+            .any(|m| m.serial == serial && m.claim && !m.pod)
+        {
+            return Action::CreateSeed { serial, restore };
+        }
+    }
     // No replica to promote: restart on the data that is left, the old primary's first.
     // Its pod bound to no node (Pending: its zone may be down for hours) is not starting:
     // the replicas are started beside it, and the failover above promotes one of them after
@@ -876,6 +891,7 @@ mod tests {
             restore_blocked: None,
             primary_stopped_cleanly: false,
             primary_sql_fence: SqlFence::NoAddress,
+            seed: None,
         }
     }
 
@@ -2101,5 +2117,60 @@ mod tests {
         o.members[0] = gone(stalled, false, true);
         o.primary_sql_fence = SqlFence::NoAddress;
         assert_eq!(decide(&p, &o), Action::Promote { serial: 2 });
+    }
+
+    /// Issue 32, M12: a disaster-recovery seed (every instance's data lost, serial > 1,
+    /// restoring from the store) whose pod is deleted mid-restore is made again as the seed
+    /// (a restoring pod), not started as a replica with no primary; the first seed likewise.
+    #[test]
+    fn a_seed_deleted_before_it_ever_ran_is_made_again_as_the_seed() {
+        let p = plan_of(serde_json::json!({"size": 3,
+            "backup": {"store": {"volume": {"size": "1Gi"}}}}));
+        let restoring = Member {
+            serial: 4,
+            pod: false,
+            claim: true,
+            seen: None,
+            ..primary(4, 1, 0)
+        };
+        // The old primary (2) and its replica (3) are gone with their data.
+        let mut o = obs(vec![restoring.clone()], Some(2), 4);
+        o.has_backup = true;
+        o.primary_lost_for = Some(Duration::from_secs(600));
+        o.primary_missed = 100;
+        // Without the record: started as a replica with no primary (the bug).
+        assert_eq!(decide(&p, &o), Action::StartPod { serial: 4 });
+        o.seed = Some((4, true));
+        assert_eq!(
+            decide(&p, &o),
+            Action::CreateSeed {
+                serial: 4,
+                restore: true
+            }
+        );
+        // While its new pod restores, it is waited for.
+        o.members[0].pod = true;
+        assert!(
+            matches!(decide(&p, &o), Action::Wait(_)),
+            "{:?}",
+            decide(&p, &o)
+        );
+        // The first seed, deleted during initdb.
+        let mut first = obs(
+            vec![Member {
+                serial: 1,
+                ..restoring
+            }],
+            None,
+            1,
+        );
+        first.seed = Some((1, false));
+        assert_eq!(
+            decide(&p, &first),
+            Action::CreateSeed {
+                serial: 1,
+                restore: false
+            }
+        );
     }
 }

@@ -254,6 +254,10 @@ impl Snapshot {
             primary_stopped_cleanly: lost_for.is_some()
                 && super::status::clean_stop(plan, self, status).is_some(),
             primary_sql_fence: sql_fence(status),
+            seed: status
+                .seed
+                .as_ref()
+                .and_then(|s| Some((serial_of(&plan.name, &s.instance)?, s.restore))),
         }
     }
 }

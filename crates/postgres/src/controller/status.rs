@@ -191,6 +191,14 @@ pub fn build(
             }),
         },
         last_primary: last_primary(plan, seen, prev, &primaries, action),
+        seed: match (action, primaries.is_empty()) {
+            (Action::CreateSeed { serial, restore }, _) => Some(crate::api::SeedStatus {
+                instance: name(*serial),
+                restore: *restore,
+            }),
+            (_, true) => prev.seed.clone(),
+            (_, false) => None,
+        },
         // Set by the controller once it knows whether the spec was accepted.
         accepted_spec: prev.accepted_spec.clone(),
         conditions,
