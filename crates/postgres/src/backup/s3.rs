@@ -26,6 +26,8 @@ use super::sigv4::{self, Credentials};
 use super::volume::{StoreError, INFO_FILE};
 use super::wal::is_archive_name;
 
+/// How long a request, or a body that sends nothing, is waited for (unless configured:
+/// `BOSUN_PG_S3_TIMEOUT_SECS`).
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 /// S3's bounds on a multipart upload's parts (all but the last at least the minimum).
@@ -78,6 +80,8 @@ pub struct S3Store {
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     /// Files above it are sent as a multipart upload, in parts of this size.
     part_size: u64,
+    /// See [`TIMEOUT`].
+    timeout: Duration,
 }
 
 fn remote(what: impl Into<String>) -> StoreError {
@@ -134,7 +138,14 @@ impl S3Store {
             creds,
             http: Client::builder(TokioExecutor::new()).build(connector),
             part_size: DEFAULT_PART_SIZE,
+            timeout: TIMEOUT,
         })
+    }
+
+    /// Requests, and bodies that send nothing, are given up after `timeout` (at least 1 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> S3Store {
+        self.timeout = timeout.max(Duration::from_secs(1));
+        self
     }
 
     /// Files above `bytes` go up in parts of `bytes` (kept within S3's 5 MiB-5 GiB).
@@ -164,6 +175,17 @@ impl S3Store {
             })?,
             Err(_) => DEFAULT_PART_SIZE,
         };
+        let timeout = match env("BOSUN_PG_S3_TIMEOUT_SECS") {
+            Ok(v) => match v.parse::<u64>() {
+                Ok(secs) if secs > 0 => Duration::from_secs(secs),
+                _ => {
+                    return Err(remote(format!(
+                        "BOSUN_PG_S3_TIMEOUT_SECS {v:?} is not a positive number of seconds"
+                    )))
+                }
+            },
+            Err(_) => TIMEOUT,
+        };
         Ok(S3Store::new(
             &env("BOSUN_PG_S3_ENDPOINT")?,
             bucket,
@@ -174,7 +196,8 @@ impl S3Store {
                 secret_key: env("AWS_SECRET_ACCESS_KEY")?,
             },
         )?
-        .with_part_size(part_size))
+        .with_part_size(part_size)
+        .with_timeout(timeout))
     }
 
     fn key(&self, rel: &str) -> String {
@@ -207,7 +230,7 @@ impl S3Store {
             .get("etag")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let body = tokio::time::timeout(TIMEOUT, resp.into_body().collect())
+        let body = tokio::time::timeout(self.timeout, resp.into_body().collect())
             .await
             .map_err(|_| remote(format!("{what}: timed out")))?
             .map_err(|e| remote(format!("{what}: {e}")))?
@@ -269,7 +292,7 @@ impl S3Store {
             .header("authorization", auth)
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| remote(format!("{method} {path}: {e}")))?;
-        tokio::time::timeout(TIMEOUT, self.http.request(req))
+        tokio::time::timeout(self.timeout, self.http.request(req))
             .await
             .map_err(|_| remote(format!("{method} {path}: timed out")))?
             .map_err(|e| remote(format!("{method} {path}: {e}")))
@@ -417,7 +440,7 @@ impl S3Store {
         let resp = self.respond("GET", Some(&key), &[], Vec::new()).await?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
-            let body = tokio::time::timeout(TIMEOUT, resp.into_body().collect())
+            let body = tokio::time::timeout(self.timeout, resp.into_body().collect())
                 .await
                 .ok()
                 .and_then(Result::ok)
@@ -435,6 +458,7 @@ impl S3Store {
             .and_then(|v| v.parse().ok());
         Ok(Some(BodyReader {
             key,
+            timeout: self.timeout,
             body: resp.into_body(),
             chunk: Bytes::new(),
             length,
@@ -819,6 +843,8 @@ impl std::io::Write for PartWriter {
 /// the request timeout is an error, never an early end.
 pub struct BodyReader {
     key: String,
+    /// A body that sends nothing for this long is an error.
+    timeout: Duration,
     body: Incoming,
     chunk: Bytes,
     length: Option<u64>,
@@ -836,11 +862,11 @@ impl std::io::Read for BodyReader {
             let body = &mut self.body;
             let frame = self
                 .rt
-                .block_on(tokio::time::timeout(TIMEOUT, body.frame()))
+                .block_on(tokio::time::timeout(self.timeout, body.frame()))
                 .map_err(|_| {
                     Error::new(
                         ErrorKind::TimedOut,
-                        format!("GET {}: no data for {TIMEOUT:?}", self.key),
+                        format!("GET {}: no data for {:?}", self.key, self.timeout),
                     )
                 })?;
             match frame {

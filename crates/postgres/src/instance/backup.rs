@@ -508,22 +508,70 @@ async fn unpack(
 ) -> Result<(), Error> {
     tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&into).map_err(Error::io("creating", &into))?;
+        let failure = Failure::default();
+        let body = Recording {
+            inner: body,
+            failure: failure.clone(),
+        };
         let mut input: Box<dyn std::io::Read> = if gzip {
             Box::new(flate2::read::GzDecoder::new(body))
         } else {
             Box::new(body)
         };
+        // The tar reader replaces a read error with its own words ("failed to iterate over
+        // archive"): the store's (a body cut short, a stall) is the one worth saying.
+        let said = |what: &'static str, into: &Path| {
+            let failure = failure.clone();
+            let into = into.to_path_buf();
+            move |e: std::io::Error| {
+                let source = match failure.lock().ok().and_then(|f| f.clone()) {
+                    Some((kind, text)) => std::io::Error::new(kind, text),
+                    None => e,
+                };
+                Error::Io {
+                    what,
+                    path: into,
+                    source,
+                }
+            }
+        };
         tar::Archive::new(&mut input)
             .unpack(&into)
-            .map_err(Error::io("unpacking the base backup into", &into))?;
+            .map_err(said("unpacking the base backup into", &into))?;
         // The tar's end marker is not the stream's end: read the rest, so that the gzip
         // trailer (its CRC and length) is checked and a body cut short is an error.
         std::io::copy(&mut input, &mut std::io::sink())
-            .map_err(Error::io("reading the end of the base backup for", &into))?;
+            .map_err(said("reading the end of the base backup for", &into))?;
         Ok(())
     })
     .await
     .unwrap_or_else(|e| Err(Error::Config(format!("unpacking the base backup: {e}"))))
+}
+
+/// The first read error of a body, kept for the message (shared with the unpacking side).
+#[cfg(feature = "s3")]
+type Failure = std::sync::Arc<std::sync::Mutex<Option<(std::io::ErrorKind, String)>>>;
+
+/// A reader that keeps its first error's kind and words.
+#[cfg(feature = "s3")]
+struct Recording<R> {
+    inner: R,
+    failure: Failure,
+}
+
+#[cfg(feature = "s3")]
+impl<R: std::io::Read> std::io::Read for Recording<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let r = self.inner.read(buf);
+        if let Err(e) = &r {
+            if let Ok(mut f) = self.failure.lock() {
+                if f.is_none() {
+                    *f = Some((e.kind(), e.to_string()));
+                }
+            }
+        }
+        r
+    }
 }
 
 /// The start segment and timeline of a `backup_label`.

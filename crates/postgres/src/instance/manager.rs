@@ -158,6 +158,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
 /// read it (it leaves as soon as an authenticated poll has).
 const CLEAN_STOP_LINGER: Duration = Duration::from_secs(10);
 
+/// The longest wait between two fills of a restore that failed on the way.
+const FILL_RETRY_MAX: Duration = Duration::from_secs(60);
+
 /// Checks (one a second) a replica goes without streaming before it makes sure its slot on
 /// the primary exists.
 const SLOT_REPAIR_AFTER: u32 = 5;
@@ -416,6 +419,43 @@ impl Manager {
         self.lock().cannot_catch_up = verdict;
     }
 
+    /// Fills the empty data directory from the store's base backup. A fill cut short (the
+    /// store's stream broken off or stalled, a store that does not answer, a full disk) is
+    /// said in `/state`'s `error`, naming what failed, and tried again with backoff: the
+    /// directory stays marked as being filled, so neither this nor a later start ever runs
+    /// it half-made. Before, the manager exited on it, and the instance had no `/state` to
+    /// say why until its container came back. A restore that cannot succeed as things are
+    /// (no backup for the target) is returned: it is reported, not retried.
+    async fn fill_from_backup(
+        &mut self,
+        from: &str,
+        target: Option<&crate::backup::catalog::Target>,
+    ) -> Result<crate::backup::BackupInfo, Error> {
+        let mut delay = Duration::from_secs(1);
+        let mut attempt = 1u32;
+        loop {
+            match super::backup::restore(&self.pg, from, target).await {
+                Ok(chosen) => {
+                    self.lock().error = None;
+                    return Ok(chosen);
+                }
+                Err(e @ Error::Restore(_)) => return Err(e),
+                Err(e) => {
+                    let why = format!(
+                        "restore: filling the data directory from the base backup failed \
+                         (attempt {attempt}): {e}; it is filled again in {} s",
+                        delay.as_secs()
+                    );
+                    warn!(instance = %self.cfg.name, %why, "restore attempt failed");
+                    self.lock().error = Some(why);
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2).min(FILL_RETRY_MAX);
+                    attempt = attempt.saturating_add(1);
+                }
+            }
+        }
+    }
+
     /// Whether the backup store holds one of `names` (the segment a replica needs).
     async fn ask_archive(&self, names: &[String]) -> super::catchup::Archive {
         use super::catchup::Archive;
@@ -497,7 +537,7 @@ impl Manager {
                             return Err(Error::Restore(why));
                         }
                     }
-                    let chosen = super::backup::restore(&self.pg, &from, target.as_ref()).await?;
+                    let chosen = self.fill_from_backup(&from, target.as_ref()).await?;
                     info!(instance = %self.cfg.name, backup = %chosen.id, ?target, "restoring from the base backup, then the archived WAL");
                     self.recovery =
                         Some(super::pg::recovery_args(&self.cfg, &from, target.as_ref()));
