@@ -208,6 +208,7 @@ pub async fn case_postgres(
     drop(env.agent);
     drop(env.cp);
     rows.extend(case_restore(bosun, rounds, DATA_MB).await?);
+    rows.extend(case_restore_s3(bosun, rounds, DATA_MB).await?);
     Ok(rows)
 }
 
@@ -405,6 +406,65 @@ pub async fn case_restore(bosun: &Path, rounds: usize, mb: u64) -> anyhow::Resul
     env.clusters
         .create(&kube::api::PostParams::default(), &pc)
         .await?;
+    let filled = fill_and_back_up(&env, mb).await?;
+    let store = json!({"volume": {"size": "8Gi"}});
+    let mut restores = Vec::new();
+    for i in 0..rounds {
+        restores.push(restore_once(&env, &format!("restored-{i}"), &store, filled.rows).await?);
+    }
+
+    let mut replicas = Vec::new();
+    for _ in 0..rounds {
+        let t0 = Instant::now();
+        env.patch("data", json!({"size": 2})).await?;
+        env.healthy("data", 2, LIMIT).await?;
+        replicas.push(t0.elapsed().as_secs_f64());
+        env.patch("data", json!({"size": 1})).await?;
+        env.healthy("data", 1, LIMIT).await?;
+    }
+    let Filled {
+        rows: n,
+        table_mb,
+        db_mb,
+        backup_secs,
+    } = filled;
+    let what =
+        format!("a {table_mb:.0} MB table ({n} rows; database {db_mb:.0} MB) on a volume store");
+    let rows = vec![
+        row(
+            "postgres restore from backup (bosun)",
+            rounds,
+            median(&restores),
+            format!(
+                "{what}: bootstrap.recovery create → Healthy (base backup copied, archived WAL replayed, promoted), every row checked: {} s; the base backup itself took {backup_secs:.1} s",
+                list(&restores)
+            ),
+        ),
+        row(
+            "postgres replica added (bosun)",
+            rounds,
+            median(&replicas),
+            format!(
+                "{what}: size 1 → 2 → Healthy with 2 ready (pg_basebackup from the primary, streaming): {} s",
+                list(&replicas)
+            ),
+        ),
+    ];
+    env.op.stop().await;
+    Ok(rows)
+}
+
+/// The source cluster's table and its base backup.
+struct Filled {
+    rows: i64,
+    table_mb: f64,
+    db_mb: f64,
+    backup_secs: f64,
+}
+
+/// Waits for the one-instance cluster `data` to be Healthy, fills its table with about `mb`
+/// MB, then requests a base backup and waits for it.
+async fn fill_and_back_up(env: &PgEnv, mb: u64) -> anyhow::Result<Filled> {
     let s = env.healthy("data", 1, LIMIT).await?;
     let pw = env.password("data").await?;
     let ip = ip_of(&s, "data-1").ok_or_else(|| anyhow::anyhow!("no IP for data-1"))?;
@@ -426,8 +486,6 @@ pub async fn case_restore(bosun: &Path, rounds: usize, mb: u64) -> anyhow::Resul
         .await
         .context("data-1's database size")?
         .get(0);
-    let table_mb = size as f64 / 1e6;
-    let db_mb = db as f64 / 1e6;
     // A base backup holding the table: requested, then waited for.
     let before = env
         .status("data")
@@ -455,78 +513,181 @@ pub async fn case_restore(bosun: &Path, rounds: usize, mb: u64) -> anyhow::Resul
         anyhow::ensure!(t0.elapsed() < LIMIT, "the base backup never completed");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let backup_secs = t0.elapsed().as_secs_f64();
+    Ok(Filled {
+        rows: n,
+        table_mb: size as f64 / 1e6,
+        db_mb: db as f64 / 1e6,
+        backup_secs: t0.elapsed().as_secs_f64(),
+    })
+}
 
+/// Creates cluster `name` from `data`'s backup in `store` and times create → Healthy; checks
+/// every row is there (`want`), then removes the cluster, its pod and claim.
+async fn restore_once(
+    env: &PgEnv,
+    name: &str,
+    store: &serde_json::Value,
+    want: i64,
+) -> anyhow::Result<f64> {
+    let pc: bosun_postgres::PostgresCluster = serde_json::from_value(json!({
+        "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+        "metadata": {"name": name},
+        "spec": {"size": 1, "storage": {"size": "4Gi"}, "bootstrap": {"recovery": {
+            "store": store, "clusterName": "data"}}},
+    }))?;
+    let t0 = Instant::now();
+    env.clusters
+        .create(&kube::api::PostParams::default(), &pc)
+        .await?;
+    let s = env.healthy(name, 1, LIMIT).await?;
+    let took = t0.elapsed().as_secs_f64();
+    let instance = format!("{name}-1");
+    let ip = ip_of(&s, &instance).ok_or_else(|| anyhow::anyhow!("no IP for {instance}"))?;
+    let rpw = env.password(name).await?;
+    let got: i64 = connect(&ip, &rpw)
+        .await
+        .with_context(|| format!("connecting to {instance}"))?
+        .query_one("SELECT count(*) FROM big", &[])
+        .await
+        .with_context(|| format!("counting {instance}'s rows"))?
+        .get(0);
+    anyhow::ensure!(got == want, "{name} restored {got} rows of {want}");
+    // No garbage collector runs here: the cluster's pod and claim go by hand.
+    env.clusters
+        .delete(name, &kube::api::DeleteParams::default())
+        .await?;
+    env.delete_pod(&instance).await?;
+    Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+        env.admin.clone(),
+        &env.ns,
+    )
+    .delete(&instance, &kube::api::DeleteParams::default())
+    .await?;
+    Ok(took)
+}
+
+const NS_RESTORE_S3: &str = "bench-pg-restore-s3";
+const S3_BUCKET: &str = "bench-pg";
+
+/// An S3-compatible server of its own: moto (`bash scripts/setup-moto.sh`), killed on drop.
+struct Moto {
+    endpoint: String,
+    child: std::process::Child,
+}
+
+impl Moto {
+    /// None when moto is not installed (the row is then left out, and said so).
+    async fn start() -> anyhow::Result<Option<Moto>> {
+        let venv = std::env::var("BOSUN_MOTO_VENV").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/bosun/moto-venv",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        let program = format!("{venv}/bin/moto_server");
+        if !Path::new(&program).is_file() {
+            eprintln!("[bench] postgres restore from S3 left out: {program} not found (bash scripts/setup-moto.sh)");
+            return Ok(None);
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = std::process::Command::new(&program)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {program}"))?;
+        let moto = Moto {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            child,
+        };
+        let t0 = Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            anyhow::ensure!(t0.elapsed() < LIMIT, "moto_server did not listen on {port}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // moto takes unsigned requests: the bucket made with a bare PUT.
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        c.write_all(
+            format!(
+                "PUT /{S3_BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await?;
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).await?;
+        anyhow::ensure!(
+            answer.starts_with("HTTP/1.1 200"),
+            "creating the bucket: {}",
+            answer.lines().next().unwrap_or_default()
+        );
+        Ok(Some(moto))
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The restore of [`case_restore`] from an S3 store (moto on this machine) instead of a
+/// volume: the same table, backed up with `pg_basebackup -Z 1` streamed up in parts, and
+/// restored by streaming the GET body through gunzip and tar (issue 32, H10), so that the two
+/// rows sit side by side.
+pub async fn case_restore_s3(bosun: &Path, rounds: usize, mb: u64) -> anyhow::Result<Vec<Row>> {
+    let Some(moto) = Moto::start().await? else {
+        return Ok(Vec::new());
+    };
+    let keep = std::env::var_os("BOSUN_BENCH_PG_KEEP").map(std::path::PathBuf::from);
+    let env = PgEnv::start_in(bosun, NS_RESTORE_S3, keep).await?;
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s3-creds"},
+        "stringData": {"accessKeyId": "bench", "secretAccessKey": "bench-secret"},
+    }))?;
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.admin.clone(), &env.ns)
+        .create(&kube::api::PostParams::default(), &secret)
+        .await?;
+    let store = json!({"s3": {"endpoint": moto.endpoint, "bucket": S3_BUCKET,
+                              "prefix": "bench/", "credentialsSecret": "s3-creds"}});
+    let pc: bosun_postgres::PostgresCluster = serde_json::from_value(json!({
+        "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
+        "metadata": {"name": "data"},
+        "spec": {"size": 1, "storage": {"size": "4Gi"}, "backup": {"store": store}},
+    }))?;
+    env.clusters
+        .create(&kube::api::PostParams::default(), &pc)
+        .await?;
+    let Filled {
+        rows: n,
+        table_mb,
+        db_mb,
+        backup_secs,
+    } = fill_and_back_up(&env, mb).await?;
     let mut restores = Vec::new();
     for i in 0..rounds {
-        let name = format!("restored-{i}");
-        let pc: bosun_postgres::PostgresCluster = serde_json::from_value(json!({
-            "apiVersion": "lukeb0nd.com/v1", "kind": "PostgresCluster",
-            "metadata": {"name": name},
-            "spec": {"size": 1, "storage": {"size": "4Gi"}, "bootstrap": {"recovery": {
-                "store": {"volume": {"size": "8Gi"}}, "clusterName": "data"}}},
-        }))?;
-        let t0 = Instant::now();
-        env.clusters
-            .create(&kube::api::PostParams::default(), &pc)
-            .await?;
-        let s = env.healthy(&name, 1, LIMIT).await?;
-        restores.push(t0.elapsed().as_secs_f64());
-        let instance = format!("{name}-1");
-        let ip = ip_of(&s, &instance).ok_or_else(|| anyhow::anyhow!("no IP for {instance}"))?;
-        let rpw = env.password(&name).await?;
-        let got: i64 = connect(&ip, &rpw)
-            .await
-            .with_context(|| format!("connecting to {instance}"))?
-            .query_one("SELECT count(*) FROM big", &[])
-            .await
-            .with_context(|| format!("counting {instance}'s rows"))?
-            .get(0);
-        anyhow::ensure!(got == n, "{name} restored {got} rows of {n}");
-        // No garbage collector runs here: the cluster's pod and claim go by hand.
-        env.clusters
-            .delete(&name, &kube::api::DeleteParams::default())
-            .await?;
-        env.delete_pod(&instance).await?;
-        Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
-            env.admin.clone(),
-            &env.ns,
-        )
-        .delete(&instance, &kube::api::DeleteParams::default())
-        .await?;
+        restores.push(restore_once(&env, &format!("restored-s3-{i}"), &store, n).await?);
     }
-
-    let mut replicas = Vec::new();
-    for _ in 0..rounds {
-        let t0 = Instant::now();
-        env.patch("data", json!({"size": 2})).await?;
-        env.healthy("data", 2, LIMIT).await?;
-        replicas.push(t0.elapsed().as_secs_f64());
-        env.patch("data", json!({"size": 1})).await?;
-        env.healthy("data", 1, LIMIT).await?;
-    }
-    let what =
-        format!("a {table_mb:.0} MB table ({n} rows; database {db_mb:.0} MB) on a volume store");
-    let rows = vec![
-        row(
-            "postgres restore from backup (bosun)",
-            rounds,
-            median(&restores),
-            format!(
-                "{what}: bootstrap.recovery create → Healthy (base backup copied, archived WAL replayed, promoted), every row checked: {} s; the base backup itself took {backup_secs:.1} s",
-                list(&restores)
-            ),
-        ),
-        row(
-            "postgres replica added (bosun)",
-            rounds,
-            median(&replicas),
-            format!(
-                "{what}: size 1 → 2 → Healthy with 2 ready (pg_basebackup from the primary, streaming): {} s",
-                list(&replicas)
-            ),
-        ),
-    ];
     env.op.stop().await;
-    Ok(rows)
+    // The instances (their archive_command) go before the store does.
+    drop(env.agent);
+    drop(env.cp);
+    drop(moto);
+    Ok(vec![row(
+        "postgres restore from an S3 backup (bosun)",
+        rounds,
+        median(&restores),
+        format!(
+            "a {table_mb:.0} MB table ({n} rows; database {db_mb:.0} MB) on an S3 store (moto on this machine, 64 MiB parts): bootstrap.recovery create → Healthy (base.tar.gz streamed from the GET through gunzip and tar, archived WAL replayed, promoted), every row checked: {} s; the base backup itself took {backup_secs:.1} s",
+            list(&restores)
+        ),
+    )])
 }
