@@ -36,7 +36,7 @@ use bosun_watches::{Entry, Flavor, Host, Next, Runner, WatchOperator};
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::DynamicObject;
+use kube::core::{DynamicObject, GroupVersionKind};
 use serde_json::{json, Value};
 
 pub use error::Error;
@@ -84,6 +84,9 @@ pub struct HelmFlavor {
     pub chart_record: Value,
     crd: CustomResourceDefinition,
     rbac: Rbac,
+    /// The kinds of the release objects the chart renders with its defaults: their child
+    /// caches start with the controller ([`Flavor::warm_kinds`]).
+    warm: Vec<GroupVersionKind>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -168,6 +171,7 @@ impl HelmFlavor {
             mut kinds,
             has_crds,
             grants,
+            objects: warm,
         } = rendered_kinds(&chart, entry, opts)?;
         // Kinds behind conditions the default values leave off need their RBAC too.
         let scanned = scan::scan(&node);
@@ -197,6 +201,7 @@ impl HelmFlavor {
             chart_record,
             crd,
             rbac,
+            warm,
         })
     }
 
@@ -223,6 +228,9 @@ struct RenderedKinds {
     has_crds: bool,
     /// What its RBAC objects need the operator to hold.
     grants: rbac::ChartGrants,
+    /// The kinds of its release objects (hooks apart: they are not cached), the entry's own
+    /// kind apart.
+    objects: Vec<GroupVersionKind>,
 }
 
 fn rendered_kinds(
@@ -242,6 +250,7 @@ fn rendered_kinds(
                 kinds,
                 has_crds: false,
                 grants: Default::default(),
+                objects: Vec::new(),
             });
         }
     };
@@ -255,11 +264,19 @@ fn rendered_kinds(
         let gvk = objects::gvk_of(&m.api_version, &m.kind);
         kinds.insert((gvk.group, gvk.kind));
     }
+    let mut children: Vec<GroupVersionKind> = Vec::new();
+    for m in &generic {
+        let gvk = objects::gvk_of(&m.api_version, &m.kind);
+        if gvk != entry.gvk && !children.contains(&gvk) {
+            children.push(gvk);
+        }
+    }
     let all: Vec<&Manifest> = generic.iter().chain(&hooks).collect();
     Ok(RenderedKinds {
         kinds,
         has_crds: !rendered.crds.is_empty(),
         grants: rbac::chart_grants(&all),
+        objects: children,
     })
 }
 
@@ -286,6 +303,10 @@ impl Flavor for HelmFlavor {
 
     fn finalizer(&self) -> Option<&str> {
         Some(reconcile::FINALIZER)
+    }
+
+    fn warm_kinds(&self) -> Vec<GroupVersionKind> {
+        self.warm.clone()
     }
 
     /// helm-operator's dependent predicate ignores creates, and so does bosun: the install

@@ -46,6 +46,14 @@ use crate::owned::{Fingerprint, Owned};
 pub struct Synced(watch::Receiver<bool>);
 
 impl Synced {
+    /// A signal set by its sender: for caches that start after the controller is built
+    /// (children of kinds known only once discovery answers), so readiness still waits for
+    /// them. A dropped sender never reports synced.
+    pub fn pending() -> (watch::Sender<bool>, Synced) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Synced(rx))
+    }
+
     /// Waits for the first full list; false when the watch ended before it (its controller
     /// was stopped), so a stale waiter never reports readiness.
     pub async fn wait(&self) -> bool {

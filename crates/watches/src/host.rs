@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::apply::Applier;
+use bosun_runtime::cache::Synced;
 use bosun_runtime::controller::Trigger;
 use bosun_runtime::dynamic::{Discovery, DynamicChildren, FullKinds, Resolved};
 use bosun_runtime::error::Categorized;
@@ -26,7 +27,7 @@ use bosun_runtime::{Primary, Wiring};
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{ApiResource, DynamicObject};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
@@ -97,6 +98,13 @@ pub trait Flavor: Send + Sync + Sized + 'static {
     /// The label selector of the child watches (every child carries it).
     fn child_selector(&self, entry: &Entry) -> String {
         child_selector(entry)
+    }
+    /// Child kinds whose caches start with the controller and count in its readiness,
+    /// rather than on the first reconcile that touches them: after a restart with N objects,
+    /// a lazily started cache makes every reconcile — a user's new object's included — wait
+    /// for its list of all N objects' children, one kind after another.
+    fn warm_kinds(&self) -> Vec<GroupVersionKind> {
+        Vec::new()
     }
     /// Whether a child's first sighting (its creation) triggers its owner.
     fn child_creates_trigger(&self) -> bool {
@@ -399,15 +407,43 @@ fn wire<F: Flavor>(
         status,
     );
     let own = flavor.triggers(client, entry, ns, &ar, primary.store());
+    let warm = warm_children(&host, entry.watch_dependent_resources);
     let mut wiring = Wiring::new(primary, host);
     for t in own {
         wiring = wiring.trigger(t);
+    }
+    if let Some(synced) = warm {
+        wiring = wiring.reads(&synced);
     }
     if entry.watch_dependent_resources {
         wiring.trigger(trigger)
     } else {
         wiring
     }
+}
+
+/// Starts the caches of the flavour's [`Flavor::warm_kinds`] at once (their lists run side
+/// by side) and signals when all have synced. A kind that cannot be cached (not served) is
+/// logged and left to the reconciles, as before.
+fn warm_children<F: Flavor>(host: &Arc<Host<F>>, watched: bool) -> Option<Synced> {
+    let kinds = host.flavor.warm_kinds();
+    if !watched || kinds.is_empty() {
+        return None;
+    }
+    let (tx, synced) = Synced::pending();
+    let host = host.clone();
+    tokio::spawn(async move {
+        let caches = kinds.iter().map(|gvk| host.children.cache(gvk));
+        for (gvk, r) in kinds.iter().zip(futures::future::join_all(caches).await) {
+            // Not served yet (a kind of the chart's own crds/, say): the reconcile that
+            // creates one starts its cache.
+            if let Err(e) = r {
+                tracing::debug!(kind = %gvk.kind, error = %e, "child cache not started with the controller");
+            }
+        }
+        let _ = tx.send(true);
+    });
+    Some(synced)
 }
 
 /// A host for one-off reconciles outside a controller (tests, tools), for the primary objects

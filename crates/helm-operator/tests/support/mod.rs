@@ -104,12 +104,13 @@ pub async fn grant(env: &Env, ops: &[Arc<dyn Operator>], user: &str) {
 }
 
 /// Counts the writes (anything but GET) a client sends, and remembers them, with when each
-/// was sent and when its answer came.
+/// was sent and when its answer came; and the reads (GET: path and query) it sent.
 #[derive(Clone, Default)]
 pub struct Writes(
     Arc<AtomicU64>,
     Arc<std::sync::Mutex<Vec<String>>>,
     Arc<std::sync::Mutex<Vec<(bool, String)>>>,
+    Arc<std::sync::Mutex<Vec<String>>>,
 );
 
 impl Writes {
@@ -125,6 +126,11 @@ impl Writes {
     /// Every write's sending (`true`) and answer (`false`), as `METHOD path`, in order.
     pub fn timeline(&self) -> Vec<(bool, String)> {
         self.2.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// The path and query of every GET sent so far (lists and watches included).
+    pub fn reads(&self) -> Vec<String> {
+        self.3.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }
 
@@ -173,6 +179,8 @@ where
                 t.push((true, what.clone()));
             }
             answered = Some((self.writes.2.clone(), what));
+        } else if let Ok(mut r) = self.writes.3.lock() {
+            r.push(req.uri().to_string());
         }
         let fut = self.inner.call(req);
         Box::pin(async move {
