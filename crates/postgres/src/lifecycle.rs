@@ -46,6 +46,9 @@ pub struct Member {
     /// Its pod is bound to no node (Pending: no node it may run on, e.g. its volume's zone
     /// is down): nothing of it has run, and it may never start.
     pub unscheduled: bool,
+    /// Its pod is bound to a node and its status never showed a container started (a
+    /// status from a lost node may be old: it may have started since).
+    pub never_started: bool,
     /// Its pod was built from an older spec (image, resources, pod labels or annotations,
     /// the backup store), or its PostgreSQL waits for a restart to apply a parameter: the
     /// rolling update replaces it.
@@ -676,7 +679,7 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
         // The old primary cannot run (no node takes its pod): every other member with data
         // is started during the delay, so that the most advanced can be chosen and a
         // synchronous quorum reached.
-        if old.is_some_and(|o| o.unscheduled && o.seen.is_none()) {
+        if old.is_some_and(|o| stranded(plan, o)) {
             if let Some(m) = members
                 .iter()
                 .find(|m| m.claim && !m.pod && Some(m.serial) != obs.current_primary)
@@ -767,7 +770,7 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
         if o.claim && !o.pod {
             return Action::StartPod { serial: o.serial };
         }
-        if o.claim && role(o) != Some(StateRole::Fenced) && !o.unscheduled {
+        if o.claim && role(o) != Some(StateRole::Fenced) && !stranded(plan, o) {
             return Action::Wait(Wait::PrimaryStarting { serial: o.serial });
         }
         if role(o) == Some(StateRole::Fenced) {
@@ -786,6 +789,18 @@ fn without_primary(plan: &Plan, obs: &Observation) -> Action {
         .map(|m| m.serial)
         .unwrap_or(0);
     Action::Wait(Wait::PrimaryStarting { serial: starting })
+}
+
+/// The old primary's pod is not counted on to start, and the replicas are started beside
+/// it (the failover rules then apply, the old primary fenced first like any other): bound to
+/// no node, nothing of it ran (M12(c)); or bound to a lost node with no container ever
+/// started per its status — it may have started after the node's last report, as a primary
+/// with no standby, so only under synchronous replication, where none of its commits can be
+/// acknowledged (no standby follows it: the replicas start with no upstream, then follow
+/// the promoted one). Without, it is waited for: one of its commits could be acknowledged
+/// and then lost.
+fn stranded(plan: &Plan, o: &Member) -> bool {
+    o.seen.is_none() && (o.unscheduled || (o.node_lost && o.never_started && plan.synchronous > 0))
 }
 
 /// The replica a failover promotes: not diverged, with a known position at most
@@ -852,6 +867,7 @@ mod tests {
             terminating: false,
             node_lost: false,
             unscheduled: false,
+            never_started: false,
             outdated: false,
             seen: Some(Seen {
                 role,
@@ -1335,6 +1351,7 @@ mod tests {
                                 terminating: false,
                                 node_lost: false,
                                 unscheduled: false,
+                                never_started: false,
                                 outdated: false,
                                 seen: k.map(|role| Seen {
                                     role,
@@ -2172,5 +2189,58 @@ mod tests {
                 restore: false
             }
         );
+    }
+
+    /// Issue 32, M12(c) on a lost node: after a full restart the old primary's pod is bound
+    /// to a node that went NotReady before it reported a container started. It may have
+    /// started since, as a primary with no standby: with synchronous replication none of its
+    /// commits can be acknowledged, so the replicas are started beside it and the failover
+    /// fences it first (its pod deleted; then, Terminating on the lost node, through its
+    /// PostgreSQL) before promoting. Without synchronous replication, or once it was seen to
+    /// start, it is waited for as before.
+    #[test]
+    fn an_old_primary_on_a_lost_node_that_never_started_does_not_hold_a_synchronous_cluster() {
+        let sync = plan_of(serde_json::json!({"size": 3, "replication": {"synchronous": 1}}));
+        let not_sync = plan_of(serde_json::json!({"size": 3}));
+        let stuck = Member {
+            seen: None,
+            node_lost: true,
+            never_started: true,
+            ..primary(1, 1, 100)
+        };
+        let mut o = obs(
+            vec![
+                stuck.clone(),
+                gone(replica(2, 1, false, 90), false, true),
+                gone(replica(3, 1, false, 100), false, true),
+            ],
+            Some(1),
+            3,
+        );
+        o.primary_lost_for = Some(Duration::from_secs(600));
+        o.primary_missed = 100;
+        o.primary_sql_fence = SqlFence::NotTried;
+        assert_eq!(decide(&sync, &o), Action::StartPod { serial: 2 });
+        assert_eq!(
+            decide(&not_sync, &o),
+            Action::Wait(Wait::PrimaryStarting { serial: 1 })
+        );
+        // Started at some point per its status: it may be the primary with standbys; waited
+        // for, as any primary that may run.
+        let mut started = o.clone();
+        started.members[0].never_started = false;
+        assert_eq!(
+            decide(&sync, &started),
+            Action::Wait(Wait::PrimaryStarting { serial: 1 })
+        );
+        // The replicas run (no upstream): the old primary is fenced (its pod deleted), then
+        // through its PostgreSQL once Terminating on the lost node, then a replica promoted.
+        o.members[1] = replica(2, 1, true, 90);
+        o.members[2] = replica(3, 1, true, 100);
+        assert_eq!(decide(&sync, &o), Action::Fence { serial: 1 });
+        o.members[0].terminating = true;
+        assert_eq!(decide(&sync, &o), Action::FencePostgres { serial: 1 });
+        o.primary_sql_fence = SqlFence::Unreachable;
+        assert_eq!(decide(&sync, &o), Action::Promote { serial: 3 });
     }
 }

@@ -30,6 +30,8 @@ pub struct PodSeen {
     /// The hash of the spec it was built from (`contract::TEMPLATE_ANNOTATION`).
     pub template: Option<String>,
     pub uid: Option<String>,
+    /// Its status shows a container started at some point (running, exited or restarted).
+    pub ever_started: bool,
 }
 
 /// What one cycle saw.
@@ -81,6 +83,7 @@ pub async fn observe(
                 node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
                 role_label: p.labels().get(super::build::ROLE_LABEL).cloned(),
                 uid: p.metadata.uid.clone(),
+                ever_started: ever_started(&p),
                 template: p
                     .annotations()
                     .get(crate::contract::TEMPLATE_ANNOTATION)
@@ -133,6 +136,25 @@ pub async fn observe(
         }
     }
     Ok(seen)
+}
+
+/// Whether the pod's status shows any container started, ever.
+fn ever_started(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.started == Some(true)
+                    || c.restart_count > 0
+                    || c.state
+                        .as_ref()
+                        .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+                    || c.last_state
+                        .as_ref()
+                        .is_some_and(|s| s.terminated.is_some())
+            })
+        })
 }
 
 /// The fence through PostgreSQL of the recorded primary, from its record (one for another
@@ -205,6 +227,10 @@ impl Snapshot {
                     .get(&serial)
                     .and_then(|p| p.node.as_ref())
                     .is_some_and(|n| self.lost_nodes.contains(n)),
+                never_started: self
+                    .pods
+                    .get(&serial)
+                    .is_some_and(|p| p.node.is_some() && !p.ever_started),
                 unscheduled: self
                     .pods
                     .get(&serial)

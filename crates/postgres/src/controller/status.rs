@@ -631,6 +631,7 @@ mod tests {
                     role_label: None,
                     template: None,
                     uid: None,
+                    ever_started: true,
                 },
             );
             s.claims.insert(*serial);
