@@ -100,10 +100,9 @@ lock = threading.Lock()
 work = queue.Queue()
 
 
-def watch(path, cache, on_event, synced=None):
+def watch(path, cache, on_event):
     """List, then watch from the list's version, resuming from the last one seen (as client
-    libraries' informers do); a version too old to resume from (410) lists again. `synced` is
-    set once the first list is in the cache."""
+    libraries' informers do); a version too old to resume from (410) lists again."""
     rv = None
     while True:
         try:
@@ -115,8 +114,6 @@ def watch(path, cache, on_event, synced=None):
                     for obj in items:
                         cache[obj["metadata"]["name"]] = obj
                 rv = listed["metadata"]["resourceVersion"]
-                if synced is not None:
-                    synced.set()
                 for obj in items:
                     on_event(obj)
             url = f"{SERVER}{path}?watch=true&allowWatchBookmarks=true&resourceVersion={rv}"
@@ -291,15 +288,9 @@ def main():
             owner = owner_of(cm)
             if owner:
                 work.put(owner)
-        children_synced = threading.Event()
         threading.Thread(target=watch, daemon=True,
-                         args=(f"/api/v1/namespaces/{NS}/configmaps", configmaps, on_child,
-                               children_synced)).start()
+                         args=(f"/api/v1/namespaces/{NS}/configmaps", configmaps, on_child)).start()
     if BUG == "stale-read":
-        # The bug planted is trusting a cache that held watch events make stale. A cache read
-        # before its first list is another bug, found by another check (restart-writes) when a
-        # loaded machine delays that list: waiting for it keeps the planted bug to one check.
-        children_synced.wait()
         threading.Thread(target=resync, daemon=True).start()
     worker()
 
