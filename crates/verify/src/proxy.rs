@@ -62,6 +62,8 @@ struct Log {
     writes: Vec<Write>,
     last_request: Option<Instant>,
     requests: usize,
+    /// The collections the operator has opened a watch on (plurals).
+    watched: std::collections::BTreeSet<String>,
 }
 
 /// An old snapshot of a kind, served once to the next read of it.
@@ -199,6 +201,11 @@ impl Proxy {
             .len()
     }
 
+    /// Whether the operator has opened a watch on this collection (a plural) through the proxy.
+    pub fn watches(&self, plural: &str) -> bool {
+        self.lock().watched.contains(plural)
+    }
+
     /// When the operator last sent any request, and how many it sent.
     pub fn activity(&self) -> (Option<Instant>, usize) {
         let log = self.lock();
@@ -236,6 +243,12 @@ async fn forward(shared: Arc<Shared>, req: Request<AxumBody>) -> Response<AxumBo
         let mut log = shared.log.lock().unwrap_or_else(|e| e.into_inner());
         log.last_request = Some(Instant::now());
         log.requests += 1;
+        let watch = parts.uri.query().and_then(|q| query_value(q, "watch"));
+        if parts.method == Method::GET && matches!(watch, Some("true" | "1")) {
+            if let Some(plural) = collection_plural(parts.uri.path()) {
+                log.watched.insert(plural.to_string());
+            }
+        }
     }
     if parts.method == Method::GET {
         if let Some(r) = serve_old_view(&shared, &parts) {

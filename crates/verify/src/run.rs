@@ -914,7 +914,14 @@ async fn stale(
     let hold = Duration::from_secs(if env.opts.quick { 6 } else { 15 });
     let mut run = Run::new(env, "stale").await?;
     run.start()?;
-    // The operator's first view is fresh (it lists), then goes stale while it converges.
+    // The operator's first view is fresh (it lists), then goes stale while it converges: the
+    // hold starts once it watches every child kind (a loaded machine may start it late; a
+    // fixed wait then held its list's watch before it had acted, and nothing was stale), and a
+    // seeded moment after that. An operator that never watches a kind is held after the bound.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && !plurals.iter().all(|p| run.proxy.watches(p)) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     tokio::time::sleep(Duration::from_millis(rng.range(500, 1500))).await;
     for p in &plurals {
         run.proxy.perturb.stale(p, true);
