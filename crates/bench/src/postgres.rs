@@ -486,6 +486,28 @@ async fn fill_and_back_up(env: &PgEnv, mb: u64) -> anyhow::Result<Filled> {
         .await
         .context("data-1's database size")?
         .get(0);
+    // The table's WAL archived before any backup is awaited: the backup that completes next
+    // may be one that started before the fill (a new cluster's first), and a restore replays
+    // the archive to its end, so the rows must be there whichever backup it starts from. The
+    // fill's commit record sits in the segment being written, which nothing else would switch.
+    let seg: String = c
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .context("switching data-1's WAL")?
+        .get(0);
+    let t0 = Instant::now();
+    loop {
+        let last: Option<String> = c
+            .query_one("SELECT last_archived_wal FROM pg_stat_archiver", &[])
+            .await
+            .context("data-1's archiver")?
+            .get(0);
+        if last.as_deref().is_some_and(|l| l >= seg.as_str()) {
+            break;
+        }
+        anyhow::ensure!(t0.elapsed() < LIMIT, "data-1 never archived {seg}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // A base backup holding the table: requested, then waited for.
     let before = env
         .status("data")
