@@ -26,14 +26,10 @@ pub enum PgCommand {
         /// The store: a directory, or s3://bucket/prefix (a build with the `s3` feature).
         #[arg(long)]
         store: String,
-        /// The cluster's UID: the store must be recorded as its own (or claimable, see
-        /// --claim) before anything is archived.
-        #[arg(long)]
-        owner_uid: Option<String>,
-        #[arg(long, default_value = "")]
-        owner_cluster: String,
-        #[arg(long, value_enum, default_value = "empty")]
-        claim: bosun_postgres::backup::owner::Claim,
+        /// The store must be recorded as this cluster's own (or claimable, see --claim)
+        /// before anything is archived.
+        #[command(flatten)]
+        owner: OwnerArgs,
         path: std::path::PathBuf,
         name: String,
     },
@@ -46,16 +42,36 @@ pub enum PgCommand {
         /// "not in the archive" (exit 1), which a standby asks again; never a fatal status.
         #[arg(long)]
         standby_report: Option<std::path::PathBuf>,
-        /// The cluster's UID (a replica): WAL is read only from a store recorded as its own.
-        #[arg(long)]
-        owner_uid: Option<String>,
-        #[arg(long, default_value = "")]
-        owner_cluster: String,
-        #[arg(long, value_enum, default_value = "empty")]
-        claim: bosun_postgres::backup::owner::Claim,
+        /// A replica: WAL is read only from a store recorded as this cluster's own.
+        #[command(flatten)]
+        owner: OwnerArgs,
         name: String,
         dest: std::path::PathBuf,
     },
+}
+
+/// The cluster a WAL command acts for, as the instance passes it (`--owner-uid` absent or
+/// empty: no owner check).
+#[derive(Args, Debug)]
+pub struct OwnerArgs {
+    /// The cluster's UID.
+    #[arg(long)]
+    owner_uid: Option<String>,
+    #[arg(long, default_value = "")]
+    owner_cluster: String,
+    #[arg(long, value_enum, default_value = "empty")]
+    claim: bosun_postgres::backup::owner::Claim,
+}
+
+impl OwnerArgs {
+    fn owner(self) -> Option<bosun_postgres::backup::owner::Owner> {
+        let uid = self.owner_uid.filter(|u| !u.is_empty())?;
+        Some(bosun_postgres::backup::owner::Owner {
+            uid,
+            cluster: self.owner_cluster,
+            claim: self.claim,
+        })
+    }
 }
 
 pub async fn run(args: PgArgs) -> anyhow::Result<()> {
@@ -75,19 +91,12 @@ pub async fn run(args: PgArgs) -> anyhow::Result<()> {
         PgCommand::Install { dest } => Ok(bosun_postgres::instance::install_self(&dest)?),
         PgCommand::ArchiveWal {
             store,
-            owner_uid,
-            owner_cluster,
-            claim,
+            owner,
             path,
             name,
         } => {
             let store = bosun_postgres::backup::Store::open(&store)?;
-            if let Some(uid) = owner_uid.filter(|u| !u.is_empty()) {
-                let me = bosun_postgres::backup::owner::Owner {
-                    uid,
-                    cluster: owner_cluster,
-                    claim,
-                };
+            if let Some(me) = owner.owner() {
                 store.ensure_owner(&me).await?;
             }
             Ok(store.archive_wal(&path, &name).await?)
@@ -95,22 +104,14 @@ pub async fn run(args: PgArgs) -> anyhow::Result<()> {
         PgCommand::RestoreWal {
             store,
             standby_report,
-            owner_uid,
-            owner_cluster,
-            claim,
+            owner,
             name,
             dest,
         } => {
             use bosun_postgres::backup::restore_wal::{
                 exit_status, standby_exit_status, EXIT_STORE_FAILED, RESTORE_RETRY, STANDBY_RETRY,
             };
-            let owner = owner_uid.filter(|u| !u.is_empty()).map(|uid| {
-                bosun_postgres::backup::owner::Owner {
-                    uid,
-                    cluster: owner_cluster,
-                    claim,
-                }
-            });
+            let owner = owner.owner();
             // PostgreSQL reads only the exit status: a store that cannot even be opened must
             // stop the recovery too, not end it as "not in the archive".
             let code = match (bosun_postgres::backup::Store::open(&store), standby_report) {
