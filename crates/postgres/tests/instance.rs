@@ -1411,3 +1411,82 @@ async fn without_a_store_a_replica_whose_wal_is_gone_says_so_and_is_recloned() {
     b.shutdown().await;
     a.shutdown().await;
 }
+
+/// A program of PostgreSQL's, from PATH or Debian's directory.
+fn pg_program(name: &str) -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file());
+    on_path.unwrap_or_else(|| Path::new("/usr/lib/postgresql/15/bin").join(name))
+}
+
+/// A base backup's WAL stream is not a replica: a primary with no replica must not arm its
+/// isolation check on one (CI saw a primary fence itself 3 s after a replica's clone ended,
+/// before the replica streamed, and a single primary backed up would fence itself whenever
+/// the operator's polls paused). Here a throttled `pg_basebackup -X stream` holds its
+/// walsender open, `streaming` in `pg_stat_replication`, across several isolation checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_backups_wal_stream_does_not_arm_the_isolation_check() {
+    let dir = workdir();
+    let mut cfg = config(dir.path(), "pg-1", &ip(18, 1), Role::Primary, None, 0);
+    cfg.isolation_timeout = Some(Duration::from_secs(1));
+    let a = run_node(cfg);
+    wait_state(&a, "pg-1 primary", |s| {
+        s.role == StateRole::Primary && s.ready
+    })
+    .await;
+    let dest = dir.path().join("copy");
+    let mut backup = tokio::process::Command::new(pg_program("pg_basebackup"))
+        .arg("-D")
+        .arg(&dest)
+        .args(["-h", &a.ip.to_string(), "-p", &PG_PORT.to_string()])
+        .args(["-U", instance::REPLICATION_USER, "--no-password"])
+        // The slowest rate it takes: the copy lasts minutes, its WAL stream all along.
+        .args(["-X", "stream", "-c", "fast", "-r", "32k"])
+        .env("PGPASSWORD", "repl-secret")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start pg_basebackup");
+    let c = sql(&a).await.expect("connect");
+    let streaming_backup = "SELECT count(*) FROM pg_stat_replication \
+                            WHERE state = 'streaming' AND application_name = 'pg_basebackup'";
+    let since = wait_for("the base backup's WAL streaming", &a, || async {
+        let n: i64 = c
+            .query_one(streaming_backup, &[])
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        if n > 0 {
+            Ok(Instant::now())
+        } else {
+            Err(format!("{n} walsender(s) of pg_basebackup streaming"))
+        }
+    })
+    .await;
+    // Three isolation checks while it streams: the check would have armed on any of them.
+    let checks = instance::ISOLATION_CHECK_EVERY * 3;
+    while since.elapsed() < checks {
+        let s = a.api.state().await.expect("state");
+        assert!(
+            !s.isolation_armed && s.role == StateRole::Primary,
+            "a base backup's WAL stream armed the isolation check: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let still: i64 = c
+        .query_one(streaming_backup, &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(
+        still, 1,
+        "the backup ended before the checks it was meant to span"
+    );
+    let _ = backup.start_kill();
+    let _ = backup.wait().await;
+    a.shutdown().await;
+}

@@ -33,6 +33,8 @@ pub mod timeline;
 
 pub use config::{slot_name, AppDb, Args, BackupOptions, Config, Credentials, InitDbOptions, Role};
 pub use error::Error;
+/// How often a primary checks that it is not isolated (its replicas or the operator seen).
+pub use isolation::CHECK_EVERY as ISOLATION_CHECK_EVERY;
 pub use manager::run;
 pub use sql::connect_remote;
 pub use state::{parse_lsn, BackupState, InstanceState, ParameterState, Rejoin, StateRole};

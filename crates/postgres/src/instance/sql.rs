@@ -192,23 +192,51 @@ pub async fn ensure_slot(
     Ok(())
 }
 
+/// Standbys streaming from this primary now: walsenders of instances of this cluster, each on
+/// its own slot (a replica's `primary_conninfo` names it and its slot is [`slot_name`] of
+/// that). A base backup's WAL stream (a replica's clone, a backup, `pg_receivewal`) is not a
+/// standby, though `pg_stat_replication` shows it `streaming` too: it must not arm the
+/// primary's isolation check, which would then fence a primary whose backup ended.
+///
+/// [`slot_name`]: super::config::slot_name
+pub async fn streaming_replicas(client: &Client) -> Result<u32, Error> {
+    let rows = client
+        .query(
+            "SELECT r.application_name, s.slot_name::text \
+             FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid \
+             WHERE r.state = 'streaming' AND NOT s.temporary",
+            &[],
+        )
+        .await
+        .map_err(Error::sql("counting the streaming replicas"))?;
+    let standbys = rows
+        .iter()
+        .filter(|r| {
+            let app: Option<String> = r.get(0);
+            let slot: Option<String> = r.get(1);
+            is_standby(app.as_deref(), slot.as_deref())
+        })
+        .count();
+    Ok(u32::try_from(standbys).unwrap_or(u32::MAX))
+}
+
+/// A walsender is a standby of this cluster's: its application is an instance (not one of
+/// PostgreSQL's backup programs) and it streams through that instance's slot.
+fn is_standby(application: Option<&str>, slot: Option<&str>) -> bool {
+    match (application, slot) {
+        (Some(app), Some(slot)) => {
+            !matches!(app, "pg_basebackup" | "pg_receivewal" | "")
+                && slot == super::config::slot_name(app)
+        }
+        _ => false,
+    }
+}
+
 /// Promotes the local replica and waits for the promotion to finish, then checkpoints: the
 /// end-of-recovery checkpoint a promotion requests is a spread one, and until it ends the
 /// control file still names the old timeline. pg_rewind reads the source's timeline there, so
 /// an old primary rewound against this one before that would be left with its diverged WAL
 /// and never stream.
-/// Standbys streaming from this primary now.
-pub async fn streaming_replicas(client: &Client) -> Result<u32, Error> {
-    let row = client
-        .query_one(
-            "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
-            &[],
-        )
-        .await
-        .map_err(Error::sql("counting the streaming replicas"))?;
-    Ok(u32::try_from(row.get::<_, i64>(0)).unwrap_or(0))
-}
-
 pub async fn promote(client: &Client) -> Result<(), Error> {
     let done: bool = client
         .query_one("SELECT pg_promote(true, 60)", &[])
@@ -473,4 +501,22 @@ async fn diverged(client: &Client, replayed: &str) -> Result<Option<String>, Err
     Ok(super::timeline::divergence(
         newest, &history, mine, replayed,
     ))
+}
+
+#[cfg(test)]
+mod standby_tests {
+    use super::is_standby;
+
+    #[test]
+    fn only_an_instance_on_its_own_slot_is_a_standby() {
+        assert!(is_standby(Some("pg-2"), Some("bosun_pg_2")));
+        // A replica's clone: pg_basebackup on the replica's slot.
+        assert!(!is_standby(Some("pg_basebackup"), Some("bosun_pg_2")));
+        assert!(!is_standby(Some("pg_receivewal"), Some("archive")));
+        // Another program on some instance's slot, or an instance on another's.
+        assert!(!is_standby(Some("pg-3"), Some("bosun_pg_2")));
+        assert!(!is_standby(Some(""), Some("bosun_")));
+        assert!(!is_standby(None, Some("bosun_pg_2")));
+        assert!(!is_standby(Some("pg-2"), None));
+    }
 }
