@@ -137,52 +137,9 @@ pub async fn case_helm(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
             reads(&before, &after)
         ),
     };
-    op.wait_idle(Duration::from_secs(3)).await;
-    tokio::time::sleep(Duration::from_secs(11)).await;
-    let cpu0 = op.cpu_seconds();
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    let idle_cpu = op.cpu_seconds() - cpu0;
-    let (anon, file) = op.rss_split_mb();
-    let steady = Row {
-        case: "helm steady RSS and idle CPU (bosun)".into(),
-        n,
-        peak_rss_mb: op.rss_mb(),
-        cpu_seconds: idle_cpu,
-        note: format!(
-            "VmRSS idle, of the bosun process alone: {anon:.1} MB anonymous + {file:.1} MB of \
-             the binary's pages; CPU seconds over 30 s idle ({:.1} % of a core)",
-            idle_cpu / 30.0 * 100.0
-        ),
-        ..Default::default()
-    };
-    op.stop().await;
-    let before = Counts::read(&cp, &client).await?;
-    let op = Operator::bosun_with(
-        &args.bosun,
-        cp.kubeconfig(),
-        &extra,
-        "helm",
-        args.concurrency,
-    )
-    .await?;
-    op.wait_ready().await;
-    op.wait_idle(Duration::from_secs(3)).await;
-    let after = Counts::read(&cp, &client).await?;
-    let writes = mutating(&before, &after, &RESOURCES);
-    let restart = Row {
-        ratio: None,
-        case: "helm restart (bosun)".into(),
-        n,
-        seconds: op.uptime(),
-        peak_rss_mb: op.peak_rss_mb(),
-        cpu_seconds: op.cpu_seconds(),
-        note: format!(
-            "{:.0} mutating requests until idle",
-            writes.values().copied().fold(0.0, |a, b| a + b)
-        ),
-        writes,
-    };
-    op.stop().await;
+    let (steady, restart) =
+        crate::steady::steady_then_restart(op, "helm", &extra, args, &cp, &client, n, &RESOURCES)
+            .await?;
     drop(cp);
 
     // The floor: the chart's objects and a status per CR, server-side applied by a bare client.

@@ -21,6 +21,7 @@ mod postgres;
 mod scale;
 mod shard;
 mod shard_hook;
+mod steady;
 mod vmgroup;
 
 use std::collections::BTreeMap;
