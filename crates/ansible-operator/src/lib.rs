@@ -69,7 +69,7 @@ use bosun_runtime::rbac::Rbac;
 use bosun_watches::{Entry, Flavor, Host, Next, Runner, WatchOperator};
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::core::DynamicObject;
+use kube::core::{DynamicObject, GroupVersionKind};
 
 pub use bosun_ansible_runner::EngineFlag;
 pub use error::Error;
@@ -141,6 +141,8 @@ pub struct AnsibleFlavor {
     /// Set when no engine can run the entry (why): its custom resources are reported
     /// (`Failure` condition, a Warning Event) and the watches file's other entries run.
     pub refused: Option<Arc<str>>,
+    /// The child kinds whose caches start with the controller ([`Flavor::warm_kinds`]).
+    warm: Vec<GroupVersionKind>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -357,7 +359,9 @@ impl AnsibleFlavor {
             }
         })?;
         let rbac = rbac::rbac(entry, &scan);
+        let warm = warm_kinds(entry, &scan);
         Ok(AnsibleFlavor {
+            warm,
             role,
             finalizer,
             discovery: Arc::new(bosun_ansible::Discovery::new()),
@@ -400,6 +404,7 @@ impl AnsibleFlavor {
             fallback: None,
             gvk_label: metrics::gvk_label(&entry.gvk).into(),
             refused: Some(why.into()),
+            warm: Vec::new(),
         })
     }
 
@@ -455,6 +460,14 @@ impl Flavor for AnsibleFlavor {
         String::new()
     }
 
+    /// The kinds the role's `k8s` tasks create, as written in its text: a new leader (or a
+    /// restarted replica) starts working with their caches listed, instead of each kind's
+    /// first run listing every custom resource's children of it. Kinds only known at run
+    /// time (templated, or a role under real Ansible) are still started by the first run.
+    fn warm_kinds(&self) -> Vec<GroupVersionKind> {
+        self.warm.clone()
+    }
+
     /// ansible-operator's dependent predicate ignores creates: the run that created a child
     /// needs no second run when it appears (at 1000 CRs that second wave made convergence
     /// take 2.7 times the write floor instead of 1.2).
@@ -496,6 +509,58 @@ impl Flavor for AnsibleFlavor {
         })
     }
 }
+
+/// The kinds whose child caches start with the controller: the role's literal `k8s` kinds,
+/// filtered as [`Host::watch_touched_kinds`] filters a run's (never the primary kind or a
+/// blacklisted one, nothing without `watchDependentResources`). Cluster-scoped kinds need
+/// `watchClusterScopedResources`; whether a kind is cluster-scoped takes discovery, which
+/// loading has not, so the built-in cluster-scoped kinds are known here and a custom one is
+/// left to the first run.
+fn warm_kinds(entry: &Entry, scan: &Scan) -> Vec<GroupVersionKind> {
+    if !entry.watch_dependent_resources {
+        return Vec::new();
+    }
+    let a = &entry.ansible;
+    scan.managed
+        .iter()
+        .filter_map(|(api_version, kind)| {
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            let own = group == entry.gvk.group && kind == &entry.gvk.kind;
+            let blacklisted = a
+                .blacklist
+                .iter()
+                .any(|b| b.group == group && &b.kind == kind);
+            let cluster = !a.watch_cluster_scoped_resources
+                && (CLUSTER_SCOPED.contains(&(group, kind.as_str()))
+                    || group == "apiextensions.k8s.io");
+            (!own && !blacklisted && !cluster).then(|| GroupVersionKind::gvk(group, version, kind))
+        })
+        .collect()
+}
+
+/// The built-in kinds a `k8s` task is likely to create that are cluster-scoped.
+const CLUSTER_SCOPED: &[(&str, &str)] = &[
+    ("", "Namespace"),
+    ("", "Node"),
+    ("", "PersistentVolume"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("storage.k8s.io", "StorageClass"),
+    ("storage.k8s.io", "CSIDriver"),
+    ("storage.k8s.io", "VolumeAttachment"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("networking.k8s.io", "IngressClass"),
+    ("node.k8s.io", "RuntimeClass"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
+    ("apiregistration.k8s.io", "APIService"),
+];
 
 /// The roles path real Ansible is given: each place the native loader looks for roles, as a
 /// directory of roles — `<p>` and, when it has one, `<p>/roles` (the watches file's

@@ -70,6 +70,9 @@ impl std::fmt::Display for Gap {
 pub struct Scan {
     /// `(group, kind)` → what is done with it.
     pub kinds: BTreeMap<(String, String), Use>,
+    /// `(apiVersion, kind)` of each kind a `k8s` task creates or updates (state present or
+    /// templated), as written: the children a run will watch, known before any run.
+    pub managed: BTreeSet<(String, String)>,
     /// `k8s_event` is used (core `events`).
     pub events: bool,
     /// `k8s_status` is used on the run's own CR.
@@ -103,6 +106,7 @@ impl Scan {
         for (k, u) in other.kinds {
             self.kinds.entry(k).or_default().merge(u);
         }
+        self.managed.extend(other.managed);
         self.events |= other.events;
         self.own_status |= other.own_status;
         self.gaps.extend(other.gaps);
@@ -225,6 +229,11 @@ impl Scanner {
     }
 
     fn add(&mut self, api_version: &str, kind: &str, u: Use) {
+        if u.manage {
+            self.scan
+                .managed
+                .insert((api_version.to_string(), kind.to_string()));
+        }
         self.scan
             .kinds
             .entry((group_of(api_version), kind.to_string()))

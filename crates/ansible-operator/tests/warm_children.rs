@@ -1,0 +1,209 @@
+//! The child caches of the kinds a role creates start with the controller, so a standby has
+//! them listed before it leads (issue 37). Started by the first run that touched a kind,
+//! they made a new leader's first reconciles — a user's new object's included — wait for the
+//! list of every custom resource's children of that kind, one kind after another.
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bosun_runtime::leader::LeaderConfig;
+use bosun_runtime::manager::{Manager, ManagerConfig, Scope};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use support::*;
+use tokio::sync::oneshot;
+use tower::{Layer, Service};
+
+const LEASE: &str = "bosun-ansible-warm";
+
+/// Every request the operators' client sent, as `METHOD path?query`.
+#[derive(Clone, Default)]
+struct Requests(Arc<Mutex<Vec<String>>>);
+
+impl Requests {
+    fn all(&self) -> Vec<String> {
+        self.0.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// The lists (not watches) of `path` sent so far.
+    fn lists(&self, path: &str) -> usize {
+        let prefix = format!("GET {path}?");
+        self.all()
+            .iter()
+            .filter(|r| r.starts_with(&prefix) && !r.contains("watch=true"))
+            .count()
+    }
+
+    fn writes(&self) -> Vec<String> {
+        self.all()
+            .into_iter()
+            .filter(|r| !r.starts_with("GET "))
+            .collect()
+    }
+}
+
+impl<S> Layer<S> for Requests {
+    type Service = Recording<S>;
+    fn layer(&self, inner: S) -> Recording<S> {
+        Recording {
+            inner,
+            seen: self.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Recording<S> {
+    inner: S,
+    seen: Requests,
+}
+
+impl<S, B> Service<http::Request<B>> for Recording<S>
+where
+    S: Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> S::Future {
+        let line = format!("{} {}", req.method(), req.uri());
+        if let Ok(mut l) = self.seen.0.lock() {
+            l.push(line);
+        }
+        self.inner.call(req)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_has_the_roles_child_kinds_listed_before_it_leads() {
+    let env = env("ans-warm").await;
+    let ops = operators(&repo().join("examples/ansible-bookstore/watches.yaml"));
+    install_crds(&env.admin, &ops).await;
+    grant(&env, &ops, USER).await;
+
+    // Another replica holds the lease (renewed now, for an hour): this one stands by until
+    // the test releases it.
+    let leases: Api<Lease> = Api::namespaced(env.admin.clone(), &env.ns);
+    let held: Lease = serde_json::from_value(json!({
+        "metadata": {"name": LEASE, "namespace": env.ns},
+        "spec": {
+            "holderIdentity": "another-replica",
+            "leaseDurationSeconds": 3600,
+            "acquireTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "renewTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        }
+    }))
+    .expect("lease");
+    leases
+        .create(&PostParams::default(), &held)
+        .await
+        .expect("lease held by another replica");
+
+    let mut config = env.cp.config().await.expect("config");
+    config.auth_info.impersonate = Some(USER.to_string());
+    config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
+    let seen = Requests::default();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .expect("builder")
+        .with_layer(&seen)
+        .build();
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![env.ns.clone()]),
+        leader: Some(LeaderConfig::new(LEASE, &env.ns, "standby")),
+        ..Default::default()
+    };
+    let mut m = Manager::new(client, cfg).with_leader_client(env.admin.clone());
+    for op in ops {
+        m = m.with_operator(op);
+    }
+    let health = m.health();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(m.run(
+        async move {
+            let _ = stopped.await;
+        },
+        |_| {},
+    ));
+
+    eventually(60, || async {
+        health
+            .readiness()
+            .ok()
+            .filter(|s| s.contains("standby: caches synced"))
+    })
+    .await
+    .expect("the standby's caches synced while another replica holds the lease");
+    let deployments = format!("/apis/apps/v1/namespaces/{}/deployments", env.ns);
+    let services = format!("/api/v1/namespaces/{}/services", env.ns);
+    for path in [&deployments, &services] {
+        assert!(
+            seen.lists(path) >= 1,
+            "{path} not listed before leading; requests: {:#?}",
+            seen.all()
+        );
+    }
+    assert_eq!(
+        seen.writes(),
+        Vec::<String>::new(),
+        "a standby writes nothing"
+    );
+    let listed = (seen.lists(&deployments), seen.lists(&services));
+
+    // The other replica leaves: this one leads and works a new BookStore from the caches it
+    // kept, without listing the children's kinds again.
+    leases
+        .delete(LEASE, &DeleteParams::default())
+        .await
+        .expect("release the lease");
+    let stores = api(
+        &env,
+        &resource("charts.example.com", "v1alpha1", "BookStore"),
+    );
+    let store = serde_json::from_value(json!({
+        "apiVersion": "charts.example.com/v1alpha1",
+        "kind": "BookStore",
+        "metadata": {"name": "warm", "namespace": env.ns},
+        "spec": {}
+    }))
+    .expect("bookstore");
+    let created = stores
+        .create(&PostParams::default(), &store)
+        .await
+        .expect("create BookStore");
+    let uid = created.metadata.uid.clone().expect("uid");
+    let deploys: Api<Deployment> = Api::namespaced(env.admin.clone(), &env.ns);
+    eventually(60, || async {
+        let list = deploys.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|d| {
+                d.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid)
+            })
+            .then_some(())
+    })
+    .await
+    .expect("the new leader created the BookStore's Deployment");
+    assert_eq!(
+        (seen.lists(&deployments), seen.lists(&services)),
+        listed,
+        "the leader listed a child kind again after taking the lease; requests: {:#?}",
+        seen.all()
+    );
+
+    let _ = stop.send(());
+    task.await
+        .expect("join")
+        .expect("the manager stopped cleanly");
+}
