@@ -11,7 +11,9 @@
 //!   reference when the owner is cluster-scoped or in the object's namespace, else the
 //!   `operator-sdk/primary-resource` annotations ([`bosun_ansible::Owner::inject`]).
 //!   Reviews (`authentication.k8s.io`, `authorization.k8s.io`) are left alone. PATCH and PUT
-//!   pass through untouched, as in ansible-operator.
+//!   pass through untouched, as in ansible-operator — but for a sharded owner's shard labels:
+//!   an update of one of its children carries them ([`relabel`]), so a child follows its CR
+//!   to the member it moved to with the role's next write of it.
 //! * Records the `(apiVersion, kind)` of every object a run creates or changes, for the
 //!   dependent watches — but for Events (`k8s_event`): they are what a role tells the user,
 //!   not children it manages, and watching them would make every Event written a reconcile
@@ -206,6 +208,73 @@ pub fn inject(owner: &Owner, group: &str, namespace: Option<&str>, body: &[u8]) 
     serde_json::to_vec(&obj).ok()
 }
 
+/// An update (PUT, PATCH) of one of the run's owner's children, with the owner's current
+/// shard labels put in the write when the live object lacks them (its CR moved to another
+/// member since it was created); None to forward the body as sent. It costs a GET of the
+/// object, made only while the owner is sharded. A server-side apply carries them on every
+/// write to a child (else the role's next apply, without them, would remove them again).
+async fn relabel_update(
+    client: &kube::Client,
+    owner: &Owner,
+    parts: &http::request::Parts,
+    path: &str,
+    body: &[u8],
+) -> Option<Vec<u8>> {
+    if !is_object_path(path) || create_target(path).is_some() {
+        return None;
+    }
+    let req = Request::get(path).body(Vec::new()).ok()?;
+    let live: Value = client.request(req).await.ok()?;
+    let content_type = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    relabel(owner, &parts.method, content_type, body, &live)
+}
+
+/// The body of an update of `live` with its owner's shard labels (see [`relabel_update`]):
+/// a PUT's object and a merge or strategic-merge patch get them as fields, a JSON patch gets
+/// `add` operations, a server-side apply (as JSON) gets them whenever `live` is a child.
+/// None when nothing is to add or the body is not JSON of the expected shape.
+pub fn relabel(
+    owner: &Owner,
+    method: &Method,
+    content_type: &str,
+    body: &[u8],
+    live: &Value,
+) -> Option<Vec<u8>> {
+    let mut v: Value = serde_json::from_slice(body).ok()?;
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    let changed = match (method, media) {
+        (&Method::PATCH, "application/json-patch+json") => {
+            let ops = owner.label_ops(live);
+            let list = v.as_array_mut()?;
+            let any = !ops.is_empty();
+            list.extend(ops);
+            any
+        }
+        (&Method::PATCH, "application/apply-patch+yaml") => {
+            let always = owner.owns(live).then(|| {
+                let mut l = live.clone();
+                // Treated as lacking them, so they are put in every apply of a child.
+                if let Some(m) = l.pointer_mut("/metadata").and_then(Value::as_object_mut) {
+                    m.remove("labels");
+                }
+                l
+            });
+            always.is_some_and(|l| owner.label_update(&mut v, &l))
+        }
+        (
+            &Method::PATCH,
+            "application/merge-patch+json" | "application/strategic-merge-patch+json",
+        )
+        | (&Method::PUT, _) => owner.label_update(&mut v, live),
+        _ => false,
+    };
+    changed.then(|| serde_json::to_vec(&v).ok()).flatten()
+}
+
 /// Hop-by-hop and per-connection headers that are not forwarded.
 const DROP: &[&str] = &[
     "host",
@@ -257,6 +326,13 @@ async fn handle(State(s): State<Shared>, req: Request<Body>) -> Response {
     if parts.method == Method::POST {
         if let (Some((group, ns)), Some(owner)) = (create_target(&path), &owner) {
             if let Some(b) = inject(owner, &group, ns.as_deref(), &body) {
+                body = b;
+            }
+        }
+    }
+    if matches!(parts.method, Method::PUT | Method::PATCH) {
+        if let Some(owner) = owner.as_ref().filter(|o| !o.child_labels.is_empty()) {
+            if let Some(b) = relabel_update(&s.client, owner, &parts, &path, &body).await {
                 body = b;
             }
         }
@@ -508,6 +584,75 @@ mod tests {
         .expect("injected");
         let v: Value = serde_json::from_slice(&body).expect("json");
         assert_eq!(v["metadata"]["labels"], Value::Null);
+    }
+
+    #[test]
+    fn an_update_of_a_child_carries_its_owners_current_shard() {
+        let o = owner(Some("a"))
+            .labelling([("shard.bosun.dev/widgets".to_string(), "r2".to_string())].into());
+        let child = json!({"metadata": {"name": "c", "labels": {"shard.bosun.dev/widgets": "r1"},
+            "ownerReferences": [{"uid": "u-1"}]}});
+        let body = |m: &Method, ct: &str, b: &str| {
+            relabel(&o, m, ct, b.as_bytes(), &child)
+                .map(|b| serde_json::from_slice::<Value>(&b).expect("json"))
+        };
+        let labelled = json!({"shard.bosun.dev/widgets": "r2"});
+        for ct in [
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json",
+            "application/apply-patch+yaml",
+        ] {
+            let v = body(&Method::PATCH, ct, r#"{"data":{"k":"v"}}"#).expect(ct);
+            assert_eq!(v["metadata"]["labels"], labelled, "{ct}");
+            assert_eq!(v["data"]["k"], "v", "{ct}");
+        }
+        let put = body(
+            &Method::PUT,
+            "application/json",
+            r#"{"metadata":{"name":"c"}}"#,
+        )
+        .expect("put");
+        assert_eq!(put["metadata"]["labels"], labelled);
+        let ops = body(
+            &Method::PATCH,
+            "application/json-patch+json",
+            r#"[{"op":"add","path":"/data/k","value":"v"}]"#,
+        )
+        .expect("json patch");
+        assert_eq!(ops.as_array().map(Vec::len), Some(2));
+        assert_eq!(ops[1]["path"], "/metadata/labels/shard.bosun.dev~1widgets");
+
+        // On its member already: a merge patch is left as sent, an apply still carries them.
+        let settled = json!({"metadata": {"labels": {"shard.bosun.dev/widgets": "r2"},
+            "ownerReferences": [{"uid": "u-1"}]}});
+        let merge = br#"{"data":{}}"#;
+        assert!(relabel(
+            &o,
+            &Method::PATCH,
+            "application/merge-patch+json",
+            merge,
+            &settled
+        )
+        .is_none());
+        assert!(relabel(
+            &o,
+            &Method::PATCH,
+            "application/apply-patch+yaml",
+            merge,
+            &settled
+        )
+        .is_some());
+        // Not a child, or not JSON: left alone.
+        let foreign = json!({"metadata": {"name": "x"}});
+        assert!(relabel(&o, &Method::PUT, "application/json", merge, &foreign).is_none());
+        assert!(relabel(
+            &o,
+            &Method::PATCH,
+            "application/apply-patch+yaml",
+            b"data: {}",
+            &child
+        )
+        .is_none());
     }
 
     #[test]

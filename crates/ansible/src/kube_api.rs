@@ -190,6 +190,96 @@ impl Owner {
         self
     }
 
+    /// Whether `live` is a child of this CR: it names it in an owner reference (by uid), or
+    /// in the `operator-sdk/primary-resource` annotations [`Owner::inject`] writes where an
+    /// owner reference cannot go.
+    pub fn owns(&self, live: &Json) -> bool {
+        let by_ref = live
+            .pointer("/metadata/ownerReferences")
+            .and_then(Json::as_array)
+            .is_some_and(|refs| {
+                !self.uid.is_empty()
+                    && refs
+                        .iter()
+                        .any(|r| r.get("uid").and_then(Json::as_str) == Some(self.uid.as_str()))
+            });
+        let ann = |k: &str| {
+            live.pointer("/metadata/annotations")
+                .and_then(|a| a.get(k))
+                .and_then(Json::as_str)
+        };
+        let primary = format!(
+            "{}/{}",
+            self.namespace.clone().unwrap_or_default(),
+            self.name
+        );
+        let kind = format!("{}.{}", self.kind, self.group());
+        by_ref
+            || (ann("operator-sdk/primary-resource") == Some(primary.as_str())
+                && ann("operator-sdk/primary-resource-type") == Some(kind.as_str()))
+    }
+
+    /// The labels an update of `live` must carry so it keeps its owner's current shard: the
+    /// child labels it lacks or holds with another value (a child created on the member its
+    /// CR was moved away from), when it is a child of this CR ([`Owner::owns`]). None when
+    /// nothing is missing, unsharded, or not a child: an object the role merely updates is
+    /// not this CR's to place.
+    pub fn missing_labels(&self, live: &Json) -> Option<BTreeMap<String, String>> {
+        if self.child_labels.is_empty() || !self.owns(live) {
+            return None;
+        }
+        let have = live.pointer("/metadata/labels");
+        let missing = self
+            .child_labels
+            .iter()
+            .any(|(k, v)| have.and_then(|l| l.get(k)).and_then(Json::as_str) != Some(v));
+        missing.then(|| self.child_labels.clone())
+    }
+
+    /// Puts the child labels in `obj`'s metadata when `live` lacks them
+    /// ([`Owner::missing_labels`]); whether it did.
+    pub fn label_update(&self, obj: &mut Json, live: &Json) -> bool {
+        let Some(labels) = self.missing_labels(live) else {
+            return false;
+        };
+        let Some(o) = obj.as_object_mut() else {
+            return false;
+        };
+        let meta = o.entry("metadata").or_insert_with(|| json!({}));
+        if !meta.is_object() {
+            *meta = json!({});
+        }
+        match meta.as_object_mut() {
+            Some(m) => {
+                put_labels(m, &labels);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// JSON-patch operations that set the child labels `live` lacks (a `json` merge type
+    /// cannot take them as fields).
+    pub fn label_ops(&self, live: &Json) -> Vec<Json> {
+        let Some(labels) = self.missing_labels(live) else {
+            return Vec::new();
+        };
+        if live
+            .pointer("/metadata/labels")
+            .is_some_and(Json::is_object)
+        {
+            labels
+                .iter()
+                .map(|(k, v)| {
+                    let key = k.replace('~', "~0").replace('/', "~1");
+                    json!({"op": "add", "path": format!("/metadata/labels/{key}"), "value": v})
+                })
+                .collect()
+        } else {
+            vec![json!({"op": "add", "path": "/metadata/labels", "value": labels})]
+        }
+    }
+
     fn group(&self) -> &str {
         self.api_version.split_once('/').map_or("", |(g, _)| g)
     }
@@ -217,17 +307,7 @@ impl Owner {
         let Some(meta) = obj.get_mut("metadata").and_then(Json::as_object_mut) else {
             return;
         };
-        if !self.child_labels.is_empty() {
-            let labels = meta.entry("labels").or_insert_with(|| json!({}));
-            if !labels.is_object() {
-                *labels = json!({});
-            }
-            if let Some(l) = labels.as_object_mut() {
-                for (k, v) in &self.child_labels {
-                    l.insert(k.clone(), json!(v));
-                }
-            }
-        }
+        put_labels(meta, &self.child_labels);
         if supports {
             let refs = meta.entry("ownerReferences").or_insert_with(|| json!([]));
             if let Some(a) = refs.as_array_mut() {
@@ -249,6 +329,22 @@ impl Owner {
                     json!(format!("{}.{}", self.kind, self.group())),
                 );
             }
+        }
+    }
+}
+
+/// Sets `labels` in an object's metadata (a `labels` that is not a mapping is replaced).
+fn put_labels(meta: &mut serde_json::Map<String, Json>, labels: &BTreeMap<String, String>) {
+    if labels.is_empty() {
+        return;
+    }
+    let l = meta.entry("labels").or_insert_with(|| json!({}));
+    if !l.is_object() {
+        *l = json!({});
+    }
+    if let Some(l) = l.as_object_mut() {
+        for (k, v) in labels {
+            l.insert(k.clone(), json!(v));
         }
     }
 }
@@ -308,5 +404,82 @@ impl crate::template::lookups::Runtime for LookupRuntime {
         })?;
         crate::engine::overlay(&self.owner_uid, &self.own_status, &mut found);
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(member: &str) -> Owner {
+        Owner::from_object(&json!({"apiVersion": "test.bosun.dev/v1", "kind": "Widget",
+            "metadata": {"name": "w", "namespace": "a", "uid": "u-1"}}))
+        .expect("owner")
+        .labelling(BTreeMap::from([(
+            "shard.bosun.dev/widgets".to_string(),
+            member.to_string(),
+        )]))
+    }
+
+    fn child(labels: Json) -> Json {
+        json!({"metadata": {"name": "c", "labels": labels,
+            "ownerReferences": [{"apiVersion": "test.bosun.dev/v1", "kind": "Widget", "name": "w", "uid": "u-1"}]}})
+    }
+
+    #[test]
+    fn children_are_known_by_owner_reference_or_annotations() {
+        let o = owner("r1");
+        assert!(o.owns(&child(json!({}))));
+        let annotated = json!({"metadata": {"annotations": {
+            "operator-sdk/primary-resource": "a/w",
+            "operator-sdk/primary-resource-type": "Widget.test.bosun.dev"}}});
+        assert!(o.owns(&annotated));
+        let elsewhere = json!({"metadata": {"annotations": {
+            "operator-sdk/primary-resource": "b/w",
+            "operator-sdk/primary-resource-type": "Widget.test.bosun.dev"}}});
+        assert!(!o.owns(&elsewhere));
+        assert!(!o.owns(&json!({"metadata": {"ownerReferences": [{"uid": "u-2"}]}})));
+    }
+
+    #[test]
+    fn an_update_sets_only_the_labels_a_child_lacks() {
+        let o = owner("r2");
+        let mut patch = json!({"data": {"k": "v"}});
+        assert!(o.label_update(&mut patch, &child(json!({"shard.bosun.dev/widgets": "r1"}))));
+        assert_eq!(
+            patch,
+            json!({"data": {"k": "v"}, "metadata": {"labels": {"shard.bosun.dev/widgets": "r2"}}})
+        );
+        // Already on its member, not a child, or unsharded: nothing added.
+        let mut p = json!({});
+        assert!(!o.label_update(&mut p, &child(json!({"shard.bosun.dev/widgets": "r2"}))));
+        assert!(!o.label_update(&mut p, &json!({"metadata": {"name": "c"}})));
+        let unsharded = owner("r2").labelling(BTreeMap::new());
+        assert!(!unsharded.label_update(&mut p, &child(json!({}))));
+        assert_eq!(p, json!({}));
+    }
+
+    #[test]
+    fn a_json_patch_gets_operations_for_the_missing_labels() {
+        let o = owner("r2");
+        assert_eq!(
+            o.label_ops(&child(json!({"app": "x"}))),
+            vec![
+                json!({"op": "add", "path": "/metadata/labels/shard.bosun.dev~1widgets", "value": "r2"})
+            ]
+        );
+        let mut bare = child(Json::Null);
+        if let Some(m) = bare["metadata"].as_object_mut() {
+            m.remove("labels");
+        }
+        assert_eq!(
+            o.label_ops(&bare),
+            vec![
+                json!({"op": "add", "path": "/metadata/labels", "value": {"shard.bosun.dev/widgets": "r2"}})
+            ]
+        );
+        assert!(o
+            .label_ops(&child(json!({"shard.bosun.dev/widgets": "r2"})))
+            .is_empty());
     }
 }

@@ -324,9 +324,13 @@ async fn one_with(
         {
             pp = pp.force();
         }
-        if existing.is_none() {
-            if let Some(o) = &ctx.owner {
-                o.inject(&mut d, res.namespaced);
+        if let Some(o) = &ctx.owner {
+            match existing.as_ref().map(to_json) {
+                None => o.inject(&mut d, res.namespaced),
+                // What the create applied is applied again: an apply without a field this
+                // manager applied before removes it (the owner reference, the shard label).
+                Some(live) if o.owns(&live) => o.inject(&mut d, res.namespaced),
+                Some(_) => {}
             }
         }
         let r = api
@@ -354,7 +358,11 @@ async fn one_with(
                     Err(e) => return Err(format!("Failed to apply object: {}", kube_msg(e))),
                 }
             }
-            Some(ex) => match super::apply::patch_for(&to_json(ex), &d)? {
+            Some(ex) => match with_labels(
+                super::apply::patch_for(&to_json(ex), &d)?,
+                ctx,
+                &to_json(ex),
+            ) {
                 None => ("apply", ex.clone()),
                 Some(p) => {
                     let r = api
@@ -399,6 +407,9 @@ async fn one_with(
         ) {
             m.entry("resourceVersion").or_insert(json!(rv));
         }
+        if let (Some(o), Some(ex)) = (&ctx.owner, &existing) {
+            o.label_update(&mut d, &to_json(ex));
+        }
         let r = api
             .replace(&n, &PostParams::default(), &to_dynamic(&d)?)
             .await
@@ -415,6 +426,14 @@ async fn one_with(
             _ => vec!["strategic-merge".into(), "merge".into()],
         };
         let live = existing.as_ref().map(to_json).unwrap_or(Json::Null);
+        if let Some(o) = &ctx.owner {
+            match (types.as_slice(), d.as_array_mut()) {
+                ([t], Some(ops)) if t == "json" => ops.extend(o.label_ops(&live)),
+                _ => {
+                    o.label_update(&mut d, &live);
+                }
+            }
+        }
         let noop = super::noop::Merge::of(&types, &api_version)
             .is_some_and(|m| super::noop::contained(&d, &live, m));
         let mut last = String::new();
@@ -479,6 +498,22 @@ async fn one_with(
     result["changed"] = json!(changed);
     result["result"] = after_json;
     Ok(result)
+}
+
+/// A client-side apply's patch with the child labels the live object lacks
+/// ([`crate::Owner::missing_labels`]) added: they stay out of the last-applied annotation,
+/// which records what the role applied.
+fn with_labels(patch: Option<Json>, ctx: &RunContext, live: &Json) -> Option<Json> {
+    let Some(o) = &ctx.owner else {
+        return patch;
+    };
+    let mut p = match patch {
+        Some(p) => p,
+        None if o.missing_labels(live).is_some() => json!({}),
+        None => return None,
+    };
+    o.label_update(&mut p, live);
+    Some(p)
 }
 
 pub(crate) fn wait_params(a: &Args, ctx: &RunContext) -> (Duration, Duration) {
