@@ -14,7 +14,8 @@
 //! 1. `reference`: no fault. Its end state ([`state`]) is what every other scenario must
 //!    reach; at rest, then over a restart, it must write nothing; on delete, finalizers clear
 //!    and no child outlives its parent.
-//! 2. `crash`: `kill -9` at seeded random points while the samples converge.
+//! 2. `crash`: `kill -9` while the samples converge, each right after a create of the
+//!    operator is committed and before it has the answer (which create is seeded).
 //! 3. `apiserver-restart`: the API server down for a few seconds mid-convergence.
 //! 4. `stale`: the watch events of the operator's children held back mid-convergence, then
 //!    released in order (its view of them stale, and reordered against the custom

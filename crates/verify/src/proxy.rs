@@ -15,7 +15,13 @@
 //!   kind is stale); a watch with no resourceVersion to resume from (or asking for its
 //!   initial events) gets the snapshot as ADDED events and a BOOKMARK at its resourceVersion,
 //!   then ends, so that the client's next watch resumes from there. Answers are JSON; a client
-//!   that accepts only protobuf gets the present.
+//!   that accepts only protobuf gets the present;
+//! - a crash can land at a point of the operator's own work ([`Proxy::crash_after`]): right
+//!   after its n-th create is committed by the API server, before the operator has
+//!   its answer. From then on its requests are held and never sent (it is as good as dead)
+//!   until the scenario has killed it. A crash point found by its state, not by a clock, is
+//!   hit whatever the machine's load: a kill after a sleep lands in a window only when the
+//!   operator happens to be in it.
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -62,8 +68,18 @@ struct Log {
     writes: Vec<Write>,
     last_request: Option<Instant>,
     requests: usize,
+    /// Requests sent and not answered yet (watches left out: they stay open).
+    in_flight: usize,
+    /// When the last of those was answered.
+    last_answer: Option<Instant>,
     /// The collections the operator has opened a watch on (plurals).
     watched: std::collections::BTreeSet<String>,
+}
+
+struct CrashPoint {
+    /// Creates still to come before the crash.
+    left: usize,
+    hit: tokio::sync::oneshot::Sender<Write>,
 }
 
 /// An old snapshot of a kind, served once to the next read of it.
@@ -82,6 +98,10 @@ struct Shared {
     log: Mutex<Log>,
     /// Set when the scenario ends: a helper of its operator still running is refused.
     closed: std::sync::atomic::AtomicBool,
+    crash: Mutex<Option<CrashPoint>>,
+    /// True from a crash point's hit until [`Proxy::thaw`]: the operator is being killed, and
+    /// nothing it sends reaches the API server any more.
+    frozen: tokio::sync::watch::Sender<bool>,
 }
 
 /// A running proxy; dropping it stops serving.
@@ -123,6 +143,8 @@ impl Proxy {
             log: Mutex::new(Log::default()),
             old_views: Mutex::new(Vec::new()),
             closed: std::sync::atomic::AtomicBool::new(false),
+            crash: Mutex::new(None),
+            frozen: tokio::sync::watch::channel(false).0,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -212,6 +234,38 @@ impl Proxy {
         (log.last_request, log.requests)
     }
 
+    /// Since when the operator has had no request in flight and sent none (watches aside):
+    /// None while one is in flight or before its first.
+    pub fn quiet_since(&self) -> Option<Instant> {
+        let log = self.lock();
+        if log.in_flight > 0 {
+            return None;
+        }
+        match (log.last_request, log.last_answer) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Arms a crash point: the `n`-th create (201, n ≥ 1) the operator has committed from
+    /// now on freezes it (see [`Proxy::thaw`]) before its answer is returned, and the receiver
+    /// gets that write. Replaces a point armed before.
+    pub fn crash_after(&self, n: usize) -> tokio::sync::oneshot::Receiver<Write> {
+        let (hit, rx) = tokio::sync::oneshot::channel();
+        *self.shared.crash.lock().unwrap_or_else(|e| e.into_inner()) = Some(CrashPoint {
+            left: n.max(1),
+            hit,
+        });
+        rx
+    }
+
+    /// Disarms the crash point and, once the frozen operator has been killed, refuses what it
+    /// had sent in the meantime (it never reaches the API server) and lets the next one through.
+    pub fn thaw(&self) {
+        *self.shared.crash.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.shared.frozen.send_replace(false);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
         self.shared.log.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -238,18 +292,26 @@ async fn forward(shared: Arc<Shared>, req: Request<AxumBody>) -> Response<AxumBo
             "bosun verify: this scenario has ended".into(),
         );
     }
+    if *shared.frozen.borrow() {
+        return frozen(&shared).await;
+    }
     let (parts, body) = req.into_parts();
+    let watch = parts.method == Method::GET
+        && matches!(
+            parts.uri.query().and_then(|q| query_value(q, "watch")),
+            Some("true" | "1")
+        );
     {
         let mut log = shared.log.lock().unwrap_or_else(|e| e.into_inner());
         log.last_request = Some(Instant::now());
         log.requests += 1;
-        let watch = parts.uri.query().and_then(|q| query_value(q, "watch"));
-        if parts.method == Method::GET && matches!(watch, Some("true" | "1")) {
+        if watch {
             if let Some(plural) = collection_plural(parts.uri.path()) {
                 log.watched.insert(plural.to_string());
             }
         }
     }
+    let _in_flight = (!watch).then(|| InFlight::new(&shared));
     if parts.method == Method::GET {
         if let Some(r) = serve_old_view(&shared, &parts) {
             return r;
@@ -306,7 +368,7 @@ async fn forward(shared: Arc<Shared>, req: Request<AxumBody>) -> Response<AxumBo
             Ok(c) => c.to_bytes(),
             Err(e) => return status(StatusCode::BAD_GATEWAY, format!("verify proxy: {e}")),
         };
-        record(
+        let w = record(
             &shared,
             at,
             &parts.method,
@@ -314,16 +376,82 @@ async fn forward(shared: Arc<Shared>, req: Request<AxumBody>) -> Response<AxumBo
             rparts.status.as_u16(),
             &bytes,
         );
+        crash_point(&shared, w);
         AxumBody::from(bytes)
     } else {
         AxumBody::new(rbody)
     };
+    // Committed, but the operator is dead from here on: it never learns the outcome.
+    if *shared.frozen.borrow() {
+        return frozen(&shared).await;
+    }
     builder
         .body(body)
         .unwrap_or_else(|e| status(StatusCode::BAD_GATEWAY, format!("verify proxy: {e}")))
 }
 
-fn record(shared: &Shared, at: Instant, method: &Method, path: &str, code: u16, body: &Bytes) {
+/// Counts one request as in flight while it lives (a dropped handler included).
+struct InFlight<'a>(&'a Shared);
+
+impl<'a> InFlight<'a> {
+    fn new(shared: &'a Shared) -> InFlight<'a> {
+        shared
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .in_flight += 1;
+        InFlight(shared)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut log = self.0.log.lock().unwrap_or_else(|e| e.into_inner());
+        log.in_flight = log.in_flight.saturating_sub(1);
+        log.last_answer = Some(Instant::now());
+    }
+}
+
+/// Counts `w` against the armed crash point; on its hit, freezes the operator and tells the
+/// scenario.
+fn crash_point(shared: &Shared, w: Write) {
+    let mut crash = shared.crash.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(point) = crash.as_mut() else {
+        return;
+    };
+    // Events are the operator's diary, not its work: a crash after one finds nothing.
+    if !(w.created() && w.counts() && collection_plural(&w.path) != Some("events")) {
+        return;
+    }
+    point.left -= 1;
+    if point.left > 0 {
+        return;
+    }
+    if let Some(point) = crash.take() {
+        shared.frozen.send_replace(true);
+        let _ = point.hit.send(w);
+    }
+}
+
+/// The answer to a request of an operator being killed: none until it is dead, then a refusal
+/// nobody reads.
+async fn frozen(shared: &Shared) -> Response<AxumBody> {
+    let mut rx = shared.frozen.subscribe();
+    let _ = rx.wait_for(|f| !*f).await;
+    status(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "bosun verify: the operator was killed before this answer".into(),
+    )
+}
+
+fn record(
+    shared: &Shared,
+    at: Instant,
+    method: &Method,
+    path: &str,
+    code: u16,
+    body: &Bytes,
+) -> Write {
     let object = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .filter(|v| v["kind"] != "Status")
@@ -336,14 +464,16 @@ fn record(shared: &Shared, at: Instant, method: &Method, path: &str, code: u16, 
                 .to_string();
             Some((kind, ns, name))
         });
-    let mut log = shared.log.lock().unwrap_or_else(|e| e.into_inner());
-    log.writes.push(Write {
+    let w = Write {
         at,
         method: method.clone(),
         path: path.to_string(),
         status: code,
         object,
-    });
+    };
+    let mut log = shared.log.lock().unwrap_or_else(|e| e.into_inner());
+    log.writes.push(w.clone());
+    w
 }
 
 /// The query's value of `key`.
@@ -394,6 +524,7 @@ fn serve_old_view(shared: &Shared, parts: &http::request::Parts) -> Option<Respo
         let i = views.iter().position(|v| v.plural == plural)?;
         views.remove(i)
     };
+
     let items: Vec<serde_json::Value> = view
         .items
         .iter()

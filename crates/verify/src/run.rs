@@ -318,6 +318,45 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Waits until the crash point armed before this incarnation started is hit (the operator
+    /// then frozen, its create committed and unanswered), or the operator shows it will not get
+    /// there: it went quiet ([`QUIET`], nothing in flight) after its own first request, exited,
+    /// or the timeout passed. Says where the operator was.
+    async fn crash_point(
+        &mut self,
+        mut hit: tokio::sync::oneshot::Receiver<Write>,
+        n: usize,
+    ) -> String {
+        let t0 = Instant::now();
+        loop {
+            match tokio::time::timeout(POLL, &mut hit).await {
+                Ok(Ok(w)) => return format!("after create #{n}, {}", w.describe()),
+                Ok(Err(_)) => return "disarmed".into(),
+                Err(_) => {}
+            }
+            if let Some(status) = self.op.as_mut().and_then(|p| p.exited()) {
+                return format!("after it exited ({status})");
+            }
+            // The quiet must be this incarnation's: the refused requests of the one killed
+            // before are answered just as it starts, and a slow start sends nothing for a while.
+            let started = self.started;
+            let own = self.proxy.activity().0.is_some_and(|l| l > started);
+            let quiet = self
+                .proxy
+                .quiet_since()
+                .is_some_and(|q| q > started && q.elapsed() >= QUIET);
+            if own && quiet {
+                return format!("at rest (fewer than {n} creates since its start)");
+            }
+            if t0.elapsed() > self.env.opts.timeout {
+                return format!(
+                    "after {} s without create #{n}",
+                    self.env.opts.timeout.as_secs()
+                );
+            }
+        }
+    }
+
     /// Waits until the operator has sent no request at all for 2 s (its caches synced and
     /// its first reconciles done), at least `min` after it started.
     async fn idle(&self, min: Duration) {
@@ -657,6 +696,8 @@ struct Reference {
     snap: Snapshot,
     kinds: BTreeSet<Collection>,
     converged: bool,
+    /// The children it created (the crash scenario's kill points are among their creates).
+    creates: usize,
 }
 
 /// The converges and children checks of a scenario against the reference.
@@ -713,6 +754,7 @@ async fn reference(env: &Env<'_>, report: &mut Report) -> anyhow::Result<Referen
     );
     let kinds = state::kinds_written(&run.proxy.writes());
     let snap = run.snapshot(&kinds).await?;
+    let creates = run.created().len();
     report.record("reference", check::CHILDREN, run.unowned().await);
 
     // At rest: nothing written for the whole window.
@@ -761,6 +803,7 @@ async fn reference(env: &Env<'_>, report: &mut Report) -> anyhow::Result<Referen
         snap,
         kinds,
         converged: ok,
+        creates,
     })
 }
 
@@ -828,21 +871,27 @@ async fn crash(
     rng: &mut Rng,
 ) -> anyhow::Result<()> {
     let kills = if env.opts.quick { 3 } else { 10 };
+    let creates = reference.creates.max(1) as u64;
     let mut run = Run::new(env, "crash").await?;
-    run.start()?;
-    run.apply(None).await?;
     let mut points = Vec::new();
-    for _ in 0..kills {
-        let ms = rng.range(200, 2500);
-        points.push(ms.to_string());
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-        run.kill9().await;
+    // Each kill lands right after a create of the operator is committed, before it has the
+    // answer (so before it can record the child anywhere): the window a create that is not
+    // idempotent needs, found by the proxy, not by a sleep that a loaded machine's slow
+    // operator outlasts or undershoots. Which of its creates is seeded.
+    for i in 0..kills {
+        let n = rng.range(1, creates + 1) as usize;
+        let hit = run.proxy.crash_after(n);
         run.start()?;
+        if i == 0 {
+            run.apply(None).await?;
+        }
+        let point = run.crash_point(hit, n).await;
+        run.kill9().await;
+        run.proxy.thaw();
+        points.push(point);
     }
-    say(format!(
-        "  {kills} kill -9, each after (ms): {}",
-        points.join(" ")
-    ));
+    run.start()?;
+    say(format!("  {kills} kill -9: {}", points.join("; ")));
     let since = Instant::now();
     let converged = run.converged(since).await;
     compare(&mut run, report, reference, converged).await?;
@@ -1303,6 +1352,7 @@ async fn spec_change(
     let kinds = state::kinds_written(&direct.proxy.writes());
     let reference = Reference {
         snap: direct.snapshot(&kinds).await?,
+        creates: direct.created().len(),
         kinds,
         converged: direct_converged.is_ok(),
     };

@@ -7,7 +7,7 @@ added and removed on delete. It talks plain HTTP to the API server named in KUBE
 verifier's proxy, which holds the credentials), with the standard library only, so that the
 tests need nothing built and nothing installed.
 
-    widget.py [BUG]
+    widget.py [BUG [START]]
 
 BUG is one of:
   none                   correct: every check of `bosun verify` passes
@@ -24,6 +24,10 @@ BUG is one of:
                          deletes the child by name and drops the finalizer unconditionally:
                          restarted on an old view (the Widget being deleted, though a new
                          one of that name lives), it deletes the new one's child
+
+START (seconds, default 0) passes before each start's first request: the slow start any
+operator has on a loaded machine (a CI runner beside other builds), given on purpose, so that
+a test can show a fault still lands where the bug fires however late the operator gets there.
 """
 import json
 import os
@@ -40,6 +44,10 @@ BUGS = {"none", "not-idempotent", "no-owner-ref", "status-every-reconcile", "fin
         "no-drift-repair", "stale-read", "secret-in-log", "time-travel"}
 if BUG not in BUGS:
     sys.exit(f"widget.py: unknown bug {BUG!r}; one of {sorted(BUGS)}")
+try:
+    START = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+except ValueError:
+    sys.exit(f"widget.py: START must be a number of seconds, not {sys.argv[2]!r}")
 
 FINALIZER = "verify.bosun.dev/cleanup"
 GROUP = "/apis/verify.bosun.dev/v1"
@@ -279,6 +287,7 @@ def resync():
 
 
 def main():
+    time.sleep(START)
     log(f"watching namespace {NS} through {SERVER}")
     threading.Thread(target=watch, daemon=True,
                      args=(f"{GROUP}/namespaces/{NS}/widgets", widgets,
