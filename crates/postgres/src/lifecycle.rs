@@ -1293,6 +1293,7 @@ mod tests {
             isolation_armed: false,
             stopped_cleanly: false,
             cannot_catch_up: None,
+            archive_read_failure: None,
             backup: None,
             parameters: None,
         };

@@ -1412,6 +1412,63 @@ async fn without_a_store_a_replica_whose_wal_is_gone_says_so_and_is_recloned() {
     a.shutdown().await;
 }
 
+/// Issue 32, M13 follow-up: a replica whose WAL is gone from its primary and whose store
+/// fails to give it (the archive's directory replaced by a file: every read an I/O error,
+/// ENOTDIR, even for root) says so in `/state`'s `archiveReadFailure` (what the operator
+/// puts in its `ArchiveReadable` condition), keeps its own data and PostgreSQL running (no
+/// verdict that would re-clone it); once the store answers again it catches up, streams,
+/// and the failure is cleared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_archive_reads_fail_says_so_until_the_store_answers() {
+    let dir = workdir();
+    let (a, b, want, marker) = replica_whose_wal_is_gone(dir.path(), 19, Archive::Holds).await;
+    // The whole archive, not the segments listed now: the primary's archiver may still be
+    // adding the ones the replica needs.
+    let wals = dir.path().join("store").join("wals");
+    let away = dir.path().join("store").join("wals.away");
+    std::fs::rename(&wals, &away).expect("move the archive away");
+    std::fs::write(&wals, b"not a directory").expect("a file in its place");
+    b.api.unfence().await.expect("unfence the replica");
+    let s = wait_state(&b, "pg-2 reports its failing archive reads", |s| {
+        s.archive_read_failure.is_some()
+    })
+    .await;
+    let why = s.archive_read_failure.clone().unwrap_or_default();
+    assert!(why.contains("backup store"), "{why}");
+    // Still a running standby (a replica's restore_command never stops it), on its data.
+    assert_eq!(s.role, StateRole::Replica, "{s:?}");
+    assert_eq!(
+        s.cannot_catch_up, None,
+        "a store error read as a verdict: {s:?}"
+    );
+    assert!(marker.is_file(), "its data directory was replaced");
+    std::fs::remove_file(&wals).expect("the file removed");
+    std::fs::rename(&away, &wals).expect("the archive back");
+    let want_refs: Vec<&str> = want.iter().map(String::as_str).collect();
+    wait_for(
+        "pg-2 streaming again with every row, its failure cleared",
+        &b,
+        || async {
+            let s = b.api.state().await.map_err(|e| e.to_string())?;
+            if !(s.role == StateRole::Replica && s.ready && s.archive_read_failure.is_none()) {
+                return Err(format!("{s:?}"));
+            }
+            let got = rows(&b).await?;
+            if got == want_refs {
+                Ok(())
+            } else {
+                Err(format!("{} rows of {}", got.len(), want.len()))
+            }
+        },
+    )
+    .await;
+    let s = b.api.state().await.expect("state");
+    assert_eq!(s.last_rejoin, None, "rejoined: {s:?}");
+    assert!(marker.is_file(), "its data directory was replaced");
+    b.shutdown().await;
+    a.shutdown().await;
+}
+
 /// A program of PostgreSQL's, from PATH or Debian's directory.
 fn pg_program(name: &str) -> PathBuf {
     let on_path = std::env::var_os("PATH")

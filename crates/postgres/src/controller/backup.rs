@@ -2,6 +2,8 @@
 //! the primary's manager reports of the store, and whether a base backup is due — on request
 //! (a new value of the [`REQUEST_ANNOTATION`]), on the schedule, or the first one once the
 //! cluster is up. The backup itself runs in the primary's manager (`POST /backup`).
+use std::collections::{BTreeMap, BTreeSet};
+
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
@@ -10,7 +12,7 @@ use bosun_runtime::conditions::{condition, set_condition};
 
 use crate::api::{BackupStatus, PostgresClusterStatus};
 use crate::backup::schedule::Cron;
-use crate::instance::BackupState;
+use crate::instance::{BackupState, InstanceState};
 use crate::validate::Plan;
 
 use super::reason::Reason;
@@ -134,6 +136,67 @@ pub fn conditions(
         )
     };
     set_condition(&mut status.conditions, &prev.conditions, archiving, now);
+}
+
+/// The condition a replica's failing reads of the backup store are said in.
+pub const ARCHIVE_READABLE: &str = "ArchiveReadable";
+
+/// `ArchiveReadable`, for a cluster with a backup store: False while any replica reports
+/// that its `restore_command` (or its manager's own look at the store) fails, naming each
+/// with the store's words; True once none does. A replica whose WAL is gone from its
+/// primary can only catch up from the store, so without this the user sees only an unready
+/// member. An instance that did not answer this cycle is not taken as recovered: a False
+/// condition stays as it was until every member with a pod (`members`) has answered
+/// without a failure. No store: the condition is removed.
+pub fn archive_reads(
+    status: &mut PostgresClusterStatus,
+    prev: &PostgresClusterStatus,
+    states: &BTreeMap<u32, InstanceState>,
+    members: &BTreeSet<u32>,
+    has_store: bool,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    if !has_store {
+        status.conditions.retain(|c| c.type_ != ARCHIVE_READABLE);
+        return;
+    }
+    let failing: Vec<String> = states
+        .values()
+        .filter_map(|s| {
+            let why = s.archive_read_failure.as_deref()?;
+            Some(format!("{}: {}", s.name, why.trim()))
+        })
+        .collect();
+    let c = if !failing.is_empty() {
+        condition(
+            ARCHIVE_READABLE,
+            false,
+            Reason::ArchiveReadFailing.as_str(),
+            format!(
+                "{}; a replica that cannot read the WAL it needs stays unready until the \
+                 store answers (it asks again by itself)",
+                failing.join("; ")
+            ),
+            generation,
+        )
+    } else {
+        let was_failing = prev
+            .conditions
+            .iter()
+            .any(|c| c.type_ == ARCHIVE_READABLE && c.status == "False");
+        if was_failing && members.iter().any(|m| !states.contains_key(m)) {
+            return;
+        }
+        condition(
+            ARCHIVE_READABLE,
+            true,
+            Reason::ArchiveReadable.as_str(),
+            "no replica reports a failure reading the backup store",
+            generation,
+        )
+    };
+    set_condition(&mut status.conditions, &prev.conditions, c, now);
 }
 
 /// LastBackupSucceeded: the later of the last failure and the last success; None before
@@ -463,5 +526,81 @@ mod tests {
             (b.status.as_str(), b.message.as_str()),
             ("False", "pg_basebackup failed")
         );
+    }
+
+    fn replica(name: &str, failure: Option<&str>) -> InstanceState {
+        serde_json::from_value(serde_json::json!({
+            "name": name, "role": "replica", "ready": false, "timeline": 1, "lsn": "0/3000000",
+            "receivedLsn": null, "primary": "10.0.0.1:5432", "lastRejoin": null,
+            "rewindFailure": null, "error": failure, "archiveReadFailure": failure,
+        }))
+        .expect("state")
+    }
+
+    fn readable(s: &PostgresClusterStatus) -> Option<(String, String, String)> {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == ARCHIVE_READABLE)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    }
+
+    /// Issue 32, M13 follow-up: a replica whose archive reads fail is a False condition
+    /// naming it and the store's words; it clears only once every member answers without
+    /// one, and a cluster without a store carries no such condition.
+    #[test]
+    fn a_replicas_failing_archive_read_is_a_condition_until_it_recovers() {
+        let now: Timestamp = "2026-11-29T03:00:00Z".parse().expect("time");
+        let why = "reading 000000010000000000000007 from the backup store failed: 503 SlowDown";
+        let members: BTreeSet<u32> = [1, 2, 3].into();
+        let mut states =
+            BTreeMap::from([(2, replica("pg-2", Some(why))), (3, replica("pg-3", None))]);
+        let prev = PostgresClusterStatus::default();
+        let mut failing = prev.clone();
+        archive_reads(&mut failing, &prev, &states, &members, true, Some(1), now);
+        let (status, reason, message) = readable(&failing).expect("the condition");
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "ArchiveReadFailing")
+        );
+        assert!(message.starts_with(&format!("pg-2: {why}")), "{message}");
+        assert!(!message.contains("pg-3"), "{message}");
+
+        // pg-2 does not answer this cycle: not taken as recovered.
+        states.remove(&2);
+        let mut unknown = failing.clone();
+        archive_reads(
+            &mut unknown,
+            &failing,
+            &states,
+            &members,
+            true,
+            Some(1),
+            now,
+        );
+        assert_eq!(readable(&unknown), readable(&failing));
+
+        // Every member answers, none failing: True again.
+        states.insert(2, replica("pg-2", None));
+        states.insert(1, replica("pg-1", None));
+        let mut healed = unknown.clone();
+        archive_reads(&mut healed, &unknown, &states, &members, true, Some(1), now);
+        let (status, reason, _) = readable(&healed).expect("the condition");
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("True", "ArchiveReadable")
+        );
+
+        // The store removed from the spec: no condition about it.
+        let mut no_store = healed.clone();
+        archive_reads(
+            &mut no_store,
+            &healed,
+            &states,
+            &members,
+            false,
+            Some(1),
+            now,
+        );
+        assert_eq!(readable(&no_store), None);
     }
 }

@@ -293,6 +293,16 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
             backup::not_mounted(&mut desired, &prev, pc.meta().generation, now);
         }
     }
+    let members: std::collections::BTreeSet<u32> = seen.pods.keys().copied().collect();
+    backup::archive_reads(
+        &mut desired,
+        &prev,
+        &seen.states,
+        &members,
+        plan.backup.is_some(),
+        pc.meta().generation,
+        now,
+    );
     spec_accepted(&pc, &ctx, &prev, &mut desired, refused.as_ref(), now).await;
     if !plan.paused {
         resize(&pc, &ctx, &plan, &claims, &prev, &mut desired, now).await?;
@@ -304,6 +314,7 @@ async fn reconcile(pc: Arc<PostgresCluster>, ctx: Arc<Context>) -> Result<Requeu
     announce(&pc, &ctx, &plan, &action).await;
     announce_backups(&pc, &ctx, prev.backup.as_ref(), desired.backup.as_ref()).await;
     announce_store_refused(&pc, &ctx, &prev, &desired).await;
+    announce_archive_reads(&pc, &ctx, &prev, &desired).await;
     if let Some(creds) = creds {
         let act = act::Act {
             client: &ctx.client,
@@ -657,6 +668,39 @@ async fn announce_store_refused(
             )
             .await;
     }
+}
+
+/// One Event when replicas start failing to read the backup store (a warning naming them),
+/// and one when they read it again. The message changes as a replica asks for other
+/// segments; only the turn is announced.
+async fn announce_archive_reads(
+    pc: &PostgresCluster,
+    ctx: &Context,
+    prev: &PostgresClusterStatus,
+    now: &PostgresClusterStatus,
+) {
+    let of = |s: &PostgresClusterStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == backup::ARCHIVE_READABLE)
+            .map(|c| (c.status == "True", c.message.clone()))
+    };
+    let (warning, reason, message) = match (of(prev), of(now)) {
+        (was, Some((false, message))) if was.as_ref().is_none_or(|(ok, _)| *ok) => {
+            (true, Reason::ArchiveReadFailing, message)
+        }
+        (Some((false, _)), Some((true, message))) => (false, Reason::ArchiveReadable, message),
+        _ => return,
+    };
+    ctx.events
+        .publish(
+            &pc.object_ref(&()),
+            warning,
+            reason.as_str(),
+            "Backup",
+            message,
+        )
+        .await;
 }
 
 /// The backup volume's claim, made once (never owned: it outlives the cluster).

@@ -161,6 +161,7 @@ async fn current(ctx: &Ctx, with_backups: bool) -> InstanceState {
         isolation_armed: s.isolation_armed,
         stopped_cleanly: s.stopped_cleanly,
         cannot_catch_up: s.cannot_catch_up.clone(),
+        archive_read_failure: s.archive_read_failure.clone(),
         backup: None,
         parameters: None,
     };

@@ -75,6 +75,10 @@ pub struct Shared {
     /// A replica that does not stream: why it never can again from its primary (see
     /// [`super::catchup`]).
     pub cannot_catch_up: Option<String>,
+    /// A replica whose reads of the backup store fail (its `restore_command`'s report, or
+    /// the manager's own check): kept apart from `error`, which a request's failure may
+    /// hold, so that the operator can say it in a condition of its own.
+    pub archive_read_failure: Option<String>,
 }
 
 /// Runs the instance until `shutdown` (then stops PostgreSQL with a fast shutdown) or until
@@ -106,6 +110,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), Error> 
         isolation_armed: false,
         stopped_cleanly: false,
         cannot_catch_up: None,
+        archive_read_failure: None,
     }));
     let backups = match cfg.backups.store.as_deref() {
         Some(store) => Some(Arc::new(super::backup::Backups::new(
@@ -477,6 +482,7 @@ impl Manager {
     /// not streaming), never over a request's failure; cleared when it passes.
     fn show_archive_failure(&mut self, failure: Option<String>) {
         let mut s = self.lock();
+        s.archive_read_failure.clone_from(&failure);
         let ours = s.error.is_none() || s.error == self.archive_failure;
         if ours {
             s.error = failure.clone();

@@ -69,6 +69,11 @@ pub struct InstanceState {
     /// needs is gone there); the operator re-clones it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cannot_catch_up: Option<String>,
+    /// A replica that does not stream and whose reads of the backup store fail (a store
+    /// error, another cluster's store): why. Cleared once the store answers or the replica
+    /// streams. The operator says it in the `ArchiveReadable` condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_read_failure: Option<String>,
     /// The backup store as this instance sees it (an instance with a store only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupState>,
