@@ -234,6 +234,23 @@ fn a_cleanup_acting_on_an_old_view_after_a_restart_is_found() {
     );
 }
 
+/// The old view's window opens when the operator reads it: one that starts later (8 s) than
+/// the window used to last from its start (6 s, quick) is still served the view and caught
+/// acting on it (it used to be skipped: "read its custom resources in no way the old view can
+/// answer").
+#[test]
+fn a_cleanup_acting_on_an_old_view_is_found_however_late_the_operator_starts() {
+    let (o, _logs) = widget_starting_after("time-travel", 8, "time-travel", "7");
+    assert_finds("time-travel", &o, &[("time-travel", "old-view")]);
+    assert!(
+        o.stdout
+            .lines()
+            .any(|l| l.contains("DELETE") && l.contains("-config (200)")),
+        "{}",
+        o.stdout
+    );
+}
+
 #[test]
 fn a_secret_value_in_the_log_is_found_and_not_repeated() {
     let (o, _logs) = widget("secret-in-log", "reference", "7");

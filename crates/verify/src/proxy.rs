@@ -74,6 +74,8 @@ struct Log {
     last_answer: Option<Instant>,
     /// The collections the operator has opened a watch on (plurals).
     watched: std::collections::BTreeSet<String>,
+    /// When an old view was last served.
+    old_view_served: Option<Instant>,
 }
 
 struct CrashPoint {
@@ -245,6 +247,11 @@ impl Proxy {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// When an old view was last served to a read, if one was.
+    pub fn old_view_served(&self) -> Option<Instant> {
+        self.lock().old_view_served
     }
 
     /// Arms a crash point: the `n`-th create (201, n ≥ 1) the operator has committed from
@@ -524,7 +531,11 @@ fn serve_old_view(shared: &Shared, parts: &http::request::Parts) -> Option<Respo
         let i = views.iter().position(|v| v.plural == plural)?;
         views.remove(i)
     };
-
+    shared
+        .log
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .old_view_served = Some(Instant::now());
     let items: Vec<serde_json::Value> = view
         .items
         .iter()

@@ -1118,12 +1118,50 @@ async fn time_travel(
     }
     let t = Instant::now();
     run.start()?;
+    // The window opens when the operator has read the old view (a loaded machine may start it
+    // seconds late: a window from its start then closed before it read anything) and lasts
+    // until it has had `hold` to act on it and has gone quiet.
+    let t0 = Instant::now();
+    loop {
+        let started = run.started;
+        let own = run.proxy.activity().0.is_some_and(|l| l > started);
+        let quiet = run
+            .proxy
+            .quiet_since()
+            .is_some_and(|q| q > started && q.elapsed() >= QUIET);
+        let exited = run.op.as_mut().and_then(|p| p.exited()).is_some();
+        if run.proxy.old_views_pending() == 0
+            || (own && quiet)
+            || exited
+            || t0.elapsed() > env.opts.timeout
+        {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    let read = run.proxy.old_view_served().filter(|s| *s >= t);
+    let from = read.unwrap_or_else(Instant::now);
     say(format!(
-        "  restarted on the view of the delete of its {}, held for {} s",
+        "  restarted on the view of the delete of its {} ({}), held for {} s from then and until it is quiet",
         plurals.join(", "),
+        match read {
+            Some(r) => format!("read {:.1} s after its start", (r - t).as_secs_f64()),
+            None => "not read".into(),
+        },
         hold.as_secs()
     ));
-    tokio::time::sleep(hold).await;
+    loop {
+        let quiet = run
+            .proxy
+            .quiet_since()
+            .is_some_and(|q| q.elapsed() >= QUIET);
+        let exited = run.op.as_mut().and_then(|p| p.exited()).is_some();
+        if (from.elapsed() >= hold && quiet) || exited || from.elapsed() >= hold + env.opts.timeout
+        {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
     for p in &plurals {
         run.proxy.perturb.stale(p, false);
     }
