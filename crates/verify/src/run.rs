@@ -357,6 +357,26 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// When the operator first wrote at or after `since`; now, if it went quiet, exited or
+    /// the timeout passed without writing.
+    async fn first_write_since(&mut self, since: Instant) -> Instant {
+        let t0 = Instant::now();
+        loop {
+            if let Some(w) = self.proxy.writes_since(since).first() {
+                return w.at;
+            }
+            let quiet = self
+                .proxy
+                .quiet_since()
+                .is_some_and(|q| q > since && q.elapsed() >= QUIET);
+            let exited = self.op.as_mut().and_then(|p| p.exited()).is_some();
+            if quiet || exited || t0.elapsed() > self.env.opts.timeout {
+                return Instant::now();
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
     /// Waits until the operator has sent no request at all for 2 s (its caches synced and
     /// its first reconciles done), at least `min` after it started.
     async fn idle(&self, min: Duration) {
@@ -976,12 +996,18 @@ async fn stale(
         run.proxy.perturb.stale(p, true);
     }
     run.apply(None).await?;
+    // The window opens with the operator's first write on the held view (its first act on
+    // the stale view), not at the apply: a loaded machine's operator may take seconds to get
+    // there, and a window that closed meanwhile tested nothing.
+    let applied = Instant::now();
+    let first = run.first_write_since(applied).await;
     say(format!(
-        "  watch events of {} held for {} s",
+        "  watch events of {} held for {} s from its first write ({:.1} s after the apply)",
         plurals.join(", "),
-        hold.as_secs()
+        hold.as_secs(),
+        first.saturating_duration_since(applied).as_secs_f64()
     ));
-    tokio::time::sleep(hold).await;
+    tokio::time::sleep_until((first + hold).into()).await;
     for p in &plurals {
         run.proxy.perturb.stale(p, false);
     }
