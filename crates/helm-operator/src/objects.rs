@@ -31,6 +31,10 @@ pub struct ReleaseOwner {
     pub owner_type: String,
     /// bosun's child label (key, value): child watches select on it.
     pub child_label: (String, String),
+    /// The custom resource's shard labels while sharded (`bosun_runtime::shard`): the
+    /// applier writes them on the release's objects; objects written outside it (hooks) get
+    /// them from here, so every child of the release is on its member.
+    pub shard_labels: BTreeMap<String, String>,
     /// `helm.sdk.operatorframework.io/upgrade-force`: replace an object whose immutable
     /// fields changed instead of failing.
     pub force: bool,
@@ -107,9 +111,16 @@ pub fn mark(obj: &mut DynamicObject, namespaced: bool, owner: &ReleaseOwner) -> 
 }
 
 /// [`mark`] for a hook: Helm gives hooks no release metadata (`managed-by`, `meta.helm.sh/*`)
-/// — they are not the release's objects, and `helm upgrade` must not adopt one as such.
+/// — they are not the release's objects, and `helm upgrade` must not adopt one as such. A
+/// hook is created directly, not through the applier, so it gets the custom resource's shard
+/// labels here.
 pub fn mark_hook(obj: &mut DynamicObject, namespaced: bool, owner: &ReleaseOwner) -> bool {
-    mark_as(obj, namespaced, owner, false)
+    let keep = mark_as(obj, namespaced, owner, false);
+    if !owner.shard_labels.is_empty() {
+        let labels = obj.metadata.labels.get_or_insert_with(BTreeMap::new);
+        labels.extend(owner.shard_labels.clone());
+    }
+    keep
 }
 
 fn mark_as(
@@ -290,6 +301,7 @@ pub(crate) mod tests {
                 "bosun.dev/owner-kind".into(),
                 "bookstore.charts.example.com".into(),
             ),
+            shard_labels: BTreeMap::new(),
             force: false,
         }
     }
@@ -392,6 +404,36 @@ pub(crate) mod tests {
             assert_eq!(a[PRIMARY_RESOURCE_TYPE_ANNOTATION], "BookStore.charts.example.com");
             assert_eq!(keep, doc.contains("keep"));
         }
+    }
+
+    #[test]
+    fn a_hook_gets_the_custom_resources_shard_labels_and_no_release_metadata() {
+        let (_, mut obj) = parse(&manifest(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  labels: {app: x}\nspec: {}\n",
+        ))
+        .expect("parse");
+        let mut o = owner();
+        o.shard_labels = BTreeMap::from([("shard.bosun.dev/bookstore".into(), "m1".into())]);
+        mark_hook(&mut obj, true, &o);
+        let labels = obj.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get("shard.bosun.dev/bookstore").map(String::as_str),
+            Some("m1")
+        );
+        assert_eq!(labels.get("app").map(String::as_str), Some("x"));
+        assert!(!labels.contains_key(MANAGED_BY_LABEL));
+        // Unsharded: nothing of the kind.
+        let (_, mut plain) = parse(&manifest(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\nspec: {}\n",
+        ))
+        .expect("parse");
+        mark_hook(&mut plain, true, &owner());
+        assert!(!plain
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .keys()
+            .any(|k| k.starts_with("shard.bosun.dev/")));
     }
 
     #[test]

@@ -90,6 +90,8 @@ fn owner_of(cr: &DynamicObject, host: &Ctx) -> Result<ReleaseOwner, Error> {
         owner,
         owner_type: bosun_runtime::dynamic::primary_resource_type::<DynamicObject>(&host.resource),
         child_label: (OWNER_KIND_LABEL.to_string(), owner_kind_value(&host.entry)),
+        // The same decision the applier takes for the release's other objects.
+        shard_labels: bosun_runtime::shard::labels_in_scope(),
         force: annotation_true(cr, UPGRADE_FORCE_ANNOTATION),
     })
 }
