@@ -463,7 +463,8 @@ impl Flavor for AnsibleFlavor {
     /// The kinds the role's `k8s` tasks create, as written in its text: a new leader (or a
     /// restarted replica) starts working with their caches listed, instead of each kind's
     /// first run listing every custom resource's children of it. Kinds only known at run
-    /// time (templated, or a role under real Ansible) are still started by the first run.
+    /// time (templated, or a role under real Ansible) and custom kinds are still started by
+    /// the first run that touches them.
     fn warm_kinds(&self) -> Vec<GroupVersionKind> {
         self.warm.clone()
     }
@@ -512,11 +513,13 @@ impl Flavor for AnsibleFlavor {
 
 /// The kinds whose child caches start with the controller: the role's literal `k8s` kinds,
 /// filtered as [`Host::watch_touched_kinds`] filters a run's (never the primary kind or a
-/// blacklisted one, nothing without `watchDependentResources`). Cluster-scoped kinds need
-/// `watchClusterScopedResources`; whether a kind is cluster-scoped takes discovery, which
-/// loading has not, so the built-in cluster-scoped kinds are known here and a custom one is
-/// left to the first run.
+/// blacklisted one, nothing without `watchDependentResources`, cluster-scoped kinds only
+/// with `watchClusterScopedResources`) — the kinds [`rbac::rbac`] grants `watch` on. A kind's
+/// scope takes discovery, which loading has not, so only Kubernetes' own kinds (whose scope
+/// is known) are started here; a custom kind is left to the first run that touches it, as
+/// before (its CRD may not even be served yet: roles often create it).
 fn warm_kinds(entry: &Entry, scan: &Scan) -> Vec<GroupVersionKind> {
+    use bosun_watches::kinds::{builtin_group, resource_of};
     if !entry.watch_dependent_resources {
         return Vec::new();
     }
@@ -525,42 +528,19 @@ fn warm_kinds(entry: &Entry, scan: &Scan) -> Vec<GroupVersionKind> {
         .iter()
         .filter_map(|(api_version, kind)| {
             let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            let gvk = GroupVersionKind::gvk(group, version, kind);
             let own = group == entry.gvk.group && kind == &entry.gvk.kind;
             let blacklisted = a
                 .blacklist
                 .iter()
                 .any(|b| b.group == group && &b.kind == kind);
-            let cluster = !a.watch_cluster_scoped_resources
-                && (CLUSTER_SCOPED.contains(&(group, kind.as_str()))
-                    || group == "apiextensions.k8s.io");
-            (!own && !blacklisted && !cluster).then(|| GroupVersionKind::gvk(group, version, kind))
+            let builtin = builtin_group(kind) == Some(group);
+            let namespaced = resource_of(&gvk).1;
+            (!own && !blacklisted && builtin && (namespaced || a.watch_cluster_scoped_resources))
+                .then_some(gvk)
         })
         .collect()
 }
-
-/// The built-in kinds a `k8s` task is likely to create that are cluster-scoped.
-const CLUSTER_SCOPED: &[(&str, &str)] = &[
-    ("", "Namespace"),
-    ("", "Node"),
-    ("", "PersistentVolume"),
-    ("rbac.authorization.k8s.io", "ClusterRole"),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-    ("storage.k8s.io", "StorageClass"),
-    ("storage.k8s.io", "CSIDriver"),
-    ("storage.k8s.io", "VolumeAttachment"),
-    ("scheduling.k8s.io", "PriorityClass"),
-    ("networking.k8s.io", "IngressClass"),
-    ("node.k8s.io", "RuntimeClass"),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingWebhookConfiguration",
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingWebhookConfiguration",
-    ),
-    ("apiregistration.k8s.io", "APIService"),
-];
 
 /// The roles path real Ansible is given: each place the native loader looks for roles, as a
 /// directory of roles — `<p>` and, when it has one, `<p>/roles` (the watches file's

@@ -207,3 +207,63 @@ async fn a_standby_has_the_roles_child_kinds_listed_before_it_leads() {
         .expect("join")
         .expect("the manager stopped cleanly");
 }
+
+/// Which kinds start warm, from the role's text alone: its literal `k8s` kinds the entry
+/// would watch after a run — Kubernetes' own kinds, whose scope is known without discovery.
+#[test]
+fn the_warm_kinds_are_the_watched_built_in_kinds_the_role_names() {
+    use bosun_ansible_operator::AnsibleOptions;
+    use bosun_watches::{Flavor, WatchesFile};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tasks = dir.path().join("roles/warm/tasks");
+    std::fs::create_dir_all(&tasks).expect("mkdir");
+    let k8s = |api: &str, kind: &str, extra: &str| {
+        format!(
+            "- k8s:\n    {extra}definition:\n      apiVersion: {api}\n      kind: {kind}\n      metadata:\n        name: x\n        namespace: \"{{{{ ansible_operator_meta.namespace }}}}\"\n"
+        )
+    };
+    let role = [
+        k8s("apps/v1", "Deployment", ""),
+        k8s("v1", "ConfigMap", ""),
+        k8s("v1", "Secret", "state: absent\n    "),
+        k8s("v1", "Namespace", ""),
+        k8s("example.com/v1", "Gadget", ""),
+        k8s("test.bosun.dev/v1alpha1", "Widget", ""),
+        "- k8s_info:\n    api_version: batch/v1\n    kind: Job\n".to_string(),
+    ]
+    .concat();
+    std::fs::write(tasks.join("main.yml"), role).expect("role");
+    let kinds = |extra: &str| {
+        let w = watches(
+            dir.path(),
+            &format!("- version: v1alpha1\n  group: test.bosun.dev\n  kind: Widget\n  role: warm\n{extra}"),
+        );
+        let file = WatchesFile::load(&w).expect("watches");
+        let opts = AnsibleOptions {
+            watches_dir: Some(dir.path().to_path_buf()),
+            ansible: None,
+            ..Default::default()
+        };
+        let ops = bosun_ansible_operator::operators(&file.entries, &opts).expect("loads");
+        let mut got: Vec<String> = ops[0]
+            .flavor()
+            .warm_kinds()
+            .iter()
+            .map(|g| format!("{}/{}/{}", g.group, g.version, g.kind))
+            .collect();
+        got.sort();
+        got
+    };
+    // Not the deleted Secret, the read Job, the custom Gadget (scope unknown, maybe not
+    // served yet), the entry's own kind, or the cluster-scoped Namespace.
+    assert_eq!(kinds(""), vec!["/v1/ConfigMap", "apps/v1/Deployment"]);
+    assert_eq!(
+        kinds("  watchClusterScopedResources: true\n"),
+        vec!["/v1/ConfigMap", "/v1/Namespace", "apps/v1/Deployment"]
+    );
+    assert_eq!(
+        kinds("  blacklist:\n  - group: apps\n    version: v1\n    kind: Deployment\n"),
+        vec!["/v1/ConfigMap"]
+    );
+    assert!(kinds("  watchDependentResources: false\n").is_empty());
+}
