@@ -98,8 +98,9 @@ struct Flavour {
     done: fn(&DynamicObject) -> bool,
     /// The kinds of the children its reconcile creates.
     children: Vec<ApiResource>,
-    /// Whether a child's label follows its owner when the owner moves (the coded and Helm
-    /// flavours apply every child on a reconcile; the Ansible flavour labels on create only).
+    /// Whether a child's label follows its owner when the owner moves (every flavour writes
+    /// the owner's current label in each write of a child: the coded and Helm flavours apply
+    /// every child on a reconcile, the Ansible flavour's `k8s` module labels its updates).
     relabelled_on_move: bool,
 }
 
@@ -295,7 +296,7 @@ async fn scenario(client: &Client, ns: &str, flavour: Flavour, dir: &Path) {
     let _ = r1.child.wait().await;
     let (alone, _) = settled(&api, &flavour, &[&r0], &["r0"], &[counts[0] + moved as f64]).await;
     assert!(alone.values().all(|o| o == "r0"));
-    // The move recreated no child, and (coded, Helm) each child's label followed its owner.
+    // The move recreated no child, and each child's label followed its owner.
     let after = if flavour.relabelled_on_move {
         children_follow(client, ns, &flavour, &alone).await
     } else {
@@ -454,7 +455,7 @@ async fn ansible_roles_are_sharded_and_move_on_a_kill() {
         children: vec![ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
             &(),
         )],
-        relabelled_on_move: false,
+        relabelled_on_move: true,
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }
