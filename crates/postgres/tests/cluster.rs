@@ -13,39 +13,14 @@ use std::time::Duration;
 use bosun_postgres::api::{PostgresCluster, PostgresClusterStatus};
 use bosun_postgres::instance::client::InstanceClient;
 use bosun_postgres::instance::StateRole;
-use bosun_postgres::PostgresOperator;
-use bosun_runtime::manager::{Manager, ManagerConfig, Operator, Scope};
-use bosun_testenv::{
-    eventually, procmode, shared, test_namespace, ImageMap, NodeAgent, ProcessConfig,
-};
+use bosun_testenv::{eventually, shared, test_namespace, NodeAgent};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, CustomResourceExt, ResourceExt};
-use tokio::sync::OnceCell;
+use kube::{Client, ResourceExt};
 
-const USER: &str = "system:serviceaccount:bosun-system:bosun-postgres";
+mod common;
+
 const DEADLINE: u64 = 180;
-
-async fn cluster_setup(client: &Client) {
-    static DONE: OnceCell<()> = OnceCell::const_new();
-    DONE.get_or_init(|| async {
-        let need = PostgresOperator
-            .rbac()
-            .merge(bosun_runtime::rbac::runtime_rules(false));
-        let mut rules = need.namespaced;
-        rules.extend(need.cluster);
-        bosun_testenv::kit::install(
-            client,
-            [PostgresCluster::crd()],
-            "bosun-postgres-test",
-            rules,
-            USER,
-        )
-        .await
-        .expect("the CRD served and the operator's RBAC granted");
-    })
-    .await;
-}
 
 struct Env {
     ns: String,
@@ -66,57 +41,18 @@ impl Drop for Env {
 }
 
 async fn env(prefix: &str) -> Env {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    cluster_setup(&admin).await;
-    let ns = test_namespace(&admin, prefix).await.expect("namespace");
-    let bosun =
-        procmode::built_bosun().expect("the bosun binary: run `cargo build -p bosun` first");
-    let agent = NodeAgent::process_mode(
-        admin.clone(),
-        ProcessConfig {
-            namespace: Some(ns.clone()),
-            images: ImageMap::standard(Some(bosun)),
-            restart_backoff: Duration::from_millis(200),
-            ..Default::default()
-        },
-    )
-    .expect("process-mode agent (root and scripts/setup-postgres.sh needed)");
-    let client = cp
-        .client_as(USER, &["system:serviceaccounts", "system:authenticated"])
-        .await
-        .expect("operator client");
-    let (metrics, operator) = start_operator(client.clone(), &ns);
+    let b = common::control_plane::base(prefix, "bosun-postgres-test").await;
+    let (metrics, operator) = common::control_plane::start_operator(b.operator.clone(), &b.ns);
     Env {
-        clusters: Api::namespaced(admin.clone(), &ns),
-        pods: Api::namespaced(admin.clone(), &ns),
-        secrets: Api::namespaced(admin.clone(), &ns),
+        clusters: Api::namespaced(b.admin.clone(), &b.ns),
+        pods: Api::namespaced(b.admin.clone(), &b.ns),
+        secrets: Api::namespaced(b.admin.clone(), &b.ns),
         metrics,
-        ns,
-        agent,
-        client,
+        ns: b.ns,
+        agent: b.agent,
+        client: b.operator,
         operator,
     }
-}
-
-/// The operator in this process, watching `ns`, as its own task.
-fn start_operator(
-    client: Client,
-    ns: &str,
-) -> (bosun_runtime::metrics::Metrics, tokio::task::JoinHandle<()>) {
-    let manager = Manager::new(
-        client,
-        ManagerConfig {
-            scope: Scope::Namespaces(vec![ns.to_string()]),
-            ..Default::default()
-        },
-    )
-    .with_operator(Arc::new(PostgresOperator));
-    let metrics = manager.metrics();
-    let task = tokio::spawn(async move {
-        let _ = manager.run(std::future::pending::<()>(), |_| {}).await;
-    });
-    (metrics, task)
 }
 
 impl Env {
@@ -125,7 +61,8 @@ impl Env {
     async fn restart_operator(&mut self) {
         self.operator.abort();
         let _ = (&mut self.operator).await;
-        let (metrics, operator) = start_operator(self.client.clone(), &self.ns);
+        let (metrics, operator) =
+            common::control_plane::start_operator(self.client.clone(), &self.ns);
         self.metrics = metrics;
         self.operator = operator;
     }
@@ -958,69 +895,8 @@ async fn without_a_backup_lost_data_and_a_missing_source_fail_with_the_reason() 
     assert!(why.contains("no backup"), "{why}");
 }
 
-/// A real S3-compatible server: moto (`bash scripts/setup-moto.sh`), on a free port of
-/// 127.0.0.1, stopped when dropped.
 #[cfg(feature = "s3")]
-struct Moto {
-    endpoint: String,
-    child: std::process::Child,
-}
-
-#[cfg(feature = "s3")]
-impl Moto {
-    async fn start() -> Moto {
-        let venv = std::env::var("BOSUN_MOTO_VENV").unwrap_or_else(|_| {
-            format!(
-                "{}/.cache/bosun/moto-venv",
-                std::env::var("HOME").unwrap_or_default()
-            )
-        });
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = std::process::Command::new(format!("{venv}/bin/moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("moto_server (run scripts/setup-moto.sh)");
-        let up = eventually(60, || async {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .ok()
-                .map(|_| ())
-        })
-        .await;
-        assert!(up.is_some(), "moto_server did not listen on {port}");
-        Moto {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            child,
-        }
-    }
-
-    fn client(&self, root: &str) -> bosun_postgres::backup::s3::S3Store {
-        bosun_postgres::backup::s3::S3Store::new(
-            &self.endpoint,
-            "pg-backups",
-            root,
-            "us-east-1",
-            bosun_postgres::backup::sigv4::Credentials {
-                access_key: "test-access".into(),
-                secret_key: "test-secret".into(),
-            },
-        )
-        .expect("client")
-    }
-}
-
-#[cfg(feature = "s3")]
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::moto::Moto;
 
 /// The S3 store against a real S3-compatible server: WAL archived and a base backup written
 /// as objects, then the cluster's only instance losing its data and coming back from the
@@ -2899,4 +2775,314 @@ async fn after_a_full_restart_a_primary_pod_left_pending_is_failed_over() {
         "the Pending pod, built to start as the primary, is still there"
     );
     assert!(has_row(&ip_of(&s, "pgp-1"), &pw, "kept").await);
+}
+
+/// The rows' count and a checksum over all of them, in one query.
+async fn count_and_sum(ip: &str, password: &str) -> Option<(i64, String)> {
+    let c = connect(ip, password).await.ok()?;
+    let r = c
+        .query_one(
+            "SELECT count(*), md5(string_agg(v, ',' ORDER BY v)) FROM t",
+            &[],
+        )
+        .await
+        .ok()?;
+    Some((r.get(0), r.get(1)))
+}
+
+/// Issue 32, M12 (the e2e of 42d6a89's decision test): every instance's data lost, the
+/// disaster-recovery seed restoring from the volume store has its pod deleted mid-restore
+/// (its manager stopped while the data directory is marked as being filled, then the pod
+/// force-deleted: killed there). The seed is made again as the seed on its claim, fills
+/// the directory again, and the cluster comes back with every row (count and checksum of
+/// half a million, and the one only in the archived WAL), the replica after it; never two
+/// primaries. Before the rule, a replica with no primary was started on the half-restored
+/// directory, and the cluster never came back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disaster_recovery_seed_deleted_mid_restore_is_made_again_and_restores_every_row() {
+    let e = env("pg-drseed").await;
+    e.create_spec(
+        "pgd",
+        serde_json::json!({"size": 2, "backup": {"store": {"volume": {"size": "2Gi"}}}}),
+    )
+    .await;
+    e.healthy("pgd", 2).await;
+    let pw = e.password("pgd").await;
+    let s = e
+        .status_until("pgd", "the first base backup", |s| {
+            s.backup
+                .as_ref()
+                .is_some_and(|b| b.last_successful_backup.is_some())
+        })
+        .await;
+    let first = s.backup.and_then(|b| b.last_successful_backup);
+    let primary = e
+        .healthy("pgd", 2)
+        .await
+        .current_primary
+        .expect("a primary");
+    let ip = ip_of(&e.healthy("pgd", 2).await, &primary);
+    let c = connect(&ip, &pw).await.expect("primary");
+    // Enough data that filling the directory takes a while: the cut lands inside it.
+    c.batch_execute(
+        "CREATE TABLE t (v text); \
+         INSERT INTO t SELECT md5(g::text) FROM generate_series(1, 500000) g",
+    )
+    .await
+    .expect("rows");
+    e.clusters
+        .patch(
+            "pgd",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                "postgres.lukeb0nd.com/backup-request": "with-rows"}}})),
+        )
+        .await
+        .expect("annotate");
+    e.status_until("pgd", "the requested backup", |s| {
+        s.backup.as_ref().is_some_and(|b| {
+            b.last_backup_request.as_deref() == Some("with-rows")
+                && b.last_successful_backup.is_some()
+                && b.last_successful_backup != first
+        })
+    })
+    .await;
+    c.batch_execute("INSERT INTO t VALUES ('only in the archive')")
+        .await
+        .expect("write");
+    let segment: String = c
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .await
+        .expect("switch")
+        .get(0);
+    e.status_until("pgd", "the segment archived", |s| {
+        s.backup
+            .as_ref()
+            .and_then(|b| b.last_archived_wal.as_deref())
+            .is_some_and(|w| w >= segment.as_str())
+    })
+    .await;
+    let want = count_and_sum(&ip, &pw).await.expect("the primary's rows");
+    assert_eq!(want.0, 500_001);
+    drop(c);
+
+    // Every instance's data gone (paused meanwhile, so that nothing fails over between).
+    e.patch("pgd", serde_json::json!({"paused": true})).await;
+    e.status_until("pgd", "paused", |s| s.control_paused).await;
+    e.destroy("pgd-1").await;
+    e.destroy("pgd-2").await;
+    let stop = Arc::new(AtomicUsize::new(0));
+    let primaries = watch_primaries(e.pods.clone(), stop.clone());
+    e.patch("pgd", serde_json::json!({"paused": false})).await;
+    let s = e
+        .status_until("pgd", "a restoring seed recorded", |s| {
+            s.seed.as_ref().is_some_and(|d| d.restore)
+        })
+        .await;
+    let seed = s.seed.expect("the seed").instance;
+    // The seed's manager stopped while its directory is marked as being filled.
+    let pod = eventually(DEADLINE, || async {
+        let p = e.pods.get(&seed).await.ok()?;
+        p.status.as_ref()?.pod_ip.as_ref()?;
+        Some(p)
+    })
+    .await
+    .expect("the seed's pod running");
+    let uid = pod.uid().expect("uid");
+    let claim = e.agent.claim_dir(&e.ns, &seed).await.expect("its claim");
+    let mark = claim.join("pgdata.bosun-filling");
+    let pid = eventually(DEADLINE, || async {
+        let pid = manager_pid(&uid)?;
+        (mark.exists() && claim.join("pgdata").join("PG_VERSION").exists()).then_some(())?;
+        signal(pid, libc::SIGSTOP);
+        Some(pid)
+    })
+    .await;
+    let Some(pid) = pid else {
+        panic!("{seed} never filled its directory: {}", e.logs("pgd").await);
+    };
+    // The cut must be inside the restore: still filling (nothing runs on the directory yet).
+    assert!(
+        mark.exists(),
+        "{seed}'s fill ended before its manager ({pid}) was stopped: more rows are needed"
+    );
+    e.pods
+        .delete(
+            &seed,
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("delete the seed's pod");
+    let s = e
+        .status_until("pgd", "the cluster back", |s| {
+            s.phase == Some(bosun_postgres::api::Phase::Healthy)
+                && s.ready_instances == 2
+                && s.current_primary.as_deref() == Some(seed.as_str())
+        })
+        .await;
+    let again = e.pods.get(&seed).await.expect("the seed's pod again");
+    assert_ne!(again.uid(), Some(uid), "the seed's pod was not made again");
+    assert_eq!(s.seed, None, "the seed still recorded once a primary ran");
+    let primary_ip = ip_of(&s, &seed);
+    assert_eq!(
+        count_and_sum(&primary_ip, &pw).await,
+        Some(want.clone()),
+        "the restored seed misses rows"
+    );
+    let replica = s
+        .instances
+        .iter()
+        .find(|i| i.name != seed)
+        .map(|i| i.name.clone())
+        .expect("a replica");
+    let same = eventually(DEADLINE, || async {
+        (count_and_sum(&ip_of(&s, &replica), &pw).await? == want).then_some(())
+    })
+    .await;
+    assert!(same.is_some(), "{replica} misses rows of the restore");
+    stop.store(1, Ordering::Relaxed);
+    let most = primaries.await.expect("watch");
+    assert!(most <= 1, "{most} primaries answered at once");
+}
+
+/// Issue 32, M12(c) on a lost node (the e2e of 91f23c5's decision test): after a full
+/// restart of a synchronous cluster, the old primary's pod is bound to a node whose kubelet
+/// is gone (a Node whose Ready condition is Unknown, as the node lifecycle controller marks
+/// a silent one; no agent serves it, so the pod never starts and its deletion is never
+/// finalized). The replicas are started beside it, the pod is fenced (deleted: it stays
+/// Terminating there) and the most advanced replica promoted with every row; never two
+/// primaries. Once the pod is force-deleted (what an administrator does for a lost node),
+/// the old primary comes back as a replica of the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_full_restart_a_primary_pod_on_a_lost_node_is_failed_over_when_synchronous() {
+    let e = env("pg-lostn").await;
+    e.create_spec(
+        "pgn",
+        serde_json::json!({"size": 3, "failoverDelaySeconds": 0,
+                           "replication": {"synchronous": 1}}),
+    )
+    .await;
+    let s = e.healthy("pgn", 3).await;
+    let pw = e.password("pgn").await;
+    let c = connect(&ip_of(&s, "pgn-1"), &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('kept')")
+        .await
+        .expect("write");
+    for r in ["pgn-2", "pgn-3"] {
+        assert!(has_row(&ip_of(&s, r), &pw, "kept").await);
+    }
+    drop(c);
+    let old = e.pods.get("pgn-1").await.expect("the primary's pod");
+    e.patch("pgn", serde_json::json!({"paused": true})).await;
+    e.status_until("pgn", "paused", |s| s.control_paused).await;
+    for p in ["pgn-1", "pgn-2", "pgn-3"] {
+        e.pods
+            .delete(p, &DeleteParams::default())
+            .await
+            .expect("delete a pod");
+    }
+    let gone = eventually(DEADLINE, || async {
+        e.pods
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the pods never went");
+    let admin = shared()
+        .await
+        .expect("control plane")
+        .client()
+        .await
+        .expect("client");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(admin.clone());
+    let lost = format!("{}-lost", e.ns);
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": lost},
+    }))
+    .expect("node");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("the lost node");
+    nodes
+        .patch_status(
+            &lost,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"conditions": [{
+                "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status."}]}})),
+        )
+        .await
+        .expect("its Ready condition Unknown");
+    // The primary's pod made again as the operator made it, bound to the lost node.
+    let mut on_lost: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "pgn-1",
+            "labels": old.metadata.labels,
+            "annotations": old.metadata.annotations,
+            "ownerReferences": old.metadata.owner_references,
+        },
+        "spec": old.spec,
+    }))
+    .expect("pod");
+    if let Some(spec) = on_lost.spec.as_mut() {
+        spec.node_name = Some(lost.clone());
+    }
+    let on_lost = e
+        .pods
+        .create(&PostParams::default(), &on_lost)
+        .await
+        .expect("the pod on the lost node");
+    let stop = Arc::new(AtomicUsize::new(0));
+    let primaries = watch_primaries(e.pods.clone(), stop.clone());
+    e.patch("pgn", serde_json::json!({"paused": false})).await;
+    let s = e
+        .status_until("pgn", "a replica promoted", |s| {
+            s.current_primary
+                .as_deref()
+                .is_some_and(|p| p == "pgn-2" || p == "pgn-3")
+                && s.instances.iter().any(|i| i.role == "primary" && i.ready)
+        })
+        .await;
+    let primary = s.current_primary.clone().expect("primary");
+    assert!(has_row(&ip_of(&s, &primary), &pw, "kept").await);
+    // The pod on the lost node was fenced (deleted) and never ran.
+    let still = e.pods.get("pgn-1").await.expect("pgn-1 on the lost node");
+    assert_eq!(still.uid(), on_lost.uid());
+    assert!(
+        still.metadata.deletion_timestamp.is_some(),
+        "the old primary's pod was not fenced"
+    );
+    assert!(
+        still
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_none_or(|c| c.is_empty()),
+        "the pod on the lost node ran: {still:?}"
+    );
+    e.pods
+        .delete(
+            "pgn-1",
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("force-delete the pod on the lost node");
+    let s = e.healthy("pgn", 3).await;
+    assert_eq!(role_of(&s, "pgn-1"), "replica");
+    assert!(has_row(&ip_of(&s, "pgn-1"), &pw, "kept").await);
+    stop.store(1, Ordering::Relaxed);
+    let most = primaries.await.expect("watch");
+    assert!(most <= 1, "{most} primaries answered at once");
+    let _ = nodes.delete(&lost, &DeleteParams::default()).await;
 }

@@ -13,39 +13,14 @@ use std::time::Duration;
 use bosun_postgres::api::{PostgresCluster, PostgresClusterStatus, SqlFenceState};
 use bosun_postgres::instance::record::RoleRecord;
 use bosun_postgres::instance::Role;
-use bosun_postgres::PostgresOperator;
-use bosun_runtime::manager::{Manager, ManagerConfig, Operator, Scope};
-use bosun_testenv::{
-    eventually, procmode, shared, test_namespace, ImageMap, NodeAgent, ProcessConfig,
-};
+use bosun_testenv::{eventually, NodeAgent};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::{Client, CustomResourceExt, ResourceExt};
-use tokio::sync::OnceCell;
+use kube::{Client, ResourceExt};
 
-const USER: &str = "system:serviceaccount:bosun-system:bosun-postgres";
+mod common;
+
 const DEADLINE: u64 = 180;
-
-async fn cluster_setup(client: &Client) {
-    static DONE: OnceCell<()> = OnceCell::const_new();
-    DONE.get_or_init(|| async {
-        let need = PostgresOperator
-            .rbac()
-            .merge(bosun_runtime::rbac::runtime_rules(false));
-        let mut rules = need.namespaced;
-        rules.extend(need.cluster);
-        bosun_testenv::kit::install(
-            client,
-            [PostgresCluster::crd()],
-            "bosun-postgres-fencing-test",
-            rules,
-            USER,
-        )
-        .await
-        .expect("the CRD served and the operator's RBAC granted");
-    })
-    .await;
-}
 
 struct Env {
     ns: String,
@@ -63,43 +38,14 @@ impl Drop for Env {
 }
 
 async fn env(prefix: &str) -> Env {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    cluster_setup(&admin).await;
-    let ns = test_namespace(&admin, prefix).await.expect("namespace");
-    let bosun =
-        procmode::built_bosun().expect("the bosun binary: run `cargo build -p bosun` first");
-    let agent = NodeAgent::process_mode(
-        admin.clone(),
-        ProcessConfig {
-            namespace: Some(ns.clone()),
-            images: ImageMap::standard(Some(bosun)),
-            restart_backoff: Duration::from_millis(200),
-            ..Default::default()
-        },
-    )
-    .expect("process-mode agent (root and scripts/setup-postgres.sh needed)");
-    let client = cp
-        .client_as(USER, &["system:serviceaccounts", "system:authenticated"])
-        .await
-        .expect("operator client");
-    let manager = Manager::new(
-        client,
-        ManagerConfig {
-            scope: Scope::Namespaces(vec![ns.clone()]),
-            ..Default::default()
-        },
-    )
-    .with_operator(Arc::new(PostgresOperator));
-    let operator = tokio::spawn(async move {
-        let _ = manager.run(std::future::pending::<()>(), |_| {}).await;
-    });
+    let b = common::control_plane::base(prefix, "bosun-postgres-fencing-test").await;
+    let (_, operator) = common::control_plane::start_operator(b.operator, &b.ns);
     Env {
-        clusters: Api::namespaced(admin.clone(), &ns),
-        pods: Api::namespaced(admin.clone(), &ns),
-        admin,
-        ns,
-        agent,
+        clusters: Api::namespaced(b.admin.clone(), &b.ns),
+        pods: Api::namespaced(b.admin.clone(), &b.ns),
+        admin: b.admin,
+        ns: b.ns,
+        agent: b.agent,
         operator,
     }
 }

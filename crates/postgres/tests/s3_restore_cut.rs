@@ -22,14 +22,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+mod common;
+use common::moto::{Moto, ACCESS_KEY, BUCKET, SECRET_KEY};
+
 const PG_PORT: u16 = 5432;
 const HTTP_PORT: u16 = 8008;
 const TOKEN: &str = "test-api-token";
 const SUPER_PASSWORD: &str = "super-secret";
 const DEADLINE: Duration = Duration::from_secs(300);
-const BUCKET: &str = "pg-backups";
-const ACCESS_KEY: &str = "test-access";
-const SECRET_KEY: &str = "test-secret";
 /// Rows enough for a compressed base backup of several MiB: cut well inside it.
 const ROWS: i64 = 200_000;
 /// Bytes of the base backup's response let through before a cut or a stall.
@@ -150,46 +150,6 @@ async fn relay(
         }
     }
     up.abort();
-}
-
-struct Moto {
-    addr: SocketAddr,
-    child: std::process::Child,
-}
-
-impl Moto {
-    async fn start() -> Moto {
-        let venv = std::env::var("BOSUN_MOTO_VENV").unwrap_or_else(|_| {
-            format!(
-                "{}/.cache/bosun/moto-venv",
-                std::env::var("HOME").unwrap_or_default()
-            )
-        });
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = std::process::Command::new(format!("{venv}/bin/moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("moto_server (run scripts/setup-moto.sh)");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect(addr).await.is_err() {
-            assert!(Instant::now() < deadline, "moto_server did not listen");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Moto { addr, child }
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 struct Node {

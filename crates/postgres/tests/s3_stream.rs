@@ -17,13 +17,15 @@ use std::time::{Duration, Instant};
 
 use bosun_postgres::backup::catalog::BackupInfo;
 use bosun_postgres::backup::s3::S3Store;
-use bosun_postgres::backup::sigv4::Credentials as S3Credentials;
 use bosun_postgres::instance::client::InstanceClient;
 use bosun_postgres::instance::{
     self, BackupState, Config, Credentials, InitDbOptions, InstanceState, Role, StateRole,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+mod common;
+use common::moto::{Moto, ACCESS_KEY, BUCKET, SECRET_KEY};
 
 const PG_PORT: u16 = 5432;
 const HTTP_PORT: u16 = 8008;
@@ -35,9 +37,6 @@ const PART: u64 = 5 << 20;
 /// Rows of about 100 bytes on disk: a table of about 170 MB. Its text is md5 hex, which gzip
 /// halves at best, so that the compressed backup is still many parts.
 const ROWS: i64 = 1_600_000;
-const BUCKET: &str = "pg-backups";
-const ACCESS_KEY: &str = "test-access";
-const SECRET_KEY: &str = "test-secret";
 
 /// The tests here one at a time: each points this process's environment at its own moto, and
 /// the memory figures are this process's.
@@ -50,69 +49,6 @@ fn use_store(moto: &Moto) {
     std::env::set_var("AWS_ACCESS_KEY_ID", ACCESS_KEY);
     std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET_KEY);
     std::env::set_var("BOSUN_PG_S3_PART_SIZE", PART.to_string());
-}
-
-struct Moto {
-    endpoint: String,
-    child: std::process::Child,
-}
-
-impl Moto {
-    async fn start() -> Moto {
-        let venv = std::env::var("BOSUN_MOTO_VENV").unwrap_or_else(|_| {
-            format!(
-                "{}/.cache/bosun/moto-venv",
-                std::env::var("HOME").unwrap_or_default()
-            )
-        });
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = std::process::Command::new(format!("{venv}/bin/moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("moto_server (run scripts/setup-moto.sh)");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "moto_server did not listen on {port}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Moto {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            child,
-        }
-    }
-
-    fn client(&self, root: &str) -> S3Store {
-        S3Store::new(
-            &self.endpoint,
-            BUCKET,
-            root,
-            "us-east-1",
-            S3Credentials {
-                access_key: ACCESS_KEY.into(),
-                secret_key: SECRET_KEY.into(),
-            },
-        )
-        .expect("client")
-        .with_part_size(PART)
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 struct Node {
@@ -439,7 +375,7 @@ async fn s3_backups_and_restores_stream_with_memory_bounded_by_the_part_size() {
     moto.client("").create_bucket().await.expect("bucket");
     use_store(&moto);
     let location = format!("s3://{BUCKET}/stream/pg");
-    let store = moto.client("stream/pg");
+    let store = moto.client("stream/pg").with_part_size(PART);
     let dir = workdir();
 
     let mut cfg = config(dir.path(), "pg-1", &ip(1), &bosun);
@@ -615,7 +551,7 @@ async fn a_backup_cut_short_is_aborted_on_the_store_and_never_listed() {
     let moto = Moto::start().await;
     moto.client("").create_bucket().await.expect("bucket");
     use_store(&moto);
-    let store = moto.client("cut/pg");
+    let store = moto.client("cut/pg").with_part_size(PART);
     let dir = workdir();
     let mut cfg = config(dir.path(), "pg-1", &ip(11), &bosun);
     cfg.backups.store = Some(format!("s3://{BUCKET}/cut/pg"));

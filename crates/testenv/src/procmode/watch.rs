@@ -151,6 +151,16 @@ async fn on_pod(ctx: &Arc<Ctx>, mut p: Pod) {
     }
     let ns = p.namespace().unwrap_or_default();
     let name = p.name_any();
+    // A pod bound to another node is that node's kubelet's to run and to finalize: a test
+    // stands in for a lost node by binding a pod to a node no agent serves.
+    let elsewhere = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| n != node::NODE_NAME);
+    if elsewhere {
+        return;
+    }
     if p.metadata.deletion_timestamp.is_some() {
         // Nothing of it runs here: finalize it at once.
         let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
