@@ -155,9 +155,10 @@ pub struct Owner {
     pub status: Option<Json>,
     /// The whole object as the run started.
     pub object: Json,
-    /// The labels every object the run creates gets: the CR's shard label when sharding is
-    /// on (the runtime decides them, `bosun_runtime::shard::child_labels`), so its member's
-    /// child caches see the object from its create on.
+    /// The labels every object the run creates gets, and every update of one of the CR's
+    /// children ([`Owner::label_update`]): the CR's shard label when sharding is on (the
+    /// runtime decides them, `bosun_runtime::shard::child_labels`), so its member's child
+    /// caches see the object from its create on, and a child follows a CR that moved.
     pub child_labels: BTreeMap<String, String>,
 }
 
