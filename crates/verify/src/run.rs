@@ -995,11 +995,12 @@ async fn stale(
     for p in &plurals {
         run.proxy.perturb.stale(p, true);
     }
-    run.apply(None).await?;
     // The window opens with the operator's first write on the held view (its first act on
     // the stale view), not at the apply: a loaded machine's operator may take seconds to get
-    // there, and a window that closed meanwhile tested nothing.
+    // there, and a window that closed meanwhile tested nothing. It may act on the first sample
+    // while the others are still being applied.
     let applied = Instant::now();
+    run.apply(None).await?;
     let first = run.first_write_since(applied).await;
     say(format!(
         "  watch events of {} held for {} s from its first write ({:.1} s after the apply)",
