@@ -274,16 +274,36 @@ impl<'a> Run<'a> {
             // A custom resource without any readiness is pending until the operator has shown
             // it is at work: an operator slow to start (a loaded machine) wrote nothing for
             // the quiet window, and its untouched objects looked converged.
-            let wrote = self.proxy.writes().iter().any(|w| w.counts());
+            let writes = self.proxy.writes();
+            let wrote = writes.iter().any(|w| w.counts());
             let reports = self
                 .env
                 .reports_readiness
                 .load(std::sync::atomic::Ordering::Relaxed);
+            // Likewise an operator that writes its custom resources (a finalizer, a status) has
+            // not got to one it has not written yet: on a loaded machine it reconciled the
+            // first sample, went quiet for the window while it was slow to start on the next,
+            // and the reference run "converged" with the others untouched.
+            let written = |o: &DynamicObject| {
+                writes.iter().any(|w| {
+                    (200..300).contains(&w.status)
+                        && w.object.as_ref().is_some_and(|(kind, _, name)| {
+                            *kind == kind_of(o) && *name == o.name_any()
+                        })
+                })
+            };
+            let writes_customs = customs.iter().any(written);
+            // And one of a kind whose others report readiness has not been reconciled yet.
+            let kind_reports = |o: &DynamicObject| {
+                customs
+                    .iter()
+                    .any(|c| kind_of(c) == kind_of(o) && readiness(c).is_some())
+            };
             let pending: Vec<String> = customs
                 .iter()
                 .filter(|o| match readiness(o) {
                     Some(ready) => !ready,
-                    None => reports || !wrote,
+                    None => reports || !wrote || kind_reports(o) || (writes_customs && !written(o)),
                 })
                 .map(|o| format!("{} {}: {}", kind_of(o), o.name_any(), conditions_text(o)))
                 .collect();

@@ -7,7 +7,7 @@ added and removed on delete. It talks plain HTTP to the API server named in KUBE
 verifier's proxy, which holds the credentials), with the standard library only, so that the
 tests need nothing built and nothing installed.
 
-    widget.py [BUG [START]]
+    widget.py [BUG [START [FIRST]]]
 
 BUG is one of:
   none                   correct: every check of `bosun verify` passes
@@ -28,6 +28,9 @@ BUG is one of:
 START (seconds, default 0) passes before each start's first request: the slow start any
 operator has on a loaded machine (a CI runner beside other builds), given on purpose, so that
 a test can show a fault still lands where the bug fires however late the operator gets there.
+FIRST (seconds, default 0) passes before the first reconcile of each Widget of a run: an
+operator slow to get to the next object, which the verifier must wait for rather than call
+converged once the first has been quiet for a while.
 """
 import json
 import os
@@ -48,6 +51,10 @@ try:
     START = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
 except ValueError:
     sys.exit(f"widget.py: START must be a number of seconds, not {sys.argv[2]!r}")
+try:
+    FIRST = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
+except ValueError:
+    sys.exit(f"widget.py: FIRST must be a number of seconds, not {sys.argv[3]!r}")
 
 FINALIZER = "verify.bosun.dev/cleanup"
 GROUP = "/apis/verify.bosun.dev/v1"
@@ -215,7 +222,13 @@ def ensure_child(w, data):
         merge(f"{cms}/{child['metadata']['name']}", {"data": data})
 
 
+reconciled = set()
+
+
 def reconcile(name):
+    if name not in reconciled:
+        reconciled.add(name)
+        time.sleep(FIRST)
     if BUG == "time-travel":
         with lock:
             w = widgets.get(name)
