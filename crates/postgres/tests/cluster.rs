@@ -3086,3 +3086,131 @@ async fn after_a_full_restart_a_primary_pod_on_a_lost_node_is_failed_over_when_s
     assert!(most <= 1, "{most} primaries answered at once");
     let _ = nodes.delete(&lost, &DeleteParams::default()).await;
 }
+
+/// Issue 32, M13 follow-up through the operator: a replica whose WAL is gone from its
+/// primary while the backup store cannot give it (the store's `wals` directory replaced by
+/// a file: every read an I/O error) makes the cluster's `ArchiveReadable` condition False,
+/// reason `ArchiveReadFailing`, naming the replica, with a warning Event, and no re-clone;
+/// once the store is back the replica catches up from it with every row, and the condition
+/// turns True with an Event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_cannot_read_the_archive_is_a_condition_until_it_can() {
+    let e = env("pg-arch").await;
+    e.create_spec(
+        "pga",
+        serde_json::json!({"size": 2,
+            "backup": {"store": {"volume": {"size": "1Gi"}}},
+            "postgresql": {"parameters": {
+                "max_slot_wal_keep_size": "32MB", "wal_keep_size": "0"}}}),
+    )
+    .await;
+    let s = e.healthy("pga", 2).await;
+    let readable = |s: &PostgresClusterStatus| {
+        condition(s, "ArchiveReadable").map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    e.status_until("pga", "ArchiveReadable True", |s| {
+        readable(s) == Some(("True".into(), "ArchiveReadable".into()))
+    })
+    .await;
+    let pw = e.password("pga").await;
+    let c = connect(&ip_of(&s, "pga-1"), &pw).await.expect("primary");
+    c.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('before the stop')")
+        .await
+        .expect("write");
+    assert!(has_row(&ip_of(&s, "pga-2"), &pw, "before the stop").await);
+    e.patch("pga", serde_json::json!({"fencedInstances": ["pga-2"]}))
+        .await;
+    e.status_until("pga", "pga-2 fenced", |s| role_of(s, "pga-2") == "fenced")
+        .await;
+    // Past the slot's allowance, segment by segment: archived, then removed from pg_wal.
+    let lost = eventually(120, || async {
+        c.batch_execute(
+            "INSERT INTO t SELECT 'filler' FROM generate_series(1, 1000); \
+             SELECT pg_switch_wal(); CHECKPOINT;",
+        )
+        .await
+        .ok()?;
+        let r = c
+            .query_one(
+                "SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'bosun_pga_2'",
+                &[],
+            )
+            .await
+            .ok()?;
+        (r.get::<_, Option<String>>(0).as_deref() == Some("lost")).then_some(())
+    })
+    .await;
+    assert!(lost.is_some(), "the slot was never invalidated");
+    let store = e
+        .agent
+        .claim_dir(
+            &e.ns,
+            &bosun_postgres::controller::build::backup_claim_name("pga"),
+        )
+        .await
+        .expect("the store's claim")
+        .join("pga");
+    let wals = store.join("wals");
+    let away = store.join("wals.away");
+    std::fs::rename(&wals, &away).expect("move the archive away");
+    std::fs::write(&wals, b"not a directory").expect("a file in its place");
+    e.patch("pga", serde_json::json!({"fencedInstances": []}))
+        .await;
+    let s = e
+        .status_until("pga", "ArchiveReadable False", |s| {
+            readable(s) == Some(("False".into(), "ArchiveReadFailing".into()))
+        })
+        .await;
+    let message = condition(&s, "ArchiveReadable")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("pga-2: ") && message.contains("backup store"),
+        "{message}"
+    );
+    let admin = shared()
+        .await
+        .expect("control plane")
+        .client()
+        .await
+        .expect("client");
+    assert!(
+        has_event(&admin, &e.ns, "pga", "ArchiveReadFailing").await,
+        "no Event says the replica cannot read the archive"
+    );
+    std::fs::remove_file(&wals).expect("the file removed");
+    std::fs::rename(&away, &wals).expect("the archive back");
+    e.status_until("pga", "ArchiveReadable True again", |s| {
+        readable(s) == Some(("True".into(), "ArchiveReadable".into())) && s.ready_instances == 2
+    })
+    .await;
+    assert!(
+        has_event(&admin, &e.ns, "pga", "ArchiveReadable").await,
+        "no Event says the replicas read the archive again"
+    );
+    let s = e.healthy("pga", 2).await;
+    let count = |ip: String| {
+        let pw = pw.clone();
+        async move {
+            connect(&ip, &pw)
+                .await
+                .ok()?
+                .query_one("SELECT count(*) FROM t", &[])
+                .await
+                .ok()
+                .map(|r| r.get::<_, i64>(0))
+        }
+    };
+    let want = count(ip_of(&s, "pga-1"))
+        .await
+        .expect("the primary's count");
+    let same = eventually(60, || async {
+        (count(ip_of(&s, "pga-2")).await? == want).then_some(())
+    })
+    .await;
+    assert!(same.is_some(), "pga-2 misses rows of the primary's {want}");
+    assert!(
+        !has_event(&admin, &e.ns, "pga", "Recloning").await,
+        "the replica was re-cloned instead of reading the archive"
+    );
+}
