@@ -3002,6 +3002,14 @@ async fn after_a_full_restart_a_primary_pod_on_a_lost_node_is_failed_over_when_s
         .await
         .expect("client");
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(admin.clone());
+    // Lost nodes a failed earlier run of this test left behind (it deletes its own at the
+    // end): nothing runs on them, but they would pile up.
+    for n in nodes.list(&Default::default()).await.expect("nodes") {
+        let name = n.name_any();
+        if name.starts_with("pg-lostn") && name.ends_with("-lost") {
+            let _ = nodes.delete(&name, &DeleteParams::default()).await;
+        }
+    }
     let lost = format!("{}-lost", e.ns);
     let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
         "metadata": {"name": lost},
