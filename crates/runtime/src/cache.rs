@@ -41,26 +41,156 @@ use tokio::sync::watch;
 use crate::apply::Applier;
 use crate::owned::{Fingerprint, Owned};
 
-/// Becomes true once the first full list of a watch has been stored.
+/// Becomes true once the first full list of a watch has been stored. A child cache's signal
+/// also carries its [`ChildWatch`]: what the controller it is wired into tells it (a sharded
+/// controller's selectors) and asks of it (the children of an object handed back).
 #[derive(Clone)]
-pub struct Synced(watch::Receiver<bool>);
+pub struct Synced {
+    rx: watch::Receiver<bool>,
+    child: Option<Arc<ChildWatch>>,
+}
 
 impl Synced {
+    fn of(rx: watch::Receiver<bool>) -> Self {
+        Synced { rx, child: None }
+    }
+
     /// A signal set by its sender: for caches that start after the controller is built
     /// (children of kinds known only once discovery answers), so readiness still waits for
     /// them. A dropped sender never reports synced.
     pub fn pending() -> (watch::Sender<bool>, Synced) {
         let (tx, rx) = watch::channel(false);
-        (tx, Synced(rx))
+        (tx, Synced::of(rx))
     }
 
     /// Waits for the first full list; false when the watch ended before it (its controller
     /// was stopped), so a stale waiter never reports readiness.
     pub async fn wait(&self) -> bool {
-        let mut rx = self.0.clone();
+        let mut rx = self.rx.clone();
         let synced = rx.wait_for(|s| *s).await.is_ok();
         synced
     }
+
+    /// Makes the child cache behind this signal select `selectors` (a sharded controller's,
+    /// [`crate::shard::ShardContext::child_selectors`]) instead of its own selector alone.
+    /// The controller does it for every cache wired into it; a cache started by other means
+    /// (children of kinds found at run time) calls this before its stream is first polled.
+    /// False when this is no child cache's signal, or its selectors were chosen already.
+    pub fn select_shard(&self, selectors: crate::shard::ChildSelectors) -> bool {
+        self.child.as_ref().is_some_and(|c| c.select(selectors))
+    }
+
+    /// The child cache behind this signal, if it is one ([`ChildCache`], [`MetaCache`],
+    /// [`PackedCache`]).
+    pub(crate) fn child_watch(&self) -> Option<&Arc<ChildWatch>> {
+        self.child.as_ref()
+    }
+}
+
+/// One child cache as its controller sees it. Sharded ([`crate::shard`]), the controller
+/// gives it its selectors before its watches start (as it does the primary watch): the
+/// children of this replica's objects, and those that carry no shard label of the operator.
+/// The cache then runs one watch per selector into one store; unsharded, one watch of its
+/// own selector, as before.
+pub struct ChildWatch {
+    selectors: std::sync::OnceLock<crate::shard::ChildSelectors>,
+    /// The kind, the namespace watched (None: all) and the cache's own label selector: where
+    /// the sharder looks for a member's children when it takes the member over.
+    pub(crate) resource: kube::core::ApiResource,
+    pub(crate) namespace: Option<String>,
+    pub(crate) own_selector: String,
+    /// The cached children of an owner, by its UID: their namespaces and names.
+    children_of: OwnedBy,
+    len: Box<dyn Fn() -> usize + Send + Sync>,
+}
+
+impl ChildWatch {
+    /// Selects on the shard labels (before the watches start; later, ignored: a watch that
+    /// has started keeps what it lists).
+    pub(crate) fn select(&self, selectors: crate::shard::ChildSelectors) -> bool {
+        self.selectors.set(selectors).is_ok()
+    }
+
+    /// The selectors of the watches to run: the sharded pair, or the cache's own.
+    fn watches(&self) -> Vec<String> {
+        match self.selectors.get() {
+            Some(s) => s.both().iter().map(|s| s.to_string()).collect(),
+            None => vec![self.own_selector.clone()],
+        }
+    }
+
+    /// The cached objects whose owner references name `uid`.
+    pub(crate) fn children_of(&self, uid: &str) -> Vec<Named> {
+        (self.children_of)(uid)
+    }
+
+    /// Objects cached.
+    pub fn len(&self) -> usize {
+        (self.len)()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn kind(&self) -> &str {
+        &self.resource.kind
+    }
+}
+
+/// An object's namespace (None: cluster-scoped) and name.
+pub(crate) type Named = (Option<String>, String);
+
+/// The cached objects an owner (by UID) has.
+type OwnedBy = Box<dyn Fn(&str) -> Vec<Named> + Send + Sync>;
+
+/// Every child cache a controller runs, for `bosun_cached_children{controller,group,kind}`:
+/// a replica's share of the children, as `bosun_cached_objects` is of its primary objects.
+static CHILD_CACHES: Mutex<Vec<(String, std::sync::Weak<ChildWatch>)>> = Mutex::new(Vec::new());
+
+/// Counts `watch`'s objects as `controller`'s children (the caches of stopped controllers
+/// are forgotten).
+pub(crate) fn count_children(controller: &str, watch: &Arc<ChildWatch>) {
+    let mut all = CHILD_CACHES.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|(_, w)| w.strong_count() > 0);
+    if !all
+        .iter()
+        .any(|(c, w)| c == controller && w.upgrade().is_some_and(|w| Arc::ptr_eq(&w, watch)))
+    {
+        all.push((controller.to_string(), Arc::downgrade(watch)));
+    }
+}
+
+/// `bosun_cached_children` in the text exposition: per controller and kind, the children
+/// cached in all its namespaces.
+pub(crate) fn children_metrics_text() -> String {
+    let mut sums: std::collections::BTreeMap<(String, String, String), usize> =
+        std::collections::BTreeMap::new();
+    for (controller, w) in CHILD_CACHES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        if let Some(w) = w.upgrade() {
+            *sums
+                .entry((
+                    controller.clone(),
+                    w.resource.group.clone(),
+                    w.resource.kind.clone(),
+                ))
+                .or_insert(0) += w.len();
+        }
+    }
+    let mut out = String::from(
+        "# HELP bosun_cached_children Objects in the controller's child caches, by kind\n\
+         # TYPE bosun_cached_children gauge\n",
+    );
+    for ((controller, group, kind), n) in sums {
+        out.push_str(&format!(
+            "bosun_cached_children{{controller=\"{controller}\",group=\"{group}\",kind=\"{kind}\"}} {n}\n"
+        ));
+    }
+    out
 }
 
 /// A cache's objects as triggers: each created, changed or deleted object, and each object of
@@ -141,16 +271,30 @@ where
     K: Clone + Send + Sync + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
 {
+    triggers_of(events.map(|ev| (0, ev)), deletes, move |_| listed())
+}
+
+/// [`triggers`] for the events of several watches into one store, each tagged with its
+/// watch: at a watch's `InitDone`, `listed(watch)` reads back what that watch listed.
+fn triggers_of<K, S>(
+    events: S,
+    deletes: bool,
+    listed: impl Fn(usize) -> Vec<Arc<K>> + Send + 'static,
+) -> impl Stream<Item = Result<(K, Origin), watcher::Error>> + Send
+where
+    K: Clone + Send + Sync + 'static,
+    S: Stream<Item = (usize, Result<watcher::Event<K>, watcher::Error>)> + Send,
+{
     type Out<K> = Box<dyn Iterator<Item = Result<(K, Origin), watcher::Error>> + Send>;
     events
-        .map(move |ev| {
+        .map(move |(source, ev)| {
             let out: Out<K> = match ev {
                 Ok(watcher::Event::Apply(o)) => Box::new(std::iter::once(Ok((o, Origin::Event)))),
                 Ok(watcher::Event::Delete(o)) if deletes => {
                     Box::new(std::iter::once(Ok((o, Origin::Event))))
                 }
                 Ok(watcher::Event::InitDone) => Box::new(
-                    listed()
+                    listed(source)
                         .into_iter()
                         .map(|o| Ok((K::clone(&o), Origin::List))),
                 ),
@@ -237,7 +381,7 @@ where
     });
     let listed = reader.clone();
     let stream = triggers(events, deletes, move || listed.state());
-    (reader, Box::pin(stream), Synced(rx))
+    (reader, Box::pin(stream), Synced::of(rx))
 }
 
 /// The store of a child cache: its objects keyed by namespace and name alone. kube-runtime's
@@ -246,14 +390,37 @@ where
 /// object's resourceVersion and UID: ≈0.6 KB a key in nine allocations, more than the
 /// slimmed metadata it points to (massif). Here a key is one string. Like kube-runtime's
 /// writer, a (re-)list is gathered aside and swapped in whole at its `InitDone`.
+///
+/// Sharded, one store is filled by two watches (this member's children, and the unlabelled
+/// ones), each into a map of its own: a child whose label changes leaves one watch and
+/// enters the other, and the two watches' events come in no common order — one map per watch
+/// keeps a late event of one from overwriting or deleting what the other showed since. A
+/// read prefers the newer of two copies (the higher `resourceVersion`).
 pub(crate) struct Compact<T> {
     inner: Arc<std::sync::RwLock<CompactInner<T>>>,
 }
 
 struct CompactInner<T> {
+    sources: Vec<Source<T>>,
+    /// The watches that fill the store: synced once each has listed.
+    active: usize,
+}
+
+struct Source<T> {
     objects: HashMap<Box<str>, Arc<T>>,
     /// The objects of a list in progress.
     listing: Option<HashMap<Box<str>, Arc<T>>>,
+    listed: bool,
+}
+
+impl<T> Default for Source<T> {
+    fn default() -> Self {
+        Source {
+            objects: HashMap::new(),
+            listing: None,
+            listed: false,
+        }
+    }
 }
 
 impl<T> Clone for Compact<T> {
@@ -273,12 +440,27 @@ fn compact_key(namespace: &str, name: &str) -> Box<str> {
     k.into_boxed_str()
 }
 
+/// The newer of two copies of one object: the higher `resourceVersion` (etcd's revision; the
+/// first when either is not a number).
+fn newer<'a, T: Resource>(a: &'a Arc<T>, b: &'a Arc<T>) -> &'a Arc<T> {
+    let rv = |o: &T| {
+        o.meta()
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    match (rv(a), rv(b)) {
+        (Some(x), Some(y)) if y > x => b,
+        _ => a,
+    }
+}
+
 impl<T: Resource> Compact<T> {
     fn new() -> Self {
         Compact {
             inner: Arc::new(std::sync::RwLock::new(CompactInner {
-                objects: HashMap::new(),
-                listing: None,
+                sources: vec![Source::default()],
+                active: 1,
             })),
         }
     }
@@ -291,6 +473,14 @@ impl<T: Resource> Compact<T> {
         self.inner.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Filled by `n` watches (before any of them starts).
+    fn fed_by(&self, n: usize) {
+        let mut inner = self.write();
+        let n = n.max(1);
+        inner.sources.resize_with(n, Source::default);
+        inner.active = n;
+    }
+
     fn key_of(o: &T) -> Box<str> {
         let m = o.meta();
         compact_key(
@@ -299,74 +489,224 @@ impl<T: Resource> Compact<T> {
         )
     }
 
-    /// Applies one watch event, as kube-runtime's `Writer::apply_watcher_event` does.
-    fn apply(&self, ev: &watcher::Event<T>)
+    /// Applies one watch event of watch `source`, as kube-runtime's
+    /// `Writer::apply_watcher_event` does. True when this event completed the last first
+    /// list: every watch has listed.
+    fn apply(&self, source: usize, ev: &watcher::Event<T>) -> bool
     where
         T: Clone,
     {
         let mut inner = self.write();
+        if source >= inner.sources.len() {
+            inner.sources.resize_with(source + 1, Source::default);
+        }
+        let src = &mut inner.sources[source];
         match ev {
             watcher::Event::Apply(o) => {
-                inner.objects.insert(Self::key_of(o), Arc::new(o.clone()));
+                src.objects.insert(Self::key_of(o), Arc::new(o.clone()));
             }
             watcher::Event::Delete(o) => {
-                inner.objects.remove(&Self::key_of(o));
+                src.objects.remove(&Self::key_of(o));
             }
-            watcher::Event::Init => inner.listing = Some(HashMap::new()),
+            watcher::Event::Init => src.listing = Some(HashMap::new()),
             watcher::Event::InitApply(o) => {
                 let key = Self::key_of(o);
-                inner
-                    .listing
+                src.listing
                     .get_or_insert_with(HashMap::new)
                     .insert(key, Arc::new(o.clone()));
             }
             watcher::Event::InitDone => {
-                if let Some(mut listed) = inner.listing.take() {
+                if let Some(mut listed) = src.listing.take() {
                     listed.shrink_to_fit();
-                    inner.objects = listed;
+                    src.objects = listed;
                 }
+                src.listed = true;
+                let active = inner.active;
+                return inner.sources.iter().take(active).all(|s| s.listed);
             }
         }
+        false
     }
 
     /// One object (`namespace` empty for a cluster-scoped kind).
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
-        self.read()
-            .objects
-            .get(&compact_key(namespace, name))
-            .cloned()
+        let key = compact_key(namespace, name);
+        let inner = self.read();
+        let mut found: Option<&Arc<T>> = None;
+        for s in &inner.sources {
+            if let Some(o) = s.objects.get(&key) {
+                found = Some(match found {
+                    Some(f) => newer(f, o),
+                    None => o,
+                });
+            }
+        }
+        found.cloned()
     }
 
     /// Every object.
     pub(crate) fn state(&self) -> Vec<Arc<T>> {
-        self.read().objects.values().cloned().collect()
+        let inner = self.read();
+        match inner.sources.as_slice() {
+            [one] => one.objects.values().cloned().collect(),
+            _ => {
+                let mut all: HashMap<&str, &Arc<T>> = HashMap::new();
+                for s in &inner.sources {
+                    for (k, o) in &s.objects {
+                        all.entry(k).and_modify(|f| *f = newer(f, o)).or_insert(o);
+                    }
+                }
+                all.into_values().cloned().collect()
+            }
+        }
     }
 
+    /// The objects watch `source` holds.
+    fn state_of(&self, source: usize) -> Vec<Arc<T>> {
+        self.read()
+            .sources
+            .get(source)
+            .map(|s| s.objects.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Objects held (one held by two watches counts once).
     pub(crate) fn len(&self) -> usize {
-        self.read().objects.len()
+        let inner = self.read();
+        let mut n = 0;
+        for (i, s) in inner.sources.iter().enumerate() {
+            n += s
+                .objects
+                .keys()
+                .filter(|k| {
+                    !inner.sources[..i]
+                        .iter()
+                        .any(|e| e.objects.contains_key(*k))
+                })
+                .count();
+        }
+        n
+    }
+
+    /// The namespaces and names of the objects whose owner references name `uid`.
+    fn owned_by(&self, uid: &str) -> Vec<Named> {
+        let inner = self.read();
+        let mut out: Vec<Named> = Vec::new();
+        for s in &inner.sources {
+            for o in s.objects.values() {
+                let m = o.meta();
+                let owned = m
+                    .owner_references
+                    .as_ref()
+                    .is_some_and(|refs| refs.iter().any(|r| r.uid == uid));
+                if owned {
+                    let id = (m.namespace.clone(), m.name.clone().unwrap_or_default());
+                    if !out.contains(&id) {
+                        out.push(id);
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
-/// [`reflect_events`] into a [`Compact`] store.
+/// [`reflect_events`] into a [`Compact`] store, from the events of its watches each tagged
+/// with the watch's number.
+#[cfg(test)]
 fn reflect_compact<T, S>(events: S, deletes: bool) -> (Compact<T>, ObjectStream<T>, Synced)
 where
     T: Resource + Clone + Debug + Send + Sync + 'static,
-    S: Stream<Item = Result<watcher::Event<T>, watcher::Error>> + Send + 'static,
+    S: Stream<Item = (usize, Result<watcher::Event<T>, watcher::Error>)> + Send + 'static,
 {
     let store = Compact::new();
+    let (stream, synced) = reflect_into(store.clone(), events, deletes);
+    (store, stream, synced)
+}
+
+/// [`reflect_compact`] into `store`.
+fn reflect_into<T, S>(store: Compact<T>, events: S, deletes: bool) -> (ObjectStream<T>, Synced)
+where
+    T: Resource + Clone + Debug + Send + Sync + 'static,
+    S: Stream<Item = (usize, Result<watcher::Event<T>, watcher::Error>)> + Send + 'static,
+{
     let writer = store.clone();
     let (tx, rx) = watch::channel(false);
-    let events = events.inspect(move |ev| {
+    let events = events.inspect(move |(source, ev)| {
         if let Ok(ev) = ev {
-            writer.apply(ev);
-            if matches!(ev, watcher::Event::InitDone) {
+            if writer.apply(*source, ev) {
                 let _ = tx.send(true);
             }
         }
     });
     let listed = store.clone();
-    let stream = triggers(events, deletes, move || listed.state());
-    (store, Box::pin(stream), Synced(rx))
+    let stream = triggers_of(events, deletes, move |source| listed.state_of(source));
+    (Box::pin(stream), Synced::of(rx))
+}
+
+/// A child cache's store, its [`ChildWatch`] and its triggers: `start(watch, config)` builds
+/// the stream of one of its watches, each object as the cache keeps it.
+fn child_store<K, T>(
+    namespace: Option<&str>,
+    dyntype: &K::DynamicType,
+    own_selector: &str,
+    start: impl FnMut(
+            usize,
+            watcher::Config,
+        )
+            -> futures::stream::BoxStream<'static, Result<watcher::Event<T>, watcher::Error>>
+        + Send
+        + 'static,
+) -> (Compact<T>, ObjectStream<T>, Synced)
+where
+    K: Resource,
+    T: Resource + Clone + Debug + Send + Sync + 'static,
+{
+    let store: Compact<T> = Compact::new();
+    let (owners, counted) = (store.clone(), store.clone());
+    let slot = Arc::new(ChildWatch {
+        selectors: std::sync::OnceLock::new(),
+        resource: kube::core::ApiResource::erase::<K>(dyntype),
+        namespace: namespace.map(str::to_string),
+        own_selector: own_selector.to_string(),
+        children_of: Box::new(move |uid| owners.owned_by(uid)),
+        len: Box::new(move || counted.len()),
+    });
+    let events = child_events(slot.clone(), store.clone(), start);
+    let (stream, mut synced) = reflect_into(store.clone(), events, true);
+    synced.child = Some(slot);
+    (store, stream, synced)
+}
+
+/// The events of a child cache's watches, started when first polled: one watch of the
+/// cache's own selector, or — once a sharded controller chose them ([`ChildWatch::select`])
+/// — one per shard selector, each tagged with its number. `start` builds the watch of one
+/// selector (and knows its number: a fingerprint table keeps each watch's lists apart).
+fn child_events<T>(
+    slot: Arc<ChildWatch>,
+    store: Compact<T>,
+    mut start: impl FnMut(
+            usize,
+            watcher::Config,
+        )
+            -> futures::stream::BoxStream<'static, Result<watcher::Event<T>, watcher::Error>>
+        + Send
+        + 'static,
+) -> impl Stream<Item = (usize, Result<watcher::Event<T>, watcher::Error>)> + Send + 'static
+where
+    T: Resource + Send + Sync + 'static,
+{
+    futures::stream::once(async move {
+        let selectors = slot.watches();
+        store.fed_by(selectors.len());
+        let watches: Vec<_> = selectors
+            .iter()
+            .enumerate()
+            .map(|(i, sel)| start(i, selector_config(sel)).map(move |ev| (i, ev)))
+            .collect();
+        futures::stream::select_all(watches)
+    })
+    .flatten()
 }
 
 /// The same event with its object mapped by `f`.
@@ -566,7 +906,8 @@ struct Fingerprints {
     table: Arc<Mutex<Table>>,
 }
 
-/// UID bits → (fingerprint bits, epoch of the last list that saw the object).
+/// UID bits → (fingerprint bits, the watch (low bit) and the epoch of its last list that saw
+/// the object).
 type Table = HashMap<[u8; 16], ([u8; 16], u32)>;
 
 impl Fingerprints {
@@ -582,8 +923,18 @@ impl Fingerprints {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keeps the table in step with the watch: `epoch` counts the lists seen.
-    fn observe<K: Resource + Serialize>(&self, ev: &watcher::Event<K>, epoch: &mut u32) {
+    /// Keeps the table in step with watch `source` (0 or 1: a sharded cache runs two):
+    /// `epoch` counts the lists that watch has seen. Each entry is tagged with the watch and
+    /// list that last showed it, so one watch's list or deletion never drops what the other
+    /// watch shows (a child whose shard label changed moves from one to the other).
+    fn observe<K: Resource + Serialize>(
+        &self,
+        ev: &watcher::Event<K>,
+        source: usize,
+        epoch: &mut u32,
+    ) {
+        let source = u32::from(source != 0);
+        let tag = |epoch: u32| (epoch << 1) | source;
         let fp = |o: &K| -> Fingerprint {
             let entries = o.meta().managed_fields.as_deref().unwrap_or_default();
             if !crate::owned::holds(entries, &self.manager) {
@@ -601,24 +952,28 @@ impl Fingerprints {
                 .map(|u| crate::owned::uid_bits(u).to_le_bytes())
         };
         match ev {
-            watcher::Event::Init => *epoch = epoch.wrapping_add(1),
+            watcher::Event::Init => *epoch = epoch.wrapping_add(1) & (u32::MAX >> 1),
             watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
                 if let Some(u) = uid(o) {
                     let f = fp(o).to_le_bytes();
-                    self.lock().insert(u, (f, *epoch));
+                    self.lock().insert(u, (f, tag(*epoch)));
                 }
             }
             watcher::Event::Delete(o) => {
                 if let Some(u) = uid(o) {
-                    self.lock().remove(&u);
-                    self.applier.forget_bits(u128::from_le_bytes(u));
+                    let mut table = self.lock();
+                    if table.get(&u).is_some_and(|(_, t)| t & 1 == source) {
+                        table.remove(&u);
+                        drop(table);
+                        self.applier.forget_bits(u128::from_le_bytes(u));
+                    }
                 }
             }
             watcher::Event::InitDone => {
-                let e = *epoch;
+                let e = tag(*epoch);
                 let mut gone = Vec::new();
                 self.lock().retain(|u, (_, seen)| {
-                    let keep = *seen == e;
+                    let keep = *seen & 1 != source || *seen == e;
                     if !keep {
                         gone.push(u128::from_le_bytes(*u));
                     }
@@ -657,7 +1012,7 @@ fn watch_fingerprinted<K, T>(
     dyntype: K::DynamicType,
     label_selector: &str,
     applier: &Applier,
-    keep: impl Fn(K) -> T + Send + 'static,
+    keep: impl Fn(K) -> T + Send + Sync + 'static,
 ) -> (Held<T>, ObjectStream<T>)
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
@@ -666,16 +1021,27 @@ where
 {
     let fps = Fingerprints::new(applier);
     let observer = fps.clone();
-    let mut epoch = 0;
-    let events = watcher(api, selector_config(label_selector))
-        .backoff(WatchBackoff::default())
-        .inspect(move |r| {
-            if let Ok(ev) = r {
-                observer.observe(ev, &mut epoch)
-            }
-        })
-        .map_ok(move |ev| map_event(ev, &keep));
-    let (store, stream, synced) = reflect_compact(events, true);
+    let keep = Arc::new(keep);
+    let watched = api.clone();
+    let (store, stream, synced) = child_store::<K, _>(
+        api.namespace(),
+        &dyntype,
+        label_selector,
+        move |source, cfg| {
+            let observer = observer.clone();
+            let keep = keep.clone();
+            let mut epoch = 0;
+            watcher(watched.clone(), cfg)
+                .backoff(WatchBackoff::default())
+                .inspect(move |r| {
+                    if let Ok(ev) = r {
+                        observer.observe(ev, source, &mut epoch)
+                    }
+                })
+                .map_ok(move |ev| map_event(ev, &*keep))
+                .boxed()
+        },
+    );
     let held = Held {
         store,
         synced,
@@ -709,7 +1075,7 @@ where
             label_selector,
             strip,
             None,
-            |_: &watcher::Event<K>, _: &mut u32| {},
+            |_: &watcher::Event<K>, _: usize, _: &mut u32| {},
         )
     }
 
@@ -719,19 +1085,31 @@ where
         label_selector: &str,
         strip: fn(&mut K),
         fingerprints: Option<Fingerprints>,
-        mut observe: impl FnMut(&watcher::Event<K>, &mut u32) + Send + 'static,
+        observe: impl FnMut(&watcher::Event<K>, usize, &mut u32) + Send + 'static,
     ) -> (Self, ObjectStream<K>) {
-        let mut epoch = 0;
-        let events = watch_events(
-            api,
-            selector_config(label_selector),
-            move |ev: &watcher::Event<K>| observe(ev, &mut epoch),
-            move |o: &mut K| {
-                o.meta_mut().managed_fields = None;
-                strip(o);
+        let observe = Arc::new(Mutex::new(observe));
+        let watched = api.clone();
+        let (store, stream, synced) = child_store::<K, _>(
+            api.namespace(),
+            &dyntype,
+            label_selector,
+            move |source, cfg| {
+                let observe = observe.clone();
+                let mut epoch = 0;
+                watch_events(
+                    watched.clone(),
+                    cfg,
+                    move |ev: &watcher::Event<K>| {
+                        (observe.lock().unwrap_or_else(|e| e.into_inner()))(ev, source, &mut epoch)
+                    },
+                    move |o: &mut K| {
+                        o.meta_mut().managed_fields = None;
+                        strip(o);
+                    },
+                )
+                .boxed()
             },
         );
-        let (store, stream, synced) = reflect_compact(events, true);
         (
             ChildCache {
                 held: Held {
@@ -805,7 +1183,9 @@ where
             label_selector,
             strip,
             Some(fps),
-            move |ev: &watcher::Event<K>, epoch: &mut u32| observer.observe(ev, epoch),
+            move |ev: &watcher::Event<K>, source: usize, epoch: &mut u32| {
+                observer.observe(ev, source, epoch)
+            },
         )
     }
 }
@@ -854,15 +1234,19 @@ where
         dyntype: K::DynamicType,
         label_selector: &str,
     ) -> (Self, ObjectStream<PartialObjectMeta<K>>) {
-        let events = watch_events(
-            api,
-            selector_config(label_selector),
-            |_: &watcher::Event<PartialObjectMeta<K>>| {},
-            |m: &mut PartialObjectMeta<K>| {
-                m.metadata.managed_fields = None;
-            },
-        );
-        let (store, stream, synced) = reflect_compact(events, true);
+        let watched = api.clone();
+        let (store, stream, synced) =
+            child_store::<K, _>(api.namespace(), &dyntype, label_selector, move |_, cfg| {
+                watch_events(
+                    watched.clone(),
+                    cfg,
+                    |_: &watcher::Event<PartialObjectMeta<K>>| {},
+                    |m: &mut PartialObjectMeta<K>| {
+                        m.metadata.managed_fields = None;
+                    },
+                )
+                .boxed()
+            });
         (
             MetaCache {
                 held: Held {
@@ -1199,7 +1583,7 @@ mod tests {
         };
         use watcher::Event::*;
         let (tx, rx) = futures::channel::mpsc::unbounded();
-        let (store, stream, synced) = reflect_compact(rx, true);
+        let (store, stream, synced) = reflect_compact(rx.map(|e| (0, e)), true);
         let mut stream = stream;
         let send = |ev| tx.unbounded_send(Ok(ev)).expect("send");
         let v = |o: Option<Arc<ConfigMap>>| {
@@ -1244,6 +1628,120 @@ mod tests {
         assert_eq!(store.get("a", "x"), None, "gone during the watch gap");
         assert_eq!(v(store.get("b", "y")).as_deref(), Some("4"));
         assert_eq!(store.len(), 2);
+    }
+
+    /// Sharded, a child cache is filled by two watches (this member's children, the
+    /// unlabelled ones). A child relabelled leaves one and enters the other, and the two
+    /// watches' events interleave in any order: the store keeps the newer copy, never drops an
+    /// object one watch still shows, counts it once, and is synced only once both listed.
+    #[tokio::test]
+    async fn two_watches_fill_one_store_in_any_order() {
+        use watcher::Event::*;
+        let cm = |n: &str, rv: &str, v: &str| {
+            let mut c = ConfigMap::default();
+            c.metadata.name = Some(n.into());
+            c.metadata.namespace = Some("ns".into());
+            c.metadata.resource_version = Some(rv.into());
+            c.data = Some([("v".to_string(), v.to_string())].into());
+            c
+        };
+        let v = |o: Option<Arc<ConfigMap>>| {
+            o.and_then(|o| o.data.as_ref().and_then(|d| d.get("v").cloned()))
+        };
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let (store, stream, synced) = reflect_compact(rx, true);
+        store.fed_by(2);
+        let mut stream = stream;
+        let send = |source: usize, ev| tx.unbounded_send((source, Ok(ev))).expect("send");
+        send(0, Init);
+        send(0, InitApply(cm("mine", "10", "m")));
+        send(0, InitDone);
+        assert_eq!(stream.next().await.map(|r| r.is_ok()), Some(true));
+        let not_yet = synced.wait();
+        futures::pin_mut!(not_yet);
+        assert!(
+            futures::poll!(&mut not_yet).is_pending(),
+            "one watch of two has listed: not synced"
+        );
+        send(1, Init);
+        send(1, InitApply(cm("old", "5", "o1")));
+        send(1, InitDone);
+        let _ = stream.next().await;
+        assert!(not_yet.await, "both listed");
+        assert_eq!(store.len(), 2);
+
+        // "old" gets this member's label: the member watch shows it first, the unlabelled
+        // watch's stale update and its deletion come after.
+        send(0, Apply(cm("old", "20", "o2")));
+        send(1, Apply(cm("old", "15", "stale")));
+        for _ in 0..2 {
+            let _ = stream.next().await;
+        }
+        assert_eq!(
+            v(store.get("ns", "old")).as_deref(),
+            Some("o2"),
+            "the newer copy"
+        );
+        assert_eq!(store.len(), 2, "one object in two watches counts once");
+        assert_eq!(store.state().len(), 2);
+        send(1, Delete(cm("old", "20", "o2")));
+        let _ = stream.next().await;
+        assert_eq!(
+            v(store.get("ns", "old")).as_deref(),
+            Some("o2"),
+            "left the unlabelled watch, still in the member's"
+        );
+        // A user removes the label of "mine": the other way round.
+        send(1, Apply(cm("mine", "30", "m2")));
+        send(0, Delete(cm("mine", "30", "m2")));
+        for _ in 0..2 {
+            let _ = stream.next().await;
+        }
+        assert_eq!(v(store.get("ns", "mine")).as_deref(), Some("m2"));
+        // A re-list of one watch replaces only what that watch listed.
+        send(0, Init);
+        send(0, InitApply(cm("new", "40", "n")));
+        send(0, InitDone);
+        let _ = stream.next().await;
+        assert_eq!(store.get("ns", "old"), None, "gone from the member's watch");
+        assert_eq!(v(store.get("ns", "mine")).as_deref(), Some("m2"));
+        assert_eq!(v(store.get("ns", "new")).as_deref(), Some("n"));
+        assert_eq!(store.len(), 2);
+    }
+
+    #[test]
+    fn one_watchs_list_or_deletion_keeps_the_fingerprint_the_other_watch_shows() {
+        use watcher::Event::*;
+        type ConfigMapT = k8s_openapi::api::core::v1::ConfigMap;
+        let uid_a = "0ef42889-deb4-11e9-ba56-42010a800256";
+        let uid_b = "11111111-2222-3333-4444-555555555555";
+        let applier = Applier::new("m");
+        let f = Fingerprints::new(&applier);
+        let (mut e0, mut e1) = (0, 0);
+        for ev in [Init, InitApply(cm(uid_a, true)), InitDone] {
+            f.observe(&ev, 0, &mut e0);
+        }
+        for ev in [Init, InitApply(cm(uid_b, true)), InitDone] {
+            f.observe(&ev, 1, &mut e1);
+        }
+        let want = crate::owned::desired(&serde_json::json!({"data": {"k": "v"}}));
+        assert_eq!((f.get(uid_a), f.get(uid_b)), (Some(want), Some(want)));
+        // b is labelled: it enters watch 0, then leaves watch 1.
+        f.observe(&Apply(cm(uid_b, true)), 0, &mut e0);
+        f.observe(&Delete(cm(uid_b, true)), 1, &mut e1);
+        assert_eq!(f.get(uid_b), Some(want), "watch 0 shows it");
+        // Watch 1 lists again (b not in it): b stays, shown by watch 0.
+        for ev in [Init, InitDone] {
+            f.observe::<ConfigMapT>(&ev, 1, &mut e1);
+        }
+        assert_eq!(f.get(uid_b), Some(want));
+        assert_eq!(f.get(uid_a), Some(want));
+        // Watch 0 lists again without a: a goes.
+        for ev in [Init, InitApply(cm(uid_b, true)), InitDone] {
+            f.observe(&ev, 0, &mut e0);
+        }
+        assert_eq!(f.get(uid_a), None);
+        assert_eq!(f.lock().len(), 1);
     }
 
     #[tokio::test]
@@ -1309,17 +1807,17 @@ mod tests {
             InitApply(cm(uid_b, false)),
             InitDone,
         ] {
-            f.observe(&ev, &mut epoch);
+            f.observe(&ev, 0, &mut epoch);
         }
         let want = crate::owned::desired(&serde_json::json!({"data": {"k": "v"}}));
         assert_eq!(f.get(uid_a), Some(want));
         assert_eq!(f.get(uid_b), None, "the manager owns nothing there");
-        f.observe(&Delete(cm(uid_a, true)), &mut epoch);
+        f.observe(&Delete(cm(uid_a, true)), 0, &mut epoch);
         assert_eq!(f.get(uid_a), None);
         // b vanished during a watch gap: the next list drops it.
-        f.observe(&Apply(cm(uid_a, true)), &mut epoch);
+        f.observe(&Apply(cm(uid_a, true)), 0, &mut epoch);
         for ev in [Init, InitApply(cm(uid_a, true)), InitDone] {
-            f.observe(&ev, &mut epoch);
+            f.observe(&ev, 0, &mut epoch);
         }
         assert_eq!(f.lock().len(), 1);
         assert_eq!(f.get(uid_a), Some(want));

@@ -627,6 +627,23 @@ impl ControllerContext {
             policy: RetryPolicy::default(),
             failures: Failures::default(),
         });
+        // The child caches: counted in `bosun_cached_children`; sharded, each selects this
+        // replica's children and the unlabelled ones (set before its watches start).
+        let children: Vec<Arc<crate::cache::ChildWatch>> = w
+            .caches
+            .iter()
+            .filter_map(|s| s.child_watch().cloned())
+            .collect();
+        for c in &children {
+            crate::cache::count_children(&self.name, c);
+            if let Some(shard) = &self.shard {
+                if !c.select(shard.child_selectors(&self.name, &c.own_selector)) {
+                    tracing::error!(kind = c.kind(), "a child cache wired twice: not sharded");
+                }
+            }
+        }
+        self.metrics
+            .add_text_fn("cached_children", crate::cache::children_metrics_text);
         let mut caches = vec![w.primary.synced.clone()];
         caches.extend(w.caches);
         let dyntype = w.primary.dyntype.clone();
@@ -655,6 +672,8 @@ impl ControllerContext {
                     self.client.clone(),
                     labels.clone(),
                     kube::core::ApiResource::erase::<K>(&dyntype),
+                    children.clone(),
+                    shard.member().to_string(),
                 ),
             });
             self.metrics
@@ -666,6 +685,14 @@ impl ControllerContext {
                     resource: kube::core::ApiResource::erase::<K>(&dyntype),
                     namespace: w.primary.namespace.clone(),
                     selector: w.primary.selector.clone(),
+                    children: children
+                        .iter()
+                        .map(|c| crate::shard::kind::ChildKind {
+                            resource: c.resource.clone(),
+                            namespace: c.namespace.clone(),
+                            selector: c.own_selector.clone(),
+                        })
+                        .collect(),
                 },
             ));
         }
@@ -740,12 +767,22 @@ fn tokio_stream_of<T: Send + 'static>(
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (t, rx)) }).boxed()
 }
 
-/// Hands an object back to the sharder: removes its shard and drain labels, through the
-/// operators' (fenced) client. The runner calls it only when no reconcile of the object runs.
+/// Hands an object back: relabels its children (those this replica caches) with the member
+/// the drain names, then writes that member on the object and removes the drain label — or,
+/// when the drain names no other member, removes the labels of both (the children are then
+/// cached by every replica, the sharder places the object). Children first: once the object
+/// carries the new member's label, that member reconciles it, and its caches must show
+/// every child by then (else its applier would refuse to create what exists unseen).
+/// Through the operators' (fenced) client; the runner calls it only when no reconcile of
+/// the object runs, so no child is written by two replicas at once. The object's write
+/// carries the `resourceVersion` the drain was seen at: a hand-off decided on a stale view
+/// (the object moved on since) is refused, and done again once the watch shows it.
 fn release_fn<K>(
     client: kube::Client,
     labels: crate::shard::Labels,
     resource: kube::core::ApiResource,
+    children: Vec<Arc<crate::cache::ChildWatch>>,
+    me: String,
 ) -> Arc<dyn Fn(Arc<K>) -> futures::future::BoxFuture<'static, Next> + Send + Sync>
 where
     K: Resource + Send + Sync + 'static,
@@ -753,19 +790,66 @@ where
     Arc::new(move |obj: Arc<K>| {
         let api = crate::shard::kind::api(client.clone(), &resource, obj.namespace().as_deref());
         let name = obj.name_any();
-        let body = serde_json::json!({
-            "metadata": { "labels": { labels.shard.clone(): null, labels.drain.clone(): null } }
+        let target =
+            crate::shard::handoff_target(obj.labels().get(&labels.drain).map(String::as_str), &me)
+                .map(str::to_string);
+        let kids: Vec<_> = obj
+            .meta()
+            .uid
+            .as_deref()
+            .map(|uid| {
+                children
+                    .iter()
+                    .flat_map(|c| {
+                        c.children_of(uid)
+                            .into_iter()
+                            .map(|(ns, n)| (c.resource.clone(), ns, n))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let child_body = serde_json::json!({
+            "metadata": { "labels": { labels.shard.clone(): target.clone() } }
         });
+        let body = serde_json::json!({
+            "metadata": {
+                "resourceVersion": obj.resource_version(),
+                "labels": { labels.shard.clone(): target.clone(), labels.drain.clone(): null }
+            }
+        });
+        let client = client.clone();
         async move {
+            let relabelled = futures::future::join_all(kids.iter().map(|(ar, ns, child)| {
+                let api = crate::shard::kind::api(client.clone(), ar, ns.as_deref());
+                let body = &child_body;
+                async move {
+                    match api
+                        .patch_metadata(child, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(body))
+                        .await
+                    {
+                        Ok(_) => Ok(()),
+                        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                        Err(e) => {
+                            tracing::warn!(error = %e, kind = %ar.kind, child = %child, "could not relabel a child on a hand-off; retrying");
+                            Err(())
+                        }
+                    }
+                }
+            }))
+            .await;
+            if relabelled.iter().any(Result::is_err) {
+                return Next::Retry(Duration::from_secs(1));
+            }
             match api
                 .patch_metadata(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&body))
                 .await
             {
                 Ok(_) => {
-                    tracing::info!(name = %name, "handed back to the sharder");
+                    tracing::info!(name = %name, to = ?target, children = kids.len(), "handed over");
                     Next::After(None)
                 }
-                Err(kube::Error::Api(s)) if s.code == 404 => Next::After(None),
+                // Gone, or changed since the drain was seen: the watch shows what is now.
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Next::After(None),
                 Err(e) => {
                     tracing::warn!(error = %e, name = %name, "could not hand an object back; retrying");
                     Next::Retry(Duration::from_secs(1))

@@ -10,6 +10,13 @@
 //! test waits for the placement it then asserts (every widget labelled with a live replica,
 //! reconciled by it since the step, each replica's cache holding exactly its share), and at
 //! the end asserts that no widget was ever reconciled by two replicas at once.
+//!
+//! Each widget also has a child ConfigMap the recorder applies in every reconcile (through
+//! the applier, from a child cache): after each step every child carries its widget's shard
+//! label, each replica caches exactly its widgets' children, and no child was ever recreated
+//! (its UID unchanged from the first placement to the last). One child exists before any
+//! replica starts, without a shard label (a child from before sharding was turned on), and
+//! a user removes the label of another: both are cached, and relabelled by their owner.
 mod common;
 
 use std::collections::BTreeMap;
@@ -45,6 +52,8 @@ const SHARD: &str = "shard.bosun.dev/recorder";
 const DRAIN: &str = "drain.bosun.dev/recorder";
 const REC_LABEL: &str = "bosun-test/recorder";
 const WIDGETS: usize = 24;
+const CHILD_LABEL: &str = "bosun-test/child";
+const CHILD_MANAGER: &str = "rec-child";
 
 struct Recorder {
     identity: String,
@@ -54,6 +63,23 @@ struct RecCtx {
     client: Client,
     identity: String,
     n: AtomicU64,
+    applier: bosun_runtime::apply::Applier,
+    children: bosun_runtime::cache::ChildCache<ConfigMap>,
+}
+
+/// A widget's child: `<widget>-child`, controlled by the widget.
+fn child_of(w: &Widget) -> ConfigMap {
+    ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{}-child", w.name_any())),
+            namespace: w.namespace(),
+            labels: Some([(CHILD_LABEL.to_string(), "yes".to_string())].into()),
+            owner_references: kube::Resource::controller_owner_ref(w, &()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        data: Some([("widget".to_string(), w.name_any())].into()),
+        ..Default::default()
+    }
 }
 
 async fn record(w: &Widget, ctx: &RecCtx, phase: &str) -> Result<(), kube::Error> {
@@ -81,6 +107,17 @@ async fn record(w: &Widget, ctx: &RecCtx, phase: &str) -> Result<(), kube::Error
 /// test fails so when the sharder moves objects without the drain hand-off).
 async fn reconcile(w: Arc<Widget>, ctx: Arc<RecCtx>) -> Result<Action, WidgetError> {
     record(&w, &ctx, "begin").await?;
+    // The child, as a coded operator applies one: created when its cache does not show it
+    // (refused, 409, when it exists unseen), else written only when it drifted.
+    let child = child_of(&w);
+    let ns = w.namespace().unwrap_or_default();
+    ctx.applier
+        .apply(
+            &Api::namespaced(ctx.client.clone(), &ns),
+            &child,
+            ctx.children.meta(&ns, &child.name_any()).as_ref(),
+        )
+        .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     record(&w, &ctx, "end").await?;
     Ok(Action::requeue(Duration::from_millis(200)))
@@ -104,14 +141,26 @@ impl Operator for Recorder {
                 |ns| {
                     let primary =
                         Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
+                    let applier = bosun_runtime::apply::Applier::new(CHILD_MANAGER);
+                    let (children, stream) =
+                        bosun_runtime::cache::ChildCache::<ConfigMap>::watch_owned(
+                            client.clone(),
+                            ns,
+                            &format!("{CHILD_LABEL}=yes"),
+                            |c| c.data = None,
+                            &applier,
+                        );
                     Wiring::new(
                         primary,
                         Arc::new(RecCtx {
                             client: client.clone(),
                             identity: identity.clone(),
                             n: AtomicU64::new(0),
+                            applier,
+                            children: children.clone(),
                         }),
                     )
+                    .owns(stream, children.synced())
                 },
                 reconcile,
             )
@@ -256,6 +305,35 @@ async fn placement(widgets: &Api<Widget>) -> Option<(BTreeMap<String, Option<Str
     Some((map, draining))
 }
 
+/// Each widget's child (by the widget's name): its shard label and its UID.
+async fn child_labels(widgets: &Api<Widget>) -> Option<BTreeMap<String, (Option<String>, String)>> {
+    let ns = widgets.namespace()?.to_string();
+    let cms: Api<ConfigMap> = Api::namespaced(widgets.clone().into_client(), &ns);
+    let list = cms
+        .list(&ListParams::default().labels(&format!("{CHILD_LABEL}=yes")))
+        .await
+        .ok()?;
+    Some(
+        list.items
+            .iter()
+            .filter_map(|c| {
+                let w = c.name_any().strip_suffix("-child")?.to_string();
+                Some((w, (c.labels().get(SHARD).cloned(), c.uid()?)))
+            })
+            .collect(),
+    )
+}
+
+/// Asserts that every child is the one first seen (`first`, filled on the first call): no
+/// child was deleted and created again by a move.
+async fn children_kept(widgets: &Api<Widget>, first: &mut BTreeMap<String, String>) {
+    let now = child_labels(widgets).await.expect("list the children");
+    for (w, (_, uid)) in now {
+        let was = first.entry(w.clone()).or_insert_with(|| uid.clone());
+        assert_eq!(*was, uid, "the child of {w} was recreated");
+    }
+}
+
 /// Waits until every widget is labelled with one of `live`, none is draining, each is
 /// reconciled (an `end` stored) by its replica since log position `from`, every replica in
 /// `must_own` owns some, and each live replica's cache holds exactly its widgets. Returns the
@@ -285,15 +363,28 @@ async fn settled(
                 return None;
             }
         }
-        // Each replica caches its share and nothing else.
+        // Every child carries its widget's shard label.
+        let labelled = child_labels(widgets).await?;
+        for (w, owner) in &placed {
+            if labelled.get(w).and_then(|(l, _)| l.as_ref()) != Some(owner) {
+                return None;
+            }
+        }
+        // Each replica caches its share and nothing else, of widgets and of their children.
         for r in live {
             let (_, body) = http_get(r.metrics, "/metrics").await.ok()?;
             let cached = series_value(
                 &body,
                 &format!("bosun_cached_objects{{controller=\"{OPERATOR}\"}}"),
             )?;
+            let children = series_value(
+                &body,
+                &format!(
+                    "bosun_cached_children{{controller=\"{OPERATOR}\",group=\"\",kind=\"ConfigMap\"}}"
+                ),
+            )?;
             let share = placed.values().filter(|o| *o == r.name).count();
-            if cached != share as f64 {
+            if cached != share as f64 || children != share as f64 {
                 return None;
             }
         }
@@ -379,11 +470,21 @@ async fn objects_move_between_replicas_without_overlap() {
             .await
             .expect("create");
     }
+    // A child from before sharding: no shard label. Every replica caches it until its owner's
+    // member labels it; without that, the owner's applier could not create it (409).
+    let w0 = widgets.get("w0").await.expect("w0");
+    Api::<ConfigMap>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &child_of(&w0))
+        .await
+        .expect("an unlabelled child");
+    let mut uids = BTreeMap::new();
+    children_kept(&widgets, &mut uids).await;
 
     // Two replicas: the widgets spread over both, each caches its own.
     let a = start(&kubeconfig, &ns, "a");
     let b = start(&kubeconfig, &ns, "b");
     let first = settled(&widgets, &log, 0, &[&a, &b], &["a", "b"]).await;
+    children_kept(&widgets, &mut uids).await;
     println!("a, b: {first:?}");
 
     // c joins: some widgets move to it (drained by their replica first), the rest stay.
@@ -397,7 +498,22 @@ async fn objects_move_between_replicas_without_overlap() {
             first.get(w)
         );
     }
+    children_kept(&widgets, &mut uids).await;
     println!("a, b, c: {joined:?}");
+
+    // A user removes a child's shard label: still cached (by every replica), and labelled
+    // again by its owner's next reconcile.
+    let mark = log.len();
+    Api::<ConfigMap>::namespaced(admin.clone(), &ns)
+        .patch(
+            "w1-child",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "metadata": { "labels": { SHARD: null } } })),
+        )
+        .await
+        .expect("remove a child's label");
+    settled(&widgets, &log, mark, &[&a, &b, &c], &[]).await;
+    children_kept(&widgets, &mut uids).await;
 
     // A new widget is placed and reconciled.
     let mark = log.len();
@@ -407,6 +523,7 @@ async fn objects_move_between_replicas_without_overlap() {
         .expect("create late");
     let with_late = settled(&widgets, &log, mark, &[&a, &b, &c], &[]).await;
     assert!(with_late.contains_key("late"));
+    children_kept(&widgets, &mut uids).await;
 
     // One of a and b leaves gracefully (SIGTERM): the one that places the objects, if either
     // does, so that its hand-over of the sharder Lease is seen. Its widgets move to the two
@@ -443,6 +560,7 @@ async fn objects_move_between_replicas_without_overlap() {
         );
     }
     let left = settled(&widgets, &log, mark, &[&stayer, &c], &[]).await;
+    children_kept(&widgets, &mut uids).await;
     for (w, owner) in &left {
         if with_late.get(w).map(String::as_str) != Some(gone) {
             assert_eq!(
@@ -459,6 +577,8 @@ async fn objects_move_between_replicas_without_overlap() {
     let _ = c.child.wait().await;
     let last = settled(&widgets, &log, mark, &[&stayer], &[stayer.name]).await;
     assert!(last.values().all(|o| o == stayer.name));
+    children_kept(&widgets, &mut uids).await;
+    assert_eq!(uids.len(), WIDGETS + 1, "every widget's child seen");
 
     let writes = log.snapshot();
     let reconciles = no_overlap(&writes);

@@ -9,12 +9,21 @@
 //! as stale) is not decided again before the watch shows it past that version, however far
 //! the watch lags behind a loaded API server; moves between live members go at most
 //! [`MOVING`] at a time. `bosun_shard_label_writes_total{label,result}` counts the writes.
+//!
+//! Children follow their owner. A move between live members is handed over by the member
+//! (the drain label names where the object goes; the member relabels the children it caches,
+//! then the object). A member taken over (`kill -9`, or a graceful leave) is not there to do
+//! it: for each such member the sharder lists the children of the controller's child kinds
+//! that carry its label, relabels an object's children with the object's new member before
+//! it writes the object (so that member's caches show them when it first reconciles it), and
+//! relabels any other child labelled with that member after its owner (or removes the label
+//! when no owner of it is placed). The member's Lease is kept while a child carries its name.
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -36,6 +45,29 @@ pub(crate) struct Scope {
     pub resource: ApiResource,
     pub namespace: Option<String>,
     pub selector: Option<String>,
+    /// The controller's child caches: the kinds whose objects follow their owner.
+    pub children: Vec<ChildKind>,
+}
+
+/// One child kind of a controller: where its cache looks (namespace, None: all) and with
+/// which selector of its own (empty: none).
+#[derive(Clone, Debug)]
+pub(crate) struct ChildKind {
+    pub resource: ApiResource,
+    pub namespace: Option<String>,
+    pub selector: String,
+}
+
+/// Children relabelled on their own, each with the member it goes to (None: no label).
+type Leftovers = Vec<(Orphan, Option<String>)>;
+
+/// A child labelled with a member that was taken over.
+#[derive(Clone, Debug)]
+struct Orphan {
+    kind: usize,
+    namespace: Option<String>,
+    name: String,
+    owners: Vec<String>,
 }
 
 type Meta = PartialObjectMeta<DynamicObject>;
@@ -166,10 +198,14 @@ async fn place(
     written: &mut Written,
 ) {
     let objects = store.state();
-    let on: HashSet<String> = objects
+    let mut on: HashSet<String> = objects
         .iter()
         .filter_map(|o| o.labels().get(&labels.shard).cloned())
         .collect();
+    let now = view.at(std::time::Instant::now());
+    let orphans = taken_children(shard, labels, scope, &now).await;
+    // A member's takeover is held while a child still carries its name.
+    on.extend(orphans.keys().cloned());
     shard.reports.report(id, on);
     let current: HashMap<&str, &str> = objects
         .iter()
@@ -183,10 +219,27 @@ async fn place(
     written.prune(&current);
     let view = view.at(std::time::Instant::now());
     let steps = steps(&objects, labels, &view, written);
+    let (by_owner, leftover) = children_plan(&orphans, &objects, labels, &view, &steps);
+    relabel_leftovers(shard, labels, scope, leftover).await;
     let outcomes: Vec<_> = futures::stream::iter(steps)
         .map(|(o, step)| {
             let view = &view;
+            let kids = o
+                .meta()
+                .uid
+                .as_deref()
+                .and_then(|u| by_owner.get(u))
+                .cloned()
+                .unwrap_or_default();
             async move {
+                // Its children first: the member it goes to must cache them when it starts.
+                if let Step::Assign(to) = &step {
+                    if !takeover_held(&o, labels, view)
+                        || !relabel(shard, labels, scope, &kids, Some(to)).await
+                    {
+                        return (o, false);
+                    }
+                }
                 let sent = write(shard, labels, scope, &o, step, view).await;
                 (o, sent)
             }
@@ -236,7 +289,7 @@ fn steps(
         }
         match decide(&seen, view) {
             Step::None => {}
-            Step::Drain => drains.push((o.clone(), Step::Drain)),
+            step @ Step::Drain(_) => drains.push((o.clone(), step)),
             step => steps.push((o.clone(), step)),
         }
     }
@@ -244,6 +297,19 @@ fn steps(
     // ahead of its users' changes, and a join must not put thousands of them in its queue.
     steps.extend(drains.into_iter().take(MOVING.saturating_sub(draining)));
     steps
+}
+
+/// Whether an object may be moved now: always, unless it moves away from a taken-over
+/// member, which it may only while the takeover is surely held.
+fn takeover_held(o: &Meta, labels: &Labels, view: &MemberView) -> bool {
+    let from_taken = o
+        .labels()
+        .get(&labels.shard)
+        .is_some_and(|c| view.taken.contains(c));
+    !from_taken
+        || view
+            .taken_until
+            .is_some_and(|t| std::time::Instant::now() < t)
 }
 
 /// Sends `step`'s label write, decided on the object's `resourceVersion`. True when the API
@@ -257,22 +323,14 @@ async fn write(
     step: Step,
     view: &MemberView,
 ) -> bool {
-    let current = o.labels().get(&labels.shard).cloned();
     let label_values = match &step {
         Step::Assign(to) => {
-            // Moving away from a taken-over member: only while the takeover is surely held.
-            if current.as_ref().is_some_and(|c| view.taken.contains(c))
-                && view
-                    .taken_until
-                    .is_none_or(|t| std::time::Instant::now() >= t)
-            {
+            if !takeover_held(o, labels, view) {
                 return false;
             }
             serde_json::json!({ labels.shard.clone(): to, labels.drain.clone(): null })
         }
-        Step::Drain => {
-            serde_json::json!({ labels.drain.clone(): current.clone().unwrap_or_default() })
-        }
+        Step::Drain(to) => serde_json::json!({ labels.drain.clone(): to }),
         Step::None => return false,
     };
     let body = serde_json::json!({
@@ -307,6 +365,167 @@ async fn write(
             false
         }
     }
+}
+
+/// Per member taken over (and still within its takeover), the children of `scope`'s child
+/// kinds labelled with it; none when no member is taken over (the usual round costs nothing).
+async fn taken_children(
+    shard: &ShardContext,
+    labels: &Labels,
+    scope: &Scope,
+    view: &MemberView,
+) -> HashMap<String, Vec<Orphan>> {
+    let mut found: HashMap<String, Vec<Orphan>> = HashMap::new();
+    for member in &view.taken {
+        for (k, kind) in scope.children.iter().enumerate() {
+            let mine = format!("{}={member}", labels.shard);
+            let selector = if kind.selector.trim().is_empty() {
+                mine
+            } else {
+                format!("{},{mine}", kind.selector)
+            };
+            let api = api(
+                shard.sharder_client.clone(),
+                &kind.resource,
+                kind.namespace.as_deref(),
+            );
+            match api
+                .list_metadata(&ListParams::default().labels(&selector))
+                .await
+            {
+                Ok(list) => {
+                    for c in list.items {
+                        found.entry(member.clone()).or_default().push(Orphan {
+                            kind: k,
+                            namespace: c.metadata.namespace.clone(),
+                            name: c.name_any(),
+                            owners: c
+                                .metadata
+                                .owner_references
+                                .iter()
+                                .flatten()
+                                .map(|r| r.uid.clone())
+                                .collect(),
+                        });
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, kind = %kind.resource.kind, member = %member, "could not list a member's children");
+                    // Unknown: kept as in use, so the takeover is not let go meanwhile.
+                    found.entry(member.clone()).or_default();
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Which of the taken-over members' children go with an object written this round (by its
+/// UID), and the others with the member they go to (None: no label) — pure. A child goes
+/// with this round's step of its owner when that step moves the owner; else to the member
+/// its owner is labelled with when that member is live, or to none when no placed object
+/// owns it; a child whose owner still waits on a taken member waits with it.
+fn children_plan(
+    orphans: &HashMap<String, Vec<Orphan>>,
+    objects: &[Arc<Meta>],
+    labels: &Labels,
+    view: &MemberView,
+    steps: &[(Arc<Meta>, Step)],
+) -> (HashMap<String, Vec<Orphan>>, Leftovers) {
+    let moving: HashSet<&str> = steps
+        .iter()
+        .filter(|(_, s)| matches!(s, Step::Assign(_)))
+        .filter_map(|(o, _)| o.meta().uid.as_deref())
+        .collect();
+    let placed: HashMap<&str, Option<&str>> = objects
+        .iter()
+        .filter_map(|o| {
+            Some((
+                o.meta().uid.as_deref()?,
+                o.labels().get(&labels.shard).map(String::as_str),
+            ))
+        })
+        .collect();
+    let mut with_owner: HashMap<String, Vec<Orphan>> = HashMap::new();
+    let mut leftover = Vec::new();
+    for c in orphans.values().flatten() {
+        if let Some(uid) = c.owners.iter().find(|u| moving.contains(u.as_str())) {
+            with_owner.entry(uid.clone()).or_default().push(c.clone());
+            continue;
+        }
+        let owner = c
+            .owners
+            .iter()
+            .find_map(|u| placed.get(u.as_str()).copied());
+        match owner {
+            // No placed object owns it: cached by every replica until its owner is placed.
+            None | Some(None) => leftover.push((c.clone(), None)),
+            Some(Some(m)) if view.live.iter().any(|l| l == m) => {
+                leftover.push((c.clone(), Some(m.to_string())))
+            }
+            // Its owner waits on a member not live: the child waits with it.
+            Some(Some(_)) => {}
+        }
+    }
+    (with_owner, leftover)
+}
+
+async fn relabel_leftovers(
+    shard: &ShardContext,
+    labels: &Labels,
+    scope: &Scope,
+    leftover: Leftovers,
+) {
+    futures::stream::iter(leftover)
+        .for_each_concurrent(PLACING, |(c, to)| async move {
+            relabel(
+                shard,
+                labels,
+                scope,
+                std::slice::from_ref(&c),
+                to.as_deref(),
+            )
+            .await;
+        })
+        .await;
+}
+
+/// Writes `to` (None: removes it) as the shard label of `children`, through the sharder's
+/// client. True when every one was written (or had gone).
+async fn relabel(
+    shard: &ShardContext,
+    labels: &Labels,
+    scope: &Scope,
+    children: &[Orphan],
+    to: Option<&str>,
+) -> bool {
+    let body = serde_json::json!({ "metadata": { "labels": { labels.shard.clone(): to } } });
+    let results = futures::future::join_all(children.iter().map(|c| {
+        let body = &body;
+        async move {
+            let Some(kind) = scope.children.get(c.kind) else {
+                return true;
+            };
+            let api = api(
+                shard.sharder_client.clone(),
+                &kind.resource,
+                c.namespace.as_deref(),
+            );
+            match api
+                .patch_metadata(&c.name, &PatchParams::default(), &Patch::Merge(body))
+                .await
+            {
+                Ok(_) => true,
+                Err(kube::Error::Api(s)) if s.code == 404 => true,
+                Err(e) => {
+                    tracing::warn!(error = %e, kind = %kind.resource.kind, child = %c.name, "could not relabel a child");
+                    false
+                }
+            }
+        }
+    }))
+    .await;
+    results.into_iter().all(|ok| ok)
 }
 
 /// How a label write ended, as `bosun_shard_label_writes_total` counts it.
@@ -386,7 +605,10 @@ mod tests {
     }
 
     fn drains(steps: &[(Arc<Meta>, Step)]) -> usize {
-        steps.iter().filter(|(_, s)| *s == Step::Drain).count()
+        steps
+            .iter()
+            .filter(|(_, s)| matches!(s, Step::Drain(_)))
+            .count()
     }
 
     #[test]
@@ -437,6 +659,61 @@ mod tests {
             .collect();
         written.prune(&current);
         assert!(written.0.is_empty());
+    }
+
+    fn orphan(name: &str, owners: &[&str]) -> Orphan {
+        Orphan {
+            kind: 0,
+            namespace: Some("ns".into()),
+            name: name.into(),
+            owners: owners.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_taken_members_children_go_with_their_owner_or_to_where_it_is() {
+        let l = Labels::for_operator("op");
+        // Objects: uid-0 moves from the dead member this round, uid-1 is on the live b,
+        // uid-2 still waits on another dead member.
+        let objects = vec![
+            object(0, &[(&l.shard, "dead")]),
+            object(1, &[(&l.shard, "b")]),
+            object(2, &[(&l.shard, "gone")]),
+        ];
+        let mut v = view(&["a", "b"]);
+        v.taken = ["dead".to_string()].into();
+        let steps = vec![(objects[0].clone(), Step::Assign("a".into()))];
+        let orphans: HashMap<String, Vec<Orphan>> = [(
+            "dead".to_string(),
+            vec![
+                orphan("c0", &["uid-0"]),
+                orphan("c0b", &["other", "uid-0"]),
+                orphan("c1", &["uid-1"]),
+                orphan("c2", &["uid-2"]),
+                orphan("stray", &["no-such-uid"]),
+                orphan("ownerless", &[]),
+            ],
+        )]
+        .into();
+        let (with, leftover) = children_plan(&orphans, &objects, &l, &v, &steps);
+        let names = |cs: &[Orphan]| cs.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            names(with.get("uid-0").map(Vec::as_slice).unwrap_or_default()),
+            ["c0", "c0b"],
+            "relabelled before their owner is written"
+        );
+        assert_eq!(with.len(), 1);
+        let left: Vec<(String, Option<String>)> =
+            leftover.into_iter().map(|(c, to)| (c.name, to)).collect();
+        assert_eq!(
+            left,
+            vec![
+                ("c1".to_string(), Some("b".to_string())),
+                ("stray".to_string(), None),
+                ("ownerless".to_string(), None),
+            ],
+            "to where the owner is; no placed owner: unlabelled; c2 waits with its owner"
+        );
     }
 
     #[test]

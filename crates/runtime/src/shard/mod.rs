@@ -185,6 +185,49 @@ pub fn child_labels(owner_labels: Option<&BTreeMap<String, String>>) -> BTreeMap
         .collect()
 }
 
+/// The label selectors of one child watch of a sharded operator: the children of this
+/// member's objects, and the children that carry no shard label of the operator at all (made
+/// before sharding was turned on, by someone else, or whose label a user removed). A replica
+/// caches the union: its share, and what no share holds — so no child is in no replica's
+/// cache, and the applier never refuses (409) to create a child that exists unseen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildSelectors {
+    pub member: String,
+    pub unlabelled: String,
+}
+
+impl ChildSelectors {
+    /// Both selectors, in the order a child cache numbers its watches.
+    pub fn both(&self) -> [&str; 2] {
+        [&self.member, &self.unlabelled]
+    }
+}
+
+/// The one decision of which children a child watch of `operator` on `member` selects,
+/// the watch's own selector `own` (empty: none) kept in both. The Helm and Ansible flavours'
+/// watches take it as the coded operators' caches do.
+pub fn child_selectors(operator: &str, member: &str, own: &str) -> ChildSelectors {
+    let key = Labels::for_operator(operator).shard;
+    let with_own = |s: String| {
+        if own.trim().is_empty() {
+            s
+        } else {
+            format!("{own},{s}")
+        }
+    };
+    ChildSelectors {
+        member: with_own(format!("{key}={member}")),
+        unlabelled: with_own(format!("!{key}")),
+    }
+}
+
+/// The shard label value a member writes on an object it hands back, from the drain label the
+/// sharder wrote (the member the object goes to): that member when it names one other than
+/// `me`, else none (the labels are removed and the sharder places the object).
+pub fn handoff_target<'a>(drain_value: Option<&'a str>, me: &str) -> Option<&'a str> {
+    drain_value.filter(|d| is_member_name(d) && *d != me)
+}
+
 tokio::task_local! {
     /// The shard labels of the object a sharded controller is reconciling (its children's
     /// labels), for the writes made within that reconcile.
@@ -256,6 +299,11 @@ impl ShardContext {
     pub fn selector(&self, operator: &str) -> String {
         format!("{}={}", Labels::for_operator(operator).shard, self.member)
     }
+
+    /// The selectors of a child watch of `operator` whose own selector is `own`.
+    pub fn child_selectors(&self, operator: &str, own: &str) -> ChildSelectors {
+        child_selectors(operator, &self.member, own)
+    }
 }
 
 #[cfg(test)]
@@ -325,6 +373,37 @@ mod tests {
         assert!(child_labels(None).is_empty());
         let unplaced: BTreeMap<String, String> = [("app".to_string(), "shop".to_string())].into();
         assert!(child_labels(Some(&unplaced)).is_empty());
+    }
+
+    #[test]
+    fn a_child_watch_selects_its_members_share_and_the_unlabelled_ones() {
+        let s = child_selectors("bookstore", "bosun-1", "");
+        assert_eq!(s.member, "shard.bosun.dev/bookstore=bosun-1");
+        assert_eq!(s.unlabelled, "!shard.bosun.dev/bookstore");
+        // The watch's own selector is kept in both.
+        let s = child_selectors("BookStore.x/v1", "b", "app=shop, tier in (db)");
+        assert_eq!(
+            s.both(),
+            [
+                "app=shop, tier in (db),shard.bosun.dev/BookStore.x-v1=b",
+                "app=shop, tier in (db),!shard.bosun.dev/BookStore.x-v1"
+            ]
+        );
+        assert_eq!(
+            child_selectors("op", "m", "  ").member,
+            "shard.bosun.dev/op=m"
+        );
+    }
+
+    #[test]
+    fn a_handed_back_object_goes_to_the_member_the_drain_names() {
+        assert_eq!(handoff_target(Some("bosun-2"), "bosun-1"), Some("bosun-2"));
+        // A drain naming the member itself (written by a sharder of before the children
+        // followed their owners), nobody, or no member name: the labels are removed.
+        assert_eq!(handoff_target(Some("bosun-1"), "bosun-1"), None);
+        assert_eq!(handoff_target(Some(""), "bosun-1"), None);
+        assert_eq!(handoff_target(Some("Not A Member"), "bosun-1"), None);
+        assert_eq!(handoff_target(None, "bosun-1"), None);
     }
 
     #[tokio::test]

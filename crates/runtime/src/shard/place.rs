@@ -4,8 +4,9 @@
 //! 1. no live member: leave everything where it is;
 //! 2. no shard label: assign the object to its owner on the ring;
 //! 3. labelled with a live member that is its owner: nothing to do;
-//! 4. labelled with a live member that is not its owner: ask that member to drain it (the
-//!    member removes both labels once no reconcile of it runs), then rule 2 places it;
+//! 4. labelled with a live member that is not its owner: ask that member to hand it to its
+//!    owner (the drain label names the owner; once no reconcile of it runs, the member
+//!    relabels the object's children, then the object, with that owner);
 //! 5. labelled with a member whose Lease the sharder took over (it expired or was released):
 //!    assign it to its owner at once — that member's write fence stopped it before its
 //!    Lease could expire, and it cannot come back while the sharder holds the Lease;
@@ -53,8 +54,9 @@ pub enum Step {
     None,
     /// Write the shard label (and remove a drain label left by a member that died).
     Assign(String),
-    /// Write the drain label: the member that holds it hands it back.
-    Drain,
+    /// Write the drain label naming the member the object goes to: the member that holds it
+    /// hands it, and its children, to that one.
+    Drain(String),
 }
 
 pub fn decide(obj: &Seen<'_>, members: &MemberView) -> Step {
@@ -67,7 +69,7 @@ pub fn decide(obj: &Seen<'_>, members: &MemberView) -> Step {
             if current == owner || obj.draining {
                 Step::None
             } else {
-                Step::Drain
+                Step::Drain(owner.to_string())
             }
         }
         Some(current) if members.taken.contains(current) => Step::Assign(owner.to_string()),
@@ -138,7 +140,11 @@ mod tests {
         let v = view(&["a", "b"], &[]);
         let u = uid_owned_by("b", &v);
         assert_eq!(decide(&seen(&u, Some("b"), false), &v), Step::None);
-        assert_eq!(decide(&seen(&u, Some("a"), false), &v), Step::Drain);
+        assert_eq!(
+            decide(&seen(&u, Some("a"), false), &v),
+            Step::Drain("b".into()),
+            "the drain names where it goes"
+        );
         assert_eq!(
             decide(&seen(&u, Some("a"), true), &v),
             Step::None,
