@@ -523,6 +523,7 @@ pub struct PostgresClusterStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parameters: Vec<ParameterStatus>,
     /// Ready, Progressing, Recovering, ContinuousArchiving, LastBackupSucceeded,
+    /// ArchiveReadable (with a backup store: False while a replica cannot read it),
     /// ParametersApplied and PodsUpToDate, each with a reason and a message.
     #[serde(default)]
     pub conditions: Vec<Condition>,
