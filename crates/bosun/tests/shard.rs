@@ -102,6 +102,9 @@ struct Flavour {
     /// the owner's current label in each write of a child: the coded and Helm flavours apply
     /// every child on a reconcile, the Ansible flavour's `k8s` module labels its updates).
     relabelled_on_move: bool,
+    /// The child kinds whose caches select their replica's share: each replica's
+    /// `bosun_cached_children` of each equals the children of its objects.
+    cached_children: &'static [&'static str],
 }
 
 /// One child, as the API server holds it.
@@ -233,6 +236,21 @@ async fn settled(
             )?;
             if cached != share as f64 || ok < reconciled.get(i).copied().unwrap_or(0.0) {
                 return None;
+            }
+            if !flavour.cached_children.is_empty() {
+                let ns = api.namespace()?.to_string();
+                let all = children(&api.clone().into_client(), &ns, flavour).await?;
+                for kind in flavour.cached_children {
+                    let mine = all
+                        .iter()
+                        .filter(|c| c.key.starts_with(&format!("{kind}/")))
+                        .filter(|c| map.get(&c.owner) == Some(&r.name.to_string()))
+                        .count();
+                    let kind_label = format!("kind=\"{kind}\"");
+                    if series(&text, "bosun_cached_children{", &kind_label)? != mine as f64 {
+                        return None;
+                    }
+                }
             }
             counts.push(ok);
         }
@@ -368,6 +386,7 @@ async fn coded_operator_objects_are_sharded_and_move_on_a_kill() {
             ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
         ],
         relabelled_on_move: true,
+        cached_children: &["Deployment", "StatefulSet", "Service"],
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }
@@ -413,6 +432,7 @@ async fn helm_releases_are_sharded_and_move_on_a_kill() {
             &(),
         )],
         relabelled_on_move: true,
+        cached_children: &[],
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }
@@ -456,6 +476,7 @@ async fn ansible_roles_are_sharded_and_move_on_a_kill() {
             &(),
         )],
         relabelled_on_move: true,
+        cached_children: &[],
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }
