@@ -52,7 +52,12 @@ pub async fn install_crds_with(
     Ok(())
 }
 
-async fn wait_served(client: &Client, crd: &CustomResourceDefinition) -> Result<(), TestEnvError> {
+/// Returns once `crd` is established and every served version of it answers a LIST (60 s at
+/// most): what a client that creates custom resources right after installing their CRD needs.
+pub async fn wait_served(
+    client: &Client,
+    crd: &CustomResourceDefinition,
+) -> Result<(), TestEnvError> {
     let name = crd.name_any();
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     tokio::time::timeout(
