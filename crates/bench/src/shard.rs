@@ -141,6 +141,11 @@ impl Replica {
         )
     }
 
+    /// Objects in its child caches (`bosun_cached_children`, every controller and kind).
+    async fn cached_children(&self) -> Option<f64> {
+        self.metric("bosun_cached_children{", "").await
+    }
+
     async fn successes(&self) -> Option<f64> {
         self.metric("controller_runtime_reconcile_total{", "result=\"success\"")
             .await
@@ -317,13 +322,28 @@ async fn populate(args: &Args, n: usize) -> anyhow::Result<(ControlPlane, Client
     Ok((cp, client))
 }
 
-/// Idle, then past bosun's at-rest heap trim (every 5 s once quiet), as the bookstore case.
-async fn steady(replicas: &[&Replica]) -> Vec<(f64, f64, f64)> {
+/// Idle, then past bosun's at-rest heap trim (every 5 s once quiet), as the bookstore case:
+/// each replica's RSS and the children its caches hold then.
+async fn steady(replicas: &[&Replica]) -> (Vec<(f64, f64, f64)>, Vec<f64>) {
     for r in replicas {
         r.wait_idle(Duration::from_secs(3)).await;
     }
     tokio::time::sleep(Duration::from_secs(11)).await;
-    replicas.iter().map(|r| r.rss_mb()).collect()
+    let rss = replicas.iter().map(|r| r.rss_mb()).collect();
+    let mut children = Vec::new();
+    for r in replicas {
+        children.push(r.cached_children().await.unwrap_or(-1.0));
+    }
+    (rss, children)
+}
+
+/// "17000, 16500 and 16500" (a replica that did not answer: -1).
+fn counts(children: &[f64]) -> String {
+    children
+        .iter()
+        .map(|c| format!("{c:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 async fn one_replica(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
@@ -333,7 +353,7 @@ async fn one_replica(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let bss: Api<BookStore> = Api::namespaced(client.clone(), NS);
     wait_watched(bss, n, Duration::from_secs(3600), is_converged).await?;
     let seconds = t0.elapsed().as_secs_f64();
-    let rss = steady(&[&r]).await;
+    let (rss, children) = steady(&[&r]).await;
     r.stop().await;
     Ok(vec![
         Row {
@@ -351,7 +371,9 @@ async fn one_replica(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
             n,
             peak_rss_mb: median(rss.iter().map(|r| r.0).collect()),
             note: format!(
-                "VmRSS idle after convergence, {n} BookStores + {} children cached: {}",
+                "VmRSS idle after convergence, {n} BookStores + {} children cached \
+                 (bosun_cached_children; {} made): {}",
+                counts(&children),
                 n * 5,
                 split(&rss)
             ),
@@ -380,7 +402,7 @@ async fn three_replicas(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
     let all: Vec<&Replica> = replicas.iter().collect();
     let limit = Duration::from_secs(1800);
     settled(&placement, n, &all, &[0.0; 3], limit).await?;
-    let rss = steady(&all).await;
+    let (rss, children) = steady(&all).await;
     // Counted after the idle wait, so only the reconciles the kill causes come after.
     let (share, before) = settled(&placement, n, &all, &[0.0; 3], limit).await?;
 
@@ -439,9 +461,11 @@ async fn three_replicas(args: &Args, n: usize) -> anyhow::Result<Vec<Row>> {
             peak_rss_mb: median(rss.iter().map(|r| r.0).collect()),
             note: format!(
                 "median of the replicas' VmRSS idle after convergence ({}); each caches its \
-                 share of {n} BookStores and every one of the {} children",
+                 share of {n} BookStores ({share:?}) and of the {} children (bosun_cached_children: \
+                 {}); the sharder ({sharder}) also keeps every object's metadata to place them",
                 split(&rss),
-                n * 5
+                n * 5,
+                counts(&children)
             ),
             ..Default::default()
         },
