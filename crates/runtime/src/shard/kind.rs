@@ -145,7 +145,8 @@ impl Watch {
         let synced = Arc::new(AtomicBool::new(false));
         let flag = synced.clone();
         let task = tokio::spawn(async move {
-            let events = reflector::reflector(writer, watcher(api, cfg).default_backoff());
+            let events =
+                reflector::reflector(writer, watcher(api, cfg).default_backoff().modify(slim));
             futures::pin_mut!(events);
             while let Some(ev) = events.next().await {
                 match ev {
@@ -161,6 +162,19 @@ impl Watch {
             task,
         }
     }
+}
+
+/// Keeps of an object's metadata only what placing reads (its name, namespace, UID,
+/// `resourceVersion`, labels and deletion): the sharder's replica caches every object of the
+/// kind, and their managed fields and annotations (a `kubectl apply`'s copy of the whole
+/// object among them) are most of each one's metadata.
+fn slim(o: &mut Meta) {
+    let m = &mut o.metadata;
+    m.managed_fields = None;
+    m.annotations = None;
+    m.owner_references = None;
+    m.finalizers = None;
+    m.generate_name = None;
 }
 
 impl Drop for Watch {
@@ -595,6 +609,45 @@ mod tests {
             ..Default::default()
         };
         Arc::new(meta.into_response_partial())
+    }
+
+    #[test]
+    fn the_sharders_cache_keeps_only_what_placing_reads() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, OwnerReference};
+        let labels = Labels::for_operator("op");
+        let o = object(1, &[("app", "shop")]);
+        let mut full = (*o).clone();
+        full.metadata.namespace = Some("ns".into());
+        full.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl".into()),
+            ..Default::default()
+        }]);
+        full.metadata.annotations = Some(
+            [(
+                "kubectl.kubernetes.io/last-applied-configuration".to_string(),
+                "x".repeat(4096),
+            )]
+            .into(),
+        );
+        full.metadata.owner_references = Some(vec![OwnerReference::default()]);
+        full.metadata.finalizers = Some(vec!["f".into()]);
+        let mut slimmed = full.clone();
+        slim(&mut slimmed);
+        let m = &slimmed.metadata;
+        assert!(m.managed_fields.is_none() && m.annotations.is_none());
+        assert!(m.owner_references.is_none() && m.finalizers.is_none());
+        assert_eq!(
+            (m.name.as_deref(), m.namespace.as_deref(), m.uid.as_deref()),
+            (Some("o1"), Some("ns"), Some("uid-1"))
+        );
+        assert_eq!(m.resource_version, full.metadata.resource_version);
+        assert_eq!(m.labels, full.metadata.labels);
+        // The same decision on either.
+        let view = view(&["a", "b"]);
+        let step = |o: Meta| steps(&[Arc::new(o)], &labels, &view, &Written::default());
+        let (full_steps, slim_steps) = (step(full), step(slimmed));
+        assert_eq!(full_steps.len(), 1);
+        assert_eq!(full_steps[0].1, slim_steps[0].1);
     }
 
     fn view(live: &[&str]) -> MemberView {
