@@ -39,7 +39,7 @@ use tracing::Instrument;
 pub use crate::cache::Origin;
 use crate::cache::{reflect_observed_lazy, ObjectStream, Synced};
 use crate::error::{Categorized, ErrorCategory};
-use crate::manager::{ControllerContext, Leading, Scope};
+use crate::manager::{ControllerContext, Scope};
 use crate::metrics::ControllerMetrics;
 use crate::queue::QueueConfig;
 use crate::runner::{Handoff, Next, Runner};
@@ -463,20 +463,16 @@ struct Shared<C, F> {
     failures: Failures,
 }
 
-/// True once every cache has synced and this replica leads; false if the controller stops
-/// first, or this replica's term ends before it leads.
-async fn gate(
-    caches: Vec<Synced>,
-    leading: Leading,
-    shutdown: tokio_util::sync::CancellationToken,
-) -> bool {
+/// True once every cache has synced; false if the controller stops first. Whether this
+/// replica leads is the runner's to follow: leading ends and starts again, caches stay.
+async fn gate(caches: Vec<Synced>, shutdown: tokio_util::sync::CancellationToken) -> bool {
     let open = async {
         for c in &caches {
             if !c.wait().await {
                 return false;
             }
         }
-        leading.wait().await
+        true
     };
     tokio::select! {
         open = open => open,
@@ -710,7 +706,8 @@ impl ControllerContext {
             config: QueueConfig::default(),
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
-            gate: gate(caches, self.leading.clone(), self.shutdown.clone()).boxed(),
+            gate: gate(caches, self.shutdown.clone()).boxed(),
+            leading: self.leading.clone(),
             handoff,
         };
         let sharded = self.shard.is_some();

@@ -3,15 +3,22 @@
 //! Order of life: bind the HTTP endpoints and serve the operators' webhooks → start every
 //! operator → (with leader election) wait for the lease as a warm standby: the operators'
 //! watches run and their caches sync, but every reconcile waits for the lease (it re-reads
-//! its object from the cache once it may go on) → run until a shutdown signal, the loss of
-//! the lease, or an operator failing. A new leader so starts from synced caches: no cold
-//! list between the lease and the first reconcile. With a [`Fence`] (built into the
-//! operators' client), no write of a standby leaves the process at all. On shutdown the operators are asked to stop and in-flight
-//! reconciles finish while the lease is still renewed (the grace period may outlast the
-//! lease); the lease is released only after them. On lease loss every operator task is
-//! aborted at once — nothing this replica runs may write after it stopped being sure it
-//! leads — and the manager goes back to standby: an API server blip costs a failover, not a
-//! process restart (and no CrashLoopBackOff after a few of them).
+//! its object from the cache once it may go on) → run until a shutdown signal or an operator
+//! failing. A new leader so starts from synced caches: no cold list between the lease and
+//! the first reconcile. With a [`Fence`] (built into the operators' client), no write of a
+//! standby leaves the process at all. On shutdown the operators are asked to stop and
+//! in-flight reconciles finish while the lease is still renewed (the grace period may
+//! outlast the lease); the lease is released only after them.
+//!
+//! The operators outlive a term as leader. When the lease is lost (or cannot be renewed
+//! before the renew deadline) the term ends: every runner aborts its reconciles in flight at
+//! once and starts no other — nothing this replica runs may write after it stopped being sure
+//! it leads — while the watches, caches and queues go on, and the manager campaigns again. A
+//! replica that lost its lease for a moment is so a warm standby at once, like one that never
+//! led, and when it wins again its reconciles start without a list, the interrupted ones
+//! first. An operator that writes from tasks of its own may ask for the cold restart instead
+//! ([`Operator::restarts_on_lost_term`]). An API server blip costs a failover, not a process
+//! restart (and no CrashLoopBackOff after a few of them).
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -94,35 +101,77 @@ pub struct ControllerContext {
     /// Cancelled on graceful shutdown: stop taking work, let in-flight reconciles finish.
     pub shutdown: CancellationToken,
     /// Whether this replica leads: a warm standby runs its watches, and its reconciles wait
-    /// for this. Sharded: whether it holds its membership Lease.
+    /// for this. Sharded: whether it holds its membership Lease. It may end and start again
+    /// while the operator runs: whatever the operator writes besides its controllers'
+    /// reconciles must stop while it does not lead (or see [`Operator::restarts_on_lost_term`]).
     pub leading: Leading,
     /// Set when objects are sharded across replicas ([`crate::shard`]): the controllers
     /// watch their shard only, and place objects while this replica holds the sharder Lease.
     pub shard: Option<crate::shard::ShardContext>,
 }
 
-/// Whether this replica leads (always, without leader election).
+/// Whether this replica leads (always, without leader election), and in which term: the
+/// manager numbers its terms as leader, so a reconcile of one term is never carried into the
+/// next (see [`crate::runner`]). A replica goes back and forth: leading ends when the lease
+/// is lost or in doubt, and starts again when it is won back.
 #[derive(Clone, Debug)]
-pub struct Leading(tokio::sync::watch::Receiver<bool>);
+pub struct Leading(tokio::sync::watch::Receiver<Option<u64>>);
 
 impl Leading {
     /// A replica that leads from the start (no leader election; tests).
     pub fn always() -> Self {
-        let (tx, rx) = tokio::sync::watch::channel(true);
+        let (tx, rx) = tokio::sync::watch::channel(Some(0));
         drop(tx);
         Leading(rx)
     }
 
     pub fn now(&self) -> bool {
-        *self.0.borrow()
+        self.0.borrow().is_some()
     }
 
-    /// Waits until this replica leads; false when it never will in this term (the manager
-    /// stopped its operators).
+    /// Waits until this replica leads; false when it never will (the manager stopped).
     pub async fn wait(&self) -> bool {
         let mut rx = self.0.clone();
-        let leads = rx.wait_for(|l| *l).await.is_ok();
+        let leads = rx.wait_for(|l| l.is_some()).await.is_ok();
         leads
+    }
+
+    /// The term this replica leads in now (None: it does not lead), marked seen.
+    pub(crate) fn current(&mut self) -> Option<u64> {
+        *self.0.borrow_and_update()
+    }
+
+    /// Waits for a change not yet seen through [`Leading::current`]; false when none will
+    /// come any more (the value stays as it is).
+    pub(crate) async fn changed(&mut self) -> bool {
+        self.0.changed().await.is_ok()
+    }
+}
+
+/// The manager's side of [`Leading`].
+pub(crate) struct Terms {
+    tx: tokio::sync::watch::Sender<Option<u64>>,
+    next: u64,
+}
+
+impl Terms {
+    pub(crate) fn new(leads: bool) -> Self {
+        let (tx, _) = tokio::sync::watch::channel(leads.then_some(0));
+        Terms { tx, next: 1 }
+    }
+
+    pub(crate) fn leading(&self) -> Leading {
+        Leading(self.tx.subscribe())
+    }
+
+    pub(crate) fn start(&mut self) {
+        let term = self.next;
+        self.next += 1;
+        self.tx.send_replace(Some(term));
+    }
+
+    pub(crate) fn end(&self) {
+        self.tx.send_replace(None);
     }
 }
 
@@ -164,6 +213,16 @@ pub trait Operator: Send + Sync {
     fn rbac(&self) -> Rbac;
     /// Runs until `ctx.shutdown` is cancelled and in-flight work is done.
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>>;
+    /// Whether the manager restarts this operator cold when a term as leader ends: its task
+    /// aborted (caches and all) and started again as a standby that lists everything anew.
+    /// The default (false) keeps it running as a warm standby — only its reconciles are
+    /// aborted and held back until this replica leads again — which is right for an operator
+    /// whose every write is a reconcile of [`ControllerContext::run_controller`]. Say true
+    /// for one that also writes from tasks of its own that do not follow
+    /// [`ControllerContext::leading`] to its end.
+    fn restarts_on_lost_term(&self) -> bool {
+        false
+    }
     /// Admission or conversion webhooks to serve on every replica, leader or standby, for as
     /// long as the manager runs (None: none).
     fn webhooks(&self) -> Option<crate::webhook::Plan> {
@@ -404,10 +463,15 @@ impl Manager {
             .as_ref()
             .map(|l| l.lease_name.clone())
             .unwrap_or_default();
+        // The operators run from here to the end, across terms: a standby keeps its caches.
+        let mut terms = Terms::new(elector.is_none());
+        let token = CancellationToken::new();
+        let mut tasks = Tasks::default();
+        for op in &self.operators {
+            self.start_operator(&mut tasks, op, &token, terms.leading(), shard.clone());
+        }
+        tracing::info!(operators = self.operators.len(), "controllers started");
         loop {
-            let (leading, gate) = tokio::sync::watch::channel(elector.is_none());
-            let token = CancellationToken::new();
-            let mut tasks = self.start_operators(&token, Leading(gate), shard.clone());
             if let Some(el) = elector.as_mut() {
                 self.health.set_role(Role::Standby);
                 self.metrics.set_leader(&lease, false);
@@ -426,19 +490,19 @@ impl Manager {
                     Wait::Shutdown => {
                         // A standby's reconciles all wait for the lease: nothing to finish.
                         token.cancel();
-                        if tokio::time::timeout(self.config.shutdown_grace, drain(&mut tasks))
+                        if tokio::time::timeout(self.config.shutdown_grace, tasks.drain())
                             .await
                             .is_err()
                         {
                             tasks.abort_all();
-                            drain(&mut tasks).await;
+                            tasks.drain().await;
                         }
                         return Ok(());
                     }
                     Wait::Ended(name, r) => {
                         token.cancel();
                         tasks.abort_all();
-                        drain(&mut tasks).await;
+                        tasks.drain().await;
                         return Err(match r {
                             Ok(()) => ManagerError::OperatorEnded(name),
                             Err(source) => ManagerError::Operator { name, source },
@@ -452,60 +516,96 @@ impl Manager {
                     }
                 }
                 self.metrics.set_leader(&lease, true);
+                terms.start();
             }
             self.health.set_role(Role::Leading);
-            let _ = leading.send(true);
             match self
-                .lead(&mut elector, &mut shutdown, &lease, token, tasks)
+                .lead(
+                    &mut elector,
+                    &mut shutdown,
+                    &lease,
+                    &token,
+                    &mut tasks,
+                    &terms,
+                )
                 .await?
             {
-                Term::Lost => continue,
+                Term::Lost => {
+                    self.restart_cold(&mut tasks, &token, &terms, shard.clone())
+                        .await;
+                    continue;
+                }
                 Term::Stopped => return Ok(()),
             }
         }
     }
 
-    /// Starts every operator; their reconciles wait for `leading`.
-    fn start_operators(
+    /// Starts operator `i`; its reconciles wait for `leading`.
+    fn start_operator(
         &self,
+        tasks: &mut Tasks,
+        op: &Arc<dyn Operator>,
         token: &CancellationToken,
         leading: Leading,
         shard: Option<crate::shard::ShardContext>,
-    ) -> JoinSet<Ran> {
-        let mut tasks = JoinSet::new();
-        for op in &self.operators {
-            self.health.register(op.name());
-            let ctx = ControllerContext {
-                client: self.client.clone(),
-                scope: self.config.scope.clone(),
-                concurrency: self.config.concurrency,
-                metrics: self.metrics.controller(&op.metrics_name()),
-                health: self.health.clone(),
-                name: op.name().to_string(),
-                shutdown: token.clone(),
-                leading: leading.clone(),
-                shard: shard.clone(),
-            };
-            let name = op.name().to_string();
-            let fut = op
-                .run(ctx)
-                .instrument(tracing::info_span!("controller", controller = %name));
-            tasks.spawn(async move { (name, fut.await) });
+    ) {
+        self.health.register(op.name());
+        let ctx = ControllerContext {
+            client: self.client.clone(),
+            scope: self.config.scope.clone(),
+            concurrency: self.config.concurrency,
+            metrics: self.metrics.controller(&op.metrics_name()),
+            health: self.health.clone(),
+            name: op.name().to_string(),
+            shutdown: token.clone(),
+            leading,
+            shard,
+        };
+        let name = op.name().to_string();
+        let fut = op
+            .run(ctx)
+            .instrument(tracing::info_span!("controller", controller = %name));
+        let set = if op.restarts_on_lost_term() {
+            &mut tasks.cold
+        } else {
+            &mut tasks.warm
+        };
+        set.spawn(async move { (name, fut.await) });
+    }
+
+    /// After a lost term: the operators that asked for it are aborted (once gone, nothing
+    /// of them runs beside the next term) and started again as cold standbys.
+    async fn restart_cold(
+        &self,
+        tasks: &mut Tasks,
+        token: &CancellationToken,
+        terms: &Terms,
+        shard: Option<crate::shard::ShardContext>,
+    ) {
+        if tasks.cold.is_empty() {
+            return;
         }
-        tracing::info!(operators = self.operators.len(), "controllers started");
-        tasks
+        tasks.cold.abort_all();
+        while tasks.cold.join_next().await.is_some() {}
+        for op in &self.operators {
+            if op.restarts_on_lost_term() {
+                self.start_operator(tasks, op, token, terms.leading(), shard.clone());
+            }
+        }
+        tracing::info!("operators that restart on a lost term started again");
     }
 
     /// One term as leader: runs every operator until shutdown (drained while the lease is
-    /// still renewed, then released), the loss of the lease (every operator aborted at once),
-    /// or an operator ending (an error).
+    /// still renewed, then released), the loss of the lease (every reconcile aborted at once,
+    /// the operators kept as warm standbys), or an operator ending (an error).
     async fn lead<F: Future<Output = ()>>(
         &self,
         elector: &mut Option<LeaderElector>,
         shutdown: &mut std::pin::Pin<&mut F>,
         lease: &str,
-        token: CancellationToken,
-        mut tasks: JoinSet<Ran>,
+        token: &CancellationToken,
+        tasks: &mut Tasks,
+        terms: &Terms,
     ) -> Result<Term, ManagerError> {
         enum Stop {
             Shutdown,
@@ -522,8 +622,8 @@ impl Manager {
         };
         match stop {
             Stop::Lost => {
-                self.stop_leading(&mut tasks, lease).await;
-                tracing::error!("lost leadership: every controller aborted; back to standby");
+                self.stop_leading(terms, lease);
+                tracing::error!("lost leadership: every reconcile aborted; back to standby");
                 Ok(Term::Lost)
             }
             Stop::Shutdown => {
@@ -537,7 +637,7 @@ impl Manager {
                     Lost,
                 }
                 let drained = tokio::select! {
-                    r = tokio::time::timeout(self.config.shutdown_grace, drain(&mut tasks)) => {
+                    r = tokio::time::timeout(self.config.shutdown_grace, tasks.drain()) => {
                         if r.is_ok() { Drain::Done } else { Drain::GraceOver }
                     }
                     _ = hold(elector) => Drain::Lost,
@@ -547,10 +647,12 @@ impl Manager {
                     Drain::GraceOver => {
                         tracing::warn!("shutdown grace period over; aborting remaining reconciles");
                         tasks.abort_all();
-                        drain(&mut tasks).await;
+                        tasks.drain().await;
                     }
                     Drain::Lost => {
-                        self.stop_leading(&mut tasks, lease).await;
+                        self.stop_leading(terms, lease);
+                        tasks.abort_all();
+                        tasks.drain().await;
                         tracing::error!("lost leadership while draining: every controller aborted");
                         return Ok(Term::Stopped);
                     }
@@ -561,7 +663,7 @@ impl Manager {
             Stop::Ended(name, r) => {
                 token.cancel();
                 tasks.abort_all();
-                drain(&mut tasks).await;
+                tasks.drain().await;
                 self.release(elector, lease).await;
                 match r {
                     Ok(()) => Err(ManagerError::OperatorEnded(name)),
@@ -571,11 +673,11 @@ impl Manager {
         }
     }
 
-    /// Aborts every operator at once (nothing may write once the lease is in doubt) and
-    /// waits until they are gone, so a next term never runs next to them.
-    async fn stop_leading(&self, tasks: &mut JoinSet<Ran>, lease: &str) {
-        tasks.abort_all();
-        drain(tasks).await;
+    /// Ends the term: every runner aborts its reconciles in flight at once and starts no
+    /// other (nothing may write once the lease is in doubt; the fence, closed by the elector,
+    /// refuses what is already on its way).
+    fn stop_leading(&self, terms: &Terms, lease: &str) {
+        terms.end();
         self.metrics.set_leader(lease, false);
         self.health.set_role(Role::Standby);
     }
@@ -606,16 +708,39 @@ enum Term {
     Stopped,
 }
 
+/// The operators' tasks: those kept across terms, and those restarted cold after a lost
+/// term ([`Operator::restarts_on_lost_term`]).
+#[derive(Default)]
+struct Tasks {
+    warm: JoinSet<Ran>,
+    cold: JoinSet<Ran>,
+}
+
+impl Tasks {
+    async fn join_next(&mut self) -> Option<Result<Ran, tokio::task::JoinError>> {
+        tokio::select! {
+            Some(done) = self.warm.join_next(), if !self.warm.is_empty() => Some(done),
+            Some(done) = self.cold.join_next(), if !self.cold.is_empty() => Some(done),
+            else => None,
+        }
+    }
+
+    fn abort_all(&mut self) {
+        self.warm.abort_all();
+        self.cold.abort_all();
+    }
+
+    async fn drain(&mut self) {
+        while self.join_next().await.is_some() {}
+    }
+}
+
 /// Renews the lease while leading; never resolves without leader election.
 async fn hold(elector: &mut Option<LeaderElector>) {
     match elector.as_mut() {
         Some(el) => el.hold().await,
         None => std::future::pending::<()>().await,
     }
-}
-
-async fn drain(tasks: &mut JoinSet<Ran>) {
-    while tasks.join_next().await.is_some() {}
 }
 
 /// Signals that end a process gracefully: SIGTERM (Kubernetes) and SIGINT (Ctrl-C).

@@ -21,6 +21,9 @@
 //!   queued, for the queue-duration metric).
 //! * **Never two reconciles of one key at once.** A key added while it runs is remembered
 //!   (at the highest priority it was added with) and queued again when it finishes.
+//! * **An interrupted reconcile goes first.** A reconcile aborted because this replica
+//!   stopped leading ([`Queue::interrupted`]) is queued at the front of the user lane: its
+//!   object may be half done, and it is the first work when this replica leads again.
 //! * **Requeue timers.** [`Queue::add_after`] sets the key's one timer (a later call
 //!   replaces it); a due timer queues the key as background. Starting a key clears its timer:
 //!   the reconcile that starts then says when to come back.
@@ -311,6 +314,32 @@ impl<Key: Clone + Eq + Hash> Queue<Key> {
         }
     }
 
+    /// `key`'s reconcile was aborted before it ended (this replica stopped leading): it is
+    /// not running any more and goes to the front of the user lane, ahead of everything
+    /// queued, so it is the first work when this replica leads again — its object was half
+    /// done. False when `key` was not running.
+    pub fn interrupted(&mut self, key: &Key, now: Instant) -> bool {
+        let Some(&State::Running { lane, again }) = self.state.get(key) else {
+            return false;
+        };
+        self.running[lane.lane()] -= 1;
+        let since = again.map_or(now, |(_, since)| since.min(now));
+        self.tickets += 1;
+        let ticket = self.tickets;
+        let user = Priority::User;
+        self.lanes[user.lane()].push_front((ticket, key.clone()));
+        self.depth[user.lane()] += 1;
+        self.state.insert(
+            key.clone(),
+            State::Queued {
+                priority: user,
+                since,
+                ticket,
+            },
+        );
+        true
+    }
+
     /// Whether a background key may start now: with `workers` of two or more, one is kept free
     /// for user work.
     fn background_may_start(&self) -> bool {
@@ -406,6 +435,37 @@ mod tests {
         );
         assert!(!q.done(&"a"));
         assert_eq!(q.pop(t), None);
+    }
+
+    #[test]
+    fn an_interrupted_key_is_queued_again_ahead_of_everything() {
+        let (mut q, t) = queue();
+        q.add("l1", Priority::Background, t);
+        q.add("r", Priority::Background, t);
+        let r = q.pop(t).expect("l1");
+        assert_eq!(r.key, "l1");
+        q.add("u1", Priority::User, t);
+        assert!(!q.interrupted(&"u1", t), "u1 was queued, not running");
+        assert!(q.interrupted(&"l1", t));
+        assert!(!q.interrupted(&"l1", t), "once");
+        assert_eq!(q.depth(Priority::User), 2);
+        assert_eq!(q.depth(Priority::Background), 1);
+        assert_eq!(drain(&mut q, t), ["l1", "u1", "r"]);
+    }
+
+    #[test]
+    fn an_interrupted_key_added_while_it_ran_is_queued_once() {
+        let (q, t) = queue();
+        let mut q = q.with_workers(1);
+        q.add("a", Priority::Background, t);
+        let _ = q.pop(t).expect("a");
+        assert!(!q.add("a", Priority::User, t), "added while it runs");
+        assert!(q.interrupted(&"a", t + Duration::from_secs(1)));
+        assert_eq!(q.depth(Priority::User), 1);
+        let again = q.pop(t + Duration::from_secs(3)).expect("a again");
+        assert_eq!(again.waited, Duration::from_secs(3), "since it was added");
+        assert!(!q.done(&"a"), "not queued a second time");
+        assert_eq!(q.pop(t + Duration::from_secs(3)), None);
     }
 
     #[test]

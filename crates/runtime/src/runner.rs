@@ -4,13 +4,21 @@
 //! One task reads every trigger stream into the queue — the primary watch must be read all
 //! the time anyway, it fills the cache — and starts up to `concurrency` reconciles, each a
 //! task of its own (several cores, and a panicking reconcile is a failed reconcile, retried,
-//! not the end of its controller). Nothing starts before `gate` opens (every cache synced,
-//! and this replica leading): a warm standby queues, it does not reconcile, and when it wins
-//! the lease it starts with the user's changes that came meanwhile. Each reconcile reads its
-//! object from the cache when it starts, so it never works from a stale trigger.
+//! not the end of its controller). Nothing starts before `gate` opens (every cache synced)
+//! and while this replica does not lead: a warm standby queues, it does not reconcile, and
+//! when it wins the lease it starts with the user's changes that came meanwhile. Each
+//! reconcile reads its object from the cache when it starts, so it never works from a stale
+//! trigger.
+//!
+//! Leading is not for good: when this replica stops leading (its lease lost, or in doubt)
+//! every reconcile in flight is aborted at once and its key queued again ahead of everything
+//! ([`Queue::interrupted`]), nothing new starts, and the runner goes on reading its triggers
+//! — the caches, the watches and the queue stay, so the replica is a warm standby at once and
+//! a next term starts without a list. No reconcile starts again before every aborted one has
+//! ended: a reconcile of the last term never runs beside one of the next.
 //!
 //! On shutdown no new reconcile starts and the runner returns once those in flight end;
-//! dropped (the lease lost), it aborts them.
+//! dropped, it aborts them.
 //!
 //! Sharded ([`crate::shard`]), an object the sharder labelled for draining is not reconciled
 //! again: when its key comes up — so never while a reconcile of it runs — the runner hands it
@@ -29,6 +37,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Origin;
+use crate::manager::Leading;
 use crate::metrics::ControllerMetrics;
 use crate::queue::{Priority, Queue, QueueConfig};
 
@@ -52,8 +61,10 @@ where
     pub config: QueueConfig,
     pub metrics: ControllerMetrics,
     pub shutdown: CancellationToken,
-    /// Resolves true once reconciles may start; false: they never will in this run.
+    /// Resolves true once the caches have synced; false: reconciles never start in this run.
     pub gate: BoxFuture<'static, bool>,
+    /// Whether this replica leads now; reconciles run only while it does.
+    pub leading: Leading,
     /// Sharded: how an object labelled for draining is handed back instead of reconciled.
     pub handoff: Option<Handoff<K>>,
 }
@@ -83,6 +94,7 @@ where
             metrics,
             shutdown,
             gate,
+            mut leading,
             handoff,
         } = self;
         metrics.set_max_concurrent_reconciles(concurrency);
@@ -95,8 +107,24 @@ where
         let mut open = false;
         let mut draining = false;
         let mut sources_open = !sources.is_empty();
+        // The term the reconciles in flight belong to (None: not leading).
+        let mut term = None;
+        // Changes of `leading` still to come (false once its sender is gone).
+        let mut terms_open = true;
+        // Reconciles aborted at the end of a term, not yet ended.
+        let mut aborting = false;
         loop {
-            if open && !draining {
+            let now_term = leading.current();
+            if must_abort(term, now_term, running.is_empty()) {
+                running.abort_all();
+                aborting = true;
+            }
+            term = now_term;
+            let leads = term.is_some();
+            if aborting && running.is_empty() {
+                aborting = false;
+            }
+            if may_start(open, leads, draining, aborting) {
                 while running.len() < concurrency {
                     let now = Instant::now();
                     let Some(p) = queue.pop(now) else { break };
@@ -134,27 +162,38 @@ where
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled(), if !draining => draining = true,
+                // First: a lost lease must stop the reconciles before they go on.
+                more = leading.changed(), if terms_open => terms_open = more,
                 Some(ended) = running.join_next_with_id(), if !running.is_empty() => {
                     let (id, next) = match ended {
-                        Ok((id, next)) => (id, next),
+                        Ok((id, next)) => (id, Some(next)),
+                        Err(e) if e.is_cancelled() => (e.id(), None),
                         Err(e) => {
                             if e.is_panic() {
                                 tracing::error!(error = %e, "a reconcile panicked");
                                 metrics.reconcile_panicked();
                             }
-                            (e.id(), Next::Retry(AFTER_PANIC))
+                            (e.id(), Some(Next::Retry(AFTER_PANIC)))
                         }
                     };
                     let Some((key, guard)) = keys.remove(&id) else { continue };
                     drop(guard);
-                    queue.done(&key);
                     let now = Instant::now();
                     match next {
-                        Next::After(Some(d)) => queue.add_after(key, d, now),
-                        Next::After(None) => {}
-                        Next::Retry(d) => {
-                            metrics.queue_retried();
-                            queue.add_after(key, d, now);
+                        // Aborted at the end of a term: first in the next.
+                        None => {
+                            queue.interrupted(&key, now);
+                        }
+                        Some(next) => {
+                            queue.done(&key);
+                            match next {
+                                Next::After(Some(d)) => queue.add_after(key, d, now),
+                                Next::After(None) => {}
+                                Next::Retry(d) => {
+                                    metrics.queue_retried();
+                                    queue.add_after(key, d, now);
+                                }
+                            }
                         }
                     }
                     metrics.set_cached_objects(store.len());
@@ -169,7 +208,8 @@ where
                     // The watches ended: nothing more will come.
                     None => sources_open = false,
                 },
-                _ = sleep_until(due), if due.is_some() && open => {}
+                // Timers are only fired by starting work: a standby leaves them due.
+                _ = sleep_until(due), if due.is_some() && open && leads && !aborting => {}
                 ok = async {
                     match gate.as_mut() {
                         Some(g) => g.await,
@@ -182,6 +222,19 @@ where
             }
         }
     }
+}
+
+/// Whether the reconciles in flight must be aborted: they started in a term that is over
+/// (this replica stopped leading, or it lost and won again between two looks — a term is
+/// never carried into the next one).
+fn must_abort(started_in: Option<u64>, now: Option<u64>, idle: bool) -> bool {
+    !idle && started_in.is_some() && started_in != now
+}
+
+/// Whether new reconciles may start: caches synced, leading, not shutting down, and no
+/// reconcile of a past term still ending.
+fn may_start(open: bool, leads: bool, draining: bool, aborting: bool) -> bool {
+    open && leads && !draining && !aborting
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -219,5 +272,262 @@ impl Drop for Depth {
         for (i, p) in Priority::ALL.into_iter().enumerate() {
             self.metrics.queue_depth_moved(p, -self.last[i]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manager::Terms;
+    use futures::FutureExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher;
+    use tokio::sync::mpsc;
+
+    type Key = ObjectRef<ConfigMap>;
+
+    fn key(name: &str) -> Key {
+        ObjectRef::new(name).within("ns")
+    }
+
+    fn store(names: &[&str]) -> Store<ConfigMap> {
+        let mut w = Writer::<ConfigMap>::default();
+        for n in names {
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(n.to_string());
+            cm.metadata.namespace = Some("ns".into());
+            w.apply_watcher_event(&watcher::Event::Apply(cm));
+        }
+        w.as_reader()
+    }
+
+    /// What the reconciles did, in order: `start a`, `end a`, `aborted a`.
+    #[derive(Clone, Default)]
+    struct Log(Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl Log {
+        fn push(&self, s: String) {
+            self.0.lock().expect("log").push(s);
+        }
+        fn take(&self) -> Vec<String> {
+            std::mem::take(&mut *self.0.lock().expect("log"))
+        }
+    }
+
+    /// Logs its drop unless disarmed: a reconcile aborted mid-way.
+    struct Aborted(Option<(Log, String)>);
+
+    impl Drop for Aborted {
+        fn drop(&mut self) {
+            if let Some((log, name)) = self.0.take() {
+                log.push(format!("aborted {name}"));
+            }
+        }
+    }
+
+    /// Starts a runner of `concurrency` over objects `names`; a reconcile of a key in `hang`
+    /// waits until the returned `release` lets it end.
+    fn start(
+        names: &[&str],
+        concurrency: usize,
+        terms: &Terms,
+        hang: &'static [&'static str],
+    ) -> Started {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut sources = SelectAll::new();
+        sources.push(
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|i| (i, rx)) })
+                .boxed(),
+        );
+        let log = Log::default();
+        let release = Arc::new(tokio::sync::Notify::new());
+        let shutdown = CancellationToken::new();
+        let runner = Runner {
+            store: store(names),
+            concurrency,
+            config: QueueConfig::default(),
+            metrics: crate::metrics::Metrics::new().controller("runner-test"),
+            shutdown: shutdown.clone(),
+            gate: async { true }.boxed(),
+            leading: terms.leading(),
+            handoff: None,
+        };
+        let (l, r) = (log.clone(), release.clone());
+        let work = move |obj: Arc<ConfigMap>| {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            let (log, release) = (l.clone(), r.clone());
+            async move {
+                log.push(format!("start {name}"));
+                if hang.contains(&name.as_str()) {
+                    let mut guard = Aborted(Some((log.clone(), name.clone())));
+                    release.notified().await;
+                    guard.0 = None;
+                }
+                log.push(format!("end {name}"));
+                Next::After(None)
+            }
+            .boxed()
+        };
+        let task = tokio::spawn(runner.run(sources, work));
+        Started {
+            tx,
+            log,
+            release,
+            stop: shutdown,
+            task,
+        }
+    }
+
+    struct Started {
+        tx: mpsc::UnboundedSender<(Key, Origin)>,
+        log: Log,
+        /// Lets a hanging reconcile end.
+        release: Arc<tokio::sync::Notify>,
+        stop: CancellationToken,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    /// Lets every task run until all wait (the clock is paused: this sleep ends only then).
+    async fn settle() {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_queues_and_starts_nothing_until_it_leads() {
+        let mut terms = Terms::new(false);
+        let Started { tx, log, .. } = start(&["a", "b"], 4, &terms, &[]);
+        tx.send((key("a"), Origin::List)).expect("send");
+        tx.send((key("b"), Origin::Event)).expect("send");
+        settle().await;
+        assert_eq!(
+            log.take(),
+            Vec::<String>::new(),
+            "a standby reconciles nothing"
+        );
+        terms.start();
+        settle().await;
+        assert_eq!(
+            log.take(),
+            ["start b", "end b", "start a", "end a"],
+            "the user's change first"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_term_aborts_reconciles_in_flight_and_holds_the_queue_until_the_next() {
+        let mut terms = Terms::new(false);
+        terms.start();
+        let Started {
+            tx,
+            log,
+            release,
+            task,
+            ..
+        } = start(&["a", "b", "c"], 1, &terms, &["a"]);
+        tx.send((key("a"), Origin::Event)).expect("send");
+        settle().await;
+        assert_eq!(log.take(), ["start a"]);
+        tx.send((key("b"), Origin::Event)).expect("send");
+        terms.end();
+        settle().await;
+        assert_eq!(log.take(), ["aborted a"], "aborted at once, b not started");
+        // A standby goes on reading its triggers.
+        tx.send((key("c"), Origin::Event)).expect("send");
+        settle().await;
+        assert_eq!(
+            log.take(),
+            Vec::<String>::new(),
+            "nothing starts while not leading"
+        );
+        assert!(!task.is_finished(), "the runner (and its caches) stay");
+        terms.start();
+        settle().await;
+        assert_eq!(
+            log.take(),
+            ["start a"],
+            "the interrupted key first, in the next term"
+        );
+        release.notify_one();
+        settle().await;
+        assert_eq!(
+            log.take(),
+            ["end a", "start b", "end b", "start c", "end c"]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_term_lost_and_won_between_two_looks_still_aborts() {
+        let mut terms = Terms::new(false);
+        terms.start();
+        let Started { tx, log, .. } = start(&["a"], 2, &terms, &["a"]);
+        tx.send((key("a"), Origin::Event)).expect("send");
+        settle().await;
+        assert_eq!(log.take(), ["start a"]);
+        // The runner sees only the new term: the old term's reconcile must not go on in it.
+        terms.end();
+        terms.start();
+        settle().await;
+        assert_eq!(log.take(), ["aborted a", "start a"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_lets_reconciles_in_flight_end_and_a_standby_returns_at_once() {
+        let mut terms = Terms::new(false);
+        terms.start();
+        let Started {
+            tx,
+            log,
+            release,
+            stop,
+            task,
+        } = start(&["a", "b"], 1, &terms, &["a"]);
+        tx.send((key("a"), Origin::Event)).expect("send");
+        tx.send((key("b"), Origin::Event)).expect("send");
+        settle().await;
+        stop.cancel();
+        settle().await;
+        assert!(!task.is_finished(), "a waits for its reconcile");
+        release.notify_one();
+        task.await.expect("runner");
+        assert_eq!(
+            log.take(),
+            ["start a", "end a"],
+            "nothing new after shutdown"
+        );
+
+        let terms = Terms::new(false);
+        let Started {
+            tx,
+            log,
+            stop,
+            task,
+            ..
+        } = start(&["a"], 1, &terms, &[]);
+        tx.send((key("a"), Origin::Event)).expect("send");
+        settle().await;
+        stop.cancel();
+        task.await.expect("runner");
+        assert_eq!(log.take(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn only_reconciles_of_an_ended_term_are_aborted() {
+        assert!(must_abort(Some(1), None, false), "the term ended");
+        assert!(
+            must_abort(Some(1), Some(2), false),
+            "ended and another began"
+        );
+        assert!(!must_abort(Some(1), Some(1), false), "same term");
+        assert!(!must_abort(None, Some(1), false), "a standby runs nothing");
+        assert!(!must_abort(Some(1), None, true), "nothing in flight");
+        assert!(may_start(true, true, false, false));
+        assert!(!may_start(false, true, false, false), "caches not synced");
+        assert!(!may_start(true, false, false, false), "not leading");
+        assert!(!may_start(true, true, true, false), "shutting down");
+        assert!(
+            !may_start(true, true, false, true),
+            "last term's reconciles still ending"
+        );
     }
 }
