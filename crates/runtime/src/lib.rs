@@ -6,9 +6,10 @@
 //! * [`manager::Manager`] runs several controllers in one process with bounded concurrency, a
 //!   watch scope, an optional client-side rate limit, and graceful shutdown;
 //! * [`leader::LeaderElector`] holds a `coordination.k8s.io/v1` Lease, client-go style: the
-//!   leader steps down (and the manager stops every controller, then waits as a standby) as
-//!   soon as it cannot prove it still holds the lease, and a standby judges expiry by its own monotonic clock, never by
-//!   comparing timestamps written by another machine;
+//!   leader steps down as soon as it cannot prove it still holds the lease (the manager
+//!   aborts every reconcile and waits as a warm standby, its caches kept), and a standby
+//!   judges expiry by its own monotonic clock, never by comparing timestamps written by
+//!   another machine;
 //! * [`http`] serves `/metrics`, `/healthz` and `/readyz`; [`metrics`] holds the registry;
 //! * [`apply::Applier`] does server-side apply with one field manager and skips writes whose
 //!   desired state is already what the cache holds; [`status`] writes status only on change;

@@ -1,0 +1,242 @@
+//! What the manager does with its operators when a term as leader ends, on the real API
+//! server: the leader's Lease requests are cut off (a partition between it and the API
+//! server, its operators' connections untouched) until its renew deadline passes, then let
+//! through again. An operator keeps running across the lost term — started once — unless it
+//! asks for the cold restart (`Operator::restarts_on_lost_term`): that one is aborted and
+//! started again as a standby. Both work again once the replica wins the lease back.
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bosun_runtime::fence::Fence;
+use bosun_runtime::leader::LeaderConfig;
+use bosun_runtime::manager::{ControllerContext, Manager, ManagerConfig, Operator, OperatorError};
+use bosun_runtime::rbac::Rbac;
+use bosun_runtime::Scope;
+use bosun_testenv::{shared, test_namespace};
+use common::*;
+use futures::future::BoxFuture;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::Client;
+use tower::{Layer, Service};
+
+const LEASE: &str = "terms";
+
+/// While on, every request through it waits forever (the elector's timeout drops it).
+#[derive(Clone, Default)]
+struct Partition(Arc<AtomicBool>);
+
+impl Partition {
+    fn set(&self, on: bool) {
+        self.0.store(on, Ordering::SeqCst);
+    }
+}
+
+impl<S> Layer<S> for Partition {
+    type Service = Cut<S>;
+    fn layer(&self, inner: S) -> Cut<S> {
+        Cut {
+            inner,
+            on: self.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Cut<S> {
+    inner: S,
+    on: Partition,
+}
+
+impl<S, B> Service<http::Request<B>> for Cut<S>
+where
+    S: Service<http::Request<B>>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if self.on.0.load(Ordering::SeqCst) {
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(self.inner.call(req))
+    }
+}
+
+/// The widget operator under another name, counting how often the manager starts it.
+struct Counted {
+    name: &'static str,
+    cold: bool,
+    starts: Arc<AtomicUsize>,
+    inner: WidgetOperator,
+}
+
+impl Operator for Counted {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn crds(&self) -> Vec<CustomResourceDefinition> {
+        Vec::new()
+    }
+    fn rbac(&self) -> Rbac {
+        Rbac::default()
+    }
+    fn restarts_on_lost_term(&self) -> bool {
+        self.cold
+    }
+    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        self.starts.fetch_add(1, Ordering::SeqCst);
+        self.inner.run(ctx)
+    }
+}
+
+async fn holder(client: &Client, ns: &str) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), ns)
+        .get_opt(LEASE)
+        .await
+        .ok()
+        .flatten()?
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+async fn role(probe: SocketAddr) -> Option<String> {
+    let (_, body) = http_get(probe, "/readyz").await.ok()?;
+    Some(body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = test_namespace(&admin, "le-terms").await.expect("ns");
+    let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "w1", "x", 0))
+        .await
+        .expect("create");
+
+    let config = cp.config().await.expect("config");
+    let fence = Fence::new();
+    let client = kube::client::ClientBuilder::try_from(config.clone())
+        .expect("builder")
+        .with_layer(&fence.layer())
+        .build();
+    let partition = Partition::default();
+    let leader_client = kube::client::ClientBuilder::try_from(config)
+        .expect("builder")
+        .with_layer(&partition)
+        .build();
+    let warm = Arc::new(AtomicUsize::new(0));
+    let cold = Arc::new(AtomicUsize::new(0));
+    let probe = free_addr();
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.clone()]),
+        leader: Some(LeaderConfig::new(LEASE, &ns, "a")),
+        probe_addr: Some(probe),
+        ..Default::default()
+    };
+    let m = Manager::new(client, cfg)
+        .with_leader_client(leader_client)
+        .with_fence(fence)
+        .with_operator(Arc::new(Counted {
+            name: "warm-widgets",
+            cold: false,
+            starts: warm.clone(),
+            inner: WidgetOperator {
+                identity: "a".into(),
+            },
+        }))
+        .with_operator(Arc::new(Counted {
+            name: "cold-widgets",
+            cold: true,
+            starts: cold.clone(),
+            inner: WidgetOperator {
+                identity: "a".into(),
+            },
+        }));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(m.run(
+        async move {
+            let _ = stopped.await;
+        },
+        |_| {},
+    ));
+    eventually(30, || async {
+        (configmap_value(&admin, &ns, "w1-w", "reconciledBy")
+            .await
+            .as_deref()
+            == Some("a"))
+        .then_some(())
+    })
+    .await
+    .expect("a leads and reconciles");
+    assert_eq!(holder(&admin, &ns).await.as_deref(), Some("a"));
+    assert_eq!(
+        (warm.load(Ordering::SeqCst), cold.load(Ordering::SeqCst)),
+        (1, 1)
+    );
+
+    // The Lease out of reach: past its renew deadline a steps down.
+    partition.set(true);
+    eventually(30, || async {
+        role(probe)
+            .await
+            .filter(|b| b.contains("standby"))
+            .map(|_| ())
+    })
+    .await
+    .expect("a went back to standby");
+    eventually(30, || async {
+        (cold.load(Ordering::SeqCst) == 2).then_some(())
+    })
+    .await
+    .expect("the operator that asked for it was started again");
+    assert_eq!(warm.load(Ordering::SeqCst), 1, "the other one kept running");
+
+    // The Lease in reach again: a wins it back, both operators work.
+    partition.set(false);
+    eventually(30, || async {
+        role(probe)
+            .await
+            .filter(|b| !b.contains("standby"))
+            .map(|_| ())
+    })
+    .await
+    .expect("a leads again");
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "w2", "y", 0))
+        .await
+        .expect("create");
+    eventually(30, || async {
+        (configmap_value(&admin, &ns, "w2-w", "reconciledBy")
+            .await
+            .as_deref()
+            == Some("a"))
+        .then_some(())
+    })
+    .await
+    .expect("a reconciles again");
+    assert_eq!(
+        (warm.load(Ordering::SeqCst), cold.load(Ordering::SeqCst)),
+        (1, 2),
+        "started once and twice"
+    );
+    let _ = stop.send(());
+    run.await.expect("join").expect("a stopped cleanly");
+}
