@@ -140,7 +140,15 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<WarmCtx>) -> Result<Action, WidgetEr
             name: Some(format!("{name}-w")),
             namespace: Some(ns.clone()),
             labels: Some([(LABEL_KEY.to_string(), "yes".to_string())].into()),
-            owner_references: w.controller_owner_ref(&()).map(|o| vec![o]),
+            // A ticker's writes are paced by its timer alone (its ConfigMap is not its
+            // child, whose every change would trigger it again): the fewer writes in flight,
+            // the rarer a pause lands between the fence's check and the socket, the gap no
+            // client can close (see `fence`).
+            owner_references: if tick {
+                None
+            } else {
+                w.controller_owner_ref(&()).map(|o| vec![o])
+            },
             ..Default::default()
         },
         data: Some(data.into_iter().collect()),

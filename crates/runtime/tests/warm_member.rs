@@ -1,0 +1,343 @@
+//! Sharded, a member that loses its membership Lease keeps its caches, on the real API server.
+//!
+//! Two members, each a process of its own (this test binary started again on an ignored
+//! test). Member b reports on its stdout, one `WARM …` line each, every LIST its operators'
+//! client sends (a counting layer above its connection pool) and every write of its
+//! reconciles. b is paused (SIGSTOP) past its lease: the sharder takes its membership Lease
+//! over and moves its widgets to a (relabelled: they leave b's label-selected caches). b is
+//! resumed: it finds its Lease lost and stands by, its watches running; once the sharder has
+//! let the Lease go, b holds it again, widgets are placed on it again and it reconciles them —
+//! without having listed anything since the pause.
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bosun_runtime::apply::Applier;
+use bosun_runtime::cache::{scoped_api, ChildCache};
+use bosun_runtime::client::{client_fenced, client_with, Pool};
+use bosun_runtime::fence::Fence;
+use bosun_runtime::leader::LeaderConfig;
+use bosun_runtime::manager::{ControllerContext, Manager, ManagerConfig, Operator, OperatorError};
+use bosun_runtime::rbac::Rbac;
+use bosun_runtime::shard::ShardConfig;
+use bosun_runtime::{Primary, Scope, Wiring};
+use bosun_testenv::{shared, test_namespace};
+use common::*;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Client, Resource, ResourceExt};
+use tokio::io::AsyncBufReadExt;
+use tower::{Layer, Service};
+
+const CHILD: &str = "BOSUN_TEST_WARM_MEMBER";
+/// Set in the member whose LISTs and writes are reported.
+const REPORTING: &str = "BOSUN_TEST_WARM_MEMBER_REPORTS";
+const LEASE: &str = "warmshard";
+const OPERATOR: &str = "warmrec";
+const SHARD: &str = "shard.bosun.dev/warmrec";
+const CHILD_LABEL: &str = "bosun-test/warmrec";
+const WIDGETS: usize = 12;
+
+fn report(line: &str) {
+    if std::env::var_os(REPORTING).is_some() {
+        println!("WARM {line}");
+    }
+}
+
+/// Reports every LIST of widgets or ConfigMaps (a GET of the collection, not a watch).
+#[derive(Clone)]
+struct Lists;
+
+impl<S> Layer<S> for Lists {
+    type Service = Listing<S>;
+    fn layer(&self, inner: S) -> Listing<S> {
+        Listing(inner)
+    }
+}
+
+#[derive(Clone)]
+struct Listing<S>(S);
+
+impl<S, B> Service<http::Request<B>> for Listing<S>
+where
+    S: Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> S::Future {
+        let watch = req.uri().query().unwrap_or("").contains("watch=");
+        if req.method() == http::Method::GET && !watch {
+            for kind in ["widgets", "configmaps"] {
+                if req.uri().path().ends_with(&format!("/{kind}")) {
+                    report(&format!("list {kind}"));
+                }
+            }
+        }
+        self.0.call(req)
+    }
+}
+
+/// Applies each widget's child ConfigMap (naming the writer) and comes back soon.
+struct WarmRecorder {
+    identity: String,
+}
+
+struct RecCtx {
+    client: Client,
+    identity: String,
+    applier: Applier,
+    children: ChildCache<ConfigMap>,
+}
+
+async fn reconcile(w: Arc<Widget>, ctx: Arc<RecCtx>) -> Result<Action, WidgetError> {
+    let ns = w.namespace().unwrap_or_default();
+    let child = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("{}-child", w.name_any())),
+            namespace: Some(ns.clone()),
+            labels: Some([(CHILD_LABEL.to_string(), "yes".to_string())].into()),
+            owner_references: w.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        data: Some([("writer".to_string(), ctx.identity.clone())].into()),
+        ..Default::default()
+    };
+    ctx.applier
+        .apply(
+            &Api::namespaced(ctx.client.clone(), &ns),
+            &child,
+            ctx.children.meta(&ns, &child.name_any()).as_ref(),
+        )
+        .await?;
+    report(&format!("reconciled {}", w.name_any()));
+    Ok(Action::requeue(Duration::from_millis(500)))
+}
+
+impl Operator for WarmRecorder {
+    fn name(&self) -> &str {
+        OPERATOR
+    }
+    fn crds(&self) -> Vec<CustomResourceDefinition> {
+        Vec::new()
+    }
+    fn rbac(&self) -> Rbac {
+        Rbac::default()
+    }
+    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        let identity = self.identity.clone();
+        Box::pin(async move {
+            let client = ctx.client.clone();
+            ctx.run_controller(
+                |ns| {
+                    let primary =
+                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
+                    let applier = Applier::new("warmrec-child");
+                    let (children, stream) = ChildCache::<ConfigMap>::watch_owned(
+                        client.clone(),
+                        ns,
+                        &format!("{CHILD_LABEL}=yes"),
+                        |c| c.data = None,
+                        &applier,
+                    );
+                    Wiring::new(
+                        primary,
+                        Arc::new(RecCtx {
+                            client: client.clone(),
+                            identity: identity.clone(),
+                            applier,
+                            children: children.clone(),
+                        }),
+                    )
+                    .owns(stream, children.synced())
+                },
+                reconcile,
+            )
+            .await;
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "not a test on its own: a member that a_member_that_lost_its_lease_stays_warm starts and pauses"]
+async fn warm_member_process() {
+    let (config, ns, identity, metrics) = replica_spec(CHILD).await;
+    // As `bosun run --sharding` builds it: the operators' client fenced by the membership
+    // Lease (right above the pool, here counted), the sharder's by the sharder Lease.
+    let fence = Fence::new();
+    let client = kube::client::ClientBuilder::try_from(config.clone())
+        .expect("builder")
+        .with_layer(&fence.layer())
+        .with_layer(&Lists)
+        .build();
+    let sharder_fence = Fence::new();
+    let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))
+        .expect("sharder client");
+    let shard = ShardConfig::new(LeaderConfig::new(LEASE, &ns, &identity)).expect("shard");
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.clone()]),
+        concurrency: 4,
+        metrics_addr: Some(metrics),
+        ..Default::default()
+    };
+    let m = Manager::new(client, cfg)
+        .with_leader_client(client_with(config, None, Pool::default()).expect("client"))
+        .with_fence(fence)
+        .with_sharding(shard, sharder, sharder_fence)
+        .with_operator(Arc::new(WarmRecorder { identity }));
+    m.run(bosun_runtime::manager::shutdown_signal(), |_| {})
+        .await
+        .expect("manager");
+}
+
+fn member(
+    kubeconfig: &std::path::Path,
+    ns: &str,
+    name: &str,
+    reports: bool,
+) -> tokio::process::Child {
+    let mut cmd = tokio::process::Command::new(std::env::current_exe().expect("exe"));
+    cmd.args(["warm_member_process", "--exact", "--ignored", "--nocapture"])
+        .env(
+            CHILD,
+            format!("{}|{ns}|{name}|{}", kubeconfig.display(), free_addr()),
+        )
+        .kill_on_drop(true);
+    if reports {
+        cmd.env(REPORTING, "1").stdout(Stdio::piped());
+    }
+    cmd.spawn().expect("spawn a member")
+}
+
+/// The `WARM` lines of the reporting member, in order.
+#[derive(Clone, Default)]
+struct Report(Arc<Mutex<Vec<String>>>);
+
+impl Report {
+    fn read(&self, child: &mut tokio::process::Child) -> tokio::task::JoinHandle<()> {
+        let out = child.stdout.take().expect("piped stdout");
+        let lines = self.0.clone();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(out).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if let Some(l) = line.strip_prefix("WARM ") {
+                    lines.lock().expect("lock").push(l.to_string());
+                }
+            }
+        })
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.0.lock().expect("lock").clone()
+    }
+}
+
+/// Each widget's member, by the shard label.
+async fn placement(widgets: &Api<Widget>) -> Option<BTreeMap<String, String>> {
+    let list = widgets.list(&ListParams::default()).await.ok()?;
+    list.items
+        .iter()
+        .map(|w| Some((w.name_any(), w.labels().get(SHARD)?.clone())))
+        .collect()
+}
+
+/// The widgets placed on `who`, once every widget is placed.
+async fn placed_on(widgets: &Api<Widget>, who: &str) -> Option<Vec<String>> {
+    let p = placement(widgets).await?;
+    Some(
+        p.into_iter()
+            .filter(|(_, m)| m == who)
+            .map(|(w, _)| w)
+            .collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_that_lost_its_lease_stays_warm() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = test_namespace(&admin, "shard-warm").await.expect("ns");
+    let kubeconfig = cp.kubeconfig().to_path_buf();
+    let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
+    for i in 0..WIDGETS {
+        widgets
+            .create(
+                &PostParams::default(),
+                &widget(&ns, &format!("w{i}"), "x", 0),
+            )
+            .await
+            .expect("create");
+    }
+    let _a = member(&kubeconfig, &ns, "a", false);
+    let mut b = member(&kubeconfig, &ns, "b", true);
+    let report = Report::default();
+    let reading = report.read(&mut b);
+    let before = eventually(90, || async {
+        let mine = placed_on(&widgets, "b").await?;
+        let lines = report.lines();
+        let all_reconciled = !mine.is_empty()
+            && mine
+                .iter()
+                .all(|w| lines.contains(&format!("reconciled {w}")));
+        all_reconciled.then_some(mine)
+    })
+    .await
+    .expect("b holds some widgets and reconciles them");
+    let lines = report.lines();
+    assert!(
+        lines.iter().any(|l| l == "list widgets") && lines.iter().any(|l| l == "list configmaps"),
+        "b listed its widgets and their children (the count works): {lines:?}"
+    );
+
+    // Paused past its lease: its widgets go to a.
+    let b_pid = b.id().expect("pid");
+    signal(b_pid, "-STOP");
+    eventually(90, || async {
+        placed_on(&widgets, "b")
+            .await
+            .filter(|m| m.is_empty())
+            .map(|_| ())
+    })
+    .await
+    .expect("the sharder moved b's widgets to a");
+    let paused_at = report.lines().len();
+
+    // Resumed: b stands by, holds its Lease again, gets widgets placed on it and works them.
+    signal(b_pid, "-CONT");
+    let after = eventually(120, || async {
+        let mine = placed_on(&widgets, "b").await?;
+        let since: Vec<String> = report.lines().split_off(paused_at);
+        let all_reconciled = !mine.is_empty()
+            && mine
+                .iter()
+                .all(|w| since.contains(&format!("reconciled {w}")));
+        all_reconciled.then_some(mine)
+    })
+    .await
+    .expect("b holds widgets again and reconciles them");
+    let since = report.lines().split_off(paused_at);
+    println!("b's widgets before the pause {before:?}, after {after:?}");
+    let lists: Vec<&String> = since.iter().filter(|l| l.starts_with("list ")).collect();
+    assert_eq!(
+        lists,
+        Vec::<&String>::new(),
+        "b listed again after it lost its membership Lease: a cold standby"
+    );
+    assert!(matches!(b.try_wait(), Ok(None)), "b stayed up");
+    let _ = b.kill().await;
+    reading.abort();
+}
