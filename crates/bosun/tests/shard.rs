@@ -2,10 +2,16 @@
 //! real API server: a coded operator (`--operators bookstore`), a Helm chart and an Ansible
 //! role (`--watches`, each of a kind of its own).
 //!
-//! Per flavour: 16 custom resources, two replicas. The test waits until every object is
-//! labelled with one of them, both hold some, every object is reconciled (its status says
-//! so) and each replica's cache holds exactly its share; then `kill -9` one replica and waits
-//! until the survivor holds, caches and has reconciled every object. That no object is ever
+//! Per flavour: 20 custom resources, two replicas (r0, r1), then a third joins (r2), r1
+//! leaves (SIGTERM) and r2 is killed (`kill -9`). After each step the test waits until every
+//! object is labelled with a live replica, each holds some, every object is reconciled (its
+//! status says so) and each replica's caches hold exactly its share: its objects, and of each
+//! child kind the children of its objects plus the children no shard label names; every
+//! child carries its owner's member label and none was recreated. Some children are written
+//! once and never again (a Helm hook that persists, a ConfigMap the role creates only when
+//! absent), so their label follows only by the move's relabelling; the Helm chart's Secret is
+//! rendered only with the custom resources' values, not the defaults, so its cache starts on
+//! a reconcile's first use, after the controller. That no object is ever
 //! reconciled by two replicas at once across joins, leaves and kills is proven on the
 //! runtime they share (crates/runtime/tests/shard.rs), with a recorder of every write.
 mod support;
@@ -21,7 +27,7 @@ use kube::core::GroupVersionKind;
 use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::{json, Value};
 
-const OBJECTS: usize = 16;
+const OBJECTS: usize = 20;
 const SHARD_PREFIX: &str = "shard.bosun.dev/";
 
 struct Replica {
@@ -98,12 +104,13 @@ struct Flavour {
     done: fn(&DynamicObject) -> bool,
     /// The kinds of the children its reconcile creates.
     children: Vec<ApiResource>,
-    /// Whether a child's label follows its owner when the owner moves (every flavour writes
-    /// the owner's current label in each write of a child: the coded and Helm flavours apply
-    /// every child on a reconcile, the Ansible flavour's `k8s` module labels its updates).
-    relabelled_on_move: bool,
+    /// The label selector of its child caches (empty: none).
+    child_selector: &'static str,
+    /// How many children each object has once reconciled (None: not checked).
+    per_object: Option<usize>,
     /// The child kinds whose caches select their replica's share: each replica's
-    /// `bosun_cached_children` of each equals the children of its objects.
+    /// `bosun_cached_children` of each equals the children of its objects plus the objects
+    /// its caches select that carry no shard label.
     cached_children: &'static [&'static str],
 }
 
@@ -122,9 +129,10 @@ struct Child {
 /// Every child in `ns` of the flavour's child kinds that an object of its kind owns.
 async fn children(client: &Client, ns: &str, flavour: &Flavour) -> Option<Vec<Child>> {
     let mut out = Vec::new();
+    let selected = ListParams::default().labels(flavour.child_selector);
     for r in &flavour.children {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, r);
-        for o in api.list(&ListParams::default()).await.ok()?.items {
+        for o in api.list(&selected).await.ok()?.items {
             // ansible-operator's owner reference is not a controller one.
             let Some(owner) = o
                 .owner_references()
@@ -161,6 +169,7 @@ async fn children_follow(
     let found = eventually(120, || async move {
         let all = children(client, ns, flavour).await?;
         let ok = on.keys().all(|o| all.iter().any(|c| &c.owner == o))
+            && flavour.per_object.is_none_or(|n| all.len() == n * on.len())
             && all
                 .iter()
                 .all(|c| c.shard.is_some() && c.shard.as_ref() == on.get(&c.owner));
@@ -179,6 +188,43 @@ async fn children_follow(
         )
     });
     all.into_iter().map(|c| (c.key.clone(), c)).collect()
+}
+
+/// The objects of `kind` in `ns` that the flavour's child caches select and no shard label
+/// names: every replica caches them.
+async fn unlabelled(client: &Client, ns: &str, flavour: &Flavour, kind: &str) -> Option<usize> {
+    let r = flavour.children.iter().find(|r| r.kind == kind)?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, r);
+    let list = api
+        .list(&ListParams::default().labels(flavour.child_selector))
+        .await
+        .ok()?;
+    Some(
+        list.items
+            .iter()
+            .filter(|o| !o.labels().keys().any(|k| k.starts_with(SHARD_PREFIX)))
+            .count(),
+    )
+}
+
+fn signal(child: &tokio::process::Child, signal: &str) {
+    let pid = child.id().expect("pid");
+    let ok = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {signal} {pid}");
+}
+
+/// Every child of `before` is still there with the same UID after `step`.
+fn same_children(before: &BTreeMap<String, Child>, after: &BTreeMap<String, Child>, step: &str) {
+    let uids = |m: &BTreeMap<String, Child>| {
+        m.iter()
+            .map(|(k, c)| (k.clone(), c.uid.clone()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(uids(after), uids(before), "children recreated by {step}");
 }
 
 fn condition(o: &DynamicObject, kind: &str) -> bool {
@@ -215,39 +261,77 @@ async fn settled(
     must_own: &[&str],
     reconciled: &[f64],
 ) -> (BTreeMap<String, String>, Vec<f64>) {
-    let found = eventually(240, || async {
-        let (map, items) = placement(api).await?;
+    let last = std::sync::Mutex::new(String::new());
+    let last = &last;
+    let found = eventually(240, || async move {
+        let note = |why: String| *last.lock().unwrap_or_else(|e| e.into_inner()) = why;
+        let Some((map, items)) = placement(api).await else {
+            note("some object has no shard label".into());
+            return None;
+        };
+        // Where the sharder's hash puts each object among the live replicas, no move under
+        // way: a join moves objects in batches, and a placement seen between two of them is
+        // not the settled one.
+        let members: Vec<String> = live.iter().map(|r| r.name.to_string()).collect();
+        let final_place = items.iter().all(|o| {
+            let owner = o
+                .uid()
+                .and_then(|u| bosun_runtime::shard::ring::owner(&u, &members).map(str::to_string));
+            owner.as_ref() == map.get(&o.name_any())
+                && !o.labels().keys().any(|k| k.starts_with("drain.bosun.dev/"))
+        });
         if map.len() != OBJECTS
-            || !map.values().all(|o| live.iter().any(|r| r.name == o))
+            || !final_place
             || !must_own.iter().all(|m| map.values().any(|o| o == m))
             || !items.iter().all(flavour.done)
         {
+            note(format!("placement {map:?}, or not all reconciled"));
             return None;
         }
         let mut counts = Vec::new();
         for (i, r) in live.iter().enumerate() {
-            let text = metrics(r.metrics).await?;
-            let cached = series(&text, "bosun_cached_objects{", "")?;
+            let Some(text) = metrics(r.metrics).await else {
+                note(format!("{}: no metrics", r.name));
+                return None;
+            };
             let share = map.values().filter(|o| *o == r.name).count();
+            let cached = series(&text, "bosun_cached_objects{", "");
             let ok = series(
                 &text,
                 "controller_runtime_reconcile_total{",
                 "result=\"success\"",
-            )?;
-            if cached != share as f64 || ok < reconciled.get(i).copied().unwrap_or(0.0) {
+            );
+            let want = reconciled.get(i).copied().unwrap_or(0.0);
+            if cached != Some(share as f64) || ok.is_none_or(|ok| ok < want) {
+                note(format!(
+                    "{}: {cached:?} objects cached (share {share}), {ok:?} reconciles (≥ {want})",
+                    r.name
+                ));
                 return None;
             }
+            let ok = ok.unwrap_or_default();
             if !flavour.cached_children.is_empty() {
                 let ns = api.namespace()?.to_string();
-                let all = children(&api.clone().into_client(), &ns, flavour).await?;
+                let client = api.clone().into_client();
+                let all = children(&client, &ns, flavour).await?;
                 for kind in flavour.cached_children {
                     let mine = all
                         .iter()
                         .filter(|c| c.key.starts_with(&format!("{kind}/")))
                         .filter(|c| map.get(&c.owner) == Some(&r.name.to_string()))
                         .count();
+                    let unlabelled = unlabelled(&client, &ns, flavour, kind).await?;
                     let kind_label = format!("kind=\"{kind}\"");
-                    if series(&text, "bosun_cached_children{", &kind_label)? != mine as f64 {
+                    let Some(cached) = series(&text, "bosun_cached_children{", &kind_label)
+                    else {
+                        note(format!("{}: no bosun_cached_children of {kind}", r.name));
+                        return None;
+                    };
+                    if cached != (mine + unlabelled) as f64 {
+                        note(format!(
+                            "{}: {cached} {kind} cached, its share is {mine} + {unlabelled} unlabelled",
+                            r.name
+                        ));
                         return None;
                     }
                 }
@@ -262,7 +346,12 @@ async fn settled(
             .iter()
             .map(|r| {
                 let text = std::fs::read_to_string(&r.log).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(30).collect();
+                let tail: Vec<&str> = text
+                    .lines()
+                    .filter(|l| !l.contains("Server cert bypassed"))
+                    .rev()
+                    .take(40)
+                    .collect();
                 format!(
                     "--- {} ---\n{}",
                     r.name,
@@ -271,8 +360,9 @@ async fn settled(
             })
             .collect();
         panic!(
-            "placement did not settle on {:?}\n{}",
+            "placement did not settle on {:?} (last: {})\n{}",
             live.iter().map(|r| r.name).collect::<Vec<_>>(),
+            last.lock().unwrap_or_else(|e| e.into_inner()),
             logs.join("\n")
         )
     })
@@ -292,46 +382,49 @@ async fn scenario(client: &Client, ns: &str, flavour: Flavour, dir: &Path) {
     let started = std::time::Instant::now();
     let r0 = start(cp.kubeconfig(), ns, "r0", &flavour.flags, dir);
     let mut r1 = start(cp.kubeconfig(), ns, "r1", &flavour.flags, dir);
-    let (both, counts) = settled(&api, &flavour, &[&r0, &r1], &["r0", "r1"], &[]).await;
-    let moved = both.values().filter(|o| *o == "r1").count();
+    let (two, _) = settled(&api, &flavour, &[&r0, &r1], &["r0", "r1"], &[]).await;
     println!(
-        "r0, r1 ({} s from the start to placed, reconciled, cached): {both:?}",
+        "r0, r1 ({} s from the start to placed, reconciled, cached): {two:?}",
         started.elapsed().as_secs_f32()
     );
     // Each child was created with its owner's shard label (the member that created it).
-    let before = children_follow(client, ns, &flavour, &both).await;
+    let first = children_follow(client, ns, &flavour, &two).await;
 
-    // kill -9 r1: its objects move to r0 once its membership Lease expired, and r0
-    // reconciles each of them (seen for the first time in its shard).
-    let pid = r1.child.id().expect("pid");
-    let ok = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill -9 r1");
-    let killed = std::time::Instant::now();
+    // A join: r2 takes its share, each handed over by the member that held it, children
+    // first.
+    let joined = std::time::Instant::now();
+    let mut r2 = start(cp.kubeconfig(), ns, "r2", &flavour.flags, dir);
+    let (three, _) = settled(&api, &flavour, &[&r0, &r1, &r2], &["r0", "r1", "r2"], &[]).await;
+    let after = children_follow(client, ns, &flavour, &three).await;
+    same_children(&first, &after, "the join");
+    println!(
+        "r2 joined → {three:?} after {} s",
+        joined.elapsed().as_secs_f32()
+    );
+
+    // A leave: r1 stops (SIGTERM); the sharder takes its Lease over and relabels its
+    // objects' children, then the objects.
+    let left = std::time::Instant::now();
+    signal(&r1.child, "-TERM");
     let _ = r1.child.wait().await;
+    let (two, counts) = settled(&api, &flavour, &[&r0, &r2], &["r0", "r2"], &[]).await;
+    let after = children_follow(client, ns, &flavour, &two).await;
+    same_children(&first, &after, "the leave");
+    println!("r1 left → {two:?} after {} s", left.elapsed().as_secs_f32());
+
+    // kill -9 r2: its objects move to r0 once its membership Lease expired, and r0
+    // reconciles each of them (seen for the first time in its shard).
+    let moved = two.values().filter(|o| *o == "r2").count();
+    signal(&r2.child, "-9");
+    let killed = std::time::Instant::now();
+    let _ = r2.child.wait().await;
     let (alone, _) = settled(&api, &flavour, &[&r0], &["r0"], &[counts[0] + moved as f64]).await;
     assert!(alone.values().all(|o| o == "r0"));
     // The move recreated no child, and each child's label followed its owner.
-    let after = if flavour.relabelled_on_move {
-        children_follow(client, ns, &flavour, &alone).await
-    } else {
-        children_follow(client, ns, &flavour, &both).await
-    };
-    let uids = |m: &BTreeMap<String, Child>| {
-        m.iter()
-            .map(|(k, c)| (k.clone(), c.uid.clone()))
-            .collect::<BTreeMap<_, _>>()
-    };
-    assert_eq!(
-        uids(&after),
-        uids(&before),
-        "children recreated by the move"
-    );
+    let after = children_follow(client, ns, &flavour, &alone).await;
+    same_children(&first, &after, "the kill -9");
     println!(
-        "kill -9 of r1 → its {moved} objects held, cached and reconciled by r0 after {} s",
+        "kill -9 of r2 → its {moved} objects held, cached and reconciled by r0 after {} s",
         killed.elapsed().as_secs_f32()
     );
     drop(r0);
@@ -385,7 +478,8 @@ async fn coded_operator_objects_are_sharded_and_move_on_a_kill() {
             ApiResource::erase::<k8s_openapi::api::apps::v1::StatefulSet>(&()),
             ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
         ],
-        relabelled_on_move: true,
+        child_selector: "",
+        per_object: None,
         cached_children: &["Deployment", "StatefulSet", "Service"],
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
@@ -410,6 +504,20 @@ async fn helm_releases_are_sharded_and_move_on_a_kill() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  size: {{ .Values.size | quote }}\n",
     )
     .expect("template");
+    // A hook that persists: written at the install only, so after a move only the move's
+    // relabelling gives it its owner's new label.
+    std::fs::write(
+        chart.join("templates/hook.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations:\n    helm.sh/hook: post-install\ndata:\n  at: install\n",
+    )
+    .expect("hook");
+    // Not rendered with the chart's defaults: not a warm kind, its cache starts on the
+    // first reconcile that renders it.
+    std::fs::write(
+        chart.join("templates/secret.yaml"),
+        "{{- if gt (int .Values.size) 1 }}\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-late\nstringData:\n  size: {{ .Values.size | quote }}\n{{- end }}\n",
+    )
+    .expect("late template");
     let watches = dir.path().join("watches.yaml");
     std::fs::write(
         &watches,
@@ -428,11 +536,16 @@ async fn helm_releases_are_sharded_and_move_on_a_kill() {
                    "metadata": {"name": name, "namespace": ns}, "spec": {"size": 2}})
         },
         done: |o| condition(o, "Deployed"),
-        children: vec![ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
-            &(),
-        )],
-        relabelled_on_move: true,
-        cached_children: &[],
+        children: vec![
+            ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+            ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+        ],
+        // Not the release records (Secrets the custom resource owns, carrying no label of
+        // the operator's children).
+        child_selector: "bosun.dev/owner-kind=shardedchart.shard.test.bosun.dev",
+        // The release's ConfigMap and Secret, the hook.
+        per_object: Some(3),
+        cached_children: &["ConfigMap", "Secret"],
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }
@@ -449,7 +562,9 @@ async fn ansible_roles_are_sharded_and_move_on_a_kill() {
     std::fs::write(role.join("defaults/main.yml"), "---\nsize: 1\n").expect("defaults");
     std::fs::write(
         role.join("tasks/main.yml"),
-        "---\n- name: the ConfigMap\n  k8s:\n    definition:\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: \"{{ ansible_operator_meta.name }}-cm\"\n        namespace: \"{{ ansible_operator_meta.namespace }}\"\n      data:\n        size: \"size-{{ size }}\"\n",
+        "---\n- name: the ConfigMap\n  k8s:\n    definition:\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: \"{{ ansible_operator_meta.name }}-cm\"\n        namespace: \"{{ ansible_operator_meta.namespace }}\"\n      data:\n        size: \"size-{{ size }}\"\n\
+         - name: find the child written once\n  k8s_info:\n    api_version: v1\n    kind: ConfigMap\n    name: \"{{ ansible_operator_meta.name }}-once\"\n    namespace: \"{{ ansible_operator_meta.namespace }}\"\n  register: once\n\
+         - name: the child written once, never updated (its label follows only by a move)\n  k8s:\n    definition:\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: \"{{ ansible_operator_meta.name }}-once\"\n        namespace: \"{{ ansible_operator_meta.namespace }}\"\n      data:\n        at: first\n  when: once.resources | length == 0\n",
     )
     .expect("tasks");
     let watches = dir.path().join("watches.yaml");
@@ -475,8 +590,12 @@ async fn ansible_roles_are_sharded_and_move_on_a_kill() {
         children: vec![ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
             &(),
         )],
-        relabelled_on_move: true,
-        cached_children: &[],
+        // The role's child caches select nothing of their own: every ConfigMap of the
+        // namespace (kube-root-ca.crt among them, unlabelled: in every replica's cache).
+        child_selector: "",
+        // The ConfigMap updated each run, the one written once.
+        per_object: Some(2),
+        cached_children: &["ConfigMap"],
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }

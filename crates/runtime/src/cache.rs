@@ -111,8 +111,25 @@ impl ChildWatch {
         self.selectors.set(selectors).is_ok()
     }
 
+    /// A child watch of no cache (no children, nothing counted), for the registry's tests.
+    #[cfg(test)]
+    pub(crate) fn unstarted(
+        resource: kube::core::ApiResource,
+        namespace: Option<String>,
+        own_selector: &str,
+    ) -> Self {
+        ChildWatch {
+            selectors: std::sync::OnceLock::new(),
+            resource,
+            namespace,
+            own_selector: own_selector.to_string(),
+            children_of: Box::new(|_| Vec::new()),
+            len: Box::new(|| 0),
+        }
+    }
+
     /// The selectors of the watches to run: the sharded pair, or the cache's own.
-    fn watches(&self) -> Vec<String> {
+    pub(crate) fn watches(&self) -> Vec<String> {
         match self.selectors.get() {
             Some(s) => s.both().iter().map(|s| s.to_string()).collect(),
             None => vec![self.own_selector.clone()],

@@ -249,6 +249,8 @@ where
     primary: Primary<K>,
     triggers: Vec<Trigger<K>>,
     caches: Vec<Synced>,
+    /// Child caches the operator starts at run time: they join the controller's registry.
+    late: Vec<crate::shard::children::LateJoin>,
     context: Arc<C>,
 }
 
@@ -262,8 +264,18 @@ where
             primary,
             triggers: Vec::new(),
             caches: Vec::new(),
+            late: Vec::new(),
             context,
         }
+    }
+
+    /// Child caches the operator starts while the controller runs (kinds found at run time,
+    /// [`crate::dynamic::DynamicChildren`]): each joins this controller's child caches before
+    /// its watches start, as those wired above do — counted, selected when sharded, and
+    /// relabelled when their owner moves.
+    pub fn late_children(mut self, join: crate::shard::children::LateJoin) -> Self {
+        self.late.push(join);
+        self
     }
 
     /// Children whose controller owner reference names a `K` trigger that owner. `synced` is
@@ -624,19 +636,20 @@ impl ControllerContext {
             failures: Failures::default(),
         });
         // The child caches: counted in `bosun_cached_children`; sharded, each selects this
-        // replica's children and the unlabelled ones (set before its watches start).
-        let children: Vec<Arc<crate::cache::ChildWatch>> = w
-            .caches
-            .iter()
-            .filter_map(|s| s.child_watch().cloned())
-            .collect();
-        for c in &children {
-            crate::cache::count_children(&self.name, c);
-            if let Some(shard) = &self.shard {
-                if !c.select(shard.child_selectors(&self.name, &c.own_selector)) {
-                    tracing::error!(kind = c.kind(), "a child cache wired twice: not sharded");
-                }
+        // replica's children and the unlabelled ones (set before its watches start). Those
+        // started at run time join the same registry when they start, so a hand-off and the
+        // sharder's takeover see every kind started so far.
+        let children = crate::shard::children::ChildRegistry::new(
+            &self.name,
+            self.shard.as_ref().map(|s| s.member()),
+        );
+        for c in w.caches.iter().filter_map(|s| s.child_watch()) {
+            if !children.join(c) {
+                tracing::error!(kind = c.kind(), "a child cache wired twice: not sharded");
             }
+        }
+        for late in &w.late {
+            late.attach(&children);
         }
         self.metrics
             .add_text_fn("cached_children", crate::cache::children_metrics_text);
@@ -681,14 +694,7 @@ impl ControllerContext {
                     resource: kube::core::ApiResource::erase::<K>(&dyntype),
                     namespace: w.primary.namespace.clone(),
                     selector: w.primary.selector.clone(),
-                    children: children
-                        .iter()
-                        .map(|c| crate::shard::kind::ChildKind {
-                            resource: c.resource.clone(),
-                            namespace: c.namespace.clone(),
-                            selector: c.own_selector.clone(),
-                        })
-                        .collect(),
+                    children: children.clone(),
                 },
             ));
         }
@@ -778,7 +784,7 @@ fn release_fn<K>(
     client: kube::Client,
     labels: crate::shard::Labels,
     resource: kube::core::ApiResource,
-    children: Vec<Arc<crate::cache::ChildWatch>>,
+    children: crate::shard::children::ChildRegistry,
     me: String,
 ) -> Arc<dyn Fn(Arc<K>) -> futures::future::BoxFuture<'static, Next> + Send + Sync>
 where
@@ -796,6 +802,7 @@ where
             .as_deref()
             .map(|uid| {
                 children
+                    .watches()
                     .iter()
                     .flat_map(|c| {
                         c.children_of(uid)

@@ -13,6 +13,12 @@
 //! annotations, owner references and finalizers are unchanged is dropped. Kinds without a
 //! generation (ConfigMap, Secret, Service) trigger on every change, since their content
 //! moves nothing else.
+//!
+//! Wired into a controller ([`DynamicChildren::wired`]), each kind's cache joins that
+//! controller's child caches before its watches start (it waits for the controller to have
+//! started): counted in `bosun_cached_children`, and, sharded, watching this member's
+//! children and the unlabelled ones, as a coded operator's child caches do; a move of an
+//! object relabels its children of every kind started so far ([`crate::shard::children`]).
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -217,6 +223,15 @@ impl KindCache {
         self.len() == 0
     }
 
+    /// The child watch of a one-namespace cache (a [`KindCache::Several`] has one per part).
+    fn child_watch(&self) -> Option<&Arc<crate::cache::ChildWatch>> {
+        match self {
+            KindCache::Meta(c) => c.synced().child_watch(),
+            KindCache::Full(c) => c.synced().child_watch(),
+            KindCache::Several(_) => None,
+        }
+    }
+
     /// True once every watch behind it has listed; false if one stopped first.
     async fn wait_synced(&self) -> bool {
         match self {
@@ -264,6 +279,8 @@ struct Inner<P: Resource> {
     /// Whether the primary kind is namespaced (a cluster-scoped owner is found without the
     /// child's namespace).
     primary_namespaced: Arc<AtomicBool>,
+    /// Set when wired into a controller: where each cache joins its child caches.
+    late: std::sync::OnceLock<crate::shard::children::LateChildren>,
 }
 
 impl<P: Resource> Drop for Inner<P> {
@@ -347,6 +364,7 @@ where
             creates: Arc::new(AtomicBool::new(true)),
             slim_meta: std::sync::OnceLock::new(),
             primary_namespaced: Arc::new(AtomicBool::new(true)),
+            late: std::sync::OnceLock::new(),
         };
         (
             DynamicChildren {
@@ -416,6 +434,18 @@ where
         namespace.is_empty() || list.is_empty() || list.iter().any(|n| n == namespace)
     }
 
+    /// Wires these caches into a controller: hand the result to its
+    /// [`crate::Wiring::late_children`]. From then on a cache starts only once that
+    /// controller has started, and joins its child caches first (see the module doc). Call it
+    /// before the first cache starts; a second call is ignored (its end joins nothing).
+    pub fn wired(&self) -> crate::shard::children::LateJoin {
+        let (late, join) = crate::shard::children::LateChildren::new();
+        if self.inner.late.set(late).is_err() {
+            tracing::error!("child caches wired into two controllers: the second is ignored");
+        }
+        join
+    }
+
     /// The kinds watched so far.
     pub async fn kinds(&self) -> Vec<GroupVersionKind> {
         self.inner.caches.lock().await.keys().cloned().collect()
@@ -423,13 +453,19 @@ where
 
     async fn start(&self, gvk: &GroupVersionKind) -> Result<KindCache, kube::Error> {
         let resolved = self.inner.discovery.resolve(gvk).await?;
+        // Wired: the controller's registry first, so the watches start selected.
+        let registry = match self.inner.late.get() {
+            Some(late) => late.registry().await,
+            None => None,
+        };
+        let registry = registry.as_ref();
         let namespaces = &self.inner.namespaces;
         if !resolved.namespaced || namespaces.is_empty() {
-            return Ok(self.start_in(gvk, &resolved, None));
+            return Ok(self.start_in(gvk, &resolved, None, registry));
         }
         let mut caches: Vec<KindCache> = namespaces
             .iter()
-            .map(|ns| self.start_in(gvk, &resolved, Some(ns)))
+            .map(|ns| self.start_in(gvk, &resolved, Some(ns), registry))
             .collect();
         Ok(match caches.len() {
             1 => caches.remove(0),
@@ -437,13 +473,14 @@ where
         })
     }
 
-    /// The cache of `gvk`'s children in `namespace` (all when None), and the task that
-    /// turns its events into triggers.
+    /// The cache of `gvk`'s children in `namespace` (all when None), joined to `registry`
+    /// (when wired), and the task that turns its events into triggers.
     fn start_in(
         &self,
         gvk: &GroupVersionKind,
         resolved: &Resolved,
         namespace: Option<&str>,
+        registry: Option<&crate::shard::children::ChildRegistry>,
     ) -> KindCache {
         let inner = &self.inner;
         let ar = resolved.resource.clone();
@@ -507,6 +544,15 @@ where
                 )
             }
         };
+        // Before the task below first polls the stream: that poll starts the watches, with
+        // the selectors chosen here.
+        if let Some(registry) = registry {
+            if let Some(watch) = cache.child_watch() {
+                if !registry.join(watch) {
+                    tracing::error!(kind = %gvk.kind, "a child cache joined twice: not sharded");
+                }
+            }
+        }
         let tx = inner.tx.clone();
         let creates = inner.creates.clone();
         let primary = inner.primary.clone();

@@ -444,6 +444,9 @@ async fn reconcile_dynamic(w: Arc<DynamicObject>, ctx: Arc<DynCtx>) -> Result<Ac
 struct DynOperator {
     ar: ApiResource,
     discovery: Discovery,
+    /// Wire the child caches into the controller ([`DynamicChildren::wired`]), and show
+    /// them to the test.
+    wired: Option<Arc<std::sync::Mutex<Option<DynamicChildren<DynamicObject>>>>>,
 }
 
 impl Operator for DynOperator {
@@ -459,6 +462,7 @@ impl Operator for DynOperator {
     fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
         let ar = self.ar.clone();
         let discovery = self.discovery.clone();
+        let wired = self.wired.clone();
         Box::pin(async move {
             let client = ctx.client.clone();
             ctx.run_controller(
@@ -474,6 +478,10 @@ impl Operator for DynOperator {
                         "app.kubernetes.io/managed-by=bosun-dyn-op",
                         ar.clone(),
                     );
+                    let late = wired.as_ref().map(|slot| {
+                        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(children.clone());
+                        children.wired()
+                    });
                     let context = Arc::new(DynCtx {
                         client: client.clone(),
                         ar: ar.clone(),
@@ -481,8 +489,13 @@ impl Operator for DynOperator {
                         status: StatusWriter::new("bosun-dyn-op"),
                         children,
                     });
-                    Wiring::new(Primary::watch(api, ar.clone(), Default::default()), context)
-                        .trigger(trigger)
+                    let wiring =
+                        Wiring::new(Primary::watch(api, ar.clone(), Default::default()), context)
+                            .trigger(trigger);
+                    match late {
+                        Some(late) => wiring.late_children(late),
+                        None => wiring,
+                    }
                 },
                 reconcile_dynamic,
             )
@@ -505,6 +518,7 @@ async fn a_dynamic_operator_converges_and_repairs_a_deleted_child() {
     .with_operator(Arc::new(DynOperator {
         ar: ar.clone(),
         discovery,
+        wired: None,
     }));
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(manager.run(
@@ -573,6 +587,132 @@ async fn a_dynamic_operator_converges_and_repairs_a_deleted_child() {
         Some("again"),
         "the child's deletion triggered its owner"
     );
+    let _ = tx.send(());
+    let stopped = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("manager stops")
+        .expect("task");
+    assert!(stopped.is_ok(), "manager stopped cleanly: {stopped:?}");
+}
+
+/// Sharded, a kind whose cache starts on a reconcile's first use (after the controller
+/// started) watches this member's children and the unlabelled ones, and is counted: the
+/// applier sees an unlabelled child it must not create again, never another member's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_started_by_a_sharded_reconcile_caches_its_members_share() {
+    use bosun_runtime::client::{client_fenced, client_with, Pool};
+    use bosun_runtime::fence::Fence;
+    use bosun_runtime::leader::LeaderConfig;
+    use bosun_runtime::shard::{Labels, ShardConfig};
+    let (client, ns, discovery, ar) = setup().await;
+    let cp = shared().await.expect("control plane");
+    let config = cp.config().await.expect("config");
+    const MANAGED: &str = "app.kubernetes.io/managed-by";
+    let shard = Labels::for_operator("dynamic-widget").shard;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    // Before the replica starts: a child of another member, an unlabelled one (made before
+    // sharding), and the child d1's reconcile writes, unlabelled (it must be seen, else the
+    // applier refuses to create it again).
+    for (name, member) in [("theirs", Some("other")), ("bare", None), ("d1-w", None)] {
+        let mut labels =
+            std::collections::BTreeMap::from([(MANAGED.to_string(), "bosun-dyn-op".to_string())]);
+        if let Some(m) = member {
+            labels.insert(shard.clone(), m.to_string());
+        }
+        let cm = k8s_openapi::api::core::v1::ConfigMap {
+            metadata: kube::core::ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(labels),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        cms.create(&PostParams::default(), &cm)
+            .await
+            .expect("child");
+    }
+    let fence = Fence::new();
+    let operators =
+        client_fenced(config.clone(), None, Pool::default(), Some(&fence)).expect("client");
+    let sharder_fence = Fence::new();
+    let sharder =
+        client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence)).expect("client");
+    let slot = Arc::new(std::sync::Mutex::new(None));
+    let manager = Manager::new(
+        operators,
+        ManagerConfig {
+            scope: Scope::Namespaces(vec![ns.clone()]),
+            ..Default::default()
+        },
+    )
+    .with_leader_client(client_with(config, None, Pool::default()).expect("client"))
+    .with_fence(fence)
+    .with_sharding(
+        ShardConfig::new(LeaderConfig::new("dynshard", &ns, "m1")).expect("shard"),
+        sharder,
+        sharder_fence,
+    )
+    .with_operator(Arc::new(DynOperator {
+        ar: ar.clone(),
+        discovery,
+        wired: Some(slot.clone()),
+    }));
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(manager.run(
+        async move {
+            let _ = rx.await;
+        },
+        |_| {},
+    ));
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    widgets
+        .create(&PostParams::default(), &dynamic_widget(&ar, &ns, "d1", "v"))
+        .await
+        .expect("widget");
+    // Reconciled by m1: its status is written, its child carries m1's label.
+    let labelled = eventually(60, || async {
+        let w = widgets.get("d1").await.ok()?;
+        (w.data["status"]["value"] == "v").then_some(())?;
+        let c = cms.get("d1-w").await.ok()?;
+        (c.labels().get(&shard).map(String::as_str) == Some("m1")).then_some(())
+    })
+    .await;
+    assert!(
+        labelled.is_some(),
+        "d1 reconciled by m1, its child labelled m1"
+    );
+    let children = slot
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .expect("the operator's child caches");
+    assert_eq!(
+        children.kinds().await,
+        [configmap_gvk()],
+        "started by the reconcile"
+    );
+    let cache = children.cache(&configmap_gvk()).await.expect("cache");
+    // The cache reads the state it shows: wait for m1's write of d1-w to reach it.
+    let seen = eventually(30, || async {
+        let m = cache.meta(&ns, "d1-w")?;
+        let mine = m.labels.as_ref()?.get(&shard).map(String::as_str) == Some("m1");
+        (mine && cache.len() == 2).then_some(())
+    })
+    .await;
+    assert!(
+        seen.is_some(),
+        "m1's child in m1's cache, {} cached",
+        cache.len()
+    );
+    assert!(
+        cache.meta(&ns, "bare").is_some(),
+        "an unlabelled child is cached"
+    );
+    assert!(
+        cache.meta(&ns, "theirs").is_none(),
+        "another member's child is not cached"
+    );
+    assert_eq!(cache.len(), 2, "its share and the unlabelled ones, no more");
     let _ = tx.send(());
     let stopped = tokio::time::timeout(Duration::from_secs(30), task)
         .await

@@ -407,8 +407,11 @@ fn wire<F: Flavor>(
         status,
     );
     let own = flavor.triggers(client, entry, ns, &ar, primary.store());
+    // Before any child cache starts (the warm ones below): each joins the controller's child
+    // caches — counted, sharded with their owners, relabelled when an owner moves.
+    let late = host.children.wired();
     let warm = warm_children(&host, entry.watch_dependent_resources);
-    let mut wiring = Wiring::new(primary, host);
+    let mut wiring = Wiring::new(primary, host).late_children(late);
     for t in own {
         wiring = wiring.trigger(t);
     }

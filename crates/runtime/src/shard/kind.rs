@@ -45,8 +45,10 @@ pub(crate) struct Scope {
     pub resource: ApiResource,
     pub namespace: Option<String>,
     pub selector: Option<String>,
-    /// The controller's child caches: the kinds whose objects follow their owner.
-    pub children: Vec<ChildKind>,
+    /// The controller's child caches: the kinds whose objects follow their owner, as
+    /// started so far on this replica (read each round: the Helm and Ansible flavours start
+    /// kinds while they run).
+    pub children: super::children::ChildRegistry,
 }
 
 /// One child kind of a controller: where its cache looks (namespace, None: all) and with
@@ -217,7 +219,9 @@ async fn place(
         .filter_map(|o| o.labels().get(&labels.shard).cloned())
         .collect();
     let now = view.at(std::time::Instant::now());
-    let orphans = taken_children(shard, labels, scope, &now).await;
+    // The child kinds of this round: an orphan names its kind by its place in this list.
+    let kinds = scope.children.kinds();
+    let orphans = taken_children(shard, labels, &kinds, &now).await;
     // A member's takeover is held while a child still carries its name.
     on.extend(orphans.keys().cloned());
     shard.reports.report(id, on);
@@ -234,10 +238,11 @@ async fn place(
     let view = view.at(std::time::Instant::now());
     let steps = steps(&objects, labels, &view, written);
     let (by_owner, leftover) = children_plan(&orphans, &objects, labels, &view, &steps);
-    relabel_leftovers(shard, labels, scope, leftover).await;
+    relabel_leftovers(shard, labels, &kinds, leftover).await;
     let outcomes: Vec<_> = futures::stream::iter(steps)
         .map(|(o, step)| {
             let view = &view;
+            let kinds = &kinds;
             let kids = o
                 .meta()
                 .uid
@@ -249,7 +254,7 @@ async fn place(
                 // Its children first: the member it goes to must cache them when it starts.
                 if let Step::Assign(to) = &step {
                     if !takeover_held(&o, labels, view)
-                        || !relabel(shard, labels, scope, &kids, Some(to)).await
+                        || !relabel(shard, labels, kinds, &kids, Some(to)).await
                     {
                         return (o, false);
                     }
@@ -381,17 +386,18 @@ async fn write(
     }
 }
 
-/// Per member taken over (and still within its takeover), the children of `scope`'s child
-/// kinds labelled with it; none when no member is taken over (the usual round costs nothing).
+/// Per member taken over (and still within its takeover), the children of the controller's
+/// child `kinds` labelled with it; none when no member is taken over (the usual round costs
+/// nothing).
 async fn taken_children(
     shard: &ShardContext,
     labels: &Labels,
-    scope: &Scope,
+    kinds: &[ChildKind],
     view: &MemberView,
 ) -> HashMap<String, Vec<Orphan>> {
     let mut found: HashMap<String, Vec<Orphan>> = HashMap::new();
     for member in &view.taken {
-        for (k, kind) in scope.children.iter().enumerate() {
+        for (k, kind) in kinds.iter().enumerate() {
             let mine = format!("{}={member}", labels.shard);
             let selector = if kind.selector.trim().is_empty() {
                 mine
@@ -487,7 +493,7 @@ fn children_plan(
 async fn relabel_leftovers(
     shard: &ShardContext,
     labels: &Labels,
-    scope: &Scope,
+    kinds: &[ChildKind],
     leftover: Leftovers,
 ) {
     futures::stream::iter(leftover)
@@ -495,7 +501,7 @@ async fn relabel_leftovers(
             relabel(
                 shard,
                 labels,
-                scope,
+                kinds,
                 std::slice::from_ref(&c),
                 to.as_deref(),
             )
@@ -509,7 +515,7 @@ async fn relabel_leftovers(
 async fn relabel(
     shard: &ShardContext,
     labels: &Labels,
-    scope: &Scope,
+    kinds: &[ChildKind],
     children: &[Orphan],
     to: Option<&str>,
 ) -> bool {
@@ -517,7 +523,7 @@ async fn relabel(
     let results = futures::future::join_all(children.iter().map(|c| {
         let body = &body;
         async move {
-            let Some(kind) = scope.children.get(c.kind) else {
+            let Some(kind) = kinds.get(c.kind) else {
                 return true;
             };
             let api = api(

@@ -23,10 +23,16 @@
 //!   the same name waits for that Lease like a standby, so it never works an object the
 //!   sharder is moving; once none is labelled with it, the sharder deletes the Lease.
 //!
-//! What it does not do: children are cached whole by every replica (a child's event for an
-//! object of another shard is dropped by the queue, which finds no such object in the
-//! shard's cache); a role that falls back to real Ansible writes through its own, unfenced
-//! client (as with leader election).
+//! * **Children follow their owner.** Every child cache of a controller, wired before it
+//!   starts or started at run time (the Helm and Ansible flavours' kinds), joins its
+//!   [`children::ChildRegistry`] before its watches start: it then caches this member's
+//!   children and the unlabelled ones ([`child_selectors`]), and a hand-off or a takeover
+//!   relabels an object's children of every kind joined so far on that replica.
+//!
+//! What it does not do: a kind the replica doing a move never started is not relabelled
+//! (see the runtime README); a role that falls back to real Ansible writes through its own,
+//! unfenced client (as with leader election).
+pub mod children;
 pub mod coordinator;
 pub mod kind;
 pub mod place;
