@@ -1,7 +1,8 @@
 //! A leader that loses its lease keeps its caches: paused (SIGSTOP) past its renew deadline
 //! while it works, it wakes to find the lease taken, goes back to standby at once — its
 //! reconcile in flight aborted, no write — and when it wins the lease again it reconciles
-//! what changed meanwhile without listing anything again. On the real API server.
+//! what changed meanwhile without listing anything again, and leaves the widgets that had
+//! converged alone. On the real API server.
 //!
 //! The leader is a process of its own (this test binary started again on an ignored test) so
 //! it can be stopped whole, as a stalled node or VM stops it. It reports on its stdout, one
@@ -46,6 +47,8 @@ const CHILD: &str = "BOSUN_TEST_WARM_LEADER";
 const LEASE: &str = "warm";
 const LABEL_KEY: &str = "bosun-test/warm";
 const LABEL: &str = "bosun-test/warm=yes";
+/// Widgets that converge before the pause.
+const CONVERGED: usize = 30;
 
 /// Prints one report line of the leader process.
 fn report(line: &str) {
@@ -365,6 +368,16 @@ async fn a_leader_that_lost_its_lease_stays_warm() {
             .await
             .expect("create");
     }
+    // Converged widgets: written once, then nothing changes for them.
+    for i in 0..CONVERGED {
+        widgets
+            .create(
+                &PostParams::default(),
+                &widget(&ns, &format!("conv-{i}"), "x", 0),
+            )
+            .await
+            .expect("create");
+    }
     let writers = Writers::default();
     let watch = writers.watch(&admin, &ns);
 
@@ -384,10 +397,13 @@ async fn a_leader_that_lost_its_lease_stays_warm() {
     let report = Report::default();
     let reading = report.read(&mut a);
     eventually(60, || async {
-        (writers.count("a") >= 8 && report.position("start hang").is_some()).then_some(())
+        let lines = report.lines();
+        let converged = (0..CONVERGED).all(|i| lines.contains(&format!("wrote conv-{i}")));
+        (converged && writers.count("a") >= 8 && report.position("start hang").is_some())
+            .then_some(())
     })
     .await
-    .expect("a leads, writes, and a reconcile of hang is in flight");
+    .expect("a leads, writes, converges, and a reconcile of hang is in flight");
     let lists_while_leading = report.lists();
     assert!(
         lists_while_leading >= 2,
@@ -481,6 +497,26 @@ async fn a_leader_that_lost_its_lease_stays_warm() {
     })
     .await
     .expect("a goes on writing");
+    // (e) Nothing changed for the converged widgets: the next term does not reconcile them
+    // again (a cold standby's list queues every one of them).
+    let since_loss = report.lines().split_off(aborted);
+    let again: Vec<&String> = since_loss
+        .iter()
+        .filter(|l| l.starts_with("start conv-"))
+        .collect();
+    println!(
+        "reconciles started since the loss: {} (of converged widgets: {})",
+        since_loss
+            .iter()
+            .filter(|l| l.starts_with("start "))
+            .count(),
+        again.len()
+    );
+    assert_eq!(
+        again,
+        Vec::<&String>::new(),
+        "(e) converged widgets reconciled again after the lost term"
+    );
 
     let order = runs(&writers.snapshot());
     println!("writers in order: {order:?}");
