@@ -4,6 +4,10 @@
 //! through again. An operator keeps running across the lost term — started once — unless it
 //! asks for the cold restart (`Operator::restarts_on_lost_term`): that one is aborted and
 //! started again as a standby. Both work again once the replica wins the lease back.
+//!
+//! A child cache an operator starts at run time (`DynamicChildren`, what the Helm and
+//! Ansible flavours use) lives inside the operator's task: it is kept across the lost term
+//! too — no LIST of its kind when the replica leads again.
 mod common;
 
 use std::net::SocketAddr;
@@ -11,18 +15,24 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bosun_runtime::apply::Applier;
+use bosun_runtime::dynamic::{ChildCacheError, Discovery, DynamicChildren};
+use bosun_runtime::error::{Categorized, ErrorCategory};
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
 use bosun_runtime::manager::{ControllerContext, Manager, ManagerConfig, Operator, OperatorError};
 use bosun_runtime::rbac::Rbac;
-use bosun_runtime::Scope;
+use bosun_runtime::{Primary, Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
-use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::controller::Action;
+use kube::{Client, Resource, ResourceExt};
 use tower::{Layer, Service};
 
 const LEASE: &str = "terms";
@@ -236,6 +246,251 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
         (warm.load(Ordering::SeqCst), cold.load(Ordering::SeqCst)),
         (1, 2),
         "started once and twice"
+    );
+    let _ = stop.send(());
+    run.await.expect("join").expect("a stopped cleanly");
+}
+
+/// Counts the LISTs of ConfigMaps (a GET of the collection, not a watch).
+#[derive(Clone, Default)]
+struct ConfigMapLists(Arc<AtomicUsize>);
+
+impl ConfigMapLists {
+    fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl<S> Layer<S> for ConfigMapLists {
+    type Service = Listing<S>;
+    fn layer(&self, inner: S) -> Listing<S> {
+        Listing {
+            inner,
+            lists: self.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Listing<S> {
+    inner: S,
+    lists: ConfigMapLists,
+}
+
+impl<S, B> Service<http::Request<B>> for Listing<S>
+where
+    S: Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> S::Future {
+        let watch = req.uri().query().unwrap_or("").contains("watch=");
+        if req.method() == http::Method::GET && !watch && req.uri().path().ends_with("/configmaps")
+        {
+            self.lists.0.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.call(req)
+    }
+}
+
+const DYN_LABEL: &str = "bosun-test/dyn-terms";
+
+fn configmap_gvk() -> GroupVersionKind {
+    GroupVersionKind::gvk("", "v1", "ConfigMap")
+}
+
+/// Writes each widget's ConfigMap, read from a child cache the reconcile starts.
+struct RunTimeChildren {
+    identity: String,
+}
+
+struct DynCtx {
+    client: Client,
+    identity: String,
+    applier: Applier,
+    children: DynamicChildren<Widget>,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum DynError {
+    #[error("api: {0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Children(#[from] ChildCacheError),
+}
+
+impl Categorized for DynError {
+    fn category(&self) -> ErrorCategory {
+        ErrorCategory::Api
+    }
+}
+
+async fn reconcile_with_run_time_children(
+    w: Arc<Widget>,
+    ctx: Arc<DynCtx>,
+) -> Result<Action, DynError> {
+    let ns = w.namespace().unwrap_or_default();
+    let cache = ctx.children.cache(&configmap_gvk()).await?;
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("{}-w", w.name_any())),
+            namespace: Some(ns.clone()),
+            labels: Some([(DYN_LABEL.to_string(), "yes".to_string())].into()),
+            owner_references: w.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        data: Some([("reconciledBy".to_string(), ctx.identity.clone())].into()),
+        ..Default::default()
+    };
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
+    ctx.applier
+        .apply(&api, &cm, cache.meta(&ns, &cm.name_any()).as_ref())
+        .await?;
+    Ok(Action::await_change())
+}
+
+impl Operator for RunTimeChildren {
+    fn name(&self) -> &str {
+        "run-time-children"
+    }
+    fn crds(&self) -> Vec<CustomResourceDefinition> {
+        Vec::new()
+    }
+    fn rbac(&self) -> Rbac {
+        Rbac::default()
+    }
+    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        let identity = self.identity.clone();
+        Box::pin(async move {
+            let client = ctx.client.clone();
+            let discovery = Discovery::new(client.clone());
+            ctx.run_controller(
+                |ns| {
+                    let (children, trigger) = DynamicChildren::new(
+                        client.clone(),
+                        discovery.clone(),
+                        ns,
+                        &format!("{DYN_LABEL}=yes"),
+                        (),
+                    );
+                    let late = children.wired();
+                    let context = Arc::new(DynCtx {
+                        client: client.clone(),
+                        identity: identity.clone(),
+                        applier: Applier::new("bosun-test-dyn-terms"),
+                        children,
+                    });
+                    let api = bosun_runtime::cache::scoped_api(client.clone(), ns);
+                    Wiring::new(Primary::watch(api, (), Default::default()), context)
+                        .trigger(trigger)
+                        .late_children(late)
+                },
+                reconcile_with_run_time_children,
+            )
+            .await;
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = test_namespace(&admin, "le-terms-dyn").await.expect("ns");
+    let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "d1", "x", 0))
+        .await
+        .expect("create");
+
+    let config = cp.config().await.expect("config");
+    let fence = Fence::new();
+    let lists = ConfigMapLists::default();
+    let client = kube::client::ClientBuilder::try_from(config.clone())
+        .expect("builder")
+        .with_layer(&fence.layer())
+        .with_layer(&lists)
+        .build();
+    let partition = Partition::default();
+    let leader_client = kube::client::ClientBuilder::try_from(config)
+        .expect("builder")
+        .with_layer(&partition)
+        .build();
+    let probe = free_addr();
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.clone()]),
+        leader: Some(LeaderConfig::new(LEASE, &ns, "a")),
+        probe_addr: Some(probe),
+        ..Default::default()
+    };
+    let m = Manager::new(client, cfg)
+        .with_leader_client(leader_client)
+        .with_fence(fence)
+        .with_operator(Arc::new(RunTimeChildren {
+            identity: "a".into(),
+        }));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(m.run(
+        async move {
+            let _ = stopped.await;
+        },
+        |_| {},
+    ));
+    eventually(30, || async {
+        (configmap_value(&admin, &ns, "d1-w", "reconciledBy")
+            .await
+            .as_deref()
+            == Some("a"))
+        .then_some(())
+    })
+    .await
+    .expect("a leads and reconciles, its reconcile starting the ConfigMap cache");
+    let listed = lists.count();
+    assert!(listed >= 1, "the run-time cache listed ConfigMaps");
+
+    partition.set(true);
+    eventually(30, || async {
+        role(probe)
+            .await
+            .filter(|b| b.contains("standby"))
+            .map(|_| ())
+    })
+    .await
+    .expect("a went back to standby");
+    partition.set(false);
+    eventually(30, || async {
+        role(probe)
+            .await
+            .filter(|b| !b.contains("standby"))
+            .map(|_| ())
+    })
+    .await
+    .expect("a leads again");
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "d2", "y", 0))
+        .await
+        .expect("create");
+    eventually(30, || async {
+        (configmap_value(&admin, &ns, "d2-w", "reconciledBy")
+            .await
+            .as_deref()
+            == Some("a"))
+        .then_some(())
+    })
+    .await
+    .expect("a reconciles again");
+    assert_eq!(
+        lists.count(),
+        listed,
+        "the ConfigMaps were listed again: the run-time child cache was started anew"
     );
     let _ = stop.send(());
     run.await.expect("join").expect("a stopped cleanly");
