@@ -540,7 +540,7 @@ impl Manager {
         }
     }
 
-    /// Starts operator `i`; its reconciles wait for `leading`.
+    /// Starts `op`; its reconciles wait for `leading`.
     fn start_operator(
         &self,
         tasks: &mut Tasks,
