@@ -683,6 +683,7 @@ impl ControllerContext {
                     kube::core::ApiResource::erase::<K>(&dyntype),
                     children.clone(),
                     shard.member().to_string(),
+                    (w.primary.store.clone(), dyntype.clone()),
                 ),
             });
             self.metrics
@@ -786,9 +787,11 @@ fn release_fn<K>(
     resource: kube::core::ApiResource,
     children: crate::shard::children::ChildRegistry,
     me: String,
+    (store, dyntype): (Store<K>, K::DynamicType),
 ) -> Arc<dyn Fn(Arc<K>) -> futures::future::BoxFuture<'static, Next> + Send + Sync>
 where
-    K: Resource + Send + Sync + 'static,
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
     Arc::new(move |obj: Arc<K>| {
         let api = crate::shard::kind::api(client.clone(), &resource, obj.namespace().as_deref());
@@ -822,6 +825,11 @@ where
             }
         });
         let client = client.clone();
+        let (store, key) = (
+            store.clone(),
+            ObjectRef::from_obj_with(obj.as_ref(), dyntype.clone()),
+        );
+        let seen_at = obj.resource_version();
         async move {
             let relabelled = futures::future::join_all(kids.iter().map(|(ar, ns, child)| {
                 let api = crate::shard::kind::api(client.clone(), ar, ns.as_deref());
@@ -850,6 +858,7 @@ where
             {
                 Ok(_) => {
                     tracing::info!(name = %name, to = ?target, children = kids.len(), "handed over");
+                    left_the_cache(&store, &key, seen_at.as_deref()).await;
                     Next::After(None)
                 }
                 // Gone, or changed since the drain was seen: the watch shows what is now.
@@ -862,6 +871,29 @@ where
         }
         .boxed()
     })
+}
+
+/// Waits until this replica's cache no longer holds the object at the version the hand-off
+/// was decided on: written away, it leaves the shard's selection, and the hand-off ends once
+/// the watch shows that — so what the runner reports when work ends (`bosun_cached_objects`)
+/// counts the object on its new member only, even when this replica has nothing else to do.
+/// Bounded: a watch that lags longer leaves the count to the next work that ends.
+async fn left_the_cache<K>(store: &Store<K>, key: &ObjectRef<K>, seen_at: Option<&str>)
+where
+    K: Resource + Clone,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    let still_there = || {
+        store
+            .get(key)
+            .is_some_and(|o| o.resource_version().as_deref() == seen_at)
+    };
+    let wait = async {
+        while still_there() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(30), wait).await;
 }
 
 /// Wraps one reconcile: a span carrying namespace/name, the duration histogram, and the
