@@ -16,7 +16,9 @@
 //!    and no child outlives its parent.
 //! 2. `crash`: `kill -9` while the samples converge, each right after a create of the
 //!    operator is committed and before it has the answer (which create is seeded).
-//! 3. `apiserver-restart`: the API server down for a few seconds mid-convergence.
+//! 3. `apiserver-restart`: the API server down for a few seconds mid-convergence: right
+//!    after the operator's k-th write of its work (k seeded, below the reference run's
+//!    writes), the operator paused there until the API server is down.
 //! 4. `stale`: the watch events of the operator's children held back mid-convergence, then
 //!    released in order (its view of them stale, and reordered against the custom
 //!    resources').
@@ -24,8 +26,11 @@
 //!    is served the view of before (its custom resources being deleted) while their watch
 //!    events are held back (Sieve's time travel): it must not act on it destructively.
 //! 6. `drift`: after convergence a child edited and another deleted behind its back.
-//! 7. `spec-change`: a second valid spec ([`schema`]) applied mid-convergence; compared
-//!    with a fault-free run of that spec.
+//! 7. `spec-change`: a second valid spec ([`schema`]) applied mid-convergence (after the
+//!    k-th write, as `apiserver-restart`); compared with a fault-free run of that spec.
+//!
+//! Where each mid-convergence fault landed is in [`Report::faults`] and under the report's
+//! table.
 //! 8. `failure`: the operator's writes of its children refused, a child deleted: the custom
 //!    resource's status conditions must say so.
 //!

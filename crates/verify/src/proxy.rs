@@ -21,7 +21,12 @@
 //!   its answer. From then on its requests are held and never sent (it is as good as dead)
 //!   until the scenario has killed it. A crash point found by its state, not by a clock, is
 //!   hit whatever the machine's load: a kill after a sleep lands in a window only when the
-//!   operator happens to be in it.
+//!   operator happens to be in it;
+//! - a fault can land mid-convergence at a point of the operator's own work
+//!   ([`Proxy::pause_after`]): right after its k-th write is committed, the operator is
+//!   paused (the write's answer and whatever it sends next are held, not refused) until the
+//!   scenario has injected the fault (an API server restart, a second spec) and resumes it.
+//!   The operator has then done exactly k writes, whatever the load or its start time.
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -78,6 +83,12 @@ struct Log {
     old_view_served: Option<Instant>,
 }
 
+struct PausePoint {
+    /// Writes still to come before the pause.
+    left: usize,
+    hit: tokio::sync::oneshot::Sender<Write>,
+}
+
 struct CrashPoint {
     /// Creates still to come before the crash.
     left: usize,
@@ -104,6 +115,9 @@ struct Shared {
     /// True from a crash point's hit until [`Proxy::thaw`]: the operator is being killed, and
     /// nothing it sends reaches the API server any more.
     frozen: tokio::sync::watch::Sender<bool>,
+    pause: Mutex<Option<PausePoint>>,
+    /// True from a pause point's hit until [`Proxy::resume`]: requests wait, then go on.
+    paused: tokio::sync::watch::Sender<bool>,
 }
 
 /// A running proxy; dropping it stops serving.
@@ -147,6 +161,8 @@ impl Proxy {
             closed: std::sync::atomic::AtomicBool::new(false),
             crash: Mutex::new(None),
             frozen: tokio::sync::watch::channel(false).0,
+            pause: Mutex::new(None),
+            paused: tokio::sync::watch::channel(false).0,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -273,6 +289,30 @@ impl Proxy {
         self.shared.frozen.send_replace(false);
     }
 
+    /// Arms a pause point: the `k`-th write (k ≥ 1) the operator has committed from now on
+    /// (2xx, events and leases aside: its work) pauses it before its answer is returned, and
+    /// the receiver gets that write. Nothing it sends is lost: it waits for [`Proxy::resume`].
+    /// Replaces a point armed before.
+    pub fn pause_after(&self, k: usize) -> tokio::sync::oneshot::Receiver<Write> {
+        let (hit, rx) = tokio::sync::oneshot::channel();
+        *self.shared.pause.lock().unwrap_or_else(|e| e.into_inner()) = Some(PausePoint {
+            left: k.max(1),
+            hit,
+        });
+        rx
+    }
+
+    /// Disarms the pause point and lets the paused operator's requests go on.
+    pub fn resume(&self) {
+        *self.shared.pause.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.shared.paused.send_replace(false);
+    }
+
+    /// The operator's writes of its work so far: what [`Proxy::pause_after`] counts.
+    pub fn work_writes(&self) -> usize {
+        self.lock().writes.iter().filter(|w| is_work(w)).count()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
         self.shared.log.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -302,6 +342,7 @@ async fn forward(shared: Arc<Shared>, req: Request<AxumBody>) -> Response<AxumBo
     if *shared.frozen.borrow() {
         return frozen(&shared).await;
     }
+    wait_resumed(&shared).await;
     let (parts, body) = req.into_parts();
     let watch = parts.method == Method::GET
         && matches!(
@@ -383,7 +424,8 @@ async fn forward(shared: Arc<Shared>, req: Request<AxumBody>) -> Response<AxumBo
             rparts.status.as_u16(),
             &bytes,
         );
-        crash_point(&shared, w);
+        crash_point(&shared, w.clone());
+        pause_point(&shared, w);
         AxumBody::from(bytes)
     } else {
         AxumBody::new(rbody)
@@ -392,6 +434,8 @@ async fn forward(shared: Arc<Shared>, req: Request<AxumBody>) -> Response<AxumBo
     if *shared.frozen.borrow() {
         return frozen(&shared).await;
     }
+    // Committed, and the operator learns the outcome only once the fault has landed.
+    wait_resumed(&shared).await;
     builder
         .body(body)
         .unwrap_or_else(|e| status(StatusCode::BAD_GATEWAY, format!("verify proxy: {e}")))
@@ -437,6 +481,38 @@ fn crash_point(shared: &Shared, w: Write) {
     if let Some(point) = crash.take() {
         shared.frozen.send_replace(true);
         let _ = point.hit.send(w);
+    }
+}
+
+/// A write of the operator's work: committed (2xx), not an event (its diary) nor a lease.
+fn is_work(w: &Write) -> bool {
+    (200..300).contains(&w.status) && w.counts() && collection_plural(&w.path) != Some("events")
+}
+
+/// Counts `w` against the armed pause point; on its hit, pauses the operator and tells the
+/// scenario.
+fn pause_point(shared: &Shared, w: Write) {
+    let mut pause = shared.pause.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(point) = pause.as_mut() else {
+        return;
+    };
+    if !is_work(&w) {
+        return;
+    }
+    point.left -= 1;
+    if point.left > 0 {
+        return;
+    }
+    if let Some(point) = pause.take() {
+        shared.paused.send_replace(true);
+        let _ = point.hit.send(w);
+    }
+}
+
+async fn wait_resumed(shared: &Shared) {
+    if *shared.paused.borrow() {
+        let mut rx = shared.paused.subscribe();
+        let _ = rx.wait_for(|p| !*p).await;
     }
 }
 

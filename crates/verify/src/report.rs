@@ -33,6 +33,45 @@ pub struct Verdict {
     pub skipped: Option<String>,
 }
 
+/// Where a mid-convergence fault landed, so that a run says what it tested.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub scenario: String,
+    /// The operator's writes of its work (2xx, events and leases aside) before the fault.
+    pub after: usize,
+    /// The seeded write it was to land after.
+    pub wanted: usize,
+    /// The fault-free run's writes until it converged (the bound of `wanted`).
+    pub of: usize,
+    /// The write it landed after (the last one, on a fallback), as `PATCH Widget/a (200)`.
+    pub write: Option<String>,
+    /// Why it landed elsewhere than after write `wanted`, when it did.
+    pub fallback: Option<String>,
+    /// The operator's writes of its work after the fault: none means it had converged.
+    pub later: usize,
+}
+
+impl Fault {
+    /// Where it landed.
+    pub fn point(&self) -> String {
+        let what = self.write.as_deref().unwrap_or("no write");
+        match &self.fallback {
+            None => format!(
+                "after write #{} of the fault-free run's {} ({what})",
+                self.after, self.of
+            ),
+            Some(why) => format!(
+                "after write #{} ({what}), its last, not #{} of {}: {why}",
+                self.after, self.wanted, self.of
+            ),
+        }
+    }
+
+    pub fn text(&self) -> String {
+        format!("{}; {} writes after it", self.point(), self.later)
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Report {
     pub operator: String,
@@ -43,6 +82,8 @@ pub struct Report {
     /// The command that reproduces this run.
     pub replay: String,
     pub logs: Option<std::path::PathBuf>,
+    /// Where the mid-convergence faults landed.
+    pub faults: Vec<Fault>,
 }
 
 impl Report {
@@ -100,6 +141,9 @@ impl Report {
             .map(|(s, t)| format!("{s} {t:.0} s"))
             .collect();
         let _ = writeln!(out, "time: {total:.0} s ({})", times.join(", "));
+        for f in &self.faults {
+            let _ = writeln!(out, "fault {}: {}", f.scenario, f.text());
+        }
         if let Some(l) = &self.logs {
             let _ = writeln!(out, "operator logs: {}", l.display());
         }

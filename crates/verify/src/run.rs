@@ -13,7 +13,7 @@ use tokio::sync::Mutex;
 
 use crate::operator::Process;
 use crate::proxy::{Proxy, Write};
-use crate::report::{check, Report};
+use crate::report::{check, Fault, Report};
 use crate::state::{self, Collection, Snapshot};
 use crate::{schema, Options, Rng, Target};
 
@@ -373,6 +373,69 @@ impl<'a> Run<'a> {
                     "after {} s without create #{n}",
                     self.env.opts.timeout.as_secs()
                 );
+            }
+        }
+    }
+
+    /// Waits until the pause point armed before this incarnation started is hit (the operator
+    /// then paused right after its `k`-th write), or the operator shows it will not get there
+    /// (as [`Run::crash_point`]: quiet after its own first request, exited, or the timeout):
+    /// the fault then lands where it is, after its last write, and says so.
+    async fn mid_point(
+        &mut self,
+        mut hit: tokio::sync::oneshot::Receiver<crate::proxy::Write>,
+        k: usize,
+        of: usize,
+    ) -> Fault {
+        let t0 = Instant::now();
+        let fault = |write: Option<String>, fallback: Option<String>, after: usize| Fault {
+            scenario: self.scenario.to_string(),
+            after,
+            wanted: k,
+            of,
+            write,
+            fallback,
+            later: 0,
+        };
+        loop {
+            match tokio::time::timeout(POLL, &mut hit).await {
+                Ok(Ok(w)) => {
+                    return fault(Some(w.describe()), None, self.proxy.work_writes());
+                }
+                Ok(Err(_)) => {
+                    return fault(None, Some("disarmed".into()), self.proxy.work_writes())
+                }
+                Err(_) => {}
+            }
+            let why = if let Some(status) = self.op.as_mut().and_then(|p| p.exited()) {
+                Some(format!("the operator exited ({status})"))
+            } else {
+                let started = self.started;
+                let own = self.proxy.activity().0.is_some_and(|l| l > started);
+                let quiet = self
+                    .proxy
+                    .quiet_since()
+                    .is_some_and(|q| q > started && q.elapsed() >= QUIET);
+                if own && quiet {
+                    Some("it was at rest, having written fewer times".to_string())
+                } else if t0.elapsed() > self.env.opts.timeout {
+                    Some(format!("{} s passed", self.env.opts.timeout.as_secs()))
+                } else {
+                    None
+                }
+            };
+            if let Some(why) = why {
+                // Disarmed under the lock that counts writes: none can hit it from here on.
+                self.proxy.resume();
+                let after = self.proxy.work_writes();
+                let last = self
+                    .proxy
+                    .writes()
+                    .iter()
+                    .rev()
+                    .find(|w| (200..300).contains(&w.status) && w.counts())
+                    .map(|w| w.describe());
+                return fault(last, Some(why), after);
             }
         }
     }
@@ -738,6 +801,9 @@ struct Reference {
     converged: bool,
     /// The children it created (the crash scenario's kill points are among their creates).
     creates: usize,
+    /// The writes of its work until it converged (the mid-convergence faults land after one
+    /// of them).
+    writes: usize,
 }
 
 /// The converges and children checks of a scenario against the reference.
@@ -795,6 +861,7 @@ async fn reference(env: &Env<'_>, report: &mut Report) -> anyhow::Result<Referen
     let kinds = state::kinds_written(&run.proxy.writes());
     let snap = run.snapshot(&kinds).await?;
     let creates = run.created().len();
+    let writes = run.proxy.work_writes();
     report.record("reference", check::CHILDREN, run.unowned().await);
 
     // At rest: nothing written for the whole window.
@@ -844,6 +911,7 @@ async fn reference(env: &Env<'_>, report: &mut Report) -> anyhow::Result<Referen
         kinds,
         converged: ok,
         creates,
+        writes,
     })
 }
 
@@ -940,20 +1008,61 @@ async fn crash(
     Ok(())
 }
 
+/// Where a mid-convergence fault lands: after the operator's k-th write of its work, k seeded
+/// in 1..N-1 for the N writes of the fault-free run (after the last one it has converged, and
+/// the fault would test nothing mid-way).
+fn mid_write(rng: &mut Rng, reference_writes: usize) -> usize {
+    rng.range(1, reference_writes.max(2) as u64) as usize
+}
+
+/// The API server killed and started again mid-convergence: right after the operator's k-th
+/// write is committed, the operator paused (the write's answer held) until the API server is
+/// down, so that what it sends next meets the outage whatever the load or its start time.
 async fn apiserver(
     env: &Env<'_>,
     report: &mut Report,
     reference: &Reference,
     rng: &mut Rng,
 ) -> anyhow::Result<()> {
+    let k = mid_write(rng, reference.writes);
     let mut run = Run::new(env, "apiserver-restart").await?;
+    let hit = run.proxy.pause_after(k);
     run.start()?;
-    run.apply(None).await?;
-    tokio::time::sleep(Duration::from_millis(rng.range(200, 1500))).await;
+    let applied = run.apply(None).await;
+    if let Err(e) = applied {
+        run.proxy.resume();
+        return Err(e);
+    }
+    let mut fault = run.mid_point(hit, k, reference.writes).await;
     let down = Duration::from_secs(if env.opts.quick { 3 } else { 10 });
-    env.cp.lock().await.restart("kube-apiserver", down).await?;
+    let restarted = {
+        let mut cp = env.cp.lock().await;
+        let addr = cp
+            .server()
+            .trim_start_matches("https://")
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let restart = cp.restart("kube-apiserver", down);
+        let resume = async {
+            // The operator goes on once the API server no longer answers.
+            let t0 = Instant::now();
+            while tokio::net::TcpStream::connect(&addr).await.is_ok()
+                && t0.elapsed() < Duration::from_secs(30)
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            run.proxy.resume();
+        };
+        tokio::join!(restart, resume).0
+    };
+    run.proxy.resume();
+    restarted?;
+    say(format!("  API server restarted {}", fault.point()));
     let since = Instant::now();
     let converged = run.converged(since).await;
+    fault.later = run.proxy.work_writes().saturating_sub(fault.after);
+    report.faults.push(fault);
     compare(&mut run, report, reference, converged).await?;
     run.secret_log(report).await;
     run.finish().await;
@@ -1368,7 +1477,7 @@ async fn drift(
 async fn spec_change(
     env: &Env<'_>,
     report: &mut Report,
-    _reference: &Reference,
+    first: &Reference,
     rng: &mut Rng,
 ) -> anyhow::Result<()> {
     let Some((changed, what)) = env.target.samples.iter().find_map(|s| {
@@ -1407,19 +1516,32 @@ async fn spec_change(
         return Ok(());
     };
     say(format!("  second spec: {what}"));
-    let delay = Duration::from_millis(rng.range(200, 2000));
-    // The changed spec applied mid-convergence, and, beside it, once the first has converged:
+    let k = mid_write(rng, first.writes);
+    // The changed spec applied mid-convergence (right after the operator's k-th write, the
+    // operator paused until it is applied), and, beside it, once the first has converged:
     // the operator must end where that fault-free run ends (the same history: an operator
     // that records revisions, as Helm's, has two in both).
     let mid = async {
         let mut run = Run::new(env, "spec-change").await?;
+        let hit = run.proxy.pause_after(k);
         run.start()?;
-        run.apply(None).await?;
-        tokio::time::sleep(delay).await;
-        run.apply(Some(&changed)).await?;
+        let applied = run.apply(None).await;
+        let fault = match applied {
+            Ok(()) => {
+                let fault = run.mid_point(hit, k, first.writes).await;
+                let second = run.apply(Some(&changed)).await;
+                run.proxy.resume();
+                second.map(|()| fault)
+            }
+            Err(e) => Err(e),
+        };
+        run.proxy.resume();
+        let mut fault = fault?;
+        say(format!("  second spec applied {}", fault.point()));
         let since = Instant::now();
         let c = run.converged(since).await;
-        anyhow::Ok((run, c))
+        fault.later = run.proxy.work_writes().saturating_sub(fault.after);
+        anyhow::Ok((run, c, fault))
     };
     let direct = async {
         let mut run = Run::new(env, "spec-change-reference").await?;
@@ -1432,12 +1554,14 @@ async fn spec_change(
         anyhow::Ok((run, first.and(c)))
     };
     let (mid, direct) = tokio::join!(mid, direct);
-    let (mut run, converged) = mid?;
+    let (mut run, converged, fault) = mid?;
+    report.faults.push(fault);
     let (direct, direct_converged) = direct?;
     let kinds = state::kinds_written(&direct.proxy.writes());
     let reference = Reference {
         snap: direct.snapshot(&kinds).await?,
         creates: direct.created().len(),
+        writes: direct.proxy.work_writes(),
         kinds,
         converged: direct_converged.is_ok(),
     };

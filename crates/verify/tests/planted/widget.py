@@ -24,6 +24,13 @@ BUG is one of:
                          deletes the child by name and drops the finalizer unconditionally:
                          restarted on an old view (the Widget being deleted, though a new
                          one of that name lives), it deletes the new one's child
+  lost-spec-change       a Widget whose status says Ready for its generation is skipped, and
+                         the status stamps the generation read at the end of a reconcile, not
+                         the one it worked on: a spec change arriving mid-reconcile is marked
+                         done and never applied
+  forget-on-reconnect    when a watch breaks, the work queue is dropped and the re-list only
+                         refills the cache: Widgets waiting in the queue when the API server
+                         went away mid-convergence are never reconciled
 
 START (seconds, default 0) passes before each start's first request: the slow start any
 operator has on a loaded machine (a CI runner beside other builds), given on purpose, so that
@@ -44,7 +51,8 @@ import urllib.request
 
 BUG = sys.argv[1] if len(sys.argv) > 1 else "none"
 BUGS = {"none", "not-idempotent", "no-owner-ref", "status-every-reconcile", "finalizer-stuck",
-        "no-drift-repair", "stale-read", "secret-in-log", "time-travel"}
+        "no-drift-repair", "stale-read", "secret-in-log", "time-travel", "lost-spec-change",
+        "forget-on-reconnect"}
 if BUG not in BUGS:
     sys.exit(f"widget.py: unknown bug {BUG!r}; one of {sorted(BUGS)}")
 try:
@@ -119,6 +127,7 @@ def watch(path, cache, on_event):
     """List, then watch from the list's version, resuming from the last one seen (as client
     libraries' informers do); a version too old to resume from (410) lists again."""
     rv = None
+    forgetting = False
     while True:
         try:
             if rv is None:
@@ -129,8 +138,9 @@ def watch(path, cache, on_event):
                     for obj in items:
                         cache[obj["metadata"]["name"]] = obj
                 rv = listed["metadata"]["resourceVersion"]
-                for obj in items:
-                    on_event(obj)
+                if not forgetting:
+                    for obj in items:
+                        on_event(obj)
             url = f"{SERVER}{path}?watch=true&allowWatchBookmarks=true&resourceVersion={rv}"
             with urllib.request.urlopen(url, timeout=300) as r:
                 for line in r:
@@ -152,6 +162,19 @@ def watch(path, cache, on_event):
                     on_event(obj)
         except Exception as e:  # noqa: BLE001 - a watch reconnects whatever broke it
             log(f"watch {path}: {e}")
+        if BUG == "forget-on-reconnect" and rv is not None:
+            # The planted bug: a broken watch "starts over" from a quiet re-list and drops
+            # whatever was waiting in the queue.
+            forgetting = True
+            rv = None
+            dropped = 0
+            while True:
+                try:
+                    work.get_nowait()
+                    dropped += 1
+                except queue.Empty:
+                    break
+            log(f"watch {path} broke: re-listing, {dropped} queued reconciles dropped")
         time.sleep(0.5)
 
 
@@ -251,6 +274,12 @@ def reconcile(name):
             merge(f"{GROUP}/namespaces/{NS}/widgets/{name}",
                   {"metadata": {"finalizers": rest or None, "resourceVersion": meta["resourceVersion"]}})
         return
+    if BUG == "lost-spec-change":
+        st = w.get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in st.get("conditions") or [])
+        if ready and st.get("observedGeneration") == meta["generation"]:
+            return
     if FINALIZER not in finalizers:
         w = merge(f"{GROUP}/namespaces/{NS}/widgets/{name}",
                   {"metadata": {"finalizers": finalizers + [FINALIZER],
