@@ -26,7 +26,6 @@ use bosun_runtime::{Primary, Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::future::BoxFuture;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -113,17 +112,6 @@ impl Operator for Counted {
     }
 }
 
-async fn holder(client: &Client, ns: &str) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), ns)
-        .get_opt(LEASE)
-        .await
-        .ok()
-        .flatten()?
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
-}
-
 async fn role(probe: SocketAddr) -> Option<String> {
     let (_, body) = http_get(probe, "/readyz").await.ok()?;
     Some(body)
@@ -196,7 +184,7 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
     })
     .await
     .expect("a leads and reconciles");
-    assert_eq!(holder(&admin, &ns).await.as_deref(), Some("a"));
+    assert_eq!(lease_holder(&admin, &ns, LEASE).await.as_deref(), Some("a"));
     assert_eq!(
         (warm.load(Ordering::SeqCst), cold.load(Ordering::SeqCst)),
         (1, 1)
@@ -249,54 +237,6 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
     );
     let _ = stop.send(());
     run.await.expect("join").expect("a stopped cleanly");
-}
-
-/// Counts the LISTs of ConfigMaps (a GET of the collection, not a watch).
-#[derive(Clone, Default)]
-struct ConfigMapLists(Arc<AtomicUsize>);
-
-impl ConfigMapLists {
-    fn count(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl<S> Layer<S> for ConfigMapLists {
-    type Service = Listing<S>;
-    fn layer(&self, inner: S) -> Listing<S> {
-        Listing {
-            inner,
-            lists: self.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-struct Listing<S> {
-    inner: S,
-    lists: ConfigMapLists,
-}
-
-impl<S, B> Service<http::Request<B>> for Listing<S>
-where
-    S: Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> S::Future {
-        let watch = req.uri().query().unwrap_or("").contains("watch=");
-        if req.method() == http::Method::GET && !watch && req.uri().path().ends_with("/configmaps")
-        {
-            self.lists.0.fetch_add(1, Ordering::SeqCst);
-        }
-        self.inner.call(req)
-    }
 }
 
 const DYN_LABEL: &str = "bosun-test/dyn-terms";
@@ -413,11 +353,16 @@ async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
 
     let config = cp.config().await.expect("config");
     let fence = Fence::new();
-    let lists = ConfigMapLists::default();
+    let lists = Arc::new(AtomicUsize::new(0));
     let client = kube::client::ClientBuilder::try_from(config.clone())
         .expect("builder")
         .with_layer(&fence.layer())
-        .with_layer(&lists)
+        .with_layer(&layers::Observe::lists(&["configmaps"], {
+            let lists = lists.clone();
+            move |_| {
+                lists.fetch_add(1, Ordering::SeqCst);
+            }
+        }))
         .build();
     let partition = Partition::default();
     let leader_client = kube::client::ClientBuilder::try_from(config)
@@ -453,7 +398,7 @@ async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
     })
     .await
     .expect("a leads and reconciles, its reconcile starting the ConfigMap cache");
-    let listed = lists.count();
+    let listed = lists.load(Ordering::SeqCst);
     assert!(listed >= 1, "the run-time cache listed ConfigMaps");
 
     partition.set(true);
@@ -488,7 +433,7 @@ async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
     .await
     .expect("a reconciles again");
     assert_eq!(
-        lists.count(),
+        lists.load(Ordering::SeqCst),
         listed,
         "the ConfigMaps were listed again: the run-time child cache was started anew"
     );

@@ -61,17 +61,6 @@ async fn start(
     (stop_tx, run, addr)
 }
 
-async fn holder(client: &Client, ns: &str, lease: &str) -> Option<String> {
-    let api: Api<Lease> = Api::namespaced(client.clone(), ns);
-    api.get_opt(lease)
-        .await
-        .ok()
-        .flatten()?
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
-}
-
 /// Waits until a reconcile is in flight (by the manager's own metrics).
 async fn wait_in_flight(addr: SocketAddr) {
     eventually(20, || async {
@@ -126,7 +115,7 @@ async fn standby_takes_over_when_the_leader_dies() {
     )
     .await;
     eventually(10, || async {
-        (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
+        (lease_holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
     })
     .await
     .expect("a leads");
@@ -164,7 +153,10 @@ async fn standby_takes_over_when_the_leader_dies() {
     })
     .await;
     assert_eq!(by.as_deref(), Some("b"), "the standby took over");
-    assert_eq!(holder(&client, &ns, "bosun").await.as_deref(), Some("b"));
+    assert_eq!(
+        lease_holder(&client, &ns, "bosun").await.as_deref(),
+        Some("b")
+    );
     // The new leader re-applies what the old one wrote (its identity is part of the desired state).
     let by = eventually(10, || async {
         reconciled_by(&client, &ns, "w1").await.filter(|b| b == "b")
@@ -190,7 +182,7 @@ async fn a_leader_that_loses_its_lease_stops_writing_returns_to_standby_and_lead
     )
     .await;
     eventually(10, || async {
-        (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
+        (lease_holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
     })
     .await
     .expect("a leads");
@@ -228,7 +220,7 @@ async fn a_leader_that_loses_its_lease_stops_writing_returns_to_standby_and_lead
     let wrote = eventually(2, || reconciled_by(&client, &ns, "w2")).await;
     assert_eq!(wrote, None, "no write after losing the lease");
     assert_eq!(
-        holder(&client, &ns, "bosun").await.as_deref(),
+        lease_holder(&client, &ns, "bosun").await.as_deref(),
         Some("intruder"),
         "the lease was left alone"
     );
@@ -244,7 +236,10 @@ async fn a_leader_that_loses_its_lease_stops_writing_returns_to_standby_and_lead
         .expect("free");
     let by = eventually(20, || reconciled_by(&client, &ns, "w2")).await;
     assert_eq!(by.as_deref(), Some("a"), "leading again, reconciling");
-    assert_eq!(holder(&client, &ns, "bosun").await.as_deref(), Some("a"));
+    assert_eq!(
+        lease_holder(&client, &ns, "bosun").await.as_deref(),
+        Some("a")
+    );
     wait_metric(addr, r#"leader_election_master_status{name="bosun"}"#, 1.0).await;
     wait_probe(addr, "caches synced").await;
     assert!(!run.is_finished(), "the manager never exited");
@@ -272,7 +267,7 @@ async fn the_lease_is_renewed_while_in_flight_reconciles_drain_and_released_afte
     )
     .await;
     eventually(10, || async {
-        (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
+        (lease_holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
     })
     .await
     .expect("a leads");
@@ -320,7 +315,7 @@ async fn graceful_shutdown_finishes_in_flight_reconciles_and_releases_the_lease(
     )
     .await;
     eventually(10, || async {
-        (holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
+        (lease_holder(&client, &ns, "bosun").await.as_deref() == Some("a")).then_some(())
     })
     .await
     .expect("a leads");
@@ -346,7 +341,7 @@ async fn graceful_shutdown_finishes_in_flight_reconciles_and_releases_the_lease(
         "the in-flight reconcile finished"
     );
     assert_eq!(
-        holder(&client, &ns, "bosun").await,
+        lease_holder(&client, &ns, "bosun").await,
         None,
         "the lease was released"
     );
@@ -361,7 +356,7 @@ async fn graceful_shutdown_finishes_in_flight_reconciles_and_releases_the_lease(
     .await;
     let took = tokio::time::timeout(Duration::from_secs(3), async {
         loop {
-            if holder(&client, &ns, "bosun").await.as_deref() == Some("b") {
+            if lease_holder(&client, &ns, "bosun").await.as_deref() == Some("b") {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

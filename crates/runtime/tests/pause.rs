@@ -12,7 +12,7 @@ mod common;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::cache::scoped_api;
@@ -25,13 +25,10 @@ use bosun_runtime::{Primary, Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::future::BoxFuture;
-use futures::StreamExt;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 /// What the leader process reads: kubeconfig, namespace, identity, probe address.
@@ -138,65 +135,6 @@ async fn paused_leader_process() {
         .expect("manager");
 }
 
-async fn holder(client: &Client, ns: &str) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), ns)
-        .get_opt(LEASE)
-        .await
-        .ok()
-        .flatten()?
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
-}
-
-/// The writers of the ticker's ConfigMaps, in the order the API server stored the writes.
-#[derive(Clone, Default)]
-struct Writers(Arc<Mutex<Vec<String>>>);
-
-impl Writers {
-    fn watch(&self, client: &Client, ns: &str) -> tokio::task::JoinHandle<()> {
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-        let cfg = watcher::Config::default().labels(&format!("{TICK_LABEL}=yes"));
-        let seen = self.0.clone();
-        tokio::spawn(async move {
-            let mut events = watcher(api, cfg).boxed();
-            while let Some(ev) = events.next().await {
-                match ev {
-                    Ok(watcher::Event::Apply(cm)) => {
-                        let by = cm
-                            .data
-                            .and_then(|d| d.get("writer").cloned())
-                            .unwrap_or_default();
-                        seen.lock().expect("lock").push(by);
-                    }
-                    // A re-list would hide writes: mark it, the test refuses to judge then.
-                    Ok(watcher::Event::Init) => seen.lock().expect("lock").push("(list)".into()),
-                    _ => {}
-                }
-            }
-        })
-    }
-
-    fn snapshot(&self) -> Vec<String> {
-        self.0.lock().expect("lock").clone()
-    }
-
-    fn count(&self, who: &str) -> usize {
-        self.snapshot().iter().filter(|w| *w == who).count()
-    }
-}
-
-/// Runs of the same writer: `["(list)", "a", "b"]` for a…a b…b after the first list.
-fn runs(writers: &[String]) -> Vec<String> {
-    let mut runs: Vec<String> = Vec::new();
-    for w in writers {
-        if runs.last() != Some(w) {
-            runs.push(w.clone());
-        }
-    }
-    runs
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_paused_past_its_deadline_never_writes_after_the_takeover() {
     let cp = shared().await.expect("control plane");
@@ -214,7 +152,7 @@ async fn a_leader_paused_past_its_deadline_never_writes_after_the_takeover() {
             .expect("create");
     }
     let writers = Writers::default();
-    let watch = writers.watch(&admin, &ns);
+    let watch = writers.watch(&admin, &ns, &format!("{TICK_LABEL}=yes"));
 
     // a: the leader, in a process of its own.
     let a_probe = free_addr();
@@ -254,7 +192,7 @@ async fn a_leader_paused_past_its_deadline_never_writes_after_the_takeover() {
     // Pause a mid-stream: b takes the lease once it expires, and writes.
     signal(a_pid, "-STOP");
     eventually(30, || async {
-        (holder(&admin, &ns).await.as_deref() == Some("b")).then_some(())
+        (lease_holder(&admin, &ns, LEASE).await.as_deref() == Some("b")).then_some(())
     })
     .await
     .expect("b took the lease");
@@ -285,7 +223,7 @@ async fn a_leader_paused_past_its_deadline_never_writes_after_the_takeover() {
         ["(list)", "a", "b"],
         "a wrote after b took over: two writers"
     );
-    assert_eq!(holder(&admin, &ns).await.as_deref(), Some("b"));
+    assert_eq!(lease_holder(&admin, &ns, LEASE).await.as_deref(), Some("b"));
     assert!(matches!(a.try_wait(), Ok(None)), "a stayed up as a standby");
     let _ = stop_b.send(());
     let _ = run_b.await;

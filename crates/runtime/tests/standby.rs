@@ -6,7 +6,6 @@ mod common;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
@@ -14,12 +13,10 @@ use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError};
 use bosun_runtime::Scope;
 use bosun_testenv::{shared, test_namespace};
 use common::*;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use kube::Client;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tower::{Layer, Service};
 
 /// What one replica's operators asked of the API server: writes attempted (counted above the
 /// fence, so a refused one counts too) and lists of Widgets.
@@ -38,44 +35,17 @@ impl Requests {
     }
 }
 
-impl<S> Layer<S> for Requests {
-    type Service = Counting<S>;
-    fn layer(&self, inner: S) -> Counting<S> {
-        Counting {
-            inner,
-            seen: self.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-struct Counting<S> {
-    inner: S,
-    seen: Requests,
-}
-
-impl<S, B> Service<http::Request<B>> for Counting<S>
-where
-    S: Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> S::Future {
-        let m = req.method();
-        if m != http::Method::GET && m != http::Method::HEAD {
-            self.seen.writes.fetch_add(1, Ordering::SeqCst);
-        } else if req.uri().path().ends_with("/widgets")
-            && !req.uri().query().unwrap_or("").contains("watch=true")
-        {
-            self.seen.widget_lists.fetch_add(1, Ordering::SeqCst);
-        }
-        self.inner.call(req)
+impl Requests {
+    /// A layer that counts, above the fence, what this replica's operators send.
+    fn layer(&self) -> layers::Observe {
+        let seen = self.clone();
+        layers::Observe::new(move |m, uri| {
+            if m != http::Method::GET && m != http::Method::HEAD {
+                seen.writes.fetch_add(1, Ordering::SeqCst);
+            } else if layers::is_list(m, uri, "widgets") {
+                seen.widget_lists.fetch_add(1, Ordering::SeqCst);
+            }
+        })
     }
 }
 
@@ -94,7 +64,7 @@ async fn replica(
     let client = kube::client::ClientBuilder::try_from(config.clone())
         .expect("builder")
         .with_layer(&fence.layer())
-        .with_layer(seen)
+        .with_layer(&seen.layer())
         .build();
     let cfg = ManagerConfig {
         scope: Scope::Namespaces(vec![ns.into()]),
@@ -121,17 +91,6 @@ async fn replica(
     (stop_tx, run, addr_rx.await.expect("bound"))
 }
 
-async fn holder(client: &Client, ns: &str) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), ns)
-        .get_opt("widgets")
-        .await
-        .ok()
-        .flatten()?
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
-}
-
 async fn all_reconciled_by(client: &Client, ns: &str, names: &[&str], by: &str) -> Option<()> {
     for n in names {
         let v = configmap_value(client, ns, &format!("{n}-w"), "reconciledBy").await;
@@ -153,7 +112,7 @@ async fn a_standby_keeps_its_caches_synced_writes_nothing_and_leads_without_a_li
     let a_seen = Requests::default();
     let (stop_a, run_a, _) = replica(cp, &ns, "a", &a_seen).await;
     eventually(20, || async {
-        (holder(&admin, &ns).await.as_deref() == Some("a")).then_some(())
+        (lease_holder(&admin, &ns, "widgets").await.as_deref() == Some("a")).then_some(())
     })
     .await
     .expect("a leads");
@@ -202,7 +161,10 @@ async fn a_standby_keeps_its_caches_synced_writes_nothing_and_leads_without_a_li
     })
     .await
     .expect("b took over");
-    assert_eq!(holder(&admin, &ns).await.as_deref(), Some("b"));
+    assert_eq!(
+        lease_holder(&admin, &ns, "widgets").await.as_deref(),
+        Some("b")
+    );
     assert!(b_seen.writes() > 0, "b writes once it leads");
     assert_eq!(
         b_seen.widget_lists(),

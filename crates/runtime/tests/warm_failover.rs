@@ -16,8 +16,7 @@ mod common;
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::apply::Applier;
@@ -31,16 +30,11 @@ use bosun_runtime::{Primary, Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::future::BoxFuture;
-use futures::StreamExt;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use tokio::io::AsyncBufReadExt;
-use tower::{Layer, Service};
 
 /// What the leader process reads: kubeconfig, namespace, identity, probe address.
 const CHILD: &str = "BOSUN_TEST_WARM_LEADER";
@@ -53,45 +47,6 @@ const CONVERGED: usize = 30;
 /// Prints one report line of the leader process.
 fn report(line: &str) {
     println!("WARM {line}");
-}
-
-/// Reports every LIST of widgets or ConfigMaps (a GET of the collection, not a watch).
-#[derive(Clone)]
-struct Lists;
-
-impl<S> Layer<S> for Lists {
-    type Service = Listing<S>;
-    fn layer(&self, inner: S) -> Listing<S> {
-        Listing(inner)
-    }
-}
-
-#[derive(Clone)]
-struct Listing<S>(S);
-
-impl<S, B> Service<http::Request<B>> for Listing<S>
-where
-    S: Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> S::Future {
-        let watch = req.uri().query().unwrap_or("").contains("watch=");
-        if req.method() == http::Method::GET && !watch {
-            for kind in ["widgets", "configmaps"] {
-                if req.uri().path().ends_with(&format!("/{kind}")) {
-                    report(&format!("list {kind}"));
-                }
-            }
-        }
-        self.0.call(req)
-    }
 }
 
 /// Widgets whose value is `tick` are written again and again; `hang` hangs its first
@@ -217,7 +172,9 @@ async fn warm_leader_process() {
     let client = kube::client::ClientBuilder::try_from(config.clone())
         .expect("builder")
         .with_layer(&fence.layer())
-        .with_layer(&Lists)
+        .with_layer(&layers::Observe::lists(&["widgets", "configmaps"], |r| {
+            report(&format!("list {r}"))
+        }))
         .build();
     let cfg = ManagerConfig {
         scope: Scope::Namespaces(vec![ns.clone()]),
@@ -233,99 +190,6 @@ async fn warm_leader_process() {
     m.run(std::future::pending::<()>(), |_| {})
         .await
         .expect("manager");
-}
-
-/// The `WARM` lines of the leader process, in order.
-#[derive(Clone, Default)]
-struct Report(Arc<Mutex<Vec<String>>>);
-
-impl Report {
-    fn read(&self, child: &mut tokio::process::Child) -> tokio::task::JoinHandle<()> {
-        let out = child.stdout.take().expect("piped stdout");
-        let lines = self.0.clone();
-        tokio::spawn(async move {
-            let mut reader = tokio::io::BufReader::new(out).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                if let Some(l) = line.strip_prefix("WARM ") {
-                    lines.lock().expect("lock").push(l.to_string());
-                }
-            }
-        })
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().expect("lock").clone()
-    }
-
-    fn position(&self, line: &str) -> Option<usize> {
-        self.lines().iter().position(|l| l == line)
-    }
-
-    fn lists(&self) -> usize {
-        self.lines()
-            .iter()
-            .filter(|l| l.starts_with("list "))
-            .count()
-    }
-}
-
-/// The writers of the labelled ConfigMaps, in the order the API server stored the writes.
-#[derive(Clone, Default)]
-struct Writers(Arc<Mutex<Vec<String>>>);
-
-impl Writers {
-    fn watch(&self, client: &Client, ns: &str) -> tokio::task::JoinHandle<()> {
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-        let cfg = watcher::Config::default().labels(LABEL);
-        let seen = self.0.clone();
-        tokio::spawn(async move {
-            let mut events = watcher(api, cfg).boxed();
-            while let Some(ev) = events.next().await {
-                match ev {
-                    Ok(watcher::Event::Apply(cm)) => {
-                        let by = cm
-                            .data
-                            .and_then(|d| d.get("writer").cloned())
-                            .unwrap_or_default();
-                        seen.lock().expect("lock").push(by);
-                    }
-                    // A re-list would hide writes: mark it, the test refuses to judge then.
-                    Ok(watcher::Event::Init) => seen.lock().expect("lock").push("(list)".into()),
-                    _ => {}
-                }
-            }
-        })
-    }
-
-    fn snapshot(&self) -> Vec<String> {
-        self.0.lock().expect("lock").clone()
-    }
-
-    fn count(&self, who: &str) -> usize {
-        self.snapshot().iter().filter(|w| *w == who).count()
-    }
-}
-
-/// Runs of the same writer: `["(list)", "a", "t"]` for a…a t…t after the first list.
-fn runs(writers: &[String]) -> Vec<String> {
-    let mut runs: Vec<String> = Vec::new();
-    for w in writers {
-        if runs.last() != Some(w) {
-            runs.push(w.clone());
-        }
-    }
-    runs
-}
-
-async fn holder(client: &Client, ns: &str) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), ns)
-        .get_opt(LEASE)
-        .await
-        .ok()
-        .flatten()?
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
 }
 
 /// A write of the test's own, in the writers' order: `writer` names it.
@@ -344,6 +208,15 @@ async fn mark(client: &Client, ns: &str, name: &str) {
         )
         .await
         .expect("mark");
+}
+
+/// The LISTs the leader process reported.
+fn lists(report: &Report) -> usize {
+    report
+        .lines()
+        .iter()
+        .filter(|l| l.starts_with("list "))
+        .count()
 }
 
 async fn written_by(client: &Client, ns: &str, widget: &str) -> Option<String> {
@@ -379,23 +252,24 @@ async fn a_leader_that_lost_its_lease_stays_warm() {
             .expect("create");
     }
     let writers = Writers::default();
-    let watch = writers.watch(&admin, &ns);
+    let watch = writers.watch(&admin, &ns, LABEL);
 
     // a: the leader, in a process of its own, its reports read here.
     let a_probe: SocketAddr = free_addr();
-    let mut a = tokio::process::Command::new(std::env::current_exe().expect("exe"))
-        .args(["warm_leader_process", "--exact", "--ignored", "--nocapture"])
-        .env(
-            CHILD,
-            format!("{}|{ns}|a|{a_probe}", cp.kubeconfig().display()),
-        )
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the leader");
+    let mut a = replica_command(
+        "warm_leader_process",
+        CHILD,
+        cp.kubeconfig(),
+        &ns,
+        "a",
+        a_probe,
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("spawn the leader");
     let a_pid = a.id().expect("pid");
     let report = Report::default();
-    let reading = report.read(&mut a);
+    let reading = report.read(&mut a, "WARM ");
     eventually(60, || async {
         let lines = report.lines();
         let converged = (0..CONVERGED).all(|i| lines.contains(&format!("wrote conv-{i}")));
@@ -404,7 +278,7 @@ async fn a_leader_that_lost_its_lease_stays_warm() {
     })
     .await
     .expect("a leads, writes, converges, and a reconcile of hang is in flight");
-    let lists_while_leading = report.lists();
+    let lists_while_leading = lists(&report);
     assert!(
         lists_while_leading >= 2,
         "a listed its widgets and ConfigMaps (the count works): {:?}",
@@ -450,14 +324,14 @@ async fn a_leader_that_lost_its_lease_stays_warm() {
         .create(&PostParams::default(), &widget(&ns, "late", "late", 0))
         .await
         .expect("create late");
-    assert_eq!(holder(&admin, &ns).await.as_deref(), Some("t"));
+    assert_eq!(lease_holder(&admin, &ns, LEASE).await.as_deref(), Some("t"));
 
     // t steps down; a wins the lease back and works what waited for it.
     mark(&admin, &ns, "t-leaves").await;
     let _ = release_t.send(());
     holding.await.expect("t released");
     eventually(60, || async {
-        (holder(&admin, &ns).await.as_deref() == Some("a")).then_some(())
+        (lease_holder(&admin, &ns, LEASE).await.as_deref() == Some("a")).then_some(())
     })
     .await
     .expect("a leads again");
@@ -478,7 +352,7 @@ async fn a_leader_that_lost_its_lease_stays_warm() {
         Vec::<&String>::new(),
         "(b) a listed again after it lost the lease: a cold standby"
     );
-    assert_eq!(report.lists(), lists_while_leading, "(b) no list at all");
+    assert_eq!(lists(&report), lists_while_leading, "(b) no list at all");
     // (c) The new widget was reconciled as soon as a led again: no list before it.
     let late = report.position("start late").expect("late started");
     assert!(

@@ -12,8 +12,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::apply::Applier;
@@ -33,8 +32,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
-use tokio::io::AsyncBufReadExt;
-use tower::{Layer, Service};
 
 const CHILD: &str = "BOSUN_TEST_WARM_MEMBER";
 /// Set in the member whose LISTs and writes are reported.
@@ -48,45 +45,6 @@ const WIDGETS: usize = 12;
 fn report(line: &str) {
     if std::env::var_os(REPORTING).is_some() {
         println!("WARM {line}");
-    }
-}
-
-/// Reports every LIST of widgets or ConfigMaps (a GET of the collection, not a watch).
-#[derive(Clone)]
-struct Lists;
-
-impl<S> Layer<S> for Lists {
-    type Service = Listing<S>;
-    fn layer(&self, inner: S) -> Listing<S> {
-        Listing(inner)
-    }
-}
-
-#[derive(Clone)]
-struct Listing<S>(S);
-
-impl<S, B> Service<http::Request<B>> for Listing<S>
-where
-    S: Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> S::Future {
-        let watch = req.uri().query().unwrap_or("").contains("watch=");
-        if req.method() == http::Method::GET && !watch {
-            for kind in ["widgets", "configmaps"] {
-                if req.uri().path().ends_with(&format!("/{kind}")) {
-                    report(&format!("list {kind}"));
-                }
-            }
-        }
-        self.0.call(req)
     }
 }
 
@@ -181,7 +139,9 @@ async fn warm_member_process() {
     let client = kube::client::ClientBuilder::try_from(config.clone())
         .expect("builder")
         .with_layer(&fence.layer())
-        .with_layer(&Lists)
+        .with_layer(&layers::Observe::lists(&["widgets", "configmaps"], |r| {
+            report(&format!("list {r}"))
+        }))
         .build();
     let sharder_fence = Fence::new();
     let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))
@@ -209,40 +169,18 @@ fn member(
     name: &str,
     reports: bool,
 ) -> tokio::process::Child {
-    let mut cmd = tokio::process::Command::new(std::env::current_exe().expect("exe"));
-    cmd.args(["warm_member_process", "--exact", "--ignored", "--nocapture"])
-        .env(
-            CHILD,
-            format!("{}|{ns}|{name}|{}", kubeconfig.display(), free_addr()),
-        )
-        .kill_on_drop(true);
+    let mut cmd = replica_command(
+        "warm_member_process",
+        CHILD,
+        kubeconfig,
+        ns,
+        name,
+        free_addr(),
+    );
     if reports {
         cmd.env(REPORTING, "1").stdout(Stdio::piped());
     }
     cmd.spawn().expect("spawn a member")
-}
-
-/// The `WARM` lines of the reporting member, in order.
-#[derive(Clone, Default)]
-struct Report(Arc<Mutex<Vec<String>>>);
-
-impl Report {
-    fn read(&self, child: &mut tokio::process::Child) -> tokio::task::JoinHandle<()> {
-        let out = child.stdout.take().expect("piped stdout");
-        let lines = self.0.clone();
-        tokio::spawn(async move {
-            let mut reader = tokio::io::BufReader::new(out).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                if let Some(l) = line.strip_prefix("WARM ") {
-                    lines.lock().expect("lock").push(l.to_string());
-                }
-            }
-        })
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().expect("lock").clone()
-    }
 }
 
 /// Each widget's member, by the shard label.
@@ -285,7 +223,7 @@ async fn a_member_that_lost_its_lease_stays_warm() {
     let _a = member(&kubeconfig, &ns, "a", false);
     let mut b = member(&kubeconfig, &ns, "b", true);
     let report = Report::default();
-    let reading = report.read(&mut b);
+    let reading = report.read(&mut b, "WARM ");
     let before = eventually(90, || async {
         let mine = placed_on(&widgets, "b").await?;
         let lines = report.lines();

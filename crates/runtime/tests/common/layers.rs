@@ -248,3 +248,75 @@ where
         })
     }
 }
+
+/// Shows each request's method and URI to a function before passing it on, so that a test
+/// can count or report the calls it cares about.
+#[derive(Clone)]
+pub struct Observe(See);
+
+type See = Arc<dyn Fn(&http::Method, &http::Uri) + Send + Sync>;
+
+impl Observe {
+    pub fn new(see: impl Fn(&http::Method, &http::Uri) + Send + Sync + 'static) -> Self {
+        Observe(Arc::new(see))
+    }
+
+    /// Calls `on_list` with the resource of each LIST of one of `resources`.
+    pub fn lists(
+        resources: &'static [&'static str],
+        on_list: impl Fn(&str) + Send + Sync + 'static,
+    ) -> Self {
+        Observe::new(move |method, uri| {
+            for r in resources {
+                if is_list(method, uri, r) {
+                    on_list(r);
+                }
+            }
+        })
+    }
+}
+
+/// Whether a request LISTs `resource` (a GET of the collection, not a watch).
+pub fn is_list(method: &http::Method, uri: &http::Uri, resource: &str) -> bool {
+    let watch = uri.query().unwrap_or("").contains("watch=");
+    method == http::Method::GET
+        && !watch
+        && uri
+            .path()
+            .strip_suffix(resource)
+            .is_some_and(|p| p.ends_with('/'))
+}
+
+impl<S> Layer<S> for Observe {
+    type Service = Observed<S>;
+    fn layer(&self, inner: S) -> Observed<S> {
+        Observed {
+            inner,
+            see: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Observed<S> {
+    inner: S,
+    see: See,
+}
+
+impl<S, B> Service<http::Request<B>> for Observed<S>
+where
+    S: Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> S::Future {
+        (self.see)(req.method(), req.uri());
+        self.inner.call(req)
+    }
+}

@@ -232,13 +232,7 @@ pub fn spawn_replica(
     identity: &str,
     addr: std::net::SocketAddr,
 ) -> tokio::process::Child {
-    tokio::process::Command::new(std::env::current_exe().expect("exe"))
-        .args([test, "--exact", "--ignored", "--nocapture"])
-        .env(
-            var,
-            format!("{}|{ns}|{identity}|{addr}", kubeconfig.display()),
-        )
-        .kill_on_drop(true)
+    replica_command(test, var, kubeconfig, ns, identity, addr)
         .spawn()
         .expect("spawn a replica")
 }
@@ -279,4 +273,121 @@ pub fn signal(pid: u32, sig: &str) {
         .expect("kill")
         .success();
     assert!(ok, "kill {sig} {pid}");
+}
+
+/// The holder of the Lease `lease`, once someone holds it.
+pub async fn lease_holder(client: &Client, ns: &str, lease: &str) -> Option<String> {
+    Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), ns)
+        .get_opt(lease)
+        .await
+        .ok()
+        .flatten()?
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+/// The command [`spawn_replica`] runs, for a caller that sets more on it (a piped stdout, a
+/// variable of its own) before it spawns.
+pub fn replica_command(
+    test: &str,
+    var: &str,
+    kubeconfig: &std::path::Path,
+    ns: &str,
+    identity: &str,
+    addr: std::net::SocketAddr,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(std::env::current_exe().expect("exe"));
+    cmd.args([test, "--exact", "--ignored", "--nocapture"])
+        .env(
+            var,
+            format!("{}|{ns}|{identity}|{addr}", kubeconfig.display()),
+        )
+        .kill_on_drop(true);
+    cmd
+}
+
+/// The `writer` of each write of the ConfigMaps `selector` selects, in the order the API
+/// server stored the writes; a re-list shows as `(list)`.
+#[derive(Clone, Default)]
+pub struct Writers(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Writers {
+    pub fn watch(&self, client: &Client, ns: &str, selector: &str) -> tokio::task::JoinHandle<()> {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let cfg = watcher::Config::default().labels(selector);
+        let seen = self.0.clone();
+        tokio::spawn(async move {
+            let mut events = watcher(api, cfg).boxed();
+            while let Some(ev) = events.next().await {
+                match ev {
+                    Ok(watcher::Event::Apply(cm)) => {
+                        let by = cm
+                            .data
+                            .and_then(|d| d.get("writer").cloned())
+                            .unwrap_or_default();
+                        seen.lock().expect("lock").push(by);
+                    }
+                    // A re-list would hide writes: mark it, the test refuses to judge then.
+                    Ok(watcher::Event::Init) => seen.lock().expect("lock").push("(list)".into()),
+                    _ => {}
+                }
+            }
+        })
+    }
+
+    pub fn snapshot(&self) -> Vec<String> {
+        self.0.lock().expect("lock").clone()
+    }
+
+    pub fn count(&self, who: &str) -> usize {
+        self.snapshot().iter().filter(|w| *w == who).count()
+    }
+}
+
+/// Runs of the same writer: `["(list)", "a", "b"]` for a…a b…b after the first list.
+pub fn runs(writers: &[String]) -> Vec<String> {
+    let mut runs: Vec<String> = Vec::new();
+    for w in writers {
+        if runs.last() != Some(w) {
+            runs.push(w.clone());
+        }
+    }
+    runs
+}
+
+/// The lines a replica process printed to its stdout behind `prefix` (without it), in order.
+#[derive(Clone, Default)]
+pub struct Report(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Report {
+    /// Reads `child`'s piped stdout until it closes.
+    pub fn read(
+        &self,
+        child: &mut tokio::process::Child,
+        prefix: &'static str,
+    ) -> tokio::task::JoinHandle<()> {
+        use tokio::io::AsyncBufReadExt;
+        let out = child.stdout.take().expect("piped stdout");
+        let lines = self.0.clone();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(out).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if let Some(l) = line.strip_prefix(prefix) {
+                    lines.lock().expect("lock").push(l.to_string());
+                }
+            }
+        })
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().expect("lock").clone()
+    }
+
+    /// Where `line` first stands, once it does.
+    pub fn position(&self, line: &str) -> Option<usize> {
+        self.lines().iter().position(|l| l == line)
+    }
 }
