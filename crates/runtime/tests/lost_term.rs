@@ -112,9 +112,10 @@ impl Operator for Counted {
     }
 }
 
-async fn role(probe: SocketAddr) -> Option<String> {
+/// Once the readiness probe says the replica stands by (`standby`), or leads (not `standby`).
+async fn in_role(probe: SocketAddr, standby: bool) -> Option<()> {
     let (_, body) = http_get(probe, "/readyz").await.ok()?;
-    Some(body)
+    (body.contains("standby") == standby).then_some(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -176,11 +177,7 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
         |_| {},
     ));
     eventually(30, || async {
-        (configmap_value(&admin, &ns, "w1-w", "reconciledBy")
-            .await
-            .as_deref()
-            == Some("a"))
-        .then_some(())
+        (reconciled_by(&admin, &ns, "w1").await.as_deref() == Some("a")).then_some(())
     })
     .await
     .expect("a leads and reconciles");
@@ -192,14 +189,9 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
 
     // The Lease out of reach: past its renew deadline a steps down.
     partition.set(true);
-    eventually(30, || async {
-        role(probe)
-            .await
-            .filter(|b| b.contains("standby"))
-            .map(|_| ())
-    })
-    .await
-    .expect("a went back to standby");
+    eventually(30, || in_role(probe, true))
+        .await
+        .expect("a went back to standby");
     eventually(30, || async {
         (cold.load(Ordering::SeqCst) == 2).then_some(())
     })
@@ -209,24 +201,15 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
 
     // The Lease in reach again: a wins it back, both operators work.
     partition.set(false);
-    eventually(30, || async {
-        role(probe)
-            .await
-            .filter(|b| !b.contains("standby"))
-            .map(|_| ())
-    })
-    .await
-    .expect("a leads again");
+    eventually(30, || in_role(probe, false))
+        .await
+        .expect("a leads again");
     widgets
         .create(&PostParams::default(), &widget(&ns, "w2", "y", 0))
         .await
         .expect("create");
     eventually(30, || async {
-        (configmap_value(&admin, &ns, "w2-w", "reconciledBy")
-            .await
-            .as_deref()
-            == Some("a"))
-        .then_some(())
+        (reconciled_by(&admin, &ns, "w2").await.as_deref() == Some("a")).then_some(())
     })
     .await
     .expect("a reconciles again");
@@ -390,11 +373,7 @@ async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
         |_| {},
     ));
     eventually(30, || async {
-        (configmap_value(&admin, &ns, "d1-w", "reconciledBy")
-            .await
-            .as_deref()
-            == Some("a"))
-        .then_some(())
+        (reconciled_by(&admin, &ns, "d1").await.as_deref() == Some("a")).then_some(())
     })
     .await
     .expect("a leads and reconciles, its reconcile starting the ConfigMap cache");
@@ -402,33 +381,19 @@ async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
     assert!(listed >= 1, "the run-time cache listed ConfigMaps");
 
     partition.set(true);
-    eventually(30, || async {
-        role(probe)
-            .await
-            .filter(|b| b.contains("standby"))
-            .map(|_| ())
-    })
-    .await
-    .expect("a went back to standby");
+    eventually(30, || in_role(probe, true))
+        .await
+        .expect("a went back to standby");
     partition.set(false);
-    eventually(30, || async {
-        role(probe)
-            .await
-            .filter(|b| !b.contains("standby"))
-            .map(|_| ())
-    })
-    .await
-    .expect("a leads again");
+    eventually(30, || in_role(probe, false))
+        .await
+        .expect("a leads again");
     widgets
         .create(&PostParams::default(), &widget(&ns, "d2", "y", 0))
         .await
         .expect("create");
     eventually(30, || async {
-        (configmap_value(&admin, &ns, "d2-w", "reconciledBy")
-            .await
-            .as_deref()
-            == Some("a"))
-        .then_some(())
+        (reconciled_by(&admin, &ns, "d2").await.as_deref() == Some("a")).then_some(())
     })
     .await
     .expect("a reconciles again");

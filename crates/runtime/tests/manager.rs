@@ -95,10 +95,6 @@ async fn wait_probe(addr: SocketAddr, what: &str) {
     .unwrap_or_else(|| panic!("/readyz never said {what:?}"));
 }
 
-async fn reconciled_by(client: &Client, ns: &str, widget: &str) -> Option<String> {
-    configmap_value(client, ns, &format!("{widget}-w"), "reconciledBy").await
-}
-
 #[tokio::test]
 async fn standby_takes_over_when_the_leader_dies() {
     let cp = shared().await.expect("control plane");

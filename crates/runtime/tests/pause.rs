@@ -156,14 +156,16 @@ async fn a_leader_paused_past_its_deadline_never_writes_after_the_takeover() {
 
     // a: the leader, in a process of its own.
     let a_probe = free_addr();
-    let mut a = spawn_replica(
+    let mut a = replica_command(
         "paused_leader_process",
         CHILD,
         cp.kubeconfig(),
         &ns,
         "a",
         a_probe,
-    );
+    )
+    .spawn()
+    .expect("spawn a replica");
     let a_pid = a.id().expect("pid");
     eventually(60, || async { (writers.count("a") >= 8).then_some(()) })
         .await

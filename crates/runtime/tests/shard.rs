@@ -109,15 +109,7 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<RecCtx>) -> Result<Action, WidgetErr
     record(&w, &ctx, "begin").await?;
     // The child, as a coded operator applies one: created when its cache does not show it
     // (refused, 409, when it exists unseen), else written only when it drifted.
-    let child = child_of(&w);
-    let ns = w.namespace().unwrap_or_default();
-    ctx.applier
-        .apply(
-            &Api::namespaced(ctx.client.clone(), &ns),
-            &child,
-            ctx.children.meta(&ns, &child.name_any()).as_ref(),
-        )
-        .await?;
+    apply_child(&ctx.client, &ctx.applier, &ctx.children, &child_of(&w)).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     record(&w, &ctx, "end").await?;
     Ok(Action::requeue(Duration::from_millis(200)))
@@ -219,14 +211,16 @@ struct Replica {
 
 fn start(cp_kubeconfig: &std::path::Path, ns: &str, name: &'static str) -> Replica {
     let metrics = free_addr();
-    let child = spawn_replica(
+    let child = replica_command(
         "shard_replica_process",
         CHILD,
         cp_kubeconfig,
         ns,
         name,
         metrics,
-    );
+    )
+    .spawn()
+    .expect("spawn a replica");
     Replica {
         name,
         child,
@@ -780,14 +774,16 @@ impl Drains {
 
 fn quiet_replica(kubeconfig: &std::path::Path, ns: &str, name: &'static str) -> Replica {
     let metrics = free_addr();
-    let child = spawn_replica(
+    let child = replica_command(
         "shard_quiet_replica_process",
         QUIET_CHILD,
         kubeconfig,
         ns,
         name,
         metrics,
-    );
+    )
+    .spawn()
+    .expect("spawn a replica");
     Replica {
         name,
         child,

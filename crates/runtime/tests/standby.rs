@@ -93,7 +93,7 @@ async fn replica(
 
 async fn all_reconciled_by(client: &Client, ns: &str, names: &[&str], by: &str) -> Option<()> {
     for n in names {
-        let v = configmap_value(client, ns, &format!("{n}-w"), "reconciledBy").await;
+        let v = reconciled_by(client, ns, n).await;
         if v.as_deref() != Some(by) {
             return None;
         }

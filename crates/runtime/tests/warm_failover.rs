@@ -112,10 +112,7 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<WarmCtx>) -> Result<Action, WidgetEr
         data: Some(data.into_iter().collect()),
         ..Default::default()
     };
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
-    ctx.applier
-        .apply(&api, &cm, ctx.cms.meta(&ns, &cm.name_any()).as_ref())
-        .await?;
+    apply_child(&ctx.client, &ctx.applier, &ctx.cms, &cm).await?;
     report(&format!("wrote {name}"));
     Ok(if tick {
         Action::requeue(Duration::from_millis(200))

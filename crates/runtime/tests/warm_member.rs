@@ -73,13 +73,7 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<RecCtx>) -> Result<Action, WidgetErr
         data: Some([("writer".to_string(), ctx.identity.clone())].into()),
         ..Default::default()
     };
-    ctx.applier
-        .apply(
-            &Api::namespaced(ctx.client.clone(), &ns),
-            &child,
-            ctx.children.meta(&ns, &child.name_any()).as_ref(),
-        )
-        .await?;
+    apply_child(&ctx.client, &ctx.applier, &ctx.children, &child).await?;
     report(&format!("reconciled {}", w.name_any()));
     Ok(Action::requeue(Duration::from_millis(500)))
 }

@@ -105,10 +105,7 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, WidgetError>
     }
     let ns = w.namespace().unwrap_or_default();
     let cm = desired_configmap(&w, &ctx.identity);
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
-    ctx.applier
-        .apply(&api, &cm, ctx.cms.meta(&ns, &cm.name_any()).as_ref())
-        .await?;
+    apply_child(&ctx.client, &ctx.applier, &ctx.cms, &cm).await?;
     let status = WidgetStatus {
         observed_generation: w.metadata.generation,
         value: w.spec.value.clone(),
@@ -200,6 +197,30 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<
     Ok((code, body))
 }
 
+/// Applies the child ConfigMap `cm` in its namespace as a coded operator does: created when
+/// `cache` does not show it (refused, 409, when it exists unseen), else written only when it
+/// drifted.
+pub async fn apply_child(
+    client: &Client,
+    applier: &Applier,
+    cache: &ChildCache<ConfigMap>,
+    cm: &ConfigMap,
+) -> Result<bosun_runtime::apply::Outcome, kube::Error> {
+    let ns = cm.namespace().unwrap_or_default();
+    applier
+        .apply(
+            &Api::namespaced(client.clone(), &ns),
+            cm,
+            cache.meta(&ns, &cm.name_any()).as_ref(),
+        )
+        .await
+}
+
+/// Who reconciled `widget` last: the replica its ConfigMap names.
+pub async fn reconciled_by(client: &Client, ns: &str, widget: &str) -> Option<String> {
+    configmap_value(client, ns, &format!("{widget}-w"), "reconciledBy").await
+}
+
 pub async fn configmap_value(client: &Client, ns: &str, name: &str, key: &str) -> Option<String> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     api.get_opt(name)
@@ -219,22 +240,6 @@ pub fn series_value(text: &str, series: &str) -> Option<f64> {
         .next()?
         .parse()
         .ok()
-}
-
-/// A replica in a process of its own: this test binary started again on the ignored test
-/// `test`, handed `kubeconfig|namespace|identity|addr` in the variable `var`, so that the
-/// test can stop it whole (SIGSTOP, SIGTERM, `kill -9`) as a pod's node would.
-pub fn spawn_replica(
-    test: &str,
-    var: &str,
-    kubeconfig: &std::path::Path,
-    ns: &str,
-    identity: &str,
-    addr: std::net::SocketAddr,
-) -> tokio::process::Child {
-    replica_command(test, var, kubeconfig, ns, identity, addr)
-        .spawn()
-        .expect("spawn a replica")
 }
 
 /// In the replica process: what [`spawn_replica`] handed it — the client configuration, the
@@ -287,8 +292,10 @@ pub async fn lease_holder(client: &Client, ns: &str, lease: &str) -> Option<Stri
         .filter(|h| !h.is_empty())
 }
 
-/// The command [`spawn_replica`] runs, for a caller that sets more on it (a piped stdout, a
-/// variable of its own) before it spawns.
+/// A replica in a process of its own: this test binary started again on the ignored test
+/// `test`, handed `kubeconfig|namespace|identity|addr` in the variable `var`, so that the
+/// test can stop it whole (SIGSTOP, SIGTERM, `kill -9`) as a pod's node would. The caller
+/// sets more on the command (a piped stdout, a variable of its own) and spawns it.
 pub fn replica_command(
     test: &str,
     var: &str,
