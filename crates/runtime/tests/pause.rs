@@ -15,18 +15,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bosun_runtime::cache::scoped_api;
 use bosun_runtime::client::{client_fenced, client_with, Pool};
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{ControllerContext, Manager, ManagerConfig, Operator, OperatorError};
-use bosun_runtime::rbac::Rbac;
-use bosun_runtime::{Primary, Scope, Wiring};
+use bosun_runtime::manager::{Manager, ManagerConfig, Operator};
+use bosun_runtime::{Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
@@ -35,11 +31,6 @@ use kube::{Client, ResourceExt};
 const CHILD: &str = "BOSUN_TEST_PAUSED_LEADER";
 const LEASE: &str = "ticker";
 const TICK_LABEL: &str = "bosun-test/ticker";
-
-/// Writes its widgets' ConfigMaps over and over, each write naming the writer.
-struct Ticker {
-    identity: String,
-}
 
 struct TickCtx {
     client: Client,
@@ -66,37 +57,21 @@ async fn tick(w: Arc<Widget>, ctx: Arc<TickCtx>) -> Result<Action, WidgetError> 
     Ok(Action::requeue(Duration::from_millis(200)))
 }
 
-impl Operator for Ticker {
-    fn name(&self) -> &str {
-        "ticker"
-    }
-    fn crds(&self) -> Vec<CustomResourceDefinition> {
-        Vec::new()
-    }
-    fn rbac(&self) -> Rbac {
-        Rbac::default()
-    }
-    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
-        let identity = self.identity.clone();
-        Box::pin(async move {
-            let client = ctx.client.clone();
-            ctx.run_controller(
-                |ns| {
-                    let primary =
-                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
-                    let state = Arc::new(TickCtx {
-                        client: client.clone(),
-                        identity: identity.clone(),
-                        ticks: AtomicU64::new(0),
-                    });
-                    Wiring::new(primary, state)
-                },
-                tick,
-            )
-            .await;
-            Ok(())
-        })
-    }
+/// Writes its widgets' ConfigMaps over and over, each write naming the writer.
+fn ticker(identity: &str) -> Arc<dyn Operator> {
+    let identity = identity.to_string();
+    widget_controller(
+        "ticker",
+        move |client, ns| {
+            let state = Arc::new(TickCtx {
+                client: client.clone(),
+                identity: identity.clone(),
+                ticks: AtomicU64::new(0),
+            });
+            Wiring::new(widget_primary(client, ns), state)
+        },
+        tick,
+    )
 }
 
 /// A replica as `bosun run --leader-elect` builds one: the operators' client fenced, the
@@ -118,9 +93,7 @@ async fn replica(
     Ok(Manager::new(client, cfg)
         .with_leader_client(client_with(config, None, Pool::default())?)
         .with_fence(fence)
-        .with_operator(Arc::new(Ticker {
-            identity: identity.into(),
-        })))
+        .with_operator(ticker(identity)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -25,21 +25,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bosun_runtime::cache::scoped_api;
 use bosun_runtime::client::{client_fenced, client_with, Pool};
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{ControllerContext, Manager, ManagerConfig, Operator, OperatorError};
-use bosun_runtime::rbac::Rbac;
+use bosun_runtime::manager::{Manager, ManagerConfig, Operator};
 use bosun_runtime::shard::ShardConfig;
-use bosun_runtime::{Primary, Scope, Wiring};
+use bosun_runtime::{Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
-use futures::future::BoxFuture;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::watcher;
@@ -54,10 +50,6 @@ const REC_LABEL: &str = "bosun-test/recorder";
 const WIDGETS: usize = 24;
 const CHILD_LABEL: &str = "bosun-test/child";
 const CHILD_MANAGER: &str = "rec-child";
-
-struct Recorder {
-    identity: String,
-}
 
 struct RecCtx {
     client: Client,
@@ -115,51 +107,31 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<RecCtx>) -> Result<Action, WidgetErr
     Ok(Action::requeue(Duration::from_millis(200)))
 }
 
-impl Operator for Recorder {
-    fn name(&self) -> &str {
-        OPERATOR
-    }
-    fn crds(&self) -> Vec<CustomResourceDefinition> {
-        Vec::new()
-    }
-    fn rbac(&self) -> Rbac {
-        Rbac::default()
-    }
-    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
-        let identity = self.identity.clone();
-        Box::pin(async move {
-            let client = ctx.client.clone();
-            ctx.run_controller(
-                |ns| {
-                    let primary =
-                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
-                    let applier = bosun_runtime::apply::Applier::new(CHILD_MANAGER);
-                    let (children, stream) =
-                        bosun_runtime::cache::ChildCache::<ConfigMap>::watch_owned(
-                            client.clone(),
-                            ns,
-                            &format!("{CHILD_LABEL}=yes"),
-                            |c| c.data = None,
-                            &applier,
-                        );
-                    Wiring::new(
-                        primary,
-                        Arc::new(RecCtx {
-                            client: client.clone(),
-                            identity: identity.clone(),
-                            n: AtomicU64::new(0),
-                            applier,
-                            children: children.clone(),
-                        }),
-                    )
-                    .owns(stream, children.synced())
-                },
-                reconcile,
-            )
-            .await;
-            Ok(())
-        })
-    }
+/// Records each reconcile's begin and end (see `reconcile`) and applies each widget's child.
+fn recorder(identity: &str) -> Arc<dyn Operator> {
+    let identity = identity.to_string();
+    widget_controller(
+        OPERATOR,
+        move |client, ns| {
+            let applier = bosun_runtime::apply::Applier::new(CHILD_MANAGER);
+            let (children, stream) = bosun_runtime::cache::ChildCache::<ConfigMap>::watch_owned(
+                client.clone(),
+                ns,
+                &format!("{CHILD_LABEL}=yes"),
+                |c| c.data = None,
+                &applier,
+            );
+            let state = Arc::new(RecCtx {
+                client: client.clone(),
+                identity: identity.clone(),
+                n: AtomicU64::new(0),
+                applier,
+                children: children.clone(),
+            });
+            Wiring::new(widget_primary(client, ns), state).owns(stream, children.synced())
+        },
+        reconcile,
+    )
 }
 
 /// A replica as `bosun run --sharding` builds one: the operators' client fenced by the
@@ -186,9 +158,7 @@ async fn replica(
         .with_leader_client(client_with(config, None, Pool::default())?)
         .with_fence(fence)
         .with_sharding(shard, sharder, sharder_fence)
-        .with_operator(Arc::new(Recorder {
-            identity: identity.into(),
-        })))
+        .with_operator(recorder(identity)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -644,33 +614,12 @@ const SHARDER_QPS: f64 = 40.0;
 
 /// An operator whose reconcile writes nothing: only the sharder's and the hand-offs' writes
 /// reach the widgets.
-struct Quiet;
-
-impl Operator for Quiet {
-    fn name(&self) -> &str {
-        QUIET
-    }
-    fn crds(&self) -> Vec<CustomResourceDefinition> {
-        Vec::new()
-    }
-    fn rbac(&self) -> Rbac {
-        Rbac::default()
-    }
-    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
-        Box::pin(async move {
-            let client = ctx.client.clone();
-            ctx.run_controller(
-                |ns| {
-                    let primary =
-                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
-                    Wiring::new(primary, Arc::new(()))
-                },
-                |_: Arc<Widget>, _: Arc<()>| async { Ok::<_, WidgetError>(Action::await_change()) },
-            )
-            .await;
-            Ok(())
-        })
-    }
+fn quiet() -> Arc<dyn Operator> {
+    widget_controller(
+        QUIET,
+        |client, ns| Wiring::new(widget_primary(client, ns), Arc::new(())),
+        |_: Arc<Widget>, _: Arc<()>| async { Ok::<_, WidgetError>(Action::await_change()) },
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -700,7 +649,7 @@ async fn shard_quiet_replica_process() {
         .with_leader_client(client_with(config, None, Pool::default()).expect("leader client"))
         .with_fence(fence)
         .with_sharding(shard, sharder, sharder_fence)
-        .with_operator(Arc::new(Quiet))
+        .with_operator(quiet())
         .run(bosun_runtime::manager::shutdown_signal(), |_| {})
         .await
         .expect("manager");

@@ -20,18 +20,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::apply::Applier;
-use bosun_runtime::cache::{scoped_api, ChildCache};
+use bosun_runtime::cache::ChildCache;
 use bosun_runtime::client::{client_with, Pool};
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::{LeaderConfig, LeaderElector};
-use bosun_runtime::manager::{ControllerContext, Manager, ManagerConfig, Operator, OperatorError};
-use bosun_runtime::rbac::Rbac;
-use bosun_runtime::{Primary, Scope, Wiring};
+use bosun_runtime::manager::{Manager, ManagerConfig, Operator};
+use bosun_runtime::{Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
@@ -47,13 +44,6 @@ const CONVERGED: usize = 30;
 /// Prints one report line of the leader process.
 fn report(line: &str) {
     println!("WARM {line}");
-}
-
-/// Widgets whose value is `tick` are written again and again; `hang` hangs its first
-/// reconcile before it writes (it is in flight when the leader is paused); any other is
-/// written once. Each write is a ConfigMap naming the writer.
-struct Warm {
-    identity: String,
 }
 
 struct WarmCtx {
@@ -121,43 +111,26 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<WarmCtx>) -> Result<Action, WidgetEr
     })
 }
 
-impl Operator for Warm {
-    fn name(&self) -> &str {
-        "warm"
-    }
-    fn crds(&self) -> Vec<CustomResourceDefinition> {
-        Vec::new()
-    }
-    fn rbac(&self) -> Rbac {
-        Rbac::default()
-    }
-    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
-        let identity = self.identity.clone();
-        Box::pin(async move {
-            let client = ctx.client.clone();
-            ctx.run_controller(
-                |ns| {
-                    let (cms, cm_stream) =
-                        ChildCache::<ConfigMap>::watch(client.clone(), ns, LABEL, |c| {
-                            c.data = None
-                        });
-                    let primary =
-                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
-                    let state = Arc::new(WarmCtx {
-                        client: client.clone(),
-                        applier: Applier::new(MANAGER),
-                        cms: cms.clone(),
-                        identity: identity.clone(),
-                        ticks: AtomicU64::new(0),
-                    });
-                    Wiring::new(primary, state).owns(cm_stream, cms.synced())
-                },
-                reconcile,
-            )
-            .await;
-            Ok(())
-        })
-    }
+/// Widgets whose value is `tick` are written again and again; `hang` hangs its first
+/// reconcile before it writes (it is in flight when the leader is paused); any other is
+/// written once. Each write is a ConfigMap naming the writer.
+fn warm(identity: String) -> Arc<dyn Operator> {
+    widget_controller(
+        "warm",
+        move |client, ns| {
+            let (cms, cm_stream) =
+                ChildCache::<ConfigMap>::watch(client.clone(), ns, LABEL, |c| c.data = None);
+            let state = Arc::new(WarmCtx {
+                client: client.clone(),
+                applier: Applier::new(MANAGER),
+                cms: cms.clone(),
+                identity: identity.clone(),
+                ticks: AtomicU64::new(0),
+            });
+            Wiring::new(widget_primary(client, ns), state).owns(cm_stream, cms.synced())
+        },
+        reconcile,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -183,7 +156,7 @@ async fn warm_leader_process() {
     let m = Manager::new(client, cfg)
         .with_leader_client(client_with(config, None, Pool::default()).expect("client"))
         .with_fence(fence)
-        .with_operator(Arc::new(Warm { identity }));
+        .with_operator(warm(identity));
     m.run(std::future::pending::<()>(), |_| {})
         .await
         .expect("manager");

@@ -16,19 +16,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::apply::Applier;
-use bosun_runtime::cache::{scoped_api, ChildCache};
+use bosun_runtime::cache::ChildCache;
 use bosun_runtime::client::{client_fenced, client_with, Pool};
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{ControllerContext, Manager, ManagerConfig, Operator, OperatorError};
-use bosun_runtime::rbac::Rbac;
+use bosun_runtime::manager::{Manager, ManagerConfig, Operator};
 use bosun_runtime::shard::ShardConfig;
-use bosun_runtime::{Primary, Scope, Wiring};
+use bosun_runtime::{Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
@@ -46,11 +43,6 @@ fn report(line: &str) {
     if std::env::var_os(REPORTING).is_some() {
         println!("WARM {line}");
     }
-}
-
-/// Applies each widget's child ConfigMap (naming the writer) and comes back soon.
-struct WarmRecorder {
-    identity: String,
 }
 
 struct RecCtx {
@@ -78,49 +70,29 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<RecCtx>) -> Result<Action, WidgetErr
     Ok(Action::requeue(Duration::from_millis(500)))
 }
 
-impl Operator for WarmRecorder {
-    fn name(&self) -> &str {
-        OPERATOR
-    }
-    fn crds(&self) -> Vec<CustomResourceDefinition> {
-        Vec::new()
-    }
-    fn rbac(&self) -> Rbac {
-        Rbac::default()
-    }
-    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
-        let identity = self.identity.clone();
-        Box::pin(async move {
-            let client = ctx.client.clone();
-            ctx.run_controller(
-                |ns| {
-                    let primary =
-                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
-                    let applier = Applier::new("warmrec-child");
-                    let (children, stream) = ChildCache::<ConfigMap>::watch_owned(
-                        client.clone(),
-                        ns,
-                        &format!("{CHILD_LABEL}=yes"),
-                        |c| c.data = None,
-                        &applier,
-                    );
-                    Wiring::new(
-                        primary,
-                        Arc::new(RecCtx {
-                            client: client.clone(),
-                            identity: identity.clone(),
-                            applier,
-                            children: children.clone(),
-                        }),
-                    )
-                    .owns(stream, children.synced())
-                },
-                reconcile,
-            )
-            .await;
-            Ok(())
-        })
-    }
+/// Applies each widget's child ConfigMap (naming the writer) and comes back soon.
+fn warm_recorder(identity: String) -> Arc<dyn Operator> {
+    widget_controller(
+        OPERATOR,
+        move |client, ns| {
+            let applier = Applier::new("warmrec-child");
+            let (children, stream) = ChildCache::<ConfigMap>::watch_owned(
+                client.clone(),
+                ns,
+                &format!("{CHILD_LABEL}=yes"),
+                |c| c.data = None,
+                &applier,
+            );
+            let state = Arc::new(RecCtx {
+                client: client.clone(),
+                identity: identity.clone(),
+                applier,
+                children: children.clone(),
+            });
+            Wiring::new(widget_primary(client, ns), state).owns(stream, children.synced())
+        },
+        reconcile,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -151,7 +123,7 @@ async fn warm_member_process() {
         .with_leader_client(client_with(config, None, Pool::default()).expect("client"))
         .with_fence(fence)
         .with_sharding(shard, sharder, sharder_fence)
-        .with_operator(Arc::new(WarmRecorder { identity }));
+        .with_operator(warm_recorder(identity));
     m.run(bosun_runtime::manager::shutdown_signal(), |_| {})
         .await
         .expect("manager");

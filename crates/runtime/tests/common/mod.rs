@@ -140,8 +140,7 @@ impl Operator for WidgetOperator {
                         ChildCache::<ConfigMap>::watch(client.clone(), ns, LABEL, |c| {
                             c.data = None
                         });
-                    let primary =
-                        Primary::watch(scoped_api(client.clone(), ns), (), Default::default());
+                    let primary = widget_primary(&client, ns);
                     let state = Arc::new(Ctx {
                         client: client.clone(),
                         applier: Applier::new(MANAGER),
@@ -157,6 +156,72 @@ impl Operator for WidgetOperator {
             Ok(())
         })
     }
+}
+
+/// An operator of one Widget controller, with no CRD or RBAC of its own: `wire` wires each
+/// watched namespace with the operators' client, `reconcile` reconciles.
+pub fn widget_controller<W, F, C, E, Fut>(
+    name: &'static str,
+    wire: W,
+    reconcile: F,
+) -> Arc<dyn Operator>
+where
+    W: Fn(&Client, Option<&str>) -> Wiring<Widget, C> + Clone + Send + Sync + 'static,
+    F: Fn(Arc<Widget>, Arc<C>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Action, E>> + Send + 'static,
+    C: Send + Sync + 'static,
+    E: Categorized + std::error::Error + Send + Sync + 'static,
+{
+    Arc::new(WidgetController {
+        name,
+        wire,
+        reconcile,
+        // Names C, E and Fut, which only the bounds of `wire` and `reconcile` tie down.
+        types: std::marker::PhantomData::<fn() -> (C, E, Fut)>,
+    })
+}
+
+struct WidgetController<W, F, T> {
+    name: &'static str,
+    wire: W,
+    reconcile: F,
+    types: std::marker::PhantomData<T>,
+}
+
+impl<W, F, C, E, Fut> Operator for WidgetController<W, F, fn() -> (C, E, Fut)>
+where
+    W: Fn(&Client, Option<&str>) -> Wiring<Widget, C> + Clone + Send + Sync + 'static,
+    F: Fn(Arc<Widget>, Arc<C>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Action, E>> + Send + 'static,
+    C: Send + Sync + 'static,
+    E: Categorized + std::error::Error + Send + Sync + 'static,
+{
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn crds(&self) -> Vec<CustomResourceDefinition> {
+        Vec::new()
+    }
+
+    fn rbac(&self) -> Rbac {
+        Rbac::default()
+    }
+
+    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        let wire = self.wire.clone();
+        let reconcile = self.reconcile.clone();
+        Box::pin(async move {
+            let client = ctx.client.clone();
+            ctx.run_controller(|ns| wire(&client, ns), reconcile).await;
+            Ok(())
+        })
+    }
+}
+
+/// The widgets of `ns` (all, for `None`), as a controller's primary watch.
+pub fn widget_primary(client: &Client, ns: Option<&str>) -> Primary<Widget> {
+    Primary::watch(scoped_api(client.clone(), ns), (), Default::default())
 }
 
 /// Installs the Widget CRD and waits until it is served.
