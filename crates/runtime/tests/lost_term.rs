@@ -20,7 +20,9 @@ use bosun_runtime::dynamic::{ChildCacheError, Discovery, DynamicChildren};
 use bosun_runtime::error::{Categorized, ErrorCategory};
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{ControllerContext, Manager, ManagerConfig, Operator, OperatorError};
+use bosun_runtime::manager::{
+    ControllerContext, Manager, ManagerConfig, ManagerError, Operator, OperatorError,
+};
 use bosun_runtime::rbac::Rbac;
 use bosun_runtime::{Primary, Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
@@ -118,6 +120,47 @@ async fn in_role(probe: SocketAddr, standby: bool) -> Option<()> {
     (body.contains("standby") == standby).then_some(())
 }
 
+/// Starts replica a in this process: its operators on `client` (fenced by `fence`), its
+/// Lease written through `partition`, its readiness on `probe`; returns its stop switch and
+/// its task.
+fn start_a(
+    config: kube::Config,
+    client: Client,
+    fence: Fence,
+    partition: &Partition,
+    ns: &str,
+    probe: SocketAddr,
+    operators: Vec<Arc<dyn Operator>>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), ManagerError>>,
+) {
+    let leader_client = kube::client::ClientBuilder::try_from(config)
+        .expect("builder")
+        .with_layer(partition)
+        .build();
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.into()]),
+        leader: Some(LeaderConfig::new(LEASE, ns, "a")),
+        probe_addr: Some(probe),
+        ..Default::default()
+    };
+    let m = operators.into_iter().fold(
+        Manager::new(client, cfg)
+            .with_leader_client(leader_client)
+            .with_fence(fence),
+        |m, op| m.with_operator(op),
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(m.run(
+        async move {
+            let _ = stopped.await;
+        },
+        |_| {},
+    ));
+    (stop, run)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() {
     let cp = shared().await.expect("control plane");
@@ -132,50 +175,37 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
 
     let config = cp.config().await.expect("config");
     let fence = Fence::new();
-    let client = kube::client::ClientBuilder::try_from(config.clone())
-        .expect("builder")
-        .with_layer(&fence.layer())
-        .build();
+    let client = fenced_client(config.clone(), &fence, &layers::Observe::new(|_, _| {}));
     let partition = Partition::default();
-    let leader_client = kube::client::ClientBuilder::try_from(config)
-        .expect("builder")
-        .with_layer(&partition)
-        .build();
     let warm = Arc::new(AtomicUsize::new(0));
     let cold = Arc::new(AtomicUsize::new(0));
     let probe = free_addr();
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![ns.clone()]),
-        leader: Some(LeaderConfig::new(LEASE, &ns, "a")),
-        probe_addr: Some(probe),
-        ..Default::default()
-    };
-    let m = Manager::new(client, cfg)
-        .with_leader_client(leader_client)
-        .with_fence(fence)
-        .with_operator(Arc::new(Counted {
-            name: "warm-widgets",
-            cold: false,
-            starts: warm.clone(),
-            inner: WidgetOperator {
-                identity: "a".into(),
-            },
-        }))
-        .with_operator(Arc::new(Counted {
-            name: "cold-widgets",
-            cold: true,
-            starts: cold.clone(),
-            inner: WidgetOperator {
-                identity: "a".into(),
-            },
-        }));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(m.run(
-        async move {
-            let _ = stopped.await;
-        },
-        |_| {},
-    ));
+    let (stop, run) = start_a(
+        config,
+        client,
+        fence,
+        &partition,
+        &ns,
+        probe,
+        vec![
+            Arc::new(Counted {
+                name: "warm-widgets",
+                cold: false,
+                starts: warm.clone(),
+                inner: WidgetOperator {
+                    identity: "a".into(),
+                },
+            }),
+            Arc::new(Counted {
+                name: "cold-widgets",
+                cold: true,
+                starts: cold.clone(),
+                inner: WidgetOperator {
+                    identity: "a".into(),
+                },
+            }),
+        ],
+    );
     eventually(30, || async {
         (reconciled_by(&admin, &ns, "w1").await.as_deref() == Some("a")).then_some(())
     })
@@ -337,41 +367,26 @@ async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
     let config = cp.config().await.expect("config");
     let fence = Fence::new();
     let lists = Arc::new(AtomicUsize::new(0));
-    let client = kube::client::ClientBuilder::try_from(config.clone())
-        .expect("builder")
-        .with_layer(&fence.layer())
-        .with_layer(&layers::Observe::lists(&["configmaps"], {
-            let lists = lists.clone();
-            move |_| {
-                lists.fetch_add(1, Ordering::SeqCst);
-            }
-        }))
-        .build();
+    let observe = layers::Observe::lists(&["configmaps"], {
+        let lists = lists.clone();
+        move |_| {
+            lists.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let client = fenced_client(config.clone(), &fence, &observe);
     let partition = Partition::default();
-    let leader_client = kube::client::ClientBuilder::try_from(config)
-        .expect("builder")
-        .with_layer(&partition)
-        .build();
     let probe = free_addr();
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![ns.clone()]),
-        leader: Some(LeaderConfig::new(LEASE, &ns, "a")),
-        probe_addr: Some(probe),
-        ..Default::default()
-    };
-    let m = Manager::new(client, cfg)
-        .with_leader_client(leader_client)
-        .with_fence(fence)
-        .with_operator(Arc::new(RunTimeChildren {
+    let (stop, run) = start_a(
+        config,
+        client,
+        fence,
+        &partition,
+        &ns,
+        probe,
+        vec![Arc::new(RunTimeChildren {
             identity: "a".into(),
-        }));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(m.run(
-        async move {
-            let _ = stopped.await;
-        },
-        |_| {},
-    ));
+        })],
+    );
     eventually(30, || async {
         (reconciled_by(&admin, &ns, "d1").await.as_deref() == Some("a")).then_some(())
     })

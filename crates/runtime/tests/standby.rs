@@ -61,11 +61,7 @@ async fn replica(
 ) -> (oneshot::Sender<()>, Run, SocketAddr) {
     let config = cp.config().await.expect("config");
     let fence = Fence::new();
-    let client = kube::client::ClientBuilder::try_from(config.clone())
-        .expect("builder")
-        .with_layer(&fence.layer())
-        .with_layer(&seen.layer())
-        .build();
+    let client = fenced_client(config.clone(), &fence, &seen.layer());
     let cfg = ManagerConfig {
         scope: Scope::Namespaces(vec![ns.into()]),
         leader: Some(LeaderConfig::new("widgets", ns, identity)),

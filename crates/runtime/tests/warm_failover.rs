@@ -139,13 +139,9 @@ async fn warm_leader_process() {
     let (config, ns, identity, probe) = replica_spec(CHILD).await;
     let fence = Fence::new();
     // As `bosun run --leader-elect` builds it (the fence right above the pool), counted.
-    let client = kube::client::ClientBuilder::try_from(config.clone())
-        .expect("builder")
-        .with_layer(&fence.layer())
-        .with_layer(&layers::Observe::lists(&["widgets", "configmaps"], |r| {
-            report(&format!("list {r}"))
-        }))
-        .build();
+    let lists =
+        layers::Observe::lists(&["widgets", "configmaps"], |r| report(&format!("list {r}")));
+    let client = fenced_client(config.clone(), &fence, &lists);
     let cfg = ManagerConfig {
         scope: Scope::Namespaces(vec![ns.clone()]),
         leader: Some(LeaderConfig::new(LEASE, &ns, &identity)),

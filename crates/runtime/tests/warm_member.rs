@@ -102,13 +102,9 @@ async fn warm_member_process() {
     // As `bosun run --sharding` builds it: the operators' client fenced by the membership
     // Lease (right above the pool, here counted), the sharder's by the sharder Lease.
     let fence = Fence::new();
-    let client = kube::client::ClientBuilder::try_from(config.clone())
-        .expect("builder")
-        .with_layer(&fence.layer())
-        .with_layer(&layers::Observe::lists(&["widgets", "configmaps"], |r| {
-            report(&format!("list {r}"))
-        }))
-        .build();
+    let lists =
+        layers::Observe::lists(&["widgets", "configmaps"], |r| report(&format!("list {r}")));
+    let client = fenced_client(config.clone(), &fence, &lists);
     let sharder_fence = Fence::new();
     let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))
         .expect("sharder client");

@@ -219,6 +219,20 @@ where
     }
 }
 
+/// The operators' client as `bosun run` builds it, the fence right above the pool, with
+/// `observe` shown each request on its way to the fence.
+pub fn fenced_client(
+    config: kube::Config,
+    fence: &bosun_runtime::fence::Fence,
+    observe: &layers::Observe,
+) -> Client {
+    kube::client::ClientBuilder::try_from(config)
+        .expect("builder")
+        .with_layer(&fence.layer())
+        .with_layer(observe)
+        .build()
+}
+
 /// The widgets of `ns` (all, for `None`), as a controller's primary watch.
 pub fn widget_primary(client: &Client, ns: Option<&str>) -> Primary<Widget> {
     Primary::watch(scoped_api(client.clone(), ns), (), Default::default())
