@@ -161,13 +161,7 @@ async fn writes_are_skipped_when_desired_state_is_in_place() {
         identity: "solo".into(),
     }));
     let metrics = manager.metrics();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(manager.run(
-        async move {
-            let _ = stop_rx.await;
-        },
-        |_| {},
-    ));
+    let (stop_tx, run) = run_until_stopped(manager);
 
     let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
     widgets

@@ -520,13 +520,7 @@ async fn a_dynamic_operator_converges_and_repairs_a_deleted_child() {
         discovery,
         wired: None,
     }));
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(manager.run(
-        async move {
-            let _ = rx.await;
-        },
-        |_| {},
-    ));
+    let (tx, task) = run_until_stopped(manager);
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
     widgets
         .create(
@@ -657,13 +651,7 @@ async fn a_kind_started_by_a_sharded_reconcile_caches_its_members_share() {
         discovery,
         wired: Some(slot.clone()),
     }));
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(manager.run(
-        async move {
-            let _ = rx.await;
-        },
-        |_| {},
-    ));
+    let (tx, task) = run_until_stopped(manager);
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
     widgets
         .create(&PostParams::default(), &dynamic_widget(&ar, &ns, "d1", "v"))

@@ -151,14 +151,7 @@ fn start_a(
             .with_fence(fence),
         |m, op| m.with_operator(op),
     );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(m.run(
-        async move {
-            let _ = stopped.await;
-        },
-        |_| {},
-    ));
-    (stop, run)
+    run_until_stopped(m)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -385,13 +385,7 @@ async fn metrics_and_probes_report_reconciles_and_readiness() {
     let m = Manager::new(client.clone(), cfg).with_operator(Arc::new(WidgetOperator {
         identity: "m".into(),
     }));
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let run = tokio::spawn(m.run(
-        async move {
-            let _ = stop_rx.await;
-        },
-        |_| {},
-    ));
+    let (stop_tx, run) = run_until_stopped(m);
 
     let ready = eventually(10, || async {
         http_get(addr, "/readyz")
@@ -411,15 +405,7 @@ async fn metrics_and_probes_report_reconciles_and_readiness() {
         .create(&PostParams::default(), &widget(&ns, "slow", "v", 1500))
         .await
         .expect("create");
-    for i in 0..3 {
-        widgets
-            .create(
-                &PostParams::default(),
-                &widget(&ns, &format!("w{i}"), "v", 0),
-            )
-            .await
-            .expect("create");
-    }
+    create_widgets(&widgets, "w", "v", 3).await;
     // Wait for the whole state asserted below (every reconcile counted, none in flight), not
     // for one part of it: a reconcile still running would leave `active_workers` at 1.
     let body = eventually(30, || async {

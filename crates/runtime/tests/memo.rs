@@ -17,7 +17,7 @@ use common::*;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::Action;
 use kube::{CustomResourceExt, ResourceExt};
 
@@ -117,24 +117,10 @@ async fn memos_forget_deleted_objects() {
         },
     )
     .with_operator(Arc::new(op));
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(m.run(
-        async move {
-            let _ = rx.await;
-        },
-        |_| {},
-    ));
+    let (tx, run) = run_until_stopped(m);
 
     let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
-    for i in 0..3 {
-        widgets
-            .create(
-                &PostParams::default(),
-                &widget(&ns, &format!("w{i}"), "v", 0),
-            )
-            .await
-            .expect("create");
-    }
+    create_widgets(&widgets, "w", "v", 3).await;
     eventually(30, || async {
         (applier.remembered() == 3 && status.remembered() == 3).then_some(())
     })

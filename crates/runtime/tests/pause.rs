@@ -23,7 +23,7 @@ use bosun_runtime::{Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 
@@ -115,15 +115,7 @@ async fn a_leader_paused_past_its_deadline_never_writes_after_the_takeover() {
     install_crd(&admin).await.expect("crd");
     let ns = test_namespace(&admin, "le-pause").await.expect("ns");
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
-    for i in 0..16 {
-        widgets
-            .create(
-                &PostParams::default(),
-                &widget(&ns, &format!("t{i}"), "x", 0),
-            )
-            .await
-            .expect("create");
-    }
+    create_widgets(&widgets, "t", "x", 16).await;
     let writers = Writers::default();
     let watch = writers.watch(&admin, &ns, &format!("{TICK_LABEL}=yes"));
 

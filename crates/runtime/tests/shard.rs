@@ -425,15 +425,7 @@ async fn objects_move_between_replicas_without_overlap() {
     eventually(30, || async { (log.len() >= 1).then_some(()) })
         .await
         .expect("the recorder watch listed");
-    for i in 0..WIDGETS {
-        widgets
-            .create(
-                &PostParams::default(),
-                &widget(&ns, &format!("w{i}"), "x", 0),
-            )
-            .await
-            .expect("create");
-    }
+    create_widgets(&widgets, "w", "x", WIDGETS).await;
     // A child from before sharding: no shard label. Every replica caches it until its owner's
     // member labels it; without that, the owner's applier could not create it (409).
     let w0 = widgets.get("w0").await.expect("w0");
@@ -571,15 +563,7 @@ async fn a_paused_member_is_taken_over_and_never_writes_after() {
     eventually(30, || async { (log.len() >= 1).then_some(()) })
         .await
         .expect("the recorder watch listed");
-    for i in 0..WIDGETS {
-        widgets
-            .create(
-                &PostParams::default(),
-                &widget(&ns, &format!("w{i}"), "x", 0),
-            )
-            .await
-            .expect("create");
-    }
+    create_widgets(&widgets, "w", "x", WIDGETS).await;
     let a = start(&kubeconfig, &ns, "a");
     let b = start(&kubeconfig, &ns, "b");
     settled(&widgets, &log, 0, &[&a, &b], &["a", "b"]).await;
@@ -856,15 +840,7 @@ async fn a_member_paused_shorter_than_its_lease_keeps_its_objects() {
     let ns = test_namespace(&admin, "shard-stall").await.expect("ns");
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
-    for i in 0..N {
-        widgets
-            .create(
-                &PostParams::default(),
-                &widget(&ns, &format!("w{i}"), "x", 0),
-            )
-            .await
-            .expect("create");
-    }
+    create_widgets(&widgets, "w", "x", N).await;
     let drains = Drains::default();
     let watch = drains.watch(widgets.clone());
     let a = quiet_replica(&kubeconfig, &ns, "a");

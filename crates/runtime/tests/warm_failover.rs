@@ -208,15 +208,7 @@ async fn a_leader_that_lost_its_lease_stays_warm() {
             .expect("create");
     }
     // Converged widgets: written once, then nothing changes for them.
-    for i in 0..CONVERGED {
-        widgets
-            .create(
-                &PostParams::default(),
-                &widget(&ns, &format!("conv-{i}"), "x", 0),
-            )
-            .await
-            .expect("create");
-    }
+    create_widgets(&widgets, "conv-", "x", CONVERGED).await;
     let writers = Writers::default();
     let watch = writers.watch(&admin, &ns, LABEL);
 

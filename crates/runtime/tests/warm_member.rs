@@ -26,7 +26,7 @@ use bosun_runtime::{Scope, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ListParams, ObjectMeta};
 use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 
@@ -173,15 +173,7 @@ async fn a_member_that_lost_its_lease_stays_warm() {
     let ns = test_namespace(&admin, "shard-warm").await.expect("ns");
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
-    for i in 0..WIDGETS {
-        widgets
-            .create(
-                &PostParams::default(),
-                &widget(&ns, &format!("w{i}"), "x", 0),
-            )
-            .await
-            .expect("create");
-    }
+    create_widgets(&widgets, "w", "x", WIDGETS).await;
     let _a = member(&kubeconfig, &ns, "a", false);
     let mut b = member(&kubeconfig, &ns, "b", true);
     let report = Report::default();

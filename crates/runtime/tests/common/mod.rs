@@ -238,6 +238,38 @@ pub fn widget_primary(client: &Client, ns: Option<&str>) -> Primary<Widget> {
     Primary::watch(scoped_api(client.clone(), ns), (), Default::default())
 }
 
+/// Runs `manager` in this process until its stop switch is used (or dropped); returns the
+/// switch and the task.
+pub fn run_until_stopped(
+    manager: bosun_runtime::manager::Manager,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), bosun_runtime::manager::ManagerError>>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(manager.run(
+        async move {
+            let _ = stopped.await;
+        },
+        |_| {},
+    ));
+    (stop, run)
+}
+
+/// Creates the widgets `<prefix>0` … `<prefix>{n-1}` of value `value`, one after the other.
+pub async fn create_widgets(widgets: &Api<Widget>, prefix: &str, value: &str, n: usize) {
+    let ns = widgets.namespace().expect("a namespaced Api");
+    for i in 0..n {
+        widgets
+            .create(
+                &kube::api::PostParams::default(),
+                &widget(ns, &format!("{prefix}{i}"), value, 0),
+            )
+            .await
+            .expect("create");
+    }
+}
+
 /// Installs the Widget CRD and waits until it is served.
 pub async fn install_crd(client: &Client) -> anyhow::Result<()> {
     bosun_testenv::kit::install_crds(client, [Widget::crd()]).await?;
