@@ -26,7 +26,8 @@
 //!   object may be half done, and it is the first work when this replica leads again.
 //! * **Requeue timers.** [`Queue::add_after`] sets the key's one timer (a later call
 //!   replaces it); a due timer queues the key as background. Starting a key clears its timer:
-//!   the reconcile that starts then says when to come back.
+//!   the reconcile that starts then says when to come back. A timer due while every worker
+//!   runs waits for one to end ([`Queue::next_due`]): nothing could start it before.
 //!
 //! The queue is pure (time is passed in) so that its rules are tested without a clock.
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -203,8 +204,19 @@ impl<Key: Clone + Eq + Hash> Queue<Key> {
         }
     }
 
-    /// When the next timer is due.
+    /// When the runner must wake for a timer: the next one's instant, or None while every
+    /// worker runs. A timer is fired only by [`Queue::pop`], which the runner calls when a
+    /// worker is free; a due timer it woke for with none free would stay due, and wake it
+    /// again at once — a runner with a requeue due and every worker busy (a member's hook
+    /// waits, at the Helm flavour's 60 s resync) spun on its loop until a reconcile ended.
+    /// The end of a reconcile wakes the runner anyway.
     pub fn next_due(&self) -> Option<Instant> {
+        if self
+            .workers
+            .is_some_and(|w| self.running.iter().sum::<usize>() >= w)
+        {
+            return None;
+        }
         self.timers.keys().next().map(|(at, _)| *at)
     }
 
@@ -543,6 +555,40 @@ mod tests {
         );
         q.done(&"r");
         assert_eq!(q.pop(t + Duration::from_secs(60)), None);
+    }
+
+    #[test]
+    fn a_timer_due_while_every_worker_runs_wakes_nobody_until_one_ends() {
+        let t = Instant::now();
+        let mut q = Queue::new(QueueConfig::default()).with_workers(2);
+        q.add("l1", Priority::Background, t);
+        q.add("u1", Priority::User, t);
+        assert_eq!(q.pop(t).map(|p| p.key), Some("u1"));
+        assert_eq!(q.pop(t).map(|p| p.key), Some("l1"));
+        q.add_after("r", Duration::from_secs(1), t);
+        // Due, but no worker is free to start it: a wake-up now would start nothing, and
+        // the runner would wake again at once (it looped on this without sleeping).
+        assert_eq!(
+            q.next_due(),
+            None,
+            "every worker runs: the end of one wakes the runner, not the timer"
+        );
+        q.done(&"u1");
+        assert_eq!(q.next_due(), Some(t + Duration::from_secs(1)));
+        let later = t + Duration::from_secs(2);
+        assert_eq!(
+            q.pop(later).map(|p| p.key),
+            None,
+            "the free worker is kept for user work"
+        );
+        assert_eq!(
+            q.next_due(),
+            None,
+            "fired: queued, nothing left to wake for"
+        );
+        assert_eq!(q.depth(Priority::Background), 1);
+        q.done(&"l1");
+        assert_eq!(q.pop(later).map(|p| p.key), Some("r"));
     }
 
     #[test]

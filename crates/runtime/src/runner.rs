@@ -158,7 +158,7 @@ where
             if draining && running.is_empty() {
                 return;
             }
-            let due = queue.next_due();
+            let due = timer_wake(queue.next_due(), open, leads, draining, aborting);
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled(), if !draining => draining = true,
@@ -209,7 +209,7 @@ where
                     None => sources_open = false,
                 },
                 // Timers are only fired by starting work: a standby leaves them due.
-                _ = sleep_until(due), if due.is_some() && open && leads && !aborting => {}
+                _ = sleep_until(due), if due.is_some() => {}
                 ok = async {
                     match gate.as_mut() {
                         Some(g) => g.await,
@@ -235,6 +235,21 @@ fn must_abort(started_in: Option<u64>, now: Option<u64>, idle: bool) -> bool {
 /// reconcile of a past term still ending.
 fn may_start(open: bool, leads: bool, draining: bool, aborting: bool) -> bool {
     open && leads && !draining && !aborting
+}
+
+/// When the runner wakes for the queue's next timer `due`: only when work may start then.
+/// Timers are fired by starting work ([`Queue::pop`]): a wake-up that starts nothing leaves
+/// the timer due, and the next look wakes again at once (a runner shutting down with a
+/// reconcile in flight looped so until it ended; the queue answers None while every worker
+/// runs, for the same reason).
+fn timer_wake(
+    due: Option<Instant>,
+    open: bool,
+    leads: bool,
+    draining: bool,
+    aborting: bool,
+) -> Option<Instant> {
+    due.filter(|_| may_start(open, leads, draining, aborting))
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -509,6 +524,35 @@ mod tests {
         stop.cancel();
         task.await.expect("runner");
         assert_eq!(log.take(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_timer_wakes_the_runner_only_when_its_key_could_start() {
+        let due = Some(Instant::now());
+        assert_eq!(timer_wake(due, true, true, false, false), due);
+        assert_eq!(timer_wake(None, true, true, false, false), None);
+        // A timer is fired only when work starts: a wake-up that starts nothing leaves it
+        // due, and the runner would wake again at once, for as long as that lasts.
+        assert_eq!(
+            timer_wake(due, true, true, true, false),
+            None,
+            "shutting down: nothing starts, the reconciles in flight end the runner"
+        );
+        assert_eq!(
+            timer_wake(due, false, true, false, false),
+            None,
+            "not synced"
+        );
+        assert_eq!(
+            timer_wake(due, true, false, false, false),
+            None,
+            "a standby"
+        );
+        assert_eq!(
+            timer_wake(due, true, true, false, true),
+            None,
+            "a term ending"
+        );
     }
 
     #[test]
