@@ -642,6 +642,7 @@ impl ControllerContext {
         let children = crate::shard::children::ChildRegistry::new(
             &self.name,
             self.shard.as_ref().map(|s| s.member()),
+            &self.record,
         );
         for c in w.caches.iter().filter_map(|s| s.child_watch()) {
             if !children.join(c) {
@@ -793,7 +794,16 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
+    let discovery = crate::dynamic::Discovery::new(client.clone());
+    let primary_type = crate::shard::children::primary_type(&resource);
     Arc::new(move |obj: Arc<K>| {
+        let listed = (
+            children.clone(),
+            discovery.clone(),
+            me.clone(),
+            obj.meta().clone(),
+            primary_type.clone(),
+        );
         let api = crate::shard::kind::api(client.clone(), &resource, obj.namespace().as_deref());
         let name = obj.name_any();
         let target =
@@ -831,6 +841,15 @@ where
         );
         let seen_at = obj.resource_version();
         async move {
+            // Children no cache here shows: of a kind recorded on another replica, or linked
+            // to the object by annotations only.
+            let (registry, discovery, me, owner, primary_type) = listed;
+            if !registry
+                .relabel_listed(&client, &discovery, &me, &owner, &primary_type, target.as_deref())
+                .await
+            {
+                return Next::Retry(Duration::from_secs(1));
+            }
             let relabelled = futures::future::join_all(kids.iter().map(|(ar, ns, child)| {
                 let api = crate::shard::kind::api(client.clone(), ar, ns.as_deref());
                 let body = &child_body;

@@ -376,28 +376,28 @@ where
 
     /// The cache of `gvk`'s children, started on first use and synced before it is returned.
     pub async fn cache(&self, gvk: &GroupVersionKind) -> Result<KindCache, ChildCacheError> {
-        let kind = || format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind);
-        let cache = {
-            let mut caches = self.inner.caches.lock().await;
-            match caches.get(gvk) {
-                Some(c) => c.clone(),
-                None => {
-                    let c = self
-                        .start(gvk)
-                        .await
-                        .map_err(|source| ChildCacheError::Discovery {
-                            kind: kind(),
-                            source,
-                        })?;
-                    caches.insert(gvk.clone(), c.clone());
-                    c
-                }
-            }
-        };
+        let cache = self.started(gvk).await?;
         if !cache.wait_synced().await {
-            return Err(ChildCacheError::Stopped(kind()));
+            return Err(ChildCacheError::Stopped(kind_name(gvk)));
         }
         Ok(cache)
+    }
+
+    /// The cache of `gvk`'s children, started on first use (perhaps not synced yet).
+    async fn started(&self, gvk: &GroupVersionKind) -> Result<KindCache, ChildCacheError> {
+        let mut caches = self.inner.caches.lock().await;
+        if let Some(c) = caches.get(gvk) {
+            return Ok(c.clone());
+        }
+        let c = self
+            .start(gvk)
+            .await
+            .map_err(|source| ChildCacheError::Discovery {
+                kind: kind_name(gvk),
+                source,
+            })?;
+        caches.insert(gvk.clone(), c.clone());
+        Ok(c)
     }
 
     /// Whether a child seen for the first time (created, or listed when its kind's watch
@@ -438,10 +438,26 @@ where
     /// [`crate::Wiring::late_children`]. From then on a cache starts only once that
     /// controller has started, and joins its child caches first (see the module doc). Call it
     /// before the first cache starts; a second call is ignored (its end joins nothing).
+    ///
+    /// Wired, the caches also keep up with the record of the controller's child kinds
+    /// ([`crate::shard::record`]): each kind recorded for it (met on this replica, or read
+    /// from a Lease another replica wrote) is started as soon as it is known, leading or
+    /// not — so a standby lists what the leader met before it leads. A kind that cannot be
+    /// started (not served, its CRD gone) is reported and skipped; one that does not sync
+    /// (no RBAC to list it) is reported and left to its watch's retries.
     pub fn wired(&self) -> crate::shard::children::LateJoin {
         let (late, join) = crate::shard::children::LateChildren::new();
-        if self.inner.late.set(late).is_err() {
+        if self.inner.late.set(late.clone()).is_err() {
             tracing::error!("child caches wired into two controllers: the second is ignored");
+            return join;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let task = rt.spawn(warm_recorded(Arc::downgrade(&self.inner), late));
+            self.inner
+                .tasks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(task.abort_handle());
         }
         join
     }
@@ -609,6 +625,65 @@ where
             .unwrap_or_else(|e| e.into_inner())
             .push(task.abort_handle());
         cache
+    }
+}
+
+fn kind_name(gvk: &GroupVersionKind) -> String {
+    format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind)
+}
+
+/// How long a warmed kind may take to list before it is reported (it goes on syncing).
+const WARM_REPORT_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Starts the cache of every kind recorded for the controller these caches are wired into,
+/// now and whenever the record grows (see [`DynamicChildren::wired`]). Holds the caches
+/// only while starting one: they stop when their operator drops them.
+async fn warm_recorded<P>(
+    inner: std::sync::Weak<Inner<P>>,
+    late: crate::shard::children::LateChildren,
+) where
+    P: Resource + Send + Sync + 'static,
+    P::DynamicType: Clone + Send + Sync + 'static,
+{
+    let Some(registry) = late.registry().await else {
+        return;
+    };
+    let mut grown = registry.record().subscribe();
+    let mut tried: std::collections::HashSet<GroupVersionKind> = Default::default();
+    loop {
+        grown.mark_unchanged();
+        for gvk in registry.unstarted() {
+            if !tried.insert(gvk.clone()) {
+                continue;
+            }
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            let children = DynamicChildren { inner };
+            match children.started(&gvk).await {
+                Ok(cache) => {
+                    drop(children);
+                    let controller = registry.controller().to_string();
+                    tokio::spawn(async move {
+                        match tokio::time::timeout(WARM_REPORT_AFTER, cache.wait_synced()).await {
+                            Ok(true) => {
+                                tracing::info!(controller = %controller, kind = %gvk.kind, "a recorded child kind warmed")
+                            }
+                            Ok(false) => {}
+                            Err(_) => {
+                                tracing::warn!(controller = %controller, kind = %gvk.kind, "a recorded child kind has not listed yet (no RBAC to list it?): its watch retries")
+                            }
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(controller = %registry.controller(), error = %e, "a recorded child kind could not be warmed: skipped");
+                }
+            }
+        }
+        if grown.changed().await.is_err() {
+            return;
+        }
     }
 }
 

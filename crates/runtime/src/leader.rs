@@ -119,6 +119,9 @@ pub struct LeaderElector {
     /// stretching it.
     valid_until: Option<Instant>,
     fence: Option<Fence>,
+    /// The record of child kinds this Lease carries ([`crate::shard::record`]): read from
+    /// every Lease seen, written with every acquire and renewal.
+    record: Option<crate::shard::record::Record>,
 }
 
 fn holder(lease: &Lease) -> Option<String> {
@@ -138,7 +141,16 @@ impl LeaderElector {
             observed: Observed::default(),
             valid_until: None,
             fence: None,
+            record: None,
         })
+    }
+
+    /// Carries `record` on the Lease: read whenever the Lease is read (a standby learns
+    /// what the leader recorded), written with each acquire and renewal (no write of its
+    /// own). A record on the Lease that is malformed or too big is ignored with a warning.
+    pub fn with_record(mut self, record: crate::shard::record::Record) -> Self {
+        self.record = Some(record);
+        self
     }
 
     /// Moves `fence` with the leadership: open until the deadline of each successful
@@ -172,11 +184,15 @@ impl LeaderElector {
     async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaderError> {
         let now = MicroTime(Timestamp::now());
         let Some(current) = self.api.get_opt(&self.cfg.lease_name).await? else {
+            let mut metadata = ObjectMeta {
+                name: Some(self.cfg.lease_name.clone()),
+                ..Default::default()
+            };
+            if let Some(r) = &self.record {
+                r.write(&mut metadata.annotations);
+            }
             let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.cfg.lease_name.clone()),
-                    ..Default::default()
-                },
+                metadata,
                 spec: Some(LeaseSpec {
                     holder_identity: Some(self.cfg.identity.clone()),
                     lease_duration_seconds: Some(self.duration_secs()),
@@ -193,6 +209,9 @@ impl LeaderElector {
             };
         };
 
+        if let Some(r) = &self.record {
+            r.read(current.metadata.annotations.as_ref(), &self.cfg.lease_name);
+        }
         let rv = current
             .metadata
             .resource_version
@@ -227,6 +246,9 @@ impl LeaderElector {
         spec.holder_identity = Some(self.cfg.identity.clone());
         spec.lease_duration_seconds = Some(self.duration_secs());
         spec.renew_time = Some(now);
+        if let Some(r) = &self.record {
+            r.write(&mut lease.metadata.annotations);
+        }
         // replace() sends the resourceVersion we read: a concurrent writer makes this fail with 409.
         match self
             .api

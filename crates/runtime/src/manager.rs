@@ -108,6 +108,8 @@ pub struct ControllerContext {
     /// Set when objects are sharded across replicas ([`crate::shard`]): the controllers
     /// watch their shard only, and place objects while this replica holds the sharder Lease.
     pub shard: Option<crate::shard::ShardContext>,
+    /// The process's record of child kinds, which its Leases carry ([`crate::shard::record`]).
+    pub(crate) record: crate::shard::record::Record,
 }
 
 /// Whether this replica leads (always, without leader election), and in which term: the
@@ -261,6 +263,10 @@ pub struct Manager {
     operators: Vec<Arc<dyn Operator>>,
     fence: Option<Fence>,
     sharding: Option<Sharding>,
+    /// The child kinds this replica's controllers started or read from a Lease: written on
+    /// the Lease this replica renews (the leader Lease; sharded, its member Lease and the
+    /// sharder Lease), read from those it watches ([`crate::shard::record`]).
+    record: crate::shard::record::Record,
 }
 
 /// Sharding settings handed to the manager.
@@ -281,6 +287,7 @@ impl Manager {
             operators: Vec::new(),
             fence: None,
             sharding: None,
+            record: Default::default(),
         }
     }
 
@@ -401,6 +408,7 @@ impl Manager {
                     fence: sh.fence.clone(),
                     view: tx,
                     reports: reports.clone(),
+                    record: self.record.clone(),
                 };
                 let ctx = crate::shard::ShardContext {
                     member: sh.config.identity().to_string(),
@@ -447,7 +455,8 @@ impl Manager {
         let mut elector = match &leader {
             Some(cfg) => {
                 let client = self.leader_client.as_ref().unwrap_or(&self.client);
-                let el = LeaderElector::new(client.clone(), cfg.clone())?;
+                let el = LeaderElector::new(client.clone(), cfg.clone())?
+                    .with_record(self.record.clone());
                 Some(match &self.fence {
                     Some(f) if self.leader_client.is_some() => el.with_fence(f.clone()),
                     Some(_) => {
@@ -560,6 +569,7 @@ impl Manager {
             shutdown: token.clone(),
             leading,
             shard,
+            record: self.record.clone(),
         };
         let name = op.name().to_string();
         let fut = op

@@ -6,7 +6,17 @@
 //! before its watches start, which is where the one decision is taken: counted in
 //! `bosun_cached_children`, and, sharded, given the selectors of [`super::child_selectors`].
 //! A hand-off or a takeover then reads the kinds started so far, not a list fixed at start.
+//!
+//! Each kind that joins is also noted in the process's [`super::record::Record`], which its
+//! Leases carry to the other replicas: the kinds recorded for this controller and not joined
+//! here ([`ChildRegistry::unstarted`]) are warmed by the flavours' caches and listed once by
+//! a move ([`ChildRegistry::listed_children_of`]), so a kind met only on another replica
+//! still follows its owner.
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+
+use kube::api::{Api, ListParams};
+use kube::core::{DynamicObject, GroupVersionKind, ObjectMeta, PartialObjectMeta};
 
 use tokio::sync::watch;
 
@@ -24,17 +34,46 @@ struct Inner {
     /// Sharded: this replica's member name.
     member: Option<String>,
     watches: Mutex<Vec<Arc<ChildWatch>>>,
+    /// The process's record of child kinds (see [`super::record`]).
+    record: super::record::Record,
 }
 
 impl ChildRegistry {
-    pub(crate) fn new(controller: &str, member: Option<&str>) -> Self {
+    pub(crate) fn new(
+        controller: &str,
+        member: Option<&str>,
+        record: &super::record::Record,
+    ) -> Self {
         ChildRegistry {
             inner: Arc::new(Inner {
                 controller: controller.to_string(),
                 member: member.map(str::to_string),
                 watches: Mutex::default(),
+                record: record.clone(),
             }),
         }
+    }
+
+    /// The controller these caches serve.
+    pub fn controller(&self) -> &str {
+        &self.inner.controller
+    }
+
+    /// The process's record of child kinds.
+    pub fn record(&self) -> &super::record::Record {
+        &self.inner.record
+    }
+
+    /// The kinds recorded for this controller (here or on another replica) whose cache has
+    /// not joined here.
+    pub fn unstarted(&self) -> Vec<GroupVersionKind> {
+        let joined: Vec<GroupVersionKind> = self.lock().iter().map(|w| gvk_of(w)).collect();
+        self.inner
+            .record
+            .kinds_of(&self.inner.controller)
+            .into_iter()
+            .filter(|k| !joined.contains(k))
+            .collect()
     }
 
     /// Adds a child cache whose watches have not started: counted, and, sharded, selecting
@@ -54,6 +93,10 @@ impl ChildRegistry {
         }
         crate::cache::count_children(&self.inner.controller, watch);
         all.push(watch.clone());
+        drop(all);
+        self.inner
+            .record
+            .note(&self.inner.controller, &gvk_of(watch));
         true
     }
 
@@ -78,11 +121,178 @@ impl ChildRegistry {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<ChildWatch>>> {
         self.inner.watches.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// What a move finds beyond the cached children of `owner` (a `primary_type` object,
+    /// `<Kind>.<group>`): by a one-off list of each kind with `member`'s shard label, the
+    /// children of kinds recorded but not started here, and those of a started
+    /// cluster-scoped kind linked to `owner` by operator-sdk's annotations only (no owner
+    /// reference can name a namespaced owner there, so no cache indexes them by owner). That
+    /// second list is the cost of such children: one list of the kind per move.
+    pub(crate) async fn listed_children_of(
+        &self,
+        client: &kube::Client,
+        discovery: &crate::dynamic::Discovery,
+        member: &str,
+        owner: &ObjectMeta,
+        primary_type: &str,
+    ) -> Result<Vec<Listed>, kube::Error> {
+        let label = format!(
+            "{}={member}",
+            super::Labels::for_operator(&self.inner.controller).shard
+        );
+        let owner_uid = owner.uid.as_deref().unwrap_or_default();
+        let owner_key = annotation_key(owner);
+        // (kind, namespaced, started here)
+        let mut kinds = Vec::new();
+        for gvk in self.unstarted() {
+            match discovery.resolve(&gvk).await {
+                Ok(r) => kinds.push((r.resource, r.namespaced, false)),
+                Err(e) => {
+                    tracing::warn!(kind = %gvk.kind, error = %e, "a recorded child kind is not served: skipped");
+                }
+            }
+        }
+        for w in self.watches() {
+            if w.namespace.is_some() {
+                continue;
+            }
+            if let Ok(r) = discovery.resolve(&gvk_of(&w)).await {
+                if !r.namespaced {
+                    kinds.push((r.resource, false, true));
+                }
+            }
+        }
+        let mut found = Vec::new();
+        for (resource, namespaced, started) in kinds {
+            let api: Api<PartialObjectMeta<DynamicObject>> =
+                match (namespaced, owner.namespace.as_deref()) {
+                    // Owner-referenced children live in their owner's namespace.
+                    (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
+                    _ => Api::all_with(client.clone(), &resource),
+                };
+            let list = api
+                .list_metadata(&ListParams::default().labels(&label))
+                .await?;
+            for c in list.items {
+                let by_ref = !started
+                    && c.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.uid == owner_uid);
+                let by_annotation =
+                    annotated_owner(&c.metadata, primary_type).is_some_and(|k| k == owner_key);
+                if by_ref || by_annotation {
+                    found.push(Listed {
+                        resource: resource.clone(),
+                        namespace: c.metadata.namespace.clone(),
+                        name: c.metadata.name.clone().unwrap_or_default(),
+                    });
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl ChildRegistry {
+    /// A hand-off's relabel of the children its caches do not show
+    /// ([`ChildRegistry::listed_children_of`]): `target` written as their shard label
+    /// (None: removed). True when every one was written (or had gone); false (retried) when
+    /// a list or a write failed.
+    pub(crate) async fn relabel_listed(
+        &self,
+        client: &kube::Client,
+        discovery: &crate::dynamic::Discovery,
+        member: &str,
+        owner: &ObjectMeta,
+        primary_type: &str,
+        target: Option<&str>,
+    ) -> bool {
+        let listed = match self
+            .listed_children_of(client, discovery, member, owner, primary_type)
+            .await
+        {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list the children a hand-off's caches do not show; retrying");
+                return false;
+            }
+        };
+        let key = super::Labels::for_operator(&self.inner.controller).shard;
+        let body = serde_json::json!({ "metadata": { "labels": { key: target } } });
+        let results = futures::future::join_all(listed.iter().map(|c| {
+            let api: Api<PartialObjectMeta<DynamicObject>> = match &c.namespace {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &c.resource),
+                None => Api::all_with(client.clone(), &c.resource),
+            };
+            let body = &body;
+            async move {
+                match api
+                    .patch_metadata(
+                        &c.name,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(body),
+                    )
+                    .await
+                {
+                    Ok(_) => true,
+                    Err(kube::Error::Api(s)) if s.code == 404 => true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, kind = %c.resource.kind, child = %c.name, "could not relabel a listed child on a hand-off; retrying");
+                        false
+                    }
+                }
+            }
+        }))
+        .await;
+        results.into_iter().all(|ok| ok)
+    }
+}
+
+/// A child a move found by listing (see [`ChildRegistry::listed_children_of`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Listed {
+    pub resource: kube::core::ApiResource,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+fn gvk_of(w: &ChildWatch) -> GroupVersionKind {
+    GroupVersionKind::gvk(&w.resource.group, &w.resource.version, &w.resource.kind)
+}
+
+/// An object's key as operator-sdk's `operator-sdk/primary-resource` names it:
+/// `<namespace>/<name>`, or `<name>` for a cluster-scoped one.
+pub(crate) fn annotation_key(meta: &ObjectMeta) -> String {
+    let name = meta.name.as_deref().unwrap_or_default();
+    match meta.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
+/// The owner a child names through operator-sdk's annotations, as [`annotation_key`] writes
+/// it (a leading `/` of a cluster-scoped owner dropped), when they name a `primary_type`
+/// (`<Kind>.<group>`) object.
+pub(crate) fn annotated_owner(meta: &ObjectMeta, primary_type: &str) -> Option<String> {
+    let ann: &BTreeMap<String, String> = meta.annotations.as_ref()?;
+    if ann.get(crate::dynamic::PRIMARY_RESOURCE_TYPE_ANNOTATION)? != primary_type {
+        return None;
+    }
+    let primary = ann.get(crate::dynamic::PRIMARY_RESOURCE_ANNOTATION)?;
+    Some(primary.strip_prefix('/').unwrap_or(primary).to_string())
+}
+
+/// `<Kind>.<group>` of a kind, as operator-sdk's `operator-sdk/primary-resource-type`.
+pub(crate) fn primary_type(resource: &kube::core::ApiResource) -> String {
+    format!("{}.{}", resource.kind, resource.group)
 }
 
 /// The link between child caches started at run time and the controller they serve: the
 /// operator hands [`LateChildren::wiring`]'s end to its [`crate::Wiring`], keeps the other,
 /// and each cache it starts waits for the controller's registry before it joins it.
+#[derive(Clone)]
 pub struct LateChildren {
     rx: watch::Receiver<Option<ChildRegistry>>,
 }
@@ -128,7 +338,7 @@ mod tests {
 
     #[test]
     fn unsharded_a_cache_joins_once_with_its_own_selector() {
-        let r = ChildRegistry::new("op", None);
+        let r = ChildRegistry::new("op", None, &Default::default());
         let cm = watch("ConfigMap", "app=x");
         assert!(r.join(&cm));
         assert!(!r.join(&cm), "wired twice: joined once");
@@ -143,7 +353,7 @@ mod tests {
 
     #[test]
     fn sharded_a_cache_selects_its_members_share_and_the_unlabelled_ones() {
-        let r = ChildRegistry::new("op", Some("bosun-1"));
+        let r = ChildRegistry::new("op", Some("bosun-1"), &Default::default());
         let cm = watch("ConfigMap", "app=x");
         assert!(r.join(&cm));
         assert_eq!(
@@ -157,14 +367,14 @@ mod tests {
         assert_eq!(r.kinds()[0].selector, "app=x");
         // Selected elsewhere first (wired into another controller): not joined here.
         let other = watch("Secret", "");
-        assert!(ChildRegistry::new("other", Some("bosun-1")).join(&other));
+        assert!(ChildRegistry::new("other", Some("bosun-1"), &Default::default()).join(&other));
         assert!(!r.join(&other));
         assert_eq!(r.watches().len(), 1);
     }
 
     #[test]
     fn the_registry_grows_and_every_clone_sees_the_kinds_joined_later() {
-        let r = ChildRegistry::new("op", None);
+        let r = ChildRegistry::new("op", None, &Default::default());
         let handoff = r.clone();
         assert!(handoff.kinds().is_empty());
         r.join(&watch("ConfigMap", ""));
@@ -178,13 +388,71 @@ mod tests {
         assert_eq!(handoff.watches().len(), 2);
     }
 
+    #[test]
+    fn kinds_recorded_elsewhere_and_not_joined_here_are_unstarted() {
+        let record = crate::shard::record::Record::default();
+        let r = ChildRegistry::new("op", None, &record);
+        record.note("op", &GroupVersionKind::gvk("", "v1", "Secret"));
+        record.note("other", &GroupVersionKind::gvk("", "v1", "Service"));
+        assert!(r.join(&watch("ConfigMap", "")));
+        let unstarted: Vec<String> = r.unstarted().into_iter().map(|g| g.kind).collect();
+        assert_eq!(
+            unstarted,
+            ["Secret"],
+            "the joined ConfigMap is recorded too"
+        );
+        assert_eq!(record.kinds_of("op").len(), 2);
+    }
+
+    #[test]
+    fn an_annotation_names_its_owner_by_key() {
+        let ann = |primary: &str, type_: &str| ObjectMeta {
+            annotations: Some(BTreeMap::from([
+                (
+                    crate::dynamic::PRIMARY_RESOURCE_ANNOTATION.to_string(),
+                    primary.to_string(),
+                ),
+                (
+                    crate::dynamic::PRIMARY_RESOURCE_TYPE_ANNOTATION.to_string(),
+                    type_.to_string(),
+                ),
+            ])),
+            ..Default::default()
+        };
+        let owner = ObjectMeta {
+            name: Some("store".into()),
+            namespace: Some("shop".into()),
+            ..Default::default()
+        };
+        let t = "BookStore.charts.example.com";
+        assert_eq!(
+            annotated_owner(&ann("shop/store", t), t),
+            Some(annotation_key(&owner))
+        );
+        assert_eq!(annotated_owner(&ann("shop/store", "Other.x"), t), None);
+        let cluster = ObjectMeta {
+            name: Some("wide".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            annotated_owner(&ann("/wide", t), t),
+            Some(annotation_key(&cluster))
+        );
+        let ar = kube::core::ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "charts.example.com",
+            "v1",
+            "BookStore",
+        ));
+        assert_eq!(primary_type(&ar), t);
+    }
+
     #[tokio::test]
     async fn a_late_cache_waits_for_its_controllers_registry() {
         let (late, join) = LateChildren::new();
         let waiting = tokio::spawn(async move { late.registry().await.is_some() });
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "no controller yet: it waits");
-        join.attach(&ChildRegistry::new("op", None));
+        join.attach(&ChildRegistry::new("op", None, &Default::default()));
         assert!(waiting.await.expect("task"), "given the registry");
 
         // A wiring dropped without a controller: the cache runs unwired, it never hangs.

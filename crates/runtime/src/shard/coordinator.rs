@@ -7,7 +7,9 @@
 //! `resourceVersion` it judged, so a renewal that lands first wins), renews its takeovers
 //! while some object is still labelled with that member, deletes them when none is, and
 //! publishes the result to every kind's placement loop ([`super::kind`]). Its Lease writes go
-//! through the client fenced by the sharder Lease.
+//! through the client fenced by the sharder Lease. Each round also reads every member Lease's
+//! record of child kinds ([`super::record`]) into this replica's, which the sharder Lease
+//! then carries to the others.
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +35,10 @@ pub(crate) struct Coordinator {
     pub fence: Fence,
     pub view: watch::Sender<Option<Arc<MemberView>>>,
     pub reports: Reports,
+    /// This process's record of child kinds: each member Lease's record is read into it
+    /// every round, and the sharder Lease carries the union to every replica (each reads
+    /// that Lease while it campaigns for it).
+    pub record: super::record::Record,
 }
 
 /// When each member Lease record was last seen to change, by this replica's clock.
@@ -66,7 +72,9 @@ impl Coordinator {
         loop {
             let elector =
                 match LeaderElector::new(self.leader_client.clone(), self.cfg.sharder_lease()) {
-                    Ok(e) => e.with_fence(self.fence.clone()),
+                    Ok(e) => e
+                        .with_fence(self.fence.clone())
+                        .with_record(self.record.clone()),
                     Err(e) => {
                         tracing::error!(error = %e, "sharder lease: invalid settings");
                         return;
@@ -131,6 +139,8 @@ impl Coordinator {
                 continue;
             };
             present.insert(member.clone());
+            // A taken-over member's record too: its kinds' children are relabelled.
+            self.record.read(lease.metadata.annotations.as_ref(), &name);
             let rv = lease.metadata.resource_version.clone().unwrap_or_default();
             let h = holder(&lease);
             let duration = lease

@@ -67,6 +67,9 @@ type Leftovers = Vec<(Orphan, Option<String>)>;
 #[derive(Clone, Debug)]
 struct Orphan {
     kind: usize,
+    /// Its owner's key (`<namespace>/<name>`, or `<name>`) as operator-sdk's annotations name
+    /// it, for a child no owner reference links (cluster-scoped, or in another namespace).
+    annotated: Option<String>,
     namespace: Option<String>,
     name: String,
     owners: Vec<String>,
@@ -100,6 +103,7 @@ pub(crate) async fn run(shard: ShardContext, labels: Labels, scope: Scope) {
         // of thousands of 409s that held the API server for minutes).
         let watch = Watch::start(&shard, &scope);
         let mut written = Written::default();
+        let discovery = crate::dynamic::Discovery::new(shard.sharder_client.clone());
         loop {
             if views.changed().await.is_err() {
                 shard.reports.forget(id);
@@ -111,7 +115,7 @@ pub(crate) async fn run(shard: ShardContext, labels: Labels, scope: Scope) {
                 place(
                     &shard,
                     &labels,
-                    &scope,
+                    (&scope, &discovery),
                     id,
                     &watch.store,
                     &view,
@@ -207,7 +211,7 @@ impl Written {
 async fn place(
     shard: &ShardContext,
     labels: &Labels,
-    scope: &Scope,
+    (scope, discovery): (&Scope, &crate::dynamic::Discovery),
     id: u64,
     store: &Store<Meta>,
     view: &MemberView,
@@ -220,8 +224,12 @@ async fn place(
         .collect();
     let now = view.at(std::time::Instant::now());
     // The child kinds of this round: an orphan names its kind by its place in this list.
-    let kinds = scope.children.kinds();
-    let orphans = taken_children(shard, labels, &kinds, &now).await;
+    let mut kinds = scope.children.kinds();
+    if !now.taken.is_empty() {
+        kinds.extend(recorded_kinds(scope, discovery).await);
+    }
+    let primary_type = super::children::primary_type(&scope.resource);
+    let orphans = taken_children(shard, labels, (&kinds, &primary_type), &now).await;
     // A member's takeover is held while a child still carries its name.
     on.extend(orphans.keys().cloned());
     shard.reports.report(id, on);
@@ -386,13 +394,39 @@ async fn write(
     }
 }
 
+/// The kinds recorded for the controller (on any replica: the record of child kinds, a
+/// taken-over member's own included) that no cache here watches, where the sharder lists
+/// them: a namespaced kind in the controller's namespace (all when None), with no selector
+/// but the member's shard label. A kind not served is reported and skipped.
+async fn recorded_kinds(scope: &Scope, discovery: &crate::dynamic::Discovery) -> Vec<ChildKind> {
+    let mut out = Vec::new();
+    for gvk in scope.children.unstarted() {
+        match discovery.resolve(&gvk).await {
+            Ok(r) => out.push(ChildKind {
+                resource: r.resource,
+                namespace: if r.namespaced {
+                    scope.namespace.clone()
+                } else {
+                    None
+                },
+                selector: String::new(),
+            }),
+            Err(e) => {
+                tracing::warn!(kind = %gvk.kind, error = %e, "a recorded child kind is not served: its children are not relabelled")
+            }
+        }
+    }
+    out
+}
+
 /// Per member taken over (and still within its takeover), the children of the controller's
 /// child `kinds` labelled with it; none when no member is taken over (the usual round costs
-/// nothing).
+/// nothing). A child linked to its owner by operator-sdk's annotations (naming a
+/// `primary_type` object) keeps that owner's key.
 async fn taken_children(
     shard: &ShardContext,
     labels: &Labels,
-    kinds: &[ChildKind],
+    (kinds, primary_type): (&[ChildKind], &str),
     view: &MemberView,
 ) -> HashMap<String, Vec<Orphan>> {
     let mut found: HashMap<String, Vec<Orphan>> = HashMap::new();
@@ -417,6 +451,7 @@ async fn taken_children(
                     for c in list.items {
                         found.entry(member.clone()).or_default().push(Orphan {
                             kind: k,
+                            annotated: super::children::annotated_owner(&c.metadata, primary_type),
                             namespace: c.metadata.namespace.clone(),
                             name: c.name_any(),
                             owners: c
@@ -452,6 +487,9 @@ fn children_plan(
     view: &MemberView,
     steps: &[(Arc<Meta>, Step)],
 ) -> (HashMap<String, Vec<Orphan>>, Leftovers) {
+    if orphans.values().all(Vec::is_empty) {
+        return Default::default();
+    }
     let moving: HashSet<&str> = steps
         .iter()
         .filter(|(_, s)| matches!(s, Step::Assign(_)))
@@ -466,17 +504,32 @@ fn children_plan(
             ))
         })
         .collect();
+    let by_key: HashMap<String, &str> = objects
+        .iter()
+        .filter_map(|o| {
+            Some((
+                super::children::annotation_key(o.meta()),
+                o.meta().uid.as_deref()?,
+            ))
+        })
+        .collect();
     let mut with_owner: HashMap<String, Vec<Orphan>> = HashMap::new();
     let mut leftover = Vec::new();
     for c in orphans.values().flatten() {
-        if let Some(uid) = c.owners.iter().find(|u| moving.contains(u.as_str())) {
-            with_owner.entry(uid.clone()).or_default().push(c.clone());
+        let annotated = c
+            .annotated
+            .as_ref()
+            .and_then(|k| by_key.get(k))
+            .map(|u| u.to_string());
+        let owners: Vec<&String> = c.owners.iter().chain(annotated.as_ref()).collect();
+        if let Some(uid) = owners.iter().find(|u| moving.contains(u.as_str())) {
+            with_owner
+                .entry(uid.to_string())
+                .or_default()
+                .push(c.clone());
             continue;
         }
-        let owner = c
-            .owners
-            .iter()
-            .find_map(|u| placed.get(u.as_str()).copied());
+        let owner = owners.iter().find_map(|u| placed.get(u.as_str()).copied());
         match owner {
             // No placed object owns it: cached by every replica until its owner is placed.
             None | Some(None) => leftover.push((c.clone(), None)),
@@ -723,6 +776,7 @@ mod tests {
     fn orphan(name: &str, owners: &[&str]) -> Orphan {
         Orphan {
             kind: 0,
+            annotated: None,
             namespace: Some("ns".into()),
             name: name.into(),
             owners: owners.iter().map(|s| s.to_string()).collect(),
@@ -773,6 +827,53 @@ mod tests {
             ],
             "to where the owner is; no placed owner: unlabelled; c2 waits with its owner"
         );
+    }
+
+    #[test]
+    fn a_child_linked_by_annotations_only_follows_its_owner() {
+        let l = Labels::for_operator("op");
+        let mut moving = (*object(0, &[(&l.shard, "dead")])).clone();
+        moving.metadata.namespace = Some("shop".into());
+        let mut staying = (*object(1, &[(&l.shard, "b")])).clone();
+        staying.metadata.namespace = Some("shop".into());
+        let objects = vec![Arc::new(moving), Arc::new(staying)];
+        let mut v = view(&["a", "b"]);
+        v.taken = ["dead".to_string()].into();
+        let steps = vec![(objects[0].clone(), Step::Assign("a".into()))];
+        let linked = |name: &str, key: &str| Orphan {
+            annotated: Some(key.into()),
+            namespace: None,
+            ..orphan(name, &[])
+        };
+        let orphans: HashMap<String, Vec<Orphan>> = [(
+            "dead".to_string(),
+            vec![
+                linked("role-o0", "shop/o0"),
+                linked("role-o1", "shop/o1"),
+                linked("role-none", "shop/nobody"),
+            ],
+        )]
+        .into();
+        let (with, leftover) = children_plan(&orphans, &objects, &l, &v, &steps);
+        let with: Vec<&str> = with
+            .get("uid-0")
+            .into_iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(with, ["role-o0"], "relabelled before its owner moves");
+        let left: Vec<(String, Option<String>)> =
+            leftover.into_iter().map(|(c, to)| (c.name, to)).collect();
+        assert_eq!(
+            left,
+            vec![
+                ("role-o1".to_string(), Some("b".to_string())),
+                ("role-none".to_string(), None)
+            ]
+        );
+        // No member taken over: nothing planned, nothing indexed.
+        let (with, leftover) = children_plan(&HashMap::new(), &objects, &l, &v, &steps);
+        assert!(with.is_empty() && leftover.is_empty());
     }
 
     #[test]

@@ -29,13 +29,19 @@
 //!   children and the unlabelled ones ([`child_selectors`]), and a hand-off or a takeover
 //!   relabels an object's children of every kind joined so far on that replica.
 //!
-//! What it does not do: a kind the replica doing a move never started is not relabelled
-//! (see the runtime README); a role that falls back to real Ansible writes through its own,
+//! * **Every replica knows every child kind.** The kinds started on any replica are written
+//!   in the [`record`] each Lease carries (a member's, the sharder's) and read back by the
+//!   others: the takeover relabels a dead member's children of each kind recorded (its own
+//!   record included), a hand-off lists once the kinds recorded but not started on its
+//!   replica, and both find children linked to their owner by operator-sdk's annotations.
+//!
+//! What it does not do: a role that falls back to real Ansible writes through its own,
 //! unfenced client (as with leader election).
 pub mod children;
 pub mod coordinator;
 pub mod kind;
 pub mod place;
+pub mod record;
 pub mod ring;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -1,0 +1,417 @@
+//! The record of child kinds on the leader Lease, on the real API server. Replica a leads
+//! and meets a child kind only while reconciling (a `DynamicChildren` cache started by the
+//! reconcile, as the Helm and Ansible flavours start theirs); a writes it on the Lease with
+//! its next renewal. Replica b, a standby of another identity, reads it from the Lease it
+//! campaigns for and lists that kind before it leads: after a stops, b's first reconcile
+//! lists nothing. A record someone edited into garbage is ignored with a warning — the
+//! replicas go on, and the leader's next renewal writes its record over it.
+//!
+//! Sharded, the same operator on two members: the member that reconciles the one widget is
+//! the only one to start its child kinds; it is then stopped dead (its manager aborted: no
+//! Lease released, as after a `kill -9`). The sharder relabels the widget's children of the
+//! kinds the dead member recorded — the ConfigMap, and a ClusterRole linked to the widget by
+//! operator-sdk's annotations only — and the survivor reconciles the widget without a 409.
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bosun_runtime::apply::Applier;
+use bosun_runtime::client::{client_fenced, client_with, Pool};
+use bosun_runtime::dynamic::{ChildCacheError, Discovery, DynamicChildren};
+use bosun_runtime::dynamic::{PRIMARY_RESOURCE_ANNOTATION, PRIMARY_RESOURCE_TYPE_ANNOTATION};
+use bosun_runtime::error::{Categorized, ErrorCategory};
+use bosun_runtime::fence::Fence;
+use bosun_runtime::leader::LeaderConfig;
+use bosun_runtime::manager::{
+    ControllerContext, Manager, ManagerConfig, ManagerError, Operator, OperatorError,
+};
+use bosun_runtime::rbac::Rbac;
+use bosun_runtime::shard::record::{self, CHILD_KINDS_ANNOTATION};
+use bosun_runtime::shard::ShardConfig;
+use bosun_runtime::{Primary, Scope, Wiring};
+use bosun_testenv::{shared, test_namespace};
+use common::*;
+use futures::future::BoxFuture;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::controller::Action;
+use kube::{Client, Resource, ResourceExt};
+
+const LEASE: &str = "record";
+const KIND_LABEL: &str = "bosun-test/record";
+
+/// An operator whose child kinds are met by its reconcile: each widget's ConfigMap, and a
+/// ClusterRole naming the widget by operator-sdk's annotations, applied against caches the
+/// first reconcile starts.
+struct MeetsItsKindLate {
+    identity: String,
+}
+
+struct Ctx {
+    client: Client,
+    identity: String,
+    applier: Applier,
+    children: DynamicChildren<Widget>,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("api: {0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Children(#[from] ChildCacheError),
+}
+
+impl Categorized for Error {
+    fn category(&self) -> ErrorCategory {
+        ErrorCategory::Api
+    }
+}
+
+async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let ns = w.namespace().unwrap_or_default();
+    let cache = ctx
+        .children
+        .cache(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
+        .await?;
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("{}-w", w.name_any())),
+            namespace: Some(ns.clone()),
+            labels: Some([(KIND_LABEL.to_string(), "yes".to_string())].into()),
+            owner_references: w.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        data: Some([("reconciledBy".to_string(), ctx.identity.clone())].into()),
+        ..Default::default()
+    };
+    ctx.applier
+        .apply(
+            &Api::namespaced(ctx.client.clone(), &ns),
+            &cm,
+            cache.meta(&ns, &cm.name_any()).as_ref(),
+        )
+        .await?;
+    let roles = ctx
+        .children
+        .cache(&GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+        ))
+        .await?;
+    let role = ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(format!("{ns}-{}", w.name_any())),
+            labels: Some([(KIND_LABEL.to_string(), "yes".to_string())].into()),
+            annotations: Some(
+                [
+                    (
+                        PRIMARY_RESOURCE_ANNOTATION.to_string(),
+                        format!("{ns}/{}", w.name_any()),
+                    ),
+                    (
+                        PRIMARY_RESOURCE_TYPE_ANNOTATION.to_string(),
+                        "Widget.test.bosun.dev".to_string(),
+                    ),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    ctx.applier
+        .apply(
+            &Api::all(ctx.client.clone()),
+            &role,
+            roles.meta("", &role.name_any()).as_ref(),
+        )
+        .await?;
+    Ok(Action::await_change())
+}
+
+impl Operator for MeetsItsKindLate {
+    fn name(&self) -> &str {
+        "meets-its-kind-late"
+    }
+    fn crds(&self) -> Vec<CustomResourceDefinition> {
+        Vec::new()
+    }
+    fn rbac(&self) -> Rbac {
+        Rbac::default()
+    }
+    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
+        let identity = self.identity.clone();
+        Box::pin(async move {
+            let client = ctx.client.clone();
+            let discovery = Discovery::new(client.clone());
+            ctx.run_controller(
+                |ns| {
+                    let (children, trigger) = DynamicChildren::new(
+                        client.clone(),
+                        discovery.clone(),
+                        ns,
+                        &format!("{KIND_LABEL}=yes"),
+                        (),
+                    );
+                    let late = children.wired();
+                    let context = Arc::new(Ctx {
+                        client: client.clone(),
+                        identity: identity.clone(),
+                        applier: Applier::new("bosun-test-record"),
+                        children,
+                    });
+                    let api = bosun_runtime::cache::scoped_api(client.clone(), ns);
+                    Wiring::new(Primary::watch(api, (), Default::default()), context)
+                        .trigger(trigger)
+                        .late_children(late)
+                },
+                reconcile,
+            )
+            .await;
+            Ok(())
+        })
+    }
+}
+
+/// A replica in this process under `identity`, its ConfigMap LISTs counted in `lists`.
+fn replica(
+    config: &kube::Config,
+    ns: &str,
+    identity: &str,
+    lists: &Arc<AtomicUsize>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), ManagerError>>,
+) {
+    let fence = Fence::new();
+    let observe = layers::Observe::lists(&["configmaps"], {
+        let lists = lists.clone();
+        move |_| {
+            lists.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let client = fenced_client(config.clone(), &fence, &observe);
+    let leader_client = Client::try_from(config.clone()).expect("leader client");
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.into()]),
+        leader: Some(LeaderConfig::new(LEASE, ns, identity)),
+        ..Default::default()
+    };
+    run_until_stopped(
+        Manager::new(client, cfg)
+            .with_leader_client(leader_client)
+            .with_fence(fence)
+            .with_operator(Arc::new(MeetsItsKindLate {
+                identity: identity.into(),
+            })),
+    )
+}
+
+async fn lease_record(client: &Client, ns: &str) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), ns)
+        .get_opt(LEASE)
+        .await
+        .ok()
+        .flatten()?
+        .metadata
+        .annotations?
+        .get(CHILD_KINDS_ANNOTATION)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_standby_warms_the_kinds_the_leader_met_at_run_time() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = test_namespace(&admin, "record-failover").await.expect("ns");
+    let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "r1", "x", 0))
+        .await
+        .expect("create");
+    let config = cp.config().await.expect("config");
+
+    let a_lists = Arc::new(AtomicUsize::new(0));
+    let (stop_a, run_a) = replica(&config, &ns, "a", &a_lists);
+    eventually(30, || async {
+        (reconciled_by(&admin, &ns, "r1").await.as_deref() == Some("a")).then_some(())
+    })
+    .await
+    .expect("a leads, its reconcile starting the ConfigMap cache");
+    let text = eventually(30, || lease_record(&admin, &ns))
+        .await
+        .expect("a's renewals carry the kinds it met");
+    let kinds = record::parse(&text).expect("a valid record");
+    assert!(
+        kinds
+            .get("meets-its-kind-late")
+            .is_some_and(|k| k.contains("v1/ConfigMap")),
+        "{text}"
+    );
+
+    let b_lists = Arc::new(AtomicUsize::new(0));
+    let (stop_b, run_b) = replica(&config, &ns, "b", &b_lists);
+    eventually(30, || async { (b_lists.load(Ordering::SeqCst) >= 1).then_some(()) })
+        .await
+        .expect("standby b lists the ConfigMaps the leader met, before it leads (a cold standby never does)");
+    assert_eq!(
+        lease_holder(&admin, &ns, LEASE).await.as_deref(),
+        Some("a"),
+        "b warmed as a standby"
+    );
+    let warmed = b_lists.load(Ordering::SeqCst);
+
+    // Someone edits the record into garbage, then into too much: both ignored, with a
+    // warning; a's next renewal writes its record over it, and nobody stops.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
+    let oversized = serde_json::json!({
+        "meets-its-kind-late": (0..=record::MAX_KINDS).map(|i| format!("v1/K{i}")).collect::<Vec<_>>()
+    })
+    .to_string();
+    for bad in ["{not json", oversized.as_str()] {
+        let patch = serde_json::json!({
+            "metadata": { "annotations": BTreeMap::from([(CHILD_KINDS_ANNOTATION, bad)]) }
+        });
+        leases
+            .patch(LEASE, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("edit the lease");
+        eventually(30, || async {
+            let t = lease_record(&admin, &ns).await?;
+            record::parse(&t).is_ok().then_some(())
+        })
+        .await
+        .expect("the leader writes a valid record over the edited one");
+    }
+    assert!(
+        !run_a.is_finished() && !run_b.is_finished(),
+        "nobody crashed"
+    );
+
+    // a stops (it releases the Lease): b leads, and its first reconcile lists nothing.
+    let _ = stop_a.send(());
+    run_a.await.expect("join").expect("a stopped cleanly");
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "r2", "y", 0))
+        .await
+        .expect("create");
+    eventually(30, || async {
+        (reconciled_by(&admin, &ns, "r2").await.as_deref() == Some("b")).then_some(())
+    })
+    .await
+    .expect("b leads and reconciles");
+    assert_eq!(
+        b_lists.load(Ordering::SeqCst),
+        warmed,
+        "the new leader listed ConfigMaps once it led: its cache was cold"
+    );
+    let _ = stop_b.send(());
+    run_b.await.expect("join").expect("b stopped cleanly");
+}
+
+/// A sharded member in this process, as `bosun run --sharding` builds one.
+fn member(
+    config: &kube::Config,
+    ns: &str,
+    identity: &str,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), ManagerError>>,
+) {
+    let fence = Fence::new();
+    let client =
+        client_fenced(config.clone(), None, Pool::default(), Some(&fence)).expect("client");
+    let sharder_fence = Fence::new();
+    let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))
+        .expect("sharder client");
+    let shard = ShardConfig::new(LeaderConfig::new(LEASE, ns, identity)).expect("shard config");
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.into()]),
+        ..Default::default()
+    };
+    run_until_stopped(
+        Manager::new(client, cfg)
+            .with_leader_client(client_with(config.clone(), None, Pool::default()).expect("client"))
+            .with_fence(fence)
+            .with_sharding(shard, sharder, sharder_fence)
+            .with_operator(Arc::new(MeetsItsKindLate {
+                identity: identity.into(),
+            })),
+    )
+}
+
+const SHARD: &str = "shard.bosun.dev/meets-its-kind-late";
+
+fn shard_of(labels: Option<&BTreeMap<String, String>>) -> Option<String> {
+    labels?.get(SHARD).cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sharder_relabels_the_kinds_only_a_dead_member_started() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = test_namespace(&admin, "record-takeover").await.expect("ns");
+    let config = cp.config().await.expect("config");
+    let mut members = BTreeMap::from([
+        ("m1", member(&config, &ns, "m1")),
+        ("m2", member(&config, &ns, "m2")),
+    ]);
+    let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
+    widgets
+        .create(&PostParams::default(), &widget(&ns, "t1", "x", 0))
+        .await
+        .expect("create");
+    // The widget's member reconciles it: only it starts the ConfigMap and ClusterRole kinds.
+    let first = eventually(60, || async {
+        let placed = shard_of(widgets.get("t1").await.ok()?.metadata.labels.as_ref())?;
+        (reconciled_by(&admin, &ns, "t1").await? == placed).then_some(placed)
+    })
+    .await
+    .expect("the widget placed and reconciled by its member");
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    let role = format!("{ns}-t1");
+    let labelled = |who: String| {
+        let roles = roles.clone();
+        let role = role.clone();
+        let admin = admin.clone();
+        let ns = ns.clone();
+        async move {
+            let r = shard_of(roles.get(&role).await.ok()?.metadata.labels.as_ref())?;
+            let cm: Api<ConfigMap> = Api::namespaced(admin, &ns);
+            let c = shard_of(cm.get("t1-w").await.ok()?.metadata.labels.as_ref())?;
+            (r == who && c == who).then_some(())
+        }
+    };
+    eventually(30, || labelled(first.clone()))
+        .await
+        .expect("both children carry their owner's member");
+
+    // Stopped dead: nothing released, its Lease expires and the sharder takes it over.
+    let (_, run) = members.remove(first.as_str()).expect("member");
+    run.abort();
+    let _ = run.await;
+    let survivor = members.keys().next().expect("a survivor").to_string();
+    eventually(90, || async {
+        (reconciled_by(&admin, &ns, "t1").await? == survivor).then_some(())
+    })
+    .await
+    .expect("the survivor reconciles the widget (its applier refused, 409, a child still labelled with the dead member)");
+    eventually(30, || labelled(survivor.clone())).await.expect(
+        "the ConfigMap and the annotation-linked ClusterRole follow their owner to the survivor",
+    );
+    let _ = roles.delete(&role, &Default::default()).await;
+    for (_, (stop, run)) in members {
+        let _ = stop.send(());
+        run.await.expect("join").expect("stopped cleanly");
+    }
+}
