@@ -273,6 +273,15 @@ struct Cost {
     reconciles: f64,
     errors: f64,
     mean_reconcile: f64,
+    /// Work started (reconciles and hand-offs) by queue priority: from a watch event (a
+    /// user's change, a placement, a child's event) and from a list, a requeue timer or a
+    /// retry; and the sharder's label writes. Why the reconciles started.
+    started_user: f64,
+    started_background: f64,
+    label_writes: f64,
+    /// Each replica's CPU seconds and label writes: the one that placed the objects (the
+    /// sharder) writes them all.
+    per_replica: Vec<(f64, f64)>,
     /// The machine's mean 1-minute load average over the run, everyone's processes counted.
     load: f64,
 }
@@ -343,6 +352,10 @@ async fn run(args: &Args, n: usize, replicas: usize) -> anyhow::Result<(Cost, Ve
         reconciles: 0.0,
         errors: 0.0,
         mean_reconcile: 0.0,
+        started_user: 0.0,
+        started_background: 0.0,
+        label_writes: 0.0,
+        per_replica: Vec::new(),
         load: load.0 / f64::from(load.1.max(1)),
     };
     let (mut reconciles, mut errors, mut timed, mut seconds) = (0.0, 0.0, 0.0, 0.0);
@@ -361,6 +374,17 @@ async fn run(args: &Args, n: usize, replicas: usize) -> anyhow::Result<(Cost, Ve
     cost.reconciles = reconciles;
     cost.errors = errors;
     cost.mean_reconcile = seconds / timed.max(1.0);
+    for r in &live {
+        let started = |priority| r.metric("workqueue_queue_duration_seconds_count{", priority);
+        cost.started_user += started("priority=\"0\"").await.unwrap_or_default();
+        cost.started_background += started("priority=\"-100\"").await.unwrap_or_default();
+        let writes = r
+            .metric("bosun_shard_label_writes_total{", "")
+            .await
+            .unwrap_or_default();
+        cost.label_writes += writes;
+        cost.per_replica.push((proc_cpu_seconds(r.pid), writes));
+    }
     let completed = player.completed.load(Ordering::Relaxed);
     player.task.abort();
     anyhow::ensure!(
@@ -395,13 +419,19 @@ async fn run(args: &Args, n: usize, replicas: usize) -> anyhow::Result<(Cost, Ve
 fn cost_note(c: &Cost, cores: f64) -> String {
     format!(
         "first release at {:.1} s, {:.1} releases/s from 10 % to 90 %; workers busy on \
-         average {:.1?}; {:.0} reconciles ({:.0} errors) of {:.2} s on average; CPU s: replicas {:.1}, API server + etcd {:.1}, harness {:.1}; {:.0} % of {cores} cores busy; machine load average {:.1}",
+         average {:.1?}; {:.0} reconciles ({:.0} errors) of {:.2} s on average; work started \
+         {:.0} from watch events, {:.0} from lists, timers and retries; {:.0} sharder label \
+         writes; CPU s (each replica's, with its label writes: {:.1?}): replicas {:.1}, API server + etcd {:.1}, harness {:.1}; {:.0} % of {cores} cores busy; machine load average {:.1}",
         c.first,
         c.rate,
         c.busy_workers,
         c.reconciles,
         c.errors,
         c.mean_reconcile,
+        c.started_user,
+        c.started_background,
+        c.label_writes,
+        c.per_replica,
         c.replicas_cpu,
         c.server_cpu,
         c.harness_cpu,
