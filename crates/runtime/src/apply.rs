@@ -78,9 +78,29 @@ fn add_labels(meta: &mut ObjectMeta, labels: std::collections::BTreeMap<String, 
     }
 }
 
-/// The hash of a desired object, as stored in [`HASH_ANNOTATION`].
-pub fn desired_hash<K: Serialize>(obj: &K) -> Result<String, serde_json::Error> {
-    let bytes = serde_json::to_vec(obj)?;
+/// The hash of a desired object, as stored in [`HASH_ANNOTATION`]. A shard label
+/// (`shard.bosun.dev/…`) counts by its presence, not its value: a move relabels a child with
+/// its owner's new member without the applier's write, and the annotation must still match
+/// what the new member would send; a child that lacks the label (created unsharded) still
+/// differs. An object without one hashes as it always did.
+pub fn desired_hash<K: Resource + Serialize + Clone>(obj: &K) -> Result<String, serde_json::Error> {
+    let sharded = obj
+        .meta()
+        .labels
+        .iter()
+        .flatten()
+        .any(|(k, _)| k.starts_with(crate::shard::SHARD_LABEL));
+    let bytes = if sharded {
+        let mut neutral = obj.clone();
+        for (k, v) in neutral.meta_mut().labels.iter_mut().flatten() {
+            if k.starts_with(crate::shard::SHARD_LABEL) {
+                v.clear();
+            }
+        }
+        serde_json::to_vec(&neutral)?
+    } else {
+        serde_json::to_vec(obj)?
+    };
     Ok(hex::encode(&Sha256::digest(&bytes)[..12]))
 }
 
@@ -106,6 +126,16 @@ fn uid_key(meta: &ObjectMeta) -> u128 {
             meta.name.as_deref().unwrap_or("")
         )),
     }
+}
+
+/// Whether `live` carries every shard label `desired` does, with its value.
+fn labelled(live: &ObjectMeta, desired: &ObjectMeta) -> bool {
+    desired
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with(crate::shard::SHARD_LABEL))
+        .all(|(k, v)| live.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
 }
 
 /// The bits of a [`desired_hash`] (24 hex digits).
@@ -293,7 +323,14 @@ impl Applier {
                         // created a moment ago (for an earlier reconcile) may not show yet.
                         // It is ours only if this field manager applied exactly this state.
                         match self.own_creation(api, &hash, want, &obj.name_any()).await? {
-                            Some(live) => live,
+                            Some(live) if labelled(live.meta(), obj.meta()) => live,
+                            // Ours, but its shard label was changed or removed (so the
+                            // cache, which selects on it, cannot show it): put it back.
+                            Some(_) => {
+                                let params = PatchParams::apply(&self.field_manager).force();
+                                api.patch(&obj.name_any(), &params, &Patch::Apply(&value))
+                                    .await?
+                            }
                             None => return Err(kube::Error::Api(s)),
                         }
                     }
@@ -481,6 +518,50 @@ mod tests {
             Some("m")
         );
         assert_eq!(labels.get("app").map(String::as_str), Some("x"));
+    }
+
+    #[test]
+    fn a_shard_label_counts_by_presence_not_value() {
+        let mut c = cm("a");
+        let unsharded = desired_hash(&c).expect("hash");
+        // Unsharded, the hash is what it always was: an upgrade re-applies nothing.
+        let bytes = serde_json::to_vec(&c).expect("json");
+        assert_eq!(unsharded, hex::encode(&Sha256::digest(&bytes)[..12]));
+        let on = |c: &mut ConfigMap, member: &str| {
+            c.metadata.labels = Some(BTreeMap::from([
+                ("app".to_string(), "x".to_string()),
+                ("shard.bosun.dev/op".to_string(), member.to_string()),
+            ]));
+            desired_hash(c).expect("hash")
+        };
+        let (m1, m2) = (on(&mut c, "m1"), on(&mut c, "m2"));
+        // A move changes the label's value only: the annotation still matches.
+        assert_eq!(m1, m2);
+        // A child without the label (made unsharded) differs: its member's apply labels it.
+        c.metadata.labels = Some(BTreeMap::from([("app".to_string(), "x".to_string())]));
+        assert_ne!(desired_hash(&c).expect("hash"), m1);
+        // Anything else still counts.
+        on(&mut c, "m1");
+        c.data = Some(BTreeMap::from([("k".to_string(), "b".to_string())]));
+        assert_ne!(desired_hash(&c).expect("hash"), m1);
+    }
+
+    #[test]
+    fn labelled_wants_every_shard_label_with_its_value() {
+        let with = |labels: &[(&str, &str)]| ObjectMeta {
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let desired = with(&[("app", "x"), ("shard.bosun.dev/op", "m1")]);
+        assert!(labelled(&with(&[("shard.bosun.dev/op", "m1")]), &desired));
+        assert!(!labelled(&with(&[("shard.bosun.dev/op", "m2")]), &desired));
+        assert!(!labelled(&with(&[("app", "x")]), &desired));
+        assert!(labelled(&ObjectMeta::default(), &with(&[("app", "x")])));
     }
 
     #[test]

@@ -102,9 +102,24 @@ pub struct ChildWatch {
     /// The cached children of an owner, by its UID: their namespaces and names.
     children_of: OwnedBy,
     len: Box<dyn Fn() -> usize + Send + Sync>,
+    /// The applier's field manager, for a cache that keeps its fingerprints: a hand-off
+    /// relabels the children under that name, so the label stays among the fields the
+    /// applier owns and the new member finds them in place.
+    manager: std::sync::OnceLock<Arc<str>>,
 }
 
 impl ChildWatch {
+    /// The field manager whose fingerprints the cache keeps (None: it keeps none).
+    pub(crate) fn manager(&self) -> Option<&str> {
+        self.manager.get().map(|m| &**m)
+    }
+
+    fn keeps_fingerprints_of(&self, fps: Option<&Fingerprints>) {
+        if let Some(fps) = fps {
+            let _ = self.manager.set(fps.manager.clone());
+        }
+    }
+
     /// Selects on the shard labels (before the watches start; later, ignored: a watch that
     /// has started keeps what it lists).
     pub(crate) fn select(&self, selectors: crate::shard::ChildSelectors) -> bool {
@@ -125,6 +140,7 @@ impl ChildWatch {
             own_selector: own_selector.to_string(),
             children_of: Box::new(|_| Vec::new()),
             len: Box::new(|| 0),
+            manager: std::sync::OnceLock::new(),
         }
     }
 
@@ -688,6 +704,7 @@ where
         own_selector: own_selector.to_string(),
         children_of: Box::new(move |uid| owners.owned_by(uid)),
         len: Box::new(move || counted.len()),
+        manager: std::sync::OnceLock::new(),
     });
     let events = child_events(slot.clone(), store.clone(), start);
     let (stream, mut synced) = reflect_into(store.clone(), events, true);
@@ -1059,6 +1076,9 @@ where
                 .boxed()
         },
     );
+    if let Some(w) = synced.child_watch() {
+        w.keeps_fingerprints_of(Some(&fps));
+    }
     let held = Held {
         store,
         synced,
@@ -1127,6 +1147,9 @@ where
                 .boxed()
             },
         );
+        if let Some(w) = synced.child_watch() {
+            w.keeps_fingerprints_of(fingerprints.as_ref());
+        }
         (
             ChildCache {
                 held: Held {

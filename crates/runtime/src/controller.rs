@@ -818,9 +818,10 @@ where
                     .watches()
                     .iter()
                     .flat_map(|c| {
+                        let manager = c.manager().map(str::to_string);
                         c.children_of(uid)
                             .into_iter()
-                            .map(|(ns, n)| (c.resource.clone(), ns, n))
+                            .map(move |(ns, n)| (c.resource.clone(), ns, n, manager.clone()))
                     })
                     .collect()
             })
@@ -850,12 +851,18 @@ where
             {
                 return Next::Retry(Duration::from_secs(1));
             }
-            let relabelled = futures::future::join_all(kids.iter().map(|(ar, ns, child)| {
+            let relabelled = futures::future::join_all(kids.iter().map(|(ar, ns, child, manager)| {
                 let api = crate::shard::kind::api(client.clone(), ar, ns.as_deref());
                 let body = &child_body;
+                // Under the applier's field manager: the label stays its own (with the new
+                // value), so the new member's applier finds the child in place.
+                let params = kube::api::PatchParams {
+                    field_manager: manager.clone(),
+                    ..Default::default()
+                };
                 async move {
                     match api
-                        .patch_metadata(child, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(body))
+                        .patch_metadata(child, &params, &kube::api::Patch::Merge(body))
                         .await
                     {
                         Ok(_) => Ok(()),

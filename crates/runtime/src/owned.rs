@@ -83,6 +83,26 @@ pub fn holds(entries: &[ManagedFieldsEntry], manager: &str) -> bool {
     field_sets(entries, manager).next().is_some()
 }
 
+/// The field manager that owns label `key` of the object (an applying one first, when the
+/// label is shared): a relabel written under its name leaves the label with that manager,
+/// so the manager's [`live`] fingerprint keeps covering it (with the new value) instead of
+/// losing it to whoever relabelled — a server-side applier then finds the object in place
+/// once it wants that value. None when nobody owns the label.
+pub fn label_owner<'a>(entries: &'a [ManagedFieldsEntry], key: &str) -> Option<&'a str> {
+    let field = format!("f:{key}");
+    entries
+        .iter()
+        .filter(|e| e.subresource.as_deref().unwrap_or("").is_empty())
+        .filter(|e| {
+            e.fields_v1
+                .as_ref()
+                .and_then(|f| f.0.get("f:metadata")?.get("f:labels")?.get(&field))
+                .is_some()
+        })
+        .min_by_key(|e| e.operation.as_deref() != Some("Apply"))
+        .and_then(|e| e.manager.as_deref())
+}
+
 /// The fingerprint `live` gives once `applied` (the object as sent, with apiVersion and
 /// kind) is in place and untouched.
 pub fn desired(applied: &Value) -> Fingerprint {
@@ -628,6 +648,23 @@ mod tests {
         obj["status"]["replicas"] = json!(3);
         obj["metadata"]["labels"]["more"] = json!("x");
         assert_eq!(fp(&obj, owned_fields()), Some(want));
+    }
+
+    #[test]
+    fn a_labels_owner_is_found_an_applier_first() {
+        let label = |k: &str| json!({"f:metadata": {"f:labels": {format!("f:{k}"): {}}}});
+        let entries = [
+            entry("kubectl", "Update", label("other")),
+            entry("relabeller", "Update", label("shard.bosun.dev/op")),
+            entry("bosun", "Apply", label("shard.bosun.dev/op")),
+        ];
+        assert_eq!(label_owner(&entries, "shard.bosun.dev/op"), Some("bosun"));
+        assert_eq!(
+            label_owner(&entries[..2], "shard.bosun.dev/op"),
+            Some("relabeller")
+        );
+        assert_eq!(label_owner(&entries, "other"), Some("kubectl"));
+        assert_eq!(label_owner(&entries, "missing"), None);
     }
 
     #[test]

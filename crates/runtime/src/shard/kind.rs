@@ -73,6 +73,8 @@ struct Orphan {
     namespace: Option<String>,
     name: String,
     owners: Vec<String>,
+    /// The field manager that owns its shard label: the relabel writes under that name.
+    manager: Option<String>,
 }
 
 type Meta = PartialObjectMeta<DynamicObject>;
@@ -461,6 +463,12 @@ async fn taken_children(
                                 .flatten()
                                 .map(|r| r.uid.clone())
                                 .collect(),
+                            manager: c
+                                .metadata
+                                .managed_fields
+                                .as_deref()
+                                .and_then(|e| crate::owned::label_owner(e, &labels.shard))
+                                .map(str::to_string),
                         });
                     }
                 }
@@ -564,7 +572,9 @@ async fn relabel_leftovers(
 }
 
 /// Writes `to` (None: removes it) as the shard label of `children`, through the sharder's
-/// client. True when every one was written (or had gone).
+/// client, each under the field manager that owns its label (the member's applier, so the
+/// label stays among its fields and the new member finds the child in place). True when
+/// every one was written (or had gone).
 async fn relabel(
     shard: &ShardContext,
     labels: &Labels,
@@ -584,8 +594,12 @@ async fn relabel(
                 &kind.resource,
                 c.namespace.as_deref(),
             );
+            let params = PatchParams {
+                field_manager: c.manager.clone(),
+                ..Default::default()
+            };
             match api
-                .patch_metadata(&c.name, &PatchParams::default(), &Patch::Merge(body))
+                .patch_metadata(&c.name, &params, &Patch::Merge(body))
                 .await
             {
                 Ok(_) => true,
@@ -780,6 +794,7 @@ mod tests {
             namespace: Some("ns".into()),
             name: name.into(),
             owners: owners.iter().map(|s| s.to_string()).collect(),
+            manager: None,
         }
     }
 
