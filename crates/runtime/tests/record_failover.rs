@@ -46,9 +46,9 @@ use kube::{Client, Resource, ResourceExt};
 const LEASE: &str = "record";
 const KIND_LABEL: &str = "bosun-test/record";
 
-/// An operator whose child kinds are met by its reconcile: each widget's ConfigMap, and a
-/// ClusterRole naming the widget by operator-sdk's annotations, applied against caches the
-/// first reconcile starts.
+/// An operator whose child kinds are met by its reconcile: each widget's ClusterRole, naming
+/// the widget by operator-sdk's annotations, then its ConfigMap (naming the replica: written
+/// only once the ClusterRole is in place), against caches the first reconcile starts.
 struct MeetsItsKindLate {
     identity: String,
 }
@@ -74,8 +74,61 @@ impl Categorized for Error {
     }
 }
 
+/// The widgets each replica of this process started a reconcile of.
+static RECONCILED: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+fn reconciled(identity: &str, widget: &str) -> bool {
+    RECONCILED
+        .lock()
+        .map(|r| r.iter().any(|(i, w)| i == identity && w == widget))
+        .unwrap_or(false)
+}
+
 async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let ns = w.namespace().unwrap_or_default();
+    if let Ok(mut r) = RECONCILED.lock() {
+        r.push((ctx.identity.clone(), format!("{ns}/{}", w.name_any())));
+    }
+    let roles = ctx
+        .children
+        .cache(&GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+        ))
+        .await?;
+    // Created once, never applied over (as a Helm hook that persists, or an Ansible task
+    // that writes once): a ClusterRole the cache does not show is created, and one that
+    // exists unseen (labelled with another member) fails the reconcile with 409.
+    let name = format!("{ns}-{}", w.name_any());
+    if roles.meta("", &name).is_none() {
+        let mut labels = bosun_runtime::shard::labels_in_scope();
+        labels.insert(KIND_LABEL.to_string(), "yes".to_string());
+        let role = ClusterRole {
+            metadata: ObjectMeta {
+                name: Some(name),
+                labels: Some(labels),
+                annotations: Some(
+                    [
+                        (
+                            PRIMARY_RESOURCE_ANNOTATION.to_string(),
+                            format!("{ns}/{}", w.name_any()),
+                        ),
+                        (
+                            PRIMARY_RESOURCE_TYPE_ANNOTATION.to_string(),
+                            "Widget.test.bosun.dev".to_string(),
+                        ),
+                    ]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Api::<ClusterRole>::all(ctx.client.clone())
+            .create(&PostParams::default(), &role)
+            .await?;
+    }
     let cache = ctx
         .children
         .cache(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
@@ -96,42 +149,6 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             &Api::namespaced(ctx.client.clone(), &ns),
             &cm,
             cache.meta(&ns, &cm.name_any()).as_ref(),
-        )
-        .await?;
-    let roles = ctx
-        .children
-        .cache(&GroupVersionKind::gvk(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "ClusterRole",
-        ))
-        .await?;
-    let role = ClusterRole {
-        metadata: ObjectMeta {
-            name: Some(format!("{ns}-{}", w.name_any())),
-            labels: Some([(KIND_LABEL.to_string(), "yes".to_string())].into()),
-            annotations: Some(
-                [
-                    (
-                        PRIMARY_RESOURCE_ANNOTATION.to_string(),
-                        format!("{ns}/{}", w.name_any()),
-                    ),
-                    (
-                        PRIMARY_RESOURCE_TYPE_ANNOTATION.to_string(),
-                        "Widget.test.bosun.dev".to_string(),
-                    ),
-                ]
-                .into(),
-            ),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    ctx.applier
-        .apply(
-            &Api::all(ctx.client.clone()),
-            &role,
-            roles.meta("", &role.name_any()).as_ref(),
         )
         .await?;
     Ok(Action::await_change())
@@ -366,6 +383,15 @@ async fn the_sharder_relabels_the_kinds_only_a_dead_member_started() {
         ("m1", member(&config, &ns, "m1")),
         ("m2", member(&config, &ns, "m2")),
     ]);
+    // Both members live before the widget exists: it is placed once, on one of them.
+    for m in ["m1", "m2"] {
+        let lease = format!("{LEASE}-member-{m}");
+        eventually(30, || async {
+            (lease_holder(&admin, &ns, &lease).await? == m).then_some(())
+        })
+        .await
+        .expect("both members hold their Lease");
+    }
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     widgets
         .create(&PostParams::default(), &widget(&ns, "t1", "x", 0))
@@ -401,6 +427,10 @@ async fn the_sharder_relabels_the_kinds_only_a_dead_member_started() {
     run.abort();
     let _ = run.await;
     let survivor = members.keys().next().expect("a survivor").to_string();
+    assert!(
+        !reconciled(&survivor, &format!("{ns}/t1")),
+        "the widget moved before the test could stop its only member: inconclusive"
+    );
     eventually(90, || async {
         (reconciled_by(&admin, &ns, "t1").await? == survivor).then_some(())
     })
@@ -411,6 +441,71 @@ async fn the_sharder_relabels_the_kinds_only_a_dead_member_started() {
     );
     let _ = roles.delete(&role, &Default::default()).await;
     for (_, (stop, run)) in members {
+        let _ = stop.send(());
+        run.await.expect("join").expect("stopped cleanly");
+    }
+}
+
+/// Whether every widget of `names` is labelled with a member, reconciled by it, and its
+/// ConfigMap and annotation-linked ClusterRole labelled with it too; the members, by widget.
+async fn followed(admin: &Client, ns: &str, names: &[String]) -> Option<BTreeMap<String, String>> {
+    let widgets: Api<Widget> = Api::namespaced(admin.clone(), ns);
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    let mut on = BTreeMap::new();
+    for n in names {
+        let member = shard_of(widgets.get(n).await.ok()?.metadata.labels.as_ref())?;
+        let cm = cms.get(&format!("{n}-w")).await.ok()?;
+        let role = roles.get(&format!("{ns}-{n}")).await.ok()?;
+        let by = cm.data.as_ref()?.get("reconciledBy")?.clone();
+        let ok = by == member
+            && shard_of(cm.metadata.labels.as_ref()).as_ref() == Some(&member)
+            && shard_of(role.metadata.labels.as_ref()).as_ref() == Some(&member);
+        if !ok {
+            return None;
+        }
+        on.insert(n.clone(), member);
+    }
+    Some(on)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_annotation_linked_child_follows_its_owner_on_a_hand_off() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = test_namespace(&admin, "record-handoff").await.expect("ns");
+    let config = cp.config().await.expect("config");
+    let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
+    let names: Vec<String> = (0..10).map(|i| format!("h{i}")).collect();
+    for n in &names {
+        widgets
+            .create(&PostParams::default(), &widget(&ns, n, "x", 0))
+            .await
+            .expect("create");
+    }
+    let m1 = member(&config, &ns, "m1");
+    eventually(90, || followed(&admin, &ns, &names))
+        .await
+        .expect("m1 alone reconciles every widget");
+
+    // m2 joins: about half the widgets are handed over by m1, their children relabelled
+    // first — the ClusterRole too, which no owner reference links to its widget.
+    let m2 = member(&config, &ns, "m2");
+    let on = eventually(120, || async {
+        let on = followed(&admin, &ns, &names).await?;
+        on.values().any(|m| m == "m2").then_some(on)
+    })
+    .await
+    .expect("widgets handed over to m2 are reconciled by it, their ConfigMap and ClusterRole relabelled (m2's applier refused, 409, a ClusterRole still labelled m1)");
+    assert!(on.values().any(|m| m == "m1"), "{on:?}");
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    for n in &names {
+        let _ = roles
+            .delete(&format!("{ns}-{n}"), &Default::default())
+            .await;
+    }
+    for (stop, run) in [m1, m2] {
         let _ = stop.send(());
         run.await.expect("join").expect("stopped cleanly");
     }
