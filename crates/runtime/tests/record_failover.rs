@@ -6,11 +6,14 @@
 //! lists nothing. A record someone edited into garbage is ignored with a warning — the
 //! replicas go on, and the leader's next renewal writes its record over it.
 //!
-//! Sharded, the same operator on two members: the member that reconciles the one widget is
-//! the only one to start its child kinds; it is then stopped dead (its manager aborted: no
-//! Lease released, as after a `kill -9`). The sharder relabels the widget's children of the
-//! kinds the dead member recorded — the ConfigMap, and a ClusterRole linked to the widget by
-//! operator-sdk's annotations only — and the survivor reconciles the widget without a 409.
+//! Sharded, the same operator on two members, each a process of its own (this test binary
+//! started again on an ignored test): the member that reconciles the one widget is the only
+//! one to start its child kinds; it is then killed (`kill -9`: no Lease released). The
+//! sharder relabels the widget's children of the kinds the dead member recorded — the
+//! ConfigMap, and a ClusterRole linked to the widget by operator-sdk's annotations only —
+//! before it writes the widget's new label (so the survivor finds them in place), and the
+//! survivor reconciles the widget. Without the record the children are relabelled only after
+//! the widget, once the survivor's own reconcile (refused, 409) has started their kinds.
 mod common;
 
 use std::collections::BTreeMap;
@@ -45,6 +48,10 @@ use kube::{Client, Resource, ResourceExt};
 
 const LEASE: &str = "record";
 const KIND_LABEL: &str = "bosun-test/record";
+/// What a member process prints when it starts a reconcile: `<member> <ns>/<widget>`.
+const SAID: &str = "RECORD-RECONCILED ";
+/// The variable that makes this test binary a member process (see [`record_member_process`]).
+const MEMBER: &str = "BOSUN_TEST_RECORD_MEMBER";
 
 /// An operator whose child kinds are met by its reconcile: each widget's ClusterRole, naming
 /// the widget by operator-sdk's annotations, then its ConfigMap (naming the replica: written
@@ -74,21 +81,10 @@ impl Categorized for Error {
     }
 }
 
-/// The widgets each replica of this process started a reconcile of.
-static RECONCILED: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
-
-fn reconciled(identity: &str, widget: &str) -> bool {
-    RECONCILED
-        .lock()
-        .map(|r| r.iter().any(|(i, w)| i == identity && w == widget))
-        .unwrap_or(false)
-}
-
 async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let ns = w.namespace().unwrap_or_default();
-    if let Ok(mut r) = RECONCILED.lock() {
-        r.push((ctx.identity.clone(), format!("{ns}/{}", w.name_any())));
-    }
+    // Read by the takeover test from its member processes.
+    println!("{SAID}{} {ns}/{}", ctx.identity, w.name_any());
     let roles = ctx
         .children
         .cache(&GroupVersionKind::gvk(
@@ -335,15 +331,8 @@ async fn a_standby_warms_the_kinds_the_leader_met_at_run_time() {
     run_b.await.expect("join").expect("b stopped cleanly");
 }
 
-/// A sharded member in this process, as `bosun run --sharding` builds one.
-fn member(
-    config: &kube::Config,
-    ns: &str,
-    identity: &str,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<Result<(), ManagerError>>,
-) {
+/// A sharded member, as `bosun run --sharding` builds one.
+fn member_manager(config: &kube::Config, ns: &str, identity: &str) -> Manager {
     let fence = Fence::new();
     let client =
         client_fenced(config.clone(), None, Pool::default(), Some(&fence)).expect("client");
@@ -355,15 +344,58 @@ fn member(
         scope: Scope::Namespaces(vec![ns.into()]),
         ..Default::default()
     };
-    run_until_stopped(
-        Manager::new(client, cfg)
-            .with_leader_client(client_with(config.clone(), None, Pool::default()).expect("client"))
-            .with_fence(fence)
-            .with_sharding(shard, sharder, sharder_fence)
-            .with_operator(Arc::new(MeetsItsKindLate {
-                identity: identity.into(),
-            })),
+    Manager::new(client, cfg)
+        .with_leader_client(client_with(config.clone(), None, Pool::default()).expect("client"))
+        .with_fence(fence)
+        .with_sharding(shard, sharder, sharder_fence)
+        .with_operator(Arc::new(MeetsItsKindLate {
+            identity: identity.into(),
+        }))
+}
+
+/// A sharded member in this process.
+fn member(
+    config: &kube::Config,
+    ns: &str,
+    identity: &str,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), ManagerError>>,
+) {
+    run_until_stopped(member_manager(config, ns, identity))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "not a test on its own: a member that the takeover test starts and kills"]
+async fn record_member_process() {
+    let (config, ns, identity, _) = replica_spec(MEMBER).await;
+    member_manager(&config, &ns, &identity)
+        .run(bosun_runtime::manager::shutdown_signal(), |_| {})
+        .await
+        .expect("manager");
+}
+
+/// A sharded member in a process of its own, and the reconciles it reported.
+struct Process {
+    child: tokio::process::Child,
+    said: Report,
+}
+
+fn member_process(kubeconfig: &std::path::Path, ns: &str, identity: &str) -> Process {
+    let mut child = replica_command(
+        "record_member_process",
+        MEMBER,
+        kubeconfig,
+        ns,
+        identity,
+        free_addr(),
     )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn a member");
+    let said = Report::default();
+    said.read(&mut child, SAID);
+    Process { child, said }
 }
 
 const SHARD: &str = "shard.bosun.dev/meets-its-kind-late";
@@ -378,15 +410,18 @@ async fn the_sharder_relabels_the_kinds_only_a_dead_member_started() {
     let admin = cp.client().await.expect("client");
     install_crd(&admin).await.expect("crd");
     let ns = test_namespace(&admin, "record-takeover").await.expect("ns");
-    let config = cp.config().await.expect("config");
+    // Members as processes, killed with `kill -9`: a manager aborted in this process is not a
+    // dead replica — the sharder task it spawned outlives it, and when that member held the
+    // sharder Lease it went on renewing it, so the survivor never placed the widget.
+    let kubeconfig = cp.kubeconfig().to_path_buf();
     let mut members = BTreeMap::from([
-        ("m1", member(&config, &ns, "m1")),
-        ("m2", member(&config, &ns, "m2")),
+        ("m1".to_string(), member_process(&kubeconfig, &ns, "m1")),
+        ("m2".to_string(), member_process(&kubeconfig, &ns, "m2")),
     ]);
     // Both members live before the widget exists: it is placed once, on one of them.
     for m in ["m1", "m2"] {
         let lease = format!("{LEASE}-member-{m}");
-        eventually(30, || async {
+        eventually(60, || async {
             (lease_holder(&admin, &ns, &lease).await? == m).then_some(())
         })
         .await
@@ -421,29 +456,112 @@ async fn the_sharder_relabels_the_kinds_only_a_dead_member_started() {
     eventually(30, || labelled(first.clone()))
         .await
         .expect("both children carry their owner's member");
+    let record = eventually(30, || async {
+        let lease = format!("{LEASE}-member-{first}");
+        let text = Api::<Lease>::namespaced(admin.clone(), &ns)
+            .get_opt(&lease)
+            .await
+            .ok()
+            .flatten()?
+            .metadata
+            .annotations?
+            .get(CHILD_KINDS_ANNOTATION)
+            .cloned()?;
+        let kinds = record::parse(&text).ok()?;
+        let mine = kinds.get("meets-its-kind-late")?;
+        (mine.contains("v1/ConfigMap") && mine.contains("rbac.authorization.k8s.io/v1/ClusterRole"))
+            .then_some(text)
+    })
+    .await
+    .expect("the widget's member records the kinds it started on its Lease");
 
-    // Stopped dead: nothing released, its Lease expires and the sharder takes it over.
-    let (_, run) = members.remove(first.as_str()).expect("member");
-    run.abort();
-    let _ = run.await;
-    let survivor = members.keys().next().expect("a survivor").to_string();
+    // Where the widget and its children first carry the survivor's name, watched from before
+    // the kill.
+    let survivor = members
+        .keys()
+        .find(|m| **m != first)
+        .expect("a survivor")
+        .clone();
+    let on_survivor = format!("{SHARD}={survivor}");
+    let widget_moved = first_labelled(widgets.clone(), "t1", &on_survivor);
+    let cm_moved = first_labelled(
+        Api::<ConfigMap>::namespaced(admin.clone(), &ns),
+        "t1-w",
+        &on_survivor,
+    );
+    let role_moved = first_labelled(roles.clone(), &role, &on_survivor);
+
+    // Killed: nothing released, its Lease expires and the sharder takes it over (the
+    // survivor, or, when the dead member held the sharder Lease, the survivor once that
+    // Lease expired too: the widget's hash decides which, both are covered over runs).
+    let sharder = lease_holder(&admin, &ns, &format!("{LEASE}-sharder")).await;
+    eprintln!("killing {first}, the widget's member; the sharder Lease held by {sharder:?}");
+    let mut dead = members.remove(&first).expect("member");
+    signal(dead.child.id().expect("pid"), "-9");
+    let _ = dead.child.wait().await;
+    let alive = members.get(&survivor).expect("the survivor");
+    let moved_early = alive.said.position(&format!("{survivor} {ns}/t1"));
     assert!(
-        !reconciled(&survivor, &format!("{ns}/t1")),
+        moved_early.is_none(),
         "the widget moved before the test could stop its only member: inconclusive"
     );
     eventually(90, || async {
         (reconciled_by(&admin, &ns, "t1").await? == survivor).then_some(())
     })
     .await
-    .expect("the survivor reconciles the widget (its applier refused, 409, a child still labelled with the dead member)");
+    .unwrap_or_else(|| {
+        panic!("the survivor reconciles the widget (its applier refused, 409, a child still labelled with the dead member; {first} recorded {record})")
+    });
     eventually(30, || labelled(survivor.clone())).await.expect(
         "the ConfigMap and the annotation-linked ClusterRole follow their owner to the survivor",
     );
-    let _ = roles.delete(&role, &Default::default()).await;
-    for (_, (stop, run)) in members {
-        let _ = stop.send(());
-        run.await.expect("join").expect("stopped cleanly");
+    // Children first, from the dead member's record: relabelled after their owner, they were
+    // found only once the survivor's refused reconcile had started their kinds itself.
+    let mut at = Vec::new();
+    for moved in [widget_moved, cm_moved, role_moved] {
+        let rv = tokio::time::timeout(std::time::Duration::from_secs(30), moved)
+            .await
+            .expect("each write seen by its watch")
+            .expect("watch task");
+        at.push(rv.expect("a numeric resourceVersion"));
     }
+    let [widget_at, cm_at, role_at] = at[..] else {
+        unreachable!()
+    };
+    assert!(
+        cm_at < widget_at && role_at < widget_at,
+        "the ConfigMap (at {cm_at}) and the ClusterRole (at {role_at}) relabelled before the \
+         widget (at {widget_at}), from the kinds {first} recorded: {record}"
+    );
+    let _ = roles.delete(&role, &Default::default()).await;
+    for (_, mut m) in members {
+        signal(m.child.id().expect("pid"), "-TERM");
+        let status = m.child.wait().await.expect("wait");
+        assert!(status.success(), "the survivor stopped cleanly: {status}");
+    }
+}
+
+/// The `resourceVersion` of the first write after which the object `name` of `api` carries
+/// `label`, from a watch started now. One API server's versions come from one etcd revision
+/// counter, so two objects' writes compare by it.
+fn first_labelled<K>(api: Api<K>, name: &str, label: &str) -> tokio::task::JoinHandle<Option<u64>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let cfg = watcher::Config::default()
+        .labels(label)
+        .fields(&format!("metadata.name={name}"));
+    tokio::spawn(async move {
+        let mut events = watcher(api, cfg).boxed();
+        while let Some(ev) = events.next().await {
+            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev {
+                return o.meta().resource_version.as_deref()?.parse().ok();
+            }
+        }
+        None
+    })
 }
 
 /// Whether every widget of `names` is labelled with a member, reconciled by it, and its
