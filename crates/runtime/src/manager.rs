@@ -428,6 +428,9 @@ impl Manager {
         // Lease is released then, so another replica places objects at once.
         let stop = CancellationToken::new();
         let placing = coordinator.map(|c| tokio::spawn(c.run(stop.clone())));
+        // This future dropped mid-run (aborted, or lost in a caller's `select!`): the sharder
+        // goes with it, never left renewing the sharder Lease for a replica that is gone.
+        let _placing_aborted = placing.as_ref().map(|h| AbortOnDrop(h.abort_handle()));
         let result = self.run_terms(shutdown, leader, shard).await;
         if let Some(handle) = placing {
             stop.cancel();
@@ -773,5 +776,14 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -628,3 +628,32 @@ async fn an_annotation_linked_child_follows_its_owner_on_a_hand_off() {
         run.await.expect("join").expect("stopped cleanly");
     }
 }
+
+/// A sharded manager aborted in this process (its `run` future dropped, as a test's abort or a
+/// caller's `select!` does) leaves no task behind that renews the sharder Lease: another member
+/// takes that Lease once it expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_aborted_member_leaves_no_sharder_behind() {
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = test_namespace(&admin, "record-abort").await.expect("ns");
+    let config = cp.config().await.expect("config");
+    let sharder = format!("{LEASE}-sharder");
+    let (_stop, run) = member(&config, &ns, "m1");
+    eventually(60, || async {
+        (lease_holder(&admin, &ns, &sharder).await? == "m1").then_some(())
+    })
+    .await
+    .expect("m1 holds the sharder Lease");
+    run.abort();
+    let _ = run.await;
+    let (stop, run) = member(&config, &ns, "m2");
+    eventually(90, || async {
+        (lease_holder(&admin, &ns, &sharder).await? == "m2").then_some(())
+    })
+    .await
+    .expect("m2 takes the sharder Lease once m1's expires (still renewed by the sharder task the aborted m1 spawned)");
+    let _ = stop.send(());
+    run.await.expect("join").expect("stopped cleanly");
+}
