@@ -48,6 +48,8 @@ use kube::{Client, Resource, ResourceExt};
 
 const LEASE: &str = "record";
 const KIND_LABEL: &str = "bosun-test/record";
+/// The field manager of the operator's writes.
+const MANAGER: &str = "bosun-test-record";
 /// What a member process prints when it starts a reconcile: `<member> <ns>/<widget>`.
 const SAID: &str = "RECORD-RECONCILED ";
 /// The variable that makes this test binary a member process (see [`record_member_process`]).
@@ -121,8 +123,13 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             },
             ..Default::default()
         };
+        // Under the operator's field manager, as a Helm or Ansible write names its own.
+        let pp = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..Default::default()
+        };
         Api::<ClusterRole>::all(ctx.client.clone())
-            .create(&PostParams::default(), &role)
+            .create(&pp, &role)
             .await?;
     }
     let cache = ctx
@@ -178,7 +185,7 @@ impl Operator for MeetsItsKindLate {
                     let context = Arc::new(Ctx {
                         client: client.clone(),
                         identity: identity.clone(),
-                        applier: Applier::new("bosun-test-record"),
+                        applier: Applier::new(MANAGER),
                         children,
                     });
                     let api = bosun_runtime::cache::scoped_api(client.clone(), ns);
@@ -617,6 +624,22 @@ async fn an_annotation_linked_child_follows_its_owner_on_a_hand_off() {
     .await
     .expect("widgets handed over to m2 are reconciled by it, their ConfigMap and ClusterRole relabelled (m2's applier refused, 409, a ClusterRole still labelled m1)");
     assert!(on.values().any(|m| m == "m1"), "{on:?}");
+    // Relabelled under the field manager that owned the label: it stays the operator's.
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    for n in on.iter().filter(|(_, m)| *m == "m2").map(|(n, _)| n) {
+        let role = roles.get(&format!("{ns}-{n}")).await.expect("role");
+        let owner = role
+            .metadata
+            .managed_fields
+            .as_deref()
+            .and_then(|e| bosun_runtime::owned::label_owner(e, SHARD))
+            .map(str::to_string);
+        assert_eq!(
+            owner.as_deref(),
+            Some(MANAGER),
+            "{n}'s ClusterRole: its shard label's manager after the hand-off"
+        );
+    }
     let roles: Api<ClusterRole> = Api::all(admin.clone());
     for n in &names {
         let _ = roles

@@ -136,10 +136,8 @@ impl ChildRegistry {
         owner: &ObjectMeta,
         primary_type: &str,
     ) -> Result<Vec<Listed>, kube::Error> {
-        let label = format!(
-            "{}={member}",
-            super::Labels::for_operator(&self.inner.controller).shard
-        );
+        let key = super::Labels::for_operator(&self.inner.controller).shard;
+        let label = format!("{key}={member}");
         let owner_uid = owner.uid.as_deref().unwrap_or_default();
         let owner_key = annotation_key(owner);
         // (kind, namespaced, started here)
@@ -183,10 +181,17 @@ impl ChildRegistry {
                 let by_annotation =
                     annotated_owner(&c.metadata, primary_type).is_some_and(|k| k == owner_key);
                 if by_ref || by_annotation {
+                    let manager = c
+                        .metadata
+                        .managed_fields
+                        .as_deref()
+                        .and_then(|e| crate::owned::label_owner(e, &key))
+                        .map(str::to_string);
                     found.push(Listed {
                         resource: resource.clone(),
                         namespace: c.metadata.namespace.clone(),
                         name: c.metadata.name.clone().unwrap_or_default(),
+                        manager,
                     });
                 }
             }
@@ -231,7 +236,10 @@ impl ChildRegistry {
                 match api
                     .patch_metadata(
                         &c.name,
-                        &kube::api::PatchParams::default(),
+                        &kube::api::PatchParams {
+                            field_manager: c.manager.clone(),
+                            ..Default::default()
+                        },
                         &kube::api::Patch::Merge(body),
                     )
                     .await
@@ -256,6 +264,9 @@ pub(crate) struct Listed {
     pub resource: kube::core::ApiResource,
     pub namespace: Option<String>,
     pub name: String,
+    /// The field manager that owns its shard label: relabelled under that name, the label
+    /// stays the applier's, and the new member finds the child in place.
+    pub manager: Option<String>,
 }
 
 fn gvk_of(w: &ChildWatch) -> GroupVersionKind {
