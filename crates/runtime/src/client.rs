@@ -31,7 +31,7 @@ use kube::client::{Body, ClientBuilder, ConfigExt};
 use tower::retry::RetryLayer;
 use tower::{BoxError, Layer, Service, ServiceBuilder};
 
-use crate::fence::Fence;
+use crate::fence::{Fence, FencedBody, WireFenceLayer};
 use crate::ratelimit::RateLimitLayer;
 
 /// How the client keeps connections between requests.
@@ -84,7 +84,6 @@ pub fn client_fenced(
     pool: Pool,
     fence: Option<&Fence>,
 ) -> Result<kube::Client, kube::Error> {
-    let fence = fence.map(Fence::layer);
     let counted = CountLayer {
         host: config
             .cluster_url
@@ -94,7 +93,7 @@ pub fn client_fenced(
     };
     if needs_kube_stack(&config) {
         let builder = ClientBuilder::try_from(config)?
-            .with_layer(&tower::util::option_layer(fence))
+            .with_layer(&tower::util::option_layer(fence.map(Fence::layer)))
             .with_layer(&counted);
         return Ok(match rate {
             Some(r) => builder.with_layer(&r).build(),
@@ -107,7 +106,7 @@ pub fn client_fenced(
     connector.set_read_timeout(config.read_timeout);
     connector.set_write_timeout(config.write_timeout);
     connector.set_reset_reader_on_write(config.reset_reader_on_write);
-    let http: Http<_, Body> = Http::builder(TokioExecutor::new())
+    let http: Http<_, FencedBody<Body>> = Http::builder(TokioExecutor::new())
         .pool_idle_timeout(pool.idle)
         .pool_max_idle_per_host(pool.max_idle)
         .pool_timer(TokioTimer::new())
@@ -121,7 +120,7 @@ pub fn client_fenced(
         )
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
-        .option_layer(fence)
+        .layer(WireFenceLayer(fence.cloned()))
         .layer(counted)
         .map_err(BoxError::from)
         .service(http);
