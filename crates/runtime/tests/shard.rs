@@ -402,7 +402,9 @@ fn no_overlap(log: &[Write]) -> usize {
                     by,
                     Some(writer.as_str()),
                     "write {i}: {writer} ended a reconcile of {widget} that was not the last begun (last begin \
-                     not yet ended: {by:?}): it wrote while another replica worked the widget"
+                     not yet ended: {by:?}): it wrote while another replica worked the widget; its writes \
+                     up to here:\n{}",
+                    history(&log[..=i], widget)
                 );
                 reconciles += 1;
             }
@@ -410,6 +412,24 @@ fn no_overlap(log: &[Write]) -> usize {
         }
     }
     reconciles
+}
+
+/// The last writes of `widget` in `log`, one a line with its position, for a failure to be
+/// read: which replica began and ended what, in the order the API server stored them.
+fn history(log: &[Write], widget: &str) -> String {
+    let mine: Vec<String> = log
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| match w {
+            Write::Rec {
+                widget: x,
+                writer,
+                phase,
+            } if x == widget => Some(format!("  {i}: {writer} {phase}")),
+            _ => None,
+        })
+        .collect();
+    mine[mine.len().saturating_sub(16)..].join("\n")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
