@@ -357,6 +357,31 @@ pub fn series_value(text: &str, series: &str) -> Option<f64> {
 /// namespace, the identity and the address.
 pub async fn replica_spec(var: &str) -> (kube::Config, String, String, std::net::SocketAddr) {
     let spec = std::env::var(var).expect("started by its test only");
+    // RUST_LOG reaches the replica (it inherits the test's environment). Its log goes to
+    // BOSUN_TEST_LOG_DIR/<namespace>-<identity>.log when that is set, else to stderr.
+    if std::env::var_os("RUST_LOG").is_some() {
+        let parts: Vec<&str> = spec.split('|').collect();
+        let name = format!(
+            "{}-{}",
+            parts.get(1).unwrap_or(&""),
+            parts.get(2).unwrap_or(&"")
+        );
+        let filter = tracing_subscriber::EnvFilter::from_default_env();
+        let builder = tracing_subscriber::fmt().with_env_filter(filter);
+        let _ = match std::env::var_os("BOSUN_TEST_LOG_DIR") {
+            Some(dir) => {
+                let file =
+                    std::fs::File::create(std::path::Path::new(&dir).join(format!("{name}.log")))
+                        .expect("replica log file");
+                builder
+                    .with_ansi(false)
+                    .with_writer(std::sync::Mutex::new(file))
+                    .try_init()
+            }
+            None => builder.with_writer(std::io::stderr).try_init(),
+        };
+        tracing::info!(replica = %name, "replica started");
+    }
     let [kubeconfig, ns, identity, addr]: [&str; 4] = spec
         .split('|')
         .collect::<Vec<_>>()
