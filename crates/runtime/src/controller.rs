@@ -677,6 +677,12 @@ impl ControllerContext {
             }
             sources.push(tokio_stream_of(rx).map(|r| (r, Origin::Event)).boxed());
             handoff = Some(Handoff {
+                confirm: confirm_fn::<K>(
+                    self.client.clone(),
+                    labels.clone(),
+                    kube::core::ApiResource::erase::<K>(&dyntype),
+                    shard.member().to_string(),
+                ),
                 drain_label: labels.drain.clone(),
                 release: release_fn::<K>(
                     self.client.clone(),
@@ -782,6 +788,37 @@ fn tokio_stream_of<T: Send + 'static>(
 /// the object runs, so no child is written by two replicas at once. The object's write
 /// carries the `resourceVersion` the drain was seen at: a hand-off decided on a stale view
 /// (the object moved on since) is refused, and done again once the watch shows it.
+/// A sharded member's read of one of its objects after a lost term: whether the API server
+/// (not its cache, which may lag) still labels it with this member and asks no hand-off.
+fn confirm_fn<K>(
+    client: kube::Client,
+    labels: crate::shard::Labels,
+    resource: kube::core::ApiResource,
+    me: String,
+) -> Arc<dyn Fn(Arc<K>) -> futures::future::BoxFuture<'static, Option<bool>> + Send + Sync>
+where
+    K: Resource + Send + Sync + 'static,
+{
+    Arc::new(move |obj: Arc<K>| {
+        let api = crate::shard::kind::api(client.clone(), &resource, obj.namespace().as_deref());
+        let name = obj.name_any();
+        let (labels, me) = (labels.clone(), me.clone());
+        Box::pin(async move {
+            match api.get_metadata_opt(&name).await {
+                Ok(Some(live)) => {
+                    let l = live.labels();
+                    Some(l.get(&labels.shard) == Some(&me) && !l.contains_key(&labels.drain))
+                }
+                Ok(None) => Some(false),
+                Err(e) => {
+                    tracing::warn!(error = %e, object = %name, "could not read an object again after a lost term");
+                    None
+                }
+            }
+        })
+    })
+}
+
 fn release_fn<K>(
     client: kube::Client,
     labels: crate::shard::Labels,

@@ -23,7 +23,7 @@
 //! Sharded ([`crate::shard`]), an object the sharder labelled for draining is not reconciled
 //! again: when its key comes up — so never while a reconcile of it runs — the runner hands it
 //! back instead.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -75,6 +75,11 @@ where
 pub(crate) struct Handoff<K> {
     pub drain_label: String,
     pub release: Arc<dyn Fn(Arc<K>) -> BoxFuture<'static, Next> + Send + Sync>,
+    /// Reads the object again from the API server (a quorum read): Some(true) while it is
+    /// still this member's (its shard label names it, no drain label), Some(false) once moved
+    /// away or gone, None when the read failed. Asked before a key's first start in each term
+    /// that follows a lost one (see [`Runner::run`]).
+    pub confirm: Arc<dyn Fn(Arc<K>) -> BoxFuture<'static, Option<bool>> + Send + Sync>,
 }
 
 impl<K> Runner<K>
@@ -113,8 +118,20 @@ where
         let mut terms_open = true;
         // Reconciles aborted at the end of a term, not yet ended.
         let mut aborting = false;
+        // Sharded, once a term was lost: the keys read again and found still this member's,
+        // by term. While this member did not lead, the sharder may have moved its objects to
+        // another member, and its cache (a watch, lagging) can still show them here when the
+        // next term starts: each key's first start in such a term reads the object again.
+        let mut lost_a_term = false;
+        let confirmed: Confirmed<K> = Arc::default();
         loop {
             let now_term = leading.current();
+            if term.is_some() && now_term != term && handoff.is_some() {
+                lost_a_term = true;
+                if let Ok(mut c) = confirmed.lock() {
+                    c.retain(|(t, _)| Some(*t) == now_term);
+                }
+            }
             if must_abort(term, now_term, running.is_empty()) {
                 running.abort_all();
                 aborting = true;
@@ -140,6 +157,20 @@ where
                                         .is_some_and(|l| l.contains_key(&h.drain_label)) =>
                                 {
                                     (h.release)(obj)
+                                }
+                                Some(h) if lost_a_term => {
+                                    let mine = (term.unwrap_or_default(), p.key.clone());
+                                    let known = confirmed.lock().is_ok_and(|c| c.contains(&mine));
+                                    if known {
+                                        work(obj)
+                                    } else {
+                                        confirm_first(
+                                            (h.confirm)(obj.clone()),
+                                            work(obj),
+                                            confirmed.clone(),
+                                            mine,
+                                        )
+                                    }
                                 }
                                 _ => work(obj),
                             };
@@ -223,6 +254,39 @@ where
         }
     }
 }
+
+/// A key's first start in a term after a lost one: its reconcile runs only once the object,
+/// read again, is still this member's; moved away or gone, the key is done (the watch brings
+/// it back if it returns); the read failing, it is tried again.
+fn confirm_first<K>(
+    confirm: BoxFuture<'static, Option<bool>>,
+    work: BoxFuture<'static, Next>,
+    confirmed: Confirmed<K>,
+    mine: (u64, ObjectRef<K>),
+) -> BoxFuture<'static, Next>
+where
+    K: Resource + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    Box::pin(async move {
+        match confirm.await {
+            Some(true) => {
+                if let Ok(mut c) = confirmed.lock() {
+                    c.insert(mine);
+                }
+                work.await
+            }
+            Some(false) => Next::After(None),
+            None => Next::Retry(RECONFIRM_AFTER),
+        }
+    })
+}
+
+/// The keys found still this member's after a lost term, by term.
+type Confirmed<K> = Arc<std::sync::Mutex<HashSet<(u64, ObjectRef<K>)>>>;
+
+/// How soon a key whose object could not be read again is tried again.
+const RECONFIRM_AFTER: Duration = Duration::from_secs(1);
 
 /// Whether the reconciles in flight must be aborted: they started in a term that is over
 /// (this replica stopped leading, or it lost and won again between two looks — a term is
@@ -349,6 +413,37 @@ mod tests {
         terms: &Terms,
         hang: &'static [&'static str],
     ) -> Started {
+        start_with(names, concurrency, terms, hang, None)
+    }
+
+    /// [`start`] for a sharded runner whose live objects, read again after a lost term, are
+    /// this member's except `not_ours` (moved away while it was not leading).
+    fn start_sharded(
+        names: &[&str],
+        concurrency: usize,
+        terms: &Terms,
+        hang: &'static [&'static str],
+        not_ours: &'static [&'static str],
+    ) -> Started {
+        let confirm = Arc::new(move |obj: Arc<ConfigMap>| {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            async move { Some(!not_ours.contains(&name.as_str())) }.boxed()
+        });
+        let handoff = Handoff {
+            drain_label: "drain".into(),
+            release: Arc::new(|_| async { Next::After(None) }.boxed()),
+            confirm,
+        };
+        start_with(names, concurrency, terms, hang, Some(handoff))
+    }
+
+    fn start_with(
+        names: &[&str],
+        concurrency: usize,
+        terms: &Terms,
+        hang: &'static [&'static str],
+        handoff: Option<Handoff<ConfigMap>>,
+    ) -> Started {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut sources = SelectAll::new();
         sources.push(
@@ -366,7 +461,7 @@ mod tests {
             shutdown: shutdown.clone(),
             gate: async { true }.boxed(),
             leading: terms.leading(),
-            handoff: None,
+            handoff,
         };
         let (l, r) = (log.clone(), release.clone());
         let work = move |obj: Arc<ConfigMap>| {
@@ -469,6 +564,35 @@ mod tests {
             log.take(),
             ["end a", "start b", "end b", "start c", "end c"]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_lost_term_a_sharded_runner_starts_only_what_is_still_its_own() {
+        let mut terms = Terms::new(false);
+        terms.start();
+        let Started { tx, log, .. } =
+            start_sharded(&["a", "b", "c"], 2, &terms, &["a"], &["a", "c"]);
+        tx.send((key("a"), Origin::Event)).expect("send");
+        settle().await;
+        assert_eq!(log.take(), ["start a"]);
+        tx.send((key("b"), Origin::Event)).expect("send");
+        tx.send((key("c"), Origin::Event)).expect("send");
+        terms.end();
+        settle().await;
+        assert_eq!(log.take(), ["aborted a"]);
+        // While it did not lead, the sharder moved a and c to another member; this member's
+        // cache has not seen it yet (the watch lags): it must not work them in its new term.
+        terms.start();
+        settle().await;
+        assert_eq!(
+            log.take(),
+            ["start b", "end b"],
+            "only b is still this member's: a and c moved while it did not lead"
+        );
+        // Once confirmed, or before any lost term, a key starts from the cache alone.
+        tx.send((key("b"), Origin::Event)).expect("send");
+        settle().await;
+        assert_eq!(log.take(), ["start b", "end b"]);
     }
 
     #[tokio::test(start_paused = true)]
