@@ -683,6 +683,12 @@ impl ControllerContext {
                     kube::core::ApiResource::erase::<K>(&dyntype),
                     shard.member().to_string(),
                 ),
+                read_share: read_share_fn(
+                    self.client.clone(),
+                    kube::core::ApiResource::erase::<K>(&dyntype),
+                    w.primary.namespace.clone(),
+                    share_selector(&labels, shard.member(), w.primary.selector.as_deref()),
+                ),
                 drain_label: labels.drain.clone(),
                 release: release_fn::<K>(
                     self.client.clone(),
@@ -778,18 +784,60 @@ fn tokio_stream_of<T: Send + 'static>(
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (t, rx)) }).boxed()
 }
 
-/// Hands an object back: relabels its children (those this replica caches) with the member
-/// the drain names, then writes that member on the object and removes the drain label — or,
-/// when the drain names no other member, removes the labels of both (the children are then
-/// cached by every replica, the sharder places the object). Children first: once the object
-/// carries the new member's label, that member reconciles it, and its caches must show
-/// every child by then (else its applier would refuse to create what exists unseen).
-/// Through the operators' (fenced) client; the runner calls it only when no reconcile of
-/// the object runs, so no child is written by two replicas at once. The object's write
-/// carries the `resourceVersion` the drain was seen at: a hand-off decided on a stale view
-/// (the object moved on since) is refused, and done again once the watch shows it.
-/// A sharded member's read of one of its objects after a lost term: whether the API server
-/// (not its cache, which may lag) still labels it with this member and asks no hand-off.
+/// The objects of a sharded member's share that it may work: labelled with it, no hand-off
+/// asked, within the operator's own selector `own` if it has one.
+fn share_selector(labels: &crate::shard::Labels, me: &str, own: Option<&str>) -> String {
+    let share = format!("{}={me},!{}", labels.shard, labels.drain);
+    match own {
+        Some(own) if !own.is_empty() => format!("{own},{share}"),
+        _ => share,
+    }
+}
+
+/// The page size of a read of a member's share: metadata only, about 500 × 1 KiB a page.
+const SHARE_PAGE: u32 = 500;
+
+/// A sharded member's read of its share as a term begins: the UIDs of the objects selected by
+/// `selector` (see [`share_selector`]), by a paged metadata LIST without a
+/// `resourceVersion` — a quorum read, so it shows every move the sharder made before it,
+/// which the member's watch may not have shown yet. None when a page failed (a continue
+/// token expired too): the runner reads again, whole.
+fn read_share_fn(
+    client: kube::Client,
+    resource: kube::core::ApiResource,
+    namespace: Option<String>,
+    selector: String,
+) -> crate::runner::ReadShare {
+    Arc::new(move || {
+        let api = crate::shard::kind::api(client.clone(), &resource, namespace.as_deref());
+        let selector = selector.clone();
+        Box::pin(async move {
+            let mut uids = std::collections::HashSet::new();
+            let mut params = kube::api::ListParams::default()
+                .labels(&selector)
+                .limit(SHARE_PAGE);
+            loop {
+                let page = match api.list_metadata(&params).await {
+                    Ok(page) => page,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not read this member's share as its term began (retrying)");
+                        return None;
+                    }
+                };
+                uids.extend(page.items.into_iter().filter_map(|o| o.metadata.uid));
+                match page.metadata.continue_ {
+                    Some(token) if !token.is_empty() => params.continue_token = Some(token),
+                    _ => return Some(uids),
+                }
+            }
+        })
+    })
+}
+
+/// A sharded member's read of one object that the read of its share at the start of the term
+/// did not show (placed on it since, or moved away while its cache still shows it): whether
+/// the API server (not the cache, which may lag) labels this very object (same UID) with this
+/// member and asks no hand-off.
 fn confirm_fn<K>(
     client: kube::Client,
     labels: crate::shard::Labels,
@@ -802,16 +850,21 @@ where
     Arc::new(move |obj: Arc<K>| {
         let api = crate::shard::kind::api(client.clone(), &resource, obj.namespace().as_deref());
         let name = obj.name_any();
+        let uid = obj.meta().uid.clone();
         let (labels, me) = (labels.clone(), me.clone());
         Box::pin(async move {
             match api.get_metadata_opt(&name).await {
                 Ok(Some(live)) => {
                     let l = live.labels();
-                    Some(l.get(&labels.shard) == Some(&me) && !l.contains_key(&labels.drain))
+                    Some(
+                        live.metadata.uid == uid
+                            && l.get(&labels.shard) == Some(&me)
+                            && !l.contains_key(&labels.drain),
+                    )
                 }
                 Ok(None) => Some(false),
                 Err(e) => {
-                    tracing::warn!(error = %e, object = %name, "could not read an object again after a lost term");
+                    tracing::warn!(error = %e, object = %name, "could not read an object again as its term began");
                     None
                 }
             }
@@ -819,6 +872,16 @@ where
     })
 }
 
+/// Hands an object back: relabels its children (those this replica caches) with the member
+/// the drain names, then writes that member on the object and removes the drain label — or,
+/// when the drain names no other member, removes the labels of both (the children are then
+/// cached by every replica, the sharder places the object). Children first: once the object
+/// carries the new member's label, that member reconciles it, and its caches must show
+/// every child by then (else its applier would refuse to create what exists unseen).
+/// Through the operators' (fenced) client; the runner calls it only when no reconcile of
+/// the object runs, so no child is written by two replicas at once. The object's write
+/// carries the `resourceVersion` the drain was seen at: a hand-off decided on a stale view
+/// (the object moved on since) is refused, and done again once the watch shows it.
 fn release_fn<K>(
     client: kube::Client,
     labels: crate::shard::Labels,

@@ -22,7 +22,13 @@
 //!
 //! Sharded ([`crate::shard`]), an object the sharder labelled for draining is not reconciled
 //! again: when its key comes up — so never while a reconcile of it runs — the runner hands it
-//! back instead.
+//! back instead. And a sharded runner starts nothing of a term, its first one too, before it
+//! has read its share from the API server ([`Handoff::read_share`], one paged LIST taken after
+//! the term began): while this member did not lead — lost its term, or was a replica not yet
+//! started under its name — the sharder may have moved its objects to another member, and its
+//! cache (a watch, lagging) can still show them here. A key whose object (same UID) that read
+//! shows starts from the cache; one it does not show but the cache does (placed here since,
+//! or moved away) is read alone first ([`Handoff::confirm`]).
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -76,11 +82,20 @@ pub(crate) struct Handoff<K> {
     pub drain_label: String,
     pub release: Arc<dyn Fn(Arc<K>) -> BoxFuture<'static, Next> + Send + Sync>,
     /// Reads the object again from the API server (a quorum read): Some(true) while it is
-    /// still this member's (its shard label names it, no drain label), Some(false) once moved
-    /// away or gone, None when the read failed. Asked before a key's first start in each term
-    /// that follows a lost one (see [`Runner::run`]).
+    /// still this member's (the same UID, its shard label names it, no drain label),
+    /// Some(false) once moved away or gone, None when the read failed. Asked before a key's
+    /// first start in a term when the read of the share did not show its object.
     pub confirm: Arc<dyn Fn(Arc<K>) -> BoxFuture<'static, Option<bool>> + Send + Sync>,
+    /// Reads this member's share from the API server (a quorum read): the UIDs of the
+    /// objects it labels with this member and asks no hand-off of; None when the read failed
+    /// (read again after a back-off, nothing of the term starting meanwhile). Once as each
+    /// term begins.
+    pub read_share: ReadShare,
 }
+
+/// See [`Handoff::read_share`].
+pub(crate) type ReadShare =
+    Arc<dyn Fn() -> BoxFuture<'static, Option<HashSet<String>>> + Send + Sync>;
 
 impl<K> Runner<K>
 where
@@ -118,16 +133,14 @@ where
         let mut terms_open = true;
         // Reconciles aborted at the end of a term, not yet ended.
         let mut aborting = false;
-        // Sharded, once a term was lost: the keys read again and found still this member's,
-        // by term. While this member did not lead, the sharder may have moved its objects to
-        // another member, and its cache (a watch, lagging) can still show them here when the
-        // next term starts: each key's first start in such a term reads the object again.
-        let mut lost_a_term = false;
+        // Sharded: this member's share as read when the current term began (the term, the
+        // UIDs), the read in flight, and the keys read alone since and found this member's.
+        let mut share: Option<(u64, HashSet<String>)> = None;
+        let mut reading: Option<(u64, BoxFuture<'static, HashSet<String>>)> = None;
         let confirmed: Confirmed<K> = Arc::default();
         loop {
             let now_term = leading.current();
-            if term.is_some() && now_term != term && handoff.is_some() {
-                lost_a_term = true;
+            if now_term != term {
                 if let Ok(mut c) = confirmed.lock() {
                     c.retain(|(t, _)| Some(*t) == now_term);
                 }
@@ -141,7 +154,20 @@ where
             if aborting && running.is_empty() {
                 aborting = false;
             }
-            if may_start(open, leads, draining, aborting) {
+            if let Some(h) = &handoff {
+                if reading.as_ref().is_some_and(|(t, _)| Some(*t) != term) {
+                    reading = None;
+                }
+                match term {
+                    Some(t) if reading.is_none() && !share_read(&share, term) => {
+                        reading = Some((t, read_until_answered(h.read_share.clone())));
+                    }
+                    _ => {}
+                }
+            }
+            let unread = handoff.is_some() && !share_read(&share, term);
+            let held = aborting || unread;
+            if may_start(open, leads, draining, held) {
                 while running.len() < concurrency {
                     let now = Instant::now();
                     let Some(p) = queue.pop(now) else { break };
@@ -158,9 +184,13 @@ where
                                 {
                                     (h.release)(obj)
                                 }
-                                Some(h) if lost_a_term => {
+                                Some(h) => {
                                     let mine = (term.unwrap_or_default(), p.key.clone());
-                                    let known = confirmed.lock().is_ok_and(|c| c.contains(&mine));
+                                    let listed = obj.meta().uid.as_ref().is_some_and(|u| {
+                                        share.as_ref().is_some_and(|(_, s)| s.contains(u))
+                                    });
+                                    let known =
+                                        listed || confirmed.lock().is_ok_and(|c| c.contains(&mine));
                                     if known {
                                         work(obj)
                                     } else {
@@ -172,7 +202,7 @@ where
                                         )
                                     }
                                 }
-                                _ => work(obj),
+                                None => work(obj),
                             };
                             let handle = running.spawn(job);
                             keys.insert(handle.id(), (p.key, guard));
@@ -189,7 +219,7 @@ where
             if draining && running.is_empty() {
                 return;
             }
-            let due = timer_wake(queue.next_due(), open, leads, draining, aborting);
+            let due = timer_wake(queue.next_due(), open, leads, draining, held);
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled(), if !draining => draining = true,
@@ -241,6 +271,14 @@ where
                 },
                 // Timers are only fired by starting work: a standby leaves them due.
                 _ = sleep_until(due), if due.is_some() => {}
+                uids = async {
+                    match reading.as_mut() {
+                        Some((_, read)) => read.await,
+                        None => std::future::pending().await,
+                    }
+                }, if reading.is_some() => {
+                    share = reading.take().map(|(t, _)| (t, uids));
+                }
                 ok = async {
                     match gate.as_mut() {
                         Some(g) => g.await,
@@ -255,9 +293,9 @@ where
     }
 }
 
-/// A key's first start in a term after a lost one: its reconcile runs only once the object,
-/// read again, is still this member's; moved away or gone, the key is done (the watch brings
-/// it back if it returns); the read failing, it is tried again.
+/// A key's first start in a term when the read of the share did not show its object: its
+/// reconcile runs only once the object, read again, is this member's; moved away or gone, the
+/// key is done (the watch brings it back if it returns); the read failing, it is tried again.
 fn confirm_first<K>(
     confirm: BoxFuture<'static, Option<bool>>,
     work: BoxFuture<'static, Next>,
@@ -282,11 +320,35 @@ where
     })
 }
 
-/// The keys found still this member's after a lost term, by term.
+/// The keys read alone and found this member's, by term.
 type Confirmed<K> = Arc<std::sync::Mutex<HashSet<(u64, ObjectRef<K>)>>>;
 
 /// How soon a key whose object could not be read again is tried again.
 const RECONFIRM_AFTER: Duration = Duration::from_secs(1);
+
+/// Whether the share was read in `term` (a term: nothing is read while not leading).
+fn share_read(share: &Option<(u64, HashSet<String>)>, term: Option<u64>) -> bool {
+    term.is_some() && share.as_ref().map(|(t, _)| *t) == term
+}
+
+/// The first and the longest wait before the share is read again after a failed read.
+const REREAD_FIRST: Duration = Duration::from_millis(250);
+const REREAD_MAX: Duration = Duration::from_secs(8);
+
+/// Reads the share until a read answers, backing off between failed reads. Dropped (the term
+/// ended, the runner gone), it stops.
+fn read_until_answered(read: ReadShare) -> BoxFuture<'static, HashSet<String>> {
+    Box::pin(async move {
+        let mut wait = REREAD_FIRST;
+        loop {
+            if let Some(uids) = read().await {
+                return uids;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(REREAD_MAX);
+        }
+    })
+}
 
 /// Whether the reconciles in flight must be aborted: they started in a term that is over
 /// (this replica stopped leading, or it lost and won again between two looks — a term is
@@ -295,10 +357,11 @@ fn must_abort(started_in: Option<u64>, now: Option<u64>, idle: bool) -> bool {
     !idle && started_in.is_some() && started_in != now
 }
 
-/// Whether new reconciles may start: caches synced, leading, not shutting down, and no
-/// reconcile of a past term still ending.
-fn may_start(open: bool, leads: bool, draining: bool, aborting: bool) -> bool {
-    open && leads && !draining && !aborting
+/// Whether new reconciles may start: caches synced, leading, not shutting down, and not
+/// `held` (a reconcile of a past term still ending, or a sharded runner's share of this term
+/// not read yet).
+fn may_start(open: bool, leads: bool, draining: bool, held: bool) -> bool {
+    open && leads && !draining && !held
 }
 
 /// When the runner wakes for the queue's next timer `due`: only when work may start then.
@@ -311,9 +374,9 @@ fn timer_wake(
     open: bool,
     leads: bool,
     draining: bool,
-    aborting: bool,
+    held: bool,
 ) -> Option<Instant> {
-    due.filter(|_| may_start(open, leads, draining, aborting))
+    due.filter(|_| may_start(open, leads, draining, held))
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -376,6 +439,7 @@ mod tests {
             let mut cm = ConfigMap::default();
             cm.metadata.name = Some(n.to_string());
             cm.metadata.namespace = Some("ns".into());
+            cm.metadata.uid = Some(format!("uid-{n}"));
             w.apply_watcher_event(&watcher::Event::Apply(cm));
         }
         w.as_reader()
@@ -416,8 +480,9 @@ mod tests {
         start_with(names, concurrency, terms, hang, None)
     }
 
-    /// [`start`] for a sharded runner whose live objects, read again after a lost term, are
-    /// this member's except `not_ours` (moved away while it was not leading).
+    /// [`start`] for a sharded runner whose objects are all this member's in its first term,
+    /// except `not_ours` later (moved away while it was not leading): the reads of its share
+    /// after the first, and each object read alone, say so.
     fn start_sharded(
         names: &[&str],
         concurrency: usize,
@@ -425,16 +490,67 @@ mod tests {
         hang: &'static [&'static str],
         not_ours: &'static [&'static str],
     ) -> Started {
+        let all: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let first = std::sync::atomic::AtomicBool::new(true);
+        let share = Arc::new(move || {
+            let first = first.swap(false, std::sync::atomic::Ordering::SeqCst);
+            Some(
+                all.iter()
+                    .filter(|n| first || !not_ours.contains(&n.as_str()))
+                    .map(|n| format!("uid-{n}"))
+                    .collect(),
+            )
+        });
+        start_reading(names, concurrency, terms, hang, share, not_ours)
+    }
+
+    /// [`start_sharded`] whose share, read at the start of a term, is what `share` answers
+    /// then, and whose objects read one by one are this member's except `not_ours`.
+    fn start_reading(
+        names: &[&str],
+        concurrency: usize,
+        terms: &Terms,
+        hang: &'static [&'static str],
+        share: Arc<dyn Fn() -> Option<HashSet<String>> + Send + Sync>,
+        not_ours: &'static [&'static str],
+    ) -> Started {
+        let reads = Reads::default();
+        let r = reads.clone();
         let confirm = Arc::new(move |obj: Arc<ConfigMap>| {
             let name = obj.metadata.name.clone().unwrap_or_default();
+            r.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             async move { Some(!not_ours.contains(&name.as_str())) }.boxed()
+        });
+        let r = reads.clone();
+        let read_share: ReadShare = Arc::new(move || {
+            r.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let answer = share();
+            async move { answer }.boxed()
         });
         let handoff = Handoff {
             drain_label: "drain".into(),
             release: Arc::new(|_| async { Next::After(None) }.boxed()),
             confirm,
+            read_share,
         };
-        start_with(names, concurrency, terms, hang, Some(handoff))
+        let mut started = start_with(names, concurrency, terms, hang, Some(handoff));
+        started.reads = reads;
+        started
+    }
+
+    /// The reads of a sharded runner's fake API server: lists of its share, GETs of one object.
+    #[derive(Clone, Default)]
+    struct Reads {
+        lists: Arc<std::sync::atomic::AtomicUsize>,
+        gets: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Reads {
+        /// (lists, GETs) so far.
+        fn counts(&self) -> (usize, usize) {
+            use std::sync::atomic::Ordering::SeqCst;
+            (self.lists.load(SeqCst), self.gets.load(SeqCst))
+        }
     }
 
     fn start_with(
@@ -486,6 +602,7 @@ mod tests {
             release,
             stop: shutdown,
             task,
+            reads: Reads::default(),
         }
     }
 
@@ -496,6 +613,8 @@ mod tests {
         release: Arc<tokio::sync::Notify>,
         stop: CancellationToken,
         task: tokio::task::JoinHandle<()>,
+        /// A sharded runner's reads of the API server.
+        reads: Reads,
     }
 
     /// Lets every task run until all wait (the clock is paused: this sleep ends only then).
@@ -596,6 +715,113 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_sharded_runner_s_first_term_starts_only_what_the_api_server_labels_with_it() {
+        // A replica restarted under the same name after the sharder took its Lease over and
+        // moved a and c away: its cache, listed at start and watched since, still shows them.
+        let mut terms = Terms::new(false);
+        let share = Arc::new(|| Some(["uid-b".to_string()].into()));
+        let Started { tx, log, reads, .. } =
+            start_reading(&["a", "b", "c"], 2, &terms, &[], share, &["a", "c"]);
+        for n in ["a", "b", "c"] {
+            tx.send((key(n), Origin::List)).expect("send");
+        }
+        terms.start();
+        settle().await;
+        assert_eq!(
+            log.take(),
+            ["start b", "end b"],
+            "its first term works only b: a and c moved before it began"
+        );
+        assert_eq!(
+            reads.counts(),
+            (1, 2),
+            "one read of its share; a and c, which the cache shows, read alone"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_lost_term_a_sharded_runner_reads_its_share_once_not_each_object() {
+        const N: usize = 60;
+        let names: Vec<String> = (0..N).map(|i| format!("o{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut terms = Terms::new(false);
+        terms.start();
+        let Started { tx, log, reads, .. } = start_sharded(&refs, 4, &terms, &[], &[]);
+        for n in &refs {
+            tx.send((key(n), Origin::List)).expect("send");
+        }
+        settle().await;
+        assert_eq!(log.take().len(), 2 * N, "all {N} worked in the first term");
+        terms.end();
+        settle().await;
+        let before = reads.counts();
+        terms.start();
+        for n in &refs {
+            tx.send((key(n), Origin::Event)).expect("send");
+        }
+        settle().await;
+        assert_eq!(
+            log.take().len(),
+            2 * N,
+            "all {N} worked again in the next term"
+        );
+        let (lists, gets) = reads.counts();
+        assert_eq!(
+            (lists - before.0, gets - before.1),
+            (1, 0),
+            "the next term read its share once, not each of its {N} objects"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_placed_after_the_read_of_the_share_is_read_alone_before_it_starts() {
+        // d is not in the share read when the term began (placed on this member after it);
+        // e, also absent from it, moved away meanwhile but the cache still shows it.
+        let mut terms = Terms::new(false);
+        let share = Arc::new(|| Some(["uid-a".to_string()].into()));
+        let Started { tx, log, reads, .. } =
+            start_reading(&["a", "d", "e"], 1, &terms, &[], share, &["e"]);
+        terms.start();
+        for n in ["a", "d", "e"] {
+            tx.send((key(n), Origin::Event)).expect("send");
+        }
+        settle().await;
+        assert_eq!(log.take(), ["start a", "end a", "start d", "end d"]);
+        assert_eq!(reads.counts(), (1, 2), "one list, then d and e read alone");
+        // d, once read, starts from the cache for the rest of the term.
+        tx.send((key("d"), Origin::Event)).expect("send");
+        settle().await;
+        assert_eq!(log.take(), ["start d", "end d"]);
+        assert_eq!(reads.counts(), (1, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_read_of_the_share_is_retried_before_anything_of_the_term_starts() {
+        let failures = Arc::new(std::sync::atomic::AtomicUsize::new(3));
+        let f = failures.clone();
+        let share = Arc::new(move || {
+            use std::sync::atomic::Ordering::SeqCst;
+            let failed = f.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok();
+            (!failed).then(|| ["uid-a".to_string()].into())
+        });
+        let mut terms = Terms::new(false);
+        let Started { tx, log, reads, .. } = start_reading(&["a"], 1, &terms, &[], share, &[]);
+        tx.send((key("a"), Origin::Event)).expect("send");
+        terms.start();
+        settle().await;
+        assert_eq!(
+            log.take(),
+            ["start a", "end a"],
+            "a starts once a read succeeds"
+        );
+        assert_eq!(
+            reads.counts(),
+            (4, 0),
+            "three failed reads, then one that answered"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_term_lost_and_won_between_two_looks_still_aborts() {
         let mut terms = Terms::new(false);
         terms.start();
@@ -620,6 +846,7 @@ mod tests {
             release,
             stop,
             task,
+            ..
         } = start(&["a", "b"], 1, &terms, &["a"]);
         tx.send((key("a"), Origin::Event)).expect("send");
         tx.send((key("b"), Origin::Event)).expect("send");
