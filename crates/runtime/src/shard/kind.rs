@@ -105,26 +105,39 @@ pub(crate) async fn run(shard: ShardContext, labels: Labels, scope: Scope) {
         // of thousands of 409s that held the API server for minutes).
         let watch = Watch::start(&shard, &scope);
         let mut written = Written::default();
+        let mut rounds = Rounds::default();
         let discovery = crate::dynamic::Discovery::new(shard.sharder_client.clone());
         loop {
+            // A new view every retry period (its takeover deadline is new each time): this
+            // is the round's clock, and most rounds have nothing new to decide.
             if views.changed().await.is_err() {
                 shard.reports.forget(id);
                 return;
             }
             let view = views.borrow_and_update().clone();
             let Some(view) = view else { break };
-            if watch.synced.load(Ordering::SeqCst) {
-                place(
-                    &shard,
-                    &labels,
-                    (&scope, &discovery),
-                    id,
-                    &watch.store,
-                    &view,
-                    &mut written,
-                )
-                .await;
+            if !watch.synced.load(Ordering::SeqCst) {
+                continue;
             }
+            // Read before the store: an event applied after this is decided next round.
+            let generation = watch.generation.load(Ordering::SeqCst);
+            let now = view.at(std::time::Instant::now());
+            if !rounds.due(generation, &now) {
+                count_round(&labels.shard, Work::Skipped);
+                continue;
+            }
+            count_round(&labels.shard, Work::Decided);
+            let settled = place(
+                &shard,
+                &labels,
+                (&scope, &discovery),
+                id,
+                &watch.store,
+                &view,
+                &mut written,
+            )
+            .await;
+            rounds.ended(generation, &now, settled);
         }
         shard.reports.forget(id);
     }
@@ -134,6 +147,8 @@ pub(crate) async fn run(shard: ShardContext, labels: Labels, scope: Scope) {
 struct Watch {
     store: Store<Meta>,
     synced: Arc<AtomicBool>,
+    /// Counts the events applied to `store`: the same count, the same objects.
+    generation: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -151,22 +166,30 @@ impl Watch {
         let writer = reflector::store::Writer::<Meta>::new(scope.resource.clone());
         let store = writer.as_reader();
         let synced = Arc::new(AtomicBool::new(false));
-        let flag = synced.clone();
+        let generation = Arc::new(AtomicU64::new(0));
+        let (flag, changes) = (synced.clone(), generation.clone());
         let task = tokio::spawn(async move {
             let events =
                 reflector::reflector(writer, watcher(api, cfg).default_backoff().modify(slim));
             futures::pin_mut!(events);
+            // The reflector applied each event to the store before it yields it.
             while let Some(ev) = events.next().await {
                 match ev {
-                    Ok(watcher::Event::InitDone) => flag.store(true, Ordering::SeqCst),
+                    Ok(watcher::Event::InitDone) => {
+                        changes.fetch_add(1, Ordering::SeqCst);
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                    Ok(_) => {
+                        changes.fetch_add(1, Ordering::SeqCst);
+                    }
                     Err(e) => tracing::warn!(error = %e, "sharder watch error (retrying)"),
-                    Ok(_) => {}
                 }
             }
         });
         Watch {
             store,
             synced,
+            generation,
             task,
         }
     }
@@ -210,6 +233,35 @@ impl Written {
     }
 }
 
+/// When a round has something new to decide. A round decides every object of the kind (and
+/// its `steps` are O(N)); one on the same objects (the store's generation) and the same live
+/// members as a round that left nothing to retry would decide nothing, and is skipped. A
+/// takeover is always decided (its children are listed, its deadline moves).
+#[derive(Default)]
+struct Rounds {
+    /// The generation and live members of the last round that sent every write it decided
+    /// (a write sent is seen by the watch, which moves the generation).
+    settled: Option<(u64, Vec<String>)>,
+}
+
+impl Rounds {
+    fn due(&self, generation: u64, view: &MemberView) -> bool {
+        !view.taken.is_empty()
+            || self
+                .settled
+                .as_ref()
+                .is_none_or(|(g, live)| *g != generation || *live != view.live)
+    }
+
+    /// After a round decided on `generation` and `view`: `settled` when every write it
+    /// decided was answered (none to retry).
+    fn ended(&mut self, generation: u64, view: &MemberView, settled: bool) {
+        self.settled = (settled && view.taken.is_empty()).then(|| (generation, view.live.clone()));
+    }
+}
+
+/// Places the objects of `store` for one round; true when every write it decided was
+/// answered (nothing to retry on the same view).
 async fn place(
     shard: &ShardContext,
     labels: &Labels,
@@ -218,7 +270,7 @@ async fn place(
     store: &Store<Meta>,
     view: &MemberView,
     written: &mut Written,
-) {
+) -> bool {
     let objects = store.state();
     let mut on: HashSet<String> = objects
         .iter()
@@ -276,13 +328,17 @@ async fn place(
         .buffer_unordered(PLACING)
         .collect()
         .await;
+    let mut settled = true;
     for (o, sent) in outcomes {
         if sent {
             if let (Some(uid), Some(rv)) = (o.meta().uid.clone(), o.resource_version()) {
                 written.0.insert(uid, rv);
             }
+        } else {
+            settled = false;
         }
     }
+    settled
 }
 
 /// This round's writes (pure): each object's step, but none for an object written and not
@@ -646,8 +702,51 @@ fn count(shard_label: &str, outcome: Outcome) {
         .or_insert(0) += 1;
 }
 
-/// `bosun_shard_label_writes_total{label,result}` in the text exposition.
+/// Whether a round decided the kind's objects, or had nothing new to decide.
+#[derive(Clone, Copy)]
+enum Work {
+    Decided,
+    Skipped,
+}
+
+impl Work {
+    fn as_str(self) -> &'static str {
+        match self {
+            Work::Decided => "decided",
+            Work::Skipped => "skipped",
+        }
+    }
+}
+
+/// The sharder's rounds, per shard label and work: most rounds of a settled cluster skip.
+static ROUNDS: Mutex<BTreeMap<(String, &'static str), u64>> = Mutex::new(BTreeMap::new());
+
+fn count_round(shard_label: &str, work: Work) {
+    let mut r = ROUNDS.lock().unwrap_or_else(|e| e.into_inner());
+    *r.entry((shard_label.to_string(), work.as_str()))
+        .or_insert(0) += 1;
+}
+
+/// `bosun_shard_label_writes_total{label,result}` and `bosun_shard_rounds_total{label,work}`
+/// in the text exposition.
 pub(crate) fn metrics_text() -> String {
+    let mut out = writes_text();
+    let r = ROUNDS.lock().unwrap_or_else(|e| e.into_inner());
+    out.push_str(
+        "# HELP bosun_shard_rounds_total The sharder's placement rounds, by shard label and \
+         work (decided: every object of the kind examined; skipped: nothing changed since a \
+         round that left nothing to retry).\n\
+         # TYPE bosun_shard_rounds_total counter\n",
+    );
+    for ((label, work), n) in r.iter() {
+        out.push_str(&format!(
+            "bosun_shard_rounds_total{{label=\"{label}\",work=\"{work}\"}} {n}\n"
+        ));
+    }
+    out
+}
+
+fn writes_text() -> String {
     let w = WRITES.lock().unwrap_or_else(|e| e.into_inner());
     let mut out = String::from(
         "# HELP bosun_shard_label_writes_total Label writes the sharder sent, by shard label \
@@ -892,6 +991,32 @@ mod tests {
     }
 
     #[test]
+    fn a_round_with_nothing_new_decides_nothing() {
+        let mut rounds = Rounds::default();
+        let v = view(&["a", "b"]);
+        // Each retry period brings a new view; the objects and the members stay the same.
+        let mut decided = 0;
+        for _ in 0..10 {
+            if rounds.due(5, &v) {
+                decided += 1;
+                rounds.ended(5, &v, true);
+            }
+        }
+        assert_eq!(decided, 1, "rounds that decided every object on one view");
+        assert!(rounds.due(6, &v), "an event applied to the store");
+        assert!(rounds.due(5, &view(&["a"])), "a member left");
+        let mut taken = v.clone();
+        taken.taken = ["c".to_string()].into();
+        assert!(rounds.due(5, &taken), "a takeover is always decided");
+        // A round whose write was not answered is decided again on the same view.
+        rounds.ended(5, &v, false);
+        assert!(rounds.due(5, &v));
+        // Nor does a takeover round settle anything.
+        rounds.ended(5, &taken, true);
+        assert!(rounds.due(5, &v));
+    }
+
+    #[test]
     fn the_write_counts_are_served_by_label_and_result() {
         count("shard.bosun.dev/unit-test", Outcome::Written);
         count("shard.bosun.dev/unit-test", Outcome::Written);
@@ -903,6 +1028,12 @@ mod tests {
         ));
         assert!(text.contains(
             "bosun_shard_label_writes_total{label=\"shard.bosun.dev/unit-test\",result=\"stale\"} 1\n"
+        ));
+        count_round("shard.bosun.dev/unit-test", Work::Skipped);
+        let text = metrics_text();
+        assert!(text.contains("# TYPE bosun_shard_rounds_total counter"));
+        assert!(text.contains(
+            "bosun_shard_rounds_total{label=\"shard.bosun.dev/unit-test\",work=\"skipped\"} 1\n"
         ));
     }
 }
