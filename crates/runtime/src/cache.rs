@@ -101,6 +101,9 @@ pub struct ChildWatch {
     pub(crate) own_selector: String,
     /// The cached children of an owner, by its UID: their namespaces and names.
     children_of: OwnedBy,
+    /// The cached children operator-sdk's annotations link to an owner (its key and type,
+    /// as [`crate::shard::children::annotated_owner`] reads them) and no owner reference does.
+    annotated_to: AnnotatedTo,
     len: Box<dyn Fn() -> usize + Send + Sync>,
     /// The applier's field manager, for a cache that keeps its fingerprints: a hand-off
     /// relabels the children under that name, so the label stays among the fields the
@@ -139,6 +142,7 @@ impl ChildWatch {
             namespace,
             own_selector: own_selector.to_string(),
             children_of: Box::new(|_| Vec::new()),
+            annotated_to: Box::new(|_, _, _| Vec::new()),
             len: Box::new(|| 0),
             manager: std::sync::OnceLock::new(),
         }
@@ -155,6 +159,12 @@ impl ChildWatch {
     /// The cached objects whose owner references name `uid`.
     pub(crate) fn children_of(&self, uid: &str) -> Vec<Named> {
         (self.children_of)(uid)
+    }
+
+    /// The cached objects linked by operator-sdk's annotations only to the owner `uid`, whose
+    /// key (`<namespace>/<name>`) and type (`<Kind>.<group>`) they name.
+    pub(crate) fn annotated_to(&self, uid: &str, key: &str, primary_type: &str) -> Vec<Named> {
+        (self.annotated_to)(uid, key, primary_type)
     }
 
     /// Objects cached.
@@ -176,6 +186,9 @@ pub(crate) type Named = (Option<String>, String);
 
 /// The cached objects an owner (by UID) has.
 type OwnedBy = Box<dyn Fn(&str) -> Vec<Named> + Send + Sync>;
+
+/// The cached objects an owner (UID, annotation key, type) has by annotations only.
+type AnnotatedTo = Box<dyn Fn(&str, &str, &str) -> Vec<Named> + Send + Sync>;
 
 /// Every child cache a controller runs, for `bosun_cached_children{controller,group,kind}`:
 /// a replica's share of the children, as `bosun_cached_objects` is of its primary objects.
@@ -642,6 +655,32 @@ impl<T: Resource> Compact<T> {
         }
         out
     }
+
+    /// The namespaces and names of the objects operator-sdk's annotations link to the owner
+    /// `key` of `primary_type`, and whose owner references do not name `uid` (those are
+    /// [`Compact::owned_by`]'s).
+    fn annotated_to(&self, uid: &str, key: &str, primary_type: &str) -> Vec<Named> {
+        let inner = self.read();
+        let mut out: Vec<Named> = Vec::new();
+        for s in &inner.sources {
+            for o in s.objects.values() {
+                let m = o.meta();
+                let linked = crate::shard::children::annotated_owner(m, primary_type)
+                    .is_some_and(|k| k == key)
+                    && !m
+                        .owner_references
+                        .as_ref()
+                        .is_some_and(|refs| refs.iter().any(|r| r.uid == uid));
+                if linked {
+                    let id = (m.namespace.clone(), m.name.clone().unwrap_or_default());
+                    if !out.contains(&id) {
+                        out.push(id);
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// [`reflect_events`] into a [`Compact`] store, from the events of its watches each tagged
@@ -696,13 +735,14 @@ where
     T: Resource + Clone + Debug + Send + Sync + 'static,
 {
     let store: Compact<T> = Compact::new();
-    let (owners, counted) = (store.clone(), store.clone());
+    let (owners, linked, counted) = (store.clone(), store.clone(), store.clone());
     let slot = Arc::new(ChildWatch {
         selectors: std::sync::OnceLock::new(),
         resource: kube::core::ApiResource::erase::<K>(dyntype),
         namespace: namespace.map(str::to_string),
         own_selector: own_selector.to_string(),
         children_of: Box::new(move |uid| owners.owned_by(uid)),
+        annotated_to: Box::new(move |uid, key, t| linked.annotated_to(uid, key, t)),
         len: Box::new(move || counted.len()),
         manager: std::sync::OnceLock::new(),
     });

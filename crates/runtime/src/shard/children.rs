@@ -127,7 +127,10 @@ impl ChildRegistry {
     /// children of kinds recorded but not started here, and those of a started
     /// cluster-scoped kind linked to `owner` by operator-sdk's annotations only (no owner
     /// reference can name a namespaced owner there, so no cache indexes them by owner). That
-    /// second list is the cost of such children: one list of the kind per move.
+    /// second list is the cost of such children: one list of the kind per move. A namespaced
+    /// child linked by annotations only (a Helm or Ansible role's Secret or RoleBinding in a
+    /// shared namespace) is found in the cache of its kind when that cache watches every
+    /// namespace, and read once for the field manager of its label: no list.
     pub(crate) async fn listed_children_of(
         &self,
         client: &kube::Client,
@@ -194,6 +197,63 @@ impl ChildRegistry {
                         manager,
                     });
                 }
+            }
+        }
+        found.extend(
+            self.annotated_in_caches(client, discovery, owner, (&owner_key, primary_type), &key)
+                .await?,
+        );
+        Ok(found)
+    }
+
+    /// The namespaced children `owner` (by `key`, of `primary_type`) has by operator-sdk's
+    /// annotations only, from each started cache of a namespaced kind that watches every
+    /// namespace, each read for the field manager of its `shard_label`.
+    async fn annotated_in_caches(
+        &self,
+        client: &kube::Client,
+        discovery: &crate::dynamic::Discovery,
+        owner: &ObjectMeta,
+        (key, primary_type): (&str, &str),
+        shard_label: &str,
+    ) -> Result<Vec<Listed>, kube::Error> {
+        let uid = owner.uid.as_deref().unwrap_or_default();
+        let mut found = Vec::new();
+        for w in self.watches() {
+            if w.namespace.is_some() {
+                continue;
+            }
+            let named = w.annotated_to(uid, key, primary_type);
+            if named.is_empty() {
+                continue;
+            }
+            // A cluster-scoped kind's children were listed.
+            if !discovery
+                .resolve(&gvk_of(&w))
+                .await
+                .is_ok_and(|r| r.namespaced)
+            {
+                continue;
+            }
+            for (ns, name) in named {
+                let api: Api<PartialObjectMeta<DynamicObject>> = match ns.as_deref() {
+                    Some(ns) => Api::namespaced_with(client.clone(), ns, &w.resource),
+                    None => Api::all_with(client.clone(), &w.resource),
+                };
+                let Some(c) = api.get_metadata_opt(&name).await? else {
+                    continue;
+                };
+                found.push(Listed {
+                    resource: w.resource.clone(),
+                    namespace: ns,
+                    name,
+                    manager: c
+                        .metadata
+                        .managed_fields
+                        .as_deref()
+                        .and_then(|e| crate::owned::label_owner(e, shard_label))
+                        .map(str::to_string),
+                });
             }
         }
         Ok(found)
