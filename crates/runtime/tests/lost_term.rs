@@ -15,25 +15,20 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bosun_runtime::apply::Applier;
-use bosun_runtime::dynamic::{ChildCacheError, Discovery, DynamicChildren};
-use bosun_runtime::error::{Categorized, ErrorCategory};
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
 use bosun_runtime::manager::{
     ControllerContext, Manager, ManagerConfig, ManagerError, Operator, OperatorError,
 };
 use bosun_runtime::rbac::Rbac;
-use bosun_runtime::{Primary, Scope, Wiring};
+use bosun_runtime::Scope;
 use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ObjectMeta, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
-use kube::{Client, Resource, ResourceExt};
+use kube::Client;
 use tower::{Layer, Service};
 
 const LEASE: &str = "terms";
@@ -199,11 +194,9 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
             }),
         ],
     );
-    eventually(30, || async {
-        (reconciled_by(&admin, &ns, "w1").await.as_deref() == Some("a")).then_some(())
-    })
-    .await
-    .expect("a leads and reconciles");
+    eventually(30, || reconciled_by_is(&admin, &ns, "w1", "a"))
+        .await
+        .expect("a leads and reconciles");
     assert_eq!(lease_holder(&admin, &ns, LEASE).await.as_deref(), Some("a"));
     assert_eq!(
         (warm.load(Ordering::SeqCst), cold.load(Ordering::SeqCst)),
@@ -231,11 +224,9 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
         .create(&PostParams::default(), &widget(&ns, "w2", "y", 0))
         .await
         .expect("create");
-    eventually(30, || async {
-        (reconciled_by(&admin, &ns, "w2").await.as_deref() == Some("a")).then_some(())
-    })
-    .await
-    .expect("a reconciles again");
+    eventually(30, || reconciled_by_is(&admin, &ns, "w2", "a"))
+        .await
+        .expect("a reconciles again");
     assert_eq!(
         (warm.load(Ordering::SeqCst), cold.load(Ordering::SeqCst)),
         (1, 2),
@@ -247,102 +238,18 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
 
 const DYN_LABEL: &str = "bosun-test/dyn-terms";
 
-fn configmap_gvk() -> GroupVersionKind {
-    GroupVersionKind::gvk("", "v1", "ConfigMap")
-}
-
 /// Writes each widget's ConfigMap, read from a child cache the reconcile starts.
-struct RunTimeChildren {
-    identity: String,
-}
-
-struct DynCtx {
-    client: Client,
-    identity: String,
-    applier: Applier,
-    children: DynamicChildren<Widget>,
-}
-
-#[derive(Debug, thiserror::Error)]
-enum DynError {
-    #[error("api: {0}")]
-    Api(#[from] kube::Error),
-    #[error("{0}")]
-    Children(#[from] ChildCacheError),
-}
-
-impl Categorized for DynError {
-    fn category(&self) -> ErrorCategory {
-        ErrorCategory::Api
-    }
-}
-
-async fn reconcile_with_run_time_children(
-    w: Arc<Widget>,
-    ctx: Arc<DynCtx>,
-) -> Result<Action, DynError> {
-    let ns = w.namespace().unwrap_or_default();
-    let cache = ctx.children.cache(&configmap_gvk()).await?;
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(format!("{}-w", w.name_any())),
-            namespace: Some(ns.clone()),
-            labels: Some([(DYN_LABEL.to_string(), "yes".to_string())].into()),
-            owner_references: w.controller_owner_ref(&()).map(|o| vec![o]),
-            ..Default::default()
+fn run_time_configmaps(identity: &str) -> Arc<dyn Operator> {
+    run_time_children(
+        "run-time-children",
+        DYN_LABEL,
+        "bosun-test-dyn-terms",
+        identity,
+        |w, ctx| async move {
+            ctx.apply_configmap(&w).await?;
+            Ok(Action::await_change())
         },
-        data: Some([("reconciledBy".to_string(), ctx.identity.clone())].into()),
-        ..Default::default()
-    };
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
-    ctx.applier
-        .apply(&api, &cm, cache.meta(&ns, &cm.name_any()).as_ref())
-        .await?;
-    Ok(Action::await_change())
-}
-
-impl Operator for RunTimeChildren {
-    fn name(&self) -> &str {
-        "run-time-children"
-    }
-    fn crds(&self) -> Vec<CustomResourceDefinition> {
-        Vec::new()
-    }
-    fn rbac(&self) -> Rbac {
-        Rbac::default()
-    }
-    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
-        let identity = self.identity.clone();
-        Box::pin(async move {
-            let client = ctx.client.clone();
-            let discovery = Discovery::new(client.clone());
-            ctx.run_controller(
-                |ns| {
-                    let (children, trigger) = DynamicChildren::new(
-                        client.clone(),
-                        discovery.clone(),
-                        ns,
-                        &format!("{DYN_LABEL}=yes"),
-                        (),
-                    );
-                    let late = children.wired();
-                    let context = Arc::new(DynCtx {
-                        client: client.clone(),
-                        identity: identity.clone(),
-                        applier: Applier::new("bosun-test-dyn-terms"),
-                        children,
-                    });
-                    let api = bosun_runtime::cache::scoped_api(client.clone(), ns);
-                    Wiring::new(Primary::watch(api, (), Default::default()), context)
-                        .trigger(trigger)
-                        .late_children(late)
-                },
-                reconcile_with_run_time_children,
-            )
-            .await;
-            Ok(())
-        })
-    }
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -376,15 +283,11 @@ async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
         &partition,
         &ns,
         probe,
-        vec![Arc::new(RunTimeChildren {
-            identity: "a".into(),
-        })],
+        vec![run_time_configmaps("a")],
     );
-    eventually(30, || async {
-        (reconciled_by(&admin, &ns, "d1").await.as_deref() == Some("a")).then_some(())
-    })
-    .await
-    .expect("a leads and reconciles, its reconcile starting the ConfigMap cache");
+    eventually(30, || reconciled_by_is(&admin, &ns, "d1", "a"))
+        .await
+        .expect("a leads and reconciles, its reconcile starting the ConfigMap cache");
     let listed = lists.load(Ordering::SeqCst);
     assert!(listed >= 1, "the run-time cache listed ConfigMaps");
 
@@ -400,11 +303,9 @@ async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
         .create(&PostParams::default(), &widget(&ns, "d2", "y", 0))
         .await
         .expect("create");
-    eventually(30, || async {
-        (reconciled_by(&admin, &ns, "d2").await.as_deref() == Some("a")).then_some(())
-    })
-    .await
-    .expect("a reconciles again");
+    eventually(30, || reconciled_by_is(&admin, &ns, "d2", "a"))
+        .await
+        .expect("a reconciles again");
     assert_eq!(
         lists.load(Ordering::SeqCst),
         listed,

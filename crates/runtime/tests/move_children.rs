@@ -11,17 +11,9 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use bosun_runtime::apply::Applier;
-use bosun_runtime::cache::ChildCache;
-use bosun_runtime::client::{client_fenced, client_with, Pool};
-use bosun_runtime::fence::Fence;
-use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{Manager, ManagerConfig, Operator};
-use bosun_runtime::shard::ShardConfig;
-use bosun_runtime::{Scope, Wiring};
+use bosun_runtime::manager::Operator;
 use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::StreamExt;
@@ -43,30 +35,18 @@ const WIDGETS: usize = 6;
 const SAID: &str = "MOVE-OUTCOME ";
 
 struct MoveCtx {
-    client: Client,
     identity: String,
-    applier: Applier,
-    children: ChildCache<ConfigMap>,
+    children: OwnedConfigMaps,
 }
 
 /// A widget's child: `<widget>-child`, controlled by the widget.
 fn child_of(w: &Widget) -> ConfigMap {
-    ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{}-child", w.name_any())),
-            namespace: w.namespace(),
-            labels: Some([(CHILD_LABEL.to_string(), "yes".to_string())].into()),
-            owner_references: kube::Resource::controller_owner_ref(w, &()).map(|o| vec![o]),
-            ..Default::default()
-        },
-        data: Some([("widget".to_string(), w.name_any())].into()),
-        ..Default::default()
-    }
+    owned_configmap(w, "-child", CHILD_LABEL, &[("widget", &w.name_any())])
 }
 
 /// Applies the child once per change and says what the applier did.
 async fn reconcile(w: Arc<Widget>, ctx: Arc<MoveCtx>) -> Result<Action, WidgetError> {
-    let outcome = apply_child(&ctx.client, &ctx.applier, &ctx.children, &child_of(&w)).await?;
+    let outcome = ctx.children.apply(&child_of(&w)).await?;
     println!("{SAID}{} {} {outcome:?}", ctx.identity, w.name_any());
     Ok(Action::await_change())
 }
@@ -76,21 +56,10 @@ fn mover(identity: &str) -> Arc<dyn Operator> {
     widget_controller(
         OPERATOR,
         move |client, ns| {
-            let applier = Applier::new(CHILD_MANAGER);
-            let (children, stream) = ChildCache::<ConfigMap>::watch_owned(
-                client.clone(),
-                ns,
-                &format!("{CHILD_LABEL}=yes"),
-                |c| c.data = None,
-                &applier,
-            );
-            let state = Arc::new(MoveCtx {
-                client: client.clone(),
+            owning_configmaps(client, ns, CHILD_LABEL, CHILD_MANAGER, |children| MoveCtx {
                 identity: identity.clone(),
-                applier,
-                children: children.clone(),
-            });
-            Wiring::new(widget_primary(client, ns), state).owns(stream, children.synced())
+                children,
+            })
         },
         reconcile,
     )
@@ -100,65 +69,42 @@ fn mover(identity: &str) -> Arc<dyn Operator> {
 #[ignore = "not a test on its own: a replica that a_move_writes_each_child_once starts and kills"]
 async fn move_replica_process() {
     let (config, ns, identity, metrics) = replica_spec(CHILD).await;
-    let fence = Fence::new();
-    let client =
-        client_fenced(config.clone(), None, Pool::default(), Some(&fence)).expect("client");
-    let sharder_fence = Fence::new();
-    let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))
-        .expect("sharder client");
-    let shard = ShardConfig::new(LeaderConfig::new(LEASE, &ns, &identity)).expect("shard");
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![ns.clone()]),
-        concurrency: 4,
-        metrics_addr: Some(metrics),
-        ..Default::default()
-    };
-    Manager::new(client, cfg)
-        .with_leader_client(client_with(config, None, Pool::default()).expect("lease client"))
-        .with_fence(fence)
-        .with_sharding(shard, sharder, sharder_fence)
+    ShardedMember::new(&config, LEASE, &ns, &identity)
+        .concurrency(4)
+        .metrics(metrics)
+        .manager()
+        .expect("member")
         .with_operator(mover(&identity))
         .run(bosun_runtime::manager::shutdown_signal(), |_| {})
         .await
         .expect("manager");
 }
 
-struct Replica {
-    child: tokio::process::Child,
-    said: Report,
-}
-
-fn start(kubeconfig: &std::path::Path, ns: &str, name: &str) -> Replica {
-    let mut child = replica_command(
+fn start(kubeconfig: &std::path::Path, ns: &str, name: &str) -> Reporting {
+    let cmd = replica_command(
         "move_replica_process",
         CHILD,
         kubeconfig,
         ns,
         name,
         free_addr(),
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .expect("spawn a replica");
-    let said = Report::default();
-    said.read(&mut child, SAID);
-    Replica { child, said }
+    );
+    Reporting::spawn(cmd, SAID)
 }
 
-impl Replica {
-    /// What its reconciles of `widget` reported since its line `from`.
-    fn outcomes(&self, from: usize, widget: &str) -> Vec<String> {
-        self.said
-            .lines()
-            .iter()
-            .skip(from)
-            .filter_map(|l| {
-                let mut p = l.split(' ');
-                let (_, w, o) = (p.next()?, p.next()?, p.next()?);
-                (w == widget).then(|| o.to_string())
-            })
-            .collect()
-    }
+/// What `replica`'s reconciles of `widget` reported since its line `from`.
+fn outcomes(replica: &Reporting, from: usize, widget: &str) -> Vec<String> {
+    replica
+        .said
+        .lines()
+        .iter()
+        .skip(from)
+        .filter_map(|l| {
+            let mut p = l.split(' ');
+            let (_, w, o) = (p.next()?, p.next()?, p.next()?);
+            (w == widget).then(|| o.to_string())
+        })
+        .collect()
 }
 
 /// One stored write of a ConfigMap of the namespace.
@@ -346,7 +292,9 @@ async fn a_move_writes_each_child_once() {
     let a = start(&kubeconfig, &ns, "a");
     let all = eventually(120, || async {
         let p = placed(&widgets, &cms, &["a"]).await?;
-        p.keys().all(|w| !a.outcomes(0, w).is_empty()).then_some(p)
+        p.keys()
+            .all(|w| !outcomes(&a, 0, w).is_empty())
+            .then_some(p)
     })
     .await
     .expect("a placed and reconciled every widget");
@@ -363,7 +311,7 @@ async fn a_move_writes_each_child_once() {
             .filter(|(_, m)| *m == "b")
             .map(|(w, _)| w)
             .collect();
-        (!to_b.is_empty() && to_b.iter().all(|w| !b.outcomes(0, w).is_empty())).then_some(p)
+        (!to_b.is_empty() && to_b.iter().all(|w| !outcomes(&b, 0, w).is_empty())).then_some(p)
     })
     .await
     .expect("b took some widgets over and reconciled them");
@@ -378,14 +326,14 @@ async fn a_move_writes_each_child_once() {
             "{child} (its widget now on {m}) written {counted:?} times across the hand-off; one write (the relabel) per moved child"
         );
         if m == "b" {
-            let said = b.outcomes(0, w);
+            let said = outcomes(&b, 0, w);
             assert!(
                 said.iter().all(|o| o == "Unchanged"),
                 "b's reconciles of {w}, handed over from a: {said:?}"
             );
         } else {
             assert!(
-                a.outcomes(a_said, w).iter().all(|o| o == "Unchanged"),
+                outcomes(&a, a_said, w).iter().all(|o| o == "Unchanged"),
                 "a wrote {w}'s child though it stayed"
             );
         }
@@ -405,7 +353,7 @@ async fn a_move_writes_each_child_once() {
         placed(&widgets, &cms, &["a"]).await?;
         moved
             .iter()
-            .all(|w| !a.outcomes(a_said, w).is_empty())
+            .all(|w| !outcomes(&a, a_said, w).is_empty())
             .then_some(())
     })
     .await
@@ -421,7 +369,7 @@ async fn a_move_writes_each_child_once() {
             "{child} written {counted:?} times across b's takeover; one write (the relabel) per moved child"
         );
         if was_b {
-            let said = a.outcomes(a_said, w);
+            let said = outcomes(&a, a_said, w);
             assert!(
                 said.iter().all(|o| o == "Unchanged"),
                 "a's reconciles of {w}, taken over from b: {said:?}"

@@ -20,33 +20,24 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use bosun_runtime::apply::Applier;
-use bosun_runtime::client::{client_fenced, client_with, Pool};
-use bosun_runtime::dynamic::{ChildCacheError, Discovery, DynamicChildren};
 use bosun_runtime::dynamic::{PRIMARY_RESOURCE_ANNOTATION, PRIMARY_RESOURCE_TYPE_ANNOTATION};
-use bosun_runtime::error::{Categorized, ErrorCategory};
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{
-    ControllerContext, Manager, ManagerConfig, ManagerError, Operator, OperatorError,
-};
-use bosun_runtime::rbac::Rbac;
+use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator};
 use bosun_runtime::shard::record::{self, CHILD_KINDS_ANNOTATION};
-use bosun_runtime::shard::ShardConfig;
-use bosun_runtime::{Primary, Scope, Wiring};
+use bosun_runtime::Scope;
 use bosun_testenv::{shared, test_namespace};
 use common::*;
-use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 
 const LEASE: &str = "record";
+const OPERATOR: &str = "meets-its-kind-late";
 const KIND_LABEL: &str = "bosun-test/record";
 /// The field manager of the operator's writes.
 const MANAGER: &str = "bosun-test-record";
@@ -58,32 +49,11 @@ const MEMBER: &str = "BOSUN_TEST_RECORD_MEMBER";
 /// An operator whose child kinds are met by its reconcile: each widget's ClusterRole, naming
 /// the widget by operator-sdk's annotations, then its ConfigMap (naming the replica: written
 /// only once the ClusterRole is in place), against caches the first reconcile starts.
-struct MeetsItsKindLate {
-    identity: String,
+fn meets_its_kind_late(identity: &str) -> Arc<dyn Operator> {
+    run_time_children(OPERATOR, KIND_LABEL, MANAGER, identity, reconcile)
 }
 
-struct Ctx {
-    client: Client,
-    identity: String,
-    applier: Applier,
-    children: DynamicChildren<Widget>,
-}
-
-#[derive(Debug, thiserror::Error)]
-enum Error {
-    #[error("api: {0}")]
-    Api(#[from] kube::Error),
-    #[error("{0}")]
-    Children(#[from] ChildCacheError),
-}
-
-impl Categorized for Error {
-    fn category(&self) -> ErrorCategory {
-        ErrorCategory::Api
-    }
-}
-
-async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+async fn reconcile(w: Arc<Widget>, ctx: Arc<RunTimeCtx>) -> Result<Action, RunTimeError> {
     let ns = w.namespace().unwrap_or_default();
     // Read by the takeover test from its member processes.
     println!("{SAID}{} {ns}/{}", ctx.identity, w.name_any());
@@ -132,73 +102,8 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             .create(&pp, &role)
             .await?;
     }
-    let cache = ctx
-        .children
-        .cache(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
-        .await?;
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(format!("{}-w", w.name_any())),
-            namespace: Some(ns.clone()),
-            labels: Some([(KIND_LABEL.to_string(), "yes".to_string())].into()),
-            owner_references: w.controller_owner_ref(&()).map(|o| vec![o]),
-            ..Default::default()
-        },
-        data: Some([("reconciledBy".to_string(), ctx.identity.clone())].into()),
-        ..Default::default()
-    };
-    ctx.applier
-        .apply(
-            &Api::namespaced(ctx.client.clone(), &ns),
-            &cm,
-            cache.meta(&ns, &cm.name_any()).as_ref(),
-        )
-        .await?;
+    ctx.apply_configmap(&w).await?;
     Ok(Action::await_change())
-}
-
-impl Operator for MeetsItsKindLate {
-    fn name(&self) -> &str {
-        "meets-its-kind-late"
-    }
-    fn crds(&self) -> Vec<CustomResourceDefinition> {
-        Vec::new()
-    }
-    fn rbac(&self) -> Rbac {
-        Rbac::default()
-    }
-    fn run(&self, ctx: ControllerContext) -> BoxFuture<'static, Result<(), OperatorError>> {
-        let identity = self.identity.clone();
-        Box::pin(async move {
-            let client = ctx.client.clone();
-            let discovery = Discovery::new(client.clone());
-            ctx.run_controller(
-                |ns| {
-                    let (children, trigger) = DynamicChildren::new(
-                        client.clone(),
-                        discovery.clone(),
-                        ns,
-                        &format!("{KIND_LABEL}=yes"),
-                        (),
-                    );
-                    let late = children.wired();
-                    let context = Arc::new(Ctx {
-                        client: client.clone(),
-                        identity: identity.clone(),
-                        applier: Applier::new(MANAGER),
-                        children,
-                    });
-                    let api = bosun_runtime::cache::scoped_api(client.clone(), ns);
-                    Wiring::new(Primary::watch(api, (), Default::default()), context)
-                        .trigger(trigger)
-                        .late_children(late)
-                },
-                reconcile,
-            )
-            .await;
-            Ok(())
-        })
-    }
 }
 
 /// A replica in this process under `identity`, its ConfigMap LISTs counted in `lists`.
@@ -229,15 +134,14 @@ fn replica(
         Manager::new(client, cfg)
             .with_leader_client(leader_client)
             .with_fence(fence)
-            .with_operator(Arc::new(MeetsItsKindLate {
-                identity: identity.into(),
-            })),
+            .with_operator(meets_its_kind_late(identity)),
     )
 }
 
-async fn lease_record(client: &Client, ns: &str) -> Option<String> {
+/// The record of child kinds on the Lease `lease`, once there is one.
+async fn lease_record(client: &Client, ns: &str, lease: &str) -> Option<String> {
     Api::<Lease>::namespaced(client.clone(), ns)
-        .get_opt(LEASE)
+        .get_opt(lease)
         .await
         .ok()
         .flatten()?
@@ -262,12 +166,10 @@ async fn a_standby_warms_the_kinds_the_leader_met_at_run_time() {
 
     let a_lists = Arc::new(AtomicUsize::new(0));
     let (stop_a, run_a) = replica(&config, &ns, "a", &a_lists);
-    eventually(30, || async {
-        (reconciled_by(&admin, &ns, "r1").await.as_deref() == Some("a")).then_some(())
-    })
-    .await
-    .expect("a leads, its reconcile starting the ConfigMap cache");
-    let text = eventually(30, || lease_record(&admin, &ns))
+    eventually(30, || reconciled_by_is(&admin, &ns, "r1", "a"))
+        .await
+        .expect("a leads, its reconcile starting the ConfigMap cache");
+    let text = eventually(30, || lease_record(&admin, &ns, LEASE))
         .await
         .expect("a's renewals carry the kinds it met");
     let kinds = record::parse(&text).expect("a valid record");
@@ -306,7 +208,7 @@ async fn a_standby_warms_the_kinds_the_leader_met_at_run_time() {
             .await
             .expect("edit the lease");
         eventually(30, || async {
-            let t = lease_record(&admin, &ns).await?;
+            let t = lease_record(&admin, &ns, LEASE).await?;
             record::parse(&t).is_ok().then_some(())
         })
         .await
@@ -324,11 +226,9 @@ async fn a_standby_warms_the_kinds_the_leader_met_at_run_time() {
         .create(&PostParams::default(), &widget(&ns, "r2", "y", 0))
         .await
         .expect("create");
-    eventually(30, || async {
-        (reconciled_by(&admin, &ns, "r2").await.as_deref() == Some("b")).then_some(())
-    })
-    .await
-    .expect("b leads and reconciles");
+    eventually(30, || reconciled_by_is(&admin, &ns, "r2", "b"))
+        .await
+        .expect("b leads and reconciles");
     assert_eq!(
         b_lists.load(Ordering::SeqCst),
         warmed,
@@ -340,24 +240,10 @@ async fn a_standby_warms_the_kinds_the_leader_met_at_run_time() {
 
 /// A sharded member, as `bosun run --sharding` builds one.
 fn member_manager(config: &kube::Config, ns: &str, identity: &str) -> Manager {
-    let fence = Fence::new();
-    let client =
-        client_fenced(config.clone(), None, Pool::default(), Some(&fence)).expect("client");
-    let sharder_fence = Fence::new();
-    let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))
-        .expect("sharder client");
-    let shard = ShardConfig::new(LeaderConfig::new(LEASE, ns, identity)).expect("shard config");
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![ns.into()]),
-        ..Default::default()
-    };
-    Manager::new(client, cfg)
-        .with_leader_client(client_with(config.clone(), None, Pool::default()).expect("client"))
-        .with_fence(fence)
-        .with_sharding(shard, sharder, sharder_fence)
-        .with_operator(Arc::new(MeetsItsKindLate {
-            identity: identity.into(),
-        }))
+    ShardedMember::new(config, LEASE, ns, identity)
+        .manager()
+        .expect("member")
+        .with_operator(meets_its_kind_late(identity))
 }
 
 /// A sharded member in this process.
@@ -383,26 +269,16 @@ async fn record_member_process() {
 }
 
 /// A sharded member in a process of its own, and the reconciles it reported.
-struct Process {
-    child: tokio::process::Child,
-    said: Report,
-}
-
-fn member_process(kubeconfig: &std::path::Path, ns: &str, identity: &str) -> Process {
-    let mut child = replica_command(
+fn member_process(kubeconfig: &std::path::Path, ns: &str, identity: &str) -> Reporting {
+    let cmd = replica_command(
         "record_member_process",
         MEMBER,
         kubeconfig,
         ns,
         identity,
         free_addr(),
-    )
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .expect("spawn a member");
-    let said = Report::default();
-    said.read(&mut child, SAID);
-    Process { child, said }
+    );
+    Reporting::spawn(cmd, SAID)
 }
 
 const SHARD: &str = "shard.bosun.dev/meets-its-kind-late";
@@ -464,16 +340,7 @@ async fn the_sharder_relabels_the_kinds_only_a_dead_member_started() {
         .await
         .expect("both children carry their owner's member");
     let record = eventually(30, || async {
-        let lease = format!("{LEASE}-member-{first}");
-        let text = Api::<Lease>::namespaced(admin.clone(), &ns)
-            .get_opt(&lease)
-            .await
-            .ok()
-            .flatten()?
-            .metadata
-            .annotations?
-            .get(CHILD_KINDS_ANNOTATION)
-            .cloned()?;
+        let text = lease_record(&admin, &ns, &format!("{LEASE}-member-{first}")).await?;
         let kinds = record::parse(&text).ok()?;
         let mine = kinds.get("meets-its-kind-late")?;
         (mine.contains("v1/ConfigMap") && mine.contains("rbac.authorization.k8s.io/v1/ClusterRole"))

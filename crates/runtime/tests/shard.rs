@@ -25,12 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bosun_runtime::client::{client_fenced, client_with, Pool};
-use bosun_runtime::fence::Fence;
-use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{Manager, ManagerConfig, Operator};
-use bosun_runtime::shard::ShardConfig;
-use bosun_runtime::{Scope, Wiring};
+use bosun_runtime::manager::Operator;
+use bosun_runtime::Wiring;
 use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::StreamExt;
@@ -52,26 +48,14 @@ const CHILD_LABEL: &str = "bosun-test/child";
 const CHILD_MANAGER: &str = "rec-child";
 
 struct RecCtx {
-    client: Client,
     identity: String,
     n: AtomicU64,
-    applier: bosun_runtime::apply::Applier,
-    children: bosun_runtime::cache::ChildCache<ConfigMap>,
+    children: OwnedConfigMaps,
 }
 
 /// A widget's child: `<widget>-child`, controlled by the widget.
 fn child_of(w: &Widget) -> ConfigMap {
-    ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{}-child", w.name_any())),
-            namespace: w.namespace(),
-            labels: Some([(CHILD_LABEL.to_string(), "yes".to_string())].into()),
-            owner_references: kube::Resource::controller_owner_ref(w, &()).map(|o| vec![o]),
-            ..Default::default()
-        },
-        data: Some([("widget".to_string(), w.name_any())].into()),
-        ..Default::default()
-    }
+    owned_configmap(w, "-child", CHILD_LABEL, &[("widget", &w.name_any())])
 }
 
 async fn record(w: &Widget, ctx: &RecCtx, phase: &str) -> Result<(), kube::Error> {
@@ -84,7 +68,7 @@ async fn record(w: &Widget, ctx: &RecCtx, phase: &str) -> Result<(), kube::Error
         "metadata": { "name": name, "labels": { REC_LABEL: "yes" } },
         "data": { "widget": w.name_any(), "writer": ctx.identity, "phase": phase, "n": n.to_string() },
     });
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<ConfigMap> = Api::namespaced(ctx.children.client.clone(), &ns);
     api.patch(
         &name,
         &PatchParams::apply(&format!("rec-{}", ctx.identity)).force(),
@@ -101,7 +85,7 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<RecCtx>) -> Result<Action, WidgetErr
     record(&w, &ctx, "begin").await?;
     // The child, as a coded operator applies one: created when its cache does not show it
     // (refused, 409, when it exists unseen), else written only when it drifted.
-    apply_child(&ctx.client, &ctx.applier, &ctx.children, &child_of(&w)).await?;
+    ctx.children.apply(&child_of(&w)).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     record(&w, &ctx, "end").await?;
     Ok(Action::requeue(Duration::from_millis(200)))
@@ -113,62 +97,27 @@ fn recorder(identity: &str) -> Arc<dyn Operator> {
     widget_controller(
         OPERATOR,
         move |client, ns| {
-            let applier = bosun_runtime::apply::Applier::new(CHILD_MANAGER);
-            let (children, stream) = bosun_runtime::cache::ChildCache::<ConfigMap>::watch_owned(
-                client.clone(),
-                ns,
-                &format!("{CHILD_LABEL}=yes"),
-                |c| c.data = None,
-                &applier,
-            );
-            let state = Arc::new(RecCtx {
-                client: client.clone(),
+            owning_configmaps(client, ns, CHILD_LABEL, CHILD_MANAGER, |children| RecCtx {
                 identity: identity.clone(),
                 n: AtomicU64::new(0),
-                applier,
-                children: children.clone(),
-            });
-            Wiring::new(widget_primary(client, ns), state).owns(stream, children.synced())
+                children,
+            })
         },
         reconcile,
     )
-}
-
-/// A replica as `bosun run --sharding` builds one: the operators' client fenced by the
-/// membership Lease, the sharder's by the sharder Lease, the Leases written on a client of
-/// their own; bosun's default timings.
-async fn replica(
-    config: kube::Config,
-    ns: &str,
-    identity: &str,
-    metrics: SocketAddr,
-) -> anyhow::Result<Manager> {
-    let fence = Fence::new();
-    let client = client_fenced(config.clone(), None, Pool::default(), Some(&fence))?;
-    let sharder_fence = Fence::new();
-    let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))?;
-    let shard = ShardConfig::new(LeaderConfig::new(LEASE, ns, identity))?;
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![ns.into()]),
-        concurrency: 4,
-        metrics_addr: Some(metrics),
-        ..Default::default()
-    };
-    Ok(Manager::new(client, cfg)
-        .with_leader_client(client_with(config, None, Pool::default())?)
-        .with_fence(fence)
-        .with_sharding(shard, sharder, sharder_fence)
-        .with_operator(recorder(identity)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "not a test on its own: a replica that objects_move_between_replicas_without_overlap starts, stops and kills"]
 async fn shard_replica_process() {
     let (config, ns, identity, metrics) = replica_spec(CHILD).await;
-    let m = replica(config, &ns, &identity, metrics)
-        .await
-        .expect("replica");
-    m.run(bosun_runtime::manager::shutdown_signal(), |_| {})
+    ShardedMember::new(&config, LEASE, &ns, &identity)
+        .concurrency(4)
+        .metrics(metrics)
+        .manager()
+        .expect("replica")
+        .with_operator(recorder(&identity))
+        .run(bosun_runtime::manager::shutdown_signal(), |_| {})
         .await
         .expect("manager");
 }
@@ -179,18 +128,23 @@ struct Replica {
     metrics: SocketAddr,
 }
 
-fn start(cp_kubeconfig: &std::path::Path, ns: &str, name: &'static str) -> Replica {
+fn start(kubeconfig: &std::path::Path, ns: &str, name: &'static str) -> Replica {
+    spawn_replica("shard_replica_process", CHILD, kubeconfig, ns, name)
+}
+
+/// Starts replica `name`: this test binary again on the ignored test `test`, its metrics on
+/// an address of its own.
+fn spawn_replica(
+    test: &str,
+    var: &str,
+    kubeconfig: &std::path::Path,
+    ns: &str,
+    name: &'static str,
+) -> Replica {
     let metrics = free_addr();
-    let child = replica_command(
-        "shard_replica_process",
-        CHILD,
-        cp_kubeconfig,
-        ns,
-        name,
-        metrics,
-    )
-    .spawn()
-    .expect("spawn a replica");
+    let child = replica_command(test, var, kubeconfig, ns, name, metrics)
+        .spawn()
+        .expect("spawn a replica");
     Replica {
         name,
         child,
@@ -630,29 +584,12 @@ fn quiet() -> Arc<dyn Operator> {
 #[ignore = "not a test on its own: a replica that many_objects_placed_and_moved_with_one_label_write_each starts"]
 async fn shard_quiet_replica_process() {
     let (config, ns, identity, metrics) = replica_spec(QUIET_CHILD).await;
-    let fence = Fence::new();
-    let client =
-        client_fenced(config.clone(), None, Pool::default(), Some(&fence)).expect("client");
-    let sharder_fence = Fence::new();
-    let rate = bosun_runtime::ratelimit::RateLimitLayer::new(SHARDER_QPS, 1);
-    let sharder = client_fenced(
-        config.clone(),
-        Some(rate),
-        Pool::default(),
-        Some(&sharder_fence),
-    )
-    .expect("sharder client");
-    let shard = ShardConfig::new(LeaderConfig::new(LEASE, &ns, &identity)).expect("shard config");
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![ns.clone()]),
-        concurrency: 4,
-        metrics_addr: Some(metrics),
-        ..Default::default()
-    };
-    Manager::new(client, cfg)
-        .with_leader_client(client_with(config, None, Pool::default()).expect("leader client"))
-        .with_fence(fence)
-        .with_sharding(shard, sharder, sharder_fence)
+    ShardedMember::new(&config, LEASE, &ns, &identity)
+        .concurrency(4)
+        .metrics(metrics)
+        .sharder_qps(SHARDER_QPS)
+        .manager()
+        .expect("replica")
         .with_operator(quiet())
         .run(bosun_runtime::manager::shutdown_signal(), |_| {})
         .await
@@ -726,22 +663,13 @@ impl Drains {
 }
 
 fn quiet_replica(kubeconfig: &std::path::Path, ns: &str, name: &'static str) -> Replica {
-    let metrics = free_addr();
-    let child = replica_command(
+    spawn_replica(
         "shard_quiet_replica_process",
         QUIET_CHILD,
         kubeconfig,
         ns,
         name,
-        metrics,
     )
-    .spawn()
-    .expect("spawn a replica");
-    Replica {
-        name,
-        child,
-        metrics,
-    }
 }
 
 /// The sharder's label writes counted by a replica, by result.

@@ -15,20 +15,12 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bosun_runtime::apply::Applier;
-use bosun_runtime::cache::ChildCache;
-use bosun_runtime::client::{client_fenced, client_with, Pool};
-use bosun_runtime::fence::Fence;
-use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{Manager, ManagerConfig, Operator};
-use bosun_runtime::shard::ShardConfig;
-use bosun_runtime::{Scope, Wiring};
+use bosun_runtime::manager::Operator;
 use bosun_testenv::{shared, test_namespace};
 use common::*;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, ObjectMeta};
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
-use kube::{Client, Resource, ResourceExt};
+use kube::ResourceExt;
 
 const CHILD: &str = "BOSUN_TEST_WARM_MEMBER";
 /// Set in the member whose LISTs and writes are reported.
@@ -46,26 +38,13 @@ fn report(line: &str) {
 }
 
 struct RecCtx {
-    client: Client,
     identity: String,
-    applier: Applier,
-    children: ChildCache<ConfigMap>,
+    children: OwnedConfigMaps,
 }
 
 async fn reconcile(w: Arc<Widget>, ctx: Arc<RecCtx>) -> Result<Action, WidgetError> {
-    let ns = w.namespace().unwrap_or_default();
-    let child = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(format!("{}-child", w.name_any())),
-            namespace: Some(ns.clone()),
-            labels: Some([(CHILD_LABEL.to_string(), "yes".to_string())].into()),
-            owner_references: w.controller_owner_ref(&()).map(|o| vec![o]),
-            ..Default::default()
-        },
-        data: Some([("writer".to_string(), ctx.identity.clone())].into()),
-        ..Default::default()
-    };
-    apply_child(&ctx.client, &ctx.applier, &ctx.children, &child).await?;
+    let child = owned_configmap(&w, "-child", CHILD_LABEL, &[("writer", &ctx.identity)]);
+    ctx.children.apply(&child).await?;
     report(&format!("reconciled {}", w.name_any()));
     Ok(Action::requeue(Duration::from_millis(500)))
 }
@@ -75,21 +54,12 @@ fn warm_recorder(identity: String) -> Arc<dyn Operator> {
     widget_controller(
         OPERATOR,
         move |client, ns| {
-            let applier = Applier::new("warmrec-child");
-            let (children, stream) = ChildCache::<ConfigMap>::watch_owned(
-                client.clone(),
-                ns,
-                &format!("{CHILD_LABEL}=yes"),
-                |c| c.data = None,
-                &applier,
-            );
-            let state = Arc::new(RecCtx {
-                client: client.clone(),
-                identity: identity.clone(),
-                applier,
-                children: children.clone(),
-            });
-            Wiring::new(widget_primary(client, ns), state).owns(stream, children.synced())
+            owning_configmaps(client, ns, CHILD_LABEL, "warmrec-child", |children| {
+                RecCtx {
+                    identity: identity.clone(),
+                    children,
+                }
+            })
         },
         reconcile,
     )
@@ -99,28 +69,18 @@ fn warm_recorder(identity: String) -> Arc<dyn Operator> {
 #[ignore = "not a test on its own: a member that a_member_that_lost_its_lease_stays_warm starts and pauses"]
 async fn warm_member_process() {
     let (config, ns, identity, metrics) = replica_spec(CHILD).await;
-    // As `bosun run --sharding` builds it: the operators' client fenced by the membership
-    // Lease (right above the pool, here counted), the sharder's by the sharder Lease.
-    let fence = Fence::new();
+    // As `bosun run --sharding` builds it, the operators' LISTs counted on their way to the
+    // fence.
     let lists =
         layers::Observe::lists(&["widgets", "configmaps"], |r| report(&format!("list {r}")));
-    let client = fenced_client(config.clone(), &fence, &lists);
-    let sharder_fence = Fence::new();
-    let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))
-        .expect("sharder client");
-    let shard = ShardConfig::new(LeaderConfig::new(LEASE, &ns, &identity)).expect("shard");
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![ns.clone()]),
-        concurrency: 4,
-        metrics_addr: Some(metrics),
-        ..Default::default()
-    };
-    let m = Manager::new(client, cfg)
-        .with_leader_client(client_with(config, None, Pool::default()).expect("client"))
-        .with_fence(fence)
-        .with_sharding(shard, sharder, sharder_fence)
-        .with_operator(warm_recorder(identity));
-    m.run(bosun_runtime::manager::shutdown_signal(), |_| {})
+    ShardedMember::new(&config, LEASE, &ns, &identity)
+        .concurrency(4)
+        .metrics(metrics)
+        .observed(lists)
+        .manager()
+        .expect("member")
+        .with_operator(warm_recorder(identity))
+        .run(bosun_runtime::manager::shutdown_signal(), |_| {})
         .await
         .expect("manager");
 }

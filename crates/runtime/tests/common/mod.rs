@@ -2,9 +2,15 @@
 //! holding its value and the identity of the replica that applied it; status mirrors the
 //! value. `spec.delayMs` makes a reconcile slow, to observe shutdown behaviour.
 #![allow(dead_code)]
+pub mod children;
 pub mod layers;
+pub mod replicas;
 #[allow(unused_imports)]
 pub use bosun_testenv::eventually;
+#[allow(unused_imports)]
+pub use children::*;
+#[allow(unused_imports)]
+pub use replicas::*;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -330,6 +336,11 @@ pub async fn apply_child(
 /// Who reconciled `widget` last: the replica its ConfigMap names.
 pub async fn reconciled_by(client: &Client, ns: &str, widget: &str) -> Option<String> {
     configmap_value(client, ns, &format!("{widget}-w"), "reconciledBy").await
+}
+
+/// Once `widget`'s ConfigMap names `who` as the replica that reconciled it last.
+pub async fn reconciled_by_is(client: &Client, ns: &str, widget: &str, who: &str) -> Option<()> {
+    (reconciled_by(client, ns, widget).await.as_deref() == Some(who)).then_some(())
 }
 
 pub async fn configmap_value(client: &Client, ns: &str, name: &str, key: &str) -> Option<String> {
