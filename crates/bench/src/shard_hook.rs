@@ -279,6 +279,9 @@ struct Cost {
     started_user: f64,
     started_background: f64,
     label_writes: f64,
+    /// The sharder's placement rounds: decided (every object examined) and skipped (nothing
+    /// new since the last decided one), summed over the replicas that held the sharder Lease.
+    rounds: (f64, f64),
     /// Each replica's CPU seconds and label writes: the one that placed the objects (the
     /// sharder) writes them all.
     per_replica: Vec<(f64, f64)>,
@@ -355,6 +358,7 @@ async fn run(args: &Args, n: usize, replicas: usize) -> anyhow::Result<(Cost, Ve
         started_user: 0.0,
         started_background: 0.0,
         label_writes: 0.0,
+        rounds: (0.0, 0.0),
         per_replica: Vec::new(),
         load: load.0 / f64::from(load.1.max(1)),
     };
@@ -383,6 +387,9 @@ async fn run(args: &Args, n: usize, replicas: usize) -> anyhow::Result<(Cost, Ve
             .await
             .unwrap_or_default();
         cost.label_writes += writes;
+        let rounds = |work| r.metric("bosun_shard_rounds_total{", work);
+        cost.rounds.0 += rounds("work=\"decided\"").await.unwrap_or_default();
+        cost.rounds.1 += rounds("work=\"skipped\"").await.unwrap_or_default();
         cost.per_replica.push((proc_cpu_seconds(r.pid), writes));
     }
     let completed = player.completed.load(Ordering::Relaxed);
@@ -421,7 +428,7 @@ fn cost_note(c: &Cost, cores: f64) -> String {
         "first release at {:.1} s, {:.1} releases/s from 10 % to 90 %; workers busy on \
          average {:.1?}; {:.0} reconciles ({:.0} errors) of {:.2} s on average; work started \
          {:.0} from watch events, {:.0} from lists, timers and retries; {:.0} sharder label \
-         writes; CPU s (each replica's, with its label writes: {:.1?}): replicas {:.1}, API server + etcd {:.1}, harness {:.1}; {:.0} % of {cores} cores busy; machine load average {:.1}",
+         writes; sharder rounds {:.0} decided, {:.0} skipped; CPU s (each replica's, with its label writes: {:.1?}): replicas {:.1}, API server + etcd {:.1}, harness {:.1}; {:.0} % of {cores} cores busy; machine load average {:.1}",
         c.first,
         c.rate,
         c.busy_workers,
@@ -431,6 +438,8 @@ fn cost_note(c: &Cost, cores: f64) -> String {
         c.started_user,
         c.started_background,
         c.label_writes,
+        c.rounds.0,
+        c.rounds.1,
         c.per_replica,
         c.replicas_cpu,
         c.server_cpu,
