@@ -798,10 +798,11 @@ fn share_selector(labels: &crate::shard::Labels, me: &str, own: Option<&str>) ->
 const SHARE_PAGE: u32 = 500;
 
 /// A sharded member's read of its share as a term begins: the UIDs of the objects selected by
-/// `selector` (see [`share_selector`]), by a paged metadata LIST without a
-/// `resourceVersion` — a quorum read, so it shows every move the sharder made before it,
-/// which the member's watch may not have shown yet. None when a page failed (a continue
-/// token expired too): the runner reads again, whole.
+/// `selector` (see [`share_selector`]) and the version they were read at, by a paged metadata
+/// LIST without a `resourceVersion` — a quorum read, so it shows every move the sharder made
+/// before it, which the member's watch may not have shown yet (the next pages are read at the
+/// first one's version). None when a page failed (a continue token expired too): the runner
+/// reads again, whole.
 fn read_share_fn(
     client: kube::Client,
     resource: kube::core::ApiResource,
@@ -812,7 +813,7 @@ fn read_share_fn(
         let api = crate::shard::kind::api(client.clone(), &resource, namespace.as_deref());
         let selector = selector.clone();
         Box::pin(async move {
-            let mut uids = std::collections::HashSet::new();
+            let mut share = crate::runner::Share::default();
             let mut params = kube::api::ListParams::default()
                 .labels(&selector)
                 .limit(SHARE_PAGE);
@@ -824,10 +825,14 @@ fn read_share_fn(
                         return None;
                     }
                 };
-                uids.extend(page.items.into_iter().filter_map(|o| o.metadata.uid));
+                if share.resource_version.is_none() {
+                    share.resource_version = page.metadata.resource_version;
+                }
+                let uids = page.items.into_iter().filter_map(|o| o.metadata.uid);
+                share.uids.extend(uids);
                 match page.metadata.continue_ {
                     Some(token) if !token.is_empty() => params.continue_token = Some(token),
-                    _ => return Some(uids),
+                    _ => return Some(share),
                 }
             }
         })
@@ -917,18 +922,14 @@ where
                 children
                     .watches()
                     .iter()
-                    .flat_map(|c| {
-                        let manager = c.manager().map(str::to_string);
-                        c.children_of(uid)
-                            .into_iter()
-                            .map(move |(ns, n)| (c.resource.clone(), ns, n, manager.clone()))
-                    })
+                    .flat_map(|c| c.children_of(uid).into_iter().map(move |n| (c.clone(), n)))
                     .collect()
             })
             .unwrap_or_default();
         let child_body = serde_json::json!({
             "metadata": { "labels": { labels.shard.clone(): target.clone() } }
         });
+        let shard_label = labels.shard.clone();
         let body = serde_json::json!({
             "metadata": {
                 "resourceVersion": obj.resource_version(),
@@ -951,16 +952,17 @@ where
             {
                 return Next::Retry(Duration::from_secs(1));
             }
-            let relabelled = futures::future::join_all(kids.iter().map(|(ar, ns, child, manager)| {
+            let relabelled = futures::future::join_all(kids.iter().map(|(watch, named)| {
+                let (ar, (ns, child)) = (&watch.resource, named);
                 let api = crate::shard::kind::api(client.clone(), ar, ns.as_deref());
-                let body = &child_body;
-                // Under the applier's field manager: the label stays its own (with the new
-                // value), so the new member's applier finds the child in place.
-                let params = kube::api::PatchParams {
-                    field_manager: manager.clone(),
-                    ..Default::default()
-                };
+                let (body, client, shard) = (&child_body, &client, &shard_label);
                 async move {
+                    // Under the field manager that owns the label: it stays that writer's
+                    // (with the new value), so the new member's applier finds the child in place.
+                    let params = kube::api::PatchParams {
+                        field_manager: watch.label_manager(client, named, shard).await,
+                        ..Default::default()
+                    };
                     match api
                         .patch_metadata(child, &params, &kube::api::Patch::Merge(body))
                         .await

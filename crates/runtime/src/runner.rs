@@ -27,8 +27,12 @@
 //! the term began): while this member did not lead — lost its term, or was a replica not yet
 //! started under its name — the sharder may have moved its objects to another member, and its
 //! cache (a watch, lagging) can still show them here. A key whose object (same UID) that read
-//! shows starts from the cache; one it does not show but the cache does (placed here since,
-//! or moved away) is read alone first ([`Handoff::confirm`]).
+//! shows starts from the cache. One it does not show but the cache does was either placed
+//! here since (the cache shows a write newer than the read: it starts) or moved away before
+//! (the cache shows a version older than the read: it is done, the watch brings the move);
+//! where the two resource versions cannot be compared, the object is read alone first
+//! ([`Handoff::confirm`]). Within a term nobody else moves this member's objects: the sharder
+//! takes a member's objects only once its Lease has expired, and the member stops before.
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -86,16 +90,60 @@ pub(crate) struct Handoff<K> {
     /// Some(false) once moved away or gone, None when the read failed. Asked before a key's
     /// first start in a term when the read of the share did not show its object.
     pub confirm: Arc<dyn Fn(Arc<K>) -> BoxFuture<'static, Option<bool>> + Send + Sync>,
-    /// Reads this member's share from the API server (a quorum read): the UIDs of the
-    /// objects it labels with this member and asks no hand-off of; None when the read failed
-    /// (read again after a back-off, nothing of the term starting meanwhile). Once as each
-    /// term begins.
+    /// Reads this member's share from the API server (a quorum read); None when the read
+    /// failed (read again after a back-off, nothing of the term starting meanwhile). Once as
+    /// each term begins.
     pub read_share: ReadShare,
 }
 
 /// See [`Handoff::read_share`].
-pub(crate) type ReadShare =
-    Arc<dyn Fn() -> BoxFuture<'static, Option<HashSet<String>>> + Send + Sync>;
+pub(crate) type ReadShare = Arc<dyn Fn() -> BoxFuture<'static, Option<Share>> + Send + Sync>;
+
+/// A member's share as the API server showed it once.
+#[derive(Debug, Default)]
+pub(crate) struct Share {
+    /// The UIDs of the objects it labels with this member and asks no hand-off of.
+    pub uids: HashSet<String>,
+    /// The `resourceVersion` the list was read at.
+    pub resource_version: Option<String>,
+}
+
+/// How a key starts, first in a term, by what the read of the share said of its cached object.
+#[derive(Debug, PartialEq)]
+enum FirstStart {
+    /// From the cache: the read showed it, or the cache shows a write newer than the read.
+    Cache,
+    /// Not at all: not this member's when the read was taken, and the cache has seen nothing
+    /// newer (the watch brings the move; the key comes back if the object does).
+    Done,
+    /// Only once the object, read alone, is this member's: the versions do not compare.
+    ReadAlone,
+}
+
+fn first_start(share: &Share, uid: Option<&str>, resource_version: Option<&str>) -> FirstStart {
+    if uid.is_some_and(|u| share.uids.contains(u)) {
+        return FirstStart::Cache;
+    }
+    let newer = resource_version
+        .zip(share.resource_version.as_deref())
+        .and_then(|(obj, list)| Some(comparable(obj)?.cmp(&comparable(list)?)));
+    match newer {
+        Some(std::cmp::Ordering::Greater) => FirstStart::Cache,
+        Some(_) => FirstStart::Done,
+        None => FirstStart::ReadAlone,
+    }
+}
+
+/// A `resourceVersion` as a number, if it is one as Kubernetes defines comparable versions
+/// (KEP-5504, stable in 1.35, and what etcd-backed servers have always served): a positive
+/// decimal integer without leading zeros. Anything else (an aggregated API server's own
+/// versions, say) is not compared.
+fn comparable(rv: &str) -> Option<u128> {
+    if rv.starts_with('0') || !rv.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    rv.parse().ok().filter(|n| *n > 0)
+}
 
 impl<K> Runner<K>
 where
@@ -135,8 +183,8 @@ where
         let mut aborting = false;
         // Sharded: this member's share as read when the current term began (the term, the
         // UIDs), the read in flight, and the keys read alone since and found this member's.
-        let mut share: Option<(u64, HashSet<String>)> = None;
-        let mut reading: Option<(u64, BoxFuture<'static, HashSet<String>>)> = None;
+        let mut share: Option<(u64, Share)> = None;
+        let mut reading: Option<(u64, BoxFuture<'static, Share>)> = None;
         let confirmed: Confirmed<K> = Arc::default();
         loop {
             let now_term = leading.current();
@@ -186,13 +234,20 @@ where
                                 }
                                 Some(h) => {
                                     let mine = (term.unwrap_or_default(), p.key.clone());
-                                    let listed = obj.meta().uid.as_ref().is_some_and(|u| {
-                                        share.as_ref().is_some_and(|(_, s)| s.contains(u))
-                                    });
-                                    let known =
-                                        listed || confirmed.lock().is_ok_and(|c| c.contains(&mine));
+                                    let start = match &share {
+                                        Some((_, s)) => first_start(
+                                            s,
+                                            obj.meta().uid.as_deref(),
+                                            obj.meta().resource_version.as_deref(),
+                                        ),
+                                        None => FirstStart::ReadAlone,
+                                    };
+                                    let known = start == FirstStart::Cache
+                                        || confirmed.lock().is_ok_and(|c| c.contains(&mine));
                                     if known {
                                         work(obj)
+                                    } else if start == FirstStart::Done {
+                                        Box::pin(async { Next::After(None) })
                                     } else {
                                         confirm_first(
                                             (h.confirm)(obj.clone()),
@@ -271,13 +326,13 @@ where
                 },
                 // Timers are only fired by starting work: a standby leaves them due.
                 _ = sleep_until(due), if due.is_some() => {}
-                uids = async {
+                read = async {
                     match reading.as_mut() {
                         Some((_, read)) => read.await,
                         None => std::future::pending().await,
                     }
                 }, if reading.is_some() => {
-                    share = reading.take().map(|(t, _)| (t, uids));
+                    share = reading.take().map(|(t, _)| (t, read));
                 }
                 ok = async {
                     match gate.as_mut() {
@@ -327,7 +382,7 @@ type Confirmed<K> = Arc<std::sync::Mutex<HashSet<(u64, ObjectRef<K>)>>>;
 const RECONFIRM_AFTER: Duration = Duration::from_secs(1);
 
 /// Whether the share was read in `term` (a term: nothing is read while not leading).
-fn share_read(share: &Option<(u64, HashSet<String>)>, term: Option<u64>) -> bool {
+fn share_read(share: &Option<(u64, Share)>, term: Option<u64>) -> bool {
     term.is_some() && share.as_ref().map(|(t, _)| *t) == term
 }
 
@@ -337,12 +392,12 @@ const REREAD_MAX: Duration = Duration::from_secs(8);
 
 /// Reads the share until a read answers, backing off between failed reads. Dropped (the term
 /// ended, the runner gone), it stops.
-fn read_until_answered(read: ReadShare) -> BoxFuture<'static, HashSet<String>> {
+fn read_until_answered(read: ReadShare) -> BoxFuture<'static, Share> {
     Box::pin(async move {
         let mut wait = REREAD_FIRST;
         loop {
-            if let Some(uids) = read().await {
-                return uids;
+            if let Some(share) = read().await {
+                return share;
             }
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(REREAD_MAX);
@@ -437,9 +492,15 @@ mod tests {
         let mut w = Writer::<ConfigMap>::default();
         for n in names {
             let mut cm = ConfigMap::default();
+            // `name@rv`: an object whose cached `resourceVersion` is rv.
+            let (n, rv) = match n.split_once('@') {
+                Some((n, rv)) => (n, Some(rv.to_string())),
+                None => (*n, None),
+            };
             cm.metadata.name = Some(n.to_string());
             cm.metadata.namespace = Some("ns".into());
             cm.metadata.uid = Some(format!("uid-{n}"));
+            cm.metadata.resource_version = rv;
             w.apply_watcher_event(&watcher::Event::Apply(cm));
         }
         w.as_reader()
@@ -501,11 +562,12 @@ mod tests {
                     .collect(),
             )
         });
-        start_reading(names, concurrency, terms, hang, share, not_ours)
+        start_reading(names, concurrency, terms, hang, share, not_ours, None)
     }
 
     /// [`start_sharded`] whose share, read at the start of a term, is what `share` answers
-    /// then, and whose objects read one by one are this member's except `not_ours`.
+    /// then (read at `list_rv`), and whose objects read one by one are this member's except
+    /// `not_ours`.
     fn start_reading(
         names: &[&str],
         concurrency: usize,
@@ -513,6 +575,7 @@ mod tests {
         hang: &'static [&'static str],
         share: Arc<dyn Fn() -> Option<HashSet<String>> + Send + Sync>,
         not_ours: &'static [&'static str],
+        list_rv: Option<&'static str>,
     ) -> Started {
         let reads = Reads::default();
         let r = reads.clone();
@@ -524,7 +587,10 @@ mod tests {
         let r = reads.clone();
         let read_share: ReadShare = Arc::new(move || {
             r.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let answer = share();
+            let answer = share().map(|uids| Share {
+                uids,
+                resource_version: list_rv.map(str::to_string),
+            });
             async move { answer }.boxed()
         });
         let handoff = Handoff {
@@ -721,7 +787,7 @@ mod tests {
         let mut terms = Terms::new(false);
         let share = Arc::new(|| Some(["uid-b".to_string()].into()));
         let Started { tx, log, reads, .. } =
-            start_reading(&["a", "b", "c"], 2, &terms, &[], share, &["a", "c"]);
+            start_reading(&["a", "b", "c"], 2, &terms, &[], share, &["a", "c"], None);
         for n in ["a", "b", "c"] {
             tx.send((key(n), Origin::List)).expect("send");
         }
@@ -780,7 +846,7 @@ mod tests {
         let mut terms = Terms::new(false);
         let share = Arc::new(|| Some(["uid-a".to_string()].into()));
         let Started { tx, log, reads, .. } =
-            start_reading(&["a", "d", "e"], 1, &terms, &[], share, &["e"]);
+            start_reading(&["a", "d", "e"], 1, &terms, &[], share, &["e"], None);
         terms.start();
         for n in ["a", "d", "e"] {
             tx.send((key(n), Origin::Event)).expect("send");
@@ -796,6 +862,62 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn the_cache_s_version_against_the_read_s_tells_a_placed_object_from_a_moved_one() {
+        // Read at 100: d was written (placed here) after it, e last seen before it (moved away
+        // since, the watch has not shown it yet). Neither is read alone.
+        let mut terms = Terms::new(false);
+        let share = Arc::new(|| Some(["uid-a".to_string()].into()));
+        let Started { tx, log, reads, .. } = start_reading(
+            &["a@90", "d@101", "e@99"],
+            1,
+            &terms,
+            &[],
+            share,
+            &["e"],
+            Some("100"),
+        );
+        terms.start();
+        for n in ["a", "d", "e"] {
+            tx.send((key(n), Origin::Event)).expect("send");
+        }
+        settle().await;
+        assert_eq!(log.take(), ["start a", "end a", "start d", "end d"]);
+        assert_eq!(reads.counts(), (1, 0), "one list, no object read alone");
+    }
+
+    #[test]
+    fn only_versions_kubernetes_calls_comparable_are_compared() {
+        let share = Share {
+            uids: ["u".to_string()].into(),
+            resource_version: Some("1000".into()),
+        };
+        assert_eq!(first_start(&share, Some("u"), Some("1")), FirstStart::Cache);
+        assert_eq!(
+            first_start(&share, Some("v"), Some("1001")),
+            FirstStart::Cache
+        );
+        // Longer is newer: not a string comparison.
+        assert_eq!(first_start(&share, None, Some("999")), FirstStart::Done);
+        assert_eq!(first_start(&share, None, Some("1000")), FirstStart::Done);
+        for odd in ["0", "01001", "1001a", "", "-1001"] {
+            assert_eq!(
+                first_start(&share, None, Some(odd)),
+                FirstStart::ReadAlone,
+                "{odd}"
+            );
+        }
+        assert_eq!(first_start(&share, None, None), FirstStart::ReadAlone);
+        let unversioned = Share {
+            resource_version: None,
+            ..share
+        };
+        assert_eq!(
+            first_start(&unversioned, None, Some("5")),
+            FirstStart::ReadAlone
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_failed_read_of_the_share_is_retried_before_anything_of_the_term_starts() {
         let failures = Arc::new(std::sync::atomic::AtomicUsize::new(3));
         let f = failures.clone();
@@ -805,7 +927,8 @@ mod tests {
             (!failed).then(|| ["uid-a".to_string()].into())
         });
         let mut terms = Terms::new(false);
-        let Started { tx, log, reads, .. } = start_reading(&["a"], 1, &terms, &[], share, &[]);
+        let Started { tx, log, reads, .. } =
+            start_reading(&["a"], 1, &terms, &[], share, &[], None);
         tx.send((key("a"), Origin::Event)).expect("send");
         terms.start();
         settle().await;

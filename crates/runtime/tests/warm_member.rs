@@ -7,7 +7,8 @@
 //! over and moves its widgets to a (relabelled: they leave b's label-selected caches). b is
 //! resumed: it finds its Lease lost and stands by, its watches running; once the sharder has
 //! let the Lease go, b holds it again, widgets are placed on it again and it reconciles them —
-//! without having listed anything since the pause.
+//! without having listed anything since the pause but its share (a metadata LIST of the
+//! widgets labelled with it, as each term begins), and no widget read alone.
 mod common;
 
 use std::collections::BTreeMap;
@@ -71,8 +72,7 @@ async fn warm_member_process() {
     let (config, ns, identity, metrics) = replica_spec(CHILD).await;
     // As `bosun run --sharding` builds it, the operators' LISTs counted on their way to the
     // fence.
-    let lists =
-        layers::Observe::lists(&["widgets", "configmaps"], |r| report(&format!("list {r}")));
+    let lists = layers::Observe::new(share_or_list);
     ShardedMember::new(&config, LEASE, &ns, &identity)
         .concurrency(4)
         .metrics(metrics)
@@ -83,6 +83,26 @@ async fn warm_member_process() {
         .run(bosun_runtime::manager::shutdown_signal(), |_| {})
         .await
         .expect("manager");
+}
+
+/// Reports a LIST of widgets or ConfigMaps as `list …`, except the member's read of its share
+/// as a term begins (`share widgets`: its selector asks for no drain label, no cache's does),
+/// and a GET of one widget as `get widget`.
+fn share_or_list(method: &http::Method, uri: &http::Uri) {
+    let share = uri.query().unwrap_or("").contains("%21drain.bosun.dev");
+    for r in ["widgets", "configmaps"] {
+        if layers::is_list(method, uri, r) {
+            report(&format!("{} {r}", if share { "share" } else { "list" }));
+        }
+    }
+    let watch = uri.query().unwrap_or("").contains("watch=");
+    let one = uri
+        .path()
+        .rsplit_once('/')
+        .is_some_and(|(collection, _)| collection.ends_with("/widgets"));
+    if method == http::Method::GET && one && !watch {
+        report("get widget");
+    }
 }
 
 fn member(
@@ -189,6 +209,13 @@ async fn a_member_that_lost_its_lease_stays_warm() {
         Vec::<&String>::new(),
         "b listed again after it lost its membership Lease: a cold standby"
     );
+    // Its new term began with one read of its share, not a read of each widget.
+    assert!(
+        since.iter().any(|l| l == "share widgets"),
+        "b's new term began without a read of its share: {since:?}"
+    );
+    let singles = report.lines().iter().filter(|l| *l == "get widget").count();
+    assert_eq!(singles, 0, "b read widgets one by one");
     assert!(matches!(b.try_wait(), Ok(None)), "b stayed up");
     let _ = b.kill().await;
     reading.abort();
