@@ -5,73 +5,13 @@
 //! failover the new leader's reconcile lists nothing of it.
 mod support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll};
-
-use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Scope};
 use bosun_watches::Flavor;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use serde_json::json;
 use support::*;
-use tower::{Layer, Service};
 
 const LEASE: &str = "bosun-ansible-record";
-
-/// Counts the LISTs (not watches) of one path the operators' client sends.
-#[derive(Clone)]
-struct Lists(Arc<(String, AtomicUsize)>);
-
-impl Lists {
-    fn of(path: String) -> Self {
-        Lists(Arc::new((path, AtomicUsize::new(0))))
-    }
-    fn count(&self) -> usize {
-        self.0 .1.load(Ordering::SeqCst)
-    }
-}
-
-impl<S> Layer<S> for Lists {
-    type Service = Listing<S>;
-    fn layer(&self, inner: S) -> Listing<S> {
-        Listing {
-            inner,
-            lists: self.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-struct Listing<S> {
-    inner: S,
-    lists: Lists,
-}
-
-impl<S, B> Service<http::Request<B>> for Listing<S>
-where
-    S: Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> S::Future {
-        let query = req.uri().query().unwrap_or("");
-        if req.method() == http::Method::GET
-            && req.uri().path() == self.lists.0 .0
-            && !query.contains("watch=")
-        {
-            self.lists.0 .1.fetch_add(1, Ordering::SeqCst);
-        }
-        self.inner.call(req)
-    }
-}
 
 /// A role whose only child's kind comes from a variable.
 fn project(dir: &std::path::Path) -> std::path::PathBuf {
@@ -93,37 +33,27 @@ fn project(dir: &std::path::Path) -> std::path::PathBuf {
     )
 }
 
+/// Replica `identity` of the operators of `watches`, its requests recorded in `seen`.
 fn replica(
     env: &Env,
     watches: &std::path::Path,
     config: &kube::Config,
     identity: &str,
-    lists: &Lists,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<Result<(), ManagerError>>,
-) {
-    let client = kube::client::ClientBuilder::try_from(config.clone())
-        .expect("builder")
-        .with_layer(lists)
-        .build();
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![env.ns.clone()]),
-        leader: Some(LeaderConfig::new(LEASE, &env.ns, identity)),
-        ..Default::default()
-    };
-    let m = operators(watches).into_iter().fold(
-        Manager::new(client, cfg).with_leader_client(env.admin.clone()),
-        |m, op| m.with_operator(op),
-    );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(m.run(
-        async move {
-            let _ = stopped.await;
-        },
-        |_| {},
-    ));
-    (stop, task)
+    seen: &Requests,
+) -> Elected {
+    start_elected(
+        env,
+        config.clone(),
+        operators(watches),
+        LEASE,
+        identity,
+        seen,
+    )
+}
+
+/// Once the ConfigMap `name` exists.
+async fn exists(configmaps: &Api<ConfigMap>, name: &str) -> Option<()> {
+    configmaps.get_opt(name).await.ok().flatten().map(|_| ())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,48 +78,34 @@ async fn a_standby_warms_a_kind_the_role_names_only_at_run_time() {
     let path = format!("/api/v1/namespaces/{}/configmaps", env.ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(env.admin.clone(), &env.ns);
 
-    let a_lists = Lists::of(path.clone());
-    let (stop_a, run_a) = replica(&env, &watches, &config, "a", &a_lists);
+    let a_seen = Requests::default();
+    let a = replica(&env, &watches, &config, "a", &a_seen);
     widget(&env, "w1", json!({"size": 1})).await;
-    eventually(90, || async {
-        configmaps
-            .get_opt("w1-child")
-            .await
-            .ok()
-            .flatten()
-            .map(|_| ())
-    })
-    .await
-    .expect("a leads and its run creates the templated ConfigMap");
-    eventually(30, || async { (a_lists.count() >= 1).then_some(()) })
+    eventually(90, || exists(&configmaps, "w1-child"))
+        .await
+        .expect("a leads and its run creates the templated ConfigMap");
+    eventually(30, || async { (a_seen.lists(&path) >= 1).then_some(()) })
         .await
         .expect("a watches the kind its run met");
 
-    let b_lists = Lists::of(path);
-    let (stop_b, run_b) = replica(&env, &watches, &config, "b", &b_lists);
-    eventually(60, || async { (b_lists.count() >= 1).then_some(()) })
+    let b_seen = Requests::default();
+    let b = replica(&env, &watches, &config, "b", &b_seen);
+    eventually(60, || async { (b_seen.lists(&path) >= 1).then_some(()) })
         .await
         .expect("standby b lists the ConfigMaps a's run met, before it leads (a cold standby never does)");
-    let warmed = b_lists.count();
+    let warmed = b_seen.lists(&path);
 
-    let _ = stop_a.send(());
-    run_a.await.expect("join").expect("a stopped cleanly");
+    let _ = a.stop.send(());
+    a.task.await.expect("join").expect("a stopped cleanly");
     widget(&env, "w2", json!({"size": 2})).await;
-    eventually(90, || async {
-        configmaps
-            .get_opt("w2-child")
-            .await
-            .ok()
-            .flatten()
-            .map(|_| ())
-    })
-    .await
-    .expect("b leads and its run creates the next ConfigMap");
+    eventually(90, || exists(&configmaps, "w2-child"))
+        .await
+        .expect("b leads and its run creates the next ConfigMap");
     assert_eq!(
-        b_lists.count(),
+        b_seen.lists(&path),
         warmed,
         "the new leader listed the ConfigMaps once it led: its cache was cold"
     );
-    let _ = stop_b.send(());
-    run_b.await.expect("join").expect("b stopped cleanly");
+    let _ = b.stop.send(());
+    b.task.await.expect("join").expect("b stopped cleanly");
 }

@@ -4,83 +4,13 @@
 //! list of every custom resource's children of that kind, one kind after another.
 mod support;
 
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
-
-use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{Manager, ManagerConfig, Scope};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use support::*;
-use tokio::sync::oneshot;
-use tower::{Layer, Service};
 
 const LEASE: &str = "bosun-ansible-warm";
-
-/// Every request the operators' client sent, as `METHOD path?query`.
-#[derive(Clone, Default)]
-struct Requests(Arc<Mutex<Vec<String>>>);
-
-impl Requests {
-    fn all(&self) -> Vec<String> {
-        self.0.lock().map(|l| l.clone()).unwrap_or_default()
-    }
-
-    /// The lists (not watches) of `path` sent so far.
-    fn lists(&self, path: &str) -> usize {
-        let prefix = format!("GET {path}?");
-        self.all()
-            .iter()
-            .filter(|r| r.starts_with(&prefix) && !r.contains("watch=true"))
-            .count()
-    }
-
-    fn writes(&self) -> Vec<String> {
-        self.all()
-            .into_iter()
-            .filter(|r| !r.starts_with("GET "))
-            .collect()
-    }
-}
-
-impl<S> Layer<S> for Requests {
-    type Service = Recording<S>;
-    fn layer(&self, inner: S) -> Recording<S> {
-        Recording {
-            inner,
-            seen: self.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-struct Recording<S> {
-    inner: S,
-    seen: Requests,
-}
-
-impl<S, B> Service<http::Request<B>> for Recording<S>
-where
-    S: Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> S::Future {
-        let line = format!("{} {}", req.method(), req.uri());
-        if let Ok(mut l) = self.seen.0.lock() {
-            l.push(line);
-        }
-        self.inner.call(req)
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_has_the_roles_child_kinds_listed_before_it_leads() {
@@ -107,31 +37,9 @@ async fn a_standby_has_the_roles_child_kinds_listed_before_it_leads() {
         .await
         .expect("lease held by another replica");
 
-    let mut config = env.cp.config().await.expect("config");
-    config.auth_info.impersonate = Some(USER.to_string());
-    config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
+    let config = config_as(&env, USER).await;
     let seen = Requests::default();
-    let client = kube::client::ClientBuilder::try_from(config)
-        .expect("builder")
-        .with_layer(&seen)
-        .build();
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![env.ns.clone()]),
-        leader: Some(LeaderConfig::new(LEASE, &env.ns, "standby")),
-        ..Default::default()
-    };
-    let mut m = Manager::new(client, cfg).with_leader_client(env.admin.clone());
-    for op in ops {
-        m = m.with_operator(op);
-    }
-    let health = m.health();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(m.run(
-        async move {
-            let _ = stopped.await;
-        },
-        |_| {},
-    ));
+    let Elected { stop, task, health } = start_elected(&env, config, ops, LEASE, "standby", &seen);
 
     eventually(60, || async {
         health

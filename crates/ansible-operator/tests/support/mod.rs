@@ -3,6 +3,9 @@
 //! test, and the operators of a watches file run as a ServiceAccount bound to exactly the
 //! RBAC they declare, through a client that counts every write it sends.
 #![allow(dead_code)]
+mod requests;
+pub use requests::Requests;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -203,9 +206,7 @@ pub async fn start_scoped(
     user: &str,
     scope: Scope,
 ) -> Running {
-    let mut config = env.cp.config().await.expect("config");
-    config.auth_info.impersonate = Some(user.to_string());
-    config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
+    let config = config_as(env, user).await;
     let writes = Writes::default();
     let client = writes.client(config).expect("client");
     let cfg = ManagerConfig {
@@ -232,6 +233,57 @@ pub async fn start_scoped(
         health,
         metrics,
     }
+}
+
+/// The control plane's client configuration, impersonating `user` (granted with [`grant`]).
+pub async fn config_as(env: &Env, user: &str) -> kube::Config {
+    let mut config = env.cp.config().await.expect("config");
+    config.auth_info.impersonate = Some(user.to_string());
+    config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
+    config
+}
+
+/// A replica that campaigns for a Lease: its stop switch, its task, its health.
+pub struct Elected {
+    pub stop: oneshot::Sender<()>,
+    pub task: tokio::task::JoinHandle<Result<(), ManagerError>>,
+    pub health: bosun_runtime::http::Health,
+}
+
+/// Runs `ops` in the test's namespace as replica `identity` of the Lease `lease` (written
+/// with the admin client), on a client from `config` whose every request `seen` records.
+pub fn start_elected(
+    env: &Env,
+    config: kube::Config,
+    ops: Vec<Arc<dyn Operator>>,
+    lease: &str,
+    identity: &str,
+    seen: &Requests,
+) -> Elected {
+    let client = kube::client::ClientBuilder::try_from(config)
+        .expect("builder")
+        .with_layer(seen)
+        .build();
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![env.ns.clone()]),
+        leader: Some(bosun_runtime::leader::LeaderConfig::new(
+            lease, &env.ns, identity,
+        )),
+        ..Default::default()
+    };
+    let m = ops.into_iter().fold(
+        Manager::new(client, cfg).with_leader_client(env.admin.clone()),
+        |m, op| m.with_operator(op),
+    );
+    let health = m.health();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(m.run(
+        async move {
+            let _ = stopped.await;
+        },
+        |_| {},
+    ));
+    Elected { stop, task, health }
 }
 
 pub fn resource(group: &str, version: &str, kind: &str) -> ApiResource {
