@@ -203,8 +203,12 @@ where
                 aborting = false;
             }
             if let Some(h) = &handoff {
+                // A past term's read, answered or not, says nothing of this one.
                 if reading.as_ref().is_some_and(|(t, _)| Some(*t) != term) {
                     reading = None;
+                }
+                if !share_read(&share, term) {
+                    share = None;
                 }
                 match term {
                     Some(t) if reading.is_none() && !share_read(&share, term) => {
@@ -314,6 +318,15 @@ where
                     }
                     metrics.set_cached_objects(store.len());
                 }
+                // Before the triggers: a flood of them (a watch's list) must not hold the term.
+                read = async {
+                    match reading.as_mut() {
+                        Some((_, read)) => read.await,
+                        None => std::future::pending().await,
+                    }
+                }, if reading.is_some() => {
+                    share = reading.take().map(|(t, _)| (t, read));
+                }
                 item = sources.next(), if sources_open && !draining => match item {
                     Some((key, origin)) => {
                         let priority = origin.priority();
@@ -326,14 +339,6 @@ where
                 },
                 // Timers are only fired by starting work: a standby leaves them due.
                 _ = sleep_until(due), if due.is_some() => {}
-                read = async {
-                    match reading.as_mut() {
-                        Some((_, read)) => read.await,
-                        None => std::future::pending().await,
-                    }
-                }, if reading.is_some() => {
-                    share = reading.take().map(|(t, _)| (t, read));
-                }
                 ok = async {
                     match gate.as_mut() {
                         Some(g) => g.await,
