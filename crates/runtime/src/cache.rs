@@ -117,6 +117,29 @@ impl ChildWatch {
         self.manager.get().map(|m| &**m)
     }
 
+    /// The field manager a hand-off relabels the cached child `named` under, so that its
+    /// shard label `label` stays with the manager that wrote it and the new member finds the
+    /// child in place: the cache's applier's when it keeps its fingerprints, else the one the
+    /// API server names as the label's owner. That costs a metadata read per moved child, and
+    /// only in a cache that keeps no `managedFields` to save memory (the Ansible flavour's: a
+    /// role's `k8s` task writes under the client's default manager, or under a
+    /// `server_side_apply.field_manager` of its own). None (the client's default manager)
+    /// when the read fails or nobody owns the label.
+    pub(crate) async fn label_manager(
+        &self,
+        client: &kube::Client,
+        (namespace, name): &Named,
+        label: &str,
+    ) -> Option<String> {
+        if let Some(m) = self.manager() {
+            return Some(m.to_string());
+        }
+        let api = crate::shard::kind::api(client.clone(), &self.resource, namespace.as_deref());
+        let live = api.get_metadata_opt(name).await.ok().flatten()?;
+        crate::owned::label_owner(live.metadata.managed_fields.as_deref()?, label)
+            .map(str::to_string)
+    }
+
     fn keeps_fingerprints_of(&self, fps: Option<&Fingerprints>) {
         if let Some(fps) = fps {
             let _ = self.manager.set(fps.manager.clone());
