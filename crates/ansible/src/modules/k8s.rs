@@ -333,10 +333,19 @@ async fn one_with(
                 Some(_) => {}
             }
         }
-        let r = api
-            .patch(&n, &pp, &Patch::Apply(&d))
-            .await
-            .map_err(|e| format!("Failed to apply object: {}", kube_msg(e)))?;
+        // What the API server would store is what it holds: nothing is sent (see noop.rs).
+        let merge = super::noop::Merge::of(&["strategic-merge".into()], &api_version)
+            .unwrap_or(super::noop::Merge::Json);
+        let in_place = existing
+            .as_ref()
+            .filter(|ex| super::noop::applied_in_place(&d, &to_json(ex), manager, merge));
+        let r = match in_place {
+            Some(live) => live.clone(),
+            None => api
+                .patch(&n, &pp, &Patch::Apply(&d))
+                .await
+                .map_err(|e| format!("Failed to apply object: {}", kube_msg(e)))?,
+        };
         ("apply", r)
     } else if apply {
         let n = name.clone().ok_or("name is required to apply")?;

@@ -89,6 +89,84 @@ fn contained_at(desired: &Json, live: &Json, merge: Merge, depth: usize) -> bool
     }
 }
 
+/// Whether a server-side apply of `desired` by `manager` would leave `live` (with its
+/// `managedFields`) as it is, so that it need not be sent: the manager applied before (an
+/// `Apply` entry), every field its last apply set is still in `desired` (else the apply
+/// removes it), and `desired` is contained in `live` (see [`contained`]; `merge` as the kind
+/// merges lists). A field of `desired` that another writer holds with the same value is then
+/// not taken into the manager's set: the one thing the skipped apply would have changed, and
+/// what a sharded member's relabel of a child leaves (the label written as an `Update` under
+/// the manager's name, with the value `desired` carries) — so a move costs one write, not a
+/// second one to take the label back.
+pub fn applied_in_place(desired: &Json, live: &Json, manager: &str, merge: Merge) -> bool {
+    let applied = live
+        .pointer("/metadata/managedFields")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .find(|e| {
+            e.get("manager").and_then(Json::as_str) == Some(manager)
+                && e.get("operation").and_then(Json::as_str) == Some("Apply")
+                && e.get("subresource")
+                    .and_then(Json::as_str)
+                    .unwrap_or("")
+                    .is_empty()
+        });
+    let Some(fields) = applied.and_then(|e| e.get("fieldsV1")) else {
+        return false;
+    };
+    covers(fields, desired, 0) && contained(desired, live, merge)
+}
+
+/// Whether every field of the `fieldsV1` set `fields` is in `desired`: `f:<name>` a key,
+/// `k:<key fields>` the list item with those fields (those it has), `v:<value>` that list value, `i:<n>`
+/// that index; anything else is not known to be there.
+fn covers(fields: &Json, desired: &Json, depth: usize) -> bool {
+    let Some(fields) = fields.as_object() else {
+        return false;
+    };
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    fields.iter().all(|(k, sub)| {
+        if k == "." {
+            return true;
+        }
+        let at = if let Some(name) = k.strip_prefix("f:") {
+            desired.get(name)
+        } else if let Some(key) = k.strip_prefix("k:") {
+            serde_json::from_str::<Json>(key).ok().and_then(|key| {
+                let key = key.as_object()?.clone();
+                // A key field the definition leaves out is one the server defaults (a
+                // port's `protocol`).
+                desired.as_array()?.iter().find(|item| {
+                    key.iter()
+                        .all(|(f, v)| item.get(f).is_none_or(|i| same_scalar(i, v)))
+                })
+            })
+        } else if let Some(value) = k.strip_prefix("v:") {
+            serde_json::from_str::<Json>(value)
+                .ok()
+                .and_then(|v| desired.as_array()?.iter().find(|i| same_scalar(i, &v)))
+        } else if let Some(i) = k.strip_prefix("i:") {
+            i.parse::<usize>()
+                .ok()
+                .and_then(|i| desired.as_array()?.get(i))
+        } else {
+            None
+        };
+        at.is_some_and(|at| covers(sub, at, depth + 1))
+    })
+}
+
+/// Equal as the API server compares keys and set values: numbers by value (`80` and `80.0`).
+fn same_scalar(a: &Json, b: &Json) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +244,81 @@ mod tests {
     fn hostile_nesting_is_answered_without_recursion_limits() {
         let deep = (0..500).fold(json!(1), |acc, _| json!({ "a": acc }));
         assert!(!contained(&deep, &deep, Merge::Json));
+    }
+
+    /// A Service a role applied under `role`, then relabelled by a sharded member under
+    /// `role`'s name (an `Update`).
+    fn applied_service() -> Json {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "s", "namespace": "n",
+                            "labels": {"shard.bosun.dev/op": "r2"},
+                            "managedFields": [
+                   {"manager": "role", "operation": "Apply", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {
+                        "f:metadata": {"f:ownerReferences": {"k:{\"uid\":\"u\"}": {}}},
+                        "f:spec": {"f:ports": {"k:{\"port\":80,\"protocol\":\"TCP\"}": {
+                            ".": {}, "f:port": {}, "f:targetPort": {}}},
+                                   "f:selector": {}}}},
+                   {"manager": "role", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {
+                        "f:metadata": {"f:labels": {"f:shard.bosun.dev/op": {}}}}}],
+                            "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x",
+                                                 "uid": "u"}]},
+               "spec": {"clusterIP": "10.0.0.1",
+                        "ports": [{"port": 80, "protocol": "TCP", "targetPort": 8080}],
+                        "selector": {"app": "s"}}})
+    }
+
+    fn desired_service() -> Json {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "s", "namespace": "n",
+                            "labels": {"shard.bosun.dev/op": "r2"},
+                            "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x",
+                                                 "uid": "u"}]},
+               "spec": {"ports": [{"port": 80, "targetPort": 8080}],
+                        "selector": {"app": "s"}}})
+    }
+
+    #[test]
+    fn a_relabelled_child_is_applied_in_place() {
+        assert!(applied_in_place(
+            &desired_service(),
+            &applied_service(),
+            "role",
+            Merge::Strategic
+        ));
+    }
+
+    #[test]
+    fn an_apply_that_changes_or_removes_anything_is_sent() {
+        let live = applied_service();
+        // The label's value differs (a child of an object that moved again).
+        let mut d = desired_service();
+        d["metadata"]["labels"]["shard.bosun.dev/op"] = json!("r0");
+        assert!(!applied_in_place(&d, &live, "role", Merge::Strategic));
+        // A field the last apply set is left out: the apply removes it.
+        let mut d = desired_service();
+        d["spec"].as_object_mut().map(|s| s.remove("selector"));
+        assert!(!applied_in_place(&d, &live, "role", Merge::Strategic));
+        // The keyed port is gone from the definition.
+        let mut d = desired_service();
+        d["spec"]["ports"] = json!([{"port": 81, "targetPort": 8080}]);
+        assert!(!applied_in_place(&d, &live, "role", Merge::Strategic));
+        // Another manager never applied here: its first apply takes the fields.
+        assert!(!applied_in_place(
+            &desired_service(),
+            &live,
+            "someone",
+            Merge::Strategic
+        ));
+        // A value someone else changed.
+        let mut edited = applied_service();
+        edited["spec"]["selector"]["app"] = json!("t");
+        assert!(!applied_in_place(
+            &desired_service(),
+            &edited,
+            "role",
+            Merge::Strategic
+        ));
     }
 }
