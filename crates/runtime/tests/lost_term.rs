@@ -11,9 +11,8 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
@@ -22,65 +21,14 @@ use bosun_runtime::manager::{
 };
 use bosun_runtime::rbac::Rbac;
 use bosun_runtime::Scope;
-use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::Client;
-use tower::{Layer, Service};
 
 const LEASE: &str = "terms";
-
-/// While on, every request through it waits forever (the elector's timeout drops it).
-#[derive(Clone, Default)]
-struct Partition(Arc<AtomicBool>);
-
-impl Partition {
-    fn set(&self, on: bool) {
-        self.0.store(on, Ordering::SeqCst);
-    }
-}
-
-impl<S> Layer<S> for Partition {
-    type Service = Cut<S>;
-    fn layer(&self, inner: S) -> Cut<S> {
-        Cut {
-            inner,
-            on: self.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-struct Cut<S> {
-    inner: S,
-    on: Partition,
-}
-
-impl<S, B> Service<http::Request<B>> for Cut<S>
-where
-    S: Service<http::Request<B>>,
-    S::Future: Send + 'static,
-    S::Response: Send + 'static,
-    S::Error: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if self.on.0.load(Ordering::SeqCst) {
-            return Box::pin(std::future::pending());
-        }
-        Box::pin(self.inner.call(req))
-    }
-}
 
 /// The widget operator under another name, counting how often the manager starts it.
 struct Counted {
@@ -109,12 +57,6 @@ impl Operator for Counted {
     }
 }
 
-/// Once the readiness probe says the replica stands by (`standby`), or leads (not `standby`).
-async fn in_role(probe: SocketAddr, standby: bool) -> Option<()> {
-    let (_, body) = http_get(probe, "/readyz").await.ok()?;
-    (body.contains("standby") == standby).then_some(())
-}
-
 /// Starts replica a in this process: its operators on `client` (fenced by `fence`), its
 /// Lease written through `partition`, its readiness on `probe`; returns its stop switch and
 /// its task.
@@ -122,7 +64,7 @@ fn start_a(
     config: kube::Config,
     client: Client,
     fence: Fence,
-    partition: &Partition,
+    partition: &layers::Partition,
     ns: &str,
     probe: SocketAddr,
     operators: Vec<Arc<dyn Operator>>,
@@ -151,10 +93,7 @@ fn start_a(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "le-terms").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("le-terms").await;
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     widgets
         .create(&PostParams::default(), &widget(&ns, "w1", "x", 0))
@@ -164,7 +103,7 @@ async fn an_operator_outlives_a_lost_term_unless_it_asks_for_the_cold_restart() 
     let config = cp.config().await.expect("config");
     let fence = Fence::new();
     let client = fenced_client(config.clone(), &fence, &layers::Observe::new(|_, _| {}));
-    let partition = Partition::default();
+    let partition = layers::Partition::default();
     let warm = Arc::new(AtomicUsize::new(0));
     let cold = Arc::new(AtomicUsize::new(0));
     let probe = free_addr();
@@ -254,10 +193,7 @@ fn run_time_configmaps(identity: &str) -> Arc<dyn Operator> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "le-terms-dyn").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("le-terms-dyn").await;
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     widgets
         .create(&PostParams::default(), &widget(&ns, "d1", "x", 0))
@@ -267,14 +203,9 @@ async fn a_child_cache_started_at_run_time_outlives_a_lost_term() {
     let config = cp.config().await.expect("config");
     let fence = Fence::new();
     let lists = Arc::new(AtomicUsize::new(0));
-    let observe = layers::Observe::lists(&["configmaps"], {
-        let lists = lists.clone();
-        move |_| {
-            lists.fetch_add(1, Ordering::SeqCst);
-        }
-    });
+    let observe = layers::Observe::counting_lists(&["configmaps"], &lists);
     let client = fenced_client(config.clone(), &fence, &observe);
-    let partition = Partition::default();
+    let partition = layers::Partition::default();
     let probe = free_addr();
     let (stop, run) = start_a(
         config,

@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bosun_runtime::manager::Operator;
-use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -270,10 +269,7 @@ async fn placed(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_move_writes_each_child_once() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "move").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("move").await;
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);

@@ -20,7 +20,6 @@ use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
 use bosun_runtime::manager::{Manager, ManagerConfig, Operator};
 use bosun_runtime::{Scope, Wiring};
-use bosun_testenv::{shared, test_namespace};
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
@@ -110,10 +109,7 @@ async fn paused_leader_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_paused_past_its_deadline_never_writes_after_the_takeover() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "le-pause").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("le-pause").await;
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     create_widgets(&widgets, "t", "x", 16).await;
     let writers = Writers::default();
@@ -148,12 +144,9 @@ async fn a_leader_paused_past_its_deadline_never_writes_after_the_takeover() {
         },
         |_| {},
     ));
-    eventually(30, || async {
-        let (_, body) = http_get(b_probe, "/readyz").await.ok()?;
-        body.contains("standby").then_some(())
-    })
-    .await
-    .expect("b waits as a standby");
+    eventually(30, || in_role(b_probe, true))
+        .await
+        .expect("b waits as a standby");
     assert_eq!(writers.count("b"), 0, "a standby does not write");
 
     // Pause a mid-stream: b takes the lease once it expires, and writes.
@@ -169,12 +162,9 @@ async fn a_leader_paused_past_its_deadline_never_writes_after_the_takeover() {
 
     // Resume a: it must see it lost the lease and go back to standby without a write.
     signal(a_pid, "-CONT");
-    eventually(30, || async {
-        let (_, body) = http_get(a_probe, "/readyz").await.ok()?;
-        body.contains("standby").then_some(())
-    })
-    .await
-    .expect("a went back to standby");
+    eventually(30, || in_role(a_probe, true))
+        .await
+        .expect("a went back to standby");
     // Whatever a had queued has reached the server before b's next writes are stored.
     let seen = writers.count("b");
     eventually(30, || async {

@@ -26,7 +26,6 @@ use bosun_runtime::leader::LeaderConfig;
 use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator};
 use bosun_runtime::shard::record::{self, CHILD_KINDS_ANNOTATION};
 use bosun_runtime::Scope;
-use bosun_testenv::{shared, test_namespace};
 use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -34,7 +33,7 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::Action;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 
 const LEASE: &str = "record";
 const OPERATOR: &str = "meets-its-kind-late";
@@ -117,12 +116,7 @@ fn replica(
     tokio::task::JoinHandle<Result<(), ManagerError>>,
 ) {
     let fence = Fence::new();
-    let observe = layers::Observe::lists(&["configmaps"], {
-        let lists = lists.clone();
-        move |_| {
-            lists.fetch_add(1, Ordering::SeqCst);
-        }
-    });
+    let observe = layers::Observe::counting_lists(&["configmaps"], lists);
     let client = fenced_client(config.clone(), &fence, &observe);
     let leader_client = Client::try_from(config.clone()).expect("leader client");
     let cfg = ManagerConfig {
@@ -153,10 +147,7 @@ async fn lease_record(client: &Client, ns: &str, lease: &str) -> Option<String> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_standby_warms_the_kinds_the_leader_met_at_run_time() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "record-failover").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("record-failover").await;
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     widgets
         .create(&PostParams::default(), &widget(&ns, "r1", "x", 0))
@@ -289,10 +280,7 @@ fn shard_of(labels: Option<&BTreeMap<String, String>>) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_sharder_relabels_the_kinds_only_a_dead_member_started() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "record-takeover").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("record-takeover").await;
     // Members as processes, killed with `kill -9`: a manager aborted in this process is not a
     // dead replica — the sharder task it spawned outlives it, and when that member held the
     // sharder Lease it went on renewing it, so the survivor never placed the widget.
@@ -415,29 +403,6 @@ async fn the_sharder_relabels_the_kinds_only_a_dead_member_started() {
     }
 }
 
-/// The `resourceVersion` of the first write after which the object `name` of `api` carries
-/// `label`, from a watch started now. One API server's versions come from one etcd revision
-/// counter, so two objects' writes compare by it.
-fn first_labelled<K>(api: Api<K>, name: &str, label: &str) -> tokio::task::JoinHandle<Option<u64>>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    use futures::StreamExt;
-    use kube::runtime::watcher;
-    let cfg = watcher::Config::default()
-        .labels(label)
-        .fields(&format!("metadata.name={name}"));
-    tokio::spawn(async move {
-        let mut events = watcher(api, cfg).boxed();
-        while let Some(ev) = events.next().await {
-            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev {
-                return o.meta().resource_version.as_deref()?.parse().ok();
-            }
-        }
-        None
-    })
-}
-
 /// Whether every widget of `names` is labelled with a member, reconciled by it, and its
 /// ConfigMap and annotation-linked ClusterRole labelled with it too; the members, by widget.
 async fn followed(admin: &Client, ns: &str, names: &[String]) -> Option<BTreeMap<String, String>> {
@@ -463,10 +428,7 @@ async fn followed(admin: &Client, ns: &str, names: &[String]) -> Option<BTreeMap
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_annotation_linked_child_follows_its_owner_on_a_hand_off() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "record-handoff").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("record-handoff").await;
     let config = cp.config().await.expect("config");
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     let names: Vec<String> = (0..10).map(|i| format!("h{i}")).collect();
@@ -524,10 +486,7 @@ async fn an_annotation_linked_child_follows_its_owner_on_a_hand_off() {
 /// takes that Lease once it expires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_aborted_member_leaves_no_sharder_behind() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "record-abort").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("record-abort").await;
     let config = cp.config().await.expect("config");
     let sharder = format!("{LEASE}-sharder");
     let (_stop, run) = member(&config, &ns, "m1");

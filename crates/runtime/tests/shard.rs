@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use bosun_runtime::manager::Operator;
 use bosun_runtime::Wiring;
-use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -388,10 +387,7 @@ fn history(log: &[Write], widget: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn objects_move_between_replicas_without_overlap() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "shard").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("shard").await;
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     let log = Log::default();
@@ -526,10 +522,7 @@ async fn objects_move_between_replicas_without_overlap() {
 /// under its own name once the sharder let the Lease go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paused_member_is_taken_over_and_never_writes_after() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "shard-pause").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("shard-pause").await;
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     let log = Log::default();
@@ -719,10 +712,7 @@ async fn spread(drains: &Drains, n: usize, live: &[&Replica]) -> BTreeMap<String
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_objects_placed_and_moved_with_one_label_write_each() {
     const N: usize = 200;
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "shard-many").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("shard-many").await;
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     futures::stream::iter(0..N)
@@ -782,10 +772,7 @@ async fn a_member_paused_shorter_than_its_lease_keeps_its_objects() {
     // Two seconds under bosun's 4 s lease duration: a renewal half a second late, and a
     // moment for the resumed process to send it.
     const PAUSE: Duration = Duration::from_secs(2);
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "shard-stall").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("shard-stall").await;
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     create_widgets(&widgets, "w", "x", N).await;

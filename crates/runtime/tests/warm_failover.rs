@@ -26,7 +26,6 @@ use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::{LeaderConfig, LeaderElector};
 use bosun_runtime::manager::{Manager, ManagerConfig, Operator};
 use bosun_runtime::{Scope, Wiring};
-use bosun_testenv::{shared, test_namespace};
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
@@ -191,10 +190,7 @@ async fn written_by(client: &Client, ns: &str, widget: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_that_lost_its_lease_stays_warm() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "le-warm-lost").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("le-warm-lost").await;
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     for (name, value) in [
         ("tick-0", "tick"),
@@ -262,12 +258,9 @@ async fn a_leader_that_lost_its_lease_stays_warm() {
 
     // Resume a: it finds the lease lost and stands by, its reconcile in flight aborted.
     signal(a_pid, "-CONT");
-    eventually(30, || async {
-        let (_, body) = http_get(a_probe, "/readyz").await.ok()?;
-        body.contains("standby").then_some(())
-    })
-    .await
-    .expect("a went back to standby");
+    eventually(30, || in_role(a_probe, true))
+        .await
+        .expect("a went back to standby");
     let aborted = eventually(30, || async { report.position("aborted hang") })
         .await
         .unwrap_or_else(|| {

@@ -249,6 +249,56 @@ where
     }
 }
 
+/// While on, every request through it waits forever (a client's timeout drops it): a partition
+/// between one client and the API server, the other clients of the process untouched.
+#[derive(Clone, Default)]
+pub struct Partition(Arc<AtomicBool>);
+
+impl Partition {
+    pub fn set(&self, on: bool) {
+        self.0.store(on, Ordering::SeqCst);
+    }
+}
+
+impl<S> Layer<S> for Partition {
+    type Service = Cut<S>;
+    fn layer(&self, inner: S) -> Cut<S> {
+        Cut {
+            inner,
+            on: self.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Cut<S> {
+    inner: S,
+    on: Partition,
+}
+
+impl<S, B> Service<http::Request<B>> for Cut<S>
+where
+    S: Service<http::Request<B>>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFut<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if self.on.0.load(Ordering::SeqCst) {
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(self.inner.call(req))
+    }
+}
+
 /// Shows each request's method and URI to a function before passing it on, so that a test
 /// can count or report the calls it cares about.
 #[derive(Clone)]
@@ -272,6 +322,14 @@ impl Observe {
                     on_list(r);
                 }
             }
+        })
+    }
+
+    /// Adds one to `lists` for each LIST of one of `resources`.
+    pub fn counting_lists(resources: &'static [&'static str], lists: &Arc<AtomicUsize>) -> Self {
+        let lists = lists.clone();
+        Observe::lists(resources, move |_| {
+            lists.fetch_add(1, Ordering::SeqCst);
         })
     }
 }

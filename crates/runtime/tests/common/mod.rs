@@ -276,6 +276,25 @@ pub async fn create_widgets(widgets: &Api<Widget>, prefix: &str, value: &str, n:
     }
 }
 
+/// What a test of widgets starts from: the control plane, its admin client, and a namespace
+/// of its own.
+pub struct WidgetEnv {
+    pub cp: &'static bosun_testenv::ControlPlane,
+    pub admin: Client,
+    pub ns: String,
+}
+
+/// The shared control plane with the Widget CRD served, and a new namespace `<prefix>-…`.
+pub async fn widget_env(prefix: &str) -> WidgetEnv {
+    let cp = bosun_testenv::shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = bosun_testenv::test_namespace(&admin, prefix)
+        .await
+        .expect("ns");
+    WidgetEnv { cp, admin, ns }
+}
+
 /// Installs the Widget CRD and waits until it is served.
 pub async fn install_crd(client: &Client) -> anyhow::Result<()> {
     bosun_testenv::kit::install_crds(client, [Widget::crd()]).await?;
@@ -410,6 +429,12 @@ pub async fn replica_spec(var: &str) -> (kube::Config, String, String, std::net:
     )
 }
 
+/// Once the readiness probe says the replica stands by (`standby`), or leads (not `standby`).
+pub async fn in_role(probe: std::net::SocketAddr, standby: bool) -> Option<()> {
+    let (_, body) = http_get(probe, "/readyz").await.ok()?;
+    (body.contains("standby") == standby).then_some(())
+}
+
 /// A loopback address nothing listens on now.
 pub fn free_addr() -> std::net::SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -499,6 +524,33 @@ impl Writers {
     pub fn count(&self, who: &str) -> usize {
         self.snapshot().iter().filter(|w| *w == who).count()
     }
+}
+
+/// The `resourceVersion` of the first write after which the object `name` of `api` carries
+/// `label`, from a watch started now. One API server's versions come from one etcd revision
+/// counter, so two objects' writes compare by it.
+pub fn first_labelled<K>(
+    api: Api<K>,
+    name: &str,
+    label: &str,
+) -> tokio::task::JoinHandle<Option<u64>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let cfg = watcher::Config::default()
+        .labels(label)
+        .fields(&format!("metadata.name={name}"));
+    tokio::spawn(async move {
+        let mut events = watcher(api, cfg).boxed();
+        while let Some(ev) = events.next().await {
+            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev {
+                return o.meta().resource_version.as_deref()?.parse().ok();
+            }
+        }
+        None
+    })
 }
 
 /// Runs of the same writer: `["(list)", "a", "b"]` for a…a b…b after the first list.
