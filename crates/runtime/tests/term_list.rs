@@ -7,14 +7,31 @@
 //! version is newer than the read, so none is read alone (no GET of a single widget) before
 //! its first reconcile. Before, a member's first term read nothing, and a later one GET each
 //! object of its share.
+//!
+//! And a replica started under a member's name while its objects move away — its Lease held,
+//! as the sharder holds a lost member's while it moves them — whose cache has not seen the
+//! moves when its first term begins (its widget watch held back by the test) starts none of
+//! them.
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
+use bosun_runtime::client::{client_fenced, client_with, Pool};
+use bosun_runtime::fence::Fence;
+use bosun_runtime::leader::LeaderConfig;
+use bosun_runtime::manager::{Manager, ManagerConfig};
+use bosun_runtime::shard::ShardConfig;
+use bosun_runtime::Scope;
 use bosun_testenv::{shared, test_namespace};
 use common::*;
-use kube::api::Api;
+use futures::future::BoxFuture;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use tower::{Layer, Service};
 
 const WIDGETS: usize = 30;
 
@@ -103,6 +120,219 @@ async fn a_member_s_first_term_reads_its_share_once_and_no_widget_alone() {
     assert_eq!(
         singles, 0,
         "widgets placed after the read of the share were read one by one"
+    );
+    let _ = stop.send(());
+    run.await
+        .expect("join")
+        .expect("the member stopped cleanly");
+}
+
+/// Holds back the member's widget watches until released: its cache then shows what its
+/// initial list showed, as a watch that lags does.
+#[derive(Clone)]
+struct HeldWatch(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl HeldWatch {
+    fn held() -> Self {
+        HeldWatch(Arc::new(tokio::sync::watch::channel(true).0))
+    }
+    fn release(&self) {
+        self.0.send_replace(false);
+    }
+}
+
+impl<S> Layer<S> for HeldWatch {
+    type Service = Holding<S>;
+    fn layer(&self, inner: S) -> Holding<S> {
+        Holding {
+            inner,
+            held: self.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Holding<S> {
+    inner: S,
+    held: HeldWatch,
+}
+
+impl<S, B> Service<http::Request<B>> for Holding<S>
+where
+    S: Service<http::Request<B>>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let watch = req.uri().query().unwrap_or("").contains("watch=")
+            && req.uri().path().ends_with("/widgets");
+        if !watch {
+            return Box::pin(self.inner.call(req));
+        }
+        // Not polled, the watch is not sent: it starts once released, from the version its
+        // list was read at, and brings what changed since.
+        let watching = self.inner.call(req);
+        let mut released = self.held.0.subscribe();
+        Box::pin(async move {
+            let _ = released.wait_for(|held| !*held).await;
+            watching.await
+        })
+    }
+}
+
+/// A Lease held by someone else for an hour.
+fn held_lease(name: &str) -> Lease {
+    let now = MicroTime(Timestamp::now());
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("someone-else".into()),
+            lease_duration_seconds: Some(3600),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            ..Default::default()
+        }),
+    }
+}
+
+/// The widget controller's queue depth, summed over its priorities, from `/metrics`.
+async fn queue_depth(metrics: std::net::SocketAddr) -> Option<f64> {
+    let (_, text) = http_get(metrics, "/metrics").await.ok()?;
+    let depths: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with("workqueue_depth{") && l.contains("name=\"widget\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    (!depths.is_empty()).then(|| depths.iter().sum())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_restarted_while_its_widgets_moved_away_starts_none_of_them() {
+    const LEASE: &str = "termmoved";
+    const SHARD: &str = "shard.bosun.dev/widget";
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("client");
+    install_crd(&admin).await.expect("crd");
+    let ns = test_namespace(&admin, "term-moved").await.expect("ns");
+    let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
+    // No sharder places anything (the test holds its Lease), and m's membership Lease is
+    // held too, as the sharder holds a lost member's while it moves its objects.
+    for lease in [format!("{LEASE}-sharder"), format!("{LEASE}-member-m")] {
+        leases
+            .create(&PostParams::default(), &held_lease(&lease))
+            .await
+            .expect("hold a lease");
+    }
+    let names: Vec<String> = (0..10).map(|i| format!("w{i}")).collect();
+    for n in &names {
+        let mut w = widget(&ns, n, "x", 0);
+        w.metadata.labels = Some([(SHARD.to_string(), "m".to_string())].into());
+        widgets
+            .create(&PostParams::default(), &w)
+            .await
+            .expect("create");
+    }
+
+    // m starts: its cache lists the ten widgets labelled with it, its watch held back.
+    let config = cp.config().await.expect("config");
+    let metrics = free_addr();
+    let held = HeldWatch::held();
+    // As ShardedMember builds a member, the operators' client holding its widget watches.
+    let fence = Fence::new();
+    let client = kube::client::ClientBuilder::try_from(config.clone())
+        .expect("builder")
+        .with_layer(&fence.layer())
+        .with_layer(&held)
+        .build();
+    let sharder_fence = Fence::new();
+    let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))
+        .expect("sharder client");
+    let cfg = ManagerConfig {
+        scope: Scope::Namespaces(vec![ns.clone()]),
+        concurrency: 16,
+        metrics_addr: Some(metrics),
+        ..Default::default()
+    };
+    let m = Manager::new(client, cfg)
+        .with_leader_client(client_with(config, None, Pool::default()).expect("client"))
+        .with_fence(fence)
+        .with_sharding(
+            ShardConfig::new(LeaderConfig::new(LEASE, &ns, "m")).expect("shard"),
+            sharder,
+            sharder_fence,
+        )
+        .with_operator(Arc::new(WidgetOperator {
+            identity: "m".into(),
+        }));
+    let (stop, run) = run_until_stopped(m);
+    eventually(60, || async {
+        (queue_depth(metrics).await? >= 10.0).then_some(())
+    })
+    .await
+    .expect("m's cache listed the ten widgets and queued them");
+
+    // The widgets move away; then m's Lease is let go and m's first term begins.
+    let moved = serde_json::json!({ "metadata": { "labels": { SHARD: "o" } } });
+    for n in &names {
+        widgets
+            .patch(n, &PatchParams::default(), &Patch::Merge(&moved))
+            .await
+            .expect("move");
+    }
+    leases
+        .delete(&format!("{LEASE}-member-m"), &DeleteParams::default())
+        .await
+        .expect("let m's Lease go");
+    eventually(60, || async {
+        (lease_holder(&admin, &ns, &format!("{LEASE}-member-m"))
+            .await
+            .as_deref()
+            == Some("m"))
+        .then_some(())
+    })
+    .await
+    .expect("m holds its Lease: its first term began");
+    eventually(60, || async {
+        (queue_depth(metrics).await? == 0.0).then_some(())
+    })
+    .await
+    .expect("m took every queued key of its first term");
+
+    // Its watch goes on: once it shows a widget placed on m after the moves, it has shown
+    // the moves too.
+    held.release();
+    let mut marker = widget(&ns, "marker", "x", 0);
+    marker.metadata.labels = Some([(SHARD.to_string(), "m".to_string())].into());
+    widgets
+        .create(&PostParams::default(), &marker)
+        .await
+        .expect("create");
+    eventually(60, || reconciled_by_is(&admin, &ns, "marker", "m"))
+        .await
+        .expect("m reconciles a widget placed on it after the moves");
+    let mut worked = Vec::new();
+    for n in &names {
+        if reconciled_by(&admin, &ns, n).await.as_deref() == Some("m") {
+            worked.push(n.clone());
+        }
+    }
+    assert_eq!(
+        worked,
+        Vec::<String>::new(),
+        "m worked widgets that had moved away before its first term began"
     );
     let _ = stop.send(());
     run.await
