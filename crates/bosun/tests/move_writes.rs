@@ -1,7 +1,8 @@
 //! A move writes each child once — its relabel — in the Helm and Ansible flavours, through
 //! the `bosun` binary: each replica a `bosun run --sharding` process on the real API server.
 //!
-//! Per flavour: a few custom resources, each with two children (a ConfigMap and a Service);
+//! Per flavour: a few custom resources, each with a ConfigMap and a Service (and, from the
+//! chart, a hook ConfigMap that persists);
 //! r0 and r1 place and reconcile them; r2 joins (the members hand some objects over, children
 //! first), then r2 is killed with `kill -9` (the sharder takes its objects over). A watch of
 //! the namespace's ConfigMaps and Services records every write to each child in the order the
@@ -252,6 +253,8 @@ struct Flavour {
     spec: Value,
     /// The condition its status holds once reconciled.
     condition: &'static str,
+    /// Children per object.
+    per_object: usize,
 }
 
 /// The child kinds both flavours create.
@@ -338,9 +341,9 @@ async fn settled(
             kids.values()
                 .filter(|(owner, shard)| owner == o && shard.as_ref() == Some(m))
                 .count()
-                == 2
+                == flavour.per_object
         });
-        if kids.len() != 2 * placed.len() || !follow {
+        if kids.len() != flavour.per_object * placed.len() || !follow {
             note(format!("children {kids:?} of {placed:?}"));
             return None;
         }
@@ -560,7 +563,7 @@ async fn scenario(client: &Client, ns: &str, flavour: Flavour, dir: &Path) {
     // A user's edit of a moved child's content is still written back.
     let (child, owner) = owners
         .iter()
-        .find(|(c, o)| c.starts_with("ConfigMap/") && to_r2.contains(o))
+        .find(|(c, o)| c.starts_with("ConfigMap/") && c.ends_with("-cm") && to_r2.contains(o))
         .expect("a moved ConfigMap");
     let name = child.trim_start_matches("ConfigMap/");
     let before = cms.get(name).await.expect("child").data;
@@ -640,6 +643,13 @@ async fn a_helm_release_move_writes_each_child_once() {
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}-svc\nspec:\n  ports:\n  - port: 80\n    targetPort: 8080\n  selector:\n    app: {{ .Release.Name }}\n",
     )
     .expect("svc template");
+    // A hook that persists, created at the install by a plain POST (not by the applier): its
+    // relabel too goes under its label's owner.
+    std::fs::write(
+        chart.join("templates/hook.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations:\n    helm.sh/hook: post-install\ndata:\n  at: install\n",
+    )
+    .expect("hook template");
     let watches = dir.path().join("watches.yaml");
     // No resync during the test: every reconcile counted is one a move (or a write) caused.
     std::fs::write(
@@ -656,6 +666,7 @@ async fn a_helm_release_move_writes_each_child_once() {
         resource: resource("MovedChart", "movedcharts"),
         spec: json!({"size": 2}),
         condition: "Deployed",
+        per_object: 3,
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }
@@ -698,6 +709,7 @@ async fn ansible(prefix: &str, args: &str) {
         resource: resource("MovedRole", "movedroles"),
         spec: json!({"size": 2}),
         condition: "Successful",
+        per_object: 2,
     };
     scenario(&admin, &ns, flavour, dir.path()).await;
 }

@@ -105,34 +105,37 @@ pub struct ChildWatch {
     /// as [`crate::shard::children::annotated_owner`] reads them) and no owner reference does.
     annotated_to: AnnotatedTo,
     len: Box<dyn Fn() -> usize + Send + Sync>,
-    /// The applier's field manager, for a cache that keeps its fingerprints: a hand-off
-    /// relabels the children under that name, so the label stays among the fields the
-    /// applier owns and the new member finds them in place.
-    manager: std::sync::OnceLock<Arc<str>>,
+    /// The fingerprints the cache keeps of its applier's fields, if it keeps them: a hand-off
+    /// relabels the children the applier holds fields of under its field manager, so the
+    /// label stays among the fields the applier owns and the new member finds them in place.
+    fingerprints: std::sync::OnceLock<Fingerprints>,
+    /// The UID of a cached object.
+    uid_of: UidOf,
 }
 
 impl ChildWatch {
-    /// The field manager whose fingerprints the cache keeps (None: it keeps none).
-    pub(crate) fn manager(&self) -> Option<&str> {
-        self.manager.get().map(|m| &**m)
-    }
-
     /// The field manager a hand-off relabels the cached child `named` under, so that its
     /// shard label `label` stays with the manager that wrote it and the new member finds the
-    /// child in place: the cache's applier's when it keeps its fingerprints, else the one the
-    /// API server names as the label's owner. That costs a metadata read per moved child, and
-    /// only in a cache that keeps no `managedFields` to save memory (the Ansible flavour's: a
-    /// role's `k8s` task writes under the client's default manager, or under a
-    /// `server_side_apply.field_manager` of its own). None (the client's default manager)
-    /// when the read fails or nobody owns the label.
+    /// child in place: the cache's applier's when it keeps its fingerprints and the applier
+    /// holds fields of the child, else the one the API server names as the label's owner.
+    /// That costs a metadata read per moved child, and only where the cache cannot tell: a
+    /// cache that keeps no `managedFields` to save memory (the Ansible flavour's: a role's
+    /// `k8s` task writes under the client's default manager, or under a
+    /// `server_side_apply.field_manager` of its own), or a child its applier never wrote (a
+    /// Helm hook, created by a plain POST). None (the client's default manager) when the
+    /// read fails or nobody owns the label.
     pub(crate) async fn label_manager(
         &self,
         client: &kube::Client,
         (namespace, name): &Named,
         label: &str,
     ) -> Option<String> {
-        if let Some(m) = self.manager() {
-            return Some(m.to_string());
+        if let Some(fps) = self.fingerprints.get() {
+            let holds = (self.uid_of)(namespace.as_deref().unwrap_or(""), name)
+                .is_some_and(|uid| fps.get(&uid).is_some());
+            if holds {
+                return Some(fps.manager.to_string());
+            }
         }
         let api = crate::shard::kind::api(client.clone(), &self.resource, namespace.as_deref());
         let live = api.get_metadata_opt(name).await.ok().flatten()?;
@@ -142,7 +145,7 @@ impl ChildWatch {
 
     fn keeps_fingerprints_of(&self, fps: Option<&Fingerprints>) {
         if let Some(fps) = fps {
-            let _ = self.manager.set(fps.manager.clone());
+            let _ = self.fingerprints.set(fps.clone());
         }
     }
 
@@ -167,7 +170,8 @@ impl ChildWatch {
             children_of: Box::new(|_| Vec::new()),
             annotated_to: Box::new(|_, _, _| Vec::new()),
             len: Box::new(|| 0),
-            manager: std::sync::OnceLock::new(),
+            fingerprints: std::sync::OnceLock::new(),
+            uid_of: Box::new(|_, _| None),
         }
     }
 
@@ -209,6 +213,9 @@ pub(crate) type Named = (Option<String>, String);
 
 /// The cached objects an owner (by UID) has.
 type OwnedBy = Box<dyn Fn(&str) -> Vec<Named> + Send + Sync>;
+
+/// The UID of the cached object of a namespace ("" when cluster-scoped) and name.
+type UidOf = Box<dyn Fn(&str, &str) -> Option<String> + Send + Sync>;
 
 /// The cached objects an owner (UID, annotation key, type) has by annotations only.
 type AnnotatedTo = Box<dyn Fn(&str, &str, &str) -> Vec<Named> + Send + Sync>;
@@ -758,7 +765,8 @@ where
     T: Resource + Clone + Debug + Send + Sync + 'static,
 {
     let store: Compact<T> = Compact::new();
-    let (owners, linked, counted) = (store.clone(), store.clone(), store.clone());
+    let (owners, linked, counted, uids) =
+        (store.clone(), store.clone(), store.clone(), store.clone());
     let slot = Arc::new(ChildWatch {
         selectors: std::sync::OnceLock::new(),
         resource: kube::core::ApiResource::erase::<K>(dyntype),
@@ -767,7 +775,8 @@ where
         children_of: Box::new(move |uid| owners.owned_by(uid)),
         annotated_to: Box::new(move |uid, key, t| linked.annotated_to(uid, key, t)),
         len: Box::new(move || counted.len()),
-        manager: std::sync::OnceLock::new(),
+        fingerprints: std::sync::OnceLock::new(),
+        uid_of: Box::new(move |ns, name| uids.get(ns, name)?.meta().uid.clone()),
     });
     let events = child_events(slot.clone(), store.clone(), start);
     let (stream, mut synced) = reflect_into(store.clone(), events, true);
