@@ -22,7 +22,6 @@ use bosun_runtime::manager::{
 use bosun_runtime::rbac::Rbac;
 use bosun_runtime::status::StatusWriter;
 use bosun_runtime::{Primary, Wiring};
-use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::future::BoxFuture;
 use futures::StreamExt;
@@ -206,10 +205,9 @@ async fn status_value(api: &Api<Widget>, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn a_new_object_is_reconciled_before_the_start_list_drains() {
-    let cp = shared().await.expect("control plane");
-    let client = cp.client().await.expect("client");
-    install_crd(&client).await.expect("crd");
-    let ns = test_namespace(&client, "priority").await.expect("ns");
+    let WidgetEnv {
+        admin: client, ns, ..
+    } = widget_env("priority").await;
     let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
     converged_widgets(&client, &ns).await;
 

@@ -11,7 +11,6 @@ use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
 use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError};
 use bosun_runtime::Scope;
-use bosun_testenv::{shared, test_namespace};
 use common::*;
 use kube::api::{Api, PostParams};
 use kube::Client;
@@ -99,10 +98,7 @@ async fn all_reconciled_by(client: &Client, ns: &str, names: &[&str], by: &str) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_standby_keeps_its_caches_synced_writes_nothing_and_leads_without_a_list() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "le-warm").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("le-warm").await;
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
 
     let a_seen = Requests::default();

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_runtime::manager::Operator;
-use bosun_testenv::{shared, test_namespace};
 use common::*;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
@@ -147,10 +146,7 @@ async fn placed_on(widgets: &Api<Widget>, who: &str) -> Option<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_that_lost_its_lease_stays_warm() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    install_crd(&admin).await.expect("crd");
-    let ns = test_namespace(&admin, "shard-warm").await.expect("ns");
+    let WidgetEnv { cp, admin, ns } = widget_env("shard-warm").await;
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
     create_widgets(&widgets, "w", "x", WIDGETS).await;
