@@ -840,9 +840,10 @@ fn read_share_fn(
 }
 
 /// A sharded member's read of one object that the read of its share at the start of the term
-/// did not show (placed on it since, or moved away while its cache still shows it): whether
-/// the API server (not the cache, which may lag) labels this very object (same UID) with this
-/// member and asks no hand-off.
+/// did not show (placed on it since, or moved away while its cache still shows it), when the
+/// cached object's `resourceVersion` and the read's do not compare: whether the API server
+/// (not the cache, which may lag) labels this very object (same UID) with this member and asks
+/// no hand-off.
 fn confirm_fn<K>(
     client: kube::Client,
     labels: crate::shard::Labels,

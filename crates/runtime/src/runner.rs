@@ -88,7 +88,8 @@ pub(crate) struct Handoff<K> {
     /// Reads the object again from the API server (a quorum read): Some(true) while it is
     /// still this member's (the same UID, its shard label names it, no drain label),
     /// Some(false) once moved away or gone, None when the read failed. Asked before a key's
-    /// first start in a term when the read of the share did not show its object.
+    /// first start in a term when the read of the share did not show its object and the
+    /// cached object's version does not compare with the read's ([`FirstStart::ReadAlone`]).
     pub confirm: Arc<dyn Fn(Arc<K>) -> BoxFuture<'static, Option<bool>> + Send + Sync>,
     /// Reads this member's share from the API server (a quorum read); None when the read
     /// failed (read again after a back-off, nothing of the term starting meanwhile). Once as
@@ -353,8 +354,8 @@ where
     }
 }
 
-/// A key's first start in a term when the read of the share did not show its object: its
-/// reconcile runs only once the object, read again, is this member's; moved away or gone, the
+/// A key's first start in a term when the read of the share did not show its object and the
+/// versions do not compare: its reconcile runs only once the object, read again, is this member's; moved away or gone, the
 /// key is done (the watch brings it back if it returns); the read failing, it is tried again.
 fn confirm_first<K>(
     confirm: BoxFuture<'static, Option<bool>>,
