@@ -729,3 +729,9 @@ async fn an_ansible_role_applying_server_side_move_writes_each_child_once() {
     )
     .await;
 }
+
+/// `k8s` with `apply: true`, client-side (the last-applied annotation's three-way patch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ansible_role_applying_client_side_move_writes_each_child_once() {
+    ansible("move-ansible-csa", "    apply: true\n").await;
+}
