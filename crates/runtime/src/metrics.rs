@@ -12,6 +12,10 @@
 //! counterpart of `reconcile.TerminalError`, every failure is retried; served so that a
 //! dashboard's query finds its series),
 //! `bosun_cached_objects{controller}` (objects in the controller's cache),
+//! `bosun_term_checks_total{controller,check}` (sharded: what a term's start cost and caught,
+//! see [`crate::runner`] — `share_read` a LIST of the member's share, `object_read` a GET of
+//! one object whose version did not compare, `moved` a key not started, its cache older than
+//! the read),
 //! `leader_election_master_status{name}` (client-go's name; 1 while this replica leads), the
 //! work queue's families under client-go's names, `name` being the controller and `priority`
 //! controller-runtime's number (0 for a user's change, -100 for lists, timers and retries; see
@@ -62,6 +66,12 @@ struct ResultLabels {
 struct ErrorLabels {
     controller: String,
     category: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CheckLabels {
+    controller: String,
+    check: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -213,6 +223,7 @@ pub struct Metrics {
     panics: Family<ControllerLabels, Counter>,
     terminal: Family<ControllerLabels, Counter>,
     cached: Family<ControllerLabels, Gauge>,
+    term_checks: Family<CheckLabels, Counter>,
     leader: Family<LeaseLabels, Gauge>,
     webhook_requests: Family<WebhookCodeLabels, Counter>,
     webhook_latency: Family<WebhookLabels, Histogram, fn() -> Histogram>,
@@ -249,6 +260,7 @@ impl Metrics {
         let panics = Family::<ControllerLabels, Counter>::default();
         let terminal = Family::<ControllerLabels, Counter>::default();
         let cached = Family::<ControllerLabels, Gauge>::default();
+        let term_checks = Family::<CheckLabels, Counter>::default();
         let leader = Family::<LeaseLabels, Gauge>::default();
         let webhook_requests = Family::<WebhookCodeLabels, Counter>::default();
         let webhook_latency =
@@ -317,6 +329,11 @@ impl Metrics {
             cached.clone(),
         );
         registry.register(
+            "bosun_term_checks",
+            "Sharded: reads of the member's share and of single objects as terms start, and keys not started because they moved away before",
+            term_checks.clone(),
+        );
+        registry.register(
             "leader_election_master_status",
             "1 while this replica holds the named lease",
             leader.clone(),
@@ -334,6 +351,7 @@ impl Metrics {
             panics,
             terminal,
             cached,
+            term_checks,
             leader,
             webhook_requests,
             webhook_latency,
@@ -589,6 +607,33 @@ impl ControllerMetrics {
             .cached
             .get_or_create(&self.labels())
             .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// A sharded term's start read the share, read one object, or left a moved key.
+    pub(crate) fn term_checked(&self, check: TermCheck) {
+        let labels = CheckLabels {
+            controller: self.name.clone(),
+            check: check.label(),
+        };
+        self.metrics.term_checks.get_or_create(&labels).inc();
+    }
+}
+
+/// See [`ControllerMetrics::term_checked`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum TermCheck {
+    ShareRead,
+    ObjectRead,
+    Moved,
+}
+
+impl TermCheck {
+    fn label(self) -> &'static str {
+        match self {
+            TermCheck::ShareRead => "share_read",
+            TermCheck::ObjectRead => "object_read",
+            TermCheck::Moved => "moved",
+        }
     }
 }
 
@@ -1134,5 +1179,23 @@ mod tests {
         assert!(text.contains(
             r#"controller_runtime_reconcile_time_seconds_count{controller="bookstore"} 3"#
         ));
+    }
+
+    #[test]
+    fn a_term_s_checks_are_counted_by_kind() {
+        let metrics = Metrics::new();
+        let c = metrics.controller("bookstore");
+        c.term_checked(TermCheck::ShareRead);
+        c.term_checked(TermCheck::Moved);
+        c.term_checked(TermCheck::Moved);
+        let text = metrics.encode();
+        for line in [
+            "# TYPE bosun_term_checks counter",
+            r#"bosun_term_checks_total{controller="bookstore",check="share_read"} 1"#,
+            r#"bosun_term_checks_total{controller="bookstore",check="moved"} 2"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(!text.contains(r#"check="object_read""#), "{text}");
     }
 }

@@ -48,7 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::Origin;
 use crate::manager::Leading;
-use crate::metrics::ControllerMetrics;
+use crate::metrics::{ControllerMetrics, TermCheck};
 use crate::queue::{Priority, Queue, QueueConfig};
 
 /// What a reconcile asks for next.
@@ -213,7 +213,8 @@ where
                 }
                 match term {
                     Some(t) if reading.is_none() && !share_read(&share, term) => {
-                        reading = Some((t, read_until_answered(h.read_share.clone())));
+                        let read = read_until_answered(h.read_share.clone(), metrics.clone());
+                        reading = Some((t, read));
                     }
                     _ => {}
                 }
@@ -252,8 +253,10 @@ where
                                     if known {
                                         work(obj)
                                     } else if start == FirstStart::Done {
+                                        metrics.term_checked(TermCheck::Moved);
                                         Box::pin(async { Next::After(None) })
                                     } else {
+                                        metrics.term_checked(TermCheck::ObjectRead);
                                         confirm_first(
                                             (h.confirm)(obj.clone()),
                                             work(obj),
@@ -398,10 +401,11 @@ const REREAD_MAX: Duration = Duration::from_secs(8);
 
 /// Reads the share until a read answers, backing off between failed reads. Dropped (the term
 /// ended, the runner gone), it stops.
-fn read_until_answered(read: ReadShare) -> BoxFuture<'static, Share> {
+fn read_until_answered(read: ReadShare, metrics: ControllerMetrics) -> BoxFuture<'static, Share> {
     Box::pin(async move {
         let mut wait = REREAD_FIRST;
         loop {
+            metrics.term_checked(TermCheck::ShareRead);
             if let Some(share) = read().await {
                 return share;
             }

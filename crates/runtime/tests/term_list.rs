@@ -334,6 +334,15 @@ async fn a_member_restarted_while_its_widgets_moved_away_starts_none_of_them() {
         Vec::<String>::new(),
         "m worked widgets that had moved away before its first term began"
     );
+    let (_, text) = http_get(metrics, "/metrics").await.expect("metrics");
+    assert_eq!(
+        series_value(
+            &text,
+            r#"bosun_term_checks_total{controller="widget",check="moved"}"#
+        ),
+        Some(10.0),
+        "m's metrics count the ten keys it did not start"
+    );
     let _ = stop.send(());
     run.await
         .expect("join")
