@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Resource, ResourceExt};
 
@@ -168,21 +168,31 @@ impl Watch {
         let synced = Arc::new(AtomicBool::new(false));
         let generation = Arc::new(AtomicU64::new(0));
         let (flag, changes) = (synced.clone(), generation.clone());
+        // Whether the event on its way to the store changes what placing reads: judged
+        // against the stored copy before the reflector applies it, counted after.
+        let (before, moves) = (store.clone(), Arc::new(AtomicBool::new(false)));
+        let (judged, ar) = (moves.clone(), scope.resource.clone());
         let task = tokio::spawn(async move {
-            let events =
-                reflector::reflector(writer, watcher(api, cfg).default_backoff().modify(slim));
+            let stream = watcher(api, cfg)
+                .default_backoff()
+                .modify(slim)
+                .inspect(move |ev| {
+                    if let Ok(ev) = ev {
+                        let old = |o: &Meta| before.get(&ObjectRef::from_obj_with(o, ar.clone()));
+                        judged.store(moves_placing(ev, old), Ordering::SeqCst);
+                    }
+                });
+            let events = reflector::reflector(writer, stream);
             futures::pin_mut!(events);
             // The reflector applied each event to the store before it yields it.
             while let Some(ev) = events.next().await {
+                if moves.swap(false, Ordering::SeqCst) {
+                    changes.fetch_add(1, Ordering::SeqCst);
+                }
                 match ev {
-                    Ok(watcher::Event::InitDone) => {
-                        changes.fetch_add(1, Ordering::SeqCst);
-                        flag.store(true, Ordering::SeqCst);
-                    }
-                    Ok(_) => {
-                        changes.fetch_add(1, Ordering::SeqCst);
-                    }
+                    Ok(watcher::Event::InitDone) => flag.store(true, Ordering::SeqCst),
                     Err(e) => tracing::warn!(error = %e, "sharder watch error (retrying)"),
+                    Ok(_) => {}
                 }
             }
         });
@@ -192,6 +202,19 @@ impl Watch {
             generation,
             task,
         }
+    }
+}
+
+/// Whether `ev` changes what placing reads of the kind (`old`: the stored copy of an object):
+/// an object new, gone or relabelled, or a (re-)list swapped in. Most events of a busy kind
+/// are status and spec writes, which move only the `resourceVersion`; a write the sharder
+/// is waiting to see is not missed for that (see [`Rounds`]).
+fn moves_placing(ev: &watcher::Event<Meta>, old: impl Fn(&Meta) -> Option<Arc<Meta>>) -> bool {
+    match ev {
+        watcher::Event::Apply(o) => old(o)
+            .is_none_or(|p| p.meta().uid != o.meta().uid || p.meta().labels != o.meta().labels),
+        watcher::Event::Delete(_) | watcher::Event::InitDone => true,
+        watcher::Event::Init | watcher::Event::InitApply(_) => false,
     }
 }
 
@@ -234,13 +257,16 @@ impl Written {
 }
 
 /// When a round has something new to decide. A round decides every object of the kind (and
-/// its `steps` are O(N)); one on the same objects (the store's generation) and the same live
-/// members as a round that left nothing to retry would decide nothing, and is skipped. A
-/// takeover is always decided (its children are listed, its deadline moves).
+/// its `steps` are O(N)); one on the same objects as placing reads them (the store's
+/// generation, [`moves_placing`]) and the same live members as a settled round would decide
+/// nothing, and is skipped. A round is settled when it wrote nothing and waits to see no
+/// write of before: until then each round decides (a write refused as stale is decided again
+/// once the watch shows the object's newer version, which may differ only in its
+/// `resourceVersion`). A takeover is always decided (its children are listed, its deadline
+/// moves).
 #[derive(Default)]
 struct Rounds {
-    /// The generation and live members of the last round that sent every write it decided
-    /// (a write sent is seen by the watch, which moves the generation).
+    /// The generation and live members of the last settled round.
     settled: Option<(u64, Vec<String>)>,
 }
 
@@ -253,15 +279,15 @@ impl Rounds {
                 .is_none_or(|(g, live)| *g != generation || *live != view.live)
     }
 
-    /// After a round decided on `generation` and `view`: `settled` when every write it
-    /// decided was answered (none to retry).
+    /// After a round decided on `generation` and `view`: `settled` when it sent nothing and
+    /// no write of before waits to be seen.
     fn ended(&mut self, generation: u64, view: &MemberView, settled: bool) {
         self.settled = (settled && view.taken.is_empty()).then(|| (generation, view.live.clone()));
     }
 }
 
-/// Places the objects of `store` for one round; true when every write it decided was
-/// answered (nothing to retry on the same view).
+/// Places the objects of `store` for one round; true when it had nothing to write and no
+/// write waits to be seen by the watch (settled: see [`Rounds`]).
 async fn place(
     shard: &ShardContext,
     labels: &Labels,
@@ -328,14 +354,12 @@ async fn place(
         .buffer_unordered(PLACING)
         .collect()
         .await;
-    let mut settled = true;
+    let settled = outcomes.is_empty() && written.0.is_empty();
     for (o, sent) in outcomes {
         if sent {
             if let (Some(uid), Some(rv)) = (o.meta().uid.clone(), o.resource_version()) {
                 written.0.insert(uid, rv);
             }
-        } else {
-            settled = false;
         }
     }
     settled
@@ -1014,6 +1038,38 @@ mod tests {
         // Nor does a takeover round settle anything.
         rounds.ended(5, &taken, true);
         assert!(rounds.due(5, &v));
+    }
+
+    #[test]
+    fn only_an_event_that_changes_what_placing_reads_moves_the_generation() {
+        let l = Labels::for_operator("op");
+        let stored = object(1, &[(&l.shard, "a")]);
+        let old = |_: &Meta| Some(stored.clone());
+        let none = |_: &Meta| None;
+        let with = |f: &dyn Fn(&mut Meta)| {
+            let mut o = (*stored).clone();
+            f(&mut o);
+            o
+        };
+        // A status or spec write: only the resourceVersion moves.
+        let status = with(&|o| o.metadata.resource_version = Some("8".into()));
+        assert!(
+            !moves_placing(&watcher::Event::Apply(status.clone()), old),
+            "a status write moved the generation: every busy round decides every object"
+        );
+        let drained = with(&|o| {
+            o.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(l.drain.clone(), "b".into());
+        });
+        assert!(moves_placing(&watcher::Event::Apply(drained), old));
+        let recreated = with(&|o| o.metadata.uid = Some("uid-new".into()));
+        assert!(moves_placing(&watcher::Event::Apply(recreated), old));
+        assert!(moves_placing(&watcher::Event::Apply(status.clone()), none));
+        assert!(moves_placing(&watcher::Event::Delete(status.clone()), old));
+        assert!(moves_placing(&watcher::Event::<Meta>::InitDone, old));
+        assert!(!moves_placing(&watcher::Event::InitApply(status), old));
     }
 
     #[test]
