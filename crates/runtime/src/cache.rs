@@ -127,20 +127,26 @@ impl ChildWatch {
     pub(crate) async fn label_manager(
         &self,
         client: &kube::Client,
-        (namespace, name): &Named,
+        named: &Named,
         label: &str,
     ) -> Option<String> {
-        if let Some(fps) = self.fingerprints.get() {
-            let holds = (self.uid_of)(namespace.as_deref().unwrap_or(""), name)
-                .is_some_and(|uid| fps.get(&uid).is_some());
-            if holds {
-                return Some(fps.manager.to_string());
-            }
+        if let Some(manager) = self.cached_label_manager(named) {
+            return Some(manager);
         }
+        let (namespace, name) = named;
         let api = crate::shard::kind::api(client.clone(), &self.resource, namespace.as_deref());
         let live = api.get_metadata_opt(name).await.ok().flatten()?;
         crate::owned::label_owner(live.metadata.managed_fields.as_deref()?, label)
             .map(str::to_string)
+    }
+
+    /// What the cache alone tells of [`ChildWatch::label_manager`]: its applier's field
+    /// manager when it keeps fingerprints and the applier holds fields of the cached child
+    /// `named`; None when only a read of the child can tell.
+    pub(crate) fn cached_label_manager(&self, (namespace, name): &Named) -> Option<String> {
+        let fps = self.fingerprints.get()?;
+        let uid = (self.uid_of)(namespace.as_deref().unwrap_or(""), name)?;
+        fps.get(&uid).map(|_| fps.manager.to_string())
     }
 
     fn keeps_fingerprints_of(&self, fps: Option<&Fingerprints>) {
@@ -172,6 +178,40 @@ impl ChildWatch {
             len: Box::new(|| 0),
             fingerprints: std::sync::OnceLock::new(),
             uid_of: Box::new(|_, _| None),
+        }
+    }
+
+    /// A child watch of no watch, for the hand-off's tests: `annotated` are the objects it
+    /// links to any owner by annotations only, each with its UID; `held`, when given, the
+    /// applier whose fingerprints it keeps and the UIDs that applier holds fields of.
+    #[cfg(test)]
+    pub(crate) fn cached(
+        resource: kube::core::ApiResource,
+        namespace: Option<String>,
+        annotated: Vec<(Named, String)>,
+        held: Option<(&Applier, &[&str])>,
+    ) -> Self {
+        let w = ChildWatch::unstarted(resource, namespace, "");
+        if let Some((applier, uids)) = held {
+            let fps = Fingerprints::new(applier);
+            for uid in uids {
+                fps.lock().insert(
+                    crate::owned::uid_bits(uid).to_le_bytes(),
+                    (1u128.to_le_bytes(), 0),
+                );
+            }
+            w.keeps_fingerprints_of(Some(&fps));
+        }
+        let names: Vec<Named> = annotated.iter().map(|(n, _)| n.clone()).collect();
+        ChildWatch {
+            annotated_to: Box::new(move |_, _, _| names.clone()),
+            uid_of: Box::new(move |ns, name| {
+                annotated
+                    .iter()
+                    .find(|((n, m), _)| n.as_deref().unwrap_or("") == ns && m == name)
+                    .map(|(_, uid)| uid.clone())
+            }),
+            ..w
         }
     }
 

@@ -123,14 +123,14 @@ impl ChildRegistry {
     }
 
     /// What a move finds beyond the cached children of `owner` (a `primary_type` object,
-    /// `<Kind>.<group>`): by a one-off list of each kind with `member`'s shard label, the
-    /// children of kinds recorded but not started here, and those of a started
-    /// cluster-scoped kind linked to `owner` by operator-sdk's annotations only (no owner
-    /// reference can name a namespaced owner there, so no cache indexes them by owner). That
-    /// second list is the cost of such children: one list of the kind per move. A namespaced
-    /// child linked by annotations only (a Helm or Ansible role's Secret or RoleBinding in a
-    /// shared namespace) is found in the cache of its kind when that cache watches every
-    /// namespace, and read once for the field manager of its label: no list.
+    /// `<Kind>.<group>`): the children of kinds recorded but not started here, by a one-off
+    /// list of each kind with `member`'s shard label; and those linked to `owner` by
+    /// operator-sdk's annotations only (a cluster-scoped child, where no owner reference can
+    /// name a namespaced owner, or a Helm or Ansible role's Secret in a shared namespace),
+    /// found by scanning the cache of their kind when it watches every namespace (a
+    /// cluster-scoped kind's always does): no list of a started kind. Each is relabelled
+    /// under the field manager of its label: its cache's applier's where the cache's
+    /// fingerprints show the applier holds fields of it, else read from the child.
     pub(crate) async fn listed_children_of(
         &self,
         client: &kube::Client,
@@ -143,44 +143,31 @@ impl ChildRegistry {
         let label = format!("{key}={member}");
         let owner_uid = owner.uid.as_deref().unwrap_or_default();
         let owner_key = annotation_key(owner);
-        // (kind, namespaced, started here)
-        let mut kinds = Vec::new();
+        let mut found = Vec::new();
         for gvk in self.unstarted() {
-            match discovery.resolve(&gvk).await {
-                Ok(r) => kinds.push((r.resource, r.namespaced, false)),
+            let r = match discovery.resolve(&gvk).await {
+                Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(kind = %gvk.kind, error = %e, "a recorded child kind is not served: skipped");
+                    continue;
                 }
-            }
-        }
-        for w in self.watches() {
-            if w.namespace.is_some() {
-                continue;
-            }
-            if let Ok(r) = discovery.resolve(&gvk_of(&w)).await {
-                if !r.namespaced {
-                    kinds.push((r.resource, false, true));
-                }
-            }
-        }
-        let mut found = Vec::new();
-        for (resource, namespaced, started) in kinds {
+            };
             let api: Api<PartialObjectMeta<DynamicObject>> =
-                match (namespaced, owner.namespace.as_deref()) {
+                match (r.namespaced, owner.namespace.as_deref()) {
                     // Owner-referenced children live in their owner's namespace.
-                    (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
-                    _ => Api::all_with(client.clone(), &resource),
+                    (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &r.resource),
+                    _ => Api::all_with(client.clone(), &r.resource),
                 };
             let list = api
                 .list_metadata(&ListParams::default().labels(&label))
                 .await?;
             for c in list.items {
-                let by_ref = !started
-                    && c.metadata
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .any(|o| o.uid == owner_uid);
+                let by_ref = c
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == owner_uid);
                 let by_annotation =
                     annotated_owner(&c.metadata, primary_type).is_some_and(|k| k == owner_key);
                 if by_ref || by_annotation {
@@ -191,7 +178,7 @@ impl ChildRegistry {
                         .and_then(|e| crate::owned::label_owner(e, &key))
                         .map(str::to_string);
                     found.push(Listed {
-                        resource: resource.clone(),
+                        resource: r.resource.clone(),
                         namespace: c.metadata.namespace.clone(),
                         name: c.metadata.name.clone().unwrap_or_default(),
                         manager,
@@ -200,19 +187,19 @@ impl ChildRegistry {
             }
         }
         found.extend(
-            self.annotated_in_caches(client, discovery, owner, (&owner_key, primary_type), &key)
+            self.annotated_in_caches(client, owner, (&owner_key, primary_type), &key)
                 .await?,
         );
         Ok(found)
     }
 
-    /// The namespaced children `owner` (by `key`, of `primary_type`) has by operator-sdk's
-    /// annotations only, from each started cache of a namespaced kind that watches every
-    /// namespace, each read for the field manager of its `shard_label`.
+    /// The children `owner` (by `key`, of `primary_type`) has by operator-sdk's annotations
+    /// only, from each started cache that watches every namespace (of a namespaced or a
+    /// cluster-scoped kind), each with the field manager of its `shard_label`: the cache's
+    /// applier's where its fingerprints tell, else read from the child (one metadata GET).
     async fn annotated_in_caches(
         &self,
         client: &kube::Client,
-        discovery: &crate::dynamic::Discovery,
         owner: &ObjectMeta,
         (key, primary_type): (&str, &str),
         shard_label: &str,
@@ -223,36 +210,27 @@ impl ChildRegistry {
             if w.namespace.is_some() {
                 continue;
             }
-            let named = w.annotated_to(uid, key, primary_type);
-            if named.is_empty() {
-                continue;
-            }
-            // A cluster-scoped kind's children were listed.
-            if !discovery
-                .resolve(&gvk_of(&w))
-                .await
-                .is_ok_and(|r| r.namespaced)
-            {
-                continue;
-            }
-            for (ns, name) in named {
-                let api: Api<PartialObjectMeta<DynamicObject>> = match ns.as_deref() {
-                    Some(ns) => Api::namespaced_with(client.clone(), ns, &w.resource),
-                    None => Api::all_with(client.clone(), &w.resource),
+            for named in w.annotated_to(uid, key, primary_type) {
+                let manager = match w.cached_label_manager(&named) {
+                    Some(m) => Some(m),
+                    None => {
+                        let api = super::kind::api(client.clone(), &w.resource, named.0.as_deref());
+                        let Some(c) = api.get_metadata_opt(&named.1).await? else {
+                            continue;
+                        };
+                        c.metadata
+                            .managed_fields
+                            .as_deref()
+                            .and_then(|e| crate::owned::label_owner(e, shard_label))
+                            .map(str::to_string)
+                    }
                 };
-                let Some(c) = api.get_metadata_opt(&name).await? else {
-                    continue;
-                };
+                let (namespace, name) = named;
                 found.push(Listed {
                     resource: w.resource.clone(),
-                    namespace: ns,
+                    namespace,
                     name,
-                    manager: c
-                        .metadata
-                        .managed_fields
-                        .as_deref()
-                        .and_then(|e| crate::owned::label_owner(e, shard_label))
-                        .map(str::to_string),
+                    manager,
                 });
             }
         }
@@ -515,6 +493,138 @@ mod tests {
             "BookStore",
         ));
         assert_eq!(primary_type(&ar), t);
+    }
+
+    /// An API server stand-in for a hand-off: answers discovery of ClusterRoles and Secrets,
+    /// a list of ClusterRoles (one annotated to the owner), a metadata read of any object
+    /// (its shard label owned by `hook-writer`) and any patch; records every request as
+    /// `METHOD path?query`.
+    fn handoff_server() -> (kube::Client, Arc<Mutex<Vec<String>>>) {
+        use kube::client::Body;
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let log = seen.clone();
+        let svc = tower::service_fn(move |req: http::Request<Body>| {
+            let line = format!(
+                "{} {}",
+                req.method(),
+                req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("")
+            );
+            log.lock().expect("log").push(line);
+            let path = req.uri().path().to_string();
+            let meta = |name: &str, manager: &str| {
+                serde_json::json!({
+                    "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                    "metadata": {
+                        "name": name, "uid": format!("uid-{name}"),
+                        "labels": { "shard.bosun.dev/op": "m1" },
+                        "annotations": {
+                            crate::dynamic::PRIMARY_RESOURCE_ANNOTATION: "shop/w",
+                            crate::dynamic::PRIMARY_RESOURCE_TYPE_ANNOTATION: "Widget.example.com",
+                        },
+                        "managedFields": [{
+                            "manager": manager, "operation": "Update", "apiVersion": "v1",
+                            "fieldsType": "FieldsV1",
+                            "fieldsV1": { "f:metadata": { "f:labels": { "f:shard.bosun.dev/op": {} } } }
+                        }]
+                    }
+                })
+            };
+            let resources = |gv: &str, name: &str, kind: &str, namespaced: bool| {
+                serde_json::json!({
+                    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+                    "resources": [{ "name": name, "singularName": "", "namespaced": namespaced,
+                        "kind": kind, "verbs": ["get", "list", "watch", "patch"] }]
+                })
+            };
+            let body = match path.as_str() {
+                "/apis/rbac.authorization.k8s.io/v1" => resources(
+                    "rbac.authorization.k8s.io/v1",
+                    "clusterroles",
+                    "ClusterRole",
+                    false,
+                ),
+                "/api/v1" => resources("v1", "secrets", "Secret", true),
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles" => serde_json::json!({
+                    "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                    "metadata": { "resourceVersion": "1" },
+                    "items": [{ "metadata": meta("cr-1", "bosun-op")["metadata"].clone() }]
+                }),
+                p => meta(p.rsplit('/').next().unwrap_or_default(), "hook-writer"),
+            };
+            async move {
+                Ok::<_, std::convert::Infallible>(http::Response::new(Body::from(
+                    serde_json::to_vec(&body).expect("json"),
+                )))
+            }
+        });
+        (kube::Client::new(svc, "default"), seen)
+    }
+
+    /// A hand-off of an owner with annotation-linked children in started caches that watch
+    /// every namespace: a cluster-scoped ClusterRole and two Secrets in another namespace, the
+    /// ClusterRole and one Secret held by the fingerprinting applier `bosun-op`, the other
+    /// Secret written by someone else (a Helm hook). The caches are scanned, not the kind
+    /// listed, and only the Secret the cache cannot tell the label's manager of is read.
+    #[tokio::test]
+    async fn a_handoff_lists_no_started_kind_and_reads_only_what_its_caches_cannot_tell() {
+        let (client, seen) = handoff_server();
+        let applier = crate::apply::Applier::new("bosun-op");
+        let registry = ChildRegistry::new("op", Some("m1"), &Default::default());
+        let cr = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+        ));
+        let secret = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Secret"));
+        assert!(registry.join(&Arc::new(ChildWatch::cached(
+            cr,
+            None,
+            vec![((None, "cr-1".into()), "uid-cr-1".into())],
+            Some((&applier, &["uid-cr-1"])),
+        ))));
+        assert!(registry.join(&Arc::new(ChildWatch::cached(
+            secret,
+            None,
+            vec![
+                ((Some("other".into()), "s-1".into()), "uid-s-1".into()),
+                ((Some("other".into()), "s-2".into()), "uid-s-2".into()),
+            ],
+            Some((&applier, &["uid-s-1"])),
+        ))));
+        let owner = ObjectMeta {
+            name: Some("w".into()),
+            namespace: Some("shop".into()),
+            uid: Some("uid-w".into()),
+            ..Default::default()
+        };
+        let discovery = crate::dynamic::Discovery::new(client.clone());
+        assert!(
+            registry
+                .relabel_listed(
+                    &client,
+                    &discovery,
+                    "m1",
+                    &owner,
+                    "Widget.example.com",
+                    Some("m2")
+                )
+                .await
+        );
+        let mut seen = seen.lock().expect("log").clone();
+        seen.sort();
+        // Discovery aside: the reads and writes of children.
+        let of_children = |s: &&String| s.contains("/clusterroles") || s.contains("/secrets");
+        let reads_and_writes: Vec<&String> = seen.iter().filter(of_children).collect();
+        assert_eq!(
+            reads_and_writes,
+            [
+                "GET /api/v1/namespaces/other/secrets/s-2",
+                "PATCH /api/v1/namespaces/other/secrets/s-1?&fieldManager=bosun-op",
+                "PATCH /api/v1/namespaces/other/secrets/s-2?&fieldManager=hook-writer",
+                "PATCH /apis/rbac.authorization.k8s.io/v1/clusterroles/cr-1?&fieldManager=bosun-op",
+            ],
+            "every request: {seen:?}"
+        );
     }
 
     #[tokio::test]
