@@ -944,8 +944,8 @@ where
         );
         let seen_at = obj.resource_version();
         async move {
-            // Children no cache here shows: of a kind recorded on another replica, or linked
-            // to the object by annotations only.
+            // Children no cache here indexes by owner: of a kind recorded on another replica
+            // (listed), or linked to the object by annotations only (scanned in the caches).
             let (registry, discovery, me, owner, primary_type) = listed;
             if !registry
                 .relabel_listed(&client, &discovery, &me, &owner, &primary_type, target.as_deref())

@@ -239,10 +239,11 @@ impl ChildRegistry {
 }
 
 impl ChildRegistry {
-    /// A hand-off's relabel of the children its caches do not show
-    /// ([`ChildRegistry::listed_children_of`]): `target` written as their shard label
-    /// (None: removed). True when every one was written (or had gone); false (retried) when
-    /// a list or a write failed.
+    /// A hand-off's relabel of the children its caches do not index by owner
+    /// ([`ChildRegistry::listed_children_of`]: of kinds not started here, or linked by
+    /// annotations only): `target` written as their shard label (None: removed). True when
+    /// every one was written (or had gone); false (retried) when a list, a read or a write
+    /// failed.
     pub(crate) async fn relabel_listed(
         &self,
         client: &kube::Client,
