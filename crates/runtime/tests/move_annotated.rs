@@ -18,16 +18,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bosun_runtime::apply::Applier;
-use bosun_runtime::client::{client_fenced, client_with, Pool};
 use bosun_runtime::dynamic::{ChildCacheError, Discovery, DynamicChildren};
-use bosun_runtime::dynamic::{PRIMARY_RESOURCE_ANNOTATION, PRIMARY_RESOURCE_TYPE_ANNOTATION};
 use bosun_runtime::error::{Categorized, ErrorCategory};
-use bosun_runtime::fence::Fence;
-use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{ControllerContext, Manager, ManagerConfig, Operator, OperatorError};
+use bosun_runtime::manager::{ControllerContext, Manager, Operator, OperatorError};
 use bosun_runtime::rbac::Rbac;
-use bosun_runtime::shard::ShardConfig;
-use bosun_runtime::{Primary, Scope, Wiring};
+use bosun_runtime::{Primary, Wiring};
 use bosun_testenv::{shared, test_namespace};
 use common::*;
 use futures::future::BoxFuture;
@@ -98,38 +93,17 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     // writes once): one that exists unseen fails the reconcile with 409.
     let name = secret_name(&ns, &w.name_any());
     if secrets.meta(&shared_ns, &name).is_none() {
-        let mut labels = bosun_runtime::shard::labels_in_scope();
-        labels.insert(KIND_LABEL.to_string(), "yes".to_string());
         let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(name),
-                namespace: Some(shared_ns.clone()),
-                labels: Some(labels),
-                annotations: Some(
-                    [
-                        (
-                            PRIMARY_RESOURCE_ANNOTATION.to_string(),
-                            format!("{ns}/{}", w.name_any()),
-                        ),
-                        (
-                            PRIMARY_RESOURCE_TYPE_ANNOTATION.to_string(),
-                            "Widget.test.bosun.dev".to_string(),
-                        ),
-                    ]
-                    .into(),
-                ),
-                ..Default::default()
-            },
+            metadata: annotation_linked(&w, name, Some(shared_ns.clone()), KIND_LABEL),
             string_data: Some([("owner".to_string(), w.name_any())].into()),
             ..Default::default()
         };
-        let pp = PostParams {
-            field_manager: Some(MANAGER.into()),
-            ..Default::default()
-        };
-        Api::<Secret>::namespaced(ctx.client.clone(), &shared_ns)
-            .create(&pp, &secret)
-            .await?;
+        create_as(
+            &Api::namespaced(ctx.client.clone(), &shared_ns),
+            MANAGER,
+            &secret,
+        )
+        .await?;
     }
     let cache = ctx
         .children
@@ -204,21 +178,9 @@ impl Operator for FollowsAnnotations {
 
 /// A sharded member, as `bosun run --sharding` builds one.
 fn member_manager(config: &kube::Config, ns: &str, identity: &str) -> Manager {
-    let fence = Fence::new();
-    let client =
-        client_fenced(config.clone(), None, Pool::default(), Some(&fence)).expect("client");
-    let sharder_fence = Fence::new();
-    let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))
-        .expect("sharder client");
-    let shard = ShardConfig::new(LeaderConfig::new(LEASE, ns, identity)).expect("shard config");
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![ns.into()]),
-        ..Default::default()
-    };
-    Manager::new(client, cfg)
-        .with_leader_client(client_with(config.clone(), None, Pool::default()).expect("client"))
-        .with_fence(fence)
-        .with_sharding(shard, sharder, sharder_fence)
+    ShardedMember::new(config, LEASE, ns, identity)
+        .manager()
+        .expect("member")
         .with_operator(Arc::new(FollowsAnnotations {
             identity: identity.into(),
         }))
@@ -235,38 +197,15 @@ async fn annotated_member_process() {
 }
 
 /// A sharded member in a process of its own, and the reconciles it reported.
-struct Process {
-    child: tokio::process::Child,
-    said: Report,
-}
-
-fn member_process(kubeconfig: &std::path::Path, ns: &str, identity: &str) -> Process {
-    let mut child = replica_command(
+fn member_process(kubeconfig: &std::path::Path, ns: &str, identity: &str) -> Reporting {
+    Reporting::start(
         "annotated_member_process",
         MEMBER,
         kubeconfig,
         ns,
         identity,
-        free_addr(),
+        SAID,
     )
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .expect("spawn a member");
-    let said = Report::default();
-    said.read(&mut child, SAID);
-    Process { child, said }
-}
-
-impl Process {
-    async fn stop(mut self) {
-        signal(self.child.id().expect("pid"), "-TERM");
-        let status = self.child.wait().await.expect("wait");
-        assert!(status.success(), "a member stopped cleanly: {status}");
-    }
-}
-
-fn shard_of(labels: Option<&BTreeMap<String, String>>) -> Option<String> {
-    labels?.get(SHARD).cloned()
 }
 
 /// Two namespaces: the widgets', and the one their Secrets go to.
@@ -291,32 +230,14 @@ async fn create_widgets(admin: &Client, ns: &str, shared: &str, names: &[String]
     }
 }
 
-/// Whether every widget of `names` is labelled with a member, reconciled by it, and its
-/// ConfigMap and its Secret in the shared namespace labelled with it too; the members, by
-/// widget.
-async fn followed(
+/// [`followed`], each widget's annotation-linked child its Secret in the shared namespace.
+async fn secrets_followed(
     admin: &Client,
     (ns, shared): (&str, &str),
     names: &[String],
 ) -> Option<BTreeMap<String, String>> {
-    let widgets: Api<Widget> = Api::namespaced(admin.clone(), ns);
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), shared);
-    let mut on = BTreeMap::new();
-    for n in names {
-        let member = shard_of(widgets.get(n).await.ok()?.metadata.labels.as_ref())?;
-        let cm = cms.get(&format!("{n}-w")).await.ok()?;
-        let secret = secrets.get(&secret_name(ns, n)).await.ok()?;
-        let by = cm.data.as_ref()?.get("reconciledBy")?.clone();
-        let ok = by == member
-            && shard_of(cm.metadata.labels.as_ref()).as_ref() == Some(&member)
-            && shard_of(secret.metadata.labels.as_ref()).as_ref() == Some(&member);
-        if !ok {
-            return None;
-        }
-        on.insert(n.clone(), member);
-    }
-    Some(on)
+    followed(admin, ns, SHARD, names, &secrets, |n| secret_name(ns, n)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -328,7 +249,7 @@ async fn a_child_in_another_namespace_follows_its_owner_on_a_hand_off() {
     create_widgets(&admin, &ns, &shared_ns, &names).await;
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let m1 = member_process(&kubeconfig, &ns, "m1");
-    eventually(90, || followed(&admin, (&ns, &shared_ns), &names))
+    eventually(90, || secrets_followed(&admin, (&ns, &shared_ns), &names))
         .await
         .expect("m1 alone reconciles every widget");
 
@@ -336,7 +257,7 @@ async fn a_child_in_another_namespace_follows_its_owner_on_a_hand_off() {
     // first — the Secret too, which m1's Secret cache holds and no owner reference links.
     let m2 = member_process(&kubeconfig, &ns, "m2");
     let on = eventually(120, || async {
-        let on = followed(&admin, (&ns, &shared_ns), &names).await?;
+        let on = secrets_followed(&admin, (&ns, &shared_ns), &names).await?;
         on.values().any(|m| m == "m2").then_some(on)
     })
     .await
@@ -384,7 +305,7 @@ async fn a_child_in_another_namespace_follows_its_owner_on_a_takeover() {
     }
     let names = vec!["t1".to_string()];
     create_widgets(&admin, &ns, &shared_ns, &names).await;
-    let first = eventually(90, || followed(&admin, (&ns, &shared_ns), &names))
+    let first = eventually(90, || secrets_followed(&admin, (&ns, &shared_ns), &names))
         .await
         .expect("the widget placed and reconciled by its member, its children labelled with it")
         .remove("t1")
@@ -434,7 +355,7 @@ async fn a_child_in_another_namespace_follows_its_owner_on_a_takeover() {
         "the widget moved before the test could stop its only member: inconclusive"
     );
     eventually(120, || async {
-        let on = followed(&admin, (&ns, &shared_ns), &names).await?;
+        let on = secrets_followed(&admin, (&ns, &shared_ns), &names).await?;
         (on.get("t1")? == &survivor).then_some(())
     })
     .await
@@ -456,26 +377,4 @@ async fn a_child_in_another_namespace_follows_its_owner_on_a_takeover() {
         at[0]
     );
     alive.stop().await;
-}
-
-/// The `resourceVersion` of the first write after which the object `name` of `api` carries
-/// `label`, from a watch started now.
-fn first_labelled<K>(api: Api<K>, name: &str, label: &str) -> tokio::task::JoinHandle<Option<u64>>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    use futures::StreamExt;
-    use kube::runtime::watcher;
-    let cfg = watcher::Config::default()
-        .labels(label)
-        .fields(&format!("metadata.name={name}"));
-    tokio::spawn(async move {
-        let mut events = watcher(api, cfg).boxed();
-        while let Some(ev) = events.next().await {
-            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev {
-                return o.meta().resource_version.as_deref()?.parse().ok();
-            }
-        }
-        None
-    })
 }

@@ -20,7 +20,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use bosun_runtime::dynamic::{PRIMARY_RESOURCE_ANNOTATION, PRIMARY_RESOURCE_TYPE_ANNOTATION};
 use bosun_runtime::fence::Fence;
 use bosun_runtime::leader::LeaderConfig;
 use bosun_runtime::manager::{Manager, ManagerConfig, ManagerError, Operator};
@@ -30,7 +29,7 @@ use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
@@ -69,37 +68,11 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<RunTimeCtx>) -> Result<Action, RunTi
     // exists unseen (labelled with another member) fails the reconcile with 409.
     let name = format!("{ns}-{}", w.name_any());
     if roles.meta("", &name).is_none() {
-        let mut labels = bosun_runtime::shard::labels_in_scope();
-        labels.insert(KIND_LABEL.to_string(), "yes".to_string());
         let role = ClusterRole {
-            metadata: ObjectMeta {
-                name: Some(name),
-                labels: Some(labels),
-                annotations: Some(
-                    [
-                        (
-                            PRIMARY_RESOURCE_ANNOTATION.to_string(),
-                            format!("{ns}/{}", w.name_any()),
-                        ),
-                        (
-                            PRIMARY_RESOURCE_TYPE_ANNOTATION.to_string(),
-                            "Widget.test.bosun.dev".to_string(),
-                        ),
-                    ]
-                    .into(),
-                ),
-                ..Default::default()
-            },
+            metadata: annotation_linked(&w, name, None, KIND_LABEL),
             ..Default::default()
         };
-        // Under the operator's field manager, as a Helm or Ansible write names its own.
-        let pp = PostParams {
-            field_manager: Some(MANAGER.into()),
-            ..Default::default()
-        };
-        Api::<ClusterRole>::all(ctx.client.clone())
-            .create(&pp, &role)
-            .await?;
+        create_as(&Api::all(ctx.client.clone()), MANAGER, &role).await?;
     }
     ctx.apply_configmap(&w).await?;
     Ok(Action::await_change())
@@ -261,15 +234,14 @@ async fn record_member_process() {
 
 /// A sharded member in a process of its own, and the reconciles it reported.
 fn member_process(kubeconfig: &std::path::Path, ns: &str, identity: &str) -> Reporting {
-    let cmd = replica_command(
+    Reporting::start(
         "record_member_process",
         MEMBER,
         kubeconfig,
         ns,
         identity,
-        free_addr(),
-    );
-    Reporting::spawn(cmd, SAID)
+        SAID,
+    )
 }
 
 const SHARD: &str = "shard.bosun.dev/meets-its-kind-late";
@@ -403,27 +375,14 @@ async fn the_sharder_relabels_the_kinds_only_a_dead_member_started() {
     }
 }
 
-/// Whether every widget of `names` is labelled with a member, reconciled by it, and its
-/// ConfigMap and annotation-linked ClusterRole labelled with it too; the members, by widget.
-async fn followed(admin: &Client, ns: &str, names: &[String]) -> Option<BTreeMap<String, String>> {
-    let widgets: Api<Widget> = Api::namespaced(admin.clone(), ns);
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
+/// [`followed`], each widget's annotation-linked child its ClusterRole `<ns>-<widget>`.
+async fn roles_followed(
+    admin: &Client,
+    ns: &str,
+    names: &[String],
+) -> Option<BTreeMap<String, String>> {
     let roles: Api<ClusterRole> = Api::all(admin.clone());
-    let mut on = BTreeMap::new();
-    for n in names {
-        let member = shard_of(widgets.get(n).await.ok()?.metadata.labels.as_ref())?;
-        let cm = cms.get(&format!("{n}-w")).await.ok()?;
-        let role = roles.get(&format!("{ns}-{n}")).await.ok()?;
-        let by = cm.data.as_ref()?.get("reconciledBy")?.clone();
-        let ok = by == member
-            && shard_of(cm.metadata.labels.as_ref()).as_ref() == Some(&member)
-            && shard_of(role.metadata.labels.as_ref()).as_ref() == Some(&member);
-        if !ok {
-            return None;
-        }
-        on.insert(n.clone(), member);
-    }
-    Some(on)
+    followed(admin, ns, SHARD, names, &roles, |n| format!("{ns}-{n}")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -439,7 +398,7 @@ async fn an_annotation_linked_child_follows_its_owner_on_a_hand_off() {
             .expect("create");
     }
     let m1 = member(&config, &ns, "m1");
-    eventually(90, || followed(&admin, &ns, &names))
+    eventually(90, || roles_followed(&admin, &ns, &names))
         .await
         .expect("m1 alone reconciles every widget");
 
@@ -447,7 +406,7 @@ async fn an_annotation_linked_child_follows_its_owner_on_a_hand_off() {
     // first — the ClusterRole too, which no owner reference links to its widget.
     let m2 = member(&config, &ns, "m2");
     let on = eventually(120, || async {
-        let on = followed(&admin, &ns, &names).await?;
+        let on = roles_followed(&admin, &ns, &names).await?;
         on.values().any(|m| m == "m2").then_some(on)
     })
     .await

@@ -16,22 +16,13 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use bosun_runtime::client::{client_fenced, client_with, Pool};
-use bosun_runtime::fence::Fence;
-use bosun_runtime::leader::LeaderConfig;
-use bosun_runtime::manager::{Manager, ManagerConfig};
-use bosun_runtime::shard::ShardConfig;
-use bosun_runtime::Scope;
 use bosun_testenv::{shared, test_namespace};
 use common::*;
-use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use tower::{Layer, Service};
 
 const WIDGETS: usize = 30;
 
@@ -89,7 +80,7 @@ async fn a_member_s_first_term_reads_its_share_once_and_no_widget_alone() {
     let reads = Reads::default();
     let m = ShardedMember::new(&config, "termlist", &ns, "m")
         .concurrency(4)
-        .observed(reads.layer())
+        .layered(reads.layer())
         .manager()
         .expect("member")
         .with_operator(Arc::new(WidgetOperator {
@@ -125,68 +116,6 @@ async fn a_member_s_first_term_reads_its_share_once_and_no_widget_alone() {
     run.await
         .expect("join")
         .expect("the member stopped cleanly");
-}
-
-/// Holds back the member's widget watches until released: its cache then shows what its
-/// initial list showed, as a watch that lags does.
-#[derive(Clone)]
-struct HeldWatch(Arc<tokio::sync::watch::Sender<bool>>);
-
-impl HeldWatch {
-    fn held() -> Self {
-        HeldWatch(Arc::new(tokio::sync::watch::channel(true).0))
-    }
-    fn release(&self) {
-        self.0.send_replace(false);
-    }
-}
-
-impl<S> Layer<S> for HeldWatch {
-    type Service = Holding<S>;
-    fn layer(&self, inner: S) -> Holding<S> {
-        Holding {
-            inner,
-            held: self.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-struct Holding<S> {
-    inner: S,
-    held: HeldWatch,
-}
-
-impl<S, B> Service<http::Request<B>> for Holding<S>
-where
-    S: Service<http::Request<B>>,
-    S::Future: Send + 'static,
-    S::Response: Send + 'static,
-    S::Error: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let watch = req.uri().query().unwrap_or("").contains("watch=")
-            && req.uri().path().ends_with("/widgets");
-        if !watch {
-            return Box::pin(self.inner.call(req));
-        }
-        // Not polled, the watch is not sent: it starts once released, from the version its
-        // list was read at, and brings what changed since.
-        let watching = self.inner.call(req);
-        let mut released = self.held.0.subscribe();
-        Box::pin(async move {
-            let _ = released.wait_for(|held| !*held).await;
-            watching.await
-        })
-    }
 }
 
 /// A Lease held by someone else for an hour.
@@ -249,31 +178,13 @@ async fn a_member_restarted_while_its_widgets_moved_away_starts_none_of_them() {
     // m starts: its cache lists the ten widgets labelled with it, its watch held back.
     let config = cp.config().await.expect("config");
     let metrics = free_addr();
-    let held = HeldWatch::held();
-    // As ShardedMember builds a member, the operators' client holding its widget watches.
-    let fence = Fence::new();
-    let client = kube::client::ClientBuilder::try_from(config.clone())
-        .expect("builder")
-        .with_layer(&fence.layer())
-        .with_layer(&held)
-        .build();
-    let sharder_fence = Fence::new();
-    let sharder = client_fenced(config.clone(), None, Pool::default(), Some(&sharder_fence))
-        .expect("sharder client");
-    let cfg = ManagerConfig {
-        scope: Scope::Namespaces(vec![ns.clone()]),
-        concurrency: 16,
-        metrics_addr: Some(metrics),
-        ..Default::default()
-    };
-    let m = Manager::new(client, cfg)
-        .with_leader_client(client_with(config, None, Pool::default()).expect("client"))
-        .with_fence(fence)
-        .with_sharding(
-            ShardConfig::new(LeaderConfig::new(LEASE, &ns, "m")).expect("shard"),
-            sharder,
-            sharder_fence,
-        )
+    let held = layers::HeldWatch::held("widgets");
+    let m = ShardedMember::new(&config, LEASE, &ns, "m")
+        .concurrency(16)
+        .metrics(metrics)
+        .layered(held.clone())
+        .manager()
+        .expect("member")
         .with_operator(Arc::new(WidgetOperator {
             identity: "m".into(),
         }));

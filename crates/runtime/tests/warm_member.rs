@@ -75,7 +75,7 @@ async fn warm_member_process() {
     ShardedMember::new(&config, LEASE, &ns, &identity)
         .concurrency(4)
         .metrics(metrics)
-        .observed(lists)
+        .layered(lists)
         .manager()
         .expect("member")
         .with_operator(warm_recorder(identity))

@@ -378,3 +378,76 @@ where
         self.inner.call(req)
     }
 }
+
+/// Holds back every watch of `resource` until released: a cache behind it then shows what
+/// its initial list showed, as a cache whose watch lags does. Other requests pass.
+#[derive(Clone)]
+pub struct HeldWatch {
+    resource: &'static str,
+    held: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl HeldWatch {
+    pub fn held(resource: &'static str) -> Self {
+        HeldWatch {
+            resource,
+            held: Arc::new(tokio::sync::watch::channel(true).0),
+        }
+    }
+
+    pub fn release(&self) {
+        self.held.send_replace(false);
+    }
+}
+
+impl<S> Layer<S> for HeldWatch {
+    type Service = Holding<S>;
+    fn layer(&self, inner: S) -> Holding<S> {
+        Holding {
+            inner,
+            held: self.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Holding<S> {
+    inner: S,
+    held: HeldWatch,
+}
+
+impl<S, B> Service<http::Request<B>> for Holding<S>
+where
+    S: Service<http::Request<B>>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFut<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let uri = req.uri();
+        let watch = uri.query().unwrap_or("").contains("watch=")
+            && uri
+                .path()
+                .strip_suffix(self.held.resource)
+                .is_some_and(|p| p.ends_with('/'));
+        if !watch {
+            return Box::pin(self.inner.call(req));
+        }
+        // Not polled, the watch is not sent: it starts once released, from the version its
+        // list was read at, and brings what changed since.
+        let watching = self.inner.call(req);
+        let mut released = self.held.held.subscribe();
+        Box::pin(async move {
+            let _ = released.wait_for(|held| !*held).await;
+            watching.await
+        })
+    }
+}

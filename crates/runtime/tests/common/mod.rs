@@ -4,11 +4,14 @@
 #![allow(dead_code)]
 pub mod children;
 pub mod layers;
+pub mod linked;
 pub mod replicas;
 #[allow(unused_imports)]
 pub use bosun_testenv::eventually;
 #[allow(unused_imports)]
 pub use children::*;
+#[allow(unused_imports)]
+pub use linked::*;
 #[allow(unused_imports)]
 pub use replicas::*;
 use std::sync::Arc;
@@ -225,18 +228,52 @@ where
     }
 }
 
+/// The service a test's layer wraps in [`fenced_client`]: kube's default stack, bosun's fence
+/// above it.
+pub type FencedStack = bosun_runtime::fence::FenceService<
+    tower::util::BoxService<
+        http::Request<kube::client::Body>,
+        http::Response<Box<kube::client::DynBody>>,
+        tower::BoxError,
+    >,
+>;
+
+/// A tower layer a test puts on the operators' client, above bosun's fence (an
+/// [`layers::Observe`], a [`layers::HeldWatch`], …).
+pub trait OverFence: Send + 'static {
+    /// The operators' client as `bosun run` builds it, the fence right above the pool, this
+    /// layer above the fence.
+    fn fenced_client(&self, config: kube::Config, fence: &bosun_runtime::fence::Fence) -> Client;
+}
+
+impl<L> OverFence for L
+where
+    L: tower::Layer<FencedStack> + Send + 'static,
+    L::Service: tower::Service<
+            http::Request<kube::client::Body>,
+            Response = http::Response<Box<kube::client::DynBody>>,
+        > + Send
+        + 'static,
+    <L::Service as tower::Service<http::Request<kube::client::Body>>>::Future: Send + 'static,
+    <L::Service as tower::Service<http::Request<kube::client::Body>>>::Error: Into<tower::BoxError>,
+{
+    fn fenced_client(&self, config: kube::Config, fence: &bosun_runtime::fence::Fence) -> Client {
+        kube::client::ClientBuilder::try_from(config)
+            .expect("builder")
+            .with_layer(&fence.layer())
+            .with_layer(self)
+            .build()
+    }
+}
+
 /// The operators' client as `bosun run` builds it, the fence right above the pool, with
-/// `observe` shown each request on its way to the fence.
+/// `layer` above the fence.
 pub fn fenced_client(
     config: kube::Config,
     fence: &bosun_runtime::fence::Fence,
-    observe: &layers::Observe,
+    layer: &impl OverFence,
 ) -> Client {
-    kube::client::ClientBuilder::try_from(config)
-        .expect("builder")
-        .with_layer(&fence.layer())
-        .with_layer(observe)
-        .build()
+    layer.fenced_client(config, fence)
 }
 
 /// The widgets of `ns` (all, for `None`), as a controller's primary watch.

@@ -10,7 +10,7 @@ use bosun_runtime::ratelimit::RateLimitLayer;
 use bosun_runtime::shard::ShardConfig;
 use bosun_runtime::Scope;
 
-use super::{fenced_client, layers, Report};
+use super::{OverFence, Report};
 
 /// A sharded member of one namespace, as `bosun run --sharding` builds one: the operators'
 /// client fenced by the membership Lease (right above the connection pool), the sharder's
@@ -20,7 +20,7 @@ pub struct ShardedMember {
     config: kube::Config,
     lease: LeaderConfig,
     cfg: ManagerConfig,
-    observe: Option<layers::Observe>,
+    over_fence: Option<Box<dyn OverFence>>,
     sharder_rate: Option<RateLimitLayer>,
 }
 
@@ -35,7 +35,7 @@ impl ShardedMember {
                 scope: Scope::Namespaces(vec![ns.into()]),
                 ..Default::default()
             },
-            observe: None,
+            over_fence: None,
             sharder_rate: None,
         }
     }
@@ -52,10 +52,11 @@ impl ShardedMember {
         self
     }
 
-    /// The operators' client shows `observe` each request on its way to the fence (built as
-    /// [`fenced_client`] builds it, with no connection pool of bosun's).
-    pub fn observed(mut self, observe: layers::Observe) -> Self {
-        self.observe = Some(observe);
+    /// The operators' client carries `layer` above its fence (built as
+    /// [`super::fenced_client`] builds it, with no connection pool of bosun's): an
+    /// [`super::layers::Observe`] shown each request, a [`super::layers::HeldWatch`], …
+    pub fn layered(mut self, layer: impl OverFence) -> Self {
+        self.over_fence = Some(Box::new(layer));
         self
     }
 
@@ -68,8 +69,8 @@ impl ShardedMember {
 
     pub fn manager(self) -> anyhow::Result<Manager> {
         let fence = Fence::new();
-        let client = match &self.observe {
-            Some(observe) => fenced_client(self.config.clone(), &fence, observe),
+        let client = match &self.over_fence {
+            Some(layer) => layer.fenced_client(self.config.clone(), &fence),
             None => client_fenced(self.config.clone(), None, Pool::default(), Some(&fence))?,
         };
         let sharder_fence = Fence::new();
@@ -104,5 +105,29 @@ impl Reporting {
         let said = Report::default();
         said.read(&mut child, prefix);
         Reporting { child, said }
+    }
+
+    /// A replica process on the ignored test `test` of this binary (see
+    /// [`super::replica_command`], on a free metrics address), its lines behind `prefix` read.
+    pub fn start(
+        test: &str,
+        var: &str,
+        kubeconfig: &std::path::Path,
+        ns: &str,
+        identity: &str,
+        prefix: &'static str,
+    ) -> Self {
+        let addr = super::free_addr();
+        Self::spawn(
+            super::replica_command(test, var, kubeconfig, ns, identity, addr),
+            prefix,
+        )
+    }
+
+    /// Stops the replica with SIGTERM; it must exit cleanly.
+    pub async fn stop(mut self) {
+        super::signal(self.child.id().expect("pid"), "-TERM");
+        let status = self.child.wait().await.expect("wait");
+        assert!(status.success(), "a member stopped cleanly: {status}");
     }
 }
