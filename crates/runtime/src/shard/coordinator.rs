@@ -6,7 +6,8 @@
 //! Lease), takes over the Lease of each member that expired or released it (an update on the
 //! `resourceVersion` it judged, so a renewal that lands first wins), renews its takeovers
 //! while some object is still labelled with that member, deletes them when none is, and
-//! publishes the result to every kind's placement loop ([`super::kind`]). Its Lease writes go
+//! publishes the result to every kind's placement loop (holding first placements while
+//! fewer members are live than expected, early in its term: [`super::place::holds_first_placement`]) ([`super::kind`]). Its Lease writes go
 //! through the client fenced by the sharder Lease. Each round also reads every member Lease's
 //! record of child kinds ([`super::record`]) into this replica's, which the sharder Lease
 //! then carries to the others.
@@ -88,9 +89,10 @@ impl Coordinator {
             tracing::info!("this replica places the objects (holds the sharder lease)");
             self.reports.clear();
             let mut observed = Observed::default();
+            let leading_since = Instant::now();
             let stopped = tokio::select! {
                 _ = elector.hold() => false,
-                _ = self.rounds(&mut observed) => false,
+                _ = self.rounds(&mut observed, leading_since) => false,
                 _ = stop.cancelled() => true,
             };
             self.view.send_replace(None);
@@ -104,13 +106,26 @@ impl Coordinator {
         }
     }
 
-    async fn rounds(&self, observed: &mut Observed) {
+    async fn rounds(&self, observed: &mut Observed, leading_since: Instant) {
         let mut tick = tokio::time::interval(self.cfg.timings().retry_period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             match self.round(observed).await {
-                Ok(view) => {
+                Ok(mut view) => {
+                    view.holding = super::place::holds_first_placement(
+                        self.cfg.expected(),
+                        view.live.len(),
+                        leading_since.elapsed(),
+                        self.cfg.grace(),
+                    );
+                    if view.holding {
+                        tracing::debug!(
+                            live = view.live.len(),
+                            expected = self.cfg.expected(),
+                            "first placements held until the expected members are live"
+                        );
+                    }
                     self.view.send_replace(Some(Arc::new(view)));
                 }
                 Err(e) => tracing::warn!(error = %e, "sharder: could not read the members"),

@@ -273,6 +273,7 @@ struct Rounds {
 impl Rounds {
     fn due(&self, generation: u64, view: &MemberView) -> bool {
         !view.taken.is_empty()
+            || view.holding
             || self
                 .settled
                 .as_ref()
@@ -282,7 +283,9 @@ impl Rounds {
     /// After a round decided on `generation` and `view`: `settled` when it sent nothing and
     /// no write of before waits to be seen.
     fn ended(&mut self, generation: u64, view: &MemberView, settled: bool) {
-        self.settled = (settled && view.taken.is_empty()).then(|| (generation, view.live.clone()));
+        // A round that held first placements is not settled: they are placed once it ends.
+        self.settled = (settled && view.taken.is_empty() && !view.holding)
+            .then(|| (generation, view.live.clone()));
     }
 }
 
@@ -1038,6 +1041,21 @@ mod tests {
         // Nor does a takeover round settle anything.
         rounds.ended(5, &taken, true);
         assert!(rounds.due(5, &v));
+    }
+
+    #[test]
+    fn a_held_round_places_nothing_and_settles_nothing() {
+        let l = Labels::for_operator("op");
+        let objects: Vec<_> = (0..6).map(|i| object(i, &[])).collect();
+        let mut held = view(&["a"]);
+        held.holding = true;
+        assert!(steps(&objects, &l, &held, &Written::default()).is_empty());
+        let mut rounds = Rounds::default();
+        rounds.ended(5, &held, true);
+        // The hold ends with the same objects and members: that round must still place them.
+        let v = view(&["a"]);
+        assert!(rounds.due(5, &v), "the hold's end is decided");
+        assert_eq!(steps(&objects, &l, &v, &Written::default()).len(), 6);
     }
 
     #[test]

@@ -75,6 +75,9 @@ pub enum ShardError {
 #[derive(Clone, Debug)]
 pub struct ShardConfig {
     leases: LeaderConfig,
+    /// The members a rollout brings (`bosun run --shards N`; 1 with `--sharding`): the
+    /// sharder holds first placements while fewer are live, for at most [`Self::grace`].
+    expected: usize,
 }
 
 impl ShardConfig {
@@ -83,7 +86,30 @@ impl ShardConfig {
         if !is_member_name(&leases.identity) {
             return Err(ShardError::Identity(leases.identity.clone()));
         }
-        Ok(ShardConfig { leases })
+        Ok(ShardConfig {
+            leases,
+            expected: 1,
+        })
+    }
+
+    /// Expect `n` members (at least 1): see [`place::holds_first_placement`].
+    pub fn with_expected(mut self, n: usize) -> Self {
+        self.expected = n.max(1);
+        self
+    }
+
+    pub fn expected(&self) -> usize {
+        self.expected
+    }
+
+    /// How long, since it began leading, the sharder holds first placements for the
+    /// expected members: two lease durations (8 s by default). The replicas of one rollout
+    /// each write their membership Lease on their first attempt, so siblings scheduled
+    /// together are live well within it; a replica that cannot start (unschedulable, a
+    /// crash loop) delays the first placement by no more than a standby takes to replace a
+    /// dead leader.
+    pub fn grace(&self) -> std::time::Duration {
+        self.leases.lease_duration * 2
     }
 
     pub fn identity(&self) -> &str {

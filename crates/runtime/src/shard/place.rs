@@ -2,7 +2,9 @@
 //! members. The rules, in precedence order:
 //!
 //! 1. no live member: leave everything where it is;
-//! 2. no shard label: assign the object to its owner on the ring;
+//! 2. no shard label: assign the object to its owner on the ring — unless the view holds
+//!    first placements ([`MemberView::holding`]: fewer members live than expected, early in
+//!    the sharder's term), and the object carries no drain label (so it was never placed);
 //! 3. labelled with a live member that is its owner: nothing to do;
 //! 4. labelled with a live member that is not its owner: ask that member to hand it to its
 //!    owner (the drain label names the owner; once no reconcile of it runs, the member
@@ -26,6 +28,25 @@ pub struct MemberView {
     /// the lease duration (longer) from the last renewal it saw, so no object moves away from
     /// a member that is back.
     pub taken_until: Option<std::time::Instant>,
+    /// Hold the first placement of unlabelled objects this round: fewer members are live than
+    /// the replicas expected (`bosun run --shards N`) and the sharder's grace has not passed
+    /// ([`holds_first_placement`]). Nothing else is held: an object labelled with a live or a
+    /// taken-over member, or one a hand-off left unlabelled with its drain label, is decided
+    /// as ever.
+    pub holding: bool,
+}
+
+/// Whether the sharder holds first placements: while fewer than `expected` members are live,
+/// for at most `grace` since it began leading. A rollout of N replicas then starts balanced
+/// instead of placing everything on the first member and moving most of it as the others
+/// join; a replica that never comes delays the first placement by `grace` at most.
+pub fn holds_first_placement(
+    expected: usize,
+    live: usize,
+    leading_for: std::time::Duration,
+    grace: std::time::Duration,
+) -> bool {
+    live < expected && leading_for < grace
 }
 
 impl MemberView {
@@ -64,6 +85,7 @@ pub fn decide(obj: &Seen<'_>, members: &MemberView) -> Step {
         return Step::None;
     };
     match obj.shard {
+        None if members.holding && !obj.draining => Step::None,
         None => Step::Assign(owner.to_string()),
         Some(current) if members.live.iter().any(|m| m == current) => {
             if current == owner || obj.draining {
@@ -86,6 +108,7 @@ mod tests {
             live: live.iter().map(|s| s.to_string()).collect(),
             taken: taken.iter().map(|s| s.to_string()).collect(),
             taken_until: None,
+            holding: false,
         }
     }
 
@@ -162,6 +185,41 @@ mod tests {
         assert_eq!(
             decide(&seen("u", Some("expired-not-taken"), false), &v),
             Step::None
+        );
+    }
+
+    #[test]
+    fn first_placements_are_held_while_too_few_members_are_live_within_the_grace() {
+        use std::time::Duration;
+        let grace = Duration::from_secs(8);
+        let early = Duration::from_secs(1);
+        // 1 of 3 live, within the grace: held.
+        assert!(holds_first_placement(3, 1, early, grace));
+        // 3 of 3 live: placed.
+        assert!(!holds_first_placement(3, 3, early, grace));
+        // The grace passed with 1 of 3: placed as today.
+        assert!(!holds_first_placement(3, 1, grace, grace));
+        // `--sharding` alone expects 1, and `--shards 1` on one replica: placed at once.
+        assert!(!holds_first_placement(1, 1, Duration::ZERO, grace));
+    }
+
+    #[test]
+    fn a_held_view_holds_only_never_placed_objects() {
+        let mut v = view(&["a"], &["dead"]);
+        v.holding = true;
+        assert_eq!(decide(&seen("u", None, false), &v), Step::None, "held");
+        // A takeover of a dead member is not held.
+        assert_eq!(
+            decide(&seen("u", Some("dead"), false), &v),
+            Step::Assign("a".into())
+        );
+        // Unlabelled by a hand-off (its drain label left): not a first placement.
+        assert_eq!(decide(&seen("u", None, true), &v), Step::Assign("a".into()));
+        v.holding = false;
+        assert_eq!(
+            decide(&seen("u", None, false), &v),
+            Step::Assign("a".into()),
+            "placed once the hold ends"
         );
     }
 }
