@@ -16,95 +16,32 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use bosun_testenv::{eventually, shared, test_namespace};
+use bosun_testenv::{eventually, shared};
 use futures::StreamExt;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
+use support::sharded::*;
 
 /// At least this many objects; more until r2's join moves two of them (their UIDs decide).
 const OBJECTS: usize = 6;
 const SHARD_PREFIX: &str = "shard.bosun.dev/";
 const DRAIN_PREFIX: &str = "drain.bosun.dev/";
 const SENTINEL: &str = "move-writes-sentinel";
-
-struct Replica {
-    name: &'static str,
-    child: tokio::process::Child,
-    metrics: u16,
-    log: std::path::PathBuf,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-fn start(kubeconfig: &Path, ns: &str, name: &'static str, flags: &[String], dir: &Path) -> Replica {
-    let metrics = free_port();
-    let log = dir.join(format!("{name}.log"));
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .arg("run")
-        .arg("--sharding")
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg(format!("--namespaces={ns}"))
-        .arg(format!("--lease-namespace={ns}"))
-        .arg(format!("--metrics-addr=127.0.0.1:{metrics}"))
-        .arg("--probe-addr=off")
-        .args(flags)
-        .env("POD_NAME", name)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn bosun run");
-    Replica {
-        name,
-        child,
-        metrics,
-        log,
-    }
-}
-
-fn signal(child: &tokio::process::Child, signal: &str) {
-    let pid = child.id().expect("pid");
-    let ok = std::process::Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill {signal} {pid}");
-}
+/// The group of the custom resources.
+const GROUP: &str = "move.test.bosun.dev";
 
 /// A replica's successful reconciles, from its `/metrics`.
 async fn reconciled(r: &Replica) -> Option<f64> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", r.metrics))
-        .await
-        .ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .await
-        .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).await.ok()?;
-    text.lines()
-        .find(|l| {
-            l.starts_with("controller_runtime_reconcile_total{") && l.contains("result=\"success\"")
-        })?
-        .rsplit(' ')
-        .next()?
-        .parse()
-        .ok()
+    let text = metrics(r.metrics).await?;
+    series(
+        &text,
+        "controller_runtime_reconcile_total{",
+        "result=\"success\"",
+    )
 }
 
 fn shard_of(o: &impl ResourceExt) -> Option<String> {
@@ -594,76 +531,43 @@ async fn scenario(client: &Client, ns: &str, flavour: Flavour, dir: &Path) {
     drop((r0, r1));
 }
 
-async fn install(client: &Client, crds: Vec<CustomResourceDefinition>) {
-    bosun_testenv::kit::install_crds(client, crds)
-        .await
-        .expect("crds served");
-}
-
-/// The CRDs `bosun crd --watches` prints for `watches`.
-fn watches_crds(watches: &Path) -> Vec<CustomResourceDefinition> {
-    let out = support::ok(
-        watches.parent().expect("dir"),
-        &["crd", &format!("--watches={}", watches.display())],
-    );
-    support::docs(&out)
-        .into_iter()
-        .map(|v| serde_json::from_value(v).expect("a CRD"))
-        .collect()
-}
-
-fn resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("move.test.bosun.dev", "v1", kind),
-        plural,
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_helm_release_move_writes_each_child_once() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    let ns = test_namespace(&admin, "move-helm").await.expect("ns");
-    let dir = tempfile::tempdir().expect("dir");
-    let chart = dir.path().join("chart");
-    std::fs::create_dir_all(chart.join("templates")).expect("chart dir");
-    std::fs::write(
-        chart.join("Chart.yaml"),
-        "apiVersion: v2\nname: movechart\nversion: 0.1.0\n",
-    )
-    .expect("Chart.yaml");
-    std::fs::write(chart.join("values.yaml"), "size: 1\n").expect("values");
-    std::fs::write(
-        chart.join("templates/cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  size: {{ .Values.size | quote }}\n",
-    )
-    .expect("cm template");
-    std::fs::write(
-        chart.join("templates/svc.yaml"),
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}-svc\nspec:\n  ports:\n  - port: 80\n    targetPort: 8080\n  selector:\n    app: {{ .Release.Name }}\n",
-    )
-    .expect("svc template");
-    // A hook that persists, created at the install by a plain POST (not by the applier): its
-    // relabel too goes under its label's owner.
-    std::fs::write(
-        chart.join("templates/hook.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations:\n    helm.sh/hook: post-install\ndata:\n  at: install\n",
-    )
-    .expect("hook template");
-    let watches = dir.path().join("watches.yaml");
+    let (admin, ns, dir) = operator_env("move-helm").await;
+    let chart = write_chart(
+        dir.path(),
+        "movechart",
+        &[
+            (
+                "cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  size: {{ .Values.size | quote }}\n",
+            ),
+            (
+                "svc.yaml",
+                "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}-svc\nspec:\n  ports:\n  - port: 80\n    targetPort: 8080\n  selector:\n    app: {{ .Release.Name }}\n",
+            ),
+            // A hook that persists, created at the install by a plain POST (not by the
+            // applier): its relabel too goes under its label's owner.
+            (
+                "hook.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations:\n    helm.sh/hook: post-install\ndata:\n  at: install\n",
+            ),
+        ],
+    );
     // No resync during the test: every reconcile counted is one a move (or a write) caused.
-    std::fs::write(
-        &watches,
-        format!(
-            "- group: move.test.bosun.dev\n  version: v1\n  kind: MovedChart\n  chart: {}\n  reconcilePeriod: 10h\n",
-            chart.display()
-        ),
+    let watches = write_watches(
+        &admin,
+        dir.path(),
+        GROUP,
+        "MovedChart",
+        "chart",
+        &chart,
+        "  reconcilePeriod: 10h\n",
     )
-    .expect("watches");
-    install(&admin, watches_crds(&watches)).await;
+    .await;
     let flavour = Flavour {
         flags: vec![format!("--watches={}", watches.display())],
-        resource: resource("MovedChart", "movedcharts"),
+        resource: resource(GROUP, "MovedChart", "movedcharts"),
         spec: json!({"size": 2}),
         condition: "Deployed",
         per_object: 3,
@@ -674,39 +578,23 @@ async fn a_helm_release_move_writes_each_child_once() {
 /// The Ansible flavour, its role writing two children with `k8s` (`args`: the module's
 /// arguments beside `definition`, each line indented under `k8s:`).
 async fn ansible(prefix: &str, args: &str) {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    let ns = test_namespace(&admin, prefix).await.expect("ns");
-    let dir = tempfile::tempdir().expect("dir");
-    let role = dir.path().join("roles/moverole");
-    std::fs::create_dir_all(role.join("tasks")).expect("role dir");
-    std::fs::create_dir_all(role.join("defaults")).expect("role dir");
-    std::fs::write(role.join("defaults/main.yml"), "---\nsize: 1\n").expect("defaults");
+    let (admin, ns, dir) = operator_env(prefix).await;
     let cm = "      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: \"{{ ansible_operator_meta.name }}-cm\"\n        namespace: \"{{ ansible_operator_meta.namespace }}\"\n      data:\n        size: \"size-{{ size }}\"\n";
     let svc = "      apiVersion: v1\n      kind: Service\n      metadata:\n        name: \"{{ ansible_operator_meta.name }}-svc\"\n        namespace: \"{{ ansible_operator_meta.namespace }}\"\n      spec:\n        ports:\n        - port: 80\n          targetPort: 8080\n        selector:\n          app: \"{{ ansible_operator_meta.name }}\"\n";
-    std::fs::write(
-        role.join("tasks/main.yml"),
-        format!(
+    let role = write_role(
+        dir.path(),
+        "moverole",
+        &format!(
             "---\n- name: the ConfigMap\n  k8s:\n{args}    definition:\n{cm}- name: the Service\n  k8s:\n{args}    definition:\n{svc}"
         ),
-    )
-    .expect("tasks");
-    let watches = dir.path().join("watches.yaml");
-    std::fs::write(
-        &watches,
-        format!(
-            "- group: move.test.bosun.dev\n  version: v1\n  kind: MovedRole\n  role: {}\n",
-            role.display()
-        ),
-    )
-    .expect("watches");
-    install(&admin, watches_crds(&watches)).await;
+    );
+    let watches = write_watches(&admin, dir.path(), GROUP, "MovedRole", "role", &role, "").await;
     let flavour = Flavour {
         flags: vec![
             format!("--watches={}", watches.display()),
             "--ansible-engine=native".into(),
         ],
-        resource: resource("MovedRole", "movedroles"),
+        resource: resource(GROUP, "MovedRole", "movedroles"),
         spec: json!({"size": 2}),
         condition: "Successful",
         per_object: 2,

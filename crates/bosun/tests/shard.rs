@@ -18,82 +18,17 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 
 use bosun_testenv::{eventually, shared, test_namespace};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
-use kube::core::GroupVersionKind;
 use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::{json, Value};
+use support::sharded::*;
 
 const OBJECTS: usize = 20;
 const SHARD_PREFIX: &str = "shard.bosun.dev/";
-
-struct Replica {
-    name: &'static str,
-    child: tokio::process::Child,
-    metrics: u16,
-    log: std::path::PathBuf,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-fn start(kubeconfig: &Path, ns: &str, name: &'static str, flags: &[String], dir: &Path) -> Replica {
-    let metrics = free_port();
-    let log = dir.join(format!("{name}.log"));
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .arg("run")
-        .arg("--sharding")
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg(format!("--namespaces={ns}"))
-        .arg(format!("--lease-namespace={ns}"))
-        .arg(format!("--metrics-addr=127.0.0.1:{metrics}"))
-        .arg("--probe-addr=off")
-        .args(flags)
-        .env("POD_NAME", name)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn bosun run");
-    Replica {
-        name,
-        child,
-        metrics,
-        log,
-    }
-}
-
-async fn metrics(port: u16) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .await
-        .ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).await.ok()?;
-    Some(buf)
-}
-
-/// The value of the one series whose line starts with `prefix` and contains `with`.
-fn series(text: &str, prefix: &str, with: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(prefix) && l.contains(with))?
-        .rsplit(' ')
-        .next()?
-        .parse()
-        .ok()
-}
+/// The group of the Helm and Ansible flavours' custom resources.
+const GROUP: &str = "shard.test.bosun.dev";
 
 struct Flavour {
     flags: Vec<String>,
@@ -205,16 +140,6 @@ async fn unlabelled(client: &Client, ns: &str, flavour: &Flavour, kind: &str) ->
             .filter(|o| !o.labels().keys().any(|k| k.starts_with(SHARD_PREFIX)))
             .count(),
     )
-}
-
-fn signal(child: &tokio::process::Child, signal: &str) {
-    let pid = child.id().expect("pid");
-    let ok = std::process::Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill {signal} {pid}");
 }
 
 /// Every child of `before` is still there with the same UID after `step`.
@@ -430,31 +355,6 @@ async fn scenario(client: &Client, ns: &str, flavour: Flavour, dir: &Path) {
     drop(r0);
 }
 
-async fn install(client: &Client, crds: Vec<CustomResourceDefinition>) {
-    bosun_testenv::kit::install_crds(client, crds)
-        .await
-        .expect("crds served");
-}
-
-/// The CRDs `bosun crd --watches` prints for `watches`.
-fn watches_crds(watches: &Path) -> Vec<CustomResourceDefinition> {
-    let out = support::ok(
-        watches.parent().expect("dir"),
-        &["crd", &format!("--watches={}", watches.display())],
-    );
-    support::docs(&out)
-        .into_iter()
-        .map(|v| serde_json::from_value(v).expect("a CRD"))
-        .collect()
-}
-
-fn resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("shard.test.bosun.dev", "v1", kind),
-        plural,
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coded_operator_objects_are_sharded_and_move_on_a_kill() {
     let cp = shared().await.expect("control plane");
@@ -487,50 +387,42 @@ async fn coded_operator_objects_are_sharded_and_move_on_a_kill() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn helm_releases_are_sharded_and_move_on_a_kill() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    let ns = test_namespace(&admin, "shard-helm").await.expect("ns");
-    let dir = tempfile::tempdir().expect("dir");
-    let chart = dir.path().join("chart");
-    std::fs::create_dir_all(chart.join("templates")).expect("chart dir");
-    std::fs::write(
-        chart.join("Chart.yaml"),
-        "apiVersion: v2\nname: shardchart\nversion: 0.1.0\n",
+    let (admin, ns, dir) = operator_env("shard-helm").await;
+    let chart = write_chart(
+        dir.path(),
+        "shardchart",
+        &[
+            (
+                "cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  size: {{ .Values.size | quote }}\n",
+            ),
+            // A hook that persists: written at the install only, so after a move only the
+            // move's relabelling gives it its owner's new label.
+            (
+                "hook.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations:\n    helm.sh/hook: post-install\ndata:\n  at: install\n",
+            ),
+            // Not rendered with the chart's defaults: not a warm kind, its cache starts on
+            // the first reconcile that renders it.
+            (
+                "secret.yaml",
+                "{{- if gt (int .Values.size) 1 }}\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-late\nstringData:\n  size: {{ .Values.size | quote }}\n{{- end }}\n",
+            ),
+        ],
+    );
+    let watches = write_watches(
+        &admin,
+        dir.path(),
+        GROUP,
+        "ShardedChart",
+        "chart",
+        &chart,
+        "",
     )
-    .expect("Chart.yaml");
-    std::fs::write(chart.join("values.yaml"), "size: 1\n").expect("values");
-    std::fs::write(
-        chart.join("templates/cm.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  size: {{ .Values.size | quote }}\n",
-    )
-    .expect("template");
-    // A hook that persists: written at the install only, so after a move only the move's
-    // relabelling gives it its owner's new label.
-    std::fs::write(
-        chart.join("templates/hook.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations:\n    helm.sh/hook: post-install\ndata:\n  at: install\n",
-    )
-    .expect("hook");
-    // Not rendered with the chart's defaults: not a warm kind, its cache starts on the
-    // first reconcile that renders it.
-    std::fs::write(
-        chart.join("templates/secret.yaml"),
-        "{{- if gt (int .Values.size) 1 }}\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-late\nstringData:\n  size: {{ .Values.size | quote }}\n{{- end }}\n",
-    )
-    .expect("late template");
-    let watches = dir.path().join("watches.yaml");
-    std::fs::write(
-        &watches,
-        format!(
-            "- group: shard.test.bosun.dev\n  version: v1\n  kind: ShardedChart\n  chart: {}\n",
-            chart.display()
-        ),
-    )
-    .expect("watches");
-    install(&admin, watches_crds(&watches)).await;
+    .await;
     let flavour = Flavour {
         flags: vec![format!("--watches={}", watches.display())],
-        resource: resource("ShardedChart", "shardedcharts"),
+        resource: resource(GROUP, "ShardedChart", "shardedcharts"),
         object: |ns, name| {
             json!({"apiVersion": "shard.test.bosun.dev/v1", "kind": "ShardedChart",
                    "metadata": {"name": name, "namespace": ns}, "spec": {"size": 2}})
@@ -552,36 +444,20 @@ async fn helm_releases_are_sharded_and_move_on_a_kill() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ansible_roles_are_sharded_and_move_on_a_kill() {
-    let cp = shared().await.expect("control plane");
-    let admin = cp.client().await.expect("client");
-    let ns = test_namespace(&admin, "shard-ansible").await.expect("ns");
-    let dir = tempfile::tempdir().expect("dir");
-    let role = dir.path().join("roles/shardrole");
-    std::fs::create_dir_all(role.join("tasks")).expect("role dir");
-    std::fs::create_dir_all(role.join("defaults")).expect("role dir");
-    std::fs::write(role.join("defaults/main.yml"), "---\nsize: 1\n").expect("defaults");
-    std::fs::write(
-        role.join("tasks/main.yml"),
+    let (admin, ns, dir) = operator_env("shard-ansible").await;
+    let role = write_role(
+        dir.path(),
+        "shardrole",
         "---\n- name: the ConfigMap\n  k8s:\n    definition:\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: \"{{ ansible_operator_meta.name }}-cm\"\n        namespace: \"{{ ansible_operator_meta.namespace }}\"\n      data:\n        size: \"size-{{ size }}\"\n\
          - name: find the child written once\n  k8s_info:\n    api_version: v1\n    kind: ConfigMap\n    name: \"{{ ansible_operator_meta.name }}-once\"\n    namespace: \"{{ ansible_operator_meta.namespace }}\"\n  register: once\n\
          - name: the child written once, never updated (its label follows only by a move)\n  k8s:\n    definition:\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: \"{{ ansible_operator_meta.name }}-once\"\n        namespace: \"{{ ansible_operator_meta.namespace }}\"\n      data:\n        at: first\n  when: once.resources | length == 0\n",
-    )
-    .expect("tasks");
-    let watches = dir.path().join("watches.yaml");
-    std::fs::write(
-        &watches,
-        format!(
-            "- group: shard.test.bosun.dev\n  version: v1\n  kind: ShardedRole\n  role: {}\n",
-            role.display()
-        ),
-    )
-    .expect("watches");
-    install(&admin, watches_crds(&watches)).await;
+    );
+    let watches = write_watches(&admin, dir.path(), GROUP, "ShardedRole", "role", &role, "").await;
     let mut flags = vec![format!("--watches={}", watches.display())];
     flags.push("--ansible-engine=native".into());
     let flavour = Flavour {
         flags,
-        resource: resource("ShardedRole", "shardedroles"),
+        resource: resource(GROUP, "ShardedRole", "shardedroles"),
         object: |ns, name| {
             json!({"apiVersion": "shard.test.bosun.dev/v1", "kind": "ShardedRole",
                    "metadata": {"name": name, "namespace": ns}, "spec": {"size": 2}})

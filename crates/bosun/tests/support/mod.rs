@@ -2,6 +2,8 @@
 //! YAML to the test control plane, and a kubeconfig for a ServiceAccount (an operator run as
 //! its own account, as in a cluster). Each test binary uses a part of it.
 #![allow(dead_code)]
+pub mod sharded;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
