@@ -57,6 +57,13 @@ pub struct RunArgs {
     /// README, Sharding). The lease flags below name and time its Leases.
     #[arg(long, default_value_t = false, env = "BOSUN_SHARDING")]
     pub sharding: bool,
+    /// Shard over N replicas: turns on `--sharding` and tells the replica that places the
+    /// objects to expect N members. While fewer are live, for at most two lease durations
+    /// after it starts placing, it holds the first placement of unlabelled objects, so a
+    /// rollout of N replicas starts balanced instead of moving most objects as the others
+    /// join. The number of replicas itself is the Deployment's (`bosun manifests --shards`).
+    #[arg(long, env = "BOSUN_SHARDS", value_parser = parse_shards)]
+    pub shards: Option<usize>,
     /// Name of the Lease used for leader election.
     #[arg(
         long,
@@ -144,6 +151,28 @@ fn addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
 }
 
 /// A period as operator-sdk's flags take it (Go durations: `90s`, `1m30s`, `10h`).
+fn parse_shards(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("the number of shards must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "{s:?} is not a number of shards (a whole number, 1 or more)"
+        )),
+    }
+}
+
+impl RunArgs {
+    /// Whether sharding is on (`--sharding`, or `--shards N`), and how many members the
+    /// sharder expects (1 with `--sharding` alone).
+    pub fn shards_expected(&self) -> Option<usize> {
+        match (self.shards, self.sharding) {
+            (Some(n), _) => Some(n),
+            (None, true) => Some(1),
+            (None, false) => None,
+        }
+    }
+}
+
 fn parse_period(s: &str) -> Result<Duration, String> {
     bosun_watches::parse_duration(s)
 }
@@ -227,7 +256,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     telemetry::init_with(args.sdk.log_format(args.log_format), args.sdk.log_filter());
     // With leader election, no write of the operators leaves this process unless it is sure
     // it leads (a replica paused past its renew deadline wakes with its writes queued).
-    let elects = args.leader_elect || args.sharding;
+    let expected = args.shards_expected();
+    let elects = args.leader_elect || expected.is_some();
     let fence = elects.then(Fence::new);
     let client = fenced_client(
         args.kubeconfig.as_deref(),
@@ -277,10 +307,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     })?;
     // Sharded, each replica holds a membership Lease named after the leader Lease (and one
     // replica the sharder Lease) in place of leader election.
-    let sharding = match (&leader, args.sharding) {
-        (Some(l), true) => {
-            Some(bosun_runtime::shard::ShardConfig::new(l.clone()).context("--sharding")?)
-        }
+    let sharding = match (&leader, expected) {
+        (Some(l), Some(n)) => Some(
+            bosun_runtime::shard::ShardConfig::new(l.clone())
+                .context("--sharding")?
+                .with_expected(n),
+        ),
         _ => None,
     };
     let config = ManagerConfig {
@@ -439,5 +471,33 @@ mod sharding_tests {
         };
         assert!(!parse(&["bosun", "run"]));
         assert!(parse(&["bosun", "run", "--sharding"]));
+    }
+
+    fn run_args(argv: &[&str]) -> Result<crate::cli::run::RunArgs, clap::Error> {
+        let cli = crate::cli::Cli::try_parse_from(argv)?;
+        let crate::cli::Command::Run(a) = cli.command else {
+            panic!("not run");
+        };
+        Ok(a)
+    }
+
+    #[test]
+    fn shards_turns_sharding_on_and_sets_the_members_expected() {
+        let a = run_args(&["bosun", "run", "--shards", "3"]).expect("--shards 3 parses");
+        assert_eq!(a.shards_expected(), Some(3));
+        let a = run_args(&["bosun", "run", "--shards=1"]).expect("--shards=1 parses");
+        assert_eq!(a.shards_expected(), Some(1));
+        let a = run_args(&["bosun", "run", "--sharding"]).expect("flags parse");
+        assert_eq!(a.shards_expected(), Some(1), "--sharding alone expects 1");
+        let a = run_args(&["bosun", "run"]).expect("flags parse");
+        assert_eq!(a.shards_expected(), None, "off by default");
+    }
+
+    #[test]
+    fn shards_refuses_zero_and_non_numbers_clearly() {
+        let e = run_args(&["bosun", "run", "--shards", "0"]).expect_err("0 shards");
+        assert!(e.to_string().contains("at least 1"), "{e}");
+        let e = run_args(&["bosun", "run", "--shards", "three"]).expect_err("not a number");
+        assert!(e.to_string().contains("not a number of shards"), "{e}");
     }
 }

@@ -56,7 +56,9 @@ fn args(a: &ManifestArgs) -> Vec<String> {
         "--leader-elect".into(),
         format!("--lease-name={}", a.lease_name()),
     ];
-    if a.sharding {
+    if let Some(n) = a.shards {
+        args.push(format!("--shards={n}"));
+    } else if a.sharding {
         args.push("--sharding".into());
     }
     let coded = a.coded_names();
@@ -134,7 +136,7 @@ pub fn deployment(a: &ManifestArgs) -> Deployment {
     Deployment {
         metadata: meta(a, a.name(), Some(&a.namespace)),
         spec: Some(DeploymentSpec {
-            replicas: Some(a.replicas),
+            replicas: Some(a.replica_count()),
             selector: LabelSelector {
                 match_labels: Some(labels(a)),
                 ..Default::default()

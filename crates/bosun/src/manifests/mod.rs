@@ -68,6 +68,10 @@ pub struct ManifestArgs {
     /// rule the replicas' membership and the sharder need.
     #[arg(long)]
     pub sharding: bool,
+    /// Shard over N replicas: the Deployment runs N replicas with `bosun run --shards=N`
+    /// (sharding on, N members expected). Refused together with `--replicas`.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..), conflicts_with = "replicas")]
+    pub shards: Option<i32>,
 }
 
 impl Default for ManifestArgs {
@@ -85,11 +89,22 @@ impl Default for ManifestArgs {
             webhooks: vec![],
             name: None,
             sharding: false,
+            shards: None,
         }
     }
 }
 
 impl ManifestArgs {
+    /// Whether the replicas shard (`--sharding` or `--shards`).
+    pub fn sharded(&self) -> bool {
+        self.sharding || self.shards.is_some()
+    }
+
+    /// The Deployment's replicas: `--shards` when given, else `--replicas`.
+    pub fn replica_count(&self) -> i32 {
+        self.shards.unwrap_or(self.replicas)
+    }
+
     /// The operators these flags select (see [`crate::registry::operators`]).
     /// They are configured from the Deployment's environment (see [`webhooks`]), not this
     /// process's, so the CRDs and RBAC printed are those of the pods.
@@ -455,6 +470,57 @@ pub(crate) mod tests {
         );
         assert_eq!(c["capabilities"]["drop"][0], "ALL");
         assert_eq!(dep["spec"]["replicas"], 2);
+    }
+
+    fn manifest_args(argv: &[&str]) -> Result<ManifestArgs, clap::Error> {
+        use clap::Parser;
+        match crate::cli::Cli::try_parse_from(argv)?.command {
+            crate::cli::Command::Manifests(a) => Ok(a),
+            _ => panic!("not manifests"),
+        }
+    }
+
+    #[test]
+    fn shards_sets_the_replicas_and_the_flag_and_refuses_replicas_beside_it() {
+        let a = manifest_args(&["bosun", "manifests", "--shards", "3"]).expect("parses");
+        let objs = objs(&a);
+        let dep = objs
+            .iter()
+            .find(|o| o["kind"] == "Deployment")
+            .expect("deployment");
+        assert_eq!(dep["spec"]["replicas"], 3);
+        let args = &dep["spec"]["template"]["spec"]["containers"][0]["args"];
+        let args: Vec<&str> = args
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(args.contains(&"--shards=3"), "{args:?}");
+        assert!(!args.contains(&"--sharding"), "{args:?}");
+        // The membership and sharder Lease rule comes with it, as with --sharding.
+        let sharding = objs_sharding_rbac(&ManifestArgs {
+            sharding: true,
+            ..Default::default()
+        });
+        assert_eq!(objs_sharding_rbac(&a), sharding);
+        // Today's --sharding --replicas N keeps working.
+        let a = manifest_args(&["bosun", "manifests", "--sharding", "--replicas", "3"])
+            .expect("parses");
+        assert_eq!((a.replica_count(), a.sharded()), (3, true));
+        let e = manifest_args(&["bosun", "manifests", "--shards", "3", "--replicas", "2"])
+            .expect_err("both");
+        assert!(e.to_string().contains("cannot be used with"), "{e}");
+        let e = manifest_args(&["bosun", "manifests", "--shards", "0"]).expect_err("0");
+        assert!(e.to_string().contains("--shards"), "{e}");
+    }
+
+    /// The RBAC objects of an install (the Lease rules differ with sharding).
+    fn objs_sharding_rbac(a: &ManifestArgs) -> Vec<Value> {
+        objs(a)
+            .into_iter()
+            .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+            .collect()
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub fn objects(a: &ManifestArgs, operators: &[Arc<dyn Operator>]) -> anyhow::Res
     ))?);
     let lease = format!("{name}-leader-election");
     let mut lease_role = lease_rules(&a.lease_name());
-    if a.sharding {
+    if a.sharded() {
         // The membership Leases are named after the pods, unknown here; the sharder takes
         // over and deletes those of pods that are gone.
         lease_role.push(PolicyRule {
