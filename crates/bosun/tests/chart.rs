@@ -228,6 +228,13 @@ fn chart_with_sharding_renders_the_same_as_the_flags() {
     assert_same(render(&values, "bosun-system"), cli);
 }
 
+/// `sharding.shards` and `--shards`: the replicas, the flag and the Lease rule follow it.
+#[test]
+fn chart_with_shards_renders_the_same_as_the_flags() {
+    let values = serde_json::json!({"sharding": {"shards": 3}});
+    assert_same(render(&values, "bosun-system"), manifests(&["--shards=3"]));
+}
+
 #[test]
 fn chart_with_postgres_renders_the_same_as_the_flags() {
     let values = serde_json::json!({"operators": ["postgres"]});
