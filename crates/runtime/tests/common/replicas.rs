@@ -22,6 +22,7 @@ pub struct ShardedMember {
     cfg: ManagerConfig,
     over_fence: Option<Box<dyn OverFence>>,
     sharder_rate: Option<RateLimitLayer>,
+    expected: usize,
 }
 
 impl ShardedMember {
@@ -37,6 +38,7 @@ impl ShardedMember {
             },
             over_fence: None,
             sharder_rate: None,
+            expected: 1,
         }
     }
 
@@ -67,6 +69,12 @@ impl ShardedMember {
         self
     }
 
+    /// Expects `n` members, as `bosun run --shards n` does.
+    pub fn expected(mut self, n: usize) -> Self {
+        self.expected = n;
+        self
+    }
+
     pub fn manager(self) -> anyhow::Result<Manager> {
         let fence = Fence::new();
         let client = match &self.over_fence {
@@ -80,7 +88,7 @@ impl ShardedMember {
             Pool::default(),
             Some(&sharder_fence),
         )?;
-        let shard = ShardConfig::new(self.lease)?;
+        let shard = ShardConfig::new(self.lease)?.with_expected(self.expected);
         Ok(Manager::new(client, self.cfg)
             .with_leader_client(client_with(self.config, None, Pool::default())?)
             .with_fence(fence)
