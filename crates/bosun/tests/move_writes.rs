@@ -538,20 +538,14 @@ async fn a_helm_release_move_writes_each_child_once() {
         dir.path(),
         "movechart",
         &[
-            (
-                "cm.yaml",
-                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  size: {{ .Values.size | quote }}\n",
-            ),
+            ("cm.yaml", CM_TEMPLATE),
             (
                 "svc.yaml",
                 "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}-svc\nspec:\n  ports:\n  - port: 80\n    targetPort: 8080\n  selector:\n    app: {{ .Release.Name }}\n",
             ),
             // A hook that persists, created at the install by a plain POST (not by the
             // applier): its relabel too goes under its label's owner.
-            (
-                "hook.yaml",
-                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations:\n    helm.sh/hook: post-install\ndata:\n  at: install\n",
-            ),
+            ("hook.yaml", HOOK_TEMPLATE),
         ],
     );
     // No resync during the test: every reconcile counted is one a move (or a write) caused.

@@ -392,16 +392,10 @@ async fn helm_releases_are_sharded_and_move_on_a_kill() {
         dir.path(),
         "shardchart",
         &[
-            (
-                "cm.yaml",
-                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  size: {{ .Values.size | quote }}\n",
-            ),
+            ("cm.yaml", CM_TEMPLATE),
             // A hook that persists: written at the install only, so after a move only the
             // move's relabelling gives it its owner's new label.
-            (
-                "hook.yaml",
-                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations:\n    helm.sh/hook: post-install\ndata:\n  at: install\n",
-            ),
+            ("hook.yaml", HOOK_TEMPLATE),
             // Not rendered with the chart's defaults: not a warm kind, its cache starts on
             // the first reconcile that renders it.
             (

@@ -130,6 +130,13 @@ pub fn resource(group: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural)
 }
 
+/// A chart's template: the ConfigMap `<release>-cm` holding the value `size`.
+pub const CM_TEMPLATE: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  size: {{ .Values.size | quote }}\n";
+
+/// A chart's template: a hook that persists, the ConfigMap `<release>-hook` created at the
+/// install only (by a plain POST, not by the applier) and never updated.
+pub const HOOK_TEMPLATE: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations:\n    helm.sh/hook: post-install\ndata:\n  at: install\n";
+
 /// Writes the chart `<dir>/chart` named `name`, its values `size: 1`, with `templates`
 /// (file name, text) under `templates/`; returns its directory.
 pub fn write_chart(dir: &Path, name: &str, templates: &[(&str, &str)]) -> PathBuf {
