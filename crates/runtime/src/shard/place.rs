@@ -46,7 +46,9 @@ pub fn holds_first_placement(
     leading_for: std::time::Duration,
     grace: std::time::Duration,
 ) -> bool {
-    live < expected && leading_for < grace
+    // Expecting one member (`--sharding` alone) holds nothing: today's placement, and rounds
+    // that settle as before.
+    expected > 1 && live < expected && leading_for < grace
 }
 
 impl MemberView {
@@ -201,6 +203,8 @@ mod tests {
         assert!(!holds_first_placement(3, 1, grace, grace));
         // `--sharding` alone expects 1, and `--shards 1` on one replica: placed at once.
         assert!(!holds_first_placement(1, 1, Duration::ZERO, grace));
+        // Nor before the sharder's own membership is seen live.
+        assert!(!holds_first_placement(1, 0, Duration::ZERO, grace));
     }
 
     #[test]
