@@ -70,8 +70,19 @@ pub struct ManifestArgs {
     pub sharding: bool,
     /// Shard over N replicas: the Deployment runs N replicas with `bosun run --shards=N`
     /// (sharding on, N members expected). Refused together with `--replicas`.
-    #[arg(long, value_parser = clap::value_parser!(i32).range(1..), conflicts_with = "replicas")]
+    #[arg(long, value_parser = parse_shards, conflicts_with = "replicas")]
     pub shards: Option<i32>,
+}
+
+/// A replica count for `--shards`, refused as `bosun run --shards` refuses it.
+fn parse_shards(s: &str) -> Result<i32, String> {
+    match s.parse::<i32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        Ok(_) => Err("the number of shards must be at least 1".into()),
+        Err(_) => Err(format!(
+            "{s:?} is not a number of shards (a whole number, 1 or more)"
+        )),
+    }
 }
 
 impl Default for ManifestArgs {
@@ -512,7 +523,7 @@ pub(crate) mod tests {
             .expect_err("both");
         assert!(e.to_string().contains("cannot be used with"), "{e}");
         let e = manifest_args(&["bosun", "manifests", "--shards", "0"]).expect_err("0");
-        assert!(e.to_string().contains("--shards"), "{e}");
+        assert!(e.to_string().contains("at least 1"), "{e}");
     }
 
     /// The RBAC objects of an install (the Lease rules differ with sharding).
