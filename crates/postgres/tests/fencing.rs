@@ -498,15 +498,25 @@ async fn a_force_deleted_primary_whose_manager_is_stopped_is_fenced_through_post
         .expect("in recovery")
         .get(0);
     assert!(in_recovery, "the old primary came back out of recovery");
-    let timelines: BTreeMap<String, Option<u32>> = s
-        .instances
-        .iter()
-        .map(|i| (i.name.clone(), i.timeline))
-        .collect();
-    assert_eq!(
-        timelines[&first], timelines[&last],
-        "the old primary is not on the new primary's timeline: {timelines:?}"
-    );
+    // The status that first showed three ready instances may still carry the old instance's
+    // report from before it replayed the timeline switch (a replica follows the new timeline
+    // as it streams): wait for the report, which never comes if it stayed on the old one.
+    let s = e
+        .status_until(
+            "pgf",
+            "the old primary on the new primary's timeline",
+            120,
+            |s| {
+                let timelines: BTreeMap<&str, Option<u32>> = s
+                    .instances
+                    .iter()
+                    .map(|i| (i.name.as_str(), i.timeline))
+                    .collect();
+                timelines.get(first.as_str()).copied().flatten().is_some()
+                    && timelines.get(first.as_str()) == timelines.get(last.as_str())
+            },
+        )
+        .await;
 
     let now = count(ip_of(&s, &last)).await.expect("count");
     eventually(DEADLINE, || async {
