@@ -55,7 +55,10 @@ struct Applied {
 /// What [`Applier::apply`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// The cache showed the desired state in place; no request was sent.
+    /// Nothing was written: the cache showed the desired state in place (no request was
+    /// sent), or, where the cache did not show the object yet (it lags behind this applier's
+    /// own creation, or behind the relabel of a moved child), the create was refused and the
+    /// live object, read once, held exactly this applier's desired state.
     Unchanged,
     /// The object was written (created, or server-side applied).
     Applied,
@@ -323,7 +326,12 @@ impl Applier {
                         // created a moment ago (for an earlier reconcile) may not show yet.
                         // It is ours only if this field manager applied exactly this state.
                         match self.own_creation(api, &hash, want, &obj.name_any()).await? {
-                            Some(live) if labelled(live.meta(), obj.meta()) => live,
+                            // In place: nothing written (the new member of a moved object
+                            // whose child cache lags behind the relabel finds it here too).
+                            Some(live) if labelled(live.meta(), obj.meta()) => {
+                                self.remember_live(&live, &hash)?;
+                                return Ok(Outcome::Unchanged);
+                            }
                             // Ours, but its shard label was changed or removed (so the
                             // cache, which selects on it, cannot show it): put it back.
                             Some(_) => {
@@ -343,11 +351,22 @@ impl Applier {
                     .await?
             }
         };
-        let live = serde_json::to_value(&written).map_err(kube::Error::SerdeError)?;
-        let entries = written.meta().managed_fields.as_deref().unwrap_or_default();
-        let owned = owned::live(&live, entries, &self.field_manager);
-        self.remember(written.meta(), &hash, Some(owned));
+        self.remember_live(&written, &hash)?;
         Ok(Outcome::Applied)
+    }
+
+    /// Remembers a live object (as written, or read) with the fingerprint of this field
+    /// manager's fields in it.
+    fn remember_live<K: Resource + Serialize>(
+        &self,
+        live: &K,
+        hash: &str,
+    ) -> Result<(), kube::Error> {
+        let value = serde_json::to_value(live).map_err(kube::Error::SerdeError)?;
+        let entries = live.meta().managed_fields.as_deref().unwrap_or_default();
+        let owned = owned::live(&value, entries, &self.field_manager);
+        self.remember(live.meta(), hash, Some(owned));
+        Ok(())
     }
 
     /// The live object of that name when it is what this applier writes for `hash` / `want`:

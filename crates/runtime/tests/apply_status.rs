@@ -118,6 +118,26 @@ async fn writes_are_skipped_when_desired_state_is_in_place() {
         after_first,
         "no-op applies sent no request"
     );
+    // A cache that does not show the object yet (it lags behind this applier's creation, or
+    // behind a move that relabelled it): the create is refused, the live object read is this
+    // applier's exact state, and nothing is written, so nothing is reported written.
+    assert_eq!(
+        applier
+            .apply(&api, &cm(&ns, "a"), None)
+            .await
+            .expect("apply"),
+        Outcome::Unchanged,
+        "an object found in place after a refused create was reported written"
+    );
+    assert_eq!(
+        api.get_metadata("applied")
+            .await
+            .expect("meta")
+            .metadata
+            .resource_version,
+        cached.resource_version,
+        "found in place, yet written"
+    );
 
     // A changed desired state is written.
     assert_eq!(
