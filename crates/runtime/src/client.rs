@@ -79,11 +79,12 @@ pub fn client_with(
 /// [`client_with`], its mutating requests checked against `fence` right before they leave
 /// (see [`crate::fence`]): the client of the operators of a replica with leader election.
 pub fn client_fenced(
-    config: kube::Config,
+    mut config: kube::Config,
     rate: Option<RateLimitLayer>,
     pool: Pool,
     fence: Option<&Fence>,
 ) -> Result<kube::Client, kube::Error> {
+    with_user_agent(&mut config);
     let counted = CountLayer {
         host: config
             .cluster_url
@@ -129,6 +130,33 @@ pub fn client_fenced(
         Some(r) => builder.with_layer(&r).build(),
         None => builder.build(),
     })
+}
+
+/// client-go's form, `<program>/<version> (<os>/<arch>)`: the API server records a write
+/// that names no field manager under the part before the first `/` (`bosun`), where kube's
+/// client, which sends none, leaves `unknown`.
+fn user_agent() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!(
+        "bosun/{} ({}/{arch})",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS
+    )
+}
+
+/// Adds bosun's User-Agent to `config`'s headers unless they carry one already.
+fn with_user_agent(config: &mut kube::Config) {
+    let agent = hyper::header::USER_AGENT;
+    if config.headers.iter().any(|(name, _)| *name == agent) {
+        return;
+    }
+    if let Ok(value) = hyper::header::HeaderValue::from_str(&user_agent()) {
+        config.headers.push((agent, value));
+    }
 }
 
 /// Counts each request in `rest_client_requests_total` once its response (or error) came.
@@ -179,5 +207,34 @@ where
             crate::metrics::rest_request(code, method.as_str(), &host);
             r
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bosun_names_itself_unless_the_config_names_an_agent() {
+        let mut config = kube::Config::new("https://127.0.0.1:6443".parse().expect("url"));
+        with_user_agent(&mut config);
+        let agents: Vec<_> = config
+            .headers
+            .iter()
+            .filter(|(n, _)| *n == hyper::header::USER_AGENT)
+            .map(|(_, v)| v.to_str().expect("ascii").to_string())
+            .collect();
+        assert_eq!(agents.len(), 1);
+        assert!(agents[0].starts_with("bosun/"), "{agents:?}");
+        assert!(agents[0].contains(&format!("({}/", std::env::consts::OS)));
+
+        let mut named = kube::Config::new("https://127.0.0.1:6443".parse().expect("url"));
+        named.headers.push((
+            hyper::header::USER_AGENT,
+            hyper::header::HeaderValue::from_static("my-operator/1.0"),
+        ));
+        with_user_agent(&mut named);
+        assert_eq!(named.headers.len(), 1);
+        assert_eq!(named.headers[0].1, "my-operator/1.0");
     }
 }

@@ -95,3 +95,35 @@ async fn idle_connections_are_capped_and_then_closed() {
     // The client still works after its connections went.
     assert!(api.list(&ListParams::default()).await.is_ok());
 }
+
+/// A write that names no field manager is recorded under the client's User-Agent, as the API
+/// server derives it: the operator's client says it is bosun (kube's own says nothing, and
+/// such writes show as `unknown` in managedFields).
+#[tokio::test]
+async fn a_write_without_a_field_manager_is_recorded_as_bosun() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::PostParams;
+    let cp = shared().await.expect("control plane");
+    let admin = cp.client().await.expect("admin");
+    let ns = bosun_testenv::test_namespace(&admin, "agent")
+        .await
+        .expect("namespace");
+    let client =
+        client_with(cp.config().await.expect("config"), None, Pool::default()).expect("client");
+    let api: Api<ConfigMap> = Api::namespaced(client, &ns);
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("unnamed-manager".into());
+    cm.data = Some([("k".to_string(), "v".to_string())].into());
+    let made = api
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    let managers: Vec<_> = made
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|e| e.manager.clone())
+        .collect();
+    assert_eq!(managers, ["bosun"], "the managers of a write without one");
+}
