@@ -218,13 +218,18 @@ async fn namespaces(admin: &Client, name: &str) -> (String, String) {
     (ns, shared)
 }
 
+/// A widget whose Secret goes to the `shared` namespace.
+fn shared_widget(ns: &str, shared: &str, name: &str) -> Widget {
+    let mut w = widget(ns, name, "x", 0);
+    w.metadata.annotations = Some([(SHARED_NS.to_string(), shared.to_string())].into());
+    w
+}
+
 async fn create_widgets(admin: &Client, ns: &str, shared: &str, names: &[String]) {
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), ns);
     for n in names {
-        let mut w = widget(ns, n, "x", 0);
-        w.metadata.annotations = Some([(SHARED_NS.to_string(), shared.to_string())].into());
         widgets
-            .create(&PostParams::default(), &w)
+            .create(&PostParams::default(), &shared_widget(ns, shared, n))
             .await
             .expect("create");
     }
@@ -245,8 +250,15 @@ async fn a_child_in_another_namespace_follows_its_owner_on_a_hand_off() {
     let cp = shared().await.expect("control plane");
     let admin = cp.client().await.expect("client");
     let (ns, shared_ns) = namespaces(&admin, "annotated-handoff").await;
-    let names: Vec<String> = (0..10).map(|i| format!("h{i}")).collect();
-    create_widgets(&admin, &ns, &shared_ns, &names).await;
+    // At least one widget of each member once m2 joins.
+    let names = create_widgets_spread(
+        &Api::namespaced(admin.clone(), &ns),
+        10,
+        &["m1", "m2"],
+        |n| shared_widget(&ns, &shared_ns, &n),
+        "h",
+    )
+    .await;
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let m1 = member_process(&kubeconfig, &ns, "m1");
     eventually(90, || secrets_followed(&admin, (&ns, &shared_ns), &names))

@@ -390,13 +390,15 @@ async fn an_annotation_linked_child_follows_its_owner_on_a_hand_off() {
     let WidgetEnv { cp, admin, ns } = widget_env("record-handoff").await;
     let config = cp.config().await.expect("config");
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
-    let names: Vec<String> = (0..10).map(|i| format!("h{i}")).collect();
-    for n in &names {
-        widgets
-            .create(&PostParams::default(), &widget(&ns, n, "x", 0))
-            .await
-            .expect("create");
-    }
+    // At least one widget of each member once m2 joins.
+    let names = create_widgets_spread(
+        &widgets,
+        10,
+        &["m1", "m2"],
+        |n| widget(&ns, &n, "x", 0),
+        "h",
+    )
+    .await;
     let m1 = member(&config, &ns, "m1");
     eventually(90, || roles_followed(&admin, &ns, &names))
         .await

@@ -149,7 +149,15 @@ async fn a_member_that_lost_its_lease_stays_warm() {
     let WidgetEnv { cp, admin, ns } = widget_env("shard-warm").await;
     let kubeconfig = cp.kubeconfig().to_path_buf();
     let widgets: Api<Widget> = Api::namespaced(admin.clone(), &ns);
-    create_widgets(&widgets, "w", "x", WIDGETS).await;
+    // At least one widget of each member: b must hold some.
+    create_widgets_spread(
+        &widgets,
+        WIDGETS,
+        &["a", "b"],
+        |name| widget(&ns, &name, "x", 0),
+        "w",
+    )
+    .await;
     let _a = member(&kubeconfig, &ns, "a", false);
     let mut b = member(&kubeconfig, &ns, "b", true);
     let report = Report::default();

@@ -313,6 +313,39 @@ pub async fn create_widgets(widgets: &Api<Widget>, prefix: &str, value: &str, n:
     }
 }
 
+/// Creates widgets `<prefix>0`, `<prefix>1`, … as `make` shapes each from its name: at least
+/// `n`, and more until the sharder's rendezvous hash puts at least one on each of `members`
+/// (with few widgets every one can hash to the same member: with 6 and two members, 1 run in
+/// 32). Returns their names, in order.
+pub async fn create_widgets_spread(
+    widgets: &Api<Widget>,
+    n: usize,
+    members: &[&str],
+    make: impl Fn(String) -> Widget,
+    prefix: &str,
+) -> Vec<String> {
+    let ring: Vec<String> = members.iter().map(|m| m.to_string()).collect();
+    let mut on = std::collections::BTreeSet::new();
+    let mut names = Vec::new();
+    while names.len() < n || on.len() < ring.len() {
+        assert!(
+            names.len() < 64,
+            "64 widgets and still a member of {members:?} without one"
+        );
+        let name = format!("{prefix}{}", names.len());
+        let made = widgets
+            .create(&kube::api::PostParams::default(), &make(name.clone()))
+            .await
+            .expect("create");
+        let uid = made.metadata.uid.clone().expect("uid");
+        if let Some(m) = bosun_runtime::shard::ring::owner(&uid, &ring) {
+            on.insert(m.to_string());
+        }
+        names.push(name);
+    }
+    names
+}
+
 /// What a test of widgets starts from: the control plane, its admin client, and a namespace
 /// of its own.
 pub struct WidgetEnv {
